@@ -1,0 +1,28 @@
+"""dpjax: a JAX batch engine for differential-privacy mechanisms.
+
+Mechanisms are immutable pytrees with an output law (``sample``, ``log_prob``,
+``cdf``) and a privacy-loss function; :func:`release` applies one to a batch of
+true answers with record-addressed, reproducible randomness. Exact privacy
+accounting lives in the sibling package :mod:`accounting`, parameter tuning in
+:mod:`optimize`.
+"""
+
+from dpjax import random
+from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from dpjax.mechanism import AdditiveMechanism, Mechanism
+from dpjax.randomized_response import RandomizedResponse
+from dpjax.release import release
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Mechanism",
+    "AdditiveMechanism",
+    "Laplace",
+    "Gaussian",
+    "DiscreteLaplace",
+    "DiscreteGaussian",
+    "RandomizedResponse",
+    "release",
+    "random",
+]

@@ -1,0 +1,57 @@
+"""Immutable dataclasses registered as JAX pytrees.
+
+Numeric parameters are pytree *leaves* (differentiable, batchable); fields marked
+``static_field()`` are auxiliary data that change shapes or code paths.
+Unflattening bypasses ``__init__``/``__post_init__`` so that validation runs only
+when a user builds an object from concrete values, never on tracers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+__all__ = ["pytree_dataclass", "static_field", "replace"]
+
+
+def static_field(**kwargs):
+    """A dataclass field that is static configuration (not a pytree leaf)."""
+    metadata = dict(kwargs.pop("metadata", {}) or {})
+    metadata["static"] = True
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def pytree_dataclass(cls):
+    """Turn ``cls`` into a frozen dataclass registered as a pytree node."""
+    cls = dataclasses.dataclass(frozen=True, eq=False, repr=True)(cls)
+    fields = dataclasses.fields(cls)
+    data_names = tuple(f.name for f in fields if not f.metadata.get("static", False))
+    meta_names = tuple(f.name for f in fields if f.metadata.get("static", False))
+
+    def flatten_with_keys(obj):
+        children = tuple((jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data_names)
+        return children, tuple(getattr(obj, n) for n in meta_names)
+
+    def flatten(obj):
+        return tuple(getattr(obj, n) for n in data_names), tuple(getattr(obj, n) for n in meta_names)
+
+    def unflatten(meta, children):
+        obj = object.__new__(cls)
+        for n, v in zip(data_names, children):
+            object.__setattr__(obj, n, v)
+        for n, v in zip(meta_names, meta):
+            object.__setattr__(obj, n, v)
+        return obj
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    return cls
+
+
+def replace(obj, **changes):
+    """Copy of a pytree dataclass with some fields replaced (no re-validation)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    for k, v in changes.items():
+        object.__setattr__(new, k, v)
+    return new

@@ -1,0 +1,105 @@
+"""Input validation, run on concrete values outside ``jit``.
+
+Every public constructor and entry point calls these helpers before any traced
+computation starts, so that invalid input raises a ``ValueError`` that names the
+parameter and its allowed range instead of producing a silent, wrong release.
+Traced values (inside ``jit``/``grad``/``vmap``) cannot be inspected and are let
+through: they were validated where they were created.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import numpy as np
+
+__all__ = [
+    "is_traced",
+    "check_real",
+    "check_positive",
+    "check_probability",
+    "check_int",
+    "check_finite_values",
+]
+
+
+def is_traced(x) -> bool:
+    """True when ``x`` is (or contains) a JAX tracer whose value is unknown."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _as_array(name: str, x) -> np.ndarray:
+    if isinstance(x, (str, bytes)) or x is None:
+        raise ValueError(f"{name} must be a real number or array of real numbers, got {x!r}")
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - numpy raises many types
+        raise ValueError(f"{name} must be a real number or array, got {type(x).__name__}") from exc
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must have a real numeric dtype, got dtype {arr.dtype}")
+    return arr
+
+
+def check_real(name: str, x, *, finite: bool = True):
+    """Validate a real scalar/array; return it unchanged. NaN is always refused."""
+    if is_traced(x):
+        return x
+    arr = _as_array(name, x)
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not be NaN, got {x!r}")
+    if finite and not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    return x
+
+
+def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = False):
+    """Validate ``x > 0`` (or ``>= 0``) elementwise, finite unless ``allow_inf``."""
+    if is_traced(x):
+        return x
+    check_real(name, x, finite=not allow_inf)
+    arr = np.asarray(x)
+    bad = arr < 0 if allow_zero else arr <= 0
+    if bad.any():
+        rng = "[0, inf)" if allow_zero else "(0, inf)"
+        raise ValueError(f"{name} must lie in {rng}, got {x!r}")
+    return x
+
+
+def check_probability(name: str, x, *, low_open: bool = True, high_open: bool = False):
+    """Validate that ``x`` lies in the interval (0, 1] (open/closed ends as asked)."""
+    if is_traced(x):
+        return x
+    check_real(name, x)
+    arr = np.asarray(x)
+    lo_bad = arr <= 0 if low_open else arr < 0
+    hi_bad = arr >= 1 if high_open else arr > 1
+    if lo_bad.any() or hi_bad.any():
+        rng = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
+        raise ValueError(f"{name} must lie in {rng}, got {x!r}")
+    return x
+
+
+def check_int(name: str, x, *, minimum: int | None = None) -> int:
+    """Validate a Python integer (static configuration) with an optional lower bound."""
+    if isinstance(x, bool) or not isinstance(x, (numbers.Integral, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {x!r}")
+    x = int(x)
+    if minimum is not None and x < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {x}")
+    return x
+
+
+def check_finite_values(name: str, values) -> None:
+    """Refuse empty, NaN or infinite data before it is released."""
+    if is_traced(values):
+        return
+    arr = _as_array(name, values)
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: there is nothing to release")
+    if not np.isfinite(arr).all():
+        n_bad = int((~np.isfinite(arr)).sum())
+        raise ValueError(
+            f"{name} contains {n_bad} NaN or infinite entries; a release of non-finite values is refused "
+            "(clean or clip the data first)"
+        )

@@ -1,0 +1,157 @@
+"""The mechanism abstraction shared by every part of dpjax.
+
+A mechanism is an immutable pytree (see :mod:`dpjax._pytree`): numeric
+parameters are leaves, so ``jax.grad`` differentiates through them and
+parameters with leading batch dimensions describe a *batch* of mechanisms (like
+a distribution's batch shape). For a true answer ``value`` it defines the output
+law
+
+* ``sample(key, value, shape=())`` — draws of shape ``shape + broadcast(batch_shape, value.shape)``;
+* ``log_prob(y, value)`` — log density (continuous) or log pmf (discrete);
+* ``cdf(y, value)`` — ``Pr[M(value) <= y]`` (on the integers for discrete mechanisms);
+* ``privacy_loss(y, value, neighbour_value)`` — ``log p(y|value) - log p(y|neighbour_value)``;
+* ``neighbour_pairs(sensitivity)`` — the (value, neighbour_value) pairs whose
+  output laws the accountant must compare; for shift-invariant (additive)
+  mechanisms this is the single pair ``(0, Δ)``, for mechanisms whose law changes
+  with the answer a grid wide enough to contain the worst pair. The accountant
+  examines every pair in both directions and takes the pessimistic envelope.
+
+Sampling goes through :class:`dpjax.random.UniformStream`: a mechanism only maps
+per-record uniforms to outputs (``_sample``), which is what makes releases
+reproducible under slicing and sharding.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from dpjax._validation import check_positive, check_real, is_traced
+from dpjax.random import MAX_RECORDS, UniformStream, check_key
+
+__all__ = ["Mechanism", "AdditiveMechanism", "output_dtype", "default_float"]
+
+
+def output_dtype(value, discrete: bool):
+    """dtype of a release of ``value``: the value's float dtype for continuous
+    mechanisms (default float dtype for integer input); for discrete mechanisms
+    the value's integer dtype, or its float dtype if ``value`` is float."""
+    dt = jnp.result_type(value)
+    if jnp.issubdtype(dt, jnp.floating):
+        return dt
+    if discrete:
+        return dt if jnp.issubdtype(dt, jnp.integer) else jax.dtypes.canonicalize_dtype(jnp.int64)
+    return default_float()
+
+
+def default_float():
+    """The default float dtype: float32, or float64 when the user enabled x64."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _float_dtype(dt):
+    return dt if jnp.issubdtype(dt, jnp.floating) else default_float()
+
+
+class Mechanism:
+    """Base class of all mechanisms (subclasses are ``@pytree_dataclass``)."""
+
+    #: Outputs are integers (pmf/cdf on the integers).
+    discrete: ClassVar[bool] = False
+
+    # -- shapes -------------------------------------------------------------------
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        """Broadcast shape of the numeric parameters (``()`` for a single mechanism)."""
+        shapes = [jnp.shape(leaf) for leaf in jax.tree_util.tree_leaves(self)]
+        return tuple(jnp.broadcast_shapes(*shapes)) if shapes else ()
+
+    # -- output law -------------------------------------------------------------
+    def sample(self, key, value, shape=()) -> jax.Array:
+        """Draw outputs for true answer(s) ``value`` (addressed by flat position)."""
+        key = check_key(key)
+        value = jnp.asarray(check_real("value", value))
+        out_shape = tuple(shape) + tuple(jnp.broadcast_shapes(self.batch_shape, value.shape))
+        size = math.prod(out_shape)
+        if size > MAX_RECORDS:
+            raise ValueError(f"shape: at most 2**32 draws per key, asked for {size}; split the key")
+        index = jnp.arange(size, dtype=jnp.uint32).reshape(out_shape)
+        return self.sample_records(key, jnp.broadcast_to(value, out_shape), index)
+
+    def sample_records(self, key, value, index) -> jax.Array:
+        """Outputs for ``value`` where record ``index[i]`` gets the i-th output.
+
+        The randomness of each output depends only on ``key`` and its record
+        index; this is the primitive behind :func:`dpjax.release`.
+        """
+        dt = output_dtype(value, self.discrete)
+        stream = UniformStream(key, index, _float_dtype(dt))
+        return self._sample(stream, value).astype(dt)
+
+    def _sample(self, uniform: UniformStream, value) -> jax.Array:
+        raise NotImplementedError
+
+    def log_prob(self, y, value) -> jax.Array:
+        raise NotImplementedError
+
+    def cdf(self, y, value) -> jax.Array:
+        raise NotImplementedError
+
+    # -- privacy ------------------------------------------------------------------
+    def privacy_loss(self, y, value, neighbour_value) -> jax.Array:
+        """``log p(y | value) - log p(y | neighbour_value)``."""
+        return self.log_prob(y, value) - self.log_prob(y, neighbour_value)
+
+    def neighbour_pairs(self, sensitivity=1.0):
+        """Arrays ``(values, neighbour_values)`` the accountant must examine."""
+        raise NotImplementedError
+
+    def validate_values(self, values) -> None:
+        """Raise ``ValueError`` if ``values`` are outside this mechanism's input domain."""
+
+
+class AdditiveMechanism(Mechanism):
+    """``M(value) = value + N`` for a noise law N symmetric about 0.
+
+    Subclasses define the noise law through ``noise_log_prob``, ``noise_cdf``,
+    ``noise_log_cdf`` (``log Pr[N <= n]``, tail-stable) and ``_sample_noise``.
+    The worst neighbouring pair of a shift-invariant mechanism is ``(0, Δ)``
+    (and its mirror, which the accountant examines by swapping the pair).
+    """
+
+    def noise_log_prob(self, n) -> jax.Array:
+        raise NotImplementedError
+
+    def noise_cdf(self, n) -> jax.Array:
+        raise NotImplementedError
+
+    def noise_log_cdf(self, n) -> jax.Array:
+        raise NotImplementedError
+
+    def noise_log_sf(self, n) -> jax.Array:
+        """``log Pr[N > n]``; by symmetry ``log Pr[N < -n]``."""
+        if self.discrete:
+            return self.noise_log_cdf(-jnp.floor(n) - 1)
+        return self.noise_log_cdf(-n)
+
+    def _sample_noise(self, uniform: UniformStream) -> jax.Array:
+        raise NotImplementedError
+
+    def _sample(self, uniform, value):
+        noise = self._sample_noise(uniform)
+        return value + noise.astype(jnp.result_type(value, noise) if self.discrete else noise.dtype)
+
+    def log_prob(self, y, value):
+        return self.noise_log_prob(jnp.asarray(y) - value)
+
+    def cdf(self, y, value):
+        return self.noise_cdf(jnp.asarray(y) - value)
+
+    def neighbour_pairs(self, sensitivity=1.0):
+        if not is_traced(sensitivity):
+            check_positive("sensitivity", sensitivity)
+        s = jnp.asarray(sensitivity)
+        return jnp.zeros((1,), s.dtype if jnp.issubdtype(s.dtype, jnp.floating) else float), jnp.reshape(s, (1,))

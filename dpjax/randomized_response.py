@@ -1,0 +1,85 @@
+"""k-ary (generalized) randomized response for local DP.
+
+A record holding category ``x ∈ {0, …, k−1}`` reports ``x`` with probability
+``p = e^ε / (e^ε + k − 1)`` and each other category with probability
+``q = 1 / (e^ε + k − 1)`` (Warner 1965; Kairouz, Oh, Viswanath 2016). It is pure
+ε-LDP: the likelihood ratio of any two inputs is at most p/q = e^ε.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax._pytree import pytree_dataclass, static_field
+from dpjax._validation import check_int, check_positive, is_traced
+from dpjax.mechanism import Mechanism
+
+__all__ = ["RandomizedResponse"]
+
+
+@pytree_dataclass
+class RandomizedResponse(Mechanism):
+    """Generalized randomized response over ``num_categories`` categories."""
+
+    epsilon: jax.Array
+    num_categories: int = static_field(default=2)
+    discrete = True
+
+    def __post_init__(self):
+        check_positive("epsilon", self.epsilon)
+        check_int("num_categories", self.num_categories, minimum=2)
+
+    @property
+    def keep_probability(self):
+        """p = e^ε / (e^ε + k − 1): probability of reporting the true category."""
+        return jax.nn.sigmoid(self.epsilon - jnp.log(self.num_categories - 1.0))
+
+    @property
+    def flip_probability(self):
+        """q = 1 / (e^ε + k − 1): probability of reporting one given other category."""
+        return (1.0 - self.keep_probability) / (self.num_categories - 1)
+
+    def pure_epsilon(self, sensitivity=None):
+        """ε of the local-DP guarantee (the likelihood ratio p/q)."""
+        return jnp.asarray(self.epsilon)
+
+    def confusion_matrix(self):
+        """``P[y | x]`` as a k×k matrix (rows: true category)."""
+        k = self.num_categories
+        eye = jnp.eye(k)
+        p = jnp.asarray(self.keep_probability)[..., None, None]
+        q = jnp.asarray(self.flip_probability)[..., None, None]
+        return eye * p + (1 - eye) * q
+
+    def validate_values(self, values) -> None:
+        if is_traced(values):
+            return
+        arr = np.asarray(values)
+        if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
+            raise ValueError("values must be integer category indices for RandomizedResponse")
+        if arr.size and (arr.min() < 0 or arr.max() >= self.num_categories):
+            raise ValueError(f"values must lie in [0, {self.num_categories - 1}] (num_categories={self.num_categories})")
+
+    def _sample(self, uniform, value):
+        keep = uniform(0) < self.keep_probability
+        r = jnp.floor(uniform(1) * (self.num_categories - 1))
+        r = jnp.minimum(r, self.num_categories - 2).astype(value.dtype)
+        other = r + (r >= value).astype(value.dtype)
+        return jnp.where(keep, value, other)
+
+    def log_prob(self, y, value):
+        y = jnp.asarray(y)
+        inside = (y == jnp.round(y)) & (y >= 0) & (y <= self.num_categories - 1)
+        lp = jnp.where(y == value, jnp.log(self.keep_probability), jnp.log(self.flip_probability))
+        return jnp.where(inside, lp, -jnp.inf)
+
+    def cdf(self, y, value):
+        k = jnp.clip(jnp.floor(jnp.asarray(y)) + 1.0, 0.0, self.num_categories)
+        p, q = self.keep_probability, self.flip_probability
+        return q * k + (p - q) * (jnp.floor(jnp.asarray(y)) >= value)
+
+    def neighbour_pairs(self, sensitivity=None):
+        """Any two distinct categories are a worst pair (the law is symmetric)."""
+        return jnp.zeros((1,)), jnp.ones((1,))

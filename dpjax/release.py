@@ -1,0 +1,88 @@
+"""Batch releases: ``dpjax.release(key, values, mech)``.
+
+The noise of record ``i`` (flat, row-major position plus ``start``) is a
+function of ``(key, i)`` only (:mod:`dpjax.random`), so a release is bitwise
+identical whether it runs whole, in slices (pass each slice's ``start``), or
+sharded over several devices. With more than one device and a large input, the
+records are sharded over a 1-D device mesh with :mod:`jax.sharding`; the
+computation is elementwise, so each device generates the noise of its own
+records and nothing is communicated.
+
+A mechanism with batch shape equal to (or broadcastable to) ``values.shape``
+gives per-query parameters: record ``i`` is released with mechanism ``i``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dpjax._validation import check_finite_values, check_int
+from dpjax.mechanism import Mechanism
+from dpjax.random import MAX_RECORDS, check_key
+
+__all__ = ["release"]
+
+#: Inputs with fewer records than this are not worth sharding.
+SHARD_MIN_RECORDS = 1 << 16
+
+
+@jax.jit
+def _release_flat(key, values, mech, start):
+    index = start + jnp.arange(values.shape[0], dtype=jnp.uint32)
+    return mech.sample_records(key, values, index)
+
+
+def _shard(x, devices):
+    mesh = Mesh(np.asarray(devices), ("records",))
+    return jax.device_put(x, NamedSharding(mesh, PartitionSpec("records")))
+
+
+def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
+    """Release ``values`` through ``mech``: one independent draw per record.
+
+    Args:
+      key: a Threefry PRNG key (``jax.random.key(seed)`` or
+        :func:`dpjax.random.secure_key`); consumed once. Never reuse it for another release.
+      values: array of true answers (any shape); NaN/inf or empty input is refused.
+      mech: a mechanism; its batch shape must broadcast to ``values.shape``.
+      start: record index of ``values[0]`` (flat), to release a large array in
+        slices with exactly the noise of the whole release.
+
+    Returns:
+      Noisy values with the shape of ``values``.
+    """
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
+    key = check_key(key)
+    values = jnp.asarray(values) if not isinstance(values, jax.Array) else values
+    if values.ndim == 0:
+        values = values.reshape(1)
+        squeeze = True
+    else:
+        squeeze = False
+    check_finite_values("values", values)
+    mech.validate_values(values)
+    start = check_int("start", start, minimum=0)
+    shape = values.shape
+    try:
+        batch = jnp.broadcast_shapes(mech.batch_shape, shape)
+    except ValueError:
+        batch = None
+    if batch != shape:
+        raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
+    n = math.prod(shape)
+    if start + n > MAX_RECORDS:
+        raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
+    flat = values.reshape(-1)
+    flat_mech = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, shape).reshape(-1) if jnp.ndim(p) else p, mech)
+    devices = jax.devices()
+    if len(devices) > 1 and n >= SHARD_MIN_RECORDS and n % len(devices) == 0:
+        flat = _shard(flat, devices)
+        flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
+    out = _release_flat(key, flat, flat_mech, jnp.uint32(start)).reshape(shape)
+    return out.reshape(()) if squeeze else out
