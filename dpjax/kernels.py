@@ -41,6 +41,15 @@ def _floor(y):
     return jnp.floor(jnp.asarray(y))
 
 
+def _round_up_to_default_float(x) -> jax.Array:
+    """``x`` stored in the default float dtype, rounded towards +inf (more noise is the safe side)."""
+    dt = jax.dtypes.canonicalize_dtype(jnp.float64)
+    x64 = np.asarray(x, np.float64)
+    y = x64.astype(dt)
+    y = np.where(y.astype(np.float64) < x64, np.nextafter(y, np.asarray(np.inf, dt)), y)
+    return jnp.asarray(y, dt)
+
+
 # ----------------------------------------------------------------------------------
 # Laplace
 # ----------------------------------------------------------------------------------
@@ -58,7 +67,7 @@ class Laplace(AdditiveMechanism):
         """Pure ε-DP Laplace mechanism for a query of L1 sensitivity Δ: scale Δ/ε."""
         check_positive("epsilon", epsilon)
         check_positive("sensitivity", sensitivity)
-        return cls(scale=jnp.asarray(sensitivity) / jnp.asarray(epsilon))
+        return cls(scale=_round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
 
     def pure_epsilon(self, sensitivity=1.0):
         """The pure-DP ε = Δ/b of the pair (0, Δ)."""
@@ -148,7 +157,7 @@ class Gaussian(AdditiveMechanism):
     @classmethod
     def from_epsilon_delta(cls, epsilon, delta, sensitivity=1.0) -> "Gaussian":
         """(ε, δ)-DP Gaussian mechanism by the analytic calibration of Balle & Wang (2018)."""
-        return cls(sigma=jnp.asarray(analytic_gaussian_sigma(epsilon, delta, sensitivity)))
+        return cls(sigma=_round_up_to_default_float(analytic_gaussian_sigma(epsilon, delta, sensitivity)))
 
     def privacy_profile(self, epsilon, sensitivity=1.0):
         """Exact δ(ε) of the pair (0, Δ) (symmetric, so both directions agree)."""
@@ -192,7 +201,7 @@ class DiscreteLaplace(AdditiveMechanism):
     def from_epsilon(cls, epsilon, sensitivity=1) -> "DiscreteLaplace":
         check_positive("epsilon", epsilon)
         check_positive("sensitivity", sensitivity)
-        return cls(scale=jnp.asarray(sensitivity, dtype=float) / jnp.asarray(epsilon))
+        return cls(scale=_round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
 
     def pure_epsilon(self, sensitivity=1):
         return jnp.asarray(sensitivity) / self.scale

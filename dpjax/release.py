@@ -59,13 +59,11 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
     key = check_key(key)
-    values = jnp.asarray(values) if not isinstance(values, jax.Array) else values
-    if values.ndim == 0:
-        values = values.reshape(1)
-        squeeze = True
-    else:
-        squeeze = False
     check_finite_values("values", values)
+    values = jnp.asarray(values)
+    squeeze = values.ndim == 0
+    if squeeze:
+        values = values.reshape(1)
     mech.validate_values(values)
     start = check_int("start", start, minimum=0)
     shape = values.shape

@@ -1,0 +1,46 @@
+"""The embedded default dataset: a week of daily step counts from a health app.
+
+PB-DP's motivating example (Jiang et al., S&P 2025, §1) is a health app that
+publishes aggregate activity statistics. ``steps.csv`` is a synthetic,
+deterministic stand-in: one row per user with the user's age group, region and
+average daily step count over one week. It was produced by
+:func:`make_steps_table` (seed 2025) and is checked against it by the tests, so
+the shipped file and its recipe cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from importlib import resources
+
+import numpy as np
+
+__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV"]
+
+AGE_GROUPS = ("18-29", "30-44", "45-59", "60-74", "75+")
+REGIONS = ("north", "south", "east", "west")
+STEPS_CSV = "steps.csv"
+_MEAN_STEPS = (8600.0, 7900.0, 7100.0, 6000.0, 4300.0)
+
+
+def make_steps_table(num_users: int = 4000, seed: int = 2025) -> str:
+    """CSV text of the synthetic table (deterministic for a given seed)."""
+    rng = np.random.default_rng(seed)
+    age = rng.choice(len(AGE_GROUPS), size=num_users, p=[0.24, 0.28, 0.24, 0.16, 0.08])
+    region = rng.choice(len(REGIONS), size=num_users)
+    mean = np.asarray(_MEAN_STEPS)[age] * (1.0 + 0.04 * (region - 1.5))
+    # log-normal daily steps (a heavy right tail, as in real activity data), some inactive users
+    steps = rng.lognormal(np.log(mean) - 0.5 * 0.45**2, 0.45)
+    steps = np.where(rng.random(num_users) < 0.03, rng.integers(0, 900, num_users), steps)
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["user_id", "age_group", "region", "steps"])
+    for i in range(num_users):
+        w.writerow([f"u{i:05d}", AGE_GROUPS[age[i]], REGIONS[region[i]], int(round(steps[i]))])
+    return out.getvalue()
+
+
+def load_steps() -> str:
+    """The shipped CSV text."""
+    return resources.files(__package__).joinpath(STEPS_CSV).read_text()

@@ -1,0 +1,175 @@
+"""Batch releases: reproducibility under slicing and sharding, key handling, validation."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpjax
+
+MECHS = [
+    dpjax.Laplace(scale=2.0),
+    dpjax.Gaussian(sigma=1.5),
+    dpjax.DiscreteLaplace(scale=3.0),
+    dpjax.DiscreteGaussian(sigma=2.0),
+    dpjax.RandomizedResponse(epsilon=1.0, num_categories=5),
+]
+
+
+def _values(mech, n):
+    if isinstance(mech, dpjax.RandomizedResponse):
+        return jnp.arange(n, dtype=jnp.int32) % 5
+    return jnp.arange(n, dtype=jnp.int32 if mech.discrete else jnp.float32)
+
+
+@pytest.mark.parametrize("mech", MECHS, ids=lambda m: type(m).__name__)
+def test_release_is_identical_across_slices(mech):
+    key = jax.random.key(11)
+    x = _values(mech, 10_000)
+    whole = np.asarray(dpjax.release(key, x, mech))
+    parts = [np.asarray(dpjax.release(jax.random.key(11), x[a:b], mech, start=a)) for a, b in [(0, 1), (1, 3333), (3333, 10_000)]]
+    np.testing.assert_array_equal(whole, np.concatenate(parts))
+    assert np.isfinite(whole).all()
+
+
+def test_release_matches_sample_and_is_deterministic():
+    mech = dpjax.Laplace(scale=1.0)
+    x = jnp.linspace(-5, 5, 101)
+    a = dpjax.release(jax.random.key(3), x, mech)
+    b = dpjax.release(jax.random.key(3), x, mech)
+    c = mech.sample(jax.random.key(3), x)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(a, dpjax.release(jax.random.key(4), x, mech))
+
+
+def test_release_of_2d_values_and_per_query_parameters():
+    x = jnp.zeros((4, 1000))
+    sig = jnp.array([[0.1], [1.0], [10.0], [100.0]])
+    y = np.asarray(dpjax.release(jax.random.key(0), x, dpjax.Gaussian(sigma=sig)))
+    assert y.shape == (4, 1000)
+    np.testing.assert_allclose(y.std(axis=1), [0.1, 1.0, 10.0, 100.0], rtol=0.1)
+    per_record = dpjax.Gaussian(sigma=jnp.broadcast_to(sig, (4, 1000)))
+    np.testing.assert_array_equal(y, np.asarray(dpjax.release(jax.random.key(0), x, per_record)))
+
+
+def test_release_under_jit_and_vmap_over_keys():
+    mech = dpjax.Gaussian(sigma=1.0)
+    keys = jax.random.split(jax.random.key(0), 3)
+    out = jax.jit(jax.vmap(lambda k: mech.sample(k, jnp.zeros(5))))(keys)
+    assert out.shape == (3, 5) and len({tuple(np.asarray(r)) for r in out}) == 3
+
+
+_SHARD_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    import jax, jax.numpy as jnp, numpy as np
+    import dpjax
+    assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+    x = jnp.arange(1 << 17, dtype=jnp.float32)
+    outs = [np.asarray(dpjax.release(jax.random.key(7), x, m)) for m in
+            (dpjax.Laplace(scale=1.0), dpjax.Gaussian(sigma=2.0), dpjax.DiscreteLaplace(scale=2.0),
+             dpjax.Gaussian(sigma=jnp.linspace(1.0, 2.0, 1 << 17)))]
+    np.save(sys.argv[2], np.stack(outs))
+    """
+)
+
+
+def _run_with_devices(n, path, tmp_path):
+    script = tmp_path / "shard.py"
+    script.write_text(_SHARD_SCRIPT)
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu")
+    subprocess.run([sys.executable, str(script), str(n), str(path)], check=True, env=env, timeout=300)
+    return np.load(path)
+
+
+def test_release_is_identical_on_1_and_4_devices(tmp_path):
+    one = _run_with_devices(1, tmp_path / "one.npy", tmp_path)
+    four = _run_with_devices(4, tmp_path / "four.npy", tmp_path)
+    np.testing.assert_array_equal(one, four)
+
+
+def test_key_reuse_is_caught():
+    mech = dpjax.Laplace(scale=1.0)
+    with jax.debug_key_reuse(True):
+        key = jax.random.key(0)
+        k1, k2 = jax.random.split(key)
+        dpjax.release(k1, jnp.zeros(10), mech)  # our own code consumes each key exactly once
+        mech.sample(k2, 0.0, (10,))
+        with pytest.raises(Exception, match="consumed"):
+            dpjax.release(k1, jnp.zeros(10), mech)
+
+
+def test_secure_key_is_threefry_and_fresh():
+    a, b = dpjax.random.secure_key(), dpjax.random.secure_key()
+    assert "threefry" in str(jax.random.key_impl(a))
+    assert not np.array_equal(jax.random.key_data(a), jax.random.key_data(b))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: dpjax.Laplace(scale=0.0),
+        lambda: dpjax.Laplace(scale=-1.0),
+        lambda: dpjax.Laplace(scale=float("nan")),
+        lambda: dpjax.Laplace(scale=float("inf")),
+        lambda: dpjax.Laplace(scale="1"),
+        lambda: dpjax.Laplace.from_epsilon(0.0),
+        lambda: dpjax.Laplace.from_epsilon(-1.0),
+        lambda: dpjax.Laplace.from_epsilon(1.0, sensitivity=float("nan")),
+        lambda: dpjax.Gaussian(sigma=0.0),
+        lambda: dpjax.Gaussian(sigma=jnp.array([1.0, -1.0])),
+        lambda: dpjax.Gaussian.from_epsilon_delta(1.0, 0.0),
+        lambda: dpjax.Gaussian.from_epsilon_delta(1.0, 1.0),
+        lambda: dpjax.Gaussian.from_epsilon_delta(float("inf"), 1e-5),
+        lambda: dpjax.DiscreteLaplace(scale=-2.0),
+        lambda: dpjax.DiscreteGaussian(sigma=0.0),
+        lambda: dpjax.RandomizedResponse(epsilon=1.0, num_categories=1),
+        lambda: dpjax.RandomizedResponse(epsilon=0.0, num_categories=3),
+        lambda: dpjax.RandomizedResponse(epsilon=1.0, num_categories=2.5),
+    ],
+)
+def test_invalid_parameters_raise_value_error_naming_the_parameter(bad):
+    with pytest.raises(ValueError, match="scale|sigma|epsilon|delta|sensitivity|num_categories"):
+        bad()
+
+
+@pytest.mark.parametrize(
+    "values,match",
+    [
+        (jnp.array([1.0, jnp.nan]), "NaN or infinite"),
+        (jnp.array([1.0, jnp.inf]), "NaN or infinite"),
+        (jnp.zeros((0,)), "empty"),
+        (np.array(["a", "b"]), "dtype"),
+    ],
+)
+def test_release_refuses_bad_values(values, match):
+    with pytest.raises(ValueError, match=match):
+        dpjax.release(jax.random.key(0), values, dpjax.Laplace(scale=1.0))
+
+
+def test_release_refuses_bad_keys_shapes_and_categories():
+    mech = dpjax.Laplace(scale=1.0)
+    with pytest.raises(ValueError, match="key"):
+        dpjax.release(0, jnp.zeros(3), mech)
+    with pytest.raises(ValueError, match="rbg"):
+        dpjax.release(jax.random.key(0, impl="rbg"), jnp.zeros(3), mech)
+    with pytest.raises(ValueError, match="batch shape"):
+        dpjax.release(jax.random.key(0), jnp.zeros(3), dpjax.Laplace(scale=jnp.ones(4)))
+    with pytest.raises(ValueError, match="start"):
+        dpjax.release(jax.random.key(0), jnp.zeros(3), mech, start=-1)
+    with pytest.raises(ValueError, match="values must lie in"):
+        dpjax.release(jax.random.key(0), jnp.array([0, 7]), dpjax.RandomizedResponse(epsilon=1.0, num_categories=3))
+    with pytest.raises(ValueError, match="mech"):
+        dpjax.release(jax.random.key(0), jnp.zeros(3), "laplace")
+
+
+def test_no_release_contains_nan_even_at_extreme_scales():
+    x = jnp.full((100_000,), 1e6, jnp.float32)
+    for mech in (dpjax.Laplace(scale=1e-30), dpjax.Laplace(scale=1e30), dpjax.Gaussian(sigma=1e-30), dpjax.Gaussian(sigma=1e30)):
+        assert np.isfinite(np.asarray(dpjax.release(jax.random.key(1), x, mech))).all()
