@@ -78,17 +78,17 @@ class Mechanism:
         size = math.prod(out_shape)
         if size > MAX_RECORDS:
             raise ValueError(f"shape: at most 2**32 draws per key, asked for {size}; split the key")
-        index = jnp.arange(size, dtype=jnp.uint32).reshape(out_shape)
-        return self.sample_records(key, jnp.broadcast_to(value, out_shape), index)
+        return self.sample_records(key, jnp.broadcast_to(value, out_shape))
 
-    def sample_records(self, key, value, index) -> jax.Array:
-        """Outputs for ``value`` where record ``index[i]`` gets the i-th output.
+    def sample_records(self, key, value, start=0, parity=None) -> jax.Array:
+        """Outputs for ``value``, whose entries are records ``start, start+1, …`` (row-major).
 
         The randomness of each output depends only on ``key`` and its record
-        index; this is the primitive behind :func:`dpjax.release`.
+        index; this is the primitive behind :func:`dpjax.release`. ``parity``
+        (``start % 2``, static) may be given when ``start`` is traced.
         """
         dt = output_dtype(value, self.discrete)
-        stream = UniformStream(key, index, _float_dtype(dt))
+        stream = UniformStream(key, jnp.shape(value), _float_dtype(dt), start, parity)
         return self._sample(stream, value).astype(dt)
 
     def _sample(self, uniform: UniformStream, value) -> jax.Array:

@@ -15,6 +15,7 @@ Counter-based generation needs one hash per uniform, the same work
 
 from __future__ import annotations
 
+import math
 import os
 
 import jax
@@ -85,37 +86,56 @@ def _bits_to_uniform(w0, w1, dtype):
 class UniformStream:
     """Uniforms addressed by (stream, record): ``stream(j)`` returns U(0,1) per record.
 
-    Built from a consumed key and an array of record indices (uint32). Mechanisms
-    draw their ``j``-th uniform per record with ``stream(j)``; ``j`` may be traced
-    (rejection samplers use it as the trial counter).
+    Built from a consumed key and a contiguous range of record indices
+    ``start, start+1, …`` laid out row-major in ``shape``. Mechanisms draw their
+    ``j``-th uniform per record with ``stream(j)``; ``j`` may be traced (rejection
+    samplers use it as the trial counter).
+
+    float32: record ``i`` takes word ``i mod 2`` of the Threefry hash of the
+    counter ``(j, ⌊i/2⌋)``, so one hash serves two records (the same work as
+    ``jax.random.uniform``). float64: both words of the hash of ``(j, i)`` give
+    52 random bits. Either way a uniform depends only on (key, j, i).
     """
 
-    def __init__(self, key, index, dtype):
+    def __init__(self, key, shape, dtype, start=0, parity=None):
         words = jax.random.bits(key, (2,), jnp.uint32)  # consumes the key once
         self._k0, self._k1 = words[0], words[1]
-        self.index = index.astype(jnp.uint32)
+        self.shape = tuple(shape)
+        self.size = math.prod(self.shape)
+        self.start = jnp.asarray(start, jnp.uint32)
+        # parity of ``start`` when known statically (a Python int) saves a dynamic slice
+        self.parity = int(start) & 1 if isinstance(start, int) else parity
         self.dtype = jnp.dtype(dtype)
-
-    @property
-    def shape(self):
-        return self.index.shape
+        self._cache = {}
 
     def __call__(self, j) -> jax.Array:
-        """The j-th uniform of every record.
+        """The j-th uniform of every record (hashes are computed once per Python-int j)."""
+        if isinstance(j, int):
+            if j not in self._cache:
+                self._cache[j] = self._uniform(jnp.uint32(j))
+            return self._cache[j]
+        return self._uniform(jnp.asarray(j, jnp.uint32))
 
-        Uniforms 2m and 2m+1 share one Threefry hash of the counter (m, record)
-        (XLA computes it once when both are used) in float32; float64 uniforms
-        use both words of the hash of (j, record).
-        """
-        j = jnp.asarray(j, jnp.uint32)
+    def _hash(self, j, counter):
+        k0 = jnp.broadcast_to(self._k0, counter.shape)
+        k1 = jnp.broadcast_to(self._k1, counter.shape)
+        return threefry2x32_p.bind(k0, k1, jnp.broadcast_to(j, counter.shape), counter)
+
+    def _uniform(self, j):
+        n = self.size
         if self.dtype == jnp.float64:
-            w0, w1 = self._hash(j)
-            return _bits_to_uniform(w0, w1, self.dtype)
-        w0, w1 = self._hash(j >> 1)
-        return _bits_to_uniform(jnp.where((j & 1) == 0, w0, w1), None, self.dtype)
-
-    def _hash(self, m):
-        counter = jnp.broadcast_to(m, self.index.shape)
-        k0 = jnp.broadcast_to(self._k0, self.index.shape)
-        k1 = jnp.broadcast_to(self._k1, self.index.shape)
-        return threefry2x32_p.bind(k0, k1, counter, self.index)
+            w0, w1 = self._hash(j, self.start + jnp.arange(n, dtype=jnp.uint32))
+            return _bits_to_uniform(w0, w1, self.dtype).reshape(self.shape)
+        if self.parity is None:
+            pairs = n // 2 + 1
+        else:
+            pairs = (self.parity + n + 1) // 2
+        w0, w1 = self._hash(j, (self.start >> 1) + jnp.arange(pairs, dtype=jnp.uint32))
+        # convert before interleaving: XLA fuses this layout best
+        u = jnp.stack([_bits_to_uniform(w0, None, self.dtype), _bits_to_uniform(w1, None, self.dtype)], axis=-1)
+        u = u.reshape(2 * pairs)
+        if self.parity is None:
+            u = jax.lax.dynamic_slice(u, ((self.start & 1).astype(jnp.int32),), (n,))
+        elif 2 * pairs != n:
+            u = u[self.parity : self.parity + n]
+        return u.reshape(self.shape)

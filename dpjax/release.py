@@ -14,6 +14,7 @@ gives per-query parameters: record ``i`` is released with mechanism ``i``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -31,10 +32,10 @@ __all__ = ["release"]
 SHARD_MIN_RECORDS = 1 << 16
 
 
-@jax.jit
-def _release_flat(key, values, mech, start):
-    index = start + jnp.arange(values.shape[0], dtype=jnp.uint32)
-    return mech.sample_records(key, values, index)
+@functools.partial(jax.jit, static_argnames="parity")
+def _release_flat(key, values, mech, start, parity):
+    # ``start`` is traced (no recompilation per slice); only its parity is static
+    return mech.sample_records(key, values, start, parity)
 
 
 def _shard(x, devices):
@@ -82,5 +83,5 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     if len(devices) > 1 and n >= SHARD_MIN_RECORDS and n % len(devices) == 0:
         flat = _shard(flat, devices)
         flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
-    out = _release_flat(key, flat, flat_mech, jnp.uint32(start)).reshape(shape)
+    out = _release_flat(key, flat, flat_mech, jnp.uint32(start), parity=start & 1).reshape(shape)
     return out.reshape(()) if squeeze else out

@@ -1,0 +1,96 @@
+"""Throughput of ``dpjax.release`` against numpy's Generator doing the same work.
+
+Both sides compute ``values + noise`` for the same float32 values (numpy draws
+float64 noise as its Generator does and casts; dpjax draws in the values' dtype).
+Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
+
+    python benchmarks/throughput.py            # 10^7 values
+    python benchmarks/throughput.py --n 1e9    # on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dpjax
+
+
+def _best(fn, repeats):
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _numpy_cases(rng, x):
+    n = x.shape[0]
+    a = np.exp(-1.0 / 2.0)
+    return {
+        "Laplace(scale=1)": lambda: x + rng.laplace(0.0, 1.0, n).astype(np.float32),
+        "Gaussian(sigma=1)": lambda: x + rng.normal(0.0, 1.0, n).astype(np.float32),
+        # two-sided geometric as the difference of two geometrics, on int32 values
+        "DiscreteLaplace(scale=2)": lambda: x.astype(np.int32) + (rng.geometric(1 - a, n) - rng.geometric(1 - a, n)).astype(np.int32),
+    }
+
+
+def dpjax_cases():
+    return {
+        "Laplace(scale=1)": (dpjax.Laplace(scale=1.0), jnp.float32),
+        "Gaussian(sigma=1)": (dpjax.Gaussian(sigma=1.0), jnp.float32),
+        "DiscreteLaplace(scale=2)": (dpjax.DiscreteLaplace(scale=2.0), jnp.int32),
+    }
+
+
+def extra_cases():
+    """Mechanisms without a numpy counterpart, reported against the plain Gaussian release."""
+    cases = {}
+    if hasattr(dpjax, "PrivacyBoosted"):
+        kernel = dpjax.Gaussian(sigma=3.0)
+        cases["PrivacyBoosted(Gaussian, |S|=10, rho=0.9)"] = (
+            dpjax.PrivacyBoosted(kernel, dpjax.AbsoluteError(tau=5.0), rho=0.9),
+            jnp.float32,
+        )
+    return cases
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=float, default=1e7)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--skip-numpy", action="store_true", help="for sizes numpy cannot hold")
+    args = p.parse_args(argv)
+    n = int(args.n)
+    dev = jax.devices()[0]
+    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.device_kind} ({dev.platform}); "
+          f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}")
+    key = jax.random.key(0)
+    x_np = np.random.default_rng(0).random(n, dtype=np.float32) * 1000
+    rng = np.random.default_rng(1)
+    np_cases = _numpy_cases(rng, x_np) if not args.skip_numpy else {}
+    print(f"{'mechanism':<44}{'dpjax samples/s':>18}{'numpy samples/s':>18}{'ratio':>8}")
+    rates = {}
+    for name, (mech, dt) in {**dpjax_cases(), **extra_cases()}.items():
+        x = jnp.asarray(x_np, dt)
+        keys = iter(jax.random.split(key, args.repeats + 2))
+        t = _best(lambda: dpjax.release(next(keys), x, mech).block_until_ready(), args.repeats)
+        rates[name] = n / t
+        if name in np_cases:
+            tn = _best(np_cases[name], args.repeats)
+            print(f"{name:<44}{n / t:>18.3e}{n / tn:>18.3e}{tn / t:>7.2f}x")
+        else:
+            ref = rates["Gaussian(sigma=1)"]
+            print(f"{name:<44}{n / t:>18.3e}{'—':>18}{(n / t) / ref:>7.2f}x of Gaussian")
+    return rates
+
+
+if __name__ == "__main__":
+    main()

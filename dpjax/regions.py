@@ -1,0 +1,192 @@
+"""Preferred output regions for privacy boosting (PB-DP, Jiang et al., S&P 2025, §4).
+
+A region maps a true answer ``Q`` to an interval ``S(Q) = [lo(Q), hi(Q)]`` of the
+output space. Regions are pytree dataclasses: their numeric parameters are leaves,
+so a region can be batched (an array of ``tau`` is a batch of regions) and
+differentiated like any mechanism parameter.
+
+* :class:`AbsoluteError` ``(tau)`` — ``S(Q) = [Q − τ, Q + τ]``: the release is within
+  ``τ`` of the truth (data-independent region, paper §4.3).
+* :class:`RelativeError` ``(theta, tau)`` — ``S(Q) = [Q − θ|Q| − τ, Q + θ|Q| + τ]``:
+  relative error ``θ`` with an absolute offset ``τ > 0`` (pure relative error is
+  impossible at Q = 0) (data-dependent region, paper §4.1).
+* :class:`FixedInterval` ``(low, high)`` — ``S = [low, high]`` for every answer: the
+  release lands in a known valid range (paper §4.2). The true answers are assumed
+  to lie in ``[low, high]`` (without that assumption no finite boosting rate meets
+  the constraint); :meth:`PrivacyBoosted.validate_values` enforces it on releases.
+
+Intervals are closed. Every region also says which true answers are *hardest*
+for utility (smallest kernel mass inside the region) and which neighbouring
+pairs an accountant must examine (:meth:`Region.neighbour_pairs`).
+
+Answer domain (our choice, documented): answers range over the reals (the
+integers for discrete kernels) for the absolute and relative regions, and over
+``[low, high]`` for the fixed region. For the relative region the hardest answer
+is therefore ``Q = 0`` (narrowest region); a query known to stay away from 0 is
+still calibrated at 0, which over-delivers utility elsewhere and never weakens
+privacy.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax._pytree import pytree_dataclass
+from dpjax._validation import check_positive, check_real, is_traced
+
+__all__ = ["Region", "AbsoluteError", "RelativeError", "FixedInterval"]
+
+#: Largest |Q| the relative-error pair grid reaches, in units of the kernel's reach.
+_RELATIVE_GRID_CAP = 1e4
+
+
+class Region:
+    """Base class of preferred regions (subclasses are ``@pytree_dataclass``)."""
+
+    def interval(self, value):
+        """``(lo, hi)``: the closed preferred interval ``S(value)`` in output coordinates."""
+        raise NotImplementedError
+
+    def hardest_answers(self, discrete: bool = False):
+        """Tuple of candidate answers whose kernel mass in ``S`` is smallest.
+
+        For symmetric unimodal kernels the minimum of ``p_S`` over the answer
+        domain is attained at one of these; the boosting rate takes the max of
+        eq. (3) over all of them.
+        """
+        raise NotImplementedError
+
+    def neighbour_pairs(self, sensitivity, reach, num: int, discrete: bool = False):
+        """``(values, neighbour_values)`` with a trailing axis of pairs to examine.
+
+        ``reach``: a distance beyond which the kernel puts negligible mass
+        (< 1e-17); ``num``: the (static) grid size.
+        """
+        raise NotImplementedError
+
+    def validate_values(self, values) -> None:
+        """Raise ``ValueError`` for answers outside the region's answer domain."""
+
+
+def _batch(*xs):
+    return jnp.broadcast_shapes(*[jnp.shape(x) for x in xs])
+
+
+def _grid(start, stop, num, discrete):
+    """``num`` points from ``start`` to ``stop`` (trailing axis), rounded for discrete answers."""
+    t = jnp.linspace(0.0, 1.0, num)
+    g = jnp.asarray(start)[..., None] + (jnp.asarray(stop) - jnp.asarray(start))[..., None] * t
+    return jnp.round(g) if discrete else g
+
+
+@pytree_dataclass
+class AbsoluteError(Region):
+    """``S(Q) = [Q − τ, Q + τ]``: absolute error at most ``tau`` (τ > 0)."""
+
+    tau: jax.Array
+
+    def __post_init__(self):
+        check_positive("tau", self.tau)
+
+    def interval(self, value):
+        v = jnp.asarray(value)
+        return v - self.tau, v + self.tau
+
+    def hardest_answers(self, discrete=False):
+        # p_S is the same for every answer (translation invariance).
+        return (jnp.zeros(jnp.shape(self.tau)),)
+
+    def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
+        # Translation invariant: only the distance d = Q' − Q matters and d = Δ is
+        # the worst (checked against d < Δ in the tests); the mirror pair is the
+        # reversed direction, which the accountant examines anyway.
+        s = jnp.asarray(sensitivity, jnp.result_type(float))
+        shape = _batch(self.tau, s, reach)
+        return jnp.zeros(shape + (1,), s.dtype), jnp.broadcast_to(s, shape)[..., None]
+
+
+@pytree_dataclass
+class RelativeError(Region):
+    """``S(Q) = [Q − θ|Q| − τ, Q + θ|Q| + τ]``: relative error ``theta`` (θ ≥ 0) plus offset ``tau`` (τ > 0)."""
+
+    theta: jax.Array
+    tau: jax.Array
+
+    def __post_init__(self):
+        check_positive("theta", self.theta, allow_zero=True)
+        check_positive("tau", self.tau)
+
+    def interval(self, value):
+        v = jnp.asarray(value)
+        half = self.theta * jnp.abs(v) + self.tau
+        return v - half, v + half
+
+    def hardest_answers(self, discrete=False):
+        # The region is narrowest at Q = 0 (answer domain: all reals / integers).
+        return (jnp.zeros(_batch(self.theta, self.tau)),)
+
+    def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
+        # Pairs (Q, Q + Δ) on a grid of Q. The worst pair is NOT (0, Δ) (spec §9.4):
+        # the lower strip of S(Q) sits at θQ + τ below Q, where the kernel loss is
+        # large. Beyond Q_max = (reach − τ)/θ + Δ both strips lie where the kernel
+        # has no mass and the pair behaves like the kernel's own (0, Δ) pair.
+        # Q < −Δ/2 is the mirror image (y → −y) of a pair with Q > −Δ/2 taken in
+        # the reverse direction, which the accountant examines anyway.
+        s = jnp.asarray(sensitivity, jnp.result_type(float))
+        theta = jnp.asarray(self.theta, s.dtype)
+        cap = _RELATIVE_GRID_CAP * (reach + self.tau + s)
+        q_max = jnp.minimum((jnp.maximum(reach - self.tau, 0.0) + s) / jnp.maximum(theta, 1e-300), cap)
+        q_max = jnp.maximum(q_max, s)
+        values = _grid(-s / 2.0, q_max, num, discrete)
+        if discrete:
+            values = jnp.floor(values)
+        shape = _batch(values[..., 0], s)
+        values = jnp.broadcast_to(values, shape + (num,))
+        return values, values + jnp.asarray(s)[..., None]
+
+
+@pytree_dataclass
+class FixedInterval(Region):
+    """``S = [low, high]`` for every answer (low < high); answers lie in ``[low, high]``."""
+
+    low: jax.Array
+    high: jax.Array
+
+    def __post_init__(self):
+        check_real("low", self.low)
+        check_real("high", self.high)
+        if not is_traced((self.low, self.high)) and np.any(np.asarray(self.low) >= np.asarray(self.high)):
+            raise ValueError(f"high must be greater than low, got low={self.low!r}, high={self.high!r}")
+
+    def interval(self, value):
+        shape = _batch(value, self.low, self.high)
+        return jnp.broadcast_to(self.low, shape), jnp.broadcast_to(self.high, shape)
+
+    def _domain(self, discrete):
+        lo, hi = jnp.asarray(self.low), jnp.asarray(self.high)
+        return (jnp.ceil(lo), jnp.floor(hi)) if discrete else (lo, hi)
+
+    def hardest_answers(self, discrete=False):
+        # Kernel mass in S is smallest at the edges of the answer domain.
+        return self._domain(discrete)
+
+    def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
+        # Both answers inside [low, high]: Q ∈ [low, high − Δ], Q' = Q + Δ. If the
+        # interval is narrower than Δ, the farthest pair is (low, high).
+        s = jnp.asarray(sensitivity, jnp.result_type(float))
+        lo, hi = self._domain(discrete)
+        stop = jnp.maximum(hi - s, lo)
+        values = _grid(lo, stop, num, discrete)
+        return values, jnp.minimum(values + jnp.asarray(s)[..., None], jnp.asarray(hi)[..., None])
+
+    def validate_values(self, values) -> None:
+        if is_traced((values, self.low, self.high)):
+            return
+        arr = np.asarray(values)
+        if arr.size and (np.any(arr < np.asarray(self.low)) or np.any(arr > np.asarray(self.high))):
+            raise ValueError(
+                f"values must lie in the fixed region [low, high] = [{self.low!r}, {self.high!r}]: "
+                "the boosting rate (and the privacy accounting) assume answers inside it"
+            )
