@@ -75,13 +75,18 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     if batch != shape:
         raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
     n = math.prod(shape)
-    if start + n > MAX_RECORDS:
+    if start + n + len(jax.devices()) > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     flat = values.reshape(-1)
     flat_mech = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, shape).reshape(-1) if jnp.ndim(p) else p, mech)
     devices = jax.devices()
-    if len(devices) > 1 and n >= SHARD_MIN_RECORDS and n % len(devices) == 0:
-        flat = _shard(flat, devices)
-        flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
-    out = _release_flat(key, flat, flat_mech, jnp.uint32(start), parity=start & 1).reshape(shape)
+    pad = 0
+    if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
+        # pad to a multiple of the device count; padded records get indices past the
+        # real ones and are dropped, so the real records' noise is unchanged
+        pad = -n % len(devices)
+        flat = _shard(jnp.pad(flat, (0, pad)), devices)
+        flat_mech = jax.tree_util.tree_map(lambda p: _shard(jnp.pad(p, (0, pad), mode="edge"), devices) if jnp.ndim(p) else p, flat_mech)
+    out = _release_flat(key, flat, flat_mech, jnp.uint32(start), parity=start & 1)
+    out = (out[:n] if pad else out).reshape(shape)
     return out.reshape(()) if squeeze else out

@@ -71,10 +71,10 @@ _SHARD_SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np
     import dpjax
     assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
-    x = jnp.arange(1 << 17, dtype=jnp.float32)
+    x = jnp.arange((1 << 17) + 3, dtype=jnp.float32)  # not a multiple of 4: padded when sharded
     outs = [np.asarray(dpjax.release(jax.random.key(7), x, m)) for m in
             (dpjax.Laplace(scale=1.0), dpjax.Gaussian(sigma=2.0), dpjax.DiscreteLaplace(scale=2.0),
-             dpjax.Gaussian(sigma=jnp.linspace(1.0, 2.0, 1 << 17)))]
+             dpjax.Gaussian(sigma=jnp.linspace(1.0, 2.0, (1 << 17) + 3)))]
     np.save(sys.argv[2], np.stack(outs))
     """
 )

@@ -1,0 +1,77 @@
+"""The `dpjax release` command and its embedded dataset."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from dpjax import cli
+from dpjax.data import load_steps, make_steps_table
+
+
+def test_shipped_dataset_matches_its_recipe():
+    assert load_steps() == make_steps_table()
+
+
+def test_default_release_prints_table_mechanism_and_privacy(capsys):
+    assert cli.main(["release", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    for group in ("18-29", "30-44", "45-59", "60-74", "75+"):
+        assert group in out
+    assert "Laplace(scale=20000)" in out
+    assert "epsilon = 1.0000" in out or "epsilon = 1.000" in out
+    assert "pure epsilon = 1.0000" in out
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "discrete-laplace", "discrete-gaussian"])
+def test_release_with_each_mechanism_and_csv_output(mechanism, tmp_path, capsys):
+    out_csv = tmp_path / "out.csv"
+    args = ["release", "--seed", "1", "--mechanism", mechanism, "--output", str(out_csv), "--group-by", "region"]
+    assert cli.main(args) == 0
+    rows = list(csv.reader(open(out_csv)))
+    assert rows[0] == ["group", "true_sum", "released_sum"]
+    assert {r[0] for r in rows[1:]} == {"north", "south", "east", "west"}
+    released = np.array([float(r[2]) for r in rows[1:]])
+    assert np.isfinite(released).all()
+    text = capsys.readouterr().out
+    assert "epsilon" in text and "delta = 1e-06" in text
+
+
+def test_release_from_file_with_counts(tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    path.write_text("city,income\nA,10\nA,20\nB,30\n")
+    assert cli.main(["release", "--input", str(path), "--value-column", "income", "--group-by", "city",
+                     "--statistic", "count", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "sensitivity 1" in out
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--input", "/no/such.csv"], "no such file"),
+        (["--value-column", "nope"], "--value-column"),
+        (["--group-by", "nope"], "--group-by"),
+        (["--epsilon", "0"], "epsilon"),
+        (["--epsilon", "nan"], "epsilon"),
+        (["--clip", "-1"], "--clip"),
+    ],
+)
+def test_bad_arguments_give_clear_errors(args, message, capsys):
+    assert cli.main(["release", "--seed", "0", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_nan_in_input_is_refused(tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    path.write_text("g,v\na,1\na,nan\n")
+    assert cli.main(["release", "--input", str(path), "--value-column", "v", "--group-by", "g"]) == 2
+    assert "NaN" in capsys.readouterr().err
+
+
+def test_progress_bar_on_large_inputs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_PROGRESS_MIN_BYTES", 10)
+    path = tmp_path / "in.csv"
+    path.write_text("g,v\n" + "".join(f"{i % 3},{i}\n" for i in range(1000)))
+    assert cli.main(["release", "--input", str(path), "--value-column", "v", "--group-by", "g", "--seed", "0"]) == 0
+    assert "reading [" in capsys.readouterr().err
