@@ -1,0 +1,299 @@
+"""Privacy-loss pmfs on a power-of-two loss grid: construction, FFT composition, queries.
+
+A :class:`GridPmf` holds one direction of a PLD: mass ``probs[..., i]`` at loss
+``(offset + i) * step``, plus an atom at +∞ (``inf_mass``). ``step`` and the length
+are static; ``offset`` is an integer-valued float64 array (per batch element), so a
+batch of PLDs shares shapes but not positions. ``roundoff`` is an estimate of the
+absolute error of δ computed from this pmf (float64 FFT round-off), used to refuse
+queries whose answer would be dominated by it.
+
+Everything here is pure ``jnp`` (jit/vmap/grad-able). Static sizes are decided by the
+callers (:mod:`accounting.pld`) from concrete values.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting._numerics import EPS64, safe_log, take_last
+from dpjax._pytree import pytree_dataclass, static_field
+
+#: Chernoff orders (times 1/len) used to bound the tails of a T-fold composition.
+_CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 40), np.geomspace(1e-3, 60.0, 40)])
+
+
+@pytree_dataclass
+class GridPmf:
+    probs: jax.Array  # (..., n)
+    offset: jax.Array  # (...,) integer-valued float64
+    inf_mass: jax.Array  # (...,)
+    roundoff: jax.Array  # (...,) estimated absolute error of δ
+    step: float = static_field()
+
+    @property
+    def size(self) -> int:
+        return self.probs.shape[-1]
+
+    @property
+    def batch_shape(self):
+        return self.probs.shape[:-1]
+
+
+# ----------------------------------------------------------------------------------
+# construction: connect-the-dots from a privacy profile on the grid
+# ----------------------------------------------------------------------------------
+def connect_the_dots(deltas, gaps, step: float):
+    """Masses of the PLD whose privacy profile interpolates ``deltas`` (δ at ε_i = (k0+i)·step).
+
+    The profile of a PLD is convex in e^ε, so the chord through its values at grid
+    points lies above it: the result dominates (pessimistic). ``gaps`` are
+    g_i = δ(ε_i) − (1 − e^{ε_i}) = e^{ε_i} δ_reverse(−ε_i), the same profile seen from the
+    other side: an interior mass is a second difference in e^ε, to which the linear
+    part 1 − e^ε contributes nothing, so masses where δ ≈ 1 are taken from g (small,
+    accurate) instead of δ (whose 1e-16 absolute error would be amplified by 1/step).
+    Returns ``(probs, inf_mass, clipped)``: negative round-off masses (zero-mean noise of
+    the second differences) are clipped to 0, which only adds mass; ``clipped`` is
+    their total magnitude, a measure of the round-off.
+    """
+    d = jnp.clip(deltas, 0.0, 1.0)
+    d = jax.lax.cummin(d, axis=d.ndim - 1)
+    g = jnp.maximum(gaps, 0.0)
+    em1 = math.expm1(step)
+    e = math.exp(step)
+
+    def interior(v):
+        dv = jnp.diff(v, axis=-1)
+        return (dv[..., 1:] - dv[..., :-1] * e) / em1
+
+    use_g = d[..., 1:-1] > 0.5
+    mid = jnp.where(use_g, interior(g), interior(d))
+    p0 = -g[..., :1] + (g[..., 1:2] - g[..., :1]) / em1
+    last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
+    p = jnp.concatenate([p0, mid, last], axis=-1)
+    neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
+    return jnp.maximum(p, 0.0), d[..., -1], neg
+
+
+def from_profile(deltas, gaps, k0, step: float):
+    """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step."""
+    probs, inf, neg = connect_the_dots(deltas, gaps, step)
+    n = probs.shape[-1]
+    roundoff = 2.0 * neg + EPS64 * n * jnp.max(probs, axis=-1) + 2.0 * EPS64
+    offset = jnp.broadcast_to(jnp.asarray(k0, jnp.float64), inf.shape)
+    return GridPmf(probs, offset, inf, roundoff, step)
+
+
+# ----------------------------------------------------------------------------------
+# queries
+# ----------------------------------------------------------------------------------
+def _suffix_sums(pmf: GridPmf):
+    """A_j = Σ_{i≥j} p_i and log B_j with B_j = Σ_{i≥j} p_i e^{-(i-j)·step}, j = 0..n (A_n = B_n = 0).
+
+    B uses reverse cumulative sums of p_i e^{-k·step} inside chunks of K entries with
+    K·step ≤ 512 (no under/overflow), chained across chunks by a short scan.
+    """
+    p = pmf.probs
+    n = p.shape[-1]
+    step = pmf.step
+    a = jnp.flip(jnp.cumsum(jnp.flip(p, -1), axis=-1), -1)
+    k_len = int(min(n, max(1, math.floor(512.0 / step))))
+    nb = -(-n // k_len)
+    pad = jnp.pad(p, [(0, 0)] * (p.ndim - 1) + [(0, nb * k_len - n)]).reshape(p.shape[:-1] + (nb, k_len))
+    k = jnp.arange(k_len, dtype=p.dtype) * step
+    local = jnp.flip(jnp.cumsum(jnp.flip(pad * jnp.exp(-k), -1), axis=-1), -1)  # Σ_{k'≥k} p e^{-k' s}
+    decay = math.exp(-k_len * step)
+
+    def chain(nxt, r0):  # B at the start of the next chunk → B at the start of this one
+        return r0 + decay * nxt, nxt
+
+    _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), jnp.moveaxis(local[..., 0], -1, 0), reverse=True)
+    after = jnp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
+    b = jnp.exp(k) * local + jnp.exp(-(k_len - k) * step) * after
+    b = b.reshape(p.shape[:-1] + (nb * k_len,))[..., :n]
+    zero = jnp.zeros(p.shape[:-1] + (1,), p.dtype)
+    return jnp.concatenate([a, zero], -1), jnp.concatenate([safe_log(b), zero - jnp.inf], -1)
+
+
+@jax.jit
+def delta_for_epsilon(pmf: GridPmf, eps):
+    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ for ``eps`` of shape (..., m) (batch-broadcast)."""
+    a, logb = _suffix_sums(pmf)
+    n = pmf.size
+    off = pmf.offset[..., None]
+    # first grid index whose loss is > eps
+    j = jnp.clip(jnp.floor(eps / pmf.step - off) + 1.0, 0, n).astype(jnp.int32)
+    lj = (off + j) * pmf.step
+    aj = take_last(a, j)
+    bj = take_last(logb, j)
+    val = aj - jnp.exp(jnp.minimum(eps - lj, 0.0) + bj)
+    return jnp.clip(pmf.inf_mass[..., None] + jnp.maximum(val, 0.0), 0.0, 1.0)
+
+
+@jax.jit
+def epsilon_for_delta(pmf: GridPmf, delta):
+    """Smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD); ``delta`` (..., m).
+
+    The value is an explicit function of the masses on its grid cell, so autodiff
+    through it is the implicit-function derivative of δ(ε) = delta.
+    """
+    a, logb = _suffix_sums(pmf)
+    n = pmf.size
+    step = pmf.step
+    inf = pmf.inf_mass[..., None]
+    # δ at the grid losses ℓ_j (masses strictly above ℓ_j): index j+1 of the suffix sums
+    dj = inf + jnp.maximum(a[..., 1:] - jnp.exp(logb[..., 1:] - step), 0.0)  # (..., n)
+    # count of grid points with δ(ℓ_j) > delta (δ is non-increasing in j)
+    jstar = jnp.sum((dj[..., None, :] > delta[..., :, None]).astype(jnp.int32), axis=-1)
+    jstar = jnp.minimum(jstar, n)
+    aj = take_last(a, jstar)
+    bj = take_last(logb, jstar)
+    lj = (pmf.offset[..., None] + jstar) * step
+    num = inf + aj - delta
+    ok = (num > 0) & jnp.isfinite(bj) & (jstar < n)
+    eps = lj + safe_log(jnp.where(ok, num, 1.0)) - jnp.where(ok, bj, 0.0)
+    eps = jnp.where(ok, eps, lj)
+    eps = jnp.where(inf >= delta, jnp.inf, eps)
+    return jnp.maximum(eps, 0.0)
+
+
+def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
+    """Largest loss carrying mass (∞ if the +∞ atom is non-zero)."""
+    n = pmf.size
+    idx = jnp.arange(n, dtype=jnp.float64)
+    last = jnp.max(jnp.where(pmf.probs > tol, idx, -1.0), axis=-1)
+    eps = (pmf.offset + last) * pmf.step
+    return jnp.where(pmf.inf_mass > 0, jnp.inf, jnp.maximum(eps, 0.0))
+
+
+# ----------------------------------------------------------------------------------
+# composition
+# ----------------------------------------------------------------------------------
+def chernoff_window(pmf: GridPmf, count: int, tail: float):
+    """Relative index window [lo, hi] of the ``count``-fold composition holding all but ``tail`` mass.
+
+    Chernoff: P(S ≥ u) ≤ exp(T log M(t) − t u) (t > 0), likewise below with t < 0,
+    minimised over a fixed set of orders. Returns float arrays (lo, hi).
+    """
+    n = pmf.size
+    ts = jnp.asarray(_CHERNOFF_T / n)
+    # moment generating function on bins of 2^k entries: e^{t i} ≤ e^{t i_max} (t > 0) and
+    # ≤ e^{t i_min} (t < 0) within a bin, so the binned sums are upper bounds (rigorous, cheap)
+    b = max(1, 1 << max(0, (n // 16384).bit_length() - 1))
+    nb = -(-n // b)
+    pad = jnp.pad(pmf.probs, [(0, 0)] * (pmf.probs.ndim - 1) + [(0, nb * b - n)])
+    binned = jnp.sum(pad.reshape(pad.shape[:-1] + (nb, b)), axis=-1)
+    i0 = jnp.arange(nb, dtype=jnp.float64) * b
+    idx = jnp.where(ts[:, None] > 0, i0 + (b - 1), i0)
+    logm = jax.nn.logsumexp(safe_log(binned)[..., None, :] + ts[:, None] * idx, axis=-1)  # (..., K)
+    bound = (count * logm + math.log(2.0 / tail)) / ts
+    pos = ts > 0
+    hi = jnp.min(jnp.where(pos, bound, jnp.inf), axis=-1)
+    lo = jnp.max(jnp.where(pos, -jnp.inf, bound), axis=-1)
+    top = float(count * (n - 1))
+    hi = jnp.clip(jnp.ceil(hi), 0.0, top)
+    lo = jnp.clip(jnp.floor(lo), 0.0, hi)
+    return lo, hi, (ts, logm)
+
+
+def _upper_tail_bound(count, ts, logm, u):
+    """Chernoff bound on P(S ≥ u) (u relative index)."""
+    pos = ts > 0
+    logb = jnp.where(pos, count * logm - ts * u[..., None], jnp.inf)
+    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
+
+
+def _lower_tail_bound(count, ts, logm, l):
+    """Chernoff bound on P(S ≤ l)."""
+    neg = ts < 0
+    logb = jnp.where(neg, count * logm - ts * l[..., None], jnp.inf)
+    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
+
+
+def self_compose(pmf: GridPmf, count: int, size: int, tail: float, pessimistic: bool) -> GridPmf:
+    """``count``-fold composition by one FFT power (length ``size``, static), windowed.
+
+    The window starts at the Chernoff lower bound; the circular convolution of length
+    ``size`` aliases only mass outside the window, whose (Chernoff) bound goes to the
+    +∞ atom when pessimistic (dropped when optimistic).
+    """
+    n = pmf.size
+    lo, hi, (ts, logm) = chernoff_window(pmf, count, tail)
+    spec = jnp.fft.rfft(pmf.probs, n=size, axis=-1)
+    out = jnp.fft.irfft(spec**count, n=size, axis=-1)
+    idx = (lo[..., None] + jnp.arange(size, dtype=jnp.float64)) % size
+    out = take_last(out, idx.astype(jnp.int32))
+    top = float(count * (n - 1))
+    end = lo + size  # first relative index outside the window
+    up = jnp.where(end > top, 0.0, _upper_tail_bound(count, ts, logm, end))
+    down = jnp.where(lo > 0, _lower_tail_bound(count, ts, logm, lo - 1.0), 0.0)
+    out, roundoff = _clip_roundoff(out, pmf.roundoff)
+    inf = -jnp.expm1(count * jnp.log1p(-jnp.minimum(pmf.inf_mass, 1.0)))
+    if pessimistic:
+        inf = inf + up + down
+    return GridPmf(out, count * pmf.offset + lo, jnp.minimum(inf, 1.0), roundoff, pmf.step)
+
+
+def _clip_roundoff(out, roundoff_in):
+    """Clip FFT round-off negatives; estimate the δ round-off from them.
+
+    The FFT error is two-signed noise spread over the window; where the true masses
+    are ~0 (the tails, which small-δ queries read) it shows up as negative entries, so
+    twice their total magnitude, plus ε·L·max(p), measures the noise floor empirically.
+    """
+    neg = -jnp.sum(jnp.minimum(out, 0.0), axis=-1)
+    floor = EPS64 * out.shape[-1] * jnp.max(out, axis=-1)
+    return jnp.maximum(out, 0.0), roundoff_in + 2.0 * neg + floor
+
+
+def compose(a: GridPmf, b: GridPmf, pessimistic: bool) -> GridPmf:
+    """Linear convolution of two pmfs on the same grid (FFT), full support."""
+    size = a.size + b.size - 1
+    fft_len = 1 << (size - 1).bit_length()
+    fa = jnp.fft.rfft(a.probs, n=fft_len, axis=-1)
+    fb = jnp.fft.rfft(b.probs, n=fft_len, axis=-1)
+    out = jnp.fft.irfft(fa * fb, n=fft_len, axis=-1)[..., :size]
+    out, roundoff = _clip_roundoff(out, a.roundoff + b.roundoff)
+    inf = 1.0 - (1.0 - a.inf_mass) * (1.0 - b.inf_mass)
+    return GridPmf(out, a.offset + b.offset, jnp.minimum(inf, 1.0), roundoff, a.step)
+
+
+def trim(pmf: GridPmf, start: int, stop: int, pessimistic: bool) -> GridPmf:
+    """Keep indices [start, stop) (static); cut mass below goes up to the first kept
+    bucket, cut mass above to +∞ (pessimistic) or is dropped / lumped down (optimistic)."""
+    p = pmf.probs
+    below = jnp.sum(p[..., :start], axis=-1)
+    above = jnp.sum(p[..., stop:], axis=-1)
+    kept = p[..., start:stop]
+    if pessimistic:
+        kept = kept.at[..., 0].add(below)
+        inf = jnp.minimum(pmf.inf_mass + above, 1.0)
+    else:
+        kept = kept.at[..., -1].add(above)
+        inf = pmf.inf_mass
+    return GridPmf(kept, pmf.offset + start, inf, pmf.roundoff, pmf.step)
+
+
+def trim_window(pmf: GridPmf, tail: float):
+    """Static (start, stop) keeping all but ``tail``/2 mass on each side (concrete pmf)."""
+    p = np.asarray(pmf.probs).reshape(-1, pmf.size)
+    c = np.cumsum(p, axis=-1)
+    r = np.cumsum(p[:, ::-1], axis=-1)[:, ::-1]
+    start = int(np.min(np.sum(c <= tail / 2, axis=-1)))
+    stop = int(pmf.size - np.min(np.sum(r <= tail / 2, axis=-1)))
+    return start, max(stop, start + 2)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _window_width(pmf, count, tail):
+    lo, hi, _ = chernoff_window(pmf, count, tail)
+    return jnp.max(hi - lo)
+
+
+def required_window(pmf: GridPmf, count: int, tail: float) -> int:
+    """Concrete: largest Chernoff window over the batch (static FFT length planning)."""
+    return int(_window_width(pmf, count, tail)) + 1

@@ -1,0 +1,141 @@
+"""Small numerical helpers shared by the accounting modules (float64, concrete values, roots)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax._validation import is_traced
+
+EPS64 = 2.0**-52
+
+
+def x64(fn):
+    """Run ``fn`` inside ``jax.enable_x64(True)``; the user's global flag is left untouched."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def to64(tree):
+    """Cast every numeric leaf of a pytree (a mechanism, an array) to float64."""
+
+    def cast(x):
+        x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer):
+            return x.astype(jnp.float64)
+        return x
+
+    return jax.tree_util.tree_map(cast, tree)
+
+
+def concrete(x):
+    """The concrete numpy value of ``x`` (also of a tracer under plain ``jax.grad``), or ``None``.
+
+    Static grid sizes are derived from concrete parameter values; under ``jit`` they
+    are unknown and the caller must pass them explicitly.
+    """
+    leaves = jax.tree_util.tree_leaves(x)
+    out = []
+    for leaf in leaves:
+        if not is_traced(leaf):
+            out.append(np.asarray(leaf))
+            continue
+        try:  # LinearizeTracer / JVPTracer carry a concrete primal under eager grad
+            from jax._src import core as _core
+
+            val = _core.to_concrete_value(leaf)
+        except Exception:  # pragma: no cover - private API moved
+            val = None
+        if val is None:
+            return None
+        out.append(np.asarray(val))
+    if not isinstance(x, (list, tuple)) and len(out) == 1 and len(leaves) == 1 and not hasattr(x, "__dataclass_fields__"):
+        return out[0]
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(x), out)
+
+
+def next_fast_len(n: int) -> int:
+    """Smallest 5-smooth integer >= n (a fast FFT length)."""
+    n = max(int(n), 1)
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def pow2_floor(x: float) -> float:
+    """Largest power of two <= x (grid steps are powers of two: exact loss/step ratios)."""
+    return 2.0 ** math.floor(math.log2(x) + 1e-12)
+
+
+def safe_log(x):
+    """log(x) with a zero gradient (instead of NaN) where x <= 0."""
+    pos = x > 0
+    return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
+
+
+def searchsorted_right(sorted_arr, x):
+    """``searchsorted(sorted_arr, x, side='right')`` over matching leading (batch) axes."""
+    return jnp.vectorize(lambda a, v: jnp.searchsorted(a, v, side="right"), signature="(n),(m)->(m)")(sorted_arr, x)
+
+
+def take_last(arr, idx):
+    """``arr[..., idx]`` with batched ``idx`` of shape (..., m)."""
+    shape = jnp.broadcast_shapes(arr.shape[:-1], idx.shape[:-1])
+    arr = jnp.broadcast_to(arr, shape + arr.shape[-1:])
+    idx = jnp.broadcast_to(idx, shape + idx.shape[-1:])
+    return jnp.take_along_axis(arr, idx, axis=-1)
+
+
+def solve_decreasing(fn, target, lo, hi, iters=200):
+    """Root ``x`` of a decreasing ``fn(x) = target`` in ``[lo, hi]`` by bisection (elementwise).
+
+    Differentiated implicitly: dx/dθ = -(∂fn/∂θ)/(∂fn/∂x), with ``fn`` closing over θ via
+    :func:`implicit_root`.
+    """
+
+    def body(_, state):
+        a, b = state
+        m = 0.5 * (a + b)
+        ok = fn(m) <= target
+        return jnp.where(ok, a, m), jnp.where(ok, m, b)
+
+    a, b = jax.lax.fori_loop(0, iters, body, (lo, hi))
+    return b  # fn(b) <= target: the conservative (larger) end
+
+
+def implicit_root(fn, params, target, lo, hi):
+    """Bisection root of decreasing ``fn(x, params) = target`` with implicit-function gradients."""
+
+    @jax.custom_jvp
+    def root(params, target):
+        return solve_decreasing(lambda x: fn(x, params), target, lo, hi)
+
+    @root.defjvp
+    def root_jvp(primals, tangents):
+        p, t = primals
+        dp, dt = tangents
+        x = root(p, t)
+        fx, dfx = jax.jvp(lambda xx: fn(xx, p), (x,), (jnp.ones_like(x),))
+        _, dfp = jax.jvp(lambda pp: fn(x, pp), (p,), (dp,))
+        dfx = jnp.where(dfx == 0, -1e-300, dfx)
+        return x, (dt - dfp) / dfx
+
+    return root(params, target)

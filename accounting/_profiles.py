@@ -1,0 +1,297 @@
+"""Privacy profiles δ(ε) of a mechanism's neighbouring pairs, and their pessimistic envelope.
+
+Three sources, chosen per mechanism (see docs/accounting.md, "The mechanism hook"):
+
+* **closed form** — the mechanism overrides ``hockey_stick(epsilon, value, neighbour_value)``
+  (Gaussian, Laplace, randomized response; privacy-boosted mechanisms should);
+* **discrete** — ``mech.discrete``: exact atoms on the integers from ``log_prob``;
+* **output grid** — any continuous mechanism with ``cdf`` and ``privacy_loss``: the
+  output interval holding all but a tiny tail is cut into cells (plus the mechanism's
+  ``output_breakpoints``, where the loss jumps or turns); a cell's masses are CDF
+  differences. Pessimistic: each cell becomes the two-atom pair at the extreme losses
+  of the cell with the same P and Q masses (the worst law of the loss given the cell's
+  masses, by convexity); optimistic: one atom at log(P_c/Q_c) (the best, by Jensen).
+  Valid when the loss is monotone inside each cell.
+
+Poisson subsampling with rate q is applied to each pair's profile (joint convexity):
+remove (M(D∪x) vs M(D)): δ_q(ε) = q·δ_{P‖Q}(log((e^ε−(1−q))/q)) for e^ε > 1−q, else 1−e^ε;
+add (M(D) vs M(D∪x)): δ_q(ε) = c·δ_{Q‖P}(ε + log q − log c) with c = 1 − e^ε(1−q) > 0, else 0.
+The envelope is the pointwise max over pairs (each in both orders) — convex in e^ε, so
+connect-the-dots turns it into a dominating PLD.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting._numerics import safe_log, searchsorted_right, take_last
+from dpjax.mechanism import AdditiveMechanism, Mechanism
+
+#: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
+OUTPUT_TAIL = 1e-18
+
+
+def has_override(mech, name: str) -> bool:
+    impl = getattr(type(mech), name, None)
+    base = getattr(Mechanism, name, None)
+    return impl is not None and impl is not base
+
+
+def is_symmetric(mech) -> bool:
+    """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs (symmetric additive noise, RR)."""
+    flag = getattr(mech, "symmetric_pairs", None)
+    if flag is not None:
+        return bool(flag)
+    return isinstance(mech, AdditiveMechanism)
+
+
+def source_kind(mech) -> str:
+    if has_override(mech, "hockey_stick"):
+        return "closed_form"
+    if mech.discrete:
+        return "discrete"
+    return "output_grid"
+
+
+def expand(mech):
+    """Parameters shaped (..., 1) so that they broadcast against a trailing grid axis."""
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], mech)
+
+
+# ----------------------------------------------------------------------------------
+# atoms → profile evaluator
+# ----------------------------------------------------------------------------------
+def atoms_profile(mass, loss, tail):
+    """Evaluator ε ↦ tail + Σ_c m_c (1 − e^{ε−ℓ_c})_+ for atoms (..., K)."""
+    valid = (mass > 0) & ~jnp.isnan(loss)
+    loss = jnp.where(valid, loss, -jnp.inf)
+    mass = jnp.where(valid, mass, 0.0)
+    order = jnp.argsort(loss, axis=-1)
+    loss = jnp.take_along_axis(loss, order, -1)
+    mass = jnp.take_along_axis(mass, order, -1)
+    a = jnp.flip(jnp.cumsum(jnp.flip(mass, -1), axis=-1), -1)
+    qterm = jnp.where(jnp.isfinite(loss), safe_log(mass) - jnp.where(jnp.isfinite(loss), loss, 0.0), -jnp.inf)
+    logs = jax.lax.cumlogsumexp(qterm, axis=qterm.ndim - 1, reverse=True)
+    zero = jnp.zeros(mass.shape[:-1] + (1,))
+    a = jnp.concatenate([a, zero], -1)
+    logs = jnp.concatenate([logs, zero - jnp.inf], -1)
+
+    def at(eps):
+        k = searchsorted_right(loss, eps)
+        val = take_last(a, k) - jnp.exp(eps + take_last(logs, k))
+        return tail[..., None] + jnp.maximum(val, 0.0)
+
+    return at
+
+
+def _cell_atoms(pm, qm, l_lo, l_hi, pessimistic):
+    """Atoms dominating (pessimistic) or dominated by (optimistic) a cell with P mass pm,
+    Q mass qm and loss in [l_lo, l_hi]."""
+    logp, logq = safe_log(pm), safe_log(qm)
+    if not pessimistic:
+        lbar = jnp.clip(logp - logq, l_lo, l_hi)
+        return pm, lbar
+    width = l_hi - l_lo
+    both_inf = jnp.isinf(l_lo) & (l_lo > 0)
+    qe = jnp.exp(jnp.minimum(logq + jnp.where(jnp.isfinite(l_lo), l_lo, -jnp.inf), 700.0))
+    denom = -jnp.expm1(-jnp.where(jnp.isnan(width), 0.0, width))
+    w_hi = jnp.where(denom > 1e-300, (pm - qe) / jnp.where(denom > 1e-300, denom, 1.0), pm)
+    w_hi = jnp.where(both_inf, pm, jnp.clip(w_hi, 0.0, pm))
+    mass = jnp.concatenate([pm - w_hi, w_hi], -1)
+    loss = jnp.concatenate([l_lo, l_hi], -1)
+    return mass, loss
+
+
+def _bisect_output(mech, v, nv, tail, upper: bool, iters=90):
+    """A point y with cdf(y) ≤ tail (lower) or ≥ 1 − tail (upper) under both laws."""
+
+    def ok(y):
+        if upper:
+            return (mech.cdf(y, v) >= 1.0 - tail) & (mech.cdf(y, nv) >= 1.0 - tail)
+        return (mech.cdf(y, v) <= tail) & (mech.cdf(y, nv) <= tail)
+
+    sign = 1.0 if upper else -1.0
+    centre = jnp.maximum(v, nv) if upper else jnp.minimum(v, nv)
+    centre = jnp.broadcast_to(centre, jnp.broadcast_shapes(jnp.shape(centre), mech.batch_shape))
+
+    def cond(s):
+        far, step, i = s
+        return jnp.any(~ok(far)) & (i < 1100)
+
+    def body(s):
+        far, step, i = s
+        good = ok(far)
+        return jnp.where(good, far, far + sign * step), jnp.where(good, step, 2.0 * step), i + 1
+
+    far, _, _ = jax.lax.while_loop(cond, body, (centre + sign, jnp.ones_like(centre), 0))
+
+    def bis(_, s):
+        good, bad = s
+        mid = 0.5 * (good + bad)
+        m_ok = ok(mid)
+        return jnp.where(m_ok, mid, good), jnp.where(m_ok, bad, mid)
+
+    good, _ = jax.lax.fori_loop(0, iters, bis, (far, centre))
+    return good
+
+
+def output_interval(mech, v, nv, tail=OUTPUT_TAIL):
+    """(ylo, yhi) holding all but ``tail`` per side of P_v and P_nv (params (..., 1))."""
+    return _bisect_output(mech, v, nv, tail, False), _bisect_output(mech, v, nv, tail, True)
+
+
+def _grid_pair(mech, v, nv, cells, pessimistic):
+    """Atoms of (P_v‖P_nv) and (P_nv‖P_v) from the output grid; params (..., 1)."""
+    ylo, yhi = output_interval(mech, v, nv)
+    u = jnp.linspace(0.0, 1.0, cells + 1)
+    y = ylo + (yhi - ylo) * u
+    if has_override(mech, "output_breakpoints"):
+        bp = jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64)
+        bp = jnp.clip(bp, ylo, yhi)
+        y = jnp.sort(jnp.concatenate([jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + y.shape[-1:]),
+                                      jnp.broadcast_to(bp, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + bp.shape[-1:])], -1), -1)
+    fp = mech.cdf(y, v)
+    fq = mech.cdf(y, nv)
+    pm = jnp.maximum(jnp.diff(fp, axis=-1), 0.0)
+    qm = jnp.maximum(jnp.diff(fq, axis=-1), 0.0)
+    a = jnp.nextafter(y[..., :-1], jnp.inf)
+    b = jnp.nextafter(y[..., 1:], -jnp.inf)
+    b = jnp.maximum(a, b)
+    la = mech.privacy_loss(a, v, nv)
+    lb = mech.privacy_loss(b, v, nv)
+    l_lo, l_hi = jnp.minimum(la, lb), jnp.maximum(la, lb)
+    tail_p = fp[..., 0] + (1.0 - fp[..., -1])
+    tail_q = fq[..., 0] + (1.0 - fq[..., -1])
+    if not pessimistic:
+        tail_p, tail_q = jnp.zeros_like(tail_p), jnp.zeros_like(tail_q)
+    fwd = _cell_atoms(pm, qm, l_lo, l_hi, pessimistic)
+    bwd = _cell_atoms(qm, pm, -l_hi, -l_lo, pessimistic)
+    return (fwd, tail_p), (bwd, tail_q)
+
+
+def _discrete_pair(mech, v, nv, klo, count, pessimistic):
+    """Exact atoms on the integers klo .. klo+count-1; the rest of the mass is tail."""
+    k = jnp.floor(klo) + jnp.arange(count, dtype=jnp.float64)
+    lp = mech.log_prob(k, v)
+    lq = mech.log_prob(k, nv)
+    pm, qm = jnp.exp(lp), jnp.exp(lq)
+    loss = lp - lq
+    tail_p = jnp.maximum(1.0 - jnp.sum(pm, -1), 0.0)
+    tail_q = jnp.maximum(1.0 - jnp.sum(qm, -1), 0.0)
+    if not pessimistic:
+        tail_p, tail_q = jnp.zeros_like(tail_p), jnp.zeros_like(tail_q)
+    return ((pm, loss), tail_p), ((qm, -loss), tail_q)
+
+
+# ----------------------------------------------------------------------------------
+# subsampling transforms
+# ----------------------------------------------------------------------------------
+def subsample_remove(h, eps, q):
+    """Profile of ((1−q)Q + qP ‖ Q) from h = δ(P‖Q)."""
+    if q is None:
+        return h(eps)
+    log1mq = jnp.log1p(-q)
+    low = eps <= log1mq
+    e_safe = jnp.where(low, log1mq + 1.0, eps)
+    inner = jnp.maximum(-jnp.exp(log1mq - e_safe), -1.0 + 1e-300)
+    e2 = e_safe + jnp.log1p(inner) - jnp.log(q)
+    return jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), q * h(e2))
+
+
+def subsample_add(h, eps, q):
+    """Profile of (Q ‖ (1−q)Q + qP) from h = δ(Q‖P)."""
+    if q is None:
+        return h(eps)
+    log1mq = jnp.log1p(-q)
+    high = eps + log1mq >= 0
+    e_safe = jnp.where(high, -log1mq - 1.0, eps)
+    c = -jnp.expm1(e_safe + log1mq)
+    e2 = e_safe + jnp.log(q) - jnp.log(c)
+    return jnp.where(high, 0.0, c * h(e2))
+
+
+# ----------------------------------------------------------------------------------
+# envelope over pairs
+# ----------------------------------------------------------------------------------
+def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
+    """Pointwise max over pairs (both orders) of the remove / add profiles.
+
+    ``mech`` has parameters shaped (..., 1); ``values``/``nvalues`` are (P,) or (..., P);
+    ``eps_rem``/``eps_add`` are (..., m) (``eps_add`` may be None: symmetric case, q=1).
+    ``plan``: dict with the static sizes of the source (``cells`` or ``klo``/``count``).
+    Returns (δ_rem, δ_add) on the given grids.
+    """
+    kind = source_kind(mech)
+    sym = is_symmetric(mech)
+    vals = jnp.moveaxis(jnp.atleast_1d(values), -1, 0)
+    nvals = jnp.moveaxis(jnp.atleast_1d(nvalues), -1, 0)
+
+    def pair(v, nv, k_lo):
+        v = jnp.asarray(v)[..., None]
+        nv = jnp.asarray(nv)[..., None]
+        if kind == "closed_form":
+            hf = lambda e: mech.hockey_stick(e, v, nv)  # noqa: E731
+            hb = hf if sym else (lambda e: mech.hockey_stick(e, nv, v))
+            return hf, hb
+        if kind == "discrete":
+            (f, tf), (b, tb) = _discrete_pair(mech, v, nv, k_lo[..., None], plan["count"], pessimistic)
+        else:
+            (f, tf), (b, tb) = _grid_pair(mech, v, nv, plan["cells"], pessimistic)
+        hf = atoms_profile(*f, tf)
+        hb = hf if sym else atoms_profile(*b, tb)
+        return hf, hb
+
+    def step(carry, x):
+        rem, add = carry
+        v, nv, k_lo = x
+        hf, hb = pair(v, nv, k_lo)
+        r = subsample_remove(hf, eps_rem, q)
+        if hb is not hf:
+            r = jnp.maximum(r, subsample_remove(hb, eps_rem, q))
+        rem = jnp.maximum(rem, r)
+        if eps_add is not None:
+            a = subsample_add(hb, eps_add, q)
+            if hb is not hf:
+                a = jnp.maximum(a, subsample_add(hf, eps_add, q))
+            add = jnp.maximum(add, a)
+        return (rem, add), None
+
+    klos = plan.get("klo")
+    if klos is None:
+        klos = jnp.zeros_like(vals)
+    else:
+        klos = jnp.moveaxis(jnp.asarray(klos), -1, 0)
+    init = (jnp.zeros(jnp.broadcast_shapes(eps_rem.shape, mech_batch(mech, eps_rem))),
+            None if eps_add is None else jnp.zeros(jnp.broadcast_shapes(eps_add.shape, mech_batch(mech, eps_add))))
+    if vals.shape[0] == 1:
+        (rem, add), _ = step(init, (vals[0], nvals[0], klos[0]))
+    else:
+        (rem, add), _ = jax.lax.scan(step, init, (vals, nvals, klos))
+    return rem, add
+
+
+def mech_batch(mech, eps):
+    """Shape (..., 1) of the expanded parameters, padded to the grid's rank."""
+    shp = mech.batch_shape
+    return shp if len(shp) else (1,) * eps.ndim
+
+
+# ----------------------------------------------------------------------------------
+# plan: static sizes for the discrete source
+# ----------------------------------------------------------------------------------
+def discrete_plan(mech, values, nvalues):
+    """Concrete integer support (klo per pair, common count) for the discrete source."""
+    vals = jnp.atleast_1d(values)
+    nvals = jnp.atleast_1d(nvalues)
+    lo = _bisect_output(mech, vals, nvals, OUTPUT_TAIL, False)
+    hi = _bisect_output(mech, vals, nvals, OUTPUT_TAIL, True)
+    lo, hi = np.floor(np.asarray(lo)), np.ceil(np.asarray(hi))
+    # broadcast over the mechanism batch (params (..., 1), pairs on the last axis)
+    klo = np.min(lo.reshape(-1, lo.shape[-1]), axis=0) if lo.ndim > 1 else lo
+    khi = np.max(hi.reshape(-1, hi.shape[-1]), axis=0) if hi.ndim > 1 else hi
+    count = int(np.max(khi - klo)) + 1
+    return {"klo": jnp.asarray(klo), "count": count}
