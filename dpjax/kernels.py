@@ -73,6 +73,23 @@ class Laplace(AdditiveMechanism):
         """The pure-DP ε = Δ/b of the pair (0, Δ)."""
         return jnp.asarray(sensitivity) / self.scale
 
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        r"""δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
+        1 − e^ε for ε ≤ −r, 1 − e^{(ε−r)/2} for |ε| < r, 0 for ε ≥ r."""
+        eps = jnp.asarray(epsilon)
+        r = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.scale
+        mid = -jnp.expm1(jnp.minimum(eps - r, 0.0) / 2.0)
+        low = -jnp.expm1(jnp.minimum(eps, 0.0))
+        return jnp.where(eps >= r, 0.0, jnp.where(eps <= -r, low, mid))
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        r"""D_α of two Laplace laws r = |Δ|/b apart (Mironov 2017, α > 1):
+        log(α/(2α−1) e^{(α−1)r} + (α−1)/(2α−1) e^{−αr}) / (α−1)."""
+        a = jnp.asarray(order)
+        r = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.scale
+        t = jnp.logaddexp(jnp.log(a / (2 * a - 1)) + (a - 1) * r, jnp.log((a - 1) / (2 * a - 1)) - a * r)
+        return t / (a - 1)
+
     def noise_log_prob(self, n):
         return -jnp.abs(n) / self.scale - jnp.log(2.0 * self.scale)
 
@@ -162,6 +179,18 @@ class Gaussian(AdditiveMechanism):
     def privacy_profile(self, epsilon, sensitivity=1.0):
         """Exact δ(ε) of the pair (0, Δ) (symmetric, so both directions agree)."""
         return gaussian_privacy_profile(epsilon, jnp.asarray(sensitivity) / self.sigma)
+
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        """δ(ε) of N(value, σ²) vs N(neighbour_value, σ²): the Balle–Wang profile at μ = |Δ|/σ."""
+        eps = jnp.asarray(epsilon)
+        mu = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.sigma
+        safe = jnp.where(mu > 0, mu, 1.0)
+        return jnp.where(mu > 0, gaussian_privacy_profile(eps, safe), -jnp.expm1(jnp.minimum(eps, 0.0)))
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        """D_α(N(v, σ²)‖N(v', σ²)) = α (v − v')² / (2σ²)."""
+        d = jnp.asarray(value) - jnp.asarray(neighbour_value)
+        return jnp.asarray(order) * d * d / (2.0 * self.sigma**2)
 
     def noise_log_prob(self, n):
         z = jnp.asarray(n) / self.sigma

@@ -15,6 +15,10 @@ law
   mechanisms this is the single pair ``(0, Δ)``, for mechanisms whose law changes
   with the answer a grid wide enough to contain the worst pair. The accountant
   examines every pair in both directions and takes the pessimistic envelope.
+* optional accounting hooks — ``hockey_stick(ε, value, neighbour_value)`` (closed-form
+  privacy profile of a pair), ``output_breakpoints(value, neighbour_value)`` (where the
+  loss jumps or turns), ``renyi_divergence(α, value, neighbour_value)`` and the class
+  flag ``symmetric_pairs``; see docs/accounting.md for the contract.
 
 Sampling goes through :class:`dpjax.random.UniformStream`: a mechanism only maps
 per-record uniforms to outputs (``_sample``), which is what makes releases
@@ -106,7 +110,38 @@ class Mechanism:
         return self.log_prob(y, value) - self.log_prob(y, neighbour_value)
 
     def neighbour_pairs(self, sensitivity=1.0):
-        """Arrays ``(values, neighbour_values)`` the accountant must examine."""
+        """Arrays ``(values, neighbour_values)`` the accountant must examine.
+
+        Accounting hook (docs/accounting.md): 1-D arrays of equal length P (or with
+        leading batch axes matching the parameters). Each pair is examined in both
+        orders, so list each unordered pair once; the grid must contain the worst pair.
+        """
+        raise NotImplementedError
+
+    # -- optional accounting hooks (override where a closed form exists) ----------------
+    #: δ(P_v‖P_v') = δ(P_v'‖P_v) for every declared pair (lets the accountant skip the mirror).
+    symmetric_pairs: ClassVar[bool | None] = None
+
+    def hockey_stick(self, epsilon, value, neighbour_value) -> jax.Array:
+        """Optional: δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy in closed form.
+
+        Must broadcast ``epsilon`` (e.g. shape (..., n)) against ``value``,
+        ``neighbour_value`` and the parameters (the accountant passes parameters
+        shaped (..., 1)), accept every real ε, and be exact or an upper bound. When
+        it is not overridden the accountant discretises the output space instead
+        (``cdf``, ``privacy_loss``, ``output_breakpoints``).
+        """
+        raise NotImplementedError
+
+    def output_breakpoints(self, value, neighbour_value) -> jax.Array:
+        """Optional: outputs y (array (..., B), static B) where y ↦ privacy_loss(y, value,
+        neighbour_value) jumps or changes monotonicity. The output-grid accountant
+        inserts them so the loss is monotone inside every cell. Default: none."""
+        return jnp.zeros(jnp.shape(value) + (0,))
+
+    def renyi_divergence(self, order, value, neighbour_value) -> jax.Array:
+        """Optional: D_α(P_value‖P_neighbour_value) in closed form (α > 1), broadcasting
+        like :meth:`hockey_stick`. Otherwise ``accounting.rdp`` integrates numerically."""
         raise NotImplementedError
 
     def validate_values(self, values) -> None:
@@ -121,6 +156,8 @@ class AdditiveMechanism(Mechanism):
     The worst neighbouring pair of a shift-invariant mechanism is ``(0, Δ)``
     (and its mirror, which the accountant examines by swapping the pair).
     """
+
+    symmetric_pairs = True
 
     def noise_log_prob(self, n) -> jax.Array:
         raise NotImplementedError

@@ -80,6 +80,29 @@ class RandomizedResponse(Mechanism):
         p, q = self.keep_probability, self.flip_probability
         return q * k + (p - q) * (jnp.floor(jnp.asarray(y)) >= value)
 
+    symmetric_pairs = True
+
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        """δ(ε) of the reports of two categories: (p − e^ε q)_+ + (q − e^ε p)_+ + (k−2) q (1 − e^ε)_+
+        (or (1 − e^ε)_+ when the categories coincide)."""
+        eps = jnp.asarray(epsilon)
+        p, q = self.keep_probability, self.flip_probability
+        e = jnp.exp(jnp.minimum(eps, 700.0))
+        same = -jnp.expm1(jnp.minimum(eps, 0.0))
+        diff = jnp.maximum(p - e * q, 0.0) + jnp.maximum(q - e * p, 0.0) + (self.num_categories - 2) * q * same
+        return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), same, diff)
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        """D_α between the report laws of two distinct categories (0 if they coincide)."""
+        a = jnp.asarray(order)
+        lp, lq = jnp.log(self.keep_probability), jnp.log(self.flip_probability)
+        k = self.num_categories
+        terms = [a * lp + (1 - a) * lq, a * lq + (1 - a) * lp]
+        if k > 2:
+            terms.append(jnp.log(k - 2.0) + lq)
+        d = jax.nn.logsumexp(jnp.stack(jnp.broadcast_arrays(*terms)), axis=0) / (a - 1)
+        return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), 0.0, d)
+
     def neighbour_pairs(self, sensitivity=None):
         """Any two distinct categories are a worst pair (the law is symmetric)."""
         return jnp.zeros((1,)), jnp.ones((1,))
