@@ -199,6 +199,7 @@ class PrivacyLossDistribution:
     remove: _grid.GridPmf | None = None
     add: _grid.GridPmf | None = None
     gaussian_mu: jax.Array | None = None
+    pure_eps: jax.Array | None = None  # the mechanisms' own pure-ε bound, composed (None: unknown)
     pessimistic: bool = static_field(default=True)
     step: float = static_field(default=DEFAULT_DISCRETIZATION)
 
@@ -252,7 +253,7 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
-        return PrivacyLossDistribution(rem, add, None, a.pessimistic, a.step)
+        return PrivacyLossDistribution(rem, add, None, _sum_pure(self.pure_eps, other.pure_eps), a.pessimistic, a.step)
 
     @x64
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
@@ -276,7 +277,8 @@ class PrivacyLossDistribution:
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
             outs.append(_self_compose_jit(pmf, count, s, tail, self.pessimistic))
-        return PrivacyLossDistribution(outs[0], outs[1] if len(outs) > 1 else None, None, self.pessimistic, self.step)
+        pure = None if self.pure_eps is None else self.pure_eps * count
+        return PrivacyLossDistribution(outs[0], outs[1] if len(outs) > 1 else None, None, pure, self.pessimistic, self.step)
 
     # -- queries -----------------------------------------------------------------------
     @x64
@@ -338,7 +340,8 @@ class PrivacyLossDistribution:
         """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
         if self.is_analytic:
             return jnp.full(self.batch_shape, jnp.inf)
-        return functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()])
+        grid = functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()])
+        return grid if self.pure_eps is None else jnp.minimum(grid, self.pure_eps)
 
     @property
     def roundoff(self):
@@ -412,6 +415,19 @@ def _gaussian_epsilon(mu, delta):
 # ----------------------------------------------------------------------------------
 # construction
 # ----------------------------------------------------------------------------------
+def _sum_pure(a, b):
+    return None if a is None or b is None else a + b
+
+
+def _mech_pure(mech, sensitivity, q):
+    """The mechanism's own pure-ε (``mech.pure_epsilon``), amplified by subsampling."""
+    fn = getattr(mech, "pure_epsilon", None)
+    if fn is None:
+        return None
+    eps = jnp.asarray(fn(sensitivity), jnp.float64)
+    if q is not None:
+        eps = jnp.log1p(q * jnp.expm1(eps))
+    return jnp.broadcast_to(eps, tuple(mech.batch_shape))
 def _is_plain_gaussian(mech, q):
     return type(mech) is Gaussian and q is None
 
@@ -446,7 +462,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     elif plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     rem, add = _build(m64, jnp.asarray(sensitivity, jnp.float64), q, plan, bool(pessimistic))
-    return PrivacyLossDistribution(rem, add, None, bool(pessimistic), step)
+    return PrivacyLossDistribution(rem, add, None, _mech_pure(m64, sensitivity, q), bool(pessimistic), step)
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4))
@@ -489,7 +505,7 @@ def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimisti
         step = pow2_floor(float(value_discretization_interval))
         probs = jnp.asarray([1.0, 0.0, 0.0])
         pmf = _grid.GridPmf(probs, jnp.asarray(0.0), jnp.asarray(0.0), jnp.asarray(0.0), step)
-        return PrivacyLossDistribution(pmf, None, None, pessimistic, step)
+        return PrivacyLossDistribution(pmf, None, None, jnp.asarray(0.0), pessimistic, step)
 
 
 # ----------------------------------------------------------------------------------
@@ -541,7 +557,7 @@ def _chunk(plan):
 def _map_query(flat, sens, plan, pessimistic, count, size, tail, kind, q, arg):
     def one(m):
         rem, add = _build(m, sens, q, plan, pessimistic)
-        p = PrivacyLossDistribution(rem, add, None, pessimistic, plan.step)
+        p = PrivacyLossDistribution(rem, add, None, None, pessimistic, plan.step)
         outs = []
         for pmf in p._directions():
             if count > 1:
