@@ -47,8 +47,15 @@ def _read_table(path: str | None, value_column: str, group_by: str | None):
         total = os.path.getsize(path)
         handle = open(path, newline="")
     show = total >= _PROGRESS_MIN_BYTES
+    consumed = [0]
+
+    def lines():
+        for line in handle:
+            consumed[0] += len(line)
+            yield line
+
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(lines())
         header = next(reader, None)
         if header is None:
             raise ValueError("--input: the file is empty")
@@ -63,7 +70,7 @@ def _read_table(path: str | None, value_column: str, group_by: str | None):
             values.append(row[vi])
             groups.append(row[gi] if gi is not None else "all")
             if show and n % 200_000 == 0:
-                _progress(handle.tell() if path else 0, total, "reading")
+                _progress(consumed[0], total, "reading")
         if show:
             _progress(total, total, "reading")
     if not values:
