@@ -81,9 +81,12 @@ def connect_the_dots(deltas, gaps, step: float):
 
 def from_profile(deltas, gaps, k0, step: float):
     """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step."""
-    probs, inf, neg = connect_the_dots(deltas, gaps, step)
+    probs, inf, _ = connect_the_dots(deltas, gaps, step)
     n = probs.shape[-1]
-    roundoff = 2.0 * neg + EPS64 * n * jnp.max(probs, axis=-1) + 2.0 * EPS64
+    # The PLD reproduces the profile values at the grid points exactly (clipping only adds
+    # mass), so its δ error is that of the profile values, ~ε·√n, although single masses
+    # carry ~ε/step noise (second differences of O(1) values).
+    roundoff = 8.0 * EPS64 * math.sqrt(n) + jnp.zeros_like(inf)
     offset = jnp.broadcast_to(jnp.asarray(k0, jnp.float64), inf.shape)
     return GridPmf(probs, offset, inf, roundoff, step)
 

@@ -125,17 +125,47 @@ def implicit_root(fn, params, target, lo, hi):
     """Bisection root of decreasing ``fn(x, params) = target`` with implicit-function gradients."""
 
     @jax.custom_jvp
-    def root(params, target):
+    def root(params, target, lo, hi):
         return solve_decreasing(lambda x: fn(x, params), target, lo, hi)
 
     @root.defjvp
     def root_jvp(primals, tangents):
-        p, t = primals
-        dp, dt = tangents
-        x = root(p, t)
-        fx, dfx = jax.jvp(lambda xx: fn(xx, p), (x,), (jnp.ones_like(x),))
+        p, t, lo_, hi_ = primals
+        dp, dt, _, _ = tangents
+        x = root(p, t, lo_, hi_)
+        _, dfx = jax.jvp(lambda xx: fn(xx, p), (x,), (jnp.ones_like(x),))
         _, dfp = jax.jvp(lambda pp: fn(x, pp), (p,), (dp,))
         dfx = jnp.where(dfx == 0, -1e-300, dfx)
         return x, (dt - dfp) / dfx
 
-    return root(params, target)
+    return root(params, target, jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi))
+
+def x64_vjp(fn):
+    """Make ``fn`` (a pure function of pytrees of arrays) reverse-differentiable in float64
+    even when the caller's ``jax.grad`` runs its backward pass outside our x64 context.
+
+    A ``custom_vjp`` whose forward and backward both run inside ``jax.enable_x64(True)``:
+    the backward recomputes the VJP there, and cotangents are cast back to the dtypes of
+    the (possibly float32) inputs. Forward-mode (``jax.jvp``) is not supported.
+    """
+
+    def run(*args):
+        with jax.enable_x64(True):
+            return fn(*args)
+
+    @jax.custom_vjp
+    def f(*args):
+        return run(*args)
+
+    def fwd(*args):
+        return run(*args), args
+
+    def bwd(args, ct):
+        with jax.enable_x64(True):
+            ct = jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), ct)
+            _, vjp = jax.vjp(fn, *args)
+            grads = vjp(ct)
+            return jax.tree_util.tree_map(lambda g, a: jnp.asarray(g).astype(jnp.result_type(a)), grads, args)
+
+    f.defvjp(fwd, bwd)
+    return f

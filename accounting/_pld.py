@@ -30,7 +30,7 @@ import numpy as np
 from jax.scipy.special import ndtri
 
 from accounting import _grid
-from accounting._numerics import concrete, implicit_root, next_fast_len, pow2_floor, to64, x64
+from accounting._numerics import concrete, implicit_root, next_fast_len, pow2_floor, to64, x64, x64_vjp
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
 from dpjax._pytree import pytree_dataclass, static_field
 from dpjax._validation import check_int, check_positive, check_probability, is_traced
@@ -276,7 +276,8 @@ class PrivacyLossDistribution:
         for pmf in self._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
-            outs.append(_self_compose_jit(pmf, count, s, tail, self.pessimistic))
+            outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
+                                                  pessimistic=self.pessimistic))(pmf))
         pure = None if self.pure_eps is None else self.pure_eps * count
         return PrivacyLossDistribution(outs[0], outs[1] if len(outs) > 1 else None, None, pure, self.pessimistic, self.step)
 
@@ -291,6 +292,9 @@ class PrivacyLossDistribution:
                 raise ValueError(f"epsilon must not be NaN, got {epsilon!r}")
         shp = eps.shape
         flat = jnp.broadcast_to(eps.reshape(-1), self.batch_shape + (max(eps.size, 1),))[..., : eps.size]
+        return x64_vjp(_delta_core)(self, flat).reshape(self.batch_shape + shp)
+
+    def _delta_core(self, flat):
         if self.is_analytic:
             mu = jnp.asarray(self.gaussian_mu, jnp.float64)[..., None]
             out = gaussian_privacy_profile(flat, mu)
@@ -302,7 +306,7 @@ class PrivacyLossDistribution:
                 r = pmf.roundoff[..., None]
                 outs.append(jnp.minimum(d + r, 1.0) if self.pessimistic else jnp.maximum(d - r, 0.0))
             out = functools.reduce(jnp.maximum, outs)
-        return out.reshape(self.batch_shape + shp)
+        return out
 
     @x64
     def get_epsilon_for_delta(self, delta):
@@ -316,19 +320,22 @@ class PrivacyLossDistribution:
         dl = jnp.asarray(delta, jnp.float64)
         shp = dl.shape
         flat = jnp.broadcast_to(dl.reshape(-1), self.batch_shape + (max(dl.size, 1),))[..., : dl.size]
+        if not self.is_analytic:
+            for pmf in self._directions():
+                _check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
+        return x64_vjp(_epsilon_core)(self, flat).reshape(self.batch_shape + shp)
+
+    def _epsilon_core(self, flat):
         if self.is_analytic:
-            out = _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
-            return out.reshape(self.batch_shape + shp)
+            return _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
         outs = []
         for pmf in self._directions():
             floor = ROUNDOFF_FACTOR * pmf.roundoff[..., None]
-            _check_floor(flat, floor)
             # pessimistic: answer for δ − round-off (sound); optimistic: for δ + round-off
             r = pmf.roundoff[..., None]
             e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r)
             outs.append(jnp.where(flat < floor, jnp.nan, e))
-        out = functools.reduce(jnp.maximum, outs)
-        return out.reshape(self.batch_shape + shp)
+        return functools.reduce(jnp.maximum, outs)
 
     @x64
     def get_epsilon_bounds(self, delta):
@@ -351,6 +358,14 @@ class PrivacyLossDistribution:
         return functools.reduce(jnp.maximum, [p.roundoff for p in self._directions()])
 
 
+def _delta_core(p, flat):
+    return p._delta_core(flat)
+
+
+def _epsilon_core(p, flat):
+    return p._epsilon_core(flat)
+
+
 def _check_floor(delta, floor):
     if is_traced(delta) or is_traced(floor):
         return
@@ -365,7 +380,11 @@ def _check_floor(delta, floor):
 
 
 def _window_size(pmf, count, tail):
-    if is_traced(pmf.probs):
+    conc = concrete(pmf.probs)
+    if conc is not None and is_traced(pmf.probs):  # eager jax.grad: plan on the primal values
+        pmf = _grid.GridPmf(jnp.asarray(conc), jnp.asarray(concrete(pmf.offset)), jnp.asarray(concrete(pmf.inf_mass)),
+                            jnp.asarray(concrete(pmf.roundoff)), pmf.step)
+    if conc is None:
         raise ValueError(
             "size: the PLD is traced (inside jit); pass self_compose(count, size=...) with a static FFT length "
             "(take it from a concrete run: pld.self_compose(count).remove.size)"
@@ -380,18 +399,18 @@ def _window_size(pmf, count, tail):
     return size
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+@functools.partial(jax.jit, static_argnames=("count", "size", "tail", "pessimistic"))
 def _self_compose_jit(pmf, count, size, tail, pessimistic):
     return _grid.self_compose(pmf, count, size, tail, pessimistic)
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
+@functools.partial(jax.jit, static_argnames=("pessimistic",))
 def _compose_jit(a, b, pessimistic):
     return _grid.compose(a, b, pessimistic)
 
 
 def _compose_trim(a, b, pessimistic, tail):
-    out = _compose_jit(a, b, pessimistic)
+    out = x64_vjp(functools.partial(_compose_jit, pessimistic=pessimistic))(a, b)
     if is_traced(out.probs):
         return out
     start, stop = _grid.trim_window(out, tail)
@@ -454,14 +473,15 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     q = _q(sampling_prob)
     m64 = to64(mech)
     if use_analytic and _is_plain_gaussian(mech, q):
-        mu = jnp.asarray(sensitivity, jnp.float64) / jnp.asarray(m64.sigma)
+        mu = x64_vjp(lambda s, sig: to64(s) / to64(sig))(jnp.asarray(sensitivity), jnp.asarray(mech.sigma))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step)
     if plan is None:
         plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
                          value_discretization_interval=step, pessimistic=pessimistic, output_cells=output_cells)
     elif plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
-    rem, add = _build(m64, jnp.asarray(sensitivity, jnp.float64), q, plan, bool(pessimistic))
+    rem, add = x64_vjp(lambda m, s, qq: _build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
+        mech, jnp.asarray(sensitivity), q)
     return PrivacyLossDistribution(rem, add, None, _mech_pure(m64, sensitivity, q), bool(pessimistic), step)
 
 

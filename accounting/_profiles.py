@@ -252,12 +252,12 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
         r = subsample_remove(hf, eps_rem, q)
         if hb is not hf:
             r = jnp.maximum(r, subsample_remove(hb, eps_rem, q))
-        rem = jnp.maximum(rem, r)
+        rem = jnp.maximum(rem, r.reshape(rem.shape))
         if eps_add is not None:
             a = subsample_add(hb, eps_add, q)
             if hb is not hf:
                 a = jnp.maximum(a, subsample_add(hf, eps_add, q))
-            add = jnp.maximum(add, a)
+            add = jnp.maximum(add, a.reshape(add.shape))
         return (rem, add), None
 
     klos = plan.get("klo")
