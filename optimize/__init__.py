@@ -1,0 +1,28 @@
+"""optimize: tuning mechanism parameters to minimise exact privacy loss.
+
+* :func:`tune_boosted` — the kernel scale of a privacy-boosted (PB-DP) mechanism that
+  minimises the exact ε at a δ (single release or T-fold composition) or the exact
+  Rényi divergence at an order, subject to the utility constraint (the boosting rate
+  follows from ``rho``). Methods ``"gradient"`` (optax through the differentiable exact
+  accountant) and ``"ternary"`` (the paper's Algorithm 2); batched with ``vmap``.
+* :func:`exact_epsilon`, :func:`exact_delta`, :func:`exact_renyi` — the exact closed-form
+  privacy of a Gaussian-kernel ``PrivacyBoosted`` mechanism, differentiable in every
+  parameter (implicit derivative through the ε root).
+* :func:`scale_by_bracket` — the optax transformation used by the gradient method.
+
+Imports dpjax and accounting; nothing imports optimize.
+"""
+
+from optimize._api import exact_delta, exact_epsilon, exact_renyi
+from optimize._search import scale_by_bracket
+from optimize.tuning import TuningResult, base_sigma, tune_boosted
+
+__all__ = [
+    "tune_boosted",
+    "TuningResult",
+    "base_sigma",
+    "exact_epsilon",
+    "exact_delta",
+    "exact_renyi",
+    "scale_by_bracket",
+]

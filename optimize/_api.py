@@ -1,0 +1,62 @@
+"""Public wrappers of the exact, differentiable Gaussian-kernel PB-DP accountant."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import dpjax
+from accounting._numerics import to64
+from dpjax._validation import check_positive, check_probability, is_traced
+from optimize import _exact
+
+
+def _check_mech(mech):
+    if not isinstance(mech, dpjax.PrivacyBoosted) or type(mech.kernel) is not dpjax.Gaussian:
+        raise ValueError(f"mech must be a PrivacyBoosted mechanism with a Gaussian kernel, got {mech!r}")
+
+
+def _batched(fn, mech, arg, sensitivity):
+    """Apply ``fn(mech, arg, sensitivity)`` over the mechanism's batch (broadcast with ``arg``)."""
+    m = to64(mech)
+    arg = jnp.asarray(arg, jnp.float64)
+    sens = jnp.asarray(sensitivity, jnp.float64)
+    shape = jnp.broadcast_shapes(tuple(m.batch_shape), arg.shape, sens.shape)
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), m)
+    out = jax.vmap(fn)(flat, jnp.broadcast_to(arg, shape).reshape(-1), jnp.broadcast_to(sens, shape).reshape(-1))
+    return out.reshape(shape)
+
+
+def exact_delta(mech, epsilon, sensitivity=1.0):
+    """Exact worst-case δ(ε) of a Gaussian-kernel ``PrivacyBoosted`` mechanism (float64, differentiable)."""
+    _check_mech(mech)
+    if not is_traced(sensitivity):
+        check_positive("sensitivity", sensitivity)
+    with jax.enable_x64(True):
+        return _batched(_exact.delta, mech, epsilon, sensitivity)
+
+
+def exact_epsilon(mech, delta, sensitivity=1.0):
+    """Exact ε at ``delta`` (single release); implicit derivative w.r.t. every parameter."""
+    _check_mech(mech)
+    if not is_traced(delta):
+        check_probability("delta", delta, high_open=True)
+    if not is_traced(sensitivity):
+        check_positive("sensitivity", sensitivity)
+
+    def one(m, d, s):
+        return _exact.epsilon_for_delta(lambda e, mm: jnp.log(_exact.delta(mm, e, s)), m, d)
+
+    with jax.enable_x64(True):
+        return _batched(one, mech, delta, sensitivity)
+
+
+def exact_renyi(mech, order, sensitivity=1.0):
+    """Exact worst-case Rényi divergence ``D_α`` (α > 1) of a Gaussian-kernel PB mechanism."""
+    _check_mech(mech)
+    if not is_traced(order):
+        check_positive("order", jnp.asarray(order) - 1.0)
+    if not is_traced(sensitivity):
+        check_positive("sensitivity", sensitivity)
+    with jax.enable_x64(True):
+        return _batched(_exact.renyi, mech, order, sensitivity)
