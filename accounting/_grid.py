@@ -24,7 +24,7 @@ from accounting._numerics import EPS64, safe_log, take_last
 from dpjax._pytree import pytree_dataclass, static_field
 
 #: Chernoff orders (times 1/len) used to bound the tails of a T-fold composition.
-_CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 40), np.geomspace(1e-3, 60.0, 40)])
+_CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 28), np.geomspace(1e-3, 60.0, 28)])
 
 
 @pytree_dataclass
@@ -186,7 +186,7 @@ def chernoff_window(pmf: GridPmf, count: int, tail: float):
     ts = jnp.asarray(_CHERNOFF_T / n)
     # moment generating function on bins of 2^k entries: e^{t i} ≤ e^{t i_max} (t > 0) and
     # ≤ e^{t i_min} (t < 0) within a bin, so the binned sums are upper bounds (rigorous, cheap)
-    b = max(1, 1 << max(0, (n // 16384).bit_length() - 1))
+    b = max(1, 1 << max(0, (n // 8192).bit_length() - 1))
     nb = -(-n // b)
     pad = jnp.pad(pmf.probs, [(0, 0)] * (pmf.probs.ndim - 1) + [(0, nb * b - n)])
     binned = jnp.sum(pad.reshape(pad.shape[:-1] + (nb, b)), axis=-1)

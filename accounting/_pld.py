@@ -33,7 +33,7 @@ from accounting import _grid
 from accounting._numerics import concrete, implicit_root, next_fast_len, pow2_floor, to64, x64, x64_vjp
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
 from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, check_probability, is_traced
+from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.kernels import Gaussian, gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
 
@@ -61,6 +61,8 @@ _LOWER_TAIL = 1e-16
 MAX_GRID = 2**25
 #: δ below this multiple of the estimated round-off is refused.
 ROUNDOFF_FACTOR = 10.0
+#: batches up to this size are built whole (vectorised); larger ones are mapped in chunks.
+_SMALL_BATCH = 4
 #: default number of output cells for mechanisms without a closed-form profile.
 DEFAULT_OUTPUT_CELLS = 2**16
 
@@ -358,10 +360,12 @@ class PrivacyLossDistribution:
         return functools.reduce(jnp.maximum, [p.roundoff for p in self._directions()])
 
 
+@jax.jit
 def _delta_core(p, flat):
     return p._delta_core(flat)
 
 
+@jax.jit
 def _epsilon_core(p, flat):
     return p._epsilon_core(flat)
 
@@ -570,7 +574,7 @@ def _map_window(flat, sens, q, plan, pessimistic, count, tail):
 
 def _chunk(plan):
     n = max(plan.remove[1], plan.add[1] if plan.add else 0)
-    return max(1, min(64, (1 << 22) // max(n, 1)))
+    return max(1, min(16, (1 << 20) // max(n, 1)))
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
@@ -591,7 +595,27 @@ def _map_query(flat, sens, plan, pessimistic, count, size, tail, kind, q, arg):
                 outs.append(jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0))
         return functools.reduce(jnp.maximum, outs)
 
-    return jax.lax.map(one, flat, batch_size=_chunk(plan) if count == 1 else max(1, min(8, (1 << 21) // size)))
+    return jax.lax.map(one, flat, batch_size=_chunk(plan) if count == 1 else max(1, min(4, (1 << 20) // size)))
+
+
+def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells, use_analytic):
+    """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
+    q = _q(sampling_prob)
+    if (use_analytic and _is_plain_gaussian(mech, q)) or math.prod(mech.batch_shape) <= _SMALL_BATCH:
+        p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                output_cells=output_cells, use_analytic=use_analytic).self_compose(
+            count, tail_mass_truncation=tail_mass_truncation)
+        return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
+    flat, sens, q, plan, count, size, shape = _fused_common(
+        mech, sensitivity, sampling_prob, count, value_discretization_interval, pessimistic,
+        tail_mass_truncation, output_cells)
+    a = jnp.asarray(arg, jnp.float64).reshape(-1)
+    out = _map_query(flat, sens, plan, bool(pessimistic), count, size, float(tail_mass_truncation), kind, q, a)
+    return out.reshape(shape + jnp.shape(arg))
 
 
 @x64
@@ -600,20 +624,13 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
                 tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
     """ε at ``delta`` after ``count`` runs of ``mech``, for every mechanism of a batch.
 
-    One jit-compiled call; the batch is processed in chunks (``lax.map``) so memory
-    stays bounded whatever the batch size. Returns shape batch + δ.shape. NaN marks a
-    ``delta`` below the round-off floor.
+    One jit-compiled call; large batches are processed in chunks (``lax.map``) so
+    memory stays bounded whatever the batch size. Returns shape batch + δ.shape. NaN
+    marks a ``delta`` below the round-off floor.
     """
     check_probability("delta", delta, high_open=True)
-    q = _q(sampling_prob)
-    if use_analytic and _is_plain_gaussian(mech, q):
-        return pld(mech, sensitivity=sensitivity).self_compose(count).get_epsilon_for_delta(delta)
-    flat, sens, q, plan, count, size, shape = _fused_common(
-        mech, sensitivity, sampling_prob, count, value_discretization_interval, pessimistic,
-        tail_mass_truncation, output_cells)
-    arg = jnp.asarray(delta, jnp.float64).reshape(-1)
-    out = _map_query(flat, sens, plan, bool(pessimistic), count, size, float(tail_mass_truncation), "epsilon", q, arg)
-    return out.reshape(shape + jnp.shape(delta))
+    return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic)
 
 
 @x64
@@ -621,12 +638,6 @@ def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
               value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
               tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
-    q = _q(sampling_prob)
-    if use_analytic and _is_plain_gaussian(mech, q):
-        return pld(mech, sensitivity=sensitivity).self_compose(count).get_delta_for_epsilon(epsilon)
-    flat, sens, q, plan, count, size, shape = _fused_common(
-        mech, sensitivity, sampling_prob, count, value_discretization_interval, pessimistic,
-        tail_mass_truncation, output_cells)
-    arg = jnp.asarray(epsilon, jnp.float64).reshape(-1)
-    out = _map_query(flat, sens, plan, bool(pessimistic), count, size, float(tail_mass_truncation), "delta", q, arg)
-    return out.reshape(shape + jnp.shape(epsilon))
+    check_real("epsilon", epsilon)
+    return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic)

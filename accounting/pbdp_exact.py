@@ -92,18 +92,20 @@ def epsilon_for_delta(mech, delta, *, sensitivity=1.0, pairs=None, lower=-1.0, u
 
 
 @functools.partial(jax.jit, static_argnums=(6,))
-def _bisect_epsilon(m, values, nvalues, delta, lo, hi, iterations):
-    def prof(e):
-        return jnp.max(_pairwise(m, m.hockey_stick, e, values, nvalues))
+def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations):
+    # one call site of the profile (compile time): steps 0 and 1 probe the bracket ends
+    def body(i, s):
+        lo, hi, ok_lo, bad_hi = s
+        e = jnp.where(i == 0, lower, jnp.where(i == 1, upper, 0.5 * (lo + hi)))
+        bad = jnp.max(_pairwise(m, m.hockey_stick, e, values, nvalues)) > delta
+        ok_lo = jnp.where(i == 0, ~bad, ok_lo)
+        bad_hi = jnp.where(i == 1, bad, bad_hi)
+        lo = jnp.where((i > 1) & bad, e, lo)
+        hi = jnp.where((i > 1) & ~bad, e, hi)
+        return lo, hi, ok_lo, bad_hi
 
-    def body(_, s):
-        lo, hi = s
-        mid = 0.5 * (lo + hi)
-        bad = prof(mid) > delta
-        return jnp.where(bad, mid, lo), jnp.where(bad, hi, mid)
-
-    _, root = jax.lax.fori_loop(0, iterations, body, (lo, hi))
-    return jnp.where(prof(lo) <= delta, lo, jnp.where(prof(hi) > delta, jnp.inf, root))
+    _, root, ok_lo, bad_hi = jax.lax.fori_loop(0, iterations + 2, body, (lower, upper, False, False))
+    return jnp.where(ok_lo, lower, jnp.where(bad_hi, jnp.inf, root))
 
 
 @x64

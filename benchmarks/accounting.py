@@ -1,0 +1,234 @@
+"""dpjax accounting vs Google dp_accounting, side by side, same process run.
+
+Usage:  python benchmarks/accounting.py            (all cases, each in its own subprocess)
+        python benchmarks/accounting.py --case NAME (one case; prints one JSON line)
+        python benchmarks/accounting.py --quick    (skip dp_accounting's 20 s Gaussian accountant)
+
+Each case runs in a fresh subprocess so that peak RSS (``resource.getrusage``) is per
+case; "peak MB" is the growth of the process's max RSS over its post-import baseline.
+dpjax times are warm (after one compile call, reported separately as "first"); each
+timing is the best of a few repetitions. Answers are checked to agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+# this file is itself named accounting.py: keep its folder off sys.path so that
+# `import accounting` finds the package, not this script
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.modules.pop("accounting", None)
+
+import numpy as np  # noqa: E402
+
+DELTA = 1e-5
+
+
+def _rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _best(fn, reps=3):
+    best, val = math.inf, None
+    for _ in range(reps):
+        t = time.perf_counter()
+        val = fn()
+        best = min(best, time.perf_counter() - t)
+    return val, best
+
+
+def _block(x):
+    return np.asarray(x)
+
+
+_BASE = [0.0]
+
+
+def _peak():
+    """Peak RSS growth (MB) so far: call right after the dpjax part, before dp_accounting runs."""
+    return _rss_mb() - _BASE[0]
+
+
+# ----------------------------------------------------------------------------------
+# cases: each returns dict(ours=..., ref=..., t_ours, t_first, t_ref, note)
+# ----------------------------------------------------------------------------------
+def case_gauss_T1000(full=True):
+    import dp_accounting
+    from dp_accounting.pld import privacy_loss_distribution as PLD
+
+    import accounting
+    import dpjax
+
+    m = dpjax.Gaussian(sigma=1.0)
+    f = lambda: float(_block(accounting.pld(m).self_compose(1000).get_epsilon_for_delta(DELTA)))  # noqa: E731
+    t0 = time.perf_counter()
+    f()
+    first = time.perf_counter() - t0
+    ours, t_ours = _best(f, 5)
+    g = lambda: float(_block(accounting.pld(m, use_analytic=False).self_compose(1000).get_epsilon_for_delta(DELTA)))  # noqa: E731
+    g()
+    grid, t_grid = _best(g, 2)
+    peak = _peak()
+    ref_sc, t_sc = _best(lambda: PLD.from_gaussian_mechanism(1.0).self_compose(1000).get_epsilon_for_delta(DELTA), 1)
+    out = dict(ours=ours, t_ours=t_ours, t_first=first, ours_grid=grid, t_grid=t_grid, ref=ref_sc, t_ref=t_sc, peak_mb=peak,
+               ref_name="PLD.from_gaussian(1).self_compose(1000)")
+    if full:
+        acc, t_acc = _best(lambda: dp_accounting.pld.PLDAccountant().compose(
+            dp_accounting.GaussianDpEvent(1.0), 1000).get_epsilon(DELTA), 1)
+        out.update(ref_acc=acc, t_ref_acc=t_acc)
+    return out
+
+
+def _psg(count):
+    import dp_accounting
+
+    import accounting
+    import dpjax
+
+    m = dpjax.Gaussian(sigma=1.0)
+    f = lambda: float(_block(accounting.get_epsilon(m, DELTA, count=count, sampling_prob=0.01)))  # noqa: E731
+    t0 = time.perf_counter()
+    f()
+    first = time.perf_counter() - t0
+    ours, t_ours = _best(f, 5)
+    g = lambda: float(_block(accounting.pld(m, sampling_prob=0.01).self_compose(count).get_epsilon_for_delta(DELTA)))  # noqa: E731
+    g()
+    obj, t_obj = _best(g, 5)
+    peak = _peak()
+    ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+    ref, t_ref = _best(lambda: dp_accounting.pld.PLDAccountant().compose(ev, count).get_epsilon(DELTA), 2)
+    return dict(ours=ours, t_ours=t_ours, t_first=first, ours_obj=obj, t_obj=t_obj, ref=ref, t_ref=t_ref, peak_mb=peak,
+                ref_name="PLDAccountant(PoissonSampled(0.01, Gaussian(1)))")
+
+
+def case_psg_T1000():
+    return _psg(1000)
+
+
+def case_psg_T10000():
+    return _psg(10000)
+
+
+def case_batch_gauss_1000():
+    """ε of 1000 Gaussian mechanisms (σ ∈ [0.5, 5]), T=100 each: one batched call vs a dp_accounting loop."""
+    import dp_accounting
+
+    import accounting
+    import dpjax
+    import jax.numpy as jnp
+
+    sig = np.linspace(0.5, 5.0, 1000)
+    mech = dpjax.Gaussian(sigma=jnp.asarray(sig))
+    f = lambda: _block(accounting.get_epsilon(mech, DELTA, count=100))  # noqa: E731
+    t0 = time.perf_counter()
+    f()
+    first = time.perf_counter() - t0
+    ours, t_ours = _best(f, 5)
+    peak = _peak()
+    idx = np.arange(0, 1000, 100)  # dp_accounting on 10 of them, extrapolated to 1000
+    ref, t_ref = _best(lambda: [dp_accounting.pld.PLDAccountant().compose(
+        dp_accounting.GaussianDpEvent(float(sig[i])), 100).get_epsilon(DELTA) for i in idx], 1)
+    return dict(ours=ours[idx].tolist(), t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref * 100, peak_mb=peak,
+                ref_name="loop of PLDAccountant(Gaussian) (10 timed, x100)")
+
+
+def case_batch_psg_1000():
+    """ε of 1000 subsampled Gaussians (q=0.01, T=1000, σ ∈ [0.6, 2]): one batched call vs a loop."""
+    import dp_accounting
+
+    import accounting
+    import dpjax
+    import jax.numpy as jnp
+
+    sig = np.linspace(0.6, 2.0, 1000)
+    mech = dpjax.Gaussian(sigma=jnp.asarray(sig))
+    f = lambda: _block(accounting.get_epsilon(mech, DELTA, count=1000, sampling_prob=0.01))  # noqa: E731
+    t0 = time.perf_counter()
+    ours = f()
+    first = time.perf_counter() - t0
+    ours, t_ours = _best(f, 1)
+    peak = _peak()
+    idx = np.arange(0, 1000, 200)
+    ref, t_ref = _best(lambda: [dp_accounting.pld.PLDAccountant().compose(dp_accounting.PoissonSampledDpEvent(
+        0.01, dp_accounting.GaussianDpEvent(float(sig[i]))), 1000).get_epsilon(DELTA) for i in idx], 1)
+    return dict(ours=ours[idx].tolist(), t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref * 200, peak_mb=peak,
+                ref_name="loop of PLDAccountant(PSG) (5 timed, x200)")
+
+
+CASES = {
+    "gauss_T1000": case_gauss_T1000,
+    "psg_T1000": case_psg_T1000,
+    "psg_T10000": case_psg_T10000,
+    "batch_gauss_1000": case_batch_gauss_1000,
+    "batch_psg_1000": case_batch_psg_1000,
+}
+
+
+def run_case(name, quick):
+    logging.disable(logging.WARNING)
+    import jax  # noqa: F401  (baseline after imports)
+    import dp_accounting  # noqa: F401
+
+    import accounting  # noqa: F401
+
+    _BASE[0] = _rss_mb()
+    fn = CASES[name]
+    res = fn(full=not quick) if name == "gauss_T1000" else fn()
+    res["peak_mb_all"] = _peak()
+    res["case"] = name
+    print(json.dumps(res))
+
+
+def _agree(a, b, rel=2e-4):
+    a, b = np.atleast_1d(np.asarray(a, float)), np.atleast_1d(np.asarray(b, float))
+    return bool(np.all(np.abs(a - b) <= rel * np.abs(b) + 1e-9))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.case:
+        run_case(args.case, args.quick)
+        return
+    rows = []
+    for name in CASES:
+        cmd = [sys.executable, __file__, "--case", name] + (["--quick"] if args.quick else [])
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+        if not line:
+            print(f"{name}: FAILED\n{out.stderr[-2000:]}")
+            continue
+        rows.append(json.loads(line[-1]))
+    print(f"{'case':18s} {'dpjax s':>10s} {'first s':>9s} {'dp_acc s':>10s} {'ratio':>8s} {'peak MB':>8s}  agree  values")
+    for r in rows:
+        ratio = r["t_ref"] / r["t_ours"]
+        ok = _agree(r["ours"], r["ref"])
+        v = r["ours"] if np.isscalar(r["ours"]) else r["ours"][0]
+        w = r["ref"] if np.isscalar(r["ref"]) else r["ref"][0]
+        print(f"{r['case']:18s} {r['t_ours']:10.4f} {r['t_first']:9.2f} {r['t_ref']:10.3f} {ratio:8.1f} "
+              f"{r['peak_mb']:8.0f}  {'yes' if ok else 'NO ':3s}   {v:.6f} vs {w:.6f}  [{r['ref_name']}]")
+        if "t_grid" in r:
+            print(f"{'  grid path':18s} {r['t_grid']:10.4f} {'':9s} {r['t_ref']:10.3f} {r['t_ref'] / r['t_grid']:8.1f} "
+                  f"{'':8s}  {'yes' if _agree(r['ours_grid'], r['ref']) else 'NO ':3s}   {r['ours_grid']:.6f}")
+        if "t_ref_acc" in r:
+            print(f"{'  vs PLDAccountant':18s} {r['t_ours']:10.4f} {'':9s} {r['t_ref_acc']:10.3f} "
+                  f"{r['t_ref_acc'] / r['t_ours']:8.1f} {'':8s}  {'yes' if _agree(r['ours'], r['ref_acc']) else 'NO ':3s}"
+                  f"   {r['ref_acc']:.6f}")
+        if "t_obj" in r:
+            print(f"{'  PLD object path':18s} {r['t_obj']:10.4f} {'':9s} {r['t_ref']:10.3f} {r['t_ref'] / r['t_obj']:8.1f} "
+                  f"{'':8s}  {'yes' if _agree(r['ours_obj'], r['ref']) else 'NO ':3s}   {r['ours_obj']:.6f}")
+
+
+if __name__ == "__main__":
+    main()
