@@ -176,10 +176,6 @@ class Gaussian(AdditiveMechanism):
         """(ε, δ)-DP Gaussian mechanism by the analytic calibration of Balle & Wang (2018)."""
         return cls(sigma=_round_up_to_default_float(analytic_gaussian_sigma(epsilon, delta, sensitivity)))
 
-    def privacy_profile(self, epsilon, sensitivity=1.0):
-        """Exact δ(ε) of the pair (0, Δ) (symmetric, so both directions agree)."""
-        return gaussian_privacy_profile(epsilon, jnp.asarray(sensitivity) / self.sigma)
-
     def hockey_stick(self, epsilon, value, neighbour_value):
         """δ(ε) of N(value, σ²) vs N(neighbour_value, σ²): the Balle–Wang profile at μ = |Δ|/σ."""
         eps = jnp.asarray(epsilon)

@@ -110,7 +110,7 @@ def test_gaussian_analytic_calibration_reference_values():
     assert dpjax.Gaussian.from_epsilon_delta(1.0, 1e-5).sigma == pytest.approx(3.73063, abs=1e-5)
     assert dpjax.Gaussian.from_epsilon_delta(0.1, 1e-5).sigma == pytest.approx(30.74957, abs=1e-4)
     g = dpjax.Gaussian(sigma=4.0)
-    assert float(g.privacy_profile(1.0)) == pytest.approx(2.92427e-6, rel=1e-4)
+    assert float(g.hockey_stick(1.0, 0.0, 1.0)) == pytest.approx(2.92427e-6, rel=1e-4)
     # the calibrated sigma meets delta (rounded to the private side)
     s = dpjax.Gaussian.from_epsilon_delta(0.7, 1e-6, sensitivity=3.0)
     mu = 3.0 / float(s.sigma)
