@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -17,8 +19,12 @@ def _check_mech(mech):
 
 
 def _batched(fn, mech, arg, sensitivity):
-    """Apply ``fn(mech, arg, sensitivity)`` over the mechanism's batch (broadcast with ``arg``)."""
-    m = to64(mech)
+    """Apply ``fn(mech, arg, sensitivity)`` over the mechanism's batch (broadcast with ``arg``), jit-compiled."""
+    return _batched_jit(fn, to64(mech), arg, sensitivity)
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _batched_jit(fn, m, arg, sensitivity):
     arg = jnp.asarray(arg, jnp.float64)
     sens = jnp.asarray(sensitivity, jnp.float64)
     shape = jnp.broadcast_shapes(tuple(m.batch_shape), arg.shape, sens.shape)
@@ -44,11 +50,17 @@ def exact_epsilon(mech, delta, sensitivity=1.0):
     if not is_traced(sensitivity):
         check_positive("sensitivity", sensitivity)
 
-    def one(m, d, s):
-        return _exact.epsilon_for_delta(lambda e, mm: jnp.log(_exact.delta(mm, e, s)), m, d)
-
     with jax.enable_x64(True):
-        return _batched(one, mech, delta, sensitivity)
+        return _batched(_epsilon_one, mech, delta, sensitivity)
+
+
+def _log_delta(e, params):
+    m, s = params
+    return jnp.log(_exact.delta(m, e, s))
+
+
+def _epsilon_one(m, d, s):
+    return _exact.epsilon_for_delta(_log_delta, (m, s), d)
 
 
 def exact_renyi(mech, order, sensitivity=1.0):

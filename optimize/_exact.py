@@ -195,7 +195,9 @@ def _implicit_eps_jvp(log_delta_fn, primals, tangents):
 def epsilon_for_delta(log_delta_fn, params, delta_target, x0=1.0, hi=200.0):
     """Smallest ε ≥ 0 with ``exp(log_delta_fn(ε, params)) ≤ delta_target``; implicit gradients.
 
-    ``log_delta_fn`` must be decreasing in ε; ``x0`` is a warm start (not differentiated).
+    ``log_delta_fn`` must be decreasing in ε and must not close over traced values
+    (pass them in ``params``: it is a non-differentiable argument of a ``custom_jvp``);
+    ``x0`` is a warm start (not differentiated).
     """
     x0 = jax.lax.stop_gradient(jnp.asarray(x0, jnp.result_type(float)))
     return _implicit_eps(log_delta_fn, params, jnp.log(delta_target), x0, jnp.asarray(hi, x0.dtype))

@@ -156,15 +156,18 @@ def _objective(cfg, p):
 
         return fn
 
-    def log_delta(eps, u):
-        mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
-        return jnp.log(_exact.delta(mech, eps, sens))
-
     def fn(u, warm):
-        eps = _exact.epsilon_for_delta(log_delta, u, p["delta"], x0=warm)
+        eps = _exact.epsilon_for_delta(functools.partial(_log_delta, cfg), (u, p), p["delta"], x0=warm)
         return eps, eps
 
     return fn
+
+
+def _log_delta(cfg, eps, params):
+    """``log δ(ε)`` of the setting ``p`` at ``u`` (no captured tracers: a root-solve callback)."""
+    u, p = params
+    mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
+    return jnp.log(_exact.delta(mech, eps, p["sensitivity"]))
 
 
 def _solve_one(cfg, p):
