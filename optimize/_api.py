@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 import dpjax
-from accounting._numerics import to64
 from dpjax._validation import check_positive, check_probability, is_traced
 from optimize import _exact
 
@@ -18,9 +17,13 @@ def _check_mech(mech):
         raise ValueError(f"mech must be a PrivacyBoosted mechanism with a Gaussian kernel, got {mech!r}")
 
 
+def _to64(tree):
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), tree)
+
+
 def _batched(fn, mech, arg, sensitivity):
     """Apply ``fn(mech, arg, sensitivity)`` over the mechanism's batch (broadcast with ``arg``), jit-compiled."""
-    return _batched_jit(fn, to64(mech), arg, sensitivity)
+    return _batched_jit(fn, _to64(mech), arg, sensitivity)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))

@@ -105,7 +105,9 @@ def pair_delta(mech, epsilon, v, nv):
     centres = jnp.stack([v, nv])[:, None]
     lm = log_gauss_mass((a - centres) / sigma, (b - centres) / sigma)
     terms = jnp.exp(c + lm[0]) - jnp.exp(epsilon + c2 + lm[1])
-    return jnp.sum(jnp.maximum(terms, 0.0))
+    # q = 1 (the bounded mechanism): no mass of P_v outside S(v), whatever the threshold says
+    terms = jnp.where(jnp.isneginf(c), 0.0, terms)
+    return jnp.sum(jnp.maximum(jnp.where(jnp.isnan(terms), 0.0, terms), 0.0))
 
 
 def pair_log_renyi_integral(mech, order, v, nv):
@@ -116,7 +118,10 @@ def pair_log_renyi_integral(mech, order, v, nv):
     m = order * v + (1.0 - order) * nv
     k = order * (order - 1.0) * d * d / (2.0 * sigma**2)
     lm = log_gauss_mass((lo - m) / sigma, (hi - m) / sigma)
-    return jax.nn.logsumexp(order * c + (1.0 - order) * c2 + k + lm)
+    # q = 1: no mass of P_v on a piece (−∞), or an infinite loss on it (+∞)
+    weight = jnp.where(jnp.isneginf(c), -jnp.inf,
+                       jnp.where(jnp.isneginf(c2), jnp.inf, order * c + (1.0 - order) * jnp.where(jnp.isneginf(c2), 0.0, c2)))
+    return jax.nn.logsumexp(jnp.where(jnp.isneginf(lm), -jnp.inf, weight + k + lm))
 
 
 def _directed_pairs(mech, sensitivity):
