@@ -58,6 +58,18 @@ def plt_or_none():
     return plt
 
 
+def decorate(ax, xlabel, ylabel, title, *, logx=False, logy=True, legend_size=7):
+    """Axis labels, title, log scales and legend of one panel."""
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=legend_size)
+
+
 def save(fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -190,9 +202,5 @@ def panel_figure(path_stem, panels, x_name, x_label):
         for j, (label, c) in enumerate(groups.items()):
             for k, name, style in CURVES:
                 ax.plot(x, c[k], style, alpha=1.0 - 0.35 * j, label=f"{name} ({label})")
-        ax.set_yscale("log")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel(x_label)
-        ax.set_ylabel("ε")
-        ax.legend(fontsize=6)
+        decorate(ax, x_label, "ε", title, legend_size=6)
     save(fig, path_stem + ".png")

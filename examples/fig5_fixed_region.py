@@ -72,19 +72,12 @@ def main():
             paper, exact = curves[(half, label)]
             ax.plot(EPS, paper, f"C{i}{style}", alpha=0.5, label=f"{label} S=±{half:g} paper")
             ax.plot(EPS, np.maximum(exact, 1e-300), f"C{i}{style}", lw=2.5, label=f"{label} S=±{half:g} exact")
-    ax.set_yscale("log")
+    C.decorate(ax, "ε", "δ(ε)", "(a) privacy profiles, ε0=0.1, ρ=0.8 (thin: paper, thick: exact)", legend_size=6)
     ax.set_ylim(1e-9, 1)
-    ax.set_xlabel("ε")
-    ax.set_ylabel("δ(ε)")
-    ax.set_title("(a) privacy profiles, ε0=0.1, ρ=0.8 (thin: paper, thick: exact)", fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
     for i, ((half, dq), (l1, inc)) in enumerate(l1s.items()):
         bx.plot(rhos, l1, f"C{i}-o", label=f"L1 paper, S=±{half:g}, ΔQ={dq:g}")
-        bx.plot(rhos, inc[10.0], f"C{i}:", label=f"exact D_α − kernel, α=10")
-    bx.set_xlabel("ρ")
-    bx.set_ylabel("additional loss")
-    bx.set_title("(b) additional loss vs ρ at σ = 10", fontsize=9)
-    bx.legend(fontsize=6)
+        bx.plot(rhos, inc[10.0], f"C{i}:", label="exact D_α − kernel, α=10")
+    C.decorate(bx, "ρ", "additional loss", "(b) additional loss vs ρ at σ = 10", logy=False, legend_size=6)
     C.save(fig, os.path.join(args.out, "fig5.png"))
 
 

@@ -64,23 +64,13 @@ def main():
     for j, (name, style) in enumerate((("Gaussian (same utility)", "k-o"), ("PB paper mode", "C0--o"),
                                        ("PB at paper σ*, exact", "C1:o"), ("PB exact-optimal", "C2-o"))):
         ax.plot(r[:, 0], r[:, [1, 2, 4, 5][j]], style, label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("T")
-    ax.set_ylabel("ε at δ = 1e-5")
-    ax.set_title("(a) (ε,δ) after T releases: ΔQ=3, |S|=10, ρ=0.9", fontsize=9)
-    ax.legend(fontsize=7)
+    C.decorate(ax, "T", "ε at δ = 1e-5", "(a) (ε,δ) after T releases: ΔQ=3, |S|=10, ρ=0.9", logx=True)
     rb = np.asarray(rows_b)
     for i, a in enumerate((2.0, 20.0)):
         m = rb[:, 0] == a
         for col, style, name in ((2, "-", "Gaussian"), (3, "--", "PB paper"), (4, ":", "PB exact-optimal")):
             bx.plot(rb[m, 1], rb[m, col], f"C{i}{style}o", label=f"{name}, α={a:g}")
-    bx.set_xscale("log")
-    bx.set_yscale("log")
-    bx.set_xlabel("T")
-    bx.set_ylabel("RDP ε(α) after T releases")
-    bx.set_title("(b) RDP (additive): T × per-release", fontsize=9)
-    bx.legend(fontsize=7)
+    C.decorate(bx, "T", "RDP ε(α) after T releases", "(b) RDP (additive): T × per-release", logx=True)
     C.save(fig, os.path.join(args.out, "fig6.png"))
 
 

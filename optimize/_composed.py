@@ -103,6 +103,8 @@ def _one(cfg, p, h):
         u = float(u)
     value = float(_epsilon(cfg, p, jnp.float64(u), h, grid))
     base = float(_epsilon(cfg, p, jnp.float64(0.0), h, grid))
+    if value > base:  # never worse than the plain kernel (u = 0)
+        u, value = 0.0, base
     return u, value, base, steps
 
 

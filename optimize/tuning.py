@@ -180,7 +180,9 @@ def _solve_one(cfg, p):
         u, steps = _search.gradient(fn, lower, p["u_max"], warm, jnp.minimum(cfg.start, p["u_max"]), cfg.tol,
                                     cfg.max_steps)
     values, _ = jax.vmap(fn)(jnp.stack([u, lower]), jnp.stack([warm, warm]))
-    return u, values[0], values[1], steps
+    # never worse than the plain kernel (u = 0, q = 0), also when the minimum sits at that end
+    better = values[0] <= values[1]
+    return jnp.where(better, u, lower), jnp.where(better, values[0], values[1]), values[1], steps
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
