@@ -217,7 +217,7 @@ def _lower_tail_bound(count, ts, logm, l):
     return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
 
 
-def self_compose(pmf: GridPmf, count: int, size: int, tail: float, pessimistic: bool) -> GridPmf:
+def self_compose(pmf: GridPmf, count: int, size: int, tail: float, pessimistic: bool, with_width: bool = False):
     """``count``-fold composition by one FFT power (length ``size``, static), windowed.
 
     The window starts at the Chernoff lower bound; the circular convolution of length
@@ -238,7 +238,8 @@ def self_compose(pmf: GridPmf, count: int, size: int, tail: float, pessimistic: 
     inf = -jnp.expm1(count * jnp.log1p(-jnp.minimum(pmf.inf_mass, 1.0)))
     if pessimistic:
         inf = inf + up + down
-    return GridPmf(out, count * pmf.offset + lo, jnp.minimum(inf, 1.0), roundoff, pmf.step)
+    res = GridPmf(out, count * pmf.offset + lo, jnp.minimum(inf, 1.0), roundoff, pmf.step)
+    return (res, hi - lo + 1.0) if with_width else res
 
 
 def _clip_roundoff(out, roundoff_in):
@@ -279,6 +280,14 @@ def trim(pmf: GridPmf, start: int, stop: int, pessimistic: bool) -> GridPmf:
         kept = kept.at[..., -1].add(above)
         inf = pmf.inf_mass
     return GridPmf(kept, pmf.offset + start, inf, pmf.roundoff, pmf.step)
+
+
+def pad_to(pmf: GridPmf, size: int) -> GridPmf:
+    """Append zero masses (losses above the support) up to length ``size`` (static)."""
+    if size <= pmf.size:
+        return pmf
+    probs = jnp.pad(pmf.probs, [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)])
+    return GridPmf(probs, pmf.offset, pmf.inf_mass, pmf.roundoff, pmf.step)
 
 
 def trim_window(pmf: GridPmf, tail: float):

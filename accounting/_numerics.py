@@ -80,6 +80,23 @@ def next_fast_len(n: int) -> int:
     return best
 
 
+def bucket_len(n: int) -> int:
+    """Smallest length >= n of the form {8, 10, 12, 15}·2^j (5-smooth: a fast FFT length).
+
+    Static grid and FFT lengths are rounded up to this ladder (at most 25 % larger) so
+    that different parameters share compiled programs instead of recompiling per size.
+    """
+    n = max(int(n), 1)
+    if n <= 8:
+        return 8
+    j = max(0, (n - 1).bit_length() - 4)
+    while True:
+        for m in (8, 10, 12, 15):
+            if m << j >= n:
+                return m << j
+        j += 1
+
+
 def pow2_floor(x: float) -> float:
     """Largest power of two <= x (grid steps are powers of two: exact loss/step ratios)."""
     return 2.0 ** math.floor(math.log2(x) + 1e-12)

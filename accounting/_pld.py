@@ -30,7 +30,7 @@ import numpy as np
 from jax.scipy.special import ndtri
 
 from accounting import _grid
-from accounting._numerics import concrete, implicit_root, next_fast_len, pow2_floor, to64, x64, x64_vjp
+from accounting._numerics import bucket_len, concrete, implicit_root, pow2_floor, to64, x64, x64_vjp
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
 from dpjax._pytree import pytree_dataclass, static_field
 from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
@@ -67,12 +67,14 @@ _SMALL_BATCH = 4
 DEFAULT_OUTPUT_CELLS = 2**16
 
 
-def _coarse_eps():
-    u = np.linspace(-7.0, 7.0, 8193)
+def _coarse_eps(n=8193):
+    u = np.linspace(-7.0, 7.0, n)
     return np.sign(u) * np.expm1(np.abs(u))
 
 
 _COARSE = _coarse_eps()
+#: coarser range-finding grid of the batch queries (one per mechanism of the batch)
+_COARSE_BATCH = _coarse_eps(2049)
 
 
 # ----------------------------------------------------------------------------------
@@ -92,6 +94,18 @@ class Plan:
     cells: int = DEFAULT_OUTPUT_CELLS
     count: int = 0  # discrete support length (0: not discrete)
     klo: tuple[float, ...] = ()  # discrete support start per pair
+
+    @property
+    def shape(self):
+        """The static part (grid lengths, no offsets): plans of equal shape share compiled code."""
+        return (self.step, self.remove[1:], None if self.add is None else self.add[1:], self.cells, self.count,
+                len(self.klo))
+
+    @property
+    def offsets(self):
+        """The dynamic part: (k0 remove, k0 add, discrete support starts) as float64 arrays."""
+        return (jnp.asarray(float(self.remove[0])), jnp.asarray(float(self.add[0] if self.add else 0)),
+                jnp.asarray(self.klo, jnp.float64))
 
 
 def _validate(mech, sensitivity, sampling_prob, value_discretization_interval):
@@ -116,8 +130,8 @@ def _pairs(mech, sensitivity):
     return jnp.asarray(v, jnp.float64), jnp.asarray(nv, jnp.float64)
 
 
-def _bounds(d, d_other_neg, eps):
-    """(ε_lo, ε_hi) of one direction from the envelope on the coarse (symmetric) grid.
+def _row_bounds(d, d_other_neg, eps):
+    """Per-row (ε_lo, ε_hi) arrays of one direction from the envelope on the coarse (symmetric) grid.
 
     ``d_other_neg`` is the other direction's profile at −ε, so that the gap
     g(ε) = δ(ε) − (1 − e^ε) = e^ε δ_other(−ε) is computed without cancellation.
@@ -129,7 +143,13 @@ def _bounds(d, d_other_neg, eps):
     below = (g <= _LOWER_TAIL) & (np.arange(eps.size) <= hi_idx[:, None])
     lo_idx = np.where(below.any(axis=1), eps.size - 1 - np.argmax(below[:, ::-1], axis=1), 0)
     lo_idx = np.minimum(lo_idx, np.maximum(hi_idx - 1, 0))
-    return float(np.min(eps[lo_idx])), float(np.max(eps[hi_idx]))
+    return eps[lo_idx], eps[hi_idx]
+
+
+def _bounds(d, d_other_neg, eps):
+    """(ε_lo, ε_hi) covering every row (a batch shares one grid)."""
+    lo, hi = _row_bounds(d, d_other_neg, eps)
+    return float(np.min(lo)), float(np.max(hi))
 
 
 @x64
@@ -163,10 +183,11 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
             continue
         lo, hi = _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
         k0, k1 = math.floor(lo / step), math.ceil(hi / step)
-        n = max(k1 - k0 + 1, 3)
+        # lengths on the bucket ladder (the grid extends upwards, where δ ≈ δ(∞)): shared compiles
+        n = bucket_len(max(k1 - k0 + 1, 3))
         dd = np.asarray(d).reshape(-1, _COARSE.size)
         big = _COARSE[np.argmax(np.all(dd < 0.25, axis=0))] if np.any(np.all(dd < 0.25, axis=0)) else hi
-        ng = int(min(n, max(3, math.ceil(big / step) - k0 + 2)))
+        ng = int(min(n, bucket_len(max(3, math.ceil(big / step) - k0 + 2))))
         if n > MAX_GRID:
             raise ValueError(
                 f"value_discretization_interval: the loss range [{lo:.4g}, {hi:.4g}] needs {n} grid points at step "
@@ -394,7 +415,7 @@ def _window_size(pmf, count, tail):
             "(take it from a concrete run: pld.self_compose(count).remove.size)"
         )
     need = _grid.required_window(pmf, count, tail)
-    size = next_fast_len(max(need, pmf.size))
+    size = bucket_len(max(need, pmf.size))
     if size > MAX_GRID:
         raise ValueError(
             f"count: the {count}-fold composition needs an FFT of length {size}; use a coarser "
@@ -418,9 +439,9 @@ def _compose_trim(a, b, pessimistic, tail):
     if is_traced(out.probs):
         return out
     start, stop = _grid.trim_window(out, tail)
-    if start == 0 and stop >= out.size:
-        return out
-    return _grid.trim(out, start, stop, pessimistic)
+    if not (start == 0 and stop >= out.size):
+        out = _grid.trim(out, start, stop, pessimistic)
+    return _grid.pad_to(out, bucket_len(out.size))  # zeros on top: sizes on the ladder share compiles
 
 
 def _gaussian_epsilon(mu, delta):
@@ -489,37 +510,48 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     return PrivacyLossDistribution(rem, add, None, _mech_pure(m64, sensitivity, q), bool(pessimistic), step)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
 def _build(mech, sensitivity, q, plan, pessimistic):
+    """Single-step (remove, add) grid pmfs of ``plan``; compiled once per plan *shape*."""
+    return _build_jit(mech, sensitivity, q, plan.offsets, plan.shape, pessimistic)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _build_jit(mech, sensitivity, q, offsets, shape, pessimistic):
+    return _build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+
+
+def _build_core(mech, sensitivity, q, offsets, shape, pessimistic):
+    """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
+    step, (nr, gr), add_shape, cells, count, _ = shape
+    k0r, k0a, klo = offsets
     values, nvalues = _pairs(mech, sensitivity)
     me = expand(mech)
     shift = 0.0 if pessimistic else 1.0
-    eps_r = (plan.remove[0] + shift + jnp.arange(plan.remove[1], dtype=jnp.float64)) * plan.step
+    eps_r = (k0r + shift + jnp.arange(nr, dtype=jnp.float64)) * step
     eps_a = None
-    if plan.add is not None:
-        eps_a = (plan.add[0] + shift + jnp.arange(plan.add[1], dtype=jnp.float64)) * plan.step
-    extra = {"cells": plan.cells}
-    if plan.count:
-        extra["count"] = plan.count
-        extra["klo"] = jnp.asarray(plan.klo)
+    if add_shape is not None:
+        na, ga = add_shape
+        eps_a = (k0a + shift + jnp.arange(na, dtype=jnp.float64)) * step
+    extra = {"cells": cells}
+    if count:
+        extra["count"] = count
+        extra["klo"] = klo
     # the gap g(ε) = e^ε δ_other(−ε) is needed only where δ may exceed 1/2 (the first ng points)
-    nr, gr = eps_r.shape[0], plan.remove[2]
 
     def gaps(d, eps, ng, dother):
-        g = jnp.exp(eps[:ng]) * dother
-        rest = d[..., ng:] - (1.0 - jnp.exp(eps[ng:]))  # unused by connect_the_dots (δ ≤ 1/2 there)
+        g = jnp.exp(eps[..., :ng]) * dother
+        rest = d[..., ng:] - (1.0 - jnp.exp(eps[..., ng:]))  # unused by connect_the_dots (δ ≤ 1/2 there)
         return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_r[:gr]]), None,
+        d, _ = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_r[..., :gr]], -1), None,
                         pessimistic=pessimistic, plan=extra)
         d, dneg = d[..., :nr], d[..., nr:]
-        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), plan.remove[0], plan.step), None
-    na, ga = eps_a.shape[0], plan.add[2]
-    dr, da = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_a[:ga]]),
-                      jnp.concatenate([eps_a, -eps_r[:gr]]), pessimistic=pessimistic, plan=extra)
-    rem = _grid.from_profile(dr[..., :nr], gaps(dr[..., :nr], eps_r, gr, da[..., na:]), plan.remove[0], plan.step)
-    add = _grid.from_profile(da[..., :na], gaps(da[..., :na], eps_a, ga, dr[..., nr:]), plan.add[0], plan.step)
+        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), None
+    dr, da = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_a[..., :ga]], -1),
+                      jnp.concatenate([eps_a, -eps_r[..., :gr]], -1), pessimistic=pessimistic, plan=extra)
+    rem = _grid.from_profile(dr[..., :nr], gaps(dr[..., :nr], eps_r, gr, da[..., na:]), k0r, step)
+    add = _grid.from_profile(da[..., :na], gaps(da[..., :na], eps_a, ga, dr[..., nr:]), k0a, step)
     return rem, add
 
 
@@ -535,57 +567,93 @@ def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimisti
 # ----------------------------------------------------------------------------------
 # fused, memory-bounded batch queries
 # ----------------------------------------------------------------------------------
-def _fused_common(mech, sensitivity, sampling_prob, count, value_discretization_interval, pessimistic,
-                  tail_mass_truncation, output_cells):
-    _validate(mech, sensitivity, sampling_prob, value_discretization_interval)
-    count = check_int("count", count, minimum=1)
-    step = pow2_floor(float(value_discretization_interval))
-    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob, value_discretization_interval=step,
-                     pessimistic=pessimistic, output_cells=output_cells)
-    m64 = to64(mech)
-    shape = tuple(m64.batch_shape)
-    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), m64)
-    sens = jnp.asarray(sensitivity, jnp.float64)
-    q = _q(sampling_prob)
-    sizes = None
-    if count > 1:
-        need = _map_window(flat, sens, q, plan, bool(pessimistic), count, float(tail_mass_truncation))
-        n_max = max(plan.remove[1], plan.add[1] if plan.add else 0)
-        sizes = next_fast_len(max(int(np.max(np.asarray(need))) + 1, n_max))
-        if sizes > MAX_GRID:
-            raise ValueError(f"count: the composition needs an FFT of length {sizes}; use a coarser "
-                             "value_discretization_interval")
-    return flat, sens, q, plan, count, sizes, shape
+def _element_plans(flat, sens, q, step, cells, extra):
+    """Per-mechanism grid (k0, n, ng) arrays of each direction, from a coarse envelope mapped in chunks."""
+    count = int(extra.get("count", 0))
+    klo = extra.get("klo")
+    rem, add = _coarse_map_jit(flat, sens, q, klo, jnp.asarray(_COARSE_BATCH), cells, count)
+    rem = np.asarray(rem)
+    add = None if add is None else np.asarray(add)
+    other = {0: rem if add is None else add, 1: rem}
+    out = []
+    for i, d in enumerate((rem, add)):
+        if d is None:
+            out.append(None)
+            continue
+        lo, hi = _row_bounds(d, other[i][..., ::-1], _COARSE_BATCH)
+        k0 = np.floor(lo / step)
+        n = np.maximum(np.ceil(hi / step) - k0 + 1, 3)
+        small = d < 0.25
+        big = np.where(small.any(axis=1), _COARSE_BATCH[np.argmax(small, axis=1)], hi)
+        ng = np.minimum(n, np.maximum(3, np.ceil(big / step) - k0 + 2))
+        if np.max(n) > MAX_GRID:
+            raise ValueError(
+                f"value_discretization_interval: a loss range needs {int(np.max(n))} grid points at step {step:.3g}; "
+                "use a coarser value_discretization_interval (or a less extreme mechanism)")
+        out.append((k0, n.astype(np.int64), ng.astype(np.int64)))
+    return out
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
-def _map_window_jit(flat, sens, plan, pessimistic, count, tail, q):
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _coarse_map_jit(flat, sens, q, klo, coarse, cells, count):
     def one(m):
-        rem, add = _build(m, sens, q, plan, pessimistic)
-        ws = [_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None]
-        return functools.reduce(jnp.maximum, [hi - lo for lo, hi, _ in ws])
+        values, nvalues = _pairs(m, sens)
+        extra = {"cells": cells}
+        if count:
+            extra.update(count=count, klo=klo)
+        return envelope(expand(m), values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True,
+                        plan=extra)
 
-    return jax.lax.map(one, flat, batch_size=_chunk(plan))
-
-
-def _map_window(flat, sens, q, plan, pessimistic, count, tail):
-    return _map_window_jit(flat, sens, plan, pessimistic, count, tail, q)
-
-
-def _chunk(plan):
-    n = max(plan.remove[1], plan.add[1] if plan.add else 0)
-    return max(1, min(16, (1 << 20) // max(n, 1)))
+    return jax.lax.map(one, flat, batch_size=32)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
-def _map_query(flat, sens, plan, pessimistic, count, size, tail, kind, q, arg):
-    def one(m):
-        rem, add = _build(m, sens, q, plan, pessimistic)
-        p = PrivacyLossDistribution(rem, add, None, None, pessimistic, plan.step)
-        outs = []
-        for pmf in p._directions():
+def _pow2(n):
+    return 1 << (max(int(n), 1) - 1).bit_length()
+
+
+def _groups(dirs, step, cells, count, nklo):
+    """Bucket the batch by (power-of-two) grid lengths: {shape: indices}. One compile per bucket,
+    no mechanism padded beyond twice its own grid."""
+    rem, add = dirs
+    keys = [(_pow2(rem[1][i]), None if add is None else _pow2(add[1][i])) for i in range(rem[1].size)]
+    out = {}
+    for key in sorted(set(keys)):
+        idx = np.asarray([i for i, k in enumerate(keys) if k == key])
+        nr = key[0]
+        shp_r = (nr, int(min(nr, bucket_len(np.max(rem[2][idx])))))
+        shp_a = None
+        if add is not None:
+            na = key[1]
+            shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
+        out[(step, shp_r, shp_a, cells, count, nklo)] = idx
+    return out
+
+
+def _chunk_for(n):
+    return max(1, min(16, (1 << 20) // max(int(n), 1)))
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8, 9))
+def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tail):
+    def one(x):
+        m, a, b = x
+        rem, add = _build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        return tuple(hi - lo + 1.0 for lo, hi, _ in
+                     (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+
+    return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(max(shape[1][0], (shape[2] or (0,))[0])))
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8, 9, 10, 11))
+def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
+    def one(x):
+        m, a, b = x
+        rem, add = _build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        outs, ok = [], jnp.asarray(True)
+        for i, pmf in enumerate(p for p in (rem, add) if p is not None):
             if count > 1:
-                pmf = _grid.self_compose(pmf, count, size, tail, pessimistic)
+                pmf, width = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic, with_width=True)
+                ok = ok & (width <= sizes[i])
             r = pmf.roundoff[..., None]
             if kind == "epsilon":
                 e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
@@ -593,9 +661,78 @@ def _map_query(flat, sens, plan, pessimistic, count, size, tail, kind, q, arg):
             else:
                 d = _grid.delta_for_epsilon(pmf, arg)
                 outs.append(jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0))
-        return functools.reduce(jnp.maximum, outs)
+        return functools.reduce(jnp.maximum, outs), ok
 
-    return jax.lax.map(one, flat, batch_size=_chunk(plan) if count == 1 else max(1, min(4, (1 << 20) // size)))
+    n = max(sizes) if count > 1 else max(shape[1][0], (shape[2] or (0,))[0])
+    return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(2 * n))
+
+
+def _sizes(widths, shape):
+    out = []
+    for w, s in zip(widths, [shape[1], shape[2]]):
+        size = bucket_len(max(int(np.max(np.asarray(w))), s[0]))
+        if size > MAX_GRID:
+            raise ValueError(f"count: the composition needs an FFT of length {size}; use a coarser "
+                             "value_discretization_interval")
+        out.append(size)
+    return tuple(out)
+
+
+def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells):
+    """Batch query: mechanisms bucketed by their own grid length, each built once, mapped in chunks.
+
+    FFT lengths per bucket come from the Chernoff windows of a few sampled members (grown by
+    5 %); a member whose own window does not fit (checked inside the same pass) is recomputed
+    with its exact length, so the sample only affects speed, never the answer.
+    """
+    _validate(mech, sensitivity, sampling_prob, value_discretization_interval)
+    count = check_int("count", count, minimum=1)
+    output_cells = check_int("output_cells", output_cells, minimum=16)
+    step = pow2_floor(float(value_discretization_interval))
+    m64 = jax.tree_util.tree_map(jnp.asarray, concrete(to64(mech)))
+    shape_b = tuple(m64.batch_shape)
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape_b).reshape(-1), m64)
+    sens = jnp.asarray(concrete(sensitivity), jnp.float64)
+    q = _q(concrete(sampling_prob))
+    extra = {"cells": output_cells}
+    if source_kind(m64) == "discrete":
+        values, nvalues = _pairs(m64, sens)
+        extra.update(discrete_plan(expand(m64), values, nvalues))
+    dirs = _element_plans(flat, sens, q, step, output_cells, extra)
+    klo = jnp.asarray(np.atleast_1d(np.asarray(extra.get("klo", ()))), jnp.float64)
+    nklo = int(klo.size)
+    count_d = int(extra.get("count", 0))
+    k0r = jnp.asarray(dirs[0][0])
+    k0a = jnp.asarray(dirs[1][0] if dirs[1] is not None else np.zeros_like(dirs[0][0]))
+    a = jnp.asarray(arg, jnp.float64).reshape(-1)
+    tail = float(tail_mass_truncation)
+    pess = bool(pessimistic)
+    result = np.empty((k0r.shape[0], a.shape[0]))
+
+    def take(idx):
+        ix = jnp.asarray(idx)
+        return jax.tree_util.tree_map(lambda x: x[ix], flat), k0r[ix], k0a[ix]
+
+    for shape, idx in _groups(dirs, step, output_cells, count_d, nklo).items():
+        fl, r0, a0 = take(idx)
+        sizes = None
+        if count > 1:
+            pick = np.unique(np.linspace(0, idx.size - 1, min(idx.size, 5)).round().astype(int))
+            sub = jax.tree_util.tree_map(lambda x: x[pick], fl)
+            w = _window_map_jit(sub, sens, q, r0[pick], a0[pick], klo, shape, pess, count, tail)
+            sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape)
+        out, ok = _query_map_jit(fl, sens, q, r0, a0, klo, shape, pess, count, sizes, tail, kind, a)
+        out, ok = np.asarray(out), np.asarray(ok)
+        if not ok.all():  # exact windows for the members that did not fit
+            bad = np.nonzero(~ok)[0]
+            sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], fl)
+            w = _window_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, tail)
+            sizes = _sizes([np.max(np.asarray(x)) for x in w], shape)
+            out[bad] = np.asarray(_query_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, sizes,
+                                                 tail, kind, a)[0])
+        result[idx] = out
+    return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
 
 
 def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
@@ -604,18 +741,20 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     q = _q(sampling_prob)
-    if (use_analytic and _is_plain_gaussian(mech, q)) or math.prod(mech.batch_shape) <= _SMALL_BATCH:
+    batched = (concrete(mech) is not None and concrete(sensitivity) is not None
+               and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
+               and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
+    if (use_analytic and _is_plain_gaussian(mech, q)) or math.prod(mech.batch_shape) <= _SMALL_BATCH or not batched:
         p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
                 output_cells=output_cells, use_analytic=use_analytic).self_compose(
             count, tail_mass_truncation=tail_mass_truncation)
         return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
-    flat, sens, q, plan, count, size, shape = _fused_common(
-        mech, sensitivity, sampling_prob, count, value_discretization_interval, pessimistic,
-        tail_mass_truncation, output_cells)
-    a = jnp.asarray(arg, jnp.float64).reshape(-1)
-    out = _map_query(flat, sens, plan, bool(pessimistic), count, size, float(tail_mass_truncation), kind, q, a)
-    return out.reshape(shape + jnp.shape(arg))
+    if jnp.ndim(sampling_prob) > 0:
+        raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
+                         "(use accounting.pld for per-mechanism rates)")
+    return _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells)
 
 
 @x64

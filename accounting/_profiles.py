@@ -190,28 +190,40 @@ def _discrete_pair(mech, v, nv, klo, count, pessimistic):
 # ----------------------------------------------------------------------------------
 # subsampling transforms
 # ----------------------------------------------------------------------------------
-def subsample_remove(h, eps, q):
-    """Profile of ((1−q)Q + qP ‖ Q) from h = δ(P‖Q)."""
+def _remove_arg(eps, q):
+    """Argument of h and post-processing for the remove transform (see :func:`subsample_remove`)."""
     if q is None:
-        return h(eps)
+        return eps, lambda hv: hv
     log1mq = jnp.log1p(-q)
     low = eps <= log1mq
     e_safe = jnp.where(low, log1mq + 1.0, eps)
     inner = jnp.maximum(-jnp.exp(log1mq - e_safe), -1.0 + 1e-300)
     e2 = e_safe + jnp.log1p(inner) - jnp.log(q)
-    return jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), q * h(e2))
+    return e2, lambda hv: jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), q * hv)
 
 
-def subsample_add(h, eps, q):
-    """Profile of (Q ‖ (1−q)Q + qP) from h = δ(Q‖P)."""
+def _add_arg(eps, q):
+    """Argument of h and post-processing for the add transform (see :func:`subsample_add`)."""
     if q is None:
-        return h(eps)
+        return eps, lambda hv: hv
     log1mq = jnp.log1p(-q)
     high = eps + log1mq >= 0
     e_safe = jnp.where(high, -log1mq - 1.0, eps)
     c = -jnp.expm1(e_safe + log1mq)
     e2 = e_safe + jnp.log(q) - jnp.log(c)
-    return jnp.where(high, 0.0, c * h(e2))
+    return e2, lambda hv: jnp.where(high, 0.0, c * hv)
+
+
+def subsample_remove(h, eps, q):
+    """Profile of ((1−q)Q + qP ‖ Q) from h = δ(P‖Q)."""
+    e2, post = _remove_arg(eps, q)
+    return post(h(e2))
+
+
+def subsample_add(h, eps, q):
+    """Profile of (Q ‖ (1−q)Q + qP) from h = δ(Q‖P)."""
+    e2, post = _add_arg(eps, q)
+    return post(h(e2))
 
 
 # ----------------------------------------------------------------------------------
@@ -245,18 +257,32 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
         hb = hf if sym else atoms_profile(*b, tb)
         return hf, hb
 
+    # every profile evaluation of a pair goes through ONE call per order (h_fwd, h_bwd) on the
+    # concatenated transformed arguments: a single copy of the (often large) profile graph
+    # in the compiled program instead of one per direction and order.
+    e_r, post_r = _remove_arg(eps_rem, q)
+    parts = [e_r]
+    if eps_add is not None:
+        e_a, post_a = _add_arg(eps_add, q)
+        parts.append(e_a)
+    lead = jnp.broadcast_shapes(*[p.shape[:-1] for p in parts])
+    args = jnp.concatenate([jnp.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
+    nr = e_r.shape[-1]
+
     def step(carry, x):
         rem, add = carry
         v, nv, k_lo = x
         hf, hb = pair(v, nv, k_lo)
-        r = subsample_remove(hf, eps_rem, q)
+        vf = hf(args)
+        vb = vf if hb is hf else hb(args)
+        r = post_r(vf[..., :nr])
         if hb is not hf:
-            r = jnp.maximum(r, subsample_remove(hb, eps_rem, q))
+            r = jnp.maximum(r, post_r(vb[..., :nr]))
         rem = jnp.maximum(rem, r.reshape(rem.shape))
         if eps_add is not None:
-            a = subsample_add(hb, eps_add, q)
+            a = post_a(vb[..., nr:])
             if hb is not hf:
-                a = jnp.maximum(a, subsample_add(hf, eps_add, q))
+                a = jnp.maximum(a, post_a(vf[..., nr:]))
             add = jnp.maximum(add, a.reshape(add.shape))
         return (rem, add), None
 
