@@ -8,6 +8,8 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 """
 
 from dpjax import random
+from dpjax.boosting import PrivacyBoosted
+from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpjax.mechanism import AdditiveMechanism, Mechanism
 from dpjax.randomized_response import RandomizedResponse
@@ -23,6 +25,10 @@ __all__ = [
     "DiscreteLaplace",
     "DiscreteGaussian",
     "RandomizedResponse",
+    "PrivacyBoosted",
+    "AbsoluteError",
+    "RelativeError",
+    "FixedInterval",
     "release",
     "random",
 ]

@@ -1,0 +1,571 @@
+r"""Privacy-boosted mechanisms (PB-DP; Jiang, Zhang et al., IEEE S&P 2025).
+
+``PrivacyBoosted(kernel, region, rho)`` re-weights an additive kernel (Laplace,
+Gaussian, DiscreteLaplace, DiscreteGaussian) so that its output lands in the
+preferred region ``S(Q)`` of the true answer ``Q`` with probability at least
+``rho`` (eq. 2 of the paper):
+
+.. math::
+   f_{pb}(y\mid Q) = \frac{f(y-Q)\,w(y)}{1-\bar p_S(Q)\,q},\qquad
+   w(y) = 1 \text{ on } S(Q),\; 1-q \text{ outside},
+
+where ``p_S(Q)`` is the kernel mass of ``S(Q)``, ``p̄_S = 1 − p_S`` and the
+*boosting rate* ``q`` (eq. 3, clipped at 0) is
+
+.. math:: q = \max\Big(0,\; \max_Q \frac{\rho - p_S(Q)}{\rho\,(1-p_S(Q))}\Big).
+
+The max sits at the hardest answer (smallest ``p_S``; see
+:meth:`dpjax.regions.Region.hardest_answers`), where the coverage
+``Pr[M(Q) ∈ S(Q)] = p_S/(1 − p̄_S q)`` equals ``rho`` exactly; at every other
+answer it is larger. ``rho = 1`` gives ``q = 1``: the kernel truncated to ``S``.
+
+Samplers (static field ``sampler``):
+
+* ``"mixture"`` (default): exact, branch-free three-component mixture (below /
+  inside / above the region). One uniform picks the component, a second inverts
+  the kernel CDF restricted to it. Tails are inverted from log-CDF targets and
+  the upper tail by symmetry, never through ``1 − F``; discrete kernels use a
+  discrete inverse CDF (closed form for the discrete Laplace, bisection on the
+  CDF for the discrete Gaussian). Reparameterisable in the kernel's scale within
+  each component.
+* ``"rejection"``: the paper's sampler — propose from the kernel, accept if the
+  proposal is in ``S`` or with probability ``1 − q`` otherwise — inside a
+  ``lax.while_loop`` whose trial ``j`` uses the uniform streams ``2j`` (proposal,
+  by inverse CDF) and ``2j + 1`` (acceptance). Expected trials ``1/(1 − p̄_S q)``
+  (``rho/p_S`` at the hardest answer). Kept for parity with the paper's runtime
+  experiment.
+
+Accounting hooks (used by :mod:`accounting`; the mechanism's law is not
+shift-invariant): :meth:`PrivacyBoosted.neighbour_pairs` (a grid of answer pairs
+containing the worst one), :meth:`PrivacyBoosted.output_breakpoints` (the region
+boundaries of both laws: between consecutive breakpoints the privacy loss is the
+kernel's loss plus a constant, hence monotone), :meth:`PrivacyBoosted.log_boost`
+(that constant's two parts). Exact closed forms for Gaussian kernels live in
+:mod:`accounting.pbdp_exact`, the paper's (uncertified) formulas in
+:mod:`accounting.pbdp_paper`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from dpjax._pytree import pytree_dataclass, static_field
+from dpjax._validation import check_int, check_positive, check_probability, is_traced
+from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from dpjax.mechanism import Mechanism
+from dpjax.regions import AbsoluteError, FixedInterval, Region, RelativeError
+
+__all__ = ["PrivacyBoosted", "AbsoluteError", "RelativeError", "FixedInterval", "Region"]
+
+_KERNELS = (Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian)
+_SAMPLERS = ("mixture", "rejection")
+_LOG_HALF = math.log(0.5)
+
+
+# ----------------------------------------------------------------------------------
+# kernel helpers
+# ----------------------------------------------------------------------------------
+def kernel_reach(kernel):
+    """A distance beyond which the kernel's two tails hold < 1e-17 of mass."""
+    if isinstance(kernel, (Gaussian, DiscreteGaussian)):
+        return 8.6 * jnp.asarray(kernel.sigma) + 1.0
+    return 40.0 * jnp.asarray(kernel.scale) + 1.0
+
+
+def _edges(kernel, a, b):
+    """Noise-coordinate edges of the region ``[a, b]``: (last noise below, last noise inside).
+
+    Continuous kernels: ``(a, b)``. Discrete kernels (integer noise): the region
+    holds the integers ``ceil(a) … floor(b)``, so the edges are ``ceil(a) − 1`` and ``floor(b)``.
+    """
+    if kernel.discrete:
+        return jnp.ceil(a) - 1.0, jnp.floor(b)
+    return a, b
+
+
+def _log_sf(kernel, n):
+    """``log Pr[N > n]`` (tail-stable, by symmetry)."""
+    return kernel.noise_log_sf(n)
+
+
+def _interval_masses(kernel, e_lo, e_hi):
+    """``(log P_lo, log P_in, log P_hi)``: kernel mass below, inside and above the region.
+
+    ``P_lo = F(e_lo)``, ``P_hi = Pr[N > e_hi]`` in log space; ``P_in`` as the
+    difference of whichever tail is smaller (no ``1 − F`` cancellation).
+    """
+    log_lo = kernel.noise_log_cdf(e_lo)
+    log_hi = _log_sf(kernel, e_hi)
+    f_hi = jnp.exp(kernel.noise_log_cdf(e_hi))
+    sf_lo = jnp.exp(_log_sf(kernel, e_lo))
+    left = f_hi - jnp.exp(log_lo)  # accurate when the interval's centre is <= 0
+    right = sf_lo - jnp.exp(log_hi)  # accurate when it is > 0
+    p_in = jnp.where(e_lo + e_hi <= 0, left, right)
+    if isinstance(kernel, (Gaussian, Laplace)):
+        # an interval around 0 as two half-masses P(0 < N < x): no cancellation at 1/2
+        # even when the interval is tiny against the scale (p_S ≪ 1)
+        around = _half_mass(kernel, jnp.maximum(e_hi, 0.0)) + _half_mass(kernel, jnp.maximum(-e_lo, 0.0))
+        p_in = jnp.where((e_lo < 0) & (e_hi > 0), around, p_in)
+    p_in = jnp.where(e_hi > e_lo, jnp.maximum(p_in, 0.0), 0.0)
+    log_in = jnp.log(p_in)
+    return log_lo, log_in, log_hi
+
+
+def _half_mass(kernel, x):
+    """P(0 < N < x) for x >= 0 (Gaussian: erf; Laplace: expm1)."""
+    if isinstance(kernel, Gaussian):
+        return 0.5 * jax.scipy.special.erf(x / (kernel.sigma * math.sqrt(2.0)))
+    return -0.5 * jnp.expm1(-x / kernel.scale)
+
+
+def _continuous_icdf_log(kernel, log_u):
+    """Kernel inverse CDF at ``exp(log_u)``; exact in the lower tail for Laplace."""
+    if isinstance(kernel, Laplace):
+        tail = kernel.scale * (log_u - _LOG_HALF)
+        return jnp.where(log_u < _LOG_HALF, tail, kernel.noise_icdf(jnp.exp(jnp.minimum(log_u, 0.0))))
+    return kernel.noise_icdf(jnp.exp(log_u))
+
+
+def _discrete_icdf(kernel, u, log_u):
+    """Smallest integer ``k`` with ``F(k) >= u`` for a discrete kernel."""
+    if isinstance(kernel, DiscreteLaplace):
+        la = -1.0 / jnp.asarray(kernel.scale)  # log a
+        log1pa = jnp.log1p(jnp.exp(la))
+        # lower part (k <= -1): log F(k) = |k| la - log(1+a)
+        lower = -jnp.floor((log_u + log1pa) / la)
+        # upper part (k >= 0): log SF(k) = (k+1) la - log(1+a)
+        log_1mu = jnp.log1p(-jnp.minimum(u, 1.0 - 1e-16))
+        upper = jnp.maximum(jnp.ceil((log_1mu + log1pa) / la) - 1.0, 0.0)
+        return jnp.where(log_u <= la - log1pa, jnp.minimum(lower, -1.0), upper)
+    if isinstance(kernel, DiscreteGaussian):
+        if kernel.support_radius is None:
+            raise ValueError("support_radius must be set on a DiscreteGaussian kernel built from a traced sigma")
+        r = float(kernel.support_radius)
+        steps = int(math.ceil(math.log2(2 * r + 2))) + 1
+        lo = jnp.full(jnp.shape(u), -r - 1.0, jnp.result_type(u))
+        hi = jnp.full(jnp.shape(u), r, jnp.result_type(u))
+
+        def body(_, state):
+            lo, hi = state
+            mid = jnp.floor((lo + hi) / 2.0)
+            ok = kernel.noise_cdf(mid) >= u
+            active = hi - lo > 1.0
+            return jnp.where(active & ~ok, mid, lo), jnp.where(active & ok, mid, hi)
+
+        _, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
+        return hi
+    raise NotImplementedError(f"no discrete inverse CDF for {type(kernel).__name__}")
+
+
+def _icdf_lower(kernel, log_u):
+    """Inverse CDF at a target given in log space (meant for targets <= 1/2)."""
+    if kernel.discrete:
+        return _discrete_icdf(kernel, jnp.exp(log_u), log_u)
+    return _continuous_icdf_log(kernel, log_u)
+
+
+# ----------------------------------------------------------------------------------
+# the mechanism
+# ----------------------------------------------------------------------------------
+@pytree_dataclass
+class PrivacyBoosted(Mechanism):
+    """A kernel re-weighted to land in ``region`` with probability at least ``rho`` (PB-DP eq. 2).
+
+    Args:
+      kernel: ``Laplace``, ``Gaussian``, ``DiscreteLaplace`` or ``DiscreteGaussian``.
+      region: ``AbsoluteError(tau)``, ``RelativeError(theta, tau)`` or ``FixedInterval(low, high)``.
+      rho: required coverage ``Pr[M(Q) ∈ S(Q)]``, in (0, 1].
+      sampler: ``"mixture"`` (exact, default) or ``"rejection"`` (the paper's).
+      num_pairs: size of the answer grid that :meth:`neighbour_pairs` returns for
+        regions that move non-rigidly with the answer (relative, fixed).
+    """
+
+    kernel: Mechanism
+    region: Region
+    rho: jax.Array
+    sampler: str = static_field(default="mixture")
+    num_pairs: int = static_field(default=201)
+
+    def __post_init__(self):
+        if not isinstance(self.kernel, _KERNELS):
+            raise ValueError(
+                "kernel must be a Laplace, Gaussian, DiscreteLaplace or DiscreteGaussian mechanism, "
+                f"got {type(self.kernel).__name__}"
+            )
+        if not isinstance(self.region, Region):
+            raise ValueError(
+                "region must be AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, high), "
+                f"got {type(self.region).__name__}"
+            )
+        check_probability("rho", self.rho)
+        if self.sampler not in _SAMPLERS:
+            raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}")
+        check_int("num_pairs", self.num_pairs, minimum=2)
+
+    @property
+    def discrete(self) -> bool:
+        return self.kernel.discrete
+
+    # -- region and boosting ----------------------------------------------------
+    def interval(self, value):
+        """``(lo, hi)``: the preferred region ``S(value)``."""
+        return self.region.interval(value)
+
+    def _masses(self, value):
+        v = jnp.asarray(value)
+        lo, hi = self.region.interval(v)
+        return _interval_masses(self.kernel, *_edges(self.kernel, lo - v, hi - v))
+
+    def region_mass(self, value):
+        """``p_S(value)``: the kernel's mass in ``S(value)``."""
+        return jnp.exp(self._masses(value)[1])
+
+    @property
+    def log1m_boosting_rate(self):
+        """``log(1 − q)``, computed directly as ``min_h log[p_S (1 − ρ) / (ρ p̄_S)]`` over the
+        hardest answers h (clipped at 0): accurate when q is within float eps of 1."""
+        out = None
+        for h in self.region.hardest_answers(self.discrete):
+            log_lo, log_in, log_hi = self._masses(h)
+            r = log_in + jnp.log1p(-self.rho) - jnp.log(self.rho) - jnp.logaddexp(log_lo, log_hi)
+            out = r if out is None else jnp.minimum(out, r)
+        return jnp.minimum(jnp.where(jnp.isnan(out), 0.0, out), 0.0)
+
+    @property
+    def boosting_rate(self):
+        """``q`` of eq. (3), clipped at 0: max over the hardest answers of ``(ρ − p_S)/(ρ(1 − p_S))``."""
+        return 0.0 - jnp.expm1(self.log1m_boosting_rate)
+
+    def log_normalizer(self, value, *, _l1mq=None):
+        """``log(1 − p̄_S(value) q)``, the log of the normaliser of eq. (2)."""
+        log_lo, log_in, log_hi = self._masses(value)
+        l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
+        return jnp.logaddexp(log_in, l1mq + jnp.logaddexp(log_lo, log_hi))
+
+    def coverage(self, value):
+        """``Pr[M(value) ∈ S(value)] = p_S/(1 − p̄_S q)``; equals ``rho`` at the hardest answer."""
+        return jnp.exp(self._masses(value)[1] - self.log_normalizer(value))
+
+    def log_boost(self, y, value, *, _l1mq=None):
+        """``log w(y) − log(1 − p̄_S q)``: ``log_prob`` minus the kernel's log density.
+
+        Constant between :meth:`output_breakpoints`.
+        """
+        l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
+        lo, hi = self.region.interval(value)
+        y = jnp.asarray(y)
+        inside = (y >= lo) & (y <= hi)
+        log_w = jnp.where(inside, 0.0, l1mq)
+        return log_w - self.log_normalizer(value, _l1mq=l1mq)
+
+    # -- output law -------------------------------------------------------------
+    def log_prob(self, y, value):
+        y = jnp.asarray(y)
+        return self.kernel.noise_log_prob(y - value) + self.log_boost(y, value)
+
+    def cdf(self, y, value):
+        v = jnp.asarray(value)
+        n = jnp.asarray(y) - v
+        if self.discrete:
+            n = jnp.floor(n)
+        lo, hi = self.region.interval(v)
+        e_lo, e_hi = _edges(self.kernel, lo - v, hi - v)
+        l1mq = self.log1m_boosting_rate
+        keep = jnp.exp(l1mq)
+        z = jnp.exp(self.log_normalizer(v, _l1mq=l1mq))
+        p_lo = jnp.exp(self.kernel.noise_log_cdf(e_lo))
+        f = jnp.exp(self.kernel.noise_log_cdf(n))
+        sf = jnp.exp(_log_sf(self.kernel, n))
+        below = keep * f / z
+        inside = (f - p_lo + keep * p_lo) / z
+        above = 1.0 - keep * sf / z
+        out = jnp.where(n <= e_lo, below, jnp.where(n <= e_hi, inside, above))
+        return jnp.clip(out, 0.0, 1.0)
+
+    def privacy_loss(self, y, value, neighbour_value):
+        """``log p(y|value) − log p(y|neighbour_value)``: kernel loss + ``log_boost`` difference."""
+        y = jnp.asarray(y)
+        kernel_loss = self.kernel.noise_log_prob(y - value) - self.kernel.noise_log_prob(y - neighbour_value)
+        l1mq = self.log1m_boosting_rate
+        boost = self.log_boost(y, value, _l1mq=l1mq) - self.log_boost(y, neighbour_value, _l1mq=l1mq)
+        # (an output outside both supports, possible only when q = 1, gets the kernel loss)
+        return kernel_loss + jnp.where(jnp.isnan(boost), 0.0, boost)
+
+    # -- sampling ---------------------------------------------------------------
+    def _sample(self, uniform, value):
+        if self.sampler == "rejection":
+            return self._sample_rejection(uniform, value)
+        return self._sample_mixture(uniform, value)
+
+    def _noise_edges(self, value):
+        v = jnp.asarray(value)
+        lo, hi = self.region.interval(v)
+        return _edges(self.kernel, lo - v, hi - v)
+
+    def _sample_mixture(self, uniform, value):
+        dt = uniform.dtype
+        mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
+        kernel = mech.kernel
+        v = jnp.asarray(value, dt)
+        e_lo, e_hi = mech._noise_edges(v)
+        log_lo, log_in, log_hi = _interval_masses(kernel, e_lo, e_hi)
+        log1mq = mech.log1m_boosting_rate
+        lw_lo, lw_hi = log1mq + log_lo, log1mq + log_hi
+        log_z = jnp.logaddexp(jnp.logaddexp(lw_lo, log_in), lw_hi)
+        t_lo = jnp.exp(lw_lo - log_z)
+        t_in = jnp.exp(jnp.logaddexp(lw_lo, log_in) - log_z)
+        u0, u1 = uniform(0), uniform(1)
+        log_u1 = jnp.log(u1)
+        # below the region: F(n) = u1 F(e_lo);  above: by symmetry, −N below −e_hi.
+        n_lo = _icdf_lower(kernel, log_u1 + log_lo)
+        n_hi = -_icdf_lower(kernel, log_u1 + log_hi)
+        # inside: reflect so that the interval's centre is <= 0 (small CDF values).
+        flip = e_lo + e_hi > 0
+        r_lo = jnp.where(flip, -e_hi - (1.0 if kernel.discrete else 0.0), e_lo)  # edge below the reflected interval
+        r_hi = jnp.where(flip, -e_lo - (1.0 if kernel.discrete else 0.0), e_hi)
+        target = jnp.exp(kernel.noise_log_cdf(r_lo)) + u1 * jnp.exp(log_in)
+        if kernel.discrete:
+            n_in = _discrete_icdf(kernel, target, jnp.log(target))
+            n_in = jnp.clip(n_in, r_lo + 1.0, r_hi)
+        else:
+            n_in = jnp.clip(kernel.noise_icdf(target), r_lo, r_hi)
+        n_in = jnp.where(flip, -n_in, n_in)
+        if kernel.discrete:
+            n_lo = jnp.minimum(n_lo, e_lo)
+            n_hi = jnp.maximum(n_hi, e_hi + 1.0)
+        else:
+            n_lo = jnp.minimum(n_lo, e_lo)
+            n_hi = jnp.maximum(n_hi, e_hi)
+        noise = jnp.where(u0 < t_lo, n_lo, jnp.where(u0 < t_in, n_in, n_hi))
+        return v + noise
+
+    def _kernel_icdf(self, kernel, u):
+        if kernel.discrete:
+            return _discrete_icdf(kernel, u, jnp.log(u))
+        return kernel.noise_icdf(u)
+
+    def _sample_rejection(self, uniform, value):
+        dt = uniform.dtype
+        mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
+        kernel = mech.kernel
+        v = jnp.broadcast_to(jnp.asarray(value, dt), uniform.shape)
+        e_lo, e_hi = mech._noise_edges(v)
+        keep_out = jnp.exp(mech.log1m_boosting_rate)
+
+        def trial(j):
+            n = self._kernel_icdf(kernel, uniform(2 * j))
+            inside = (n > e_lo) & (n <= e_hi) if kernel.discrete else (n >= e_lo) & (n <= e_hi)
+            return n, inside | (uniform(2 * j + 1) < keep_out)
+
+        def cond(state):
+            return ~jnp.all(state[2])
+
+        def body(state):
+            j, out, done = state
+            n, ok = trial(j)
+            return j + 1, jnp.where(ok & ~done, n, out), done | ok
+
+        n0, ok0 = trial(jnp.uint32(0))
+        _, noise, _ = jax.lax.while_loop(cond, body, (jnp.uint32(1), n0, ok0))
+        return v + noise
+
+    # -- accounting hooks -----------------------------------------------------
+    def neighbour_pairs(self, sensitivity=1.0):
+        """``(values, neighbour_values)``: answer pairs (trailing axis) containing the worst pair.
+
+        Absolute error: ``(0, Δ)`` (translation invariant). Relative error: ``(Q, Q + Δ)``
+        for ``num_pairs`` answers ``Q`` from ``−Δ/2`` to where both strips leave the
+        kernel's support (the mirror half is the reversed direction). Fixed region:
+        ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]``. Integer grids for discrete kernels.
+        Each pair is to be examined in both directions.
+        """
+        if not is_traced(sensitivity):
+            check_positive("sensitivity", sensitivity)
+        return self.region.neighbour_pairs(sensitivity, kernel_reach(self.kernel), self.num_pairs, self.discrete)
+
+    def output_breakpoints(self, value, neighbour_value):
+        """Sorted region boundaries of both laws, shape ``broadcast + (4,)``.
+
+        Between consecutive breakpoints ``privacy_loss(y, value, neighbour_value)``
+        is the kernel's loss plus a constant, hence monotone in ``y``. For discrete
+        kernels the boundaries are placed at half-integers (``ceil(lo) − ½``,
+        ``floor(hi) + ½``) so that no output sits on one.
+        """
+        lo, hi = self.region.interval(value)
+        lo2, hi2 = self.region.interval(neighbour_value)
+        pts = [lo, hi, lo2, hi2]
+        if self.discrete:
+            pts = [jnp.ceil(lo) - 0.5, jnp.floor(hi) + 0.5, jnp.ceil(lo2) - 0.5, jnp.floor(hi2) + 0.5]
+        shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
+        return jnp.sort(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], axis=-1), axis=-1)
+
+    @property
+    def symmetric_pairs(self) -> bool:
+        """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs: true for the absolute-error
+        region (reflection y → v + v' − y swaps the two laws), not for the others."""
+        return isinstance(self.region, AbsoluteError)
+
+    def _pieces(self, value, neighbour_value, kinks: bool):
+        """Piece edges ``(lo, hi)`` (trailing axis) between which both boost weights are
+        constant; with ``kinks`` also cut at the Laplace kernels' kinks (v, v')."""
+        bp = self.output_breakpoints(value, neighbour_value)
+        cuts = [bp]
+        if kinks and isinstance(self.kernel, (Laplace, DiscreteLaplace)):
+            off = 0.5 if self.discrete else 0.0
+            k1, k2 = jnp.asarray(value) + off, jnp.asarray(neighbour_value) + off
+            shape = jnp.broadcast_shapes(bp.shape[:-1], jnp.shape(k1), jnp.shape(k2))
+            cuts = [jnp.broadcast_to(bp, shape + bp.shape[-1:]),
+                    jnp.broadcast_to(k1, shape)[..., None], jnp.broadcast_to(k2, shape)[..., None]]
+        inner = jnp.sort(jnp.concatenate(cuts, axis=-1), axis=-1)
+        inf = jnp.full(inner.shape[:-1] + (1,), jnp.inf, inner.dtype)
+        edges = jnp.concatenate([-inf, inner, inf], axis=-1)
+        return edges[..., :-1], edges[..., 1:]
+
+    def _piece_log_boosts(self, lo, hi, v, nv):
+        mid = jnp.where(jnp.isinf(lo), hi - 1.0, jnp.where(jnp.isinf(hi), lo + 1.0, 0.5 * (lo + hi)))
+        l1mq = self.log1m_boosting_rate
+        return self.log_boost(mid, v, _l1mq=l1mq), self.log_boost(mid, nv, _l1mq=l1mq)
+
+    def _log_mass(self, lo, hi, centre):
+        """log of the kernel mass (centred at ``centre``) of the output piece (lo, hi].
+
+        Two log-CDF evaluations: the piece is reflected (symmetric kernel) so that its
+        centre is <= 0, where ``F(b) − F(a)`` has no cancellation.
+        """
+        a, b = lo - centre, hi - centre
+        one = 0.0
+        if self.discrete:
+            a, b, one = jnp.floor(a), jnp.floor(b), 1.0
+        b = jnp.maximum(a, b)
+        flip = a + b > 0
+        a, b = jnp.where(flip, -b - one, a), jnp.where(flip, -a - one, b)
+        la, lb = self.kernel.noise_log_cdf(a), self.kernel.noise_log_cdf(b)
+        diff = lb + jnp.log1p(-jnp.exp(jnp.minimum(la - lb, 0.0)))
+        return jnp.where(b > a, jnp.where(jnp.isneginf(lb), -jnp.inf, diff), -jnp.inf)
+
+    def _loss_threshold(self, t, v, nv):
+        """y* with {y : kernel loss log f(y−v) − log f(y−nv) > t} = {y < y*} (v < nv) or {y > y*} (v > nv)."""
+        d = v - nv
+        safe = jnp.where(d == 0, 1.0, d)
+        if isinstance(self.kernel, (Gaussian, DiscreteGaussian)):
+            return 0.5 * (v + nv) + self.kernel.sigma**2 * t / safe
+        b = self.kernel.scale
+        r = jnp.abs(d) / b
+        y = 0.5 * (v + nv) + jnp.sign(d) * t * b / 2.0
+        none = jnp.where(d < 0, -jnp.inf, jnp.inf)
+        return jnp.where(t >= r, none, jnp.where(t < -r, -none, y))
+
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        """Exact δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy (spec §3.8).
+
+        On each piece j between :meth:`output_breakpoints` the loss is the kernel's
+        loss Z(y) plus the constant ``c_j − c'_j`` (``log_boost``); Z is monotone, so
+        {loss > ε} ∩ piece is an interval cut at the kernel's loss threshold, and the
+        piece contributes ``e^{c_j} P_v(·) − e^{ε + c'_j} P_v'(·)`` (kernel CDF differences,
+        tail-stable). Closed form for every kernel (Gaussian: y*_j of §3.8; Laplace:
+        clipped linear loss; discrete kernels: integer pieces). Any real ε; broadcasts
+        ε (..., m) against the pair and the parameters (..., 1).
+        """
+        v = jnp.asarray(value)
+        nv = jnp.asarray(neighbour_value)
+        lo, hi = self._pieces(v, nv, kinks=False)  # (..., P)
+        mech = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], self)
+        v2, nv2 = v[..., None], nv[..., None]
+        c, c2 = mech._piece_log_boosts(lo, hi, v2, nv2)
+        eps = jnp.asarray(epsilon)[..., None]  # (..., m, 1)
+        lo, hi, c, c2 = lo[..., None, :], hi[..., None, :], c[..., None, :], c2[..., None, :]
+        mech = jax.tree_util.tree_map(lambda x: x[..., None], mech)
+        v3, nv3 = v2[..., None], nv2[..., None]
+        t = eps - (c - c2)
+        t = jnp.where(jnp.isnan(t), jnp.inf, t)
+        ystar = mech._loss_threshold(t, v3, nv3)
+        if self.discrete:
+            ystar = jnp.where(v3 < nv3, jnp.ceil(ystar) - 0.5, jnp.floor(ystar) + 0.5)
+        u = jnp.where(v3 < nv3, lo, jnp.maximum(lo, ystar))
+        w = jnp.where(v3 < nv3, jnp.minimum(hi, ystar), hi)
+        same = v3 == nv3
+        u = jnp.where(same, jnp.where(t < 0, lo, hi), u)
+        w = jnp.where(same, hi, w)
+        w = jnp.maximum(u, w)
+        lp = mech._log_mass(u, w, v3)
+        lq = mech._log_mass(u, w, nv3)
+        term = jnp.exp(c + lp) - jnp.exp(jnp.minimum(eps + c2 + lq, 700.0))
+        out = jnp.sum(jnp.maximum(jnp.where(jnp.isnan(term), 0.0, term), 0.0), axis=-1)
+        return out[..., 0] if jnp.ndim(epsilon) == 0 else out
+
+    def _log_tilted_integral(self, lo, hi, v, nv, a):
+        """log ∫_(lo,hi] f(y−v)^α f(y−nv)^{1−α} dy (a sum on the integers for discrete kernels)."""
+        kernel = self.kernel
+        if isinstance(kernel, Gaussian):
+            m = a * v + (1.0 - a) * nv
+            big_k = a * (a - 1.0) * (v - nv) ** 2 / (2.0 * kernel.sigma**2)
+            return big_k + self._log_mass(lo, hi, m)
+        if isinstance(kernel, DiscreteGaussian):
+            if kernel.support_radius is None:
+                raise ValueError("support_radius must be set on a DiscreteGaussian kernel built from a traced sigma")
+            r = kernel.support_radius
+            m = a * v + (1.0 - a) * nv
+            k = jnp.round(m)[..., None] + jnp.arange(-r, r + 1, dtype=jnp.result_type(m))
+            inside = (k > lo[..., None]) & (k <= hi[..., None])
+            sig = jnp.asarray(kernel.sigma)[..., None]
+            expo = a * (a - 1.0) * (v - nv) ** 2 / (2.0 * kernel.sigma**2)
+            lt = kernel.noise_log_prob(0.0)[..., None] - (k - m[..., None]) ** 2 / (2.0 * sig**2)
+            return expo + jax.nn.logsumexp(jnp.where(inside, lt, -jnp.inf), axis=-1)
+        # Laplace kernels: g(y) = α log f(y−v) + (1−α) log f(y−nv) is linear on each piece
+        # (the pieces are cut at the kinks), so the integral / sum is geometric.
+        b = kernel.scale
+        if self.discrete:
+            k1, k2 = jnp.floor(lo) + 1.0, jnp.floor(hi)
+            mid = 0.5 * (k1 + k2)
+            sv, snv = jnp.sign(mid - v - 0.5), jnp.sign(mid - nv - 0.5)
+        else:
+            k1, k2 = lo, hi
+            mid = jnp.where(jnp.isinf(lo), hi - 1.0, jnp.where(jnp.isinf(hi), lo + 1.0, 0.5 * (lo + hi)))
+            sv, snv = jnp.sign(mid - v), jnp.sign(mid - nv)
+        slope = -(a * sv + (1.0 - a) * snv) / b
+        end = jnp.where(slope > 0, k2, k1)
+        end = jnp.where(jnp.isfinite(end), end, 0.0)
+        g_end = a * kernel.noise_log_prob(end - v) + (1.0 - a) * kernel.noise_log_prob(end - nv)
+        s = jnp.abs(slope)
+        s_safe = jnp.where(s > 0, s, 1.0)
+        if self.discrete:
+            n = jnp.maximum(k2 - k1 + 1.0, 0.0)
+            geo = jnp.log(-jnp.expm1(-s_safe * n)) - jnp.log(-jnp.expm1(-s_safe))
+            flat = jnp.log(n)
+        else:
+            length = hi - lo
+            geo = jnp.log(-jnp.expm1(-s_safe * length)) - jnp.log(s_safe)
+            flat = jnp.log(length)
+        out = g_end + jnp.where(s > 0, geo, flat)
+        empty = (k2 < k1) if self.discrete else (hi <= lo)
+        return jnp.where(empty, -jnp.inf, out)
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        """Exact D_α(P_value‖P_neighbour_value), α > 1 (spec §3.8).
+
+        Σ over pieces of ``e^{α c_j + (1−α) c'_j} ∫_piece f(y−v)^α f(y−v')^{1−α}``:
+        Gaussian kernel e^K Φ-differences around m = αv + (1−α)v'; Laplace kernels
+        geometric integrals/sums on pieces also cut at the kinks v, v'; discrete
+        Gaussian an exact sum over its support window. Evaluated in log space.
+        """
+        v = jnp.asarray(value)
+        nv = jnp.asarray(neighbour_value)
+        lo, hi = self._pieces(v, nv, kinks=True)
+        mech = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], self)
+        v2, nv2 = v[..., None], nv[..., None]
+        c, c2 = mech._piece_log_boosts(lo, hi, v2, nv2)
+        a = jnp.asarray(order)[..., None]
+        lo, hi, c, c2 = lo[..., None, :], hi[..., None, :], c[..., None, :], c2[..., None, :]
+        mech = jax.tree_util.tree_map(lambda x: x[..., None], mech)
+        v3, nv3 = v2[..., None], nv2[..., None]
+        log_int = mech._log_tilted_integral(lo, hi, v3, nv3, a)
+        weight = jnp.where(jnp.isneginf(c), -jnp.inf, a * c + (1.0 - a) * c2)
+        term = jnp.where(jnp.isneginf(log_int) | jnp.isneginf(c), -jnp.inf, weight + log_int)
+        out = jnp.maximum(jax.nn.logsumexp(term, axis=-1) / (a[..., 0] - 1.0), 0.0)
+        return out[..., 0] if jnp.ndim(order) == 0 else out
+
+    def validate_values(self, values) -> None:
+        self.region.validate_values(values)
