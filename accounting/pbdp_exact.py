@@ -54,18 +54,32 @@ def _pairwise(m, fn, x, values, nvalues):
     return jax.vmap(one)(values.reshape(-1), nvalues.reshape(-1))
 
 
+@functools.partial(jax.jit, static_argnums=(4,))
+def _divergences(m, x, values, nvalues, kind):
+    fn = m.hockey_stick if kind == "hockey_stick" else m.renyi_divergence
+    return _pairwise(m, fn, x, values, nvalues)
+
+
+def _reduce(d, directions, shape):
+    if directions == "forward":
+        d = d[:, :1]
+    elif directions != "both":
+        raise ValueError(f"directions must be 'both' or 'forward', got {directions!r}")
+    return jnp.max(d.reshape((-1,) + shape), axis=0)
+
+
 @x64
-def privacy_profile(mech, epsilon, *, sensitivity=1.0, pairs=None):
+def privacy_profile(mech, epsilon, *, sensitivity=1.0, pairs=None, directions="both"):
     """Exact δ(ε) of one release: max over pairs and both directions of the hockey-stick divergence.
 
     ``pairs``: optional ``(values, neighbour_values)`` replacing the mechanism's grid
-    (e.g. the spec's Q ∈ [−40, 40] step 0.5). Single (unbatched) mechanisms; any real ε.
+    (e.g. the spec's Q ∈ [−40, 40] step 0.5). ``directions="forward"`` examines only
+    ``δ(P_value‖P_neighbour)`` (the pair as given). Single (unbatched) mechanisms; any real ε.
     """
     check_real("epsilon", epsilon)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     eps = jnp.asarray(epsilon, jnp.float64)
-    d = _pairwise(m, m.hockey_stick, eps, values, nvalues)
-    return jnp.max(d.reshape((-1,) + eps.shape), axis=0)
+    return _reduce(_divergences(m, eps, values, nvalues, "hockey_stick"), directions, eps.shape)
 
 
 @x64
@@ -73,7 +87,7 @@ def worst_pair(mech, epsilon, *, sensitivity=1.0, pairs=None):
     """``(value, neighbour_value, δ)``: the ordered pair whose hockey-stick divergence at ``epsilon`` is largest."""
     check_real("epsilon", epsilon)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
-    d = _pairwise(m, m.hockey_stick, jnp.asarray(epsilon, jnp.float64), values, nvalues)
+    d = _divergences(m, jnp.asarray(epsilon, jnp.float64), values, nvalues, "hockey_stick")
     i, direction = divmod(int(jnp.argmax(d.reshape(-1))), 2)
     v, nv = float(values.reshape(-1)[i]), float(nvalues.reshape(-1)[i])
     return (v, nv, float(d[i, direction])) if direction == 0 else (nv, v, float(d[i, direction]))
@@ -109,10 +123,9 @@ def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations):
 
 
 @x64
-def rdp(mech, orders, *, sensitivity=1.0, pairs=None):
+def rdp(mech, orders, *, sensitivity=1.0, pairs=None, directions="both"):
     """Exact Rényi divergence at ``orders`` (> 1): max over pairs and both directions."""
     check_real("orders", orders)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     a = jnp.asarray(orders, jnp.float64)
-    d = _pairwise(m, m.renyi_divergence, a, values, nvalues)
-    return jnp.max(d.reshape((-1,) + a.shape), axis=0)
+    return _reduce(_divergences(m, a, values, nvalues, "renyi"), directions, a.shape)
