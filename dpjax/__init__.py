@@ -8,6 +8,7 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 """
 
 from dpjax import random
+from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
@@ -29,6 +30,7 @@ __all__ = [
     "AbsoluteError",
     "RelativeError",
     "FixedInterval",
+    "BoostedRandomizedResponse",
     "release",
     "random",
 ]
