@@ -612,18 +612,18 @@ def _pow2(n):
 
 
 def _groups(dirs, step, cells, count, nklo):
-    """Bucket the batch by (power-of-two) grid lengths: {shape: indices}. One compile per bucket,
-    no mechanism padded beyond twice its own grid."""
+    """Bucket the batch by (power-of-two) remove-grid length: {shape: indices}. One compile per
+    bucket, no mechanism's remove grid padded beyond twice its own length."""
     rem, add = dirs
-    keys = [(_pow2(rem[1][i]), None if add is None else _pow2(add[1][i])) for i in range(rem[1].size)]
+    keys = [_pow2(rem[1][i]) for i in range(rem[1].size)]  # the add grid follows (fewer compiles)
     out = {}
     for key in sorted(set(keys)):
         idx = np.asarray([i for i, k in enumerate(keys) if k == key])
-        nr = key[0]
+        nr = key
         shp_r = (nr, int(min(nr, bucket_len(np.max(rem[2][idx])))))
         shp_a = None
         if add is not None:
-            na = key[1]
+            na = _pow2(np.max(add[1][idx]))
             shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
         out[(step, shp_r, shp_a, cells, count, nklo)] = idx
     return out
