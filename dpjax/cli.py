@@ -6,6 +6,13 @@ sum of steps per age group, each user's contribution clipped to ``--clip``.
 Groups are disjoint, so the whole table costs the privacy of one release
 (parallel composition); the privacy spent is computed exactly by
 :mod:`accounting` from the mechanism's output law.
+
+``--mechanism boosted`` states a utility constraint instead of a budget: the release
+lies in the preferred region ``S(Q)`` (relative error ``--theta`` plus ``--tau``, or
+absolute error ``--tau``) with probability ``--rho``. The command tunes the Gaussian
+kernel of the privacy-boosted mechanism (PB-DP) for the least exact ε at ``--delta``
+and prints it next to the plain Gaussian mechanism that meets the same constraint,
+both released and both with their exact ε.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import numpy as np
 
 __all__ = ["main", "aggregate", "build_mechanism"]
 
-MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
+MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted")
+REGIONS = ("relative", "absolute")
 _PROGRESS_MIN_BYTES = 8 << 20
 
 
@@ -114,13 +122,20 @@ def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float,
     raise ValueError(f"--mechanism must be one of {MECHANISMS}, got {name!r}")
 
 
-def _describe(mech) -> str:
+def _describe(obj) -> str:
+    """``Name(param=value, ...)`` of a mechanism or region, nested pytrees included."""
+    import dataclasses
+
     import jax
 
-    params = ", ".join(
-        f"{k}={float(np.asarray(v)):.6g}" for k, v in vars(mech).items() if isinstance(v, (float, jax.Array, np.ndarray))
-    )
-    return f"{type(mech).__name__}({params})"
+    parts = []
+    for field in dataclasses.fields(obj):
+        v = getattr(obj, field.name)
+        if isinstance(v, (float, jax.Array, np.ndarray)):
+            parts.append(f"{field.name}={float(np.asarray(v)):.6g}")
+        elif dataclasses.is_dataclass(v):
+            parts.append(_describe(v))
+    return f"{type(obj).__name__}({', '.join(parts)})"
 
 
 def _privacy_spent(mech, sensitivity: float, delta: float) -> str:
@@ -136,6 +151,55 @@ def _privacy_spent(mech, sensitivity: float, delta: float) -> str:
     return text
 
 
+def build_region(name: str, theta: float, tau: float):
+    """The preferred region of a ``--mechanism boosted`` release."""
+    import dpjax
+
+    if name == "relative":
+        return dpjax.RelativeError(theta=theta, tau=tau)
+    if name == "absolute":
+        return dpjax.AbsoluteError(tau=tau)
+    raise ValueError(f"--region must be one of {REGIONS}, got {name!r}")
+
+
+def build_boosted(region, rho: float, sensitivity: float, delta: float, sigma=None):
+    """PB-DP with a Gaussian kernel meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho`` and the plain Gaussian meeting it too.
+
+    The kernel σ is ``sigma`` if given, else tuned for the least exact ε at ``delta``
+    (:func:`optimize.tune_boosted`); ε is then computed for the mechanism as built, in the
+    default float precision it samples with. Returns ``[(label, mechanism, exact ε), ...]``,
+    the boosted mechanism first; ε is the exact single-release ε at ``delta`` (closed
+    forms of the output laws, worst neighbouring pair over the region's answer grid).
+    """
+    import accounting
+    import dpjax
+    import optimize
+    from accounting import pbdp_exact
+
+    if not (0.0 < rho < 1.0):
+        raise ValueError(f"--rho must lie in (0, 1), got {rho}")
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"--delta must lie in (0, 1), got {delta}")
+    plain = dpjax.Gaussian(sigma=float(optimize.base_sigma(region, rho)))
+    if sigma is None:
+        sigma = float(optimize.tune_boosted(region=region, rho=rho, sensitivity=sensitivity, delta=delta).sigma)
+    # account for the mechanism exactly as it samples (parameters in the default float)
+    boosted = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma=sigma), region, rho)
+    eps = float(pbdp_exact.epsilon_for_delta(boosted, delta, sensitivity=sensitivity))
+    plain_eps = float(np.asarray(accounting.pld(plain, sensitivity=sensitivity).get_epsilon_for_delta(delta)))
+    return [("PB-DP", boosted, eps), ("Gaussian", plain, plain_eps)]
+
+
+def _print_rows(names, true, released, labels, show, output):
+    header = f"{'group':<14}{'true':>16}" + "".join(f"{label:>16}{'rel. error':>12}" for label in labels)
+    print(header)
+    for i, (name, t) in enumerate(zip(names[:show], true[:show])):
+        cells = "".join(f"{float(r[i]):>16,.1f}{abs(r[i] - t) / max(abs(t), 1e-12):>12.3%}" for r in released)
+        print(f"{str(name):<14}{t:>16,.1f}{cells}")
+    if len(names) > show:
+        print(f"... {len(names) - show} more groups" + (f" in {output}" if output else ""))
+
+
 def _release_command(args) -> int:
     import jax
 
@@ -143,30 +207,41 @@ def _release_command(args) -> int:
 
     groups, values = _read_table(args.input, args.value_column, args.group_by)
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
-    mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
-    key = jax.random.key(args.seed) if args.seed is not None else dpjax.random.secure_key()
-    if mech.discrete:
-        true_in = np.round(true).astype(np.int32)
+    if args.mechanism == "boosted":
+        region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
+        releases = build_boosted(region, args.rho, sensitivity, args.delta, args.sigma)
     else:
-        true_in = true.astype(np.float32)
-    released = np.asarray(dpjax.release(key, true_in, mech))
+        mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
+        releases = [("released", mech, None)]
+    key = jax.random.key(args.seed) if args.seed is not None else dpjax.random.secure_key()
+    keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
+    released = []
+    for k, (_, mech, _) in zip(keys, releases):
+        true_in = np.round(true).astype(np.int32) if mech.discrete else true.astype(np.float32)
+        released.append(np.asarray(dpjax.release(k, true_in, mech), dtype=float))
 
-    rows = list(zip(names, true, released))
+    labels = [label for label, _, _ in releases]
     if args.output:
         with open(args.output, "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["group", f"true_{args.statistic}", f"released_{args.statistic}"])
-            w.writerows(rows)
+            cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
+            w.writerow(["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols])
+            w.writerows(zip(names, true, *released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
     print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-    print(f"{'group':<14}{'true':>16}{'released':>16}{'rel. error':>12}")
-    for name, t, r in rows[: args.show]:
-        rel = abs(r - t) / max(abs(t), 1e-12)
-        print(f"{str(name):<14}{t:>16,.1f}{float(r):>16,.1f}{rel:>12.3%}")
-    if len(rows) > args.show:
-        print(f"... {len(rows) - args.show} more groups" + (f" in {args.output}" if args.output else ""))
-    print(f"mechanism: {_describe(mech)}; sensitivity {sensitivity:g} (values clipped to ±{args.clip:g})")
-    print(f"privacy: {_privacy_spent(mech, sensitivity, args.delta)}; groups are disjoint (parallel composition)")
+    _print_rows(names, true, released, labels, args.show, args.output)
+    print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are disjoint (parallel composition)")
+    if args.mechanism == "boosted":
+        region = releases[0][1].region
+        print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {_describe(region)}")
+        for label, mech, eps in releases:
+            extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
+            print(f"{label}: {_describe(mech)}{extra}")
+            print(f"  privacy: epsilon = {eps:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
+    else:
+        mech = releases[0][1]
+        print(f"mechanism: {_describe(mech)}")
+        print(f"privacy: {_privacy_spent(mech, sensitivity, args.delta)}")
     return 0
 
 
@@ -183,7 +258,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--epsilon", type=float, default=1.0, help="target epsilon for calibration (default 1)")
     r.add_argument("--delta", type=float, default=1e-6, help="delta for Gaussian calibration and reporting")
     r.add_argument("--scale", type=float, help="Laplace / discrete Laplace scale (overrides --epsilon)")
-    r.add_argument("--sigma", type=float, help="Gaussian / discrete Gaussian sigma (overrides --epsilon)")
+    r.add_argument("--sigma", type=float,
+                   help="Gaussian / discrete Gaussian sigma (overrides --epsilon); boosted: the kernel sigma (no tuning)")
+    b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget")
+    b.add_argument("--region", choices=REGIONS, default="relative",
+                   help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
+    b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")
+    b.add_argument("--tau", type=float, help="absolute error / offset (default: 2 x sensitivity)")
+    b.add_argument("--rho", type=float, default=0.9, help="required Pr[release in S(Q)] (default 0.9)")
     r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
     r.add_argument("--output", help="write group,true,released rows to this CSV file")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")

@@ -75,3 +75,46 @@ def test_progress_bar_on_large_inputs(tmp_path, capsys, monkeypatch):
     path.write_text("g,v\n" + "".join(f"{i % 3},{i}\n" for i in range(1000)))
     assert cli.main(["release", "--input", str(path), "--value-column", "v", "--group-by", "g", "--seed", "0"]) == 0
     assert "reading [" in capsys.readouterr().err
+
+
+def _epsilons(text):
+    return [float(line.split("epsilon = ")[1].split()[0]) for line in text.splitlines() if "privacy: epsilon" in line]
+
+
+def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, capsys):
+    out_csv = tmp_path / "out.csv"
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--region", "absolute",
+                     "--output", str(out_csv)]) == 0
+    text = capsys.readouterr().out
+    assert "AbsoluteError(tau=40000)" in text and "boosting rate q" in text
+    eps_boosted, eps_gauss = _epsilons(text)
+    # Table-A-like setting: ΔQ/τ = 0.5, ρ = 0.9 — boosting roughly halves ε (exact 3.917 -> ~2.08)
+    assert eps_gauss == pytest.approx(3.9172, abs=2e-3)
+    assert eps_boosted < 0.6 * eps_gauss
+    rows = list(csv.reader(open(out_csv)))
+    assert rows[0] == ["group", "true_sum", "pbdp_sum", "gaussian_sum"]
+    true = np.array([float(r[1]) for r in rows[1:]])
+    for col in (2, 3):
+        released = np.array([float(r[col]) for r in rows[1:]])
+        assert np.isfinite(released).all() and not np.array_equal(released, true)
+
+
+def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
+    import dpjax
+    from accounting import pbdp_exact
+
+    args = ["release", "--seed", "0", "--mechanism", "boosted", "--theta", "0.1", "--tau", "30000",
+            "--rho", "0.8", "--sigma", "40000"]
+    assert cli.main(args) == 0
+    text = capsys.readouterr().out
+    assert "RelativeError(theta=0.1, tau=30000)" in text
+    mech = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma=40000.0), dpjax.RelativeError(0.1, 30000.0), 0.8)
+    expected = float(pbdp_exact.epsilon_for_delta(mech, 1e-6, sensitivity=20000.0))
+    assert _epsilons(text)[0] == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("args,message", [(["--rho", "1.5"], "--rho"), (["--tau", "-1"], "tau"),
+                                          (["--theta", "nan"], "theta")])
+def test_boosted_bad_arguments(args, message, capsys):
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", *args]) == 2
+    assert message in capsys.readouterr().err
