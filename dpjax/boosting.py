@@ -91,27 +91,59 @@ def _log_sf(kernel, n):
     return kernel.noise_log_sf(n)
 
 
+def _sf_arg(kernel, n):
+    """``m`` with ``Pr[N > n] = F(m)`` (symmetric kernel): ``−n``, or ``−⌊n⌋ − 1`` on the integers."""
+    return -jnp.floor(n) - 1.0 if kernel.discrete else -n
+
+
+def _kernel_param(kernel):
+    return kernel.sigma if isinstance(kernel, (Gaussian, DiscreteGaussian)) else kernel.scale
+
+
+def _safe_log(x):
+    """``log x`` for ``x >= 0`` (``−inf`` at 0) with a finite gradient at 0 (double ``where``)."""
+    pos = x > 0
+    return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
+
+
+def _log_cdf(kernel, *ns):
+    """``log F`` of the kernel at several arrays in one (stacked) call; gradient-safe.
+
+    Compile time and per-iteration cost grow with the number of ``log_ndtr``-like calls,
+    not with their size, so the hooks stack their arguments. The discrete Gaussian's
+    log-CDF is ``log`` of a table (0 beyond its support): taken with :func:`_safe_log`.
+    """
+    shape = jnp.broadcast_shapes(jnp.shape(_kernel_param(kernel)), *[jnp.shape(n) for n in ns])
+    stacked = jnp.stack([jnp.broadcast_to(n, shape) for n in ns])
+    if isinstance(kernel, DiscreteGaussian):
+        out = _safe_log(kernel.noise_cdf(stacked))
+    else:
+        out = kernel.noise_log_cdf(stacked)
+    return tuple(out[i] for i in range(len(ns)))
+
+
 def _interval_masses(kernel, e_lo, e_hi):
     """``(log P_lo, log P_in, log P_hi)``: kernel mass below, inside and above the region.
 
     ``P_lo = F(e_lo)``, ``P_hi = Pr[N > e_hi]`` in log space; ``P_in`` as the
-    difference of whichever tail is smaller (no ``1 − F`` cancellation).
+    difference of whichever tail is smaller (no ``1 − F`` cancellation). One fused
+    log-CDF call; finite gradients (also for an empty region).
     """
-    log_lo = kernel.noise_log_cdf(e_lo)
-    log_hi = _log_sf(kernel, e_hi)
-    f_hi = jnp.exp(kernel.noise_log_cdf(e_hi))
-    sf_lo = jnp.exp(_log_sf(kernel, e_lo))
+    log_lo, log_hi, log_f_hi, log_sf_lo = _log_cdf(kernel, e_lo, _sf_arg(kernel, e_hi), e_hi, _sf_arg(kernel, e_lo))
+    f_hi = jnp.exp(log_f_hi)
+    sf_lo = jnp.exp(log_sf_lo)
     left = f_hi - jnp.exp(log_lo)  # accurate when the interval's centre is <= 0
     right = sf_lo - jnp.exp(log_hi)  # accurate when it is > 0
     p_in = jnp.where(e_lo + e_hi <= 0, left, right)
     if isinstance(kernel, (Gaussian, Laplace)):
         # an interval around 0 as two half-masses P(0 < N < x): no cancellation at 1/2
         # even when the interval is tiny against the scale (p_S ≪ 1)
-        around = _half_mass(kernel, jnp.maximum(e_hi, 0.0)) + _half_mass(kernel, jnp.maximum(-e_lo, 0.0))
-        p_in = jnp.where((e_lo < 0) & (e_hi > 0), around, p_in)
+        shape = jnp.broadcast_shapes(jnp.shape(_kernel_param(kernel)), jnp.shape(e_lo), jnp.shape(e_hi))
+        halves = _half_mass(kernel, jnp.stack([jnp.broadcast_to(jnp.maximum(e_hi, 0.0), shape),
+                                               jnp.broadcast_to(jnp.maximum(-e_lo, 0.0), shape)]))
+        p_in = jnp.where((e_lo < 0) & (e_hi > 0), halves[0] + halves[1], p_in)
     p_in = jnp.where(e_hi > e_lo, jnp.maximum(p_in, 0.0), 0.0)
-    log_in = jnp.log(p_in)
-    return log_lo, log_in, log_hi
+    return log_lo, _safe_log(p_in), log_hi
 
 
 def _half_mass(kernel, x):
@@ -119,6 +151,44 @@ def _half_mass(kernel, x):
     if isinstance(kernel, Gaussian):
         return 0.5 * jax.scipy.special.erf(x / (kernel.sigma * math.sqrt(2.0)))
     return -0.5 * jnp.expm1(-x / kernel.scale)
+
+
+def _far(kernel):
+    """Width of the two outer output pieces beyond every region edge and centre: the
+    kernel's mass beyond it underflows float64 (Gaussian Φ(−40) ≈ 1e−349; Laplace
+    e^{−750}), so finite edges there give the values of ±∞ edges with finite gradients."""
+    if isinstance(kernel, (Gaussian, DiscreteGaussian)):
+        return 40.0 * jnp.asarray(kernel.sigma)
+    return 750.0 * jnp.asarray(kernel.scale)
+
+
+def _log_piece_mass(kernel, lo, hi, centres):
+    """log of the kernel mass (centred at each of ``centres``) of the output piece (lo, hi].
+
+    Returns one array per centre, from one fused log-CDF call. The piece is reflected
+    (symmetric kernel) so that its centre is <= 0, where ``F(b) − F(a)`` has no
+    cancellation. Empty pieces give ``−inf`` with a zero (not NaN) gradient.
+    """
+    ends, oks = [], []
+    for centre in centres:
+        a, b = lo - centre, hi - centre
+        one = 0.0
+        if kernel.discrete:
+            a, b, one = jnp.floor(a), jnp.floor(b), 1.0
+        b = jnp.maximum(a, b)
+        flip = a + b > 0
+        a, b = jnp.where(flip, -b - one, a), jnp.where(flip, -a - one, b)
+        ok = b > a
+        ends += [jnp.where(ok, a, b - 1.0), b]
+        oks.append(ok)
+    logs = _log_cdf(kernel, *ends)
+    out = []
+    for i, ok in enumerate(oks):
+        la, lb = logs[2 * i], logs[2 * i + 1]
+        good = ok & (lb > -jnp.inf) & (la < lb)
+        la_s, lb_s = jnp.where(good, la, -1.0), jnp.where(good, lb, 0.0)
+        out.append(jnp.where(good, lb_s + jnp.log1p(-jnp.exp(la_s - lb_s)), -jnp.inf))
+    return out
 
 
 def _continuous_icdf_log(kernel, log_u):
@@ -408,43 +478,64 @@ class PrivacyBoosted(Mechanism):
         region (reflection y → v + v' − y swaps the two laws), not for the others."""
         return isinstance(self.region, AbsoluteError)
 
-    def _pieces(self, value, neighbour_value, kinks: bool):
+    def _boost_parts(self, value, neighbour_value):
+        """``(log(1−q), log Z(value), log Z(neighbour_value))`` from one fused mass evaluation.
+
+        The same formulas as :attr:`log1m_boosting_rate` and :meth:`log_normalizer`
+        (hardest answers and the pair stacked into one ``_interval_masses`` call).
+        """
+        hard = [jnp.asarray(h) for h in self.region.hardest_answers(self.discrete)]
+        vals = hard + [jnp.asarray(value), jnp.asarray(neighbour_value)]
+        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in vals])
+        answers = jnp.stack([jnp.broadcast_to(x, shape) for x in vals])
+        lo, hi = self.region.interval(answers)
+        log_lo, log_in, log_hi = _interval_masses(self.kernel, *_edges(self.kernel, lo - answers, hi - answers))
+        n = len(hard)
+        r = log_in[:n] + jnp.log1p(-self.rho) - jnp.log(self.rho) - jnp.logaddexp(log_lo[:n], log_hi[:n])
+        out = jnp.min(r, axis=0)
+        l1mq = jnp.minimum(jnp.where(jnp.isnan(out), 0.0, out), 0.0)
+        log_z = jnp.logaddexp(log_in[n:], l1mq + jnp.logaddexp(log_lo[n:], log_hi[n:]))
+        return l1mq, log_z[0], log_z[1]
+
+    def _pieces(self, value, neighbour_value, kinks: bool, spread=0.0):
         """Piece edges ``(lo, hi)`` (trailing axis) between which both boost weights are
-        constant; with ``kinks`` also cut at the Laplace kernels' kinks (v, v')."""
-        bp = self.output_breakpoints(value, neighbour_value)
-        cuts = [bp]
+        constant, and those constants ``(c, c')`` (``log_boost`` of each law on the piece);
+        with ``kinks`` also cut at the Laplace kernels' kinks (v, v').
+
+        The two outer pieces end at finite edges :func:`_far` beyond every breakpoint,
+        both answers and ``spread`` (a further distance, e.g. to a tilted centre), where the
+        kernel's mass underflows: the values of ±∞ edges, with finite gradients.
+        ``value``/``neighbour_value`` and the parameters must already broadcast with a
+        trailing piece axis of length 1.
+        """
+        v, nv = value, neighbour_value
+        lo1, hi1 = self.region.interval(v)
+        lo2, hi2 = self.region.interval(nv)
+        cuts = [lo1, hi1, lo2, hi2]
+        if self.discrete:  # as output_breakpoints: half-integers, no output on a boundary
+            cuts = [jnp.ceil(lo1) - 0.5, jnp.floor(hi1) + 0.5, jnp.ceil(lo2) - 0.5, jnp.floor(hi2) + 0.5]
         if kinks and isinstance(self.kernel, (Laplace, DiscreteLaplace)):
             off = 0.5 if self.discrete else 0.0
-            k1, k2 = jnp.asarray(value) + off, jnp.asarray(neighbour_value) + off
-            shape = jnp.broadcast_shapes(bp.shape[:-1], jnp.shape(k1), jnp.shape(k2))
-            cuts = [jnp.broadcast_to(bp, shape + bp.shape[-1:]),
-                    jnp.broadcast_to(k1, shape)[..., None], jnp.broadcast_to(k2, shape)[..., None]]
+            cuts += [v + off, nv + off]
+        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in cuts])
+        cuts = [jnp.broadcast_to(x, shape) for x in cuts]
         inner = jnp.sort(jnp.concatenate(cuts, axis=-1), axis=-1)
-        inf = jnp.full(inner.shape[:-1] + (1,), jnp.inf, inner.dtype)
-        edges = jnp.concatenate([-inf, inner, inf], axis=-1)
-        return edges[..., :-1], edges[..., 1:]
+        far = _far(self.kernel) + spread
+        first = jnp.minimum(jnp.minimum(inner[..., :1], v), nv) - far
+        last = jnp.maximum(jnp.maximum(inner[..., -1:], v), nv) + far
+        shape = jnp.broadcast_shapes(first.shape, inner.shape[:-1] + (1,))
+        first, last = jnp.broadcast_to(first, shape), jnp.broadcast_to(last, shape)
+        inner = jnp.broadcast_to(inner, shape[:-1] + inner.shape[-1:])
+        lo = jnp.concatenate([first, inner], axis=-1)
+        hi = jnp.concatenate([inner, last], axis=-1)
+        l1mq, log_z, log_z2 = self._boost_parts(v, nv)
+        mid = 0.5 * (lo + hi)
 
-    def _piece_log_boosts(self, lo, hi, v, nv):
-        mid = jnp.where(jnp.isinf(lo), hi - 1.0, jnp.where(jnp.isinf(hi), lo + 1.0, 0.5 * (lo + hi)))
-        l1mq = self.log1m_boosting_rate
-        return self.log_boost(mid, v, _l1mq=l1mq), self.log_boost(mid, nv, _l1mq=l1mq)
+        def const(answer, lz):
+            a, b = self.region.interval(answer)
+            return jnp.where((mid >= a) & (mid <= b), 0.0, l1mq) - lz
 
-    def _log_mass(self, lo, hi, centre):
-        """log of the kernel mass (centred at ``centre``) of the output piece (lo, hi].
-
-        Two log-CDF evaluations: the piece is reflected (symmetric kernel) so that its
-        centre is <= 0, where ``F(b) − F(a)`` has no cancellation.
-        """
-        a, b = lo - centre, hi - centre
-        one = 0.0
-        if self.discrete:
-            a, b, one = jnp.floor(a), jnp.floor(b), 1.0
-        b = jnp.maximum(a, b)
-        flip = a + b > 0
-        a, b = jnp.where(flip, -b - one, a), jnp.where(flip, -a - one, b)
-        la, lb = self.kernel.noise_log_cdf(a), self.kernel.noise_log_cdf(b)
-        diff = lb + jnp.log1p(-jnp.exp(jnp.minimum(la - lb, 0.0)))
-        return jnp.where(b > a, jnp.where(jnp.isneginf(lb), -jnp.inf, diff), -jnp.inf)
+        return lo, hi, const(v, log_z), const(nv, log_z2)
 
     def _loss_threshold(self, t, v, nv):
         """y* with {y : kernel loss log f(y−v) − log f(y−nv) > t} = {y < y*} (v < nv) or {y > y*} (v > nv)."""
@@ -468,30 +559,31 @@ class PrivacyBoosted(Mechanism):
         tail-stable). Closed form for every kernel (Gaussian: y*_j of §3.8; Laplace:
         clipped linear loss; discrete kernels: integer pieces). Any real ε; broadcasts
         ε (..., m) against the pair and the parameters (..., 1).
+
+        Differentiable in ε, the answers and every parameter (kernel scale, region,
+        ``rho``): the outer pieces end at finite edges far in the tails and empty
+        pieces have zero gradient. Three fused special-function calls in all.
         """
-        v = jnp.asarray(value)
-        nv = jnp.asarray(neighbour_value)
-        lo, hi = self._pieces(v, nv, kinks=False)  # (..., P)
+        v = jnp.asarray(value)[..., None]
+        nv = jnp.asarray(neighbour_value)[..., None]
         mech = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], self)
-        v2, nv2 = v[..., None], nv[..., None]
-        c, c2 = mech._piece_log_boosts(lo, hi, v2, nv2)
+        lo, hi, c, c2 = mech._pieces(v, nv, kinks=False)  # (..., P)
         eps = jnp.asarray(epsilon)[..., None]  # (..., m, 1)
         lo, hi, c, c2 = lo[..., None, :], hi[..., None, :], c[..., None, :], c2[..., None, :]
         mech = jax.tree_util.tree_map(lambda x: x[..., None], mech)
-        v3, nv3 = v2[..., None], nv2[..., None]
+        v3, nv3 = v[..., None], nv[..., None]
         t = eps - (c - c2)
         t = jnp.where(jnp.isnan(t), jnp.inf, t)
         ystar = mech._loss_threshold(t, v3, nv3)
         if self.discrete:
             ystar = jnp.where(v3 < nv3, jnp.ceil(ystar) - 0.5, jnp.floor(ystar) + 0.5)
-        u = jnp.where(v3 < nv3, lo, jnp.maximum(lo, ystar))
-        w = jnp.where(v3 < nv3, jnp.minimum(hi, ystar), hi)
+        ystar = jnp.clip(ystar, lo, hi)
+        u = jnp.where(v3 < nv3, lo, ystar)
+        w = jnp.where(v3 < nv3, ystar, hi)
         same = v3 == nv3
         u = jnp.where(same, jnp.where(t < 0, lo, hi), u)
         w = jnp.where(same, hi, w)
-        w = jnp.maximum(u, w)
-        lp = mech._log_mass(u, w, v3)
-        lq = mech._log_mass(u, w, nv3)
+        lp, lq = _log_piece_mass(mech.kernel, u, w, (v3, nv3))
         term = jnp.exp(c + lp) - jnp.exp(jnp.minimum(eps + c2 + lq, 700.0))
         out = jnp.sum(jnp.maximum(jnp.where(jnp.isnan(term), 0.0, term), 0.0), axis=-1)
         return out[..., 0] if jnp.ndim(epsilon) == 0 else out
@@ -502,7 +594,7 @@ class PrivacyBoosted(Mechanism):
         if isinstance(kernel, Gaussian):
             m = a * v + (1.0 - a) * nv
             big_k = a * (a - 1.0) * (v - nv) ** 2 / (2.0 * kernel.sigma**2)
-            return big_k + self._log_mass(lo, hi, m)
+            return big_k + _log_piece_mass(kernel, lo, hi, (m,))[0]
         if isinstance(kernel, DiscreteGaussian):
             if kernel.support_radius is None:
                 raise ValueError("support_radius must be set on a DiscreteGaussian kernel built from a traced sigma")
@@ -513,7 +605,10 @@ class PrivacyBoosted(Mechanism):
             sig = jnp.asarray(kernel.sigma)[..., None]
             expo = a * (a - 1.0) * (v - nv) ** 2 / (2.0 * kernel.sigma**2)
             lt = kernel.noise_log_prob(0.0)[..., None] - (k - m[..., None]) ** 2 / (2.0 * sig**2)
-            return expo + jax.nn.logsumexp(jnp.where(inside, lt, -jnp.inf), axis=-1)
+            some = jnp.any(inside, axis=-1)
+            # an empty piece: −inf, with a zero gradient (all −inf would make logsumexp's NaN)
+            lse = jax.nn.logsumexp(jnp.where(inside | ~some[..., None], lt, -jnp.inf), axis=-1)
+            return jnp.where(some, expo + lse, -jnp.inf)
         # Laplace kernels: g(y) = α log f(y−v) + (1−α) log f(y−nv) is linear on each piece
         # (the pieces are cut at the kinks), so the integral / sum is geometric.
         b = kernel.scale
@@ -523,24 +618,23 @@ class PrivacyBoosted(Mechanism):
             sv, snv = jnp.sign(mid - v - 0.5), jnp.sign(mid - nv - 0.5)
         else:
             k1, k2 = lo, hi
-            mid = jnp.where(jnp.isinf(lo), hi - 1.0, jnp.where(jnp.isinf(hi), lo + 1.0, 0.5 * (lo + hi)))
+            mid = 0.5 * (lo + hi)
             sv, snv = jnp.sign(mid - v), jnp.sign(mid - nv)
         slope = -(a * sv + (1.0 - a) * snv) / b
         end = jnp.where(slope > 0, k2, k1)
-        end = jnp.where(jnp.isfinite(end), end, 0.0)
         g_end = a * kernel.noise_log_prob(end - v) + (1.0 - a) * kernel.noise_log_prob(end - nv)
         s = jnp.abs(slope)
         s_safe = jnp.where(s > 0, s, 1.0)
+        empty = (k2 < k1) if self.discrete else (hi <= lo)
         if self.discrete:
-            n = jnp.maximum(k2 - k1 + 1.0, 0.0)
+            n = jnp.where(empty, 1.0, k2 - k1 + 1.0)
             geo = jnp.log(-jnp.expm1(-s_safe * n)) - jnp.log(-jnp.expm1(-s_safe))
             flat = jnp.log(n)
         else:
-            length = hi - lo
+            length = jnp.where(empty, 1.0, hi - lo)
             geo = jnp.log(-jnp.expm1(-s_safe * length)) - jnp.log(s_safe)
             flat = jnp.log(length)
         out = g_end + jnp.where(s > 0, geo, flat)
-        empty = (k2 < k1) if self.discrete else (hi <= lo)
         return jnp.where(empty, -jnp.inf, out)
 
     def renyi_divergence(self, order, value, neighbour_value):
@@ -549,19 +643,15 @@ class PrivacyBoosted(Mechanism):
         Σ over pieces of ``e^{α c_j + (1−α) c'_j} ∫_piece f(y−v)^α f(y−v')^{1−α}``:
         Gaussian kernel e^K Φ-differences around m = αv + (1−α)v'; Laplace kernels
         geometric integrals/sums on pieces also cut at the kinks v, v'; discrete
-        Gaussian an exact sum over its support window. Evaluated in log space.
+        Gaussian an exact sum over its support window. Evaluated in log space;
+        differentiable like :meth:`hockey_stick` (the outer edges also clear m).
         """
-        v = jnp.asarray(value)
-        nv = jnp.asarray(neighbour_value)
-        lo, hi = self._pieces(v, nv, kinks=True)
-        mech = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], self)
-        v2, nv2 = v[..., None], nv[..., None]
-        c, c2 = mech._piece_log_boosts(lo, hi, v2, nv2)
-        a = jnp.asarray(order)[..., None]
-        lo, hi, c, c2 = lo[..., None, :], hi[..., None, :], c[..., None, :], c2[..., None, :]
-        mech = jax.tree_util.tree_map(lambda x: x[..., None], mech)
-        v3, nv3 = v2[..., None], nv2[..., None]
-        log_int = mech._log_tilted_integral(lo, hi, v3, nv3, a)
+        v = jnp.asarray(value)[..., None, None]
+        nv = jnp.asarray(neighbour_value)[..., None, None]
+        a = jnp.asarray(order)[..., None]  # (..., k, 1)
+        mech = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None, None], self)
+        lo, hi, c, c2 = mech._pieces(v, nv, kinks=True, spread=a * jnp.abs(v - nv))  # (..., k, P)
+        log_int = mech._log_tilted_integral(lo, hi, v, nv, a)
         weight = jnp.where(jnp.isneginf(c), -jnp.inf, a * c + (1.0 - a) * c2)
         term = jnp.where(jnp.isneginf(log_int) | jnp.isneginf(c), -jnp.inf, weight + log_int)
         out = jnp.maximum(jax.nn.logsumexp(term, axis=-1) / (a[..., 0] - 1.0), 0.0)
