@@ -735,6 +735,67 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
 
 
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _build_windows_jit(mech, sensitivity, q, offsets, shape, pessimistic, count, tail):
+    """Single-step pmfs and (count > 1) the Chernoff window width of their composition, one call."""
+    rem, add = _build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+    widths = ()
+    if count > 1:
+        widths = tuple(jnp.max(hi - lo) + 1.0 for lo, hi, _ in
+                       (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+    return rem, add, widths
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
+    """Self-compose both directions (FFT lengths ``sizes``) and answer the query, one call.
+    Also returns the round-off floor (max over directions) for the host-side check."""
+    outs, floors = [], []
+    for i, pmf in enumerate(p for p in (rem, add) if p is not None):
+        if count > 1:
+            pmf = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic)
+        r = pmf.roundoff[..., None]
+        if kind == "epsilon":
+            e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
+            outs.append(jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e))
+        else:
+            d = _grid.delta_for_epsilon(pmf, arg)
+            outs.append(jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0))
+        floors.append(ROUNDOFF_FACTOR * r)
+    return functools.reduce(jnp.maximum, outs), functools.reduce(jnp.maximum, floors)
+
+
+def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells):
+    """Concrete, small batch: ``pld(...).self_compose(count).get_*`` in three compiled calls
+    (plan; build + windows; compose + query) with the same answer, no autodiff wrappers."""
+    count = check_int("count", count, minimum=1)
+    check_positive("tail_mass_truncation", tail_mass_truncation)
+    step = pow2_floor(float(value_discretization_interval))
+    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob, value_discretization_interval=step,
+                     pessimistic=pessimistic, output_cells=output_cells)
+    tail = float(tail_mass_truncation)
+    pess = bool(pessimistic)
+    m64 = to64(mech)
+    rem, add, widths = _build_windows_jit(m64, jnp.asarray(sensitivity, jnp.float64), _q(sampling_prob),
+                                          plan.offsets, plan.shape, pess, count, tail)
+    sizes = ()
+    if count > 1:
+        sizes = tuple(bucket_len(max(int(w), p.size)) for w, p in zip(widths, (rem, add) if add is not None else (rem,)))
+        if max(sizes) > MAX_GRID:
+            raise ValueError(f"count: the {count}-fold composition needs an FFT of length {max(sizes)}; use a coarser "
+                             "value_discretization_interval")
+    a = jnp.asarray(arg, jnp.float64)
+    if kind == "delta" and np.isnan(np.asarray(a)).any():
+        raise ValueError(f"epsilon must not be NaN, got {arg!r}")
+    batch = tuple(rem.batch_shape)
+    flat = jnp.broadcast_to(a.reshape(-1), batch + (max(a.size, 1),))[..., : a.size]
+    out, floor = _compose_query_jit(rem, add, count, sizes, tail, pess, kind, flat)
+    if kind == "epsilon":
+        _check_floor(flat, floor)
+    return out.reshape(batch + a.shape)
+
+
 def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
                  tail_mass_truncation, output_cells, use_analytic):
     """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
@@ -744,7 +805,11 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     batched = (concrete(mech) is not None and concrete(sensitivity) is not None
                and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
                and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
-    if (use_analytic and _is_plain_gaussian(mech, q)) or math.prod(mech.batch_shape) <= _SMALL_BATCH or not batched:
+    small = math.prod(mech.batch_shape) <= _SMALL_BATCH
+    if batched and small and not (use_analytic and _is_plain_gaussian(mech, q)):
+        return _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                            pessimistic, tail_mass_truncation, output_cells)
+    if (use_analytic and _is_plain_gaussian(mech, q)) or small or not batched:
         p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
                 output_cells=output_cells, use_analytic=use_analytic).self_compose(
