@@ -381,7 +381,6 @@ def test_table_e_paper_optimum_long(row):
     _close(np.asarray(r.sigma) / SB_E, TABLE_E[row][3], rel=1e-2)
 
 
-@pytest.mark.slow
 def test_composition_divergence_t1000():
     """§0.3(c): T=1000, ΔQ=3, |S|=10, ρ=0.9, δ=1e-5, σ = 40 σ_b: paper ε ≈ 107, exact ≈ 1848 (PLD + FFT)."""
     mech = _abs_mech(40.0 * SB_E, 10.0, 0.9)
