@@ -84,15 +84,14 @@ class Mechanism:
             raise ValueError(f"shape: at most 2**32 draws per key, asked for {size}; split the key")
         return self.sample_records(key, jnp.broadcast_to(value, out_shape))
 
-    def sample_records(self, key, value, start=0, parity=None) -> jax.Array:
+    def sample_records(self, key, value, start=0) -> jax.Array:
         """Outputs for ``value``, whose entries are records ``start, start+1, …`` (row-major).
 
         The randomness of each output depends only on ``key`` and its record
-        index; this is the primitive behind :func:`dpjax.release`. ``parity``
-        (``start % 2``, static) may be given when ``start`` is traced.
+        index; this is the primitive behind :func:`dpjax.release` (``start`` may be traced).
         """
         dt = output_dtype(value, self.discrete)
-        stream = UniformStream(key, jnp.shape(value), _float_dtype(dt), start, parity)
+        stream = UniformStream(key, jnp.shape(value), _float_dtype(dt), start)
         return self._sample(stream, value).astype(dt)
 
     def _sample(self, uniform: UniformStream, value) -> jax.Array:

@@ -10,7 +10,11 @@ slice, or on which device. This is what makes a release bitwise identical whethe
 it runs whole, in slices (``start=``) or sharded over several devices.
 
 Counter-based generation needs one hash per uniform, the same work
-``jax.random.uniform`` does, so it costs nothing in throughput.
+``jax.random.uniform`` does. The hash is written out as plain integer operations
+(:func:`threefry2x32`, the same 20 rounds and bits as JAX's ``threefry2x32``
+primitive) so that XLA fuses it with the sampler that consumes it; JAX's own CPU
+lowering of the primitive is a rolled loop that writes every intermediate state to
+memory.
 """
 
 from __future__ import annotations
@@ -21,9 +25,8 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.random import threefry2x32_p
 
-__all__ = ["secure_key", "check_key", "UniformStream", "MAX_RECORDS"]
+__all__ = ["secure_key", "check_key", "UniformStream", "MAX_RECORDS", "threefry2x32"]
 
 #: A key addresses at most 2**32 records (the record counter is one uint32 word).
 MAX_RECORDS = 2**32
@@ -71,6 +74,26 @@ def check_key(key) -> jax.Array:
     raise ValueError(f"key must be a JAX PRNG key, got an array of dtype {key.dtype} and shape {key.shape}")
 
 
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """The Threefry-2x32 hash (Salmon et al. 2011, 20 rounds) of counters ``(x0, x1)`` under key ``(k0, k1)``.
+
+    Bit-identical to JAX's ``threefry2x32`` primitive (tested), written as unrolled
+    ``uint32`` arithmetic so that XLA can fuse it into its consumers on every backend.
+    """
+    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = x0 ^ ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r)))
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
 def _bits_to_uniform(w0, w1, dtype):
     """Map hash words to a uniform in the open interval (0, 1) of ``dtype``."""
     if jnp.dtype(dtype) == jnp.float64:
@@ -91,51 +114,42 @@ class UniformStream:
     ``j``-th uniform per record with ``stream(j)``; ``j`` may be traced (rejection
     samplers use it as the trial counter).
 
-    float32: record ``i`` takes word ``i mod 2`` of the Threefry hash of the
-    counter ``(j, ⌊i/2⌋)``, so one hash serves two records (the same work as
-    ``jax.random.uniform``). float64: both words of the hash of ``(j, i)`` give
-    52 random bits. Either way a uniform depends only on (key, j, i).
+    float32 (and narrower): uniform ``j`` of record ``i`` is word ``j mod 2`` of the
+    Threefry hash of the counter ``(⌊j/2⌋, i)``, so one hash serves two streams of a
+    record (a mechanism drawing two uniforms per record pays one hash). float64: both
+    words of the hash of ``(j, i)`` give 52 random bits. Either way a uniform depends
+    only on (key, j, i), and the hash is computed element-wise next to its consumer:
+    no record's randomness is shared with, or laid out next to, another's.
     """
 
-    def __init__(self, key, shape, dtype, start=0, parity=None):
+    def __init__(self, key, shape, dtype, start=0):
         words = jax.random.bits(key, (2,), jnp.uint32)  # consumes the key once
         self._k0, self._k1 = words[0], words[1]
         self.shape = tuple(shape)
         self.size = math.prod(self.shape)
         self.start = jnp.asarray(start, jnp.uint32)
-        # parity of ``start`` when known statically (a Python int) saves a dynamic slice
-        self.parity = int(start) & 1 if isinstance(start, int) else parity
         self.dtype = jnp.dtype(dtype)
         self._cache = {}
 
     def __call__(self, j) -> jax.Array:
         """The j-th uniform of every record (hashes are computed once per Python-int j)."""
-        if isinstance(j, int):
-            if j not in self._cache:
-                self._cache[j] = self._uniform(jnp.uint32(j))
-            return self._cache[j]
-        return self._uniform(jnp.asarray(j, jnp.uint32))
-
-    def _hash(self, j, counter):
-        k0 = jnp.broadcast_to(self._k0, counter.shape)
-        k1 = jnp.broadcast_to(self._k1, counter.shape)
-        return threefry2x32_p.bind(k0, k1, jnp.broadcast_to(j, counter.shape), counter)
-
-    def _uniform(self, j):
-        n = self.size
         if self.dtype == jnp.float64:
-            w0, w1 = self._hash(j, self.start + jnp.arange(n, dtype=jnp.uint32))
-            return _bits_to_uniform(w0, w1, self.dtype).reshape(self.shape)
-        if self.parity is None:
-            pairs = n // 2 + 1
+            w0, w1 = self._words(j)
+            return _bits_to_uniform(w0, w1, self.dtype)
+        if isinstance(j, int):
+            word = self._words(j // 2)[j % 2]
         else:
-            pairs = (self.parity + n + 1) // 2
-        w0, w1 = self._hash(j, (self.start >> 1) + jnp.arange(pairs, dtype=jnp.uint32))
-        # convert before interleaving: XLA fuses this layout best
-        u = jnp.stack([_bits_to_uniform(w0, None, self.dtype), _bits_to_uniform(w1, None, self.dtype)], axis=-1)
-        u = u.reshape(2 * pairs)
-        if self.parity is None:
-            u = jax.lax.dynamic_slice(u, ((self.start & 1).astype(jnp.int32),), (n,))
-        elif 2 * pairs != n:
-            u = u[self.parity : self.parity + n]
-        return u.reshape(self.shape)
+            j = jnp.asarray(j, jnp.uint32)
+            w0, w1 = self._words(j >> 1)
+            word = jnp.where((j & 1) == 1, w1, w0)
+        return _bits_to_uniform(word, None, self.dtype)
+
+    def _words(self, j):
+        """Both hash words of counter ``(j, i)`` for every record i (cached for a Python-int j)."""
+        if isinstance(j, int) and j in self._cache:
+            return self._cache[j]
+        counter = (self.start + jnp.arange(self.size, dtype=jnp.uint32)).reshape(self.shape)
+        words = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), counter.shape), counter)
+        if isinstance(j, int):
+            self._cache[j] = words
+        return words

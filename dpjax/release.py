@@ -14,7 +14,6 @@ gives per-query parameters: record ``i`` is released with mechanism ``i``.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -32,10 +31,10 @@ __all__ = ["release"]
 SHARD_MIN_RECORDS = 1 << 16
 
 
-@functools.partial(jax.jit, static_argnames="parity")
-def _release_flat(key, values, mech, start, parity):
-    # ``start`` is traced (no recompilation per slice); only its parity is static
-    return mech.sample_records(key, values, start, parity)
+@jax.jit
+def _release_flat(key, values, mech, start):
+    # ``start`` is traced: no recompilation per slice
+    return mech.sample_records(key, values, start)
 
 
 def _shard(x, devices):
@@ -87,6 +86,6 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
         pad = -n % len(devices)
         flat = _shard(jnp.pad(flat, (0, pad)), devices)
         flat_mech = jax.tree_util.tree_map(lambda p: _shard(jnp.pad(p, (0, pad), mode="edge"), devices) if jnp.ndim(p) else p, flat_mech)
-    out = _release_flat(key, flat, flat_mech, jnp.uint32(start), parity=start & 1)
+    out = _release_flat(key, flat, flat_mech, jnp.uint32(start))
     out = (out[:n] if pad else out).reshape(shape)
     return out.reshape(()) if squeeze else out

@@ -173,3 +173,18 @@ def test_no_release_contains_nan_even_at_extreme_scales():
     x = jnp.full((100_000,), 1e6, jnp.float32)
     for mech in (dpjax.Laplace(scale=1e-30), dpjax.Laplace(scale=1e30), dpjax.Gaussian(sigma=1e-30), dpjax.Gaussian(sigma=1e30)):
         assert np.isfinite(np.asarray(dpjax.release(jax.random.key(1), x, mech))).all()
+
+
+def test_threefry_hash_is_bit_identical_to_jax():
+    from jax.extend.random import threefry2x32_p
+
+    from dpjax.random import threefry2x32
+
+    rng = np.random.default_rng(5)
+    k0, k1 = (jnp.uint32(w) for w in rng.integers(0, 2**32, 2))
+    x0 = jnp.asarray(rng.integers(0, 2**32, 4096), jnp.uint32)
+    x1 = jnp.asarray(rng.integers(0, 2**32, 4096), jnp.uint32)
+    want = threefry2x32_p.bind(jnp.broadcast_to(k0, x0.shape), jnp.broadcast_to(k1, x0.shape), x0, x1)
+    got = jax.jit(threefry2x32)(k0, k1, x0, x1)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
