@@ -345,7 +345,10 @@ def paper_privacy_profile(mech, epsilon, *, sensitivity=1.0, weights="paper"):
 
 
 def _bisect(fn, delta, lower, upper, iterations):
-    """Smallest ε in [lower, upper] with fn(ε) <= delta (fn decreasing), elementwise; ``lower`` if fn(lower) <= delta."""
+    """Smallest ε in [lower, upper] with fn(ε) <= delta (fn decreasing), elementwise.
+
+    ``lower`` where fn(lower) <= delta already.
+    """
     ok_lo = fn(lower) <= delta
     shape = jnp.broadcast_shapes(jnp.shape(ok_lo), jnp.shape(delta))
     lo = jnp.full(shape, lower, jnp.float64)
@@ -494,7 +497,7 @@ def _tune(region, rho, d, target, kind, T, weights, method, grid, max_ratio, ite
 @x64
 def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, compositions=1, weights="paper",
                method="grid", grid=64, max_ratio=50.0, iterations=None) -> PaperTuning:
-    """The paper-mode optimum of a Gaussian-kernel PB mechanism over ``σ ∈ [σ_base, max_ratio·σ_base]``. NOT CERTIFIED.
+    """Paper-mode optimum of a Gaussian-kernel mechanism over ``σ ∈ [σ_base, max_ratio·σ_base]``. NOT CERTIFIED.
 
     Minimises the paper's ε at ``delta`` (Prop. 1; Prop. 3 / Alg. 1 with ``compositions=T``)
     or its RDP at ``order`` (Prop. 2, times T) over the kernel scale, the boosting rate

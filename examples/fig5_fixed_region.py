@@ -1,8 +1,8 @@
 """Figure 5 analogue: fixed preferred region — PB-GDP vs the bounded (truncated, q = 1) Gaussian.
 
 (a) Privacy profiles δ(ε): kernel ε0 = 0.1 at δ0 = 1e-5 (σ = 30.75; δ0 is our assumption),
-    ΔQ = 1, ρ = 0.8, S ∈ {[−10,10], [−25,25], [−50,50]}; paper mode (Remark 3:
-    δ_G(ε − L1)) and exact mode (worst pair on the answer grid, both directions) for PB
+    ΔQ = 1, ρ = 0.8, S ∈ {[−10,10], [−25,25], [−50,50]}; paper mode (accounting.pbdp_paper,
+    Remark 3: δ_G(ε − L1)) and exact mode (worst pair on the answer grid, both directions) for PB
     and for the bounded mechanism (PB with ρ = 1).
 (b) The additional loss L1 = ε − ε0 (paper mode, α-free) vs ρ at σ = 10, with the exact
     Rényi increment D_α − αΔ²/(2σ²) at α ∈ {2, 10} beside it.
@@ -15,23 +15,15 @@ import os
 
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import ndtr
 
 import _common as C
 import dpjax
 import optimize
-from dpjax.kernels import analytic_gaussian_sigma, gaussian_privacy_profile
+from accounting import pbdp_paper
+from dpjax.kernels import analytic_gaussian_sigma
 
 EPS = np.linspace(0.0, 0.2, 41)
 REGIONS = (10.0, 25.0, 50.0)
-
-
-def paper_l1(sigma, half, sens, q):
-    """L1 of Prop 5 at the edge pair (τl, τl + Δ) of S = [−half, half]."""
-    w = 2 * half
-    pbar_edge = 1 - (ndtr(w / sigma) - 0.5)
-    pbar_in = 1 - (ndtr((w - sens) / sigma) - ndtr(-sens / sigma))
-    return jnp.log((1 - pbar_in * q) / (1 - pbar_edge * q))
 
 
 def main():
@@ -44,8 +36,8 @@ def main():
             for label, r in (("PB", rho), ("bounded", 1.0)):
                 mech = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma), dpjax.FixedInterval(-half, half), r, num_pairs=101)
                 q = float(mech.boosting_rate)
-                l1 = paper_l1(sigma, half, sens, q)
-                paper = np.asarray(gaussian_privacy_profile(jnp.asarray(EPS) - l1, sens / sigma))
+                l1 = pbdp_paper.paper_parameters(mech, sensitivity=sens).L1  # Prop 5, edge pair (τl, τl + Δ)
+                paper = np.asarray(pbdp_paper.paper_privacy_profile(mech, EPS, sensitivity=sens))  # Rem 3
                 exact = np.asarray(optimize.exact_delta(mech, jnp.asarray(EPS), sens))
                 curves[(half, label)] = (paper, exact)
                 rows_a += [[f"[-{half:g},{half:g}]", label, q, float(l1), e, p, x] for e, p, x in zip(EPS, paper, exact)]
@@ -57,7 +49,7 @@ def main():
         for half, dq in ((10.0, 1.0), (50.0, 1.0), (50.0, 30.0)):
             mech = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-half, half), jnp.asarray(rhos),
                                         num_pairs=101)
-            l1 = np.asarray(paper_l1(10.0, half, dq, mech.boosting_rate))
+            l1 = np.asarray(pbdp_paper.paper_parameters(mech, sensitivity=dq).L1)
             inc = {a: np.asarray(optimize.exact_renyi(mech, a, dq)) - a * dq**2 / 200.0 for a in (2.0, 10.0)}
             l1s[(half, dq)] = (l1, inc)
             rows_b += [[f"[-{half:g},{half:g}]", dq, r, a, b, c] for r, a, b, c in zip(rhos, l1, inc[2.0], inc[10.0])]

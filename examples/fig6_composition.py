@@ -1,7 +1,8 @@
 """Figure 6 analogue: T-fold homogeneous composition, absolute error, ΔQ = 3, |S| = 10, ρ = 0.9.
 
 (a) (ε, δ = 1e-5): the Gaussian meeting the same utility (analytic, μ√T); PB in paper
-    mode (Algorithm 1 with its indices fixed, re-optimised over σ for every T); the exact
+    mode (accounting.pbdp_paper: Algorithm 1 with its indices fixed, re-optimised over σ
+    for every T); the exact
     ε of that paper-tuned mechanism (PLD + FFT); PB tuned on the exact composed PLD
     (optimize.tune_boosted(compositions=T)).
 (b) RDP at α ∈ {2, 20}: T × the per-release value (Gaussian, paper-optimal, exact-optimal).
@@ -12,13 +13,13 @@ Writes fig6a.csv, fig6b.csv (+ fig6.png with matplotlib).
 
 import os
 
-import jax.numpy as jnp
 import numpy as np
 
 import _common as C
 import accounting
 import dpjax
 import optimize
+from accounting import pbdp_paper
 
 SENS, TAU, RHO, DELTA = 3.0, 5.0, 0.9, 1e-5
 COUNTS = (1, 10, 100, 1000)
@@ -31,19 +32,19 @@ def step(count):
 def main():
     args = C.parse_args(__doc__)
     rows = []
+    region = dpjax.AbsoluteError(TAU)
+    sb = float(optimize.base_sigma(region, RHO))
     for t in COUNTS:
+        paper, s_star = pbdp_paper.paper_tune(region, RHO, sensitivity=SENS, delta=DELTA, compositions=t)[:2]
         with C.x64(True):
-            sb = C.sigma_base(TAU, RHO)
             gauss = float(accounting.pld(dpjax.Gaussian(sb), sensitivity=SENS).self_compose(t)
                           .get_epsilon_for_delta(DELTA))
-            paper, s_star = C.paper_optimum(
-                lambda s: C.epsilon_from(lambda e: C.paper_delta(e, s, TAU, SENS, RHO, count=t), DELTA), sb)
             mech = dpjax.PrivacyBoosted(dpjax.Gaussian(s_star), dpjax.AbsoluteError(TAU), RHO)
             at_paper = float(accounting.pld(mech, sensitivity=SENS, value_discretization_interval=step(t))
                              .self_compose(t).get_epsilon_for_delta(DELTA))
         tuned = optimize.tune_boosted(region=dpjax.AbsoluteError(TAU), rho=RHO, sensitivity=SENS, delta=DELTA,
                                       compositions=t, tol=1e-3, value_discretization_interval=step(t))
-        rows.append([t, gauss, float(paper), float(s_star / sb), at_paper, float(tuned.epsilon),
+        rows.append([t, gauss, float(paper), float(s_star) / sb, at_paper, float(tuned.epsilon),
                      float(tuned.sigma / tuned.sigma_base)])
         print(rows[-1])
     head = ["T", "gaussian", "paper_opt", "paper_k", "exact_at_paper_sigma", "exact_opt", "exact_k"]
@@ -51,8 +52,7 @@ def main():
     rows_b = []
     for a in (2.0, 20.0):
         tuned = optimize.tune_boosted(region=dpjax.AbsoluteError(TAU), rho=RHO, sensitivity=SENS, order=a)
-        with C.x64(True):
-            paper, _ = C.paper_optimum(lambda s: C.paper_rdp(a, s, TAU, SENS, RHO), C.sigma_base(TAU, RHO))
+        paper = pbdp_paper.paper_tune(region, RHO, sensitivity=SENS, order=a).epsilon
         for t in (1, 10, 100, 1000):
             rows_b.append([a, t, t * float(tuned.baseline_epsilon), t * float(paper), t * float(tuned.epsilon)])
     C.write_csv(os.path.join(args.out, "fig6b.csv"), ["alpha", "T", "gaussian", "paper_opt", "exact_opt"], rows_b)
