@@ -3,9 +3,9 @@
 The discretised PLD needs static grid sizes taken from concrete parameters, so this
 path runs the searches of :mod:`optimize._search` step by step in Python (each
 objective evaluation is one jit-compiled PLD build + one FFT power), setting by
-setting. The derivative for the gradient method is ``jax.jvp`` through the PLD;
-where that is not finite (``PrivacyBoosted.hockey_stick`` currently has NaN
-gradients at its infinite outer pieces) a central difference in ``u`` stands in.
+setting. The derivative for the gradient method is ``jax.jvp`` through the PLD (the
+mechanism's closed-form hooks are differentiable); where that is not finite (the
+discretised grid's own rounding) a central difference in ``u`` stands in.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _shared_grid(cfg, p, h, lower, upper):
 def _epsilon(cfg, p, u, h, grid):
     plan, size = grid
     dist = accounting.pld(_mech(cfg, p, u), sensitivity=p["sensitivity"], value_discretization_interval=h, plan=plan)
-    return dist.self_compose(cfg.compositions, size=size).get_epsilon_for_delta(p["delta"])
+    return dist.self_compose(cfg.compositions, size=size).get_epsilon_for_delta(p["target"])
 
 
 def _value_and_slope(cfg, p, u, h, grid, lower, upper):
@@ -87,7 +87,7 @@ def _one(cfg, p, h):
                 hi = u2
         u, steps = 0.5 * (lo + hi), cfg.iterations
     else:
-        opt = _search.scale_by_bracket(lower, upper)
+        opt = _search.scale_by_bracket(lower, upper, tol=cfg.tol)
         u = jnp.float64(min(max(cfg.start, lower), upper))
         state = opt.init(u)
         steps = 0

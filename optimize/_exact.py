@@ -1,26 +1,18 @@
-r"""Exact privacy of a Gaussian-kernel PB-DP mechanism, written for differentiation.
+r"""Exact privacy of a PB-DP mechanism for the tuner: worst case over pairs, ε at a δ.
 
-Spec §3.8: for a pair of answers ``(v, v')`` the real line is cut at the four region
-boundaries ``{lo(v), hi(v), lo(v'), hi(v')}``; on each piece ``j`` the boosted
-log-densities are the kernel's plus constants ``c_j`` / ``c'_j`` (``log w − log Z``), so
-the privacy loss is the Gaussian loss plus ``c_j − c'_j`` and
+The closed forms are the mechanism's own accounting hooks,
+:meth:`dpjax.PrivacyBoosted.hockey_stick` and :meth:`~dpjax.PrivacyBoosted.renyi_divergence`
+(spec §3.8), which are differentiable in every parameter (finite outer piece edges,
+gradient-safe empty pieces). What is the tuner's own:
 
-* the hockey-stick divergence is a sum of Gaussian interval masses cut at the
-  loss threshold ``y*_j = (ε − c_j + c'_j) σ²/(v − v') + (v + v')/2``;
-* the Rényi integral is ``Σ_j e^{α c_j + (1−α) c'_j + K} P_m(piece_j)`` with
-  ``m = α v + (1 − α) v'``, ``K = α(α−1)(v − v')²/(2σ²)``.
-
-Everything here is finite and smooth in (σ, τ, θ, ρ, Δ, ε): the two outer pieces end
-at finite edges far in the tails instead of ±∞, and empty pieces are guarded with the
-double-``where`` trick, so ``jax.grad`` / ``jax.jvp`` never meet ``inf − inf``. The
-boosting rate is eq. (3) at the region's hardest answers (``region.hardest_answers``),
-computed in the same fused Gaussian-mass call as the normalisers (compile time grows
-with the number of ``log_ndtr`` calls). The values agree with ``PrivacyBoosted.hockey_stick`` /
-``renyi_divergence`` (tested); only the gradients are the reason this module exists.
-
-The ε of a privacy profile at a target δ is a root: :func:`epsilon_for_delta` solves it
-by bracketed Newton steps on ``log δ(ε)`` (fixed maximum of iterations, warm start) and
-is differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``.
+* the worst case over the mechanism's declared neighbouring pairs (both directions
+  unless the mechanism declares them symmetric);
+* the ε of the privacy profile at a target δ, a root: :func:`epsilon_for_delta` solves
+  it by bracketed Newton steps on ``log δ(ε)`` (warm start, tolerance stop) and is
+  differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``;
+* :func:`epsilon_and_slope`: the ε root and its derivative along one parameter
+  direction from the *same* Newton iterations (forward mode with two tangents), the
+  fused value-and-derivative the gradient tuner runs on.
 """
 
 from __future__ import annotations
@@ -29,99 +21,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr
 
-#: width (in kernel standard deviations) of the two outer pieces: Φ(−40) underflows.
-_FAR = 40.0
 #: default root tolerance on ε and iteration cap.
 ROOT_TOL = 1e-12
 ROOT_ITERS = 60
-
-
-def log_gauss_mass(a, b):
-    """``log P(a < N(0,1) < b)`` elementwise, tail-stable; ``-inf`` (zero gradient) for ``b <= a``.
-
-    One ``log_ndtr`` call on the stacked ends: compile time grows with the number of
-    such calls, not with their size.
-    """
-    a, b = jnp.broadcast_arrays(a, b)
-    flip = a + b > 0
-    lo = jnp.where(flip, -b, a)
-    hi = jnp.where(flip, -a, b)
-    ok = hi > lo
-    lo = jnp.where(ok, lo, hi - 1.0)
-    both = log_ndtr(jnp.concatenate([jnp.ravel(lo), jnp.ravel(hi)]))
-    la, lb = both[: lo.size].reshape(lo.shape), both[lo.size:].reshape(lo.shape)
-    d = jnp.minimum(la - lb, -1e-300)
-    return jnp.where(ok, lb + jnp.log(-jnp.expm1(d)), -jnp.inf)
-
-
-def _boost(mech, v, nv):
-    """``(log(1−q), log Z(v), log Z(v'))`` with ``Z = 1 − p̄_S q`` (eq. 2), one fused mass call.
-
-    ``q`` is eq. (3) at the region's hardest answers, as :attr:`PrivacyBoosted.boosting_rate`
-    (tested equal); recomputed here only to share the mass evaluation.
-    """
-    sigma = mech.kernel.sigma
-    hard = jnp.stack([jnp.asarray(h, jnp.result_type(sigma)) for h in mech.region.hardest_answers()])
-    answers = jnp.concatenate([hard, jnp.stack([v, nv])])
-    lo, hi = mech.region.interval(answers)
-    lp = log_gauss_mass((lo - answers) / sigma, (hi - answers) / sigma)
-    p_in = jnp.exp(lp)
-    p_out = -jnp.expm1(lp)
-    n = hard.shape[0]
-    rates = (mech.rho - p_in[:n]) / (mech.rho * p_out[:n])
-    q = jnp.clip(jnp.max(rates), 0.0, 1.0)
-    log_z = jnp.log1p(-p_out[n:] * q)
-    return jnp.log1p(-q), log_z[0], log_z[1]
-
-
-def _pieces(mech, v, nv, margin):
-    """Finite piece edges ``(lo, hi)`` (5 pieces) and the constants ``(c, c')`` on them."""
-    l1, h1 = mech.region.interval(v)
-    l2, h2 = mech.region.interval(nv)
-    inner = jnp.sort(jnp.stack([l1, h1, l2, h2]))
-    lo = jnp.concatenate([inner[:1] - margin, inner])
-    hi = jnp.concatenate([inner, inner[-1:] + margin])
-    mid = 0.5 * (lo + hi)
-    log1mq, log_z1, log_z2 = _boost(mech, v, nv)
-
-    def const(l, h, log_z):
-        inside = (mid >= l) & (mid <= h)
-        return jnp.where(inside, 0.0, log1mq) - log_z
-
-    return lo, hi, const(l1, h1, log_z1), const(l2, h2, log_z2)
-
-
-def pair_delta(mech, epsilon, v, nv):
-    """Exact ``δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy`` for a Gaussian-kernel PB mechanism; scalars."""
-    sigma = mech.kernel.sigma
-    d = v - nv
-    lo, hi, c, c2 = _pieces(mech, v, nv, _FAR * sigma + jnp.abs(d))
-    t = epsilon - (c - c2)
-    ystar = 0.5 * (v + nv) + sigma**2 * t / d
-    a = jnp.where(d < 0, lo, jnp.maximum(lo, ystar))
-    b = jnp.where(d < 0, jnp.minimum(hi, ystar), hi)
-    centres = jnp.stack([v, nv])[:, None]
-    lm = log_gauss_mass((a - centres) / sigma, (b - centres) / sigma)
-    terms = jnp.exp(c + lm[0]) - jnp.exp(epsilon + c2 + lm[1])
-    # q = 1 (the bounded mechanism): no mass of P_v outside S(v), whatever the threshold says
-    terms = jnp.where(jnp.isneginf(c), 0.0, terms)
-    return jnp.sum(jnp.maximum(jnp.where(jnp.isnan(terms), 0.0, terms), 0.0))
-
-
-def pair_log_renyi_integral(mech, order, v, nv):
-    """``log ∫ p(y|v)^α p(y|v')^{1−α} dy`` (so ``D_α`` is this over ``α − 1``); scalars."""
-    sigma = mech.kernel.sigma
-    d = v - nv
-    lo, hi, c, c2 = _pieces(mech, v, nv, _FAR * sigma + order * jnp.abs(d))
-    m = order * v + (1.0 - order) * nv
-    k = order * (order - 1.0) * d * d / (2.0 * sigma**2)
-    lm = log_gauss_mass((lo - m) / sigma, (hi - m) / sigma)
-    # q = 1: no mass of P_v on a piece (−∞), or an infinite loss on it (+∞)
-    weight = jnp.where(jnp.isneginf(c), -jnp.inf,
-                       jnp.where(jnp.isneginf(c2), jnp.inf, order * c + (1.0 - order) * jnp.where(jnp.isneginf(c2), 0.0, c2)))
-    return jax.nn.logsumexp(jnp.where(jnp.isneginf(lm), -jnp.inf, weight + k + lm))
 
 
 def _directed_pairs(mech, sensitivity):
@@ -136,53 +39,64 @@ def _directed_pairs(mech, sensitivity):
 def delta(mech, epsilon, sensitivity):
     """Worst-case exact δ(ε) over the mechanism's declared neighbouring pairs (unbatched mech)."""
     v, nv = _directed_pairs(mech, sensitivity)
-    return jnp.max(jax.vmap(lambda a, b: pair_delta(mech, epsilon, a, b))(v, nv))
+    return jnp.max(mech.hockey_stick(epsilon, v, nv))
 
 
 def renyi(mech, order, sensitivity):
     """Worst-case exact Rényi divergence ``D_α`` over the declared pairs (unbatched mech)."""
     v, nv = _directed_pairs(mech, sensitivity)
-    li = jax.vmap(lambda a, b: pair_log_renyi_integral(mech, order, a, b))(v, nv)
-    return jnp.maximum(jnp.max(li) / (order - 1.0), 0.0)
+    return jnp.max(mech.renyi_divergence(order, v, nv))
 
 
 # ----------------------------------------------------------------------------------
 # ε at a target δ: bracketed Newton on log δ(ε), implicit derivative
 # ----------------------------------------------------------------------------------
-def _newton_root(log_delta, log_target, x0, hi, tol, iters):
-    """Root of the decreasing ``log_delta(ε) = log_target`` on ``[0, hi]`` (0 if already below).
+def _newton_root(fn, log_target, x0, hi, tol, iters, aux0=None):
+    """Root of the decreasing ``log δ(ε) = log_target`` on ``[0, hi]`` (0 if already below).
 
-    Newton steps on ``log δ`` (concave for Gaussian-like tails: one overshoot, then
-    monotone quadratic convergence), kept inside the bracket by bisection.
-    Returns ``(root, iterations)``.
+    ``fn(ε) -> (log δ, ∂_ε log δ, aux)``. Newton steps on ``log δ`` (concave for
+    Gaussian-like tails: one overshoot, then monotone quadratic convergence), kept inside
+    the bracket by bisection; a step below 0 before ε = 0 has been seen above the target
+    goes to 0 itself (so a root at 0 costs no extra evaluation). Stops when a step is
+    below ``tol``. Returns ``(root, ∂_ε log δ, aux, iterations)``, the last two from the
+    last evaluation (within ``tol`` of the root).
     """
 
     def cond(s):
-        lo, h, x, step, k = s
-        return (jnp.abs(step) > tol) & (k < iters)
+        return (jnp.abs(s[3]) > tol) & (s[4] < iters)
 
     def body(s):
-        lo, h, x, _, k = s
-        f, df = jax.jvp(log_delta, (x,), (jnp.ones_like(x),))
+        lo, h, x, _, k, _, _, lo_seen = s
+        f, df, aux = fn(x)
         g = f - log_target
         above = g > 0
         lo = jnp.where(above, x, lo)
         h = jnp.where(above, h, x)
-        xn = x - g / df
-        bad = ~((xn > lo) & (xn < h))
-        xn = jnp.where(bad, 0.5 * (lo + h), xn)
-        return lo, h, xn, xn - x, k + 1
+        lo_seen = lo_seen | above
+        newton = x - g / df
+        bad = ~((newton > lo) & (newton < h))
+        xn = jnp.where(bad, 0.5 * (lo + h), newton)
+        xn = jnp.where(bad & ~lo_seen & ~(newton >= lo), lo, xn)
+        at0 = ~above & (x <= 0.0)  # already below the target at ε = 0: the root is 0
+        xn = jnp.where(at0, 0.0, xn)
+        return lo, h, xn, jnp.where(at0, 0.0, xn - x), k + 1, df, aux, lo_seen
 
     zero = jnp.zeros_like(x0)
-    at0 = log_delta(zero) <= log_target
     x0 = jnp.clip(x0, 0.0, hi)
-    _, _, x, _, k = jax.lax.while_loop(cond, body, (zero, hi + zero, x0, jnp.inf + zero, jnp.zeros((), jnp.int32)))
-    return jnp.where(at0, 0.0, x), k
+    s0 = (zero, hi + zero, x0, jnp.inf + zero, jnp.zeros((), jnp.int32), -1.0 + zero, aux0, jnp.zeros((), bool))
+    _, _, x, _, k, df, aux, _ = jax.lax.while_loop(cond, body, s0)
+    return x, df, aux, k
+
+
+def _value_and_derivative(log_delta, x):
+    f, df = jax.jvp(log_delta, (x,), (jnp.ones_like(x),))
+    return f, df, None
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _implicit_eps(log_delta_fn, params, log_target, x0, hi):
-    return _newton_root(lambda e: log_delta_fn(e, params), log_target, x0, hi, ROOT_TOL, ROOT_ITERS)[0]
+    fn = functools.partial(_value_and_derivative, lambda e: log_delta_fn(e, params))
+    return _newton_root(fn, log_target, x0, hi, ROOT_TOL, ROOT_ITERS)[0]
 
 
 @_implicit_eps.defjvp
@@ -206,3 +120,29 @@ def epsilon_for_delta(log_delta_fn, params, delta_target, x0=1.0, hi=200.0):
     """
     x0 = jax.lax.stop_gradient(jnp.asarray(x0, jnp.result_type(float)))
     return _implicit_eps(log_delta_fn, params, jnp.log(delta_target), x0, jnp.asarray(hi, x0.dtype))
+
+
+def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, hi=200.0):
+    """``(ε(u), dε/du)``: the ε root of ``log_delta_fn(ε, u, params) = log δ_target`` and its
+    derivative in the scalar ``u``, from one Newton loop.
+
+    Each Newton step evaluates ``log δ`` with two forward tangents (ε and u) in one
+    vmapped ``jvp``; the implicit derivative ``−∂_u log δ / ∂_ε log δ`` is read off the
+    last step (within the root tolerance of the root) instead of a further evaluation.
+    ``x0``: warm start. Not differentiable itself (it is the tuner's value-and-slope).
+    """
+    u = jnp.asarray(u)
+
+    def fn(x):
+        def f(z):
+            return log_delta_fn(z[0], z[1], params)
+
+        z = jnp.stack([x, u])
+        val, jac = jax.vmap(lambda t: jax.jvp(f, (z,), (t,)), out_axes=(None, 0))(jnp.eye(2, dtype=z.dtype))
+        return val, jac[0], jac[1]
+
+    x0 = jnp.asarray(x0, u.dtype)
+    x, dfx, dfu, _ = _newton_root(fn, jnp.log(delta_target), x0, jnp.asarray(hi, u.dtype), ROOT_TOL, ROOT_ITERS,
+                                  aux0=jnp.zeros_like(u))
+    dfx = jnp.where(dfx == 0, -1e-300, dfx)
+    return x, jnp.where(x > 0, -dfu / dfx, 0.0)

@@ -45,94 +45,170 @@ def ternary(fn, lower, upper, warm, iterations: int):
     return 0.5 * (lo + hi), jnp.asarray(iterations, jnp.int32)
 
 
+#: ITP truncation constants (Oliveira & Takahashi 2020): shift ``K1·width^K2`` towards the middle.
+_ITP_K1 = 0.1
+_ITP_K2 = 1.5
+
+
 class BracketState(NamedTuple):
     a: jax.Array  # left end: derivative < 0 there (the minimiser lies right of it)
     fa: jax.Array
     ga: jax.Array
+    ca: jax.Array  # curvature of the objective left of the minimiser (slope secant of the last two left ends)
     b: jax.Array  # right end: derivative > 0 there (+inf until one is seen)
     fb: jax.Array
     gb: jax.Array
+    cb: jax.Array  # curvature right of the minimiser
     probe: jax.Array  # expansion step while no right end is known
-    stall: jax.Array  # consecutive steps that moved the same end of the bracket
+    stall: jax.Array  # consecutive steps that moved the same end of the bracket (signed)
+    last: jax.Array  # which end the last step moved: −1 left, +1 right
 
 
-def _candidate(a, fa, ga, b, fb, gb):
-    """Next point inside a bracket ``ga < 0 < gb`` from the values and slopes at its ends.
+def _branch(f, g, c, d):
+    """Value and slope at offset ``d`` of the branch model through ``(f, g, c)`` (value, slope,
+    curvature): ``f + g·expm1(λd)/λ`` with ``λ = c/g`` — exact for the exponential tails of the
+    privacy objectives (``f ≈ A + B e^{λu}``), and second-order accurate for any branch."""
+    lam = c / g
+    z = lam * d
+    small = jnp.abs(z) < 1e-8
+    zs = jnp.where(small, 1.0, z)
+    ratio = jnp.where(small, 1.0 + 0.5 * z, jnp.expm1(jnp.minimum(zs, 50.0)) / zs)
+    return f + g * d * ratio, g * jnp.exp(jnp.minimum(z, 50.0))
 
-    Two models: a quadratic (the secant of the derivative, exact for smooth minima)
-    and two tangents meeting at a kink (exact for the V-shaped minima of the (ε, δ)
-    objective, where two loss regimes cross). The quadratic's prediction of ``fb``
-    from ``(fa, ga, gb)`` tells which one fits.
+
+def _branch_meet(a, fa, ga, ca, b, fb, gb, cb):
+    """Where the two one-sided branch models ``L`` (at ``a``) and ``R`` (at ``b``) meet.
+
+    The two branches of a kinked minimum (two loss regimes crossing), each with its own
+    value, slope and curvature (:func:`_branch`). ``R − L`` increases (``gb > 0 > ga``):
+    Newton steps from the meeting point of the tangents, kept inside ``(a, b)``.
     """
+    x = (fb - fa + ga * a - gb * b) / (ga - gb)
+    for _ in range(4):
+        fl, gl = _branch(fa, ga, ca, x - a)
+        fr, gr = _branch(fb, gb, cb, x - b)
+        dd = gr - gl
+        xn = x - (fr - fl) / jnp.where(dd > 0, dd, 1.0)
+        x = jnp.where((dd > 0) & (xn > a) & (xn < b), xn, x)
+    return x
+
+
+def _candidate(s, tol):
+    """Next point inside a bracket ``ga < 0 < gb`` from the values, slopes and curvatures at its ends.
+
+    Two models: smooth (one function across the bracket: a secant step on the derivative
+    from the side that moved last, whose curvature comes from its own two latest points,
+    else the secant across the bracket) and kinked (two branches meeting, each end's
+    quadratic model with its own curvature). How well a quadratic predicts ``fb`` from
+    ``(fa, ga, gb)`` tells which one fits. The point keeps ``tol/2`` (and 1e-3 of the
+    width) from the ends, so that a minimiser within ``tol`` of an end closes the bracket.
+    """
+    a, fa, ga, ca, b, fb, gb, cb = s.a, s.fa, s.ga, s.ca, s.b, s.fb, s.gb, s.cb
     length = b - a
     dg = gb - ga
-    secant = a - ga * length / dg
-    kink = (fb - fa + ga * a - gb * b) / (ga - gb)
+    across = a - ga * length / dg
+    u, g, c = jnp.where(s.last < 0, a, b), jnp.where(s.last < 0, ga, gb), jnp.where(s.last < 0, ca, cb)
+    newton = u - g / jnp.where(c > 0, c, 1.0)
+    smooth = jnp.where((c > 0) & (newton > a) & (newton < b), newton, across)
+    kink = _branch_meet(a, fa, ga, ca, b, fb, gb, cb)
     mismatch = jnp.abs(fb - fa - 0.5 * (ga + gb) * length) / (0.5 * dg * length)
-    u = jnp.where(mismatch < 0.1, secant, kink)
-    margin = 1e-3 * length
-    return jnp.clip(jnp.where(jnp.isfinite(u), u, a + 0.5 * length), a + margin, b - margin)
+    x = jnp.where(mismatch < 0.1, smooth, kink)
+    x = jnp.where(jnp.isfinite(x), x, a + 0.5 * length)
+    # ITP truncation: move the model's point towards the middle by 0.1·width^1.5 (at most
+    # to the middle), so that a model biased to one side still lands past the minimiser
+    mid = a + 0.5 * length
+    shift = jnp.minimum(_ITP_K1 * length**_ITP_K2, jnp.abs(mid - x))
+    x = x + jnp.sign(mid - x) * shift
+    margin = jnp.minimum(jnp.maximum(1e-3 * length, 0.5 * tol), 0.5 * length)
+    return jnp.clip(x, a + margin, b - margin)
 
 
-def scale_by_bracket(lower, upper, first_step: float = 0.5) -> optax.GradientTransformationExtraArgs:
+def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) -> optax.GradientTransformationExtraArgs:
     """Bracketing quasi-Newton step for a 1-D unimodal objective (an optax transformation).
 
     ``update(grad, state, params, value=f)``: keeps the tightest ``[a, b]`` with a
     negative derivative at ``a`` and a positive one at ``b`` (unimodality puts the
-    minimiser inside), expands (doubling ``first_step``) until a right end is seen,
-    then moves to the minimiser of a two-point model: the secant of the derivative
-    (quadratic model, superlinear at smooth minima) or the meeting point of the two
-    end tangents (kink model, superlinear at V-shaped minima), chosen by how well the
-    quadratic predicts the values. The update is clipped into ``[lower, upper]``.
+    minimiser inside), with the value, slope and a curvature estimate (slope secant of
+    that side's last two points) at each end. While no right end is known it expands:
+    to the zero of the left slope's secant (overshot by half, between ``first_step`` and
+    four times the last expansion), or doubling. Inside a bracket it moves to the minimiser
+    of a two-sided model: a secant/Newton step on the derivative (smooth minima) or the
+    meeting point of the two ends' quadratic models (kinked minima, where two loss regimes
+    cross), chosen by how well one quadratic predicts the values; every third step that
+    moves the same end is a bisection. Superlinear on both kinds of minima. Points keep
+    ``tol/2`` from the bracket's ends. The update is clipped into ``[lower, upper]``.
     """
 
     def init(params):
         z = jnp.zeros_like(params)
         inf = jnp.full_like(params, jnp.inf)
-        return BracketState(z + lower, inf, -inf, z + upper, inf, inf, z + first_step, z)
+        return BracketState(z + lower, inf, -inf, z, z + upper, inf, inf, z, z + first_step, z, z)
 
     def update(updates, state, params=None, value=None, **extra):
         g, u, f = updates, params, value
+        h = extra.get("curvature")  # the objective's second derivative at u, when the caller has it
         left = g < 0
         right = g > 0
-        a = jnp.where(left & (u >= state.a), u, state.a)
-        fa = jnp.where(left & (u >= state.a), f, state.fa)
-        ga = jnp.where(left & (u >= state.a), g, state.ga)
-        b = jnp.where(right & (u <= state.b), u, state.b)
-        fb = jnp.where(right & (u <= state.b), f, state.fb)
-        gb = jnp.where(right & (u <= state.b), g, state.gb)
-        have_a, have_b = jnp.isfinite(ga), jnp.isfinite(gb)
+        have_a0, have_b0 = jnp.isfinite(state.ga), jnp.isfinite(state.gb)
+        move_a = left & (u >= state.a)
+        move_b = right & (u <= state.b)
+        if h is None:
+            ca = jnp.where(move_a & have_a0 & (u > state.a), (g - state.ga) / (u - state.a), state.ca)
+            cb = jnp.where(move_b & have_b0 & (u < state.b), (state.gb - g) / (state.b - u), state.cb)
+        else:
+            ca = jnp.where(move_a, h, state.ca)
+            cb = jnp.where(move_b, h, state.cb)
+        s = BracketState(
+            jnp.where(move_a, u, state.a), jnp.where(move_a, f, state.fa), jnp.where(move_a, g, state.ga),
+            jnp.where(move_a, ca, state.ca),
+            jnp.where(move_b, u, state.b), jnp.where(move_b, f, state.fb), jnp.where(move_b, g, state.gb),
+            jnp.where(move_b, cb, state.cb),
+            state.probe, state.stall, jnp.where(left, -1.0, 1.0) + 0.0 * u)
+        have_a, have_b = jnp.isfinite(s.ga), jnp.isfinite(s.gb)
         both = have_a & have_b
-        inner = _candidate(a, fa, ga, jnp.where(both, b, a + 1.0), fb, jnp.where(both, gb, 1.0))
+        safe = s._replace(b=jnp.where(both, s.b, s.a + 1.0), gb=jnp.where(both, s.gb, 1.0),
+                          fb=jnp.where(both, s.fb, s.fa), a=jnp.where(both, s.a, s.b - 1.0),
+                          ga=jnp.where(both, s.ga, -1.0), fa=jnp.where(both, s.fa, s.fb))
+        inner = _candidate(safe, tol)
         # one end moving while the other is stuck (a model biased to one side): every
         # third such step is a bisection, so the bracket at least halves every 3 steps
         stall = jnp.where(left == (state.stall < 0), state.stall + jnp.where(left, -1.0, 1.0),
                           jnp.where(left, -1.0, 1.0))
-        inner = jnp.where(jnp.abs(stall) >= 3, 0.5 * (a + b), inner)
+        inner = jnp.where(jnp.abs(stall) >= 3, 0.5 * (s.a + s.b), inner)
         stall = jnp.where(jnp.abs(stall) >= 3, 0.0, stall)
-        target = jnp.where(both, inner,
-                           jnp.where(have_a, u + state.probe, u - state.probe))
+        # expansion: to the zero of the slope secant of the last two left points, overshot
+        # by half (to land past the minimiser), within [probe, 4 probe]; else doubling
+        c_ok = move_a & (have_a0 | (h is not None)) & (ca > 0)
+        guess = jnp.clip(-1.5 * g / jnp.where(c_ok, ca, 1.0), state.probe, 4.0 * state.probe)
+        step = jnp.where(c_ok, guess, state.probe)
+        target = jnp.where(both, inner, jnp.where(have_a, u + step, u - state.probe))
         target = jnp.clip(target, lower, upper)
         target = jnp.where(g == 0, u, target)
         # at a box end with the derivative pointing out of the box: stay (constrained optimum)
         target = jnp.where((u <= lower) & right | (u >= upper) & left, u, target)
-        probe = jnp.where(both, state.probe, 2.0 * state.probe)
-        return target - u, BracketState(a, fa, ga, b, fb, gb, probe, stall)
+        probe = jnp.where(both, state.probe, jnp.where(c_ok, step, 2.0 * state.probe))
+        return target - u, s._replace(probe=probe, stall=stall)
 
     return optax.GradientTransformationExtraArgs(init, update)
 
 
-def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None):
+def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None, value_and_slope=None):
     """Minimise ``fn`` over ``u ∈ [lower, upper]`` with optax; returns ``(u*, steps)``.
 
-    The derivative comes from ``jax.jvp`` of ``fn`` (through the implicit root solve).
-    ``optimizer``: an optax transformation (default :func:`scale_by_bracket`; any transformation
-    accepting ``value=`` as an extra argument, or ignoring it, works), whose
-    updates are projected back onto the box. Stops when a step moves ``u`` by less
-    than ``tol`` (or after ``max_steps``).
+    The derivative comes from ``value_and_slope(u, warm) -> (value, slope, warm)`` when
+    given (a fused evaluation), else from ``jax.jvp`` of ``fn`` (through the implicit
+    root solve). ``optimizer``: an optax transformation (default :func:`scale_by_bracket`
+    with this ``tol``; any transformation accepting ``value=`` as an extra argument, or
+    ignoring it, works), whose updates are projected back onto the box. Stops when a
+    step moves ``u`` by less than ``tol`` (or after ``max_steps``); under ``vmap`` the
+    loop runs until every setting has stopped.
     """
-    opt = scale_by_bracket(lower, upper) if optimizer is None else optimizer
+    opt = scale_by_bracket(lower, upper, tol=tol) if optimizer is None else optimizer
     u0 = jnp.clip(start, lower, upper)
+    if value_and_slope is None:
+        def value_and_slope(u, w):
+            (e, w), (g, _) = jax.jvp(fn, (u, w), (jnp.ones_like(u), jax.tree_util.tree_map(jnp.zeros_like, w)))
+            return e, g, w
 
     def cond(s):
         u, st, w, step, k = s
@@ -140,7 +216,7 @@ def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimize
 
     def body(s):
         u, st, w, _, k = s
-        (e, w), (g, _) = jax.jvp(fn, (u, w), (jnp.ones_like(u), jax.tree_util.tree_map(jnp.zeros_like, w)))
+        e, g, w = value_and_slope(u, w)
         upd, st = opt.update(g, st, u, value=e)
         un = optax.projections.projection_box(optax.apply_updates(u, upd), lower, upper)
         return un, st, w, un - u, k + 1

@@ -151,13 +151,13 @@ def _objective(cfg, p):
 
         def fn(u, warm):
             mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
-            val = cfg.compositions * _exact.renyi(mech, p["order"], sens)
+            val = cfg.compositions * _exact.renyi(mech, p["target"], sens)
             return val, warm
 
         return fn
 
     def fn(u, warm):
-        eps = _exact.epsilon_for_delta(functools.partial(_log_delta, cfg), (u, p), p["delta"], x0=warm)
+        eps = _exact.epsilon_for_delta(functools.partial(_log_delta, cfg), (u, p), p["target"], x0=warm)
         return eps, eps
 
     return fn
@@ -166,8 +166,31 @@ def _objective(cfg, p):
 def _log_delta(cfg, eps, params):
     """``log δ(ε)`` of the setting ``p`` at ``u`` (no captured tracers: a root-solve callback)."""
     u, p = params
+    return _log_delta_u(cfg, eps, u, p)
+
+
+def _log_delta_u(cfg, eps, u, p):
     mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
     return jnp.log(_exact.delta(mech, eps, p["sensitivity"]))
+
+
+def _value_and_slope(cfg, p):
+    """``vs(u, warm) -> (value, d value/du, warm)`` for the gradient method: one fused evaluation.
+
+    (ε, δ): the Newton root and its implicit slope from the same iterations
+    (:func:`optimize._exact.epsilon_and_slope`), warm-started from the previous step's ε
+    moved along its slope (first-order predictor; ``warm = (ε, slope, u)``). RDP: a jvp.
+    """
+    if cfg.objective == "rdp":
+        return None
+
+    def vs(u, warm):
+        e0, s0, u0 = warm
+        x0 = jnp.maximum(e0 + s0 * (u - u0), 0.0)
+        eps, slope = _exact.epsilon_and_slope(functools.partial(_log_delta_u, cfg), u, p, p["target"], x0)
+        return eps, slope, (eps, slope, u)
+
+    return vs
 
 
 def _solve_one(cfg, p):
@@ -177,8 +200,10 @@ def _solve_one(cfg, p):
     if cfg.method == "ternary":
         u, steps = _search.ternary(fn, lower, p["u_max"], warm, cfg.iterations)
     else:
-        u, steps = _search.gradient(fn, lower, p["u_max"], warm, jnp.minimum(cfg.start, p["u_max"]), cfg.tol,
-                                    cfg.max_steps)
+        start = jnp.minimum(cfg.start, p["u_max"])
+        vs = _value_and_slope(cfg, p)
+        w0 = warm if vs is None else (warm, jnp.zeros_like(warm), start)
+        u, steps = _search.gradient(fn, lower, p["u_max"], w0, start, cfg.tol, cfg.max_steps, value_and_slope=vs)
     values, _ = jax.vmap(fn)(jnp.stack([u, lower]), jnp.stack([warm, warm]))
     # never worse than the plain kernel (u = 0, q = 0), also when the minimum sits at that end
     better = values[0] <= values[1]
@@ -244,46 +269,75 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
         _check(np.all(np.asarray(order, float) > 1), "order", f"must be > 1, got {order!r}")
 
     with jax.enable_x64(True):
-        rp = {k: jnp.asarray(v, jnp.float64) for k, v in _region_params(region).items()}
-        sigma_ref = _base_sigma(kind, rp, jnp.asarray(rho, jnp.float64))
-        if kind == "fixed":
-            # ρ ≥ ½: no plain kernel meets the constraint; search up from σ = width/4 (documented:
-            # the fixed-region objective is degenerate, its minimum runs to the upper bound).
-            width = rp["high"] - rp["low"]
-            sigma_ref = jnp.where(jnp.isnan(sigma_ref), width / 4.0, sigma_ref)
-        target = {"delta": delta} if delta is not None else {"order": order}
-        arrays = dict(rp, rho=rho, sensitivity=sensitivity, sigma_ref=sigma_ref, **target)
-        arrays = {k: jnp.asarray(v, jnp.float64) for k, v in arrays.items()}
-        shape = jnp.broadcast_shapes(*[a.shape for a in arrays.values()])
-        flat = {k: jnp.broadcast_to(v, shape).reshape(-1) for k, v in arrays.items()}
-        flat["u_max"] = jnp.full(flat["rho"].shape, math.log(sigma_max_ratio))
+        rp = {k: np.asarray(v, np.float64) for k, v in _region_params(region).items()}
+        target = np.asarray(delta if delta is not None else order, np.float64)
+        rho64, sens64 = np.asarray(rho, np.float64), np.asarray(sensitivity, np.float64)
+        shape = np.broadcast_shapes(*[a.shape for a in rp.values()], rho64.shape, sens64.shape, target.shape)
         objective = "rdp" if order is not None else ("pld" if compositions > 1 else "dp")
         cfg = _Config(kind, objective, int(compositions), method, float(tol),
                       _search.ternary_iterations(math.log(sigma_max_ratio), float(tol)), int(max_steps),
                       int(num_pairs), float(start))
+        u_max = math.log(sigma_max_ratio)
         if objective == "pld":
             from optimize import _composed
 
+            flat = _prepare(kind, rp, rho64, sens64, target, u_max, shape)
             u, value, base, steps = _composed.solve(cfg, flat, float(value_discretization_interval))
+            out = _finish(cfg, flat, u, value, base, steps, shape)
         else:
-            u, value, base, steps = _solve_batch(cfg, flat)
-        sigma = flat["sigma_ref"] * jnp.exp(u)
-        region_out = _make_region(kind, {k: jnp.broadcast_to(flat[k], u.shape).reshape(shape) for k in rp})
-        rho_b = flat["rho"].reshape(shape)
-        mech = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma.reshape(shape)), region_out, rho_b, num_pairs=num_pairs)
-        base_sig = _base_sigma(kind, rp, jnp.asarray(rho, jnp.float64))
-        base_sig = jnp.broadcast_to(base_sig, shape)
-        baseline = None if bool(jnp.any(jnp.isnan(base_sig))) else dpjax.Gaussian(base_sig)
-        base = jnp.where(jnp.isnan(base_sig), jnp.nan, base.reshape(shape))
+            out = _tune_batch(cfg, rp, rho64, sens64, target, u_max, shape)
+        # one device-to-host transfer for everything the result holds
+        out = jax.tree_util.tree_map(np.asarray, jax.device_get(out))
+        region_out = _make_region(kind, out["region"])
+        mech = dpjax.PrivacyBoosted(dpjax.Gaussian(out["sigma"]), region_out, out["rho"], num_pairs=num_pairs)
+        base_sig = out["sigma_base"]
+        baseline = None if np.any(np.isnan(base_sig)) else dpjax.Gaussian(base_sig)
         return TuningResult(
             mechanism=mech,
-            epsilon=value.reshape(shape),
+            epsilon=out["epsilon"],
             baseline=baseline,
-            baseline_epsilon=base,
-            sigma=sigma.reshape(shape),
+            baseline_epsilon=out["baseline_epsilon"],
+            sigma=out["sigma"],
             sigma_base=base_sig,
-            boosting_rate=mech.boosting_rate,
-            steps=steps.reshape(shape),
+            boosting_rate=out["boosting_rate"],
+            steps=out["steps"],
             method=method,
             objective="rdp" if order is not None else "dp",
         )
+
+
+def _prepare(kind, rp, rho, sensitivity, target, u_max, shape):
+    """Flat float64 setting arrays (``sigma_ref``: the plain kernel meeting the constraint)."""
+    rp = {k: jnp.asarray(v, jnp.float64) for k, v in rp.items()}
+    rho = jnp.asarray(rho, jnp.float64)
+    sigma_ref = _base_sigma(kind, rp, rho)
+    if kind == "fixed":
+        # ρ ≥ ½: no plain kernel meets the constraint; search up from σ = width/4 (documented:
+        # the fixed-region objective is degenerate, its minimum runs to the upper bound).
+        width = rp["high"] - rp["low"]
+        sigma_ref = jnp.where(jnp.isnan(sigma_ref), width / 4.0, sigma_ref)
+    arrays = dict(rp, rho=rho, sensitivity=sensitivity, sigma_ref=sigma_ref, target=target)
+    flat = {k: jnp.broadcast_to(jnp.asarray(v, jnp.float64), shape).reshape(-1) for k, v in arrays.items()}
+    flat["u_max"] = jnp.full(flat["rho"].shape, u_max)
+    return flat
+
+
+def _finish(cfg, flat, u, value, base, steps, shape):
+    """Everything :class:`TuningResult` holds, as arrays of the batch shape."""
+    rp_names = {"absolute": ("tau",), "relative": ("theta", "tau"), "fixed": ("low", "high")}[cfg.kind]
+    sigma = flat["sigma_ref"] * jnp.exp(u)
+    region = _make_region(cfg.kind, flat)
+    q = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma), region, flat["rho"], num_pairs=cfg.num_pairs).boosting_rate
+    base_sig = _base_sigma(cfg.kind, flat, flat["rho"])
+    out = {"sigma": sigma, "epsilon": value, "baseline_epsilon": jnp.where(jnp.isnan(base_sig), jnp.nan, base),
+           "sigma_base": base_sig, "boosting_rate": q, "steps": steps, "rho": flat["rho"],
+           "region": {k: flat[k] for k in rp_names}}
+    return jax.tree_util.tree_map(lambda x: x.reshape(shape), out)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 5, 6))
+def _tune_batch(cfg, rp, rho, sensitivity, target, u_max, shape):
+    """Set up, tune and summarise the whole batch in one compiled call (no eager glue)."""
+    flat = _prepare(cfg.kind, rp, rho, sensitivity, target, u_max, shape)
+    u, value, base, steps = _solve_batch(cfg, flat)
+    return _finish(cfg, flat, u, value, base, steps, shape)

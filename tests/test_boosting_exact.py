@@ -82,6 +82,66 @@ def test_discrete_closed_forms_match_sums(kernel):
                     assert float(mech.renyi_divergence(alpha, v, w)) == pytest.approx(ref, rel=1e-9)
 
 
+def _grad_cases():
+    cases = []
+    for kernel in ("Gaussian", "Laplace"):
+        for region in ("AbsoluteError", "RelativeError", "FixedInterval"):
+            fast = (kernel, region) in {("Gaussian", "AbsoluteError"), ("Laplace", "RelativeError")}
+            cases.append(pytest.param(kernel, region, marks=() if fast else SLOW, id=f"{kernel}-{region}"))
+    return cases
+
+
+@pytest.mark.parametrize("kernel,region", _grad_cases())
+def test_hooks_gradients_finite_and_match_differences(kernel, region):
+    """jax.grad of the exact δ(ε) and of D_α w.r.t. (σ or b, τ, θ, ρ): finite, = central differences."""
+    pair = {"AbsoluteError": (0.0, 1.0), "RelativeError": (3.0, 4.0), "FixedInterval": (0.5, 1.5)}[region]
+
+    def build(p):
+        scale, tau, theta, rho = p[0], p[1], p[2], p[3]
+        k = dpjax.Gaussian(scale) if kernel == "Gaussian" else dpjax.Laplace(scale)
+        reg = {"AbsoluteError": lambda: AbsoluteError(tau), "RelativeError": lambda: RelativeError(theta, tau),
+               "FixedInterval": lambda: FixedInterval(-tau, 2.0 * tau)}[region]()
+        return PrivacyBoosted(k, reg, rho)
+
+    def both(p):  # both directions of the pair: the accountant's worst case needs each
+        m = build(p)
+        v, w = jnp.array(pair), jnp.array(pair[::-1])
+        return jnp.stack([jnp.sum(m.hockey_stick(0.4, v, w)), jnp.sum(m.renyi_divergence(3.0, v, w))])
+
+    with jax.enable_x64(True):
+        p0 = jnp.array([2.0, 2.5, 0.2, 0.9])
+        h = 1e-5 * jnp.maximum(1.0, jnp.abs(p0))
+
+        @jax.jit
+        def run(p):
+            jac = jax.jacrev(both)(p)
+            steps = jnp.concatenate([jnp.diag(h), -jnp.diag(h)])
+            vals = jax.vmap(both)(p + steps)
+            return jac, (vals[:4] - vals[4:]).T / (2.0 * h)
+
+        jac, fd = run(p0)
+        assert np.all(np.isfinite(jac))
+        np.testing.assert_allclose(jac, fd, rtol=1e-3, atol=1e-9)
+        if region != "RelativeError":  # θ is a parameter of the relative region only
+            np.testing.assert_array_equal(jac[:, 2], 0.0)
+        else:
+            assert np.all(np.abs(jac[:, 2]) > 1e-3)
+
+
+def test_discrete_hooks_gradients_finite():
+    with jax.enable_x64(True):
+        for kernel in (lambda s: dpjax.DiscreteLaplace(s), lambda s: dpjax.DiscreteGaussian(s, support_radius=60)):
+            def f(p):
+                m = PrivacyBoosted(kernel(p[0]), RelativeError(0.2, 2.5), p[1])
+                return m.hockey_stick(0.3, 3.0, 1.0) + m.renyi_divergence(2.5, 3.0, 1.0)
+
+            p0 = jnp.array([2.0, 0.9])
+            g = jax.grad(f)(p0)
+            fd = [(f(p0 + e) - f(p0 - e)) / 2e-5 for e in 1e-5 * jnp.eye(2)]
+            assert np.all(np.isfinite(g))
+            np.testing.assert_allclose(g, fd, rtol=1e-4)
+
+
 def test_q_zero_is_the_kernel_and_absolute_pair_is_worst():
     with jax.enable_x64(True):
         g = dpjax.Gaussian(2.0)

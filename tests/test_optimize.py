@@ -97,52 +97,57 @@ def test_table_a_gradient_and_ternary_agree(table_a_gradient):
     np.testing.assert_allclose(t.epsilon, TABLE_A[:, 5], rtol=5e-3)
 
 
-def test_exact_closed_form_matches_mechanism_absolute():
+def test_exact_accountant_is_the_mechanism_hook():
+    """optimize's exact δ / D_α are the mechanism's hooks (no second copy): worst pair, both directions."""
     with jax.enable_x64(True):
         mech = dpjax.PrivacyBoosted(dpjax.Gaussian(7.793), dpjax.AbsoluteError(5.0), 0.8)
         eps = jnp.array([0.3, 1.9317, 4.0])
-        mine = jax.jit(lambda m: jax.vmap(lambda e: _exact.pair_delta(m, e, 0.0, 4.0))(eps))(mech)
-        theirs = jax.jit(lambda m: m.hockey_stick(eps, 0.0, 4.0))(mech)
-        np.testing.assert_allclose(mine, theirs, rtol=1e-10)
+        np.testing.assert_allclose(optimize.exact_delta(mech, eps, 4.0), mech.hockey_stick(eps, 0.0, 4.0), rtol=1e-12)
+        np.testing.assert_allclose(optimize.exact_renyi(mech, 10.0, 4.0), mech.renyi_divergence(10.0, 0.0, 4.0),
+                                   rtol=1e-12)
+        # Table A headline: ΔQ=4, ρ=0.8, |S|=10, δ=1e-5 at σ_x = 7.793 → 1.9317
+        np.testing.assert_allclose(optimize.exact_epsilon(mech, 1e-5, 4.0), 1.9317349, atol=1e-6)
+
+
+def test_epsilon_and_slope_matches_implicit_derivative():
+    """The tuner's fused root + slope (one Newton loop, two tangents) equals ε and its implicit derivative."""
+    with jax.enable_x64(True):
+        def log_delta(e, u, tau):
+            mech = dpjax.PrivacyBoosted(dpjax.Gaussian(3.04 * jnp.exp(u)), dpjax.AbsoluteError(tau), 0.9)
+            return jnp.log(_exact.delta(mech, e, 1.0))
+
+        @jax.jit
+        def both(u):
+            fused = _exact.epsilon_and_slope(log_delta, u, 5.0, 1e-5, 1.0)
+            eps = lambda x: _exact.epsilon_for_delta(lambda e, p: log_delta(e, p, 5.0), x, 1e-5)  # noqa: E731
+            return fused, jax.value_and_grad(eps)(u)
+
+        (e1, s1), (e2, s2) = both(jnp.float64(0.4))
+        np.testing.assert_allclose(e1, e2, rtol=1e-10)
+        np.testing.assert_allclose(s1, s2, rtol=1e-8)
 
 
 @pytest.mark.slow
-def test_exact_closed_form_matches_mechanism():
-    """The differentiable closed forms agree with PrivacyBoosted's own hooks (all jit-compiled)."""
+def test_exact_hooks_reference_values():
+    """Spec reference pairs through the exact accountant; the fused boost evaluation equals eq. (3)."""
+    from accounting import pbdp_exact
+
     with jax.enable_x64(True):
         mech = dpjax.PrivacyBoosted(dpjax.Gaussian(7.793), dpjax.AbsoluteError(5.0), 0.8)
         rel = dpjax.PrivacyBoosted(dpjax.Gaussian(3.04), dpjax.RelativeError(0.2, 2.5), 0.9)
         fixed = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-10.0, 10.0), 0.8)
-        eps = jnp.array([0.3, 1.9317, 4.0])
-
-        @jax.jit
-        def both(m, r, f):
-            mine = jax.vmap(lambda e: _exact.pair_delta(m, e, 0.0, 4.0))(eps)
-            theirs = m.hockey_stick(eps, 0.0, 4.0)
-            ren = (_exact.renyi(m, 10.0, 4.0),
-                   jnp.max(m.renyi_divergence(10.0, jnp.array([0.0, 4.0]), jnp.array([4.0, 0.0]))))
-            # relative error (spec §7.9 item 7): the worst pair is far from (0, Δ)
-            rel_pair = (_exact.pair_delta(r, 2.2554, 15.0, 16.0), r.hockey_stick(2.2554, 15.0, 16.0),
-                        _exact.pair_delta(r, 2.2554, 16.0, 15.0), r.hockey_stick(2.2554, 16.0, 15.0))
-            fix_pair = (_exact.pair_delta(f, 0.05, -10.0, -9.0), f.hockey_stick(0.05, -10.0, -9.0),
-                        jnp.exp(_exact.pair_log_renyi_integral(f, 2.0, -10.0, -9.0)),
-                        jnp.exp(f.renyi_divergence(2.0, -10.0, -9.0)))
-            # the boosting rate (eq. 3) recomputed in the fused mass call equals the mechanism's
-            rates = [(-jnp.expm1(_exact._boost(x, jnp.float64(0.0), jnp.float64(1.0))[0]), x.boosting_rate)
-                     for x in (m, r, f)]
-            return mine, theirs, ren, rel_pair, fix_pair, rates
-
-        mine, theirs, ren, rel_pair, fix_pair, rates = both(mech, rel, fixed)
-        np.testing.assert_allclose(mine, theirs, rtol=1e-10)
-        np.testing.assert_allclose(*ren, rtol=1e-10)
-        np.testing.assert_allclose(rel_pair[0], rel_pair[1], rtol=1e-10)
-        np.testing.assert_allclose(rel_pair[2], rel_pair[3], rtol=1e-10)
-        np.testing.assert_allclose(rel_pair[0], 0.0048086, rtol=1e-4)
-        np.testing.assert_allclose(fix_pair[0], fix_pair[1], rtol=1e-10)
-        np.testing.assert_allclose(fix_pair[2], fix_pair[3], rtol=1e-10)
-        for a, b in rates:
-            np.testing.assert_allclose(a, b, rtol=1e-12)
-        np.testing.assert_allclose(optimize.exact_epsilon(mech, 1e-5, 4.0), 1.9317349, atol=1e-6)
+        # relative error (spec §7.9 item 7): the worst pair is far from (0, Δ)
+        np.testing.assert_allclose(rel.hockey_stick(2.2554, 15.0, 16.0), 0.0048086, rtol=1e-4)
+        np.testing.assert_allclose(optimize.exact_renyi(mech, 10.0, 4.0),
+                                   jnp.max(mech.renyi_divergence(10.0, jnp.array([0.0, 4.0]), jnp.array([4.0, 0.0]))),
+                                   rtol=1e-12)
+        for m in (mech, rel, fixed):
+            l1mq, lz, lz2 = jax.jit(lambda x: x._boost_parts(jnp.float64(0.0), jnp.float64(1.0)))(m)
+            np.testing.assert_allclose(-jnp.expm1(l1mq), m.boosting_rate, rtol=1e-12)
+            np.testing.assert_allclose(lz, m.log_normalizer(0.0), rtol=1e-12)
+            np.testing.assert_allclose(lz2, m.log_normalizer(1.0), rtol=1e-12)
+        np.testing.assert_allclose(optimize.exact_epsilon(fixed, 1e-5, 1.0),
+                                   pbdp_exact.epsilon_for_delta(fixed, 1e-5), rtol=1e-6)
 
 
 @pytest.mark.slow
