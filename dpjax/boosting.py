@@ -371,14 +371,18 @@ class PrivacyBoosted(Mechanism):
         return self._sample_mixture(uniform, value)
 
     def _noise_edges(self, value):
-        v = jnp.asarray(value)
-        lo, hi = self.region.interval(v)
-        return _edges(self.kernel, lo - v, hi - v)
+        # the region relative to the answer: answer-free for absolute error, so the
+        # masses below are computed once per batch instead of once per record
+        return _edges(self.kernel, *self.region.noise_interval(value))
 
     def _sample_mixture(self, uniform, value):
+        """Exact three-component mixture: below / inside / above the region, chosen with
+        ``u0``; the component's kernel quantile at ``u1`` (one inverse CDF per record,
+        targets in log space so that far tails stay exact)."""
         dt = uniform.dtype
         mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
         kernel = mech.kernel
+        one = 1.0 if kernel.discrete else 0.0
         v = jnp.asarray(value, dt)
         e_lo, e_hi = mech._noise_edges(v)
         log_lo, log_in, log_hi = _interval_masses(kernel, e_lo, e_hi)
@@ -387,29 +391,22 @@ class PrivacyBoosted(Mechanism):
         log_z = jnp.logaddexp(jnp.logaddexp(lw_lo, log_in), lw_hi)
         t_lo = jnp.exp(lw_lo - log_z)
         t_in = jnp.exp(jnp.logaddexp(lw_lo, log_in) - log_z)
-        u0, u1 = uniform(0), uniform(1)
-        log_u1 = jnp.log(u1)
-        # below the region: F(n) = u1 F(e_lo);  above: by symmetry, −N below −e_hi.
-        n_lo = _icdf_lower(kernel, log_u1 + log_lo)
-        n_hi = -_icdf_lower(kernel, log_u1 + log_hi)
-        # inside: reflect so that the interval's centre is <= 0 (small CDF values).
+        # inside: reflect so that the interval's centre is <= 0 (small CDF values)
         flip = e_lo + e_hi > 0
-        r_lo = jnp.where(flip, -e_hi - (1.0 if kernel.discrete else 0.0), e_lo)  # edge below the reflected interval
-        r_hi = jnp.where(flip, -e_lo - (1.0 if kernel.discrete else 0.0), e_hi)
-        target = jnp.exp(kernel.noise_log_cdf(r_lo)) + u1 * jnp.exp(log_in)
-        if kernel.discrete:
-            n_in = _discrete_icdf(kernel, target, jnp.log(target))
-            n_in = jnp.clip(n_in, r_lo + 1.0, r_hi)
-        else:
-            n_in = jnp.clip(kernel.noise_icdf(target), r_lo, r_hi)
+        r_lo = jnp.where(flip, -e_hi - one, e_lo)  # last noise value below the reflected interval
+        r_hi = jnp.where(flip, -e_lo - one, e_hi)
+        log_f_rlo = kernel.noise_log_cdf(r_lo)
+        u0, u1 = uniform(0), uniform(1)
+        below = u0 < t_lo
+        inside = ~below & (u0 < t_in)
+        log_u1 = jnp.log(u1)
+        # below: F(n) = u1 F(e_lo); above: by symmetry −N below −e_hi; inside: F(n) = F(r_lo) + u1 P_in
+        log_target = jnp.where(inside, jnp.logaddexp(log_f_rlo, log_u1 + log_in),
+                               log_u1 + jnp.where(below, log_lo, log_hi))
+        n = _icdf_lower(kernel, log_target)
+        n_in = jnp.clip(n, r_lo + one, r_hi)
         n_in = jnp.where(flip, -n_in, n_in)
-        if kernel.discrete:
-            n_lo = jnp.minimum(n_lo, e_lo)
-            n_hi = jnp.maximum(n_hi, e_hi + 1.0)
-        else:
-            n_lo = jnp.minimum(n_lo, e_lo)
-            n_hi = jnp.maximum(n_hi, e_hi)
-        noise = jnp.where(u0 < t_lo, n_lo, jnp.where(u0 < t_in, n_in, n_hi))
+        noise = jnp.where(inside, n_in, jnp.where(below, jnp.minimum(n, e_lo), jnp.maximum(-n, e_hi + one)))
         return v + noise
 
     def _kernel_icdf(self, kernel, u):

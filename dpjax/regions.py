@@ -49,6 +49,16 @@ class Region:
         """``(lo, hi)``: the closed preferred interval ``S(value)`` in output coordinates."""
         raise NotImplementedError
 
+    def noise_interval(self, value):
+        """``S(value) − value``: the interval the *noise* must fall in (samplers use it).
+
+        Regions whose width does not depend on the answer return it without ``value``'s
+        shape, so a sampler computes the kernel masses once per batch, not per record.
+        """
+        v = jnp.asarray(value)
+        lo, hi = self.interval(v)
+        return lo - v, hi - v
+
     def hardest_answers(self, discrete: bool = False):
         """Tuple of candidate answers whose kernel mass in ``S`` is smallest.
 
@@ -94,6 +104,9 @@ class AbsoluteError(Region):
         v = jnp.asarray(value)
         return v - self.tau, v + self.tau
 
+    def noise_interval(self, value):
+        return -jnp.asarray(self.tau), jnp.asarray(self.tau)
+
     def hardest_answers(self, discrete=False):
         # p_S is the same for every answer (translation invariance).
         return (jnp.zeros(jnp.shape(self.tau)),)
@@ -122,6 +135,10 @@ class RelativeError(Region):
         v = jnp.asarray(value)
         half = self.theta * jnp.abs(v) + self.tau
         return v - half, v + half
+
+    def noise_interval(self, value):
+        half = self.theta * jnp.abs(jnp.asarray(value)) + self.tau
+        return -half, half
 
     def hardest_answers(self, discrete=False):
         # The region is narrowest at Q = 0 (answer domain: all reals / integers).
