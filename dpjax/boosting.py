@@ -399,11 +399,17 @@ class PrivacyBoosted(Mechanism):
         u0, u1 = uniform(0), uniform(1)
         below = u0 < t_lo
         inside = ~below & (u0 < t_in)
-        log_u1 = jnp.log(u1)
         # below: F(n) = u1 F(e_lo); above: by symmetry −N below −e_hi; inside: F(n) = F(r_lo) + u1 P_in
-        log_target = jnp.where(inside, jnp.logaddexp(log_f_rlo, log_u1 + log_in),
-                               log_u1 + jnp.where(below, log_lo, log_hi))
-        n = _icdf_lower(kernel, log_target)
+        if isinstance(kernel, Gaussian):
+            # ndtri takes the target itself: skip the per-record log/exp round trip
+            target = jnp.where(inside, jnp.exp(log_f_rlo) + u1 * jnp.exp(log_in),
+                               u1 * jnp.exp(jnp.where(below, log_lo, log_hi)))
+            n = kernel.noise_icdf(target)
+        else:
+            log_u1 = jnp.log(u1)
+            log_target = jnp.where(inside, jnp.logaddexp(log_f_rlo, log_u1 + log_in),
+                                   log_u1 + jnp.where(below, log_lo, log_hi))
+            n = _icdf_lower(kernel, log_target)
         n_in = jnp.clip(n, r_lo + one, r_hi)
         n_in = jnp.where(flip, -n_in, n_in)
         noise = jnp.where(inside, n_in, jnp.where(below, jnp.minimum(n, e_lo), jnp.maximum(-n, e_hi + one)))
