@@ -94,12 +94,15 @@ class Plan:
     cells: int = DEFAULT_OUTPUT_CELLS
     count: int = 0  # discrete support length (0: not discrete)
     klo: tuple[float, ...] = ()  # discrete support start per pair
+    # per direction: (below, above) extension of its grid that also holds the mirrored gap points
+    # −ε of the other direction (one profile evaluation serves both), or None (evaluated apart)
+    mirror: tuple = (None, None)
 
     @property
     def shape(self):
         """The static part (grid lengths, no offsets): plans of equal shape share compiled code."""
         return (self.step, self.remove[1:], None if self.add is None else self.add[1:], self.cells, self.count,
-                len(self.klo))
+                len(self.klo), tuple(self.mirror))
 
     @property
     def offsets(self):
@@ -195,7 +198,25 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
             )
         dirs.append((k0, n, ng))
     klo = tuple(float(x) for x in np.atleast_1d(np.asarray(extra.get("klo", ()))))
-    return Plan(step, dirs[0], dirs[1], output_cells, int(extra.get("count", 0)), klo)
+    return Plan(step, dirs[0], dirs[1], output_cells, int(extra.get("count", 0)), klo, _mirrors(dirs))
+
+
+def _mirror_ext(k0, n, k0o, g):
+    """Static (below, above) extension of a grid (k0, n) holding the mirrored positions −(k0o + j),
+    j < g, of the other grid, for either rounding shift (0 pessimistic, 1 optimistic); arrays are
+    maxed over (a batch of offsets). Powers of two (shared compiles); None when evaluating the g
+    mirrored points apart is no dearer."""
+    below = int(np.max(np.asarray(k0) + np.asarray(k0o) + 2 + g - 1))
+    above = int(np.max(-np.asarray(k0o) - np.asarray(k0) - n + 1))
+    below, above = (0 if x <= 0 else _pow2(x) for x in (below, above))
+    return (below, above) if below + above < g else None
+
+
+def _mirrors(dirs):
+    rem, add = dirs
+    if add is None:
+        return (_mirror_ext(rem[0], rem[1], rem[0], rem[2]), None)
+    return (_mirror_ext(rem[0], rem[1], add[0], add[2]), _mirror_ext(add[0], add[1], rem[0], rem[2]))
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
@@ -522,7 +543,8 @@ def _build_jit(mech, sensitivity, q, offsets, shape, pessimistic):
 
 def _build_core(mech, sensitivity, q, offsets, shape, pessimistic):
     """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
-    step, (nr, gr), add_shape, cells, count, _ = shape
+    step, (nr, gr), add_shape, cells, count, _ = shape[:6]
+    mirror = shape[6] if len(shape) > 6 else (None, None)
     k0r, k0a, klo = offsets
     values, nvalues = _pairs(mech, sensitivity)
     me = expand(mech)
@@ -543,15 +565,35 @@ def _build_core(mech, sensitivity, q, offsets, shape, pessimistic):
         rest = d[..., ng:] - (1.0 - jnp.exp(eps[..., ng:]))  # unused by connect_the_dots (δ ≤ 1/2 there)
         return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
+    def args(k0, n, eps, k0o, g, eps_o, ext):
+        """Where to evaluate one direction's profile: its grid, then the mirrored −ε of the other
+        direction's first g points — or (ext) one contiguous grid holding both."""
+        if ext is None:
+            return jnp.concatenate([eps, -eps_o[..., :g]], -1)
+        below, above = ext
+        return (k0 + shift - below + jnp.arange(below + n + above, dtype=jnp.float64)) * step
+
+    def split(vals, k0, n, k0o, g, ext):
+        """(values on the grid, values at the mirrored points) from :func:`args`' evaluation."""
+        if ext is None:
+            return vals[..., :n], vals[..., n:]
+        below, _ = ext
+        # −(k0o + shift + j) sits at index c − j of the extended grid (start k0 + shift − below)
+        start = (-k0o - k0 - 2.0 * shift + below - (g - 1)).astype(jnp.int32)
+        mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
+        return vals[..., below:below + n], jnp.flip(mir, -1)
+
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_r[..., :gr]], -1), None,
+        d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
                         pessimistic=pessimistic, plan=extra)
-        d, dneg = d[..., :nr], d[..., nr:]
+        d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
         return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), None
-    dr, da = envelope(me, values, nvalues, q, jnp.concatenate([eps_r, -eps_a[..., :ga]], -1),
-                      jnp.concatenate([eps_a, -eps_r[..., :gr]], -1), pessimistic=pessimistic, plan=extra)
-    rem = _grid.from_profile(dr[..., :nr], gaps(dr[..., :nr], eps_r, gr, da[..., na:]), k0r, step)
-    add = _grid.from_profile(da[..., :na], gaps(da[..., :na], eps_a, ga, dr[..., nr:]), k0a, step)
+    dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
+                      args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
+    dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
+    da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
+    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
+    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
     return rem, add
 
 
@@ -625,7 +667,10 @@ def _groups(dirs, step, cells, count, nklo):
         if add is not None:
             na = _pow2(np.max(add[1][idx]))
             shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
-        out[(step, shp_r, shp_a, cells, count, nklo)] = idx
+        k0r = rem[0][idx]
+        mir = (_mirror_ext(k0r, shp_r[0], k0r, shp_r[1]), None) if add is None else (
+            _mirror_ext(k0r, shp_r[0], add[0][idx], shp_a[1]), _mirror_ext(add[0][idx], shp_a[0], k0r, shp_r[1]))
+        out[(step, shp_r, shp_a, cells, count, nklo, mir)] = idx
     return out
 
 
@@ -732,7 +777,21 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
             out[bad] = np.asarray(_query_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, sizes,
                                                  tail, kind, a)[0])
         result[idx] = out
+        _trim_heap()
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
+
+
+def _trim_heap():
+    """Hand freed heap pages back to the OS between groups (glibc only; a no-op elsewhere).
+
+    Each group compiles its own programs; XLA's compile-time scratch would otherwise stay
+    in the allocator's free lists and add up across groups in the peak RSS."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except Exception:  # pragma: no cover - not glibc
+        pass
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))

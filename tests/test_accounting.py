@@ -404,6 +404,23 @@ def test_gradients_match_finite_differences():
     assert _f(jax.grad(fn)(2.0)) == pytest.approx(_f(_fd(lambda s: _f(fn(s)), 2.0, 1e-4)), rel=1e-4)
 
 
+def test_mirrored_gap_points_share_the_grid_evaluation():
+    # the gaps g(ε) = e^ε δ_other(−ε) read from one extended grid evaluation (plan.mirror) are the
+    # same numbers as evaluating the mirrored points apart (mirror=(None, None))
+    import dataclasses
+
+    for mech, q in ((dpjax.Gaussian(sigma=0.9), 0.02), (dpjax.Laplace(scale=1.0), 1.0)):
+        for pess in (True, False):
+            plan = accounting.make_plan(mech, sampling_prob=q, pessimistic=pess)
+            assert plan.mirror[0] is not None
+            apart = dataclasses.replace(plan, mirror=(None, None))
+            a = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=plan)
+            b = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=apart)
+            for x, y in zip(a._directions(), b._directions()):
+                np.testing.assert_array_equal(np.asarray(x.probs), np.asarray(y.probs))
+                assert _f(x.inf_mass) == _f(y.inf_mass)
+
+
 def test_jit_with_static_plan():
     mech = dpjax.Gaussian(sigma=1.0)
     plan = accounting.make_plan(dpjax.Gaussian(sigma=0.9), sampling_prob=0.05)  # covers σ ≥ 0.9
