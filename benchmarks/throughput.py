@@ -52,14 +52,14 @@ def dpjax_cases():
 
 def extra_cases():
     """Mechanisms without a numpy counterpart, reported against the plain Gaussian release."""
-    cases = {}
-    if hasattr(dpjax, "PrivacyBoosted"):
-        kernel = dpjax.Gaussian(sigma=3.0)
-        cases["PrivacyBoosted(Gaussian, |S|=10, rho=0.9)"] = (
-            dpjax.PrivacyBoosted(kernel, dpjax.AbsoluteError(tau=5.0), rho=0.9),
-            jnp.float32,
-        )
-    return cases
+    g = dpjax.Gaussian(sigma=3.0)
+    return {
+        "PrivacyBoosted(Gaussian, Abs |S|=10, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.AbsoluteError(5.0), 0.9), jnp.float32),
+        "PrivacyBoosted(Gaussian, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
+        "PrivacyBoosted(Gaussian, Fixed, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
+        "PrivacyBoosted(Laplace, Abs |S|=10, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.float32),
+        "PrivacyBoosted(DiscreteLaplace, Abs, rho=.9)": (dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.int32),
+    }
 
 
 def main(argv=None):
