@@ -12,7 +12,7 @@ import dataclasses
 
 import jax
 
-__all__ = ["pytree_dataclass", "static_field", "replace"]
+__all__ = ["pytree_dataclass", "static_field"]
 
 
 def static_field(**kwargs):
@@ -47,11 +47,3 @@ def pytree_dataclass(cls):
     jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
     return cls
 
-
-def replace(obj, **changes):
-    """Copy of a pytree dataclass with some fields replaced (no re-validation)."""
-    new = object.__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    for k, v in changes.items():
-        object.__setattr__(new, k, v)
-    return new
