@@ -222,6 +222,8 @@ def main():
         rows.append(json.loads(line[-1]))
     load1 = os.getloadavg()[0]
     print(f"load average (1 min): {load0:.2f} before, {load1:.2f} after, on {os.cpu_count()} cores")
+    print("warm = best of repeated dpjax calls (compile excluded); cold = the first call in a fresh process "
+          "(tracing + XLA compile included); ratio / cold x = dp_accounting time over warm / cold")
     print(f"{'case':18s} {'warm s':>10s} {'cold s':>9s} {'dp_acc s':>10s} {'ratio':>8s} {'cold x':>7s} {'peak MB':>8s}"
           f"  agree  values")
     for r in rows:
