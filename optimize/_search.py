@@ -25,8 +25,9 @@ def ternary_iterations(width: float, tol: float) -> int:
     return max(1, math.ceil(math.log(max(width, tol) / tol) / math.log(1.5)))
 
 
-def ternary(fn, lower, upper, warm, iterations: int):
-    """Algorithm 2: ``iterations`` ternary steps on ``[lower, upper]``; returns ``(u*, steps)``.
+def ternary(fn, lower, upper, warm, iterations: int, with_warm: bool = False):
+    """Algorithm 2: ``iterations`` ternary steps on ``[lower, upper]``; returns ``(u*, steps)``
+    (and, ``with_warm``, the last warm start, for evaluating the objective at ``u*``).
 
     Each step evaluates the objective at the two third points (warm-started from the
     previous step's values) and drops the third on the worse side.
@@ -41,13 +42,19 @@ def ternary(fn, lower, upper, warm, iterations: int):
         worse_left = e1 > e2
         return jnp.where(worse_left, u1, lo), jnp.where(worse_left, hi, u2), w1, w2
 
-    lo, hi, _, _ = jax.lax.fori_loop(0, iterations, body, (lower, upper, warm, warm))
+    lo, hi, w1, _ = jax.lax.fori_loop(0, iterations, body, (lower, upper, warm, warm))
+    if with_warm:
+        return 0.5 * (lo + hi), jnp.asarray(iterations, jnp.int32), w1
     return 0.5 * (lo + hi), jnp.asarray(iterations, jnp.int32)
 
 
 #: ITP truncation constants (Oliveira & Takahashi 2020): shift ``K1·width^K2`` towards the middle.
 _ITP_K1 = 0.1
-_ITP_K2 = 1.5
+_ITP_K2 = 2.0
+#: relative misfit of one quadratic below which the bracket is treated as a smooth minimum.
+_SMOOTH_FIT = 0.1
+#: steps moving the same end before a bisection.
+_STALL = 3
 
 
 class BracketState(NamedTuple):
@@ -62,6 +69,8 @@ class BracketState(NamedTuple):
     probe: jax.Array  # expansion step while no right end is known
     stall: jax.Array  # consecutive steps that moved the same end of the bracket (signed)
     last: jax.Array  # which end the last step moved: −1 left, +1 right
+    c: jax.Array  # the end the last step replaced (a third point for inverse interpolation)
+    gc: jax.Array
 
 
 def _branch(f, g, c, d):
@@ -96,12 +105,15 @@ def _branch_meet(a, fa, ga, ca, b, fb, gb, cb):
 def _candidate(s, tol):
     """Next point inside a bracket ``ga < 0 < gb`` from the values, slopes and curvatures at its ends.
 
-    Two models: smooth (one function across the bracket: a secant step on the derivative
-    from the side that moved last, whose curvature comes from its own two latest points,
-    else the secant across the bracket) and kinked (two branches meeting, each end's
-    quadratic model with its own curvature). How well a quadratic predicts ``fb`` from
-    ``(fa, ga, gb)`` tells which one fits. The point keeps ``tol/2`` (and 1e-3 of the
-    width) from the ends, so that a minimiser within ``tol`` of an end closes the bracket.
+    Two global models: smooth (one function across the bracket: inverse quadratic
+    interpolation of the slope through both ends and the replaced one, else a Newton step
+    from the side that moved last, else the secant across the bracket) and kinked (two
+    branches meeting, each end's :func:`_branch` model with its own curvature). How well a
+    quadratic predicts ``fb`` from ``(fa, ga, gb)`` tells which one fits; the point is then
+    ITP-truncated towards the middle and keeps 1e-3 of the width (at least ``tol/2``) from
+    the ends. A Newton step from the better end overrides both, unshifted, when its local
+    quadratic agrees with the other end's slope sign (inside a rounded kink). Returns
+    ``(point, whether it is that local Newton step)``.
     """
     a, fa, ga, ca, b, fb, gb, cb = s.a, s.fa, s.ga, s.ca, s.b, s.fb, s.gb, s.cb
     length = b - a
@@ -110,17 +122,37 @@ def _candidate(s, tol):
     u, g, c = jnp.where(s.last < 0, a, b), jnp.where(s.last < 0, ga, gb), jnp.where(s.last < 0, ca, cb)
     newton = u - g / jnp.where(c > 0, c, 1.0)
     smooth = jnp.where((c > 0) & (newton > a) & (newton < b), newton, across)
+    # inverse quadratic interpolation of the slope through a, b and the replaced end (Brent)
+    x3, g3 = s.c, s.gc
+    d1, d2, d3 = (ga - gb) * (ga - g3), (gb - ga) * (gb - g3), (g3 - ga) * (g3 - gb)
+    ok3 = jnp.isfinite(g3) & (d1 != 0) & (d2 != 0) & (d3 != 0)
+    one = jnp.where(ok3, 1.0, 0.0)
+    iqi = (a * gb * g3 / jnp.where(ok3, d1, 1.0) + b * ga * g3 / jnp.where(ok3, d2, 1.0)
+           + x3 * ga * gb / jnp.where(ok3, d3, 1.0)) * one
+    smooth = jnp.where(ok3 & (iqi > a) & (iqi < b), iqi, smooth)
     kink = _branch_meet(a, fa, ga, ca, b, fb, gb, cb)
     mismatch = jnp.abs(fb - fa - 0.5 * (ga + gb) * length) / (0.5 * dg * length)
-    x = jnp.where(mismatch < 0.1, smooth, kink)
+    x = jnp.where(mismatch < _SMOOTH_FIT, smooth, kink)
+    # a Newton step from the better end, when its local quadratic agrees with the other
+    # end's slope sign (inside a rounded kink, where neither global model fits)
+    best_a = fa <= fb
+    ub, gbest, cbest = jnp.where(best_a, a, b), jnp.where(best_a, ga, gb), jnp.where(best_a, ca, cb)
+    uo, go = jnp.where(best_a, b, a), jnp.where(best_a, gb, ga)
+    local = ub - gbest / jnp.where(cbest > 0, cbest, 1.0)
+    # (and not onto the other end: that point is known, so a step there cannot make progress)
+    agree = (cbest > 0) & ((gbest + cbest * (uo - ub)) * go > 0) & (local > a) & (local < b) \
+        & (jnp.abs(local - uo) > 1e-3 * length)
     x = jnp.where(jnp.isfinite(x), x, a + 0.5 * length)
-    # ITP truncation: move the model's point towards the middle by 0.1·width^1.5 (at most
+    # ITP truncation: move the model's point towards the middle by 0.1·width² (at most
     # to the middle), so that a model biased to one side still lands past the minimiser
     mid = a + 0.5 * length
     shift = jnp.minimum(_ITP_K1 * length**_ITP_K2, jnp.abs(mid - x))
     x = x + jnp.sign(mid - x) * shift
     margin = jnp.minimum(jnp.maximum(1e-3 * length, 0.5 * tol), 0.5 * length)
-    return jnp.clip(x, a + margin, b - margin)
+    x = jnp.clip(x, a + margin, b - margin)
+    # the local Newton step goes unshifted (quadratic convergence), keeping tol/2 from the ends
+    edge = jnp.minimum(0.5 * tol, 0.5 * length)
+    return jnp.where(agree, jnp.clip(local, a + edge, b - edge), x), agree
 
 
 def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) -> optax.GradientTransformationExtraArgs:
@@ -129,20 +161,23 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
     ``update(grad, state, params, value=f)``: keeps the tightest ``[a, b]`` with a
     negative derivative at ``a`` and a positive one at ``b`` (unimodality puts the
     minimiser inside), with the value, slope and a curvature estimate (slope secant of
-    that side's last two points) at each end. While no right end is known it expands:
-    to the zero of the left slope's secant (overshot by half, between ``first_step`` and
-    four times the last expansion), or doubling. Inside a bracket it moves to the minimiser
-    of a two-sided model: a secant/Newton step on the derivative (smooth minima) or the
-    meeting point of the two ends' quadratic models (kinked minima, where two loss regimes
-    cross), chosen by how well one quadratic predicts the values; every third step that
-    moves the same end is a bisection. Superlinear on both kinds of minima. Points keep
-    ``tol/2`` from the bracket's ends. The update is clipped into ``[lower, upper]``.
+    that side's last two points, or the exact second derivative passed as
+    ``update(..., curvature=h)``) at each end. While no right end is known it expands: to
+    the zero of the left slope's secant (overshot by half, between ``first_step`` and four
+    times the last expansion), or doubling. Inside a bracket it moves to the minimiser of a
+    two-sided model (:func:`_candidate`): inverse-quadratic/secant/Newton steps on the
+    derivative (smooth minima), the meeting point of the two ends' branch models (kinked
+    minima, where two loss regimes cross), or a Newton step from the better end (inside a
+    rounded kink), with an ITP truncation towards the middle; every third step that moves
+    the same end is a bisection (expansion steps and local Newton steps do not count).
+    Superlinear on both kinds of minima. Points keep ``tol/2`` from the bracket's ends. The
+    update is clipped into ``[lower, upper]``.
     """
 
     def init(params):
         z = jnp.zeros_like(params)
         inf = jnp.full_like(params, jnp.inf)
-        return BracketState(z + lower, inf, -inf, z, z + upper, inf, inf, z, z + first_step, z, z)
+        return BracketState(z + lower, inf, -inf, z, z + upper, inf, inf, z, z + first_step, z, z, z, inf)
 
     def update(updates, state, params=None, value=None, **extra):
         g, u, f = updates, params, value
@@ -163,19 +198,23 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
             jnp.where(move_a, ca, state.ca),
             jnp.where(move_b, u, state.b), jnp.where(move_b, f, state.fb), jnp.where(move_b, g, state.gb),
             jnp.where(move_b, cb, state.cb),
-            state.probe, state.stall, jnp.where(left, -1.0, 1.0) + 0.0 * u)
+            state.probe, state.stall, jnp.where(left, -1.0, 1.0) + 0.0 * u,
+            jnp.where(move_a, state.a, jnp.where(move_b, state.b, state.c)),
+            jnp.where(move_a, state.ga, jnp.where(move_b, state.gb, state.gc)))
         have_a, have_b = jnp.isfinite(s.ga), jnp.isfinite(s.gb)
         both = have_a & have_b
         safe = s._replace(b=jnp.where(both, s.b, s.a + 1.0), gb=jnp.where(both, s.gb, 1.0),
                           fb=jnp.where(both, s.fb, s.fa), a=jnp.where(both, s.a, s.b - 1.0),
                           ga=jnp.where(both, s.ga, -1.0), fa=jnp.where(both, s.fa, s.fb))
-        inner = _candidate(safe, tol)
+        inner, local = _candidate(safe, tol)
         # one end moving while the other is stuck (a model biased to one side): every
         # third such step is a bisection, so the bracket at least halves every 3 steps
         stall = jnp.where(left == (state.stall < 0), state.stall + jnp.where(left, -1.0, 1.0),
                           jnp.where(left, -1.0, 1.0))
-        inner = jnp.where(jnp.abs(stall) >= 3, 0.5 * (s.a + s.b), inner)
-        stall = jnp.where(jnp.abs(stall) >= 3, 0.0, stall)
+        stall = jnp.where(have_a0 & have_b0, stall, 0.0)  # expansion steps do not count
+        bisect = (jnp.abs(stall) >= _STALL) & ~local
+        inner = jnp.where(bisect, 0.5 * (s.a + s.b), inner)
+        stall = jnp.where(bisect | local, 0.0, stall)
         # expansion: to the zero of the slope secant of the last two left points, overshot
         # by half (to land past the minimiser), within [probe, 4 probe]; else doubling
         c_ok = move_a & (have_a0 | (h is not None)) & (ca > 0)
@@ -192,16 +231,20 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
     return optax.GradientTransformationExtraArgs(init, update)
 
 
-def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None, value_and_slope=None):
+def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None, value_and_slope=None,
+             with_values: bool = False):
     """Minimise ``fn`` over ``u ∈ [lower, upper]`` with optax; returns ``(u*, steps)``.
 
     The derivative comes from ``value_and_slope(u, warm) -> (value, slope, warm)`` when
-    given (a fused evaluation), else from ``jax.jvp`` of ``fn`` (through the implicit
-    root solve). ``optimizer``: an optax transformation (default :func:`scale_by_bracket`
+    given (a fused evaluation; ``slope`` may be a pair ``(slope, curvature)``, passed on
+    as ``curvature=``), else from ``jax.jvp`` of ``fn`` (through the implicit root solve). ``optimizer``: an optax transformation (default :func:`scale_by_bracket`
     with this ``tol``; any transformation accepting ``value=`` as an extra argument, or
     ignoring it, works), whose updates are projected back onto the box. Stops when a
     step moves ``u`` by less than ``tol`` (or after ``max_steps``); under ``vmap`` the
-    loop runs until every setting has stopped.
+    loop runs until every setting has stopped. With ``with_values``: returns
+    ``(u_best, steps, f(u_best), f(lower))`` — the evaluated point with the smallest
+    value (within ``tol`` of the last step) and the value at ``lower`` if it was
+    evaluated (``NaN`` otherwise), so that the caller need not evaluate them again.
     """
     opt = scale_by_bracket(lower, upper, tol=tol) if optimizer is None else optimizer
     u0 = jnp.clip(start, lower, upper)
@@ -211,16 +254,25 @@ def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimize
             return e, g, w
 
     def cond(s):
-        u, st, w, step, k = s
-        return (jnp.abs(step) > tol) & (k < max_steps)
+        return (jnp.abs(s[3]) > tol) & (s[4] < max_steps)
 
     def body(s):
-        u, st, w, _, k = s
+        u, st, w, _, k, best = s
         e, g, w = value_and_slope(u, w)
-        upd, st = opt.update(g, st, u, value=e)
+        if isinstance(g, tuple):  # (slope, curvature)
+            g, h = g
+            upd, st = opt.update(g, st, u, value=e, curvature=h)
+        else:
+            upd, st = opt.update(g, st, u, value=e)
         un = optax.projections.projection_box(optax.apply_updates(u, upd), lower, upper)
-        return un, st, w, un - u, k + 1
+        better = e < best[1]
+        best = (jnp.where(better, u, best[0]), jnp.where(better, e, best[1]),
+                jnp.where(u == lower, e, best[2]))
+        return un, st, w, un - u, k + 1, best
 
-    s0 = (u0, opt.init(u0), warm, jnp.inf + u0, jnp.zeros((), jnp.int32))
-    u, _, _, _, k = jax.lax.while_loop(cond, body, s0)
+    nan = jnp.full_like(u0, jnp.nan)
+    s0 = (u0, opt.init(u0), warm, jnp.inf + u0, jnp.zeros((), jnp.int32), (u0, jnp.inf + u0, nan))
+    u, _, _, _, k, best = jax.lax.while_loop(cond, body, s0)
+    if with_values:
+        return best[0], k, best[1], best[2]
     return u, k
