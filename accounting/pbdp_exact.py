@@ -16,7 +16,12 @@ are the fast exact paths and the oracles for the discretised accountant
 (``accounting.pld`` / ``accounting.rdp`` use the same hooks and compose by FFT).
 
 Everything here is exact (no discretisation): δ(ε) is the true hockey-stick
-divergence of the mechanism's output laws, maximised over the pair grid.
+divergence of the mechanism's output laws, maximised over the pair grid; where the
+grid is one of answers (relative and fixed regions), :func:`epsilon_for_delta` and
+:func:`rdp` then zoom in around the worst grid pairs and add the largest change
+between neighbouring fine answers, so the reported value bounds the supremum over
+answers (pessimistic by ~1e-5 relative) instead of the grid's maximum, which can sit ~5e-5 below
+it with the default 201 answers.
 """
 
 from __future__ import annotations
@@ -101,17 +106,59 @@ def epsilon_for_delta(mech, delta, *, sensitivity=1.0, pairs=None, lower=-1.0, u
     """
     check_probability("delta", delta, high_open=True)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
-    out = _bisect_epsilon(m, values, nvalues, jnp.float64(delta), jnp.float64(lower), jnp.float64(upper), iterations)
+    args = (jnp.float64(delta), jnp.float64(lower), jnp.float64(upper), iterations)
+    out = _bisect_epsilon(m, values, nvalues, *args, windows=1)
+    if pairs is None and values.size > 1 and bool(jnp.isfinite(out)):
+        # a grid of answers: the reported ε must bound the supremum over *all* answers
+        values, nvalues = _zoom(m, m.hockey_stick, out, values, nvalues)
+        out = jnp.maximum(out, _bisect_epsilon(m, values, nvalues, *args, windows=_ZOOM_STARTS))
     return float(out)
 
 
-@functools.partial(jax.jit, static_argnums=(6,))
-def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations):
+_ZOOM_POINTS, _ZOOM_ROUNDS, _ZOOM_STARTS = 33, 3, 4
+
+
+def _zoom(m, fn, x, values, nvalues):
+    """Pairs (Q, Q + d) refined around the grid's worst pairs at ``x``, as ``_ZOOM_STARTS``
+    windows of ``_ZOOM_POINTS`` answers (window-major).
+
+    The divergence need not be unimodal in the answer (it has kinks, e.g. at Q = 0 for a
+    relative region), so each of the ``_ZOOM_STARTS`` worst grid answers is refined:
+    every round replaces the bracket around the current worst answer by a finer one
+    (d = that pair's gap); after three rounds the step is ~1e-4 of the grid's.
+    """
+    values, nvalues = values.reshape(-1), nvalues.reshape(-1)
+    gaps = nvalues - values
+    worst = jnp.max(_pairwise(m, fn, x, values, nvalues), axis=1)
+    out_v, out_nv = [], []
+    for k in [int(i) for i in jnp.argsort(-worst)[:_ZOOM_STARTS]]:
+        v, gap = values, gaps[k]
+        for _ in range(_ZOOM_ROUNDS):
+            lo, hi = v[max(k - 1, 0)], v[min(k + 1, v.size - 1)]
+            v = jnp.linspace(lo, hi, _ZOOM_POINTS)
+            k = int(jnp.argmax(jnp.max(_pairwise(m, fn, x, v, v + gap), axis=1)))
+        out_v.append(v)
+        out_nv.append(v + gap)
+    return jnp.concatenate(out_v), jnp.concatenate(out_nv)
+
+
+def _window_bound(d, windows):
+    """Upper bound of a divergence between the answers of each zoom window: the largest value
+    plus the largest change between neighbouring answers (a kink or smooth peak between two
+    answers rises above them by at most one step's change, at the windows' fine step)."""
+    if windows == 1:
+        return jnp.max(d)
+    d = jnp.max(d, axis=1).reshape(windows, -1)
+    return jnp.max(d) + jnp.max(jnp.abs(jnp.diff(d, axis=1)))
+
+
+@functools.partial(jax.jit, static_argnums=(6,), static_argnames=("windows",))
+def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations, windows=1):
     # one call site of the profile (compile time): steps 0 and 1 probe the bracket ends
     def body(i, s):
         lo, hi, ok_lo, bad_hi = s
         e = jnp.where(i == 0, lower, jnp.where(i == 1, upper, 0.5 * (lo + hi)))
-        bad = jnp.max(_pairwise(m, m.hockey_stick, e, values, nvalues)) > delta
+        bad = _window_bound(_pairwise(m, m.hockey_stick, e, values, nvalues), windows) > delta
         ok_lo = jnp.where(i == 0, ~bad, ok_lo)
         bad_hi = jnp.where(i == 1, bad, bad_hi)
         lo = jnp.where((i > 1) & bad, e, lo)
@@ -128,4 +175,13 @@ def rdp(mech, orders, *, sensitivity=1.0, pairs=None, directions="both"):
     check_real("orders", orders)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     a = jnp.asarray(orders, jnp.float64)
-    return _reduce(_divergences(m, a, values, nvalues, "renyi"), directions, a.shape)
+    out = _reduce(_divergences(m, a, values, nvalues, "renyi"), directions, a.shape)
+    if pairs is None and values.size > 1:
+        # zoom in around each order's worst grid pairs (see epsilon_for_delta)
+        fine = []
+        for order in a.reshape(-1):
+            zv, znv = _zoom(m, m.renyi_divergence, order, values, nvalues)
+            d = _divergences(m, order, zv, znv, "renyi")
+            fine.append(_window_bound(d[:, :1] if directions == "forward" else d, _ZOOM_STARTS))
+        out = jnp.maximum(out, jnp.stack(fine).reshape(a.shape))
+    return out
