@@ -55,6 +55,8 @@ _ITP_K2 = 2.0
 _SMOOTH_FIT = 0.1
 #: steps moving the same end before a bisection.
 _STALL = 3
+#: expansion: the zero of the left slope's secant, overshot by this factor (to land past the minimiser).
+_OVERSHOOT = 2.0
 
 
 class BracketState(NamedTuple):
@@ -163,7 +165,7 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
     minimiser inside), with the value, slope and a curvature estimate (slope secant of
     that side's last two points, or the exact second derivative passed as
     ``update(..., curvature=h)``) at each end. While no right end is known it expands: to
-    the zero of the left slope's secant (overshot by half, between ``first_step`` and four
+    the zero of the left slope's secant (overshot twofold, between ``first_step`` and four
     times the last expansion), or doubling. Inside a bracket it moves to the minimiser of a
     two-sided model (:func:`_candidate`): inverse-quadratic/secant/Newton steps on the
     derivative (smooth minima), the meeting point of the two ends' branch models (kinked
@@ -216,9 +218,9 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
         inner = jnp.where(bisect, 0.5 * (s.a + s.b), inner)
         stall = jnp.where(bisect | local, 0.0, stall)
         # expansion: to the zero of the slope secant of the last two left points, overshot
-        # by half (to land past the minimiser), within [probe, 4 probe]; else doubling
+        # twofold (to land past the minimiser), within [probe, 4 probe]; else doubling
         c_ok = move_a & (have_a0 | (h is not None)) & (ca > 0)
-        guess = jnp.clip(-1.5 * g / jnp.where(c_ok, ca, 1.0), state.probe, 4.0 * state.probe)
+        guess = jnp.clip(-_OVERSHOOT * g / jnp.where(c_ok, ca, 1.0), state.probe, 4.0 * state.probe)
         step = jnp.where(c_ok, guess, state.probe)
         target = jnp.where(both, inner, jnp.where(have_a, u + step, u - state.probe))
         target = jnp.clip(target, lower, upper)
