@@ -699,13 +699,7 @@ def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, size
             if count > 1:
                 pmf, width = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic, with_width=True)
                 ok = ok & (width <= sizes[i])
-            r = pmf.roundoff[..., None]
-            if kind == "epsilon":
-                e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
-                outs.append(jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e))
-            else:
-                d = _grid.delta_for_epsilon(pmf, arg)
-                outs.append(jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0))
+            outs.append(_answer(pmf, kind, arg, pessimistic))
         return functools.reduce(jnp.maximum, outs), ok
 
     n = max(sizes) if count > 1 else max(shape[1][0], (shape[2] or (0,))[0])
@@ -805,6 +799,17 @@ def _build_windows_jit(mech, sensitivity, q, offsets, shape, pessimistic, count,
     return rem, add, widths
 
 
+def _answer(pmf, kind, arg, pessimistic):
+    """ε at δ = ``arg`` (NaN below the round-off floor) or δ at ε = ``arg`` of one direction's
+    grid PLD, with its accumulated round-off added on the pessimistic side."""
+    r = pmf.roundoff[..., None]
+    if kind == "epsilon":
+        e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
+        return jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e)
+    d = _grid.delta_for_epsilon(pmf, arg)
+    return jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0)
+
+
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
 def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
     """Self-compose both directions (FFT lengths ``sizes``) and answer the query, one call.
@@ -813,14 +818,8 @@ def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
     for i, pmf in enumerate(p for p in (rem, add) if p is not None):
         if count > 1:
             pmf = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic)
-        r = pmf.roundoff[..., None]
-        if kind == "epsilon":
-            e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
-            outs.append(jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e))
-        else:
-            d = _grid.delta_for_epsilon(pmf, arg)
-            outs.append(jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0))
-        floors.append(ROUNDOFF_FACTOR * r)
+        outs.append(_answer(pmf, kind, arg, pessimistic))
+        floors.append(ROUNDOFF_FACTOR * pmf.roundoff[..., None])
     return functools.reduce(jnp.maximum, outs), functools.reduce(jnp.maximum, floors)
 
 

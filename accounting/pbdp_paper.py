@@ -72,7 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln, ndtri
 
-from accounting._numerics import to64, x64
+from accounting._numerics import solve_decreasing, to64, x64
 from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.boosting import PrivacyBoosted
 from dpjax.kernels import Gaussian, Laplace
@@ -345,22 +345,12 @@ def paper_privacy_profile(mech, epsilon, *, sensitivity=1.0, weights="paper"):
 
 
 def _bisect(fn, delta, lower, upper, iterations):
-    """Smallest ε in [lower, upper] with fn(ε) <= delta (fn decreasing), elementwise.
-
-    ``lower`` where fn(lower) <= delta already.
-    """
+    """Smallest ε in [lower, upper] with fn(ε) <= delta (fn decreasing), elementwise;
+    ``lower`` where fn(lower) <= delta already."""
     ok_lo = fn(lower) <= delta
     shape = jnp.broadcast_shapes(jnp.shape(ok_lo), jnp.shape(delta))
     lo = jnp.full(shape, lower, jnp.float64)
-    hi = jnp.full(shape, upper, jnp.float64)
-
-    def body(_, s):
-        a, b = s
-        mid = 0.5 * (a + b)
-        ok = fn(mid) <= delta
-        return jnp.where(ok, a, mid), jnp.where(ok, mid, b)
-
-    _, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    hi = solve_decreasing(fn, delta, lo, jnp.full(shape, upper, jnp.float64), iterations)
     return jnp.where(ok_lo, lo, hi)
 
 
