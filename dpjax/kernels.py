@@ -50,21 +50,15 @@ def _round_up_to_default_float(x) -> jax.Array:
     return jnp.asarray(y, dt)
 
 
-# ----------------------------------------------------------------------------------
-# Laplace
-# ----------------------------------------------------------------------------------
-@pytree_dataclass
-class Laplace(AdditiveMechanism):
-    r"""Laplace noise, density :math:`e^{-|n|/b} / (2b)`; ε-DP with ε = Δ/b."""
-
-    scale: jax.Array
+class _LaplaceScale:
+    """Calibration shared by the Laplace kernels (continuous and discrete): scale b, ε = Δ/b."""
 
     def __post_init__(self):
         check_positive("scale", self.scale)
 
     @classmethod
-    def from_epsilon(cls, epsilon, sensitivity=1.0) -> "Laplace":
-        """Pure ε-DP Laplace mechanism for a query of L1 sensitivity Δ: scale Δ/ε."""
+    def from_epsilon(cls, epsilon, sensitivity=1.0):
+        """Pure ε-DP mechanism for a query of L1 sensitivity Δ: scale Δ/ε (rounded up)."""
         check_positive("epsilon", epsilon)
         check_positive("sensitivity", sensitivity)
         return cls(scale=_round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
@@ -72,6 +66,16 @@ class Laplace(AdditiveMechanism):
     def pure_epsilon(self, sensitivity=1.0):
         """The pure-DP ε = Δ/b of the pair (0, Δ)."""
         return jnp.asarray(sensitivity) / self.scale
+
+
+# ----------------------------------------------------------------------------------
+# Laplace
+# ----------------------------------------------------------------------------------
+@pytree_dataclass
+class Laplace(_LaplaceScale, AdditiveMechanism):
+    r"""Laplace noise, density :math:`e^{-|n|/b} / (2b)`; ε-DP with ε = Δ/b."""
+
+    scale: jax.Array
 
     def hockey_stick(self, epsilon, value, neighbour_value):
         r"""δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
@@ -209,7 +213,7 @@ class Gaussian(AdditiveMechanism):
 # Discrete Laplace (two-sided geometric)
 # ----------------------------------------------------------------------------------
 @pytree_dataclass
-class DiscreteLaplace(AdditiveMechanism):
+class DiscreteLaplace(_LaplaceScale, AdditiveMechanism):
     r"""Two-sided geometric noise on the integers, pmf ∝ :math:`e^{-|k|/b}`.
 
     ε-DP with ε = Δ/b for an integer sensitivity Δ. Sampled exactly (in idealized
@@ -218,18 +222,6 @@ class DiscreteLaplace(AdditiveMechanism):
 
     scale: jax.Array
     discrete = True
-
-    def __post_init__(self):
-        check_positive("scale", self.scale)
-
-    @classmethod
-    def from_epsilon(cls, epsilon, sensitivity=1) -> "DiscreteLaplace":
-        check_positive("epsilon", epsilon)
-        check_positive("sensitivity", sensitivity)
-        return cls(scale=_round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
-
-    def pure_epsilon(self, sensitivity=1):
-        return jnp.asarray(sensitivity) / self.scale
 
     def _log_a(self):
         return -1.0 / self.scale  # a = e^{-1/b}
