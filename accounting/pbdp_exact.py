@@ -110,7 +110,7 @@ def epsilon_for_delta(mech, delta, *, sensitivity=1.0, pairs=None, lower=-1.0, u
     out = _bisect_epsilon(m, values, nvalues, *args, windows=1)
     if pairs is None and values.size > 1 and bool(jnp.isfinite(out)):
         # a grid of answers: the reported ε must bound the supremum over *all* answers
-        values, nvalues = _zoom(m, m.hockey_stick, out, values, nvalues)
+        values, nvalues = _zoom(m, "hockey_stick", out, values, nvalues)
         out = jnp.maximum(out, _bisect_epsilon(m, values, nvalues, *args, windows=_ZOOM_STARTS))
     return float(out)
 
@@ -118,7 +118,7 @@ def epsilon_for_delta(mech, delta, *, sensitivity=1.0, pairs=None, lower=-1.0, u
 _ZOOM_POINTS, _ZOOM_ROUNDS, _ZOOM_STARTS = 33, 3, 4
 
 
-def _zoom(m, fn, x, values, nvalues):
+def _zoom(m, kind, x, values, nvalues):
     """Pairs (Q, Q + d) refined around the grid's worst pairs at ``x``, as ``_ZOOM_STARTS``
     windows of ``_ZOOM_POINTS`` answers (window-major).
 
@@ -129,14 +129,14 @@ def _zoom(m, fn, x, values, nvalues):
     """
     values, nvalues = values.reshape(-1), nvalues.reshape(-1)
     gaps = nvalues - values
-    worst = jnp.max(_pairwise(m, fn, x, values, nvalues), axis=1)
+    worst = jnp.max(_divergences(m, x, values, nvalues, kind), axis=1)
     out_v, out_nv = [], []
     for k in [int(i) for i in jnp.argsort(-worst)[:_ZOOM_STARTS]]:
         v, gap = values, gaps[k]
         for _ in range(_ZOOM_ROUNDS):
             lo, hi = v[max(k - 1, 0)], v[min(k + 1, v.size - 1)]
             v = jnp.linspace(lo, hi, _ZOOM_POINTS)
-            k = int(jnp.argmax(jnp.max(_pairwise(m, fn, x, v, v + gap), axis=1)))
+            k = int(jnp.argmax(jnp.max(_divergences(m, x, v, v + gap, kind), axis=1)))
         out_v.append(v)
         out_nv.append(v + gap)
     return jnp.concatenate(out_v), jnp.concatenate(out_nv)
@@ -180,7 +180,7 @@ def rdp(mech, orders, *, sensitivity=1.0, pairs=None, directions="both"):
         # zoom in around each order's worst grid pairs (see epsilon_for_delta)
         fine = []
         for order in a.reshape(-1):
-            zv, znv = _zoom(m, m.renyi_divergence, order, values, nvalues)
+            zv, znv = _zoom(m, "renyi", order, values, nvalues)
             d = _divergences(m, order, zv, znv, "renyi")
             fine.append(_window_bound(d[:, :1] if directions == "forward" else d, _ZOOM_STARTS))
         out = jnp.maximum(out, jnp.stack(fine).reshape(a.shape))
