@@ -103,3 +103,15 @@ def check_finite_values(name: str, values) -> None:
             f"{name} contains {n_bad} NaN or infinite entries; a release of non-finite values is refused "
             "(clean or clip the data first)"
         )
+
+
+def check_index_values(name: str, values, size: int, size_name: str) -> None:
+    """Refuse values that are not integer indices in ``[0, size)``, ``size`` being the
+    mechanism's parameter ``size_name`` (skipped under tracing)."""
+    if is_traced(values):
+        return
+    arr = np.asarray(values)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
+        raise ValueError(f"{name} must be integer indices in [0, {size_name}) = [0, {size})")
+    if arr.size and (arr.min() < 0 or arr.max() >= size):
+        raise ValueError(f"{name} must lie in [0, {size - 1}] ({size_name}={size})")

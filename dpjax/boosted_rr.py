@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, check_real, is_traced
+from dpjax._validation import check_index_values, check_int, check_positive, check_real, is_traced
 from dpjax.mechanism import Mechanism
 
 __all__ = ["BoostedRandomizedResponse"]
@@ -128,13 +128,7 @@ class BoostedRandomizedResponse(Mechanism):
 
     # -- output law -----------------------------------------------------------------
     def validate_values(self, values) -> None:
-        if is_traced(values):
-            return
-        arr = np.asarray(values)
-        if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
-            raise ValueError("values must be integer indices in [0, domain_size) for BoostedRandomizedResponse")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.domain_size):
-            raise ValueError(f"values must lie in [0, {self.domain_size - 1}] (domain_size={self.domain_size})")
+        check_index_values("values", values, self.domain_size, "domain_size")
 
     def _sample(self, uniform, value):
         d, s = self.domain_size, self.block_size

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, is_traced
+from dpjax._validation import check_index_values, check_int, check_positive
 from dpjax.mechanism import Mechanism
 
 __all__ = ["RandomizedResponse"]
@@ -54,13 +53,7 @@ class RandomizedResponse(Mechanism):
         return eye * p + (1 - eye) * q
 
     def validate_values(self, values) -> None:
-        if is_traced(values):
-            return
-        arr = np.asarray(values)
-        if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
-            raise ValueError("values must be integer category indices for RandomizedResponse")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.num_categories):
-            raise ValueError(f"values must lie in [0, {self.num_categories - 1}] (num_categories={self.num_categories})")
+        check_index_values("values", values, self.num_categories, "num_categories")
 
     def _sample(self, uniform, value):
         keep = uniform(0) < self.keep_probability

@@ -31,7 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-import accounting
 import dpjax
 from dpjax.regions import AbsoluteError, FixedInterval, Region, RelativeError
 from optimize import _exact, _search

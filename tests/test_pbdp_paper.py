@@ -361,24 +361,16 @@ def test_table_e_corrected_weights():
     _close(eps, ["582.7", "565.1", "672.9", "1842.0"])
 
 
-@pytest.mark.parametrize("row", [0, 1])
+@pytest.mark.parametrize("row", [0, 1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 def test_table_e_paper_optimum(row):
+    """T = 100, 1000 (slow): the paper's objective is saw-toothed and falls towards the grid edge (k ≤ 40)."""
     T = int(TABLE_E[row][0])
     r = pp.paper_tune(dpjax.AbsoluteError(5.0), 0.9, sensitivity=3.0, delta=1e-5, compositions=T, max_ratio=40.0)
     _close(r.epsilon, TABLE_E[row][2], rel=1e-2)
     # T = 1: the minimum is flat (ε(k=2.264) = 3.56867, ε(k=2.29) = 3.56873), so k* is loose
-    _close(np.asarray(r.sigma) / SB_E, TABLE_E[row][3], rel=2e-2)
-    _close(r.baseline_epsilon, TABLE_E[row][1])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("row", [2, 3])
-def test_table_e_paper_optimum_long(row):
-    """T = 100, 1000: the paper's objective is saw-toothed and falls towards the grid edge (k ≤ 40)."""
-    T = int(TABLE_E[row][0])
-    r = pp.paper_tune(dpjax.AbsoluteError(5.0), 0.9, sensitivity=3.0, delta=1e-5, compositions=T, max_ratio=40.0)
-    _close(r.epsilon, TABLE_E[row][2], rel=1e-2)
-    _close(np.asarray(r.sigma) / SB_E, TABLE_E[row][3], rel=1e-2)
+    _close(np.asarray(r.sigma) / SB_E, TABLE_E[row][3], rel=2e-2 if row < 2 else 1e-2)
+    if row < 2:
+        _close(r.baseline_epsilon, TABLE_E[row][1])
 
 
 @pytest.mark.slow  # 4-8 s: the T=1000 FFT composition (the paper side, 106.98, is checked above)
