@@ -377,8 +377,9 @@ class PrivacyBoosted(Mechanism):
 
     def _sample_mixture(self, uniform, value):
         """Exact three-component mixture: below / inside / above the region, chosen with
-        ``u0``; the component's kernel quantile at ``u1`` (one inverse CDF per record,
-        targets in log space so that far tails stay exact)."""
+        ``u0``; the component's kernel quantile at ``u1`` (one inverse CDF per record).
+        Quantile targets are in log space so that far tails stay exact, except for the
+        Gaussian kernel, whose ``ndtri`` takes the target itself."""
         dt = uniform.dtype
         mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
         kernel = mech.kernel

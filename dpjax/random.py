@@ -3,9 +3,9 @@
 All randomness in dpjax comes from an explicit key. A key passed to
 :func:`dpjax.release` or :meth:`Mechanism.sample` is *consumed* once (so JAX's
 ``jax_debug_key_reuse`` checker flags a second use by the caller) and turned into
-a Threefry-2x32 key pair. The ``j``-th uniform of record ``i`` is then the
-Threefry hash of the counter ``(j, i)`` under that pair: it depends only on the
-key and on ``(i, j)``, never on how many records are processed together, in which
+a Threefry-2x32 key pair. The ``j``-th uniform of record ``i`` is then taken from
+the Threefry hash of a counter made of ``j`` and ``i`` under that pair (see
+:class:`UniformStream`): it depends only on the key and on ``(i, j)``, never on how many records are processed together, in which
 slice, or on which device. This is what makes a release bitwise identical whether
 it runs whole, in slices (``start=``) or sharded over several devices.
 

@@ -5,7 +5,8 @@ publishes aggregate activity statistics. ``steps.csv`` is a synthetic,
 deterministic stand-in: one row per user with the user's age group, region and
 average daily step count over one week. It was produced by
 :func:`make_steps_table` (seed 2025) and is checked against it by the tests, so
-the shipped file and its recipe cannot drift apart.
+the shipped file and its recipe cannot drift apart. (numpy's generator, seeded
+explicitly, only synthesises this fixed table; no release noise comes from it.)
 """
 
 from __future__ import annotations
