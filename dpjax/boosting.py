@@ -489,6 +489,12 @@ class PrivacyBoosted(Mechanism):
         region (reflection y → v + v' − y swaps the two laws), not for the others."""
         return isinstance(self.region, AbsoluteError)
 
+    @property
+    def pair_path(self) -> bool:
+        """The relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
+        accountant bounds the supremum between them (the divergence peaks between grid answers)."""
+        return not isinstance(self.region, AbsoluteError)
+
     def _boost_parts(self, value, neighbour_value):
         """``(log(1−q), log Z(value), log Z(neighbour_value))`` from one fused mass evaluation.
 

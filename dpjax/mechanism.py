@@ -18,7 +18,7 @@ law
 * optional accounting hooks — ``hockey_stick(ε, value, neighbour_value)`` (closed-form
   privacy profile of a pair), ``output_breakpoints(value, neighbour_value)`` (where the
   loss jumps or turns), ``renyi_divergence(α, value, neighbour_value)`` and the class
-  flag ``symmetric_pairs``; see docs/accounting.md for the contract.
+  flags ``symmetric_pairs`` and ``pair_path``; see docs/accounting.md for the contract.
 
 Sampling goes through :class:`dpjax.random.UniformStream`: a mechanism only maps
 per-record uniforms to outputs (``_sample``), which is what makes releases
@@ -120,6 +120,11 @@ class Mechanism:
     # -- optional accounting hooks (override where a closed form exists) ----------------
     #: δ(P_v‖P_v') = δ(P_v'‖P_v) for every declared pair (lets the accountant skip the mirror).
     symmetric_pairs: ClassVar[bool | None] = None
+    #: the declared pairs sample a continuous path of pairs (consecutive pairs joined by straight
+    #: segments; integer answers for discrete mechanisms), and every pair on it is a neighbouring
+    #: pair: the accountant then bounds the supremum along the path, not just the samples'
+    #: maximum (needs the closed forms ``hockey_stick`` / ``renyi_divergence``).
+    pair_path: ClassVar[bool] = False
 
     def hockey_stick(self, epsilon, value, neighbour_value) -> jax.Array:
         """Optional: δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy in closed form.

@@ -159,6 +159,10 @@ class RelativeError(Region):
         values = _grid(-s / 2.0, q_max, num, discrete)
         if discrete:
             values = jnp.floor(values)
+        # Q = 0 is a kink of every pair's divergence (|Q| in the region) and often its peak:
+        # the grid answer nearest to it becomes 0 (order is kept: the others are farther)
+        nearest = jnp.argmin(jnp.abs(values), axis=-1)[..., None]
+        values = jnp.where(jnp.arange(num) == nearest, 0.0, values)
         shape = _batch(values[..., 0], s)
         values = jnp.broadcast_to(values, shape + (num,))
         return values, values + jnp.asarray(s)[..., None]
