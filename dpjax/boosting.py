@@ -23,11 +23,13 @@ Samplers (static field ``sampler``):
 
 * ``"mixture"`` (default): exact, branch-free three-component mixture (below /
   inside / above the region). One uniform picks the component, a second inverts
-  the kernel CDF restricted to it. Tails are inverted from log-CDF targets and
-  the upper tail by symmetry, never through ``1 − F``; discrete kernels use a
-  discrete inverse CDF (closed form for the discrete Laplace, bisection on the
-  CDF for the discrete Gaussian). Reparameterisable in the kernel's scale within
-  each component.
+  the kernel CDF restricted to it, never through ``1 − F``. Continuous kernels work
+  in linear space (:func:`_mixture_noise`): region masses from half-masses and tails,
+  the quantile target carried both as its tail probability and as its offset from
+  the median, so that far tails and regions narrow against the scale are exact to
+  the float. Discrete kernels invert log-CDF targets with a discrete inverse CDF
+  (closed form for the discrete Laplace, bisection on the CDF for the discrete
+  Gaussian). Reparameterisable in the kernel's scale within each component.
 * ``"rejection"``: the paper's sampler — propose from the kernel, accept if the
   proposal is in ``S`` or with probability ``1 − q`` otherwise — inside a
   ``lax.while_loop`` whose trial ``j`` uses the uniform streams ``2j`` (proposal,
@@ -62,7 +64,6 @@ __all__ = ["PrivacyBoosted", "AbsoluteError", "RelativeError", "FixedInterval", 
 
 _KERNELS = (Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian)
 _SAMPLERS = ("mixture", "rejection")
-_LOG_HALF = math.log(0.5)
 
 
 # ----------------------------------------------------------------------------------
@@ -191,14 +192,6 @@ def _log_piece_mass(kernel, lo, hi, centres):
     return out
 
 
-def _continuous_icdf_log(kernel, log_u):
-    """Kernel inverse CDF at ``exp(log_u)``; exact in the lower tail for Laplace."""
-    if isinstance(kernel, Laplace):
-        tail = kernel.scale * (log_u - _LOG_HALF)
-        return jnp.where(log_u < _LOG_HALF, tail, kernel.noise_icdf(jnp.exp(jnp.minimum(log_u, 0.0))))
-    return kernel.noise_icdf(jnp.exp(log_u))
-
-
 def _discrete_icdf(kernel, u, log_u):
     """Smallest integer ``k`` with ``F(k) >= u`` for a discrete kernel."""
     if isinstance(kernel, DiscreteLaplace):
@@ -230,11 +223,124 @@ def _discrete_icdf(kernel, u, log_u):
     raise NotImplementedError(f"no discrete inverse CDF for {type(kernel).__name__}")
 
 
-def _icdf_lower(kernel, log_u):
-    """Inverse CDF at a target given in log space (meant for targets <= 1/2)."""
-    if kernel.discrete:
-        return _discrete_icdf(kernel, jnp.exp(log_u), log_u)
-    return _continuous_icdf_log(kernel, log_u)
+# ----------------------------------------------------------------------------------
+# the continuous mixture sampler (linear space)
+# ----------------------------------------------------------------------------------
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_EXP_M2 = math.exp(-2.0)
+# Cephes' rational approximations of the normal quantile, the ones jax.scipy.special.ndtri
+# evaluates (highest degree first). Central (exp(−2) < p < 1 − exp(−2)): a function of
+# w = p − 1/2, so a target given as its offset w from 1/2 keeps its precision however small;
+# tails: functions of z = sqrt(−2 log p) (P1/Q1 for z < 8, P2/Q2 beyond).
+_NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,
+             1.39312609387279679503e1, -1.23916583867381258016e0)
+_NDTRI_Q0 = (1.0, 1.95448858338141759834e0, 4.67627912898881538453e0, 8.63602421390890590575e1,
+             -2.25462687854119370527e2, 2.00260212380060660359e2, -8.20372256168333339912e1,
+             1.59056225126211695515e1, -1.18331621121330003142e0)
+_NDTRI_P1 = (4.05544892305962419923e0, 3.15251094599893866154e1, 5.71628192246421288162e1,
+             4.40805073893200834700e1, 1.46849561928858024014e1, 2.18663306850790267539e0,
+             -1.40256079171354495875e-1, -3.50424626827848203418e-2, -8.57456785154685413611e-4)
+_NDTRI_Q1 = (1.0, 1.57799883256466749731e1, 4.53907635128879210584e1, 4.13172038254672030440e1,
+             1.50425385692907503408e1, 2.50464946208309415979e0, -1.42182922854787788574e-1,
+             -3.80806407691578277194e-2, -9.33259480895457427372e-4)
+_NDTRI_P2 = (3.23774891776946035970e0, 6.91522889068984211695e0, 3.93881025292474443415e0,
+             1.33303460815807542389e0, 2.01485389549179081538e-1, 1.23716634817820021358e-2,
+             3.01581553508235416007e-4, 2.65806974686737550832e-6, 6.23974539184983293730e-9)
+_NDTRI_Q2 = (1.0, 6.02427039364742014255e0, 3.67983563856160859403e0, 1.37702099489081330271e0,
+             2.16236993594496635890e-1, 1.34204006088543189037e-2, 3.28014464682127739104e-4,
+             2.89247864745380683936e-6, 6.79019408009981274425e-9)
+
+
+def _horner(coeffs, x):
+    out = coeffs[0]
+    for c in coeffs[1:]:
+        out = out * x + c
+    return out
+
+
+def _side_masses(kernel, x):
+    """``(P(0 < N < x), P(N > x))`` for ``x >= 0``: the half-mass and the tail beyond ``x``,
+    each to the float's relative precision (erf / erfc, expm1 / exp: no ``1 − F``)."""
+    if isinstance(kernel, Gaussian):
+        z = x / (kernel.sigma * math.sqrt(2.0))
+        return 0.5 * jax.scipy.special.erf(z), 0.5 * jax.scipy.special.erfc(z)
+    z = x / kernel.scale
+    return -0.5 * jnp.expm1(-z), 0.5 * jnp.exp(-z)
+
+
+def _split_quantile(kernel, p, w, s):
+    """The noise ``n`` with ``min(F(n), 1 − F(n)) = p`` on the side ``s`` (−1 below 0, +1 above),
+    where ``w = F(n) − 1/2`` is also given.
+
+    Each of ``p`` (accurate where it is small: tails) and ``w`` (accurate where it is small: a
+    target near the median, e.g. inside a region narrow against the scale) is used where it
+    carries the precision, so the quantile is exact to the float at both ends.
+    Gaussian: Cephes' ``ndtri`` (as in jax.scipy.special), its central rational evaluated
+    at ``w`` (``p > e^{−2}``), its tail expansion at ``p``.
+    Laplace: ``|n| = −b log(2p) = −b log1p(−2|w|)``, evaluated as Kahan's
+    ``log1p(x) = x log(y)/(y − 1)`` with ``x = −2|w|`` and ``y = 2p ≈ 1 + x``: one log.
+    """
+    p = jnp.where(p > 0, p, 0.5)  # p = 0 only in a component of zero weight: keep it finite
+    if isinstance(kernel, Gaussian):
+        central = p > _EXP_M2
+        ww = w * w
+        n_c = _SQRT_2PI * (w + w * ww * (_horner(_NDTRI_P0, ww) / _horner(_NDTRI_Q0, ww)))
+        z = jnp.sqrt(-2.0 * jnp.log(jnp.where(central, _EXP_M2, p)))
+        iz = 1.0 / z
+        far = z >= 8.0
+        dt = jnp.result_type(z)
+        pick = lambda a, b: jnp.where(far, jnp.asarray(a, dt), jnp.asarray(b, dt))  # noqa: E731
+        num = _horner([pick(a, b) for a, b in zip(_NDTRI_P2, _NDTRI_P1)], iz)
+        den = _horner([pick(a, b) for a, b in zip(_NDTRI_Q2, _NDTRI_Q1)], iz)
+        n_t = s * (z - (jnp.log(z) + num / den) * iz)
+        return kernel.sigma * jnp.where(central, n_c, n_t)
+    x = -2.0 * jnp.abs(w)
+    y = 2.0 * p
+    near = y == 1.0
+    ratio = jnp.where(near, 1.0, jnp.log(y) / jnp.where(near, -1.0, y - 1.0))
+    return -s * kernel.scale * x * ratio
+
+
+def _mixture_noise(kernel, uniform, e_lo, e_hi, keep, symmetric):
+    """Noise of the exact three-component mixture for a continuous kernel and a region
+    ``[e_lo, e_hi] ∋ 0`` in noise coordinates (per record or per batch); ``keep = 1 − q``.
+
+    Masses in linear space from two half-masses and two tails (one of each when the region
+    is symmetric, ``e_lo = −e_hi``): ``P_in = H_lo + H_hi`` has no cancellation however
+    narrow the region. ``u0`` picks the component against the unnormalised weights
+    ``(keep·P_lo, P_in, keep·P_hi)``; ``u1`` gives the quantile target as both
+    ``p = min(F, 1 − F)`` and ``w = F − 1/2``:
+
+    * below: ``p = u1 P_lo``; above: ``p = u1 P_hi`` (mirrored);
+    * inside: ``w = u1 H_hi − (1 − u1) H_lo`` (exact relative to ``P_in``),
+      ``p = P_lo + u1 P_in`` or ``P_hi + (1 − u1) P_in`` (exact in the tails).
+
+    A weight below the float's range belongs to a component ``u0`` cannot select anyway
+    (``u0`` is a multiple of 2^-23 or 2^-52). ``1 − u1`` is exact on the uniforms' grid.
+    (For an interval not holding 0 — a fixed region's answer outside it, which
+    :func:`dpjax.release` refuses — the formulas stay right but ``P_in`` loses precision.)
+    """
+    h_lo, p_lo = _side_masses(kernel, -e_lo)
+    h_hi, p_hi = (h_lo, p_lo) if symmetric else _side_masses(kernel, e_hi)
+    p_in = h_lo + h_hi
+    w_lo, w_hi = keep * p_lo, keep * p_hi
+    u0, u1 = uniform(0), uniform(1)
+    c = u0 * (w_lo + p_in + w_hi)
+    below = c < w_lo
+    inside = ~below & (c < w_lo + p_in)
+    v1 = 1.0 - u1
+    w_in = u1 * h_hi - v1 * h_lo
+    p_in_lo, p_in_hi = p_lo + u1 * p_in, p_hi + v1 * p_in
+    one = jnp.ones((), u1.dtype)
+    s = jnp.where(inside, jnp.sign(w_in), jnp.where(below, -one, one))
+    p = jnp.where(inside, jnp.where(w_in < 0, p_in_lo, p_in_hi), u1 * jnp.where(below, p_lo, p_hi))
+    w = jnp.where(inside, w_in, s * (0.5 - p))
+    n = _split_quantile(kernel, p, w, s)
+    # clamp to the component's range; bounds selected first so that n has a single use (with
+    # n inside three selects XLA's CPU fusion materialises the masses and re-hashes per fusion)
+    lower = jnp.where(inside, e_lo, jnp.where(below, -jnp.inf, e_hi))
+    upper = jnp.where(inside, e_hi, jnp.where(below, e_lo, jnp.inf))
+    return jnp.minimum(jnp.maximum(n, lower), upper)
 
 
 # ----------------------------------------------------------------------------------
@@ -378,23 +484,23 @@ class PrivacyBoosted(Mechanism):
     def _sample_mixture(self, uniform, value):
         """Exact three-component mixture: below / inside / above the region, chosen with
         ``u0``; the component's kernel quantile at ``u1`` (one inverse CDF per record).
-        Quantile targets are in log space so that far tails stay exact, except for the
-        Gaussian kernel, whose ``ndtri`` takes the target itself."""
+
+        Continuous kernels (Gaussian, Laplace): :func:`_mixture_noise`, in linear space and
+        exact to the float for every region holding the answer (narrow ones included).
+        Discrete kernels: quantile targets in log space so that far tails stay exact."""
         dt = uniform.dtype
         mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
         kernel = mech.kernel
-        one = 1.0 if kernel.discrete else 0.0
         v = jnp.asarray(value, dt)
         e_lo, e_hi = mech._noise_edges(v)
-        if jnp.ndim(e_lo) and isinstance(kernel, (Gaussian, Laplace)):
-            # per-record region (relative / fixed): the region holds the answer (e_lo <= 0 <= e_hi),
-            # so two tails and two half-masses, in linear space, are exact to the float and
-            # far cheaper than four log-CDFs; a mass below the float's range is one that
-            # u0 (a multiple of 2^-23 or 2^-52) can never select anyway
-            p_in = _half_mass(kernel, jnp.maximum(e_hi, 0.0)) + _half_mass(kernel, jnp.maximum(-e_lo, 0.0))
-            log_lo, log_in, log_hi = (jnp.log(p) for p in (kernel.noise_cdf(e_lo), p_in, kernel.noise_cdf(-e_hi)))
-        else:
-            log_lo, log_in, log_hi = _interval_masses(kernel, e_lo, e_hi)
+        if isinstance(kernel, (Gaussian, Laplace)):
+            symmetric = isinstance(mech.region, (AbsoluteError, RelativeError))
+            keep = jnp.exp(mech.log1m_boosting_rate).astype(dt)  # (the hardest answers may be float64)
+            return v + _mixture_noise(kernel, uniform, e_lo, e_hi, keep, symmetric)
+        # discrete kernels: integer noise, so the region's edges are the last noise values
+        # below / inside it and the reflected interval is shifted by one
+        one = 1.0
+        log_lo, log_in, log_hi = _interval_masses(kernel, e_lo, e_hi)
         log1mq = mech.log1m_boosting_rate
         lw_lo, lw_hi = log1mq + log_lo, log1mq + log_hi
         log_z = jnp.logaddexp(jnp.logaddexp(lw_lo, log_in), lw_hi)
@@ -408,16 +514,10 @@ class PrivacyBoosted(Mechanism):
         below = u0 < t_lo
         inside = ~below & (u0 < t_in)
         # below: F(n) = u1 F(e_lo); above: by symmetry −N below −e_hi; inside: F(n) = F(r_lo) + u1 P_in
-        if isinstance(kernel, Gaussian):
-            # ndtri takes the target itself: skip the per-record log/exp round trip
-            target = jnp.where(inside, kernel.noise_cdf(r_lo) + u1 * jnp.exp(log_in),
-                               u1 * jnp.exp(jnp.where(below, log_lo, log_hi)))
-            n = kernel.noise_icdf(target)
-        else:
-            log_u1 = jnp.log(u1)
-            log_target = jnp.where(inside, jnp.logaddexp(kernel.noise_log_cdf(r_lo), log_u1 + log_in),
-                                   log_u1 + jnp.where(below, log_lo, log_hi))
-            n = _icdf_lower(kernel, log_target)
+        log_u1 = jnp.log(u1)
+        log_target = jnp.where(inside, jnp.logaddexp(kernel.noise_log_cdf(r_lo), log_u1 + log_in),
+                               log_u1 + jnp.where(below, log_lo, log_hi))
+        n = _discrete_icdf(kernel, jnp.exp(log_target), log_target)
         n_in = jnp.clip(n, r_lo + one, r_hi)
         n_in = jnp.where(flip, -n_in, n_in)
         noise = jnp.where(inside, n_in, jnp.where(below, jnp.minimum(n, e_lo), jnp.maximum(-n, e_hi + one)))
