@@ -6,11 +6,16 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
 
     python benchmarks/throughput.py            # 10^7 values
     python benchmarks/throughput.py --n 1e9    # on a GPU
+    python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
+
+The load average is printed before and after: on a shared machine, ratios are only
+comparable within one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -58,6 +63,8 @@ def extra_cases():
         "PrivacyBoosted(Gaussian, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
         "PrivacyBoosted(Gaussian, Fixed, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
         "PrivacyBoosted(Laplace, Abs |S|=10, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.float32),
+        "PrivacyBoosted(Laplace, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
+        "PrivacyBoosted(Laplace, Fixed, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
         "PrivacyBoosted(DiscreteLaplace, Abs, rho=.9)": (dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.int32),
     }
 
@@ -67,11 +74,13 @@ def main(argv=None):
     p.add_argument("--n", type=float, default=1e7)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-numpy", action="store_true", help="for sizes numpy cannot hold")
+    p.add_argument("--only", default="", help="run only the cases whose name contains this text "
+                   "(the Gaussian(sigma=1) anchor always runs)")
     args = p.parse_args(argv)
     n = int(args.n)
     dev = jax.devices()[0]
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.device_kind} ({dev.platform}); "
-          f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}")
+          f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
     key = jax.random.key(0)
     x_np = np.random.default_rng(0).random(n, dtype=np.float32) * 1000
     rng = np.random.default_rng(1)
@@ -79,6 +88,8 @@ def main(argv=None):
     print(f"{'mechanism':<44}{'dpjax samples/s':>18}{'numpy samples/s':>18}{'ratio':>8}")
     rates = {}
     for name, (mech, dt) in {**dpjax_cases(), **extra_cases()}.items():
+        if args.only not in name and name != "Gaussian(sigma=1)":
+            continue
         x = jnp.asarray(x_np, dt)
         keys = iter(jax.random.split(key, args.repeats + 2))
         t = _best(lambda: dpjax.release(next(keys), x, mech).block_until_ready(), args.repeats)
@@ -89,6 +100,7 @@ def main(argv=None):
         else:
             ref = rates["Gaussian(sigma=1)"]
             print(f"{name:<44}{n / t:>18.3e}{'—':>18}{(n / t) / ref:>7.2f}x of Gaussian")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return rates
 
 
