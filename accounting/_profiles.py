@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
+from accounting._pair_path import HOOKS, path_divergence, supremum
 from dpjax.kernels import Gaussian
 from dpjax.mechanism import AdditiveMechanism, Mechanism
 
@@ -318,35 +319,42 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
     args = jnp.concatenate([jnp.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
     nr = e_r.shape[-1]
 
+    # the max over pairs and both orders of the *base* profile at every argument, and the pair
+    # attaining it; the subsampling post-processing is increasing in δ, so it commutes with the max
+    refine = getattr(mech, "pair_path", False) and vals.shape[0] > 1
+    if refine and kind != "closed_form":
+        raise NotImplementedError(f"{type(mech).__name__}.pair_path needs the closed form hockey_stick")
+
     def step(carry, x):
-        rem, add = carry
+        best, arg, i = carry
         v, nv, k_lo = x
         hf, hb = pair(v, nv, k_lo)
         vf = hf(args)
-        vb = vf if hb is hf else hb(args)
-        r = post_r(vf[..., :nr])
-        if hb is not hf:
-            r = jnp.maximum(r, post_r(vb[..., :nr]))
-        rem = jnp.maximum(rem, r.reshape(rem.shape))
-        if eps_add is not None:
-            a = post_a(vb[..., nr:])
-            if hb is not hf:
-                a = jnp.maximum(a, post_a(vf[..., nr:]))
-            add = jnp.maximum(add, a.reshape(add.shape))
-        return (rem, add), None
+        val = vf if hb is hf else jnp.maximum(vf, hb(args))
+        val = val.reshape(best.shape)
+        return (jnp.maximum(best, val), jnp.where(val > best, i, arg), i + 1), None
 
     klos = plan.get("klo")
     if klos is None:
         klos = jnp.zeros_like(vals)
     else:
         klos = jnp.moveaxis(jnp.asarray(klos), -1, 0)
-    init = (jnp.zeros(jnp.broadcast_shapes(eps_rem.shape, mech_batch(mech, eps_rem))),
-            None if eps_add is None else jnp.zeros(jnp.broadcast_shapes(eps_add.shape, mech_batch(mech, eps_add))))
-    if vals.shape[0] == 1:
-        (rem, add), _ = step(init, (vals[0], nvals[0], klos[0]))
-    else:
-        (rem, add), _ = jax.lax.scan(step, init, (vals, nvals, klos))
-    return rem, add
+    shape = jnp.broadcast_shapes(args.shape, mech_batch(mech, args))
+    init = (jnp.full(shape, -jnp.inf), jnp.zeros(shape, jnp.int32), jnp.int32(0))
+    (best, arg, _), _ = jax.lax.scan(step, init, (vals, nvals, klos))
+    if refine:
+        best = _path_supremum(mech, values, nvalues, args, best, arg, pessimistic)
+    rem = post_r(best[..., :nr])
+    return rem, (None if eps_add is None else post_a(best[..., nr:]))
+
+
+def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
+    """The envelope at ``args`` raised to the supremum along the mechanism's pair path
+    (see :mod:`accounting._pair_path`), both orders of every pair."""
+    values = jnp.broadcast_to(jnp.asarray(values, jnp.float64), best.shape[:-1] + jnp.shape(values)[-1:])
+    nvalues = jnp.broadcast_to(jnp.asarray(nvalues, jnp.float64), values.shape)
+    div = path_divergence(HOOKS["hockey_stick"], mech, args, forward=is_symmetric(mech))
+    return supremum(div, values, nvalues, best, arg, discrete=mech.discrete, pessimistic=pessimistic)[0]
 
 
 def mech_batch(mech, eps):

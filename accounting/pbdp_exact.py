@@ -11,17 +11,17 @@ have the analogous closed forms there.)
 
 This module adds the worst case over neighbouring answers — the pairs of
 :meth:`~dpjax.PrivacyBoosted.neighbour_pairs`, or any grid you pass, each pair in
-both directions — and the exact single-release ε at a given δ, in float64. These
-are the fast exact paths and the oracles for the discretised accountant
-(``accounting.pld`` / ``accounting.rdp`` use the same hooks and compose by FFT).
+both directions — and the exact single-release ε at a given δ, in float64. Where the
+mechanism's pairs sample a path of answers (``pair_path``: relative and fixed regions)
+the worst case is the supremum along the path, bounded by :func:`accounting._pair_path.worst_case`
+(bisection around the best grid pair at every ε or order, plus the last step's change),
+not the grid's maximum, which sits up to ~1e-3 relative below it with the default 201
+answers. These are the fast exact paths, the tuner's objective (:mod:`optimize`) and the
+oracles for the discretised accountant (``accounting.pld`` / ``accounting.rdp`` use the
+same hooks and the same path bound, and compose by FFT).
 
-Everything here is exact (no discretisation): δ(ε) is the true hockey-stick
-divergence of the mechanism's output laws, maximised over the pair grid; where the
-grid is one of answers (relative and fixed regions), :func:`epsilon_for_delta` and
-:func:`rdp` then zoom in around the worst grid pairs and add the largest change
-between neighbouring fine answers, so the reported value bounds the supremum over
-answers (pessimistic by ~1e-5 relative) instead of the grid's maximum, which can sit ~5e-5 below
-it with the default 201 answers.
+Everything here is exact (no discretisation of the output or loss): δ(ε) is the true
+hockey-stick divergence of the mechanism's output laws.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ import jax
 import jax.numpy as jnp
 
 from accounting._numerics import to64, x64
+from accounting._pair_path import worst_case
 from dpjax._validation import check_positive, check_probability, check_real
 from dpjax.boosting import PrivacyBoosted
 
-__all__ = ["privacy_profile", "epsilon_for_delta", "rdp", "worst_pair"]
+__all__ = ["privacy_profile", "epsilon_for_delta", "rdp", "worst_pair", "worst_case"]
 
 
 def _setup(mech, sensitivity, pairs):
@@ -50,115 +51,64 @@ def _setup(mech, sensitivity, pairs):
     return m, jnp.atleast_1d(values), jnp.atleast_1d(nvalues)
 
 
-def _pairwise(m, fn, x, values, nvalues):
-    """fn(x, v, v') for every pair, both directions: shape (pairs, 2) + x.shape."""
-
-    def one(v, nv):
-        return jnp.stack([fn(x, v, nv), fn(x, nv, v)])
-
-    return jax.vmap(one)(values.reshape(-1), nvalues.reshape(-1))
-
-
-@functools.partial(jax.jit, static_argnums=(4,))
-def _divergences(m, x, values, nvalues, kind):
-    fn = m.hockey_stick if kind == "hockey_stick" else m.renyi_divergence
-    return _pairwise(m, fn, x, values, nvalues)
-
-
-def _reduce(d, directions, shape):
-    if directions == "forward":
-        d = d[:, :1]
-    elif directions != "both":
+def _check_directions(directions):
+    if directions not in ("both", "forward"):
         raise ValueError(f"directions must be 'both' or 'forward', got {directions!r}")
-    return jnp.max(d.reshape((-1,) + shape), axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _worst_case_jit(m, x, values, nvalues, kind, directions, path):
+    return worst_case(m, kind, x, values, nvalues, directions=directions, path=path)
 
 
 @x64
 def privacy_profile(mech, epsilon, *, sensitivity=1.0, pairs=None, directions="both"):
-    """Exact δ(ε) of one release: max over pairs and both directions of the hockey-stick divergence.
+    """Exact δ(ε) of one release: the worst case over pairs and both directions of the
+    hockey-stick divergence (the supremum along the answers for relative / fixed regions).
 
     ``pairs``: optional ``(values, neighbour_values)`` replacing the mechanism's grid
-    (e.g. the spec's Q ∈ [−40, 40] step 0.5). ``directions="forward"`` examines only
-    ``δ(P_value‖P_neighbour)`` (the pair as given). Single (unbatched) mechanisms; any real ε.
+    (e.g. the spec's Q ∈ [−40, 40] step 0.5; exactly those pairs are examined).
+    ``directions="forward"`` examines only ``δ(P_value‖P_neighbour)`` (the pair as given).
+    Single (unbatched) mechanisms; any real ε.
     """
     check_real("epsilon", epsilon)
+    _check_directions(directions)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     eps = jnp.asarray(epsilon, jnp.float64)
-    return _reduce(_divergences(m, eps, values, nvalues, "hockey_stick"), directions, eps.shape)
+    return _worst_case_jit(m, eps, values, nvalues, "hockey_stick", directions, pairs is None)[0]
 
 
 @x64
 def worst_pair(mech, epsilon, *, sensitivity=1.0, pairs=None):
-    """``(value, neighbour_value, δ)``: the ordered pair whose hockey-stick divergence at ``epsilon`` is largest."""
+    """``(value, neighbour_value, δ)``: the ordered pair whose hockey-stick divergence at
+    ``epsilon`` is largest (on the answers' path for relative / fixed regions) and its δ."""
     check_real("epsilon", epsilon)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
-    d = _divergences(m, jnp.asarray(epsilon, jnp.float64), values, nvalues, "hockey_stick")
-    i, direction = divmod(int(jnp.argmax(d.reshape(-1))), 2)
-    v, nv = float(values.reshape(-1)[i]), float(nvalues.reshape(-1)[i])
-    return (v, nv, float(d[i, direction])) if direction == 0 else (nv, v, float(d[i, direction]))
+    eps = jnp.asarray(epsilon, jnp.float64)
+    _, (v, nv) = _worst_case_jit(m, eps, values, nvalues, "hockey_stick", "both", pairs is None)
+    forward, backward = float(m.hockey_stick(eps, v, nv)), float(m.hockey_stick(eps, nv, v))
+    return (float(v), float(nv), forward) if forward >= backward else (float(nv), float(v), backward)
 
 
 @x64
 def epsilon_for_delta(mech, delta, *, sensitivity=1.0, pairs=None, lower=-1.0, upper=200.0, iterations=80):
-    """Smallest ε with exact δ(ε) ≤ ``delta`` (bisection on the monotone profile; float64).
+    """Smallest ε with exact δ(ε) ≤ ``delta`` (bisection on the monotone worst-case profile; float64).
 
     Returns ``lower`` if δ(lower) ≤ delta already; ``inf`` if δ(upper) > delta (e.g. q = 1 with strips).
     """
     check_probability("delta", delta, high_open=True)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     args = (jnp.float64(delta), jnp.float64(lower), jnp.float64(upper), iterations)
-    out = _bisect_epsilon(m, values, nvalues, *args, windows=1)
-    if pairs is None and values.size > 1 and bool(jnp.isfinite(out)):
-        # a grid of answers: the reported ε must bound the supremum over *all* answers
-        values, nvalues = _zoom(m, "hockey_stick", out, values, nvalues)
-        out = jnp.maximum(out, _bisect_epsilon(m, values, nvalues, *args, windows=_ZOOM_STARTS))
-    return float(out)
+    return float(_bisect_epsilon(m, values, nvalues, *args, path=pairs is None))
 
 
-_ZOOM_POINTS, _ZOOM_ROUNDS, _ZOOM_STARTS = 33, 3, 4
-
-
-def _zoom(m, kind, x, values, nvalues):
-    """Pairs (Q, Q + d) refined around the grid's worst pairs at ``x``, as ``_ZOOM_STARTS``
-    windows of ``_ZOOM_POINTS`` answers (window-major).
-
-    The divergence need not be unimodal in the answer (it has kinks, e.g. at Q = 0 for a
-    relative region), so each of the ``_ZOOM_STARTS`` worst grid answers is refined:
-    every round replaces the bracket around the current worst answer by a finer one
-    (d = that pair's gap); after three rounds the step is ~1e-4 of the grid's.
-    """
-    values, nvalues = values.reshape(-1), nvalues.reshape(-1)
-    gaps = nvalues - values
-    worst = jnp.max(_divergences(m, x, values, nvalues, kind), axis=1)
-    out_v, out_nv = [], []
-    for k in [int(i) for i in jnp.argsort(-worst)[:_ZOOM_STARTS]]:
-        v, gap = values, gaps[k]
-        for _ in range(_ZOOM_ROUNDS):
-            lo, hi = v[max(k - 1, 0)], v[min(k + 1, v.size - 1)]
-            v = jnp.linspace(lo, hi, _ZOOM_POINTS)
-            k = int(jnp.argmax(jnp.max(_divergences(m, x, v, v + gap, kind), axis=1)))
-        out_v.append(v)
-        out_nv.append(v + gap)
-    return jnp.concatenate(out_v), jnp.concatenate(out_nv)
-
-
-def _window_bound(d, windows):
-    """Upper bound of a divergence between the answers of each zoom window: the largest value
-    plus the largest change between neighbouring answers (a kink or smooth peak between two
-    answers rises above them by at most one step's change, at the windows' fine step)."""
-    if windows == 1:
-        return jnp.max(d)
-    d = jnp.max(d, axis=1).reshape(windows, -1)
-    return jnp.max(d) + jnp.max(jnp.abs(jnp.diff(d, axis=1)))
-
-
-@functools.partial(jax.jit, static_argnums=(6,), static_argnames=("windows",))
-def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations, windows=1):
+@functools.partial(jax.jit, static_argnums=(6,), static_argnames=("path",))
+def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations, path=True):
     # one call site of the profile (compile time): steps 0 and 1 probe the bracket ends
     def body(i, s):
         lo, hi, ok_lo, bad_hi = s
         e = jnp.where(i == 0, lower, jnp.where(i == 1, upper, 0.5 * (lo + hi)))
-        bad = _window_bound(_pairwise(m, m.hockey_stick, e, values, nvalues), windows) > delta
+        bad = worst_case(m, "hockey_stick", e, values, nvalues, path=path)[0] > delta
         ok_lo = jnp.where(i == 0, ~bad, ok_lo)
         bad_hi = jnp.where(i == 1, bad, bad_hi)
         lo = jnp.where((i > 1) & bad, e, lo)
@@ -171,17 +121,10 @@ def _bisect_epsilon(m, values, nvalues, delta, lower, upper, iterations, windows
 
 @x64
 def rdp(mech, orders, *, sensitivity=1.0, pairs=None, directions="both"):
-    """Exact Rényi divergence at ``orders`` (> 1): max over pairs and both directions."""
+    """Exact Rényi divergence at ``orders`` (> 1): the worst case over pairs and both
+    directions (the supremum along the answers for relative / fixed regions)."""
     check_real("orders", orders)
+    _check_directions(directions)
     m, values, nvalues = _setup(mech, sensitivity, pairs)
     a = jnp.asarray(orders, jnp.float64)
-    out = _reduce(_divergences(m, a, values, nvalues, "renyi"), directions, a.shape)
-    if pairs is None and values.size > 1:
-        # zoom in around each order's worst grid pairs (see epsilon_for_delta)
-        fine = []
-        for order in a.reshape(-1):
-            zv, znv = _zoom(m, "renyi", order, values, nvalues)
-            d = _divergences(m, order, zv, znv, "renyi")
-            fine.append(_window_bound(d[:, :1] if directions == "forward" else d, _ZOOM_STARTS))
-        out = jnp.maximum(out, jnp.stack(fine).reshape(a.shape))
-    return out
+    return _worst_case_jit(m, a, values, nvalues, "renyi", directions, pairs is None)[0]

@@ -3,7 +3,9 @@
 ``rdp(mech, orders)`` is max over the declared neighbouring pairs, both orders of each
 pair, of D_α(P_v‖P_v'):
 
-* closed form where the mechanism overrides ``renyi_divergence`` (Gaussian, Laplace, RR);
+* closed form where the mechanism overrides ``renyi_divergence`` (Gaussian, Laplace, RR,
+  privacy-boosted), through :func:`accounting._pair_path.worst_case` (the supremum along
+  the answers where the pairs sample a path: relative and fixed regions);
 * discrete mechanisms: the exact sum over the integers of p^α q^{1−α};
 * continuous mechanisms: Gauss–Legendre quadrature of p^α q^{1−α} over cells between the
   output grid and the mechanism's ``output_breakpoints``, on an interval widened by
@@ -20,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
+from accounting._pair_path import worst_case
 from accounting._profiles import discrete_plan, expand, has_override, output_interval
 from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.mechanism import Mechanism
@@ -36,9 +39,7 @@ def _check_orders(orders):
 
 
 def _pair_divergence(mech, kind, v, nv, alpha, cells, klo, count):
-    """(D_α(P_v‖P_nv), D_α(P_nv‖P_v)) with params (..., 1) and alpha (K,)."""
-    if kind == "closed_form":
-        return mech.renyi_divergence(alpha, v, nv), mech.renyi_divergence(alpha, nv, v)
+    """(D_α(P_v‖P_nv), D_α(P_nv‖P_v)) with params (..., 1) and alpha (K,), without a closed form."""
     a = alpha[..., :, None]  # (K, 1)
     if kind == "discrete":
         k = jnp.floor(klo) + jnp.arange(count, dtype=jnp.float64)
@@ -83,6 +84,10 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
     values, nvalues = (jnp.asarray(x, jnp.float64) for x in m.neighbour_pairs(jnp.asarray(sensitivity, jnp.float64)))
     me = expand(m)
     kind = "closed_form" if has_override(m, "renyi_divergence") else ("discrete" if m.discrete else "grid")
+    if kind == "closed_form":
+        return _closed_form(m, alpha, jnp.asarray(sensitivity, jnp.float64)).reshape(tuple(m.batch_shape) + shp)
+    if getattr(m, "pair_path", False):
+        raise NotImplementedError(f"{type(m).__name__}.pair_path needs the closed form renyi_divergence")
     klo, count = None, 0
     if kind == "discrete":
         plan = discrete_plan(me, values, nvalues)
@@ -98,6 +103,18 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
         out = d if out is None else jnp.maximum(out, d)
     out = jnp.maximum(out, 0.0)
     return out.reshape(tuple(m.batch_shape) + shp)
+
+
+@jax.jit
+def _closed_form(m, alpha, sensitivity):
+    """Closed-form worst case over pairs (the supremum along a pair path), batch flattened."""
+    shape = tuple(m.batch_shape)
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), m)
+
+    def one(mm):
+        return jnp.maximum(worst_case(mm, "renyi", alpha, *mm.neighbour_pairs(sensitivity))[0], 0.0)
+
+    return jax.vmap(one)(flat)
 
 
 def _conv_inputs(orders, rdp_values):

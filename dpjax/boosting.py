@@ -355,15 +355,17 @@ class PrivacyBoosted(Mechanism):
       region: ``AbsoluteError(tau)``, ``RelativeError(theta, tau)`` or ``FixedInterval(low, high)``.
       rho: required coverage ``Pr[M(Q) ∈ S(Q)]``, in (0, 1].
       sampler: ``"mixture"`` (exact, default) or ``"rejection"`` (the paper's).
-      num_pairs: size of the answer grid that :meth:`neighbour_pairs` returns for
-        regions that move non-rigidly with the answer (relative, fixed).
+      num_pairs: number of answer pairs :meth:`neighbour_pairs` returns for regions that
+        move non-rigidly with the answer (relative, fixed). Default: 201 answers of a grid,
+        or for a relative region with a discrete kernel every distinct pair (6 per region
+        width up to the kernel's reach; a smaller value is refused).
     """
 
     kernel: Mechanism
     region: Region
     rho: jax.Array
     sampler: str = static_field(default="mixture")
-    num_pairs: int = static_field(default=201)
+    num_pairs: int | None = static_field(default=None)
 
     def __post_init__(self):
         if not isinstance(self.kernel, _KERNELS):
@@ -379,7 +381,11 @@ class PrivacyBoosted(Mechanism):
         check_probability("rho", self.rho)
         if self.sampler not in _SAMPLERS:
             raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}")
-        check_int("num_pairs", self.num_pairs, minimum=2)
+        need = self.region.required_pairs(kernel_reach(self.kernel), self.discrete)
+        if self.num_pairs is None and need != 0:
+            object.__setattr__(self, "num_pairs", need or 201)
+        if self.num_pairs is not None:
+            check_int("num_pairs", self.num_pairs, minimum=max(need or 2, 2))
 
     @property
     def discrete(self) -> bool:
@@ -559,12 +565,17 @@ class PrivacyBoosted(Mechanism):
 
         Absolute error: ``(0, Δ)`` (translation invariant). Relative error: ``(Q, Q + Δ)``
         for ``num_pairs`` answers ``Q`` from ``−Δ/2`` to where both strips leave the
-        kernel's support (the mirror half is the reversed direction). Fixed region:
-        ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]``. Integer grids for discrete kernels.
+        kernel's support (the mirror half is the reversed direction); with a discrete
+        kernel, one pair per distinct pair of region widths instead. Fixed region:
+        ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]`` (integer answers for discrete kernels).
         Each pair is to be examined in both directions.
         """
         if not is_traced(sensitivity):
             check_positive("sensitivity", sensitivity)
+        if self.num_pairs is None:
+            raise ValueError("num_pairs must be given for a relative region with a discrete kernel built from traced "
+                             "parameters (6 per region width up to the kernel's reach: build it from concrete values "
+                             "once to see the default)")
         return self.region.neighbour_pairs(sensitivity, kernel_reach(self.kernel), self.num_pairs, self.discrete)
 
     def output_breakpoints(self, value, neighbour_value):
@@ -591,9 +602,11 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def pair_path(self) -> bool:
-        """The relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
-        accountant bounds the supremum between them (the divergence peaks between grid answers)."""
-        return not isinstance(self.region, AbsoluteError)
+        """Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
+        accountant bounds the supremum between them (the divergence peaks between grid
+        answers). Not for a relative region with a discrete kernel, whose pairs are listed
+        exhaustively (:meth:`dpjax.RelativeError.neighbour_pairs`)."""
+        return self.region.pair_path(self.discrete)
 
     def _boost_parts(self, value, neighbour_value):
         """``(log(1−q), log Z(value), log Z(neighbour_value))`` from one fused mass evaluation.

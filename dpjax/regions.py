@@ -79,6 +79,17 @@ class Region:
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` for answers outside the region's answer domain."""
 
+    def required_pairs(self, reach, discrete: bool = False):
+        """Smallest ``num`` for which :meth:`neighbour_pairs` holds every distinct pair, ``None``
+        when any ``num`` ≥ 2 will do (a grid sampling a path of pairs), or 0 when it depends on
+        traced parameters (then the caller must be given ``num``)."""
+        return None
+
+    def pair_path(self, discrete: bool = False) -> bool:
+        """Whether :meth:`neighbour_pairs` samples a continuum of pairs (the accountant then bounds
+        the supremum between samples) rather than listing every distinct pair."""
+        return True
+
 
 def _batch(*xs):
     return jnp.broadcast_shapes(*[jnp.shape(x) for x in xs])
@@ -110,6 +121,9 @@ class AbsoluteError(Region):
     def hardest_answers(self, discrete=False):
         # p_S is the same for every answer (translation invariance).
         return (jnp.zeros(jnp.shape(self.tau)),)
+
+    def pair_path(self, discrete=False):
+        return False
 
     def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
         # Translation invariant: only the distance d = Q' − Q matters and d = Δ is
@@ -144,7 +158,20 @@ class RelativeError(Region):
         # The region is narrowest at Q = 0 (answer domain: all reals / integers).
         return (jnp.zeros(_batch(self.theta, self.tau)),)
 
+    def pair_path(self, discrete=False):
+        return not discrete
+
+    def required_pairs(self, reach, discrete=False):
+        if not discrete:
+            return None
+        if is_traced((reach, self.tau)):
+            return 0
+        levels = np.max(np.ceil(np.asarray(reach)) - np.floor(np.asarray(self.tau))) + 2
+        return int(6 * max(levels, 2))
+
     def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
+        if discrete:
+            return self._level_pairs(sensitivity, num)
         # Pairs (Q, Q + Δ) on a grid of Q. The worst pair is NOT (0, Δ) (spec §9.4):
         # the lower strip of S(Q) sits at θQ + τ below Q, where the kernel loss is
         # large. Beyond Q_max = (reach − τ)/θ + Δ both strips lie where the kernel
@@ -156,16 +183,37 @@ class RelativeError(Region):
         cap = _RELATIVE_GRID_CAP * (reach + self.tau + s)
         q_max = jnp.minimum((jnp.maximum(reach - self.tau, 0.0) + s) / jnp.maximum(theta, 1e-300), cap)
         q_max = jnp.maximum(q_max, s)
-        values = _grid(-s / 2.0, q_max, num, discrete)
-        if discrete:
-            values = jnp.floor(values)
         # Q = 0 is a kink of every pair's divergence (|Q| in the region) and often its peak:
-        # the grid answer nearest to it becomes 0 (order is kept: the others are farther)
-        nearest = jnp.argmin(jnp.abs(values), axis=-1)[..., None]
-        values = jnp.where(jnp.arange(num) == nearest, 0.0, values)
+        # it is the second answer, after −Δ/2
+        values = _grid(jnp.zeros_like(q_max), q_max, num - 1, False)
+        values = jnp.concatenate([jnp.broadcast_to(-s / 2.0, values.shape[:-1] + (1,)), values], -1)
         shape = _batch(values[..., 0], s)
         values = jnp.broadcast_to(values, shape + (num,))
         return values, values + jnp.asarray(s)[..., None]
+
+    def _level_pairs(self, sensitivity, num):
+        """Every distinct pair of integer answers (Q, Q + Δ), ``num // 6`` region widths deep.
+
+        For an integer answer, S(Q) − Q holds the integers of [−W(Q), W(Q)] with
+        W(Q) = ⌊θ|Q| + τ⌋, so a pair's laws depend only on (W(Q), W(Q + Δ)) and the shift Δ.
+        That pair of widths changes only where Q or Q + Δ reaches a new width w, at
+        Q_w = ⌈(w − τ)/θ⌉: the answers Q_w − Δ and Q_w (one below each, against float
+        rounding at the boundary) and the mirrors 1 − Q_w, −Q_w (Q < 0) stand for every
+        pair exactly. Widths run from ⌊τ⌋ past the kernel's reach (where the pair is the
+        kernel's own): :meth:`required_pairs`. The divergence jumps between widths, so a
+        grid of answers would not do (it can miss the worst width pair entirely).
+        """
+        s = jnp.asarray(sensitivity, jnp.result_type(float))
+        theta, tau = (jnp.asarray(x, s.dtype)[..., None] for x in (self.theta, self.tau))
+        w = jnp.floor(tau) + jnp.arange(num // 6, dtype=s.dtype)
+        qw = jnp.where(theta > 0, jnp.maximum(jnp.ceil((w - tau) / jnp.where(theta > 0, theta, 1.0)), 0.0), 0.0)
+        sv = s[..., None]
+        cand = jnp.stack([qw - sv - 1.0, qw - sv, qw - 1.0, qw, -qw, 1.0 - qw], axis=-1)
+        cand = jnp.floor(cand.reshape(cand.shape[:-2] + (-1,)))
+        values = jnp.concatenate([cand, jnp.zeros(cand.shape[:-1] + (num - cand.shape[-1],), s.dtype)], -1)
+        shape = _batch(values[..., 0], s)
+        values = jnp.broadcast_to(values, shape + (num,))
+        return values, values + s[..., None]
 
 
 @pytree_dataclass

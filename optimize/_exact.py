@@ -5,8 +5,9 @@ The closed forms are the mechanism's own accounting hooks,
 (spec §3.8), which are differentiable in every parameter (finite outer piece edges,
 gradient-safe empty pieces). What is the tuner's own:
 
-* the worst case over the mechanism's declared neighbouring pairs (both directions
-  unless the mechanism declares them symmetric);
+* the worst case over the mechanism's neighbouring pairs, shared with
+  :func:`accounting._pair_path.worst_case` (both directions unless the mechanism declares
+  them symmetric; the supremum along the answers for relative and fixed regions);
 * the ε of the privacy profile at a target δ, a root: :func:`epsilon_for_delta` solves
   it by bracketed Newton steps on ``log δ(ε)`` (warm start, tolerance stop) and is
   differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``;
@@ -22,30 +23,27 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from accounting._pair_path import worst_case
+
 #: default root tolerance on ε and iteration cap.
 ROOT_TOL = 1e-12
 ROOT_ITERS = 60
 
 
-def _directed_pairs(mech, sensitivity):
-    """Flat arrays of ordered pairs (both directions unless the mechanism is symmetric)."""
-    v, nv = mech.neighbour_pairs(sensitivity)
-    v, nv = jnp.ravel(v), jnp.ravel(nv)
-    if mech.symmetric_pairs:
-        return v, nv
-    return jnp.concatenate([v, nv]), jnp.concatenate([nv, v])
-
-
 def delta(mech, epsilon, sensitivity):
-    """Worst-case exact δ(ε) over the mechanism's declared neighbouring pairs (unbatched mech)."""
-    v, nv = _directed_pairs(mech, sensitivity)
-    return jnp.max(mech.hockey_stick(epsilon, v, nv))
+    """Worst-case exact δ(ε) over the mechanism's neighbouring pairs (unbatched mech): the
+    supremum along the answers where the pairs sample a path (:func:`accounting._pair_path.worst_case`)."""
+    return _worst(mech, "hockey_stick", epsilon, sensitivity)
 
 
 def renyi(mech, order, sensitivity):
-    """Worst-case exact Rényi divergence ``D_α`` over the declared pairs (unbatched mech)."""
-    v, nv = _directed_pairs(mech, sensitivity)
-    return jnp.max(mech.renyi_divergence(order, v, nv))
+    """Worst-case exact Rényi divergence ``D_α`` over the neighbouring pairs (unbatched mech)."""
+    return _worst(mech, "renyi", order, sensitivity)
+
+
+def _worst(mech, kind, x, sensitivity):
+    v, nv = mech.neighbour_pairs(sensitivity)
+    return worst_case(mech, kind, x, v, nv)[0]
 
 
 # ----------------------------------------------------------------------------------

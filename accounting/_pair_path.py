@@ -1,0 +1,183 @@
+r"""The supremum of a pair divergence along a path of neighbouring pairs.
+
+A mechanism whose output law does not move rigidly with the answer (PB-DP with a
+relative-error or fixed region) has a worst neighbouring pair that depends on the
+privacy level: at each ε (or Rényi order) the divergence, as a function of the true
+answer Q of the pair (Q, Q + Δ), has its own peak — a smooth maximum that moves with ε
+(σ=3.368, θ=0.2, τ=5: Q ≈ 18 at ε = 1, 40 at ε = 1.43, 71 at ε = 2) or a kink (Q = 0).
+Such a mechanism declares its pairs as samples of a path (``pair_path``); the maximum
+over the samples alone sits below the supremum by up to ~1e-3 relative in δ (a peak's
+quadratic fall-off over half a grid step), which an accountant must not report.
+
+:func:`supremum` bounds the supremum at every point ``x`` (ε or order) separately,
+vectorised over the points:
+
+1. the caller's sample maximum and its sample index k(x);
+2. a bracket [k − 1, k + 1] of the path position around it, halved ``ROUNDS`` times: each
+   round evaluates the two quarter points and keeps the best of five points at the
+   centre of the next bracket (two evaluations per round, four in the first);
+3. the bound: the best value found plus the larger of its falls to the two final
+   neighbours. Between those neighbours a smooth peak or a kink rises above the best
+   point by at most the change over one final step (a quadratic peak by a quarter of
+   it), so this margin makes the result an upper bound at the final resolution
+   (2^-ROUNDS of a grid step). For integer answers (discrete kernels) the margin is
+   dropped once the final points cover every integer between them (the supremum is
+   then attained among them).
+
+The assumption, stated where the mechanism declares its grid: the samples resolve
+the peaks (peaks wider than a grid step, or kinks placed on the grid), so that the
+supremum lies within a grid step of the best sample.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from accounting._numerics import take_last
+
+#: bisection rounds: the final step is 2^-ROUNDS of the grid's.
+ROUNDS = 12
+
+
+def pairs_at(values, nvalues, position, discrete: bool):
+    """The pair at real path ``position`` (an index into the nodes ``values``/``nvalues``, last
+    axis): linear between consecutive nodes; integer answers (same gap) for discrete mechanisms."""
+    last = values.shape[-1] - 1
+    position = jnp.clip(position, 0.0, float(last))
+    k = jnp.clip(jnp.floor(position), 0.0, float(max(last - 1, 0))).astype(jnp.int32)
+    t = position - k
+    k1 = jnp.minimum(k + 1, last)
+    v0, v1 = take_last(values, k), take_last(values, k1)
+    n0, n1 = take_last(nvalues, k), take_last(nvalues, k1)
+    if discrete:
+        v = jnp.round(v0 + t * (v1 - v0))
+        return v, v + (n0 - v0)
+    return v0 + t * (v1 - v0), n0 + t * (n1 - n0)
+
+
+def supremum(div, values, nvalues, best, index, *, discrete: bool, pessimistic: bool = True):
+    """``(bound, position)``: upper bound (``pessimistic``; else the best value found) of the
+    supremum over the path of ``div``, and the path position of the best value.
+
+    ``div(v, nv)``: the divergence at every point for per-point pairs ``v``/``nv`` of shape
+    (K,) + points shape, both orders already maxed (one call site: it is called once per
+    round). ``values``/``nvalues``: the path's nodes (..., P); ``best``/``index``: the
+    nodes' maximum at every point and its node index (points shape). Both results have the
+    points shape; the bound is never below ``best``.
+    """
+    index = jax.lax.stop_gradient(index).astype(values.dtype)
+    offsets = jnp.asarray([-1.0, 1.0], values.dtype)
+
+    def evaluate(centre, half):
+        pos = jax.lax.stop_gradient(centre + half * offsets.reshape((2,) + (1,) * centre.ndim))
+        return div(*pairs_at(values, nvalues, pos, discrete))
+
+    def step(state, r):
+        centre, value, left, right, half = state
+        first = r == 0
+        # round 0: the bracket ends (grid neighbours); later: the quarter points
+        new = evaluate(centre, jnp.where(first, half, 0.5 * half))
+        left = jnp.where(first, new[0], left)
+        right = jnp.where(first, new[1], right)
+        five = jnp.stack([left, new[0], value, new[1], right])
+        inner = five[1:4]
+        j = jnp.argmax(inner, axis=0)  # 0, 1, 2 → positions −half/2, 0, +half/2
+        pick = lambda arr: jnp.take_along_axis(arr, j[None], 0)[0]  # noqa: E731
+        moved = jnp.where(first, centre, centre + (j.astype(centre.dtype) - 1.0) * 0.5 * half)
+        return (
+            moved,
+            jnp.where(first, value, pick(inner)),
+            jnp.where(first, left, pick(five[0:3])),
+            jnp.where(first, right, pick(five[2:5])),
+            jnp.where(first, half, 0.5 * half),
+        ), None
+
+    state = (index, best, best, best, jnp.ones_like(best))
+    (centre, value, left, right, half), _ = jax.lax.scan(step, state, jnp.arange(ROUNDS + 1))
+    if not pessimistic:
+        return value, centre
+    margin = jnp.maximum(jnp.maximum(value - left, value - right), 0.0)
+    if discrete:
+        answers = pairs_at(values, nvalues, centre + half * jnp.asarray([-1.0, 0.0, 1.0]).reshape(
+            (3,) + (1,) * centre.ndim), discrete)[0]
+        covered = jnp.all(jnp.abs(jnp.diff(answers, axis=0)) <= 1.0, axis=0)
+        margin = jnp.where(covered, 0.0, margin)
+    return value + margin, centre
+
+
+def elementwise(hook, mech, x, v, nv):
+    """``hook(m, x, v, nv)`` of scalar mechanisms, elementwise over arrays shaped (K,) + batch + (M,).
+
+    ``mech``: parameters shaped batch + (1,) (the accountant's expanded mechanism); ``hook``
+    returns, for scalar parameters and arguments, an array of size 1. Every element gets its
+    own pair, unlike the hooks' own broadcasting (one pair against a grid of ε).
+    """
+    batch = x.shape[1:-1]
+    nb = math.prod(batch)
+    flat = jax.tree_util.tree_map(
+        lambda p: jnp.broadcast_to(jnp.asarray(p)[..., 0], batch).reshape(nb), mech)
+
+    def rows(a):  # (K,) + batch + (M,) → (nb, K·M)
+        a = jnp.broadcast_to(a, x.shape).reshape((x.shape[0], nb, x.shape[-1]))
+        return jnp.swapaxes(a, 0, 1).reshape(nb, -1)
+
+    def one(m, a, b, c):
+        return hook(m, a, b, c).reshape(())
+
+    out = jax.vmap(jax.vmap(one, in_axes=(None, 0, 0, 0)))(flat, rows(x), rows(v), rows(nv))
+    return jnp.swapaxes(out.reshape(nb, x.shape[0], x.shape[-1]), 0, 1).reshape(x.shape)
+
+
+def path_divergence(hook, mech, x, forward=False):
+    """``div(v, nv)`` for :func:`supremum`: ``hook`` at the points ``x`` (broadcast to the
+    pairs' shape (K,) + batch + (M,)), every point with its own pair, both orders maxed
+    unless ``forward``. ``mech``: parameters shaped batch + (1,)."""
+
+    def div(v, nv):
+        xs = jnp.broadcast_to(x, v.shape)
+        if forward:
+            return elementwise(hook, mech, xs, v, nv)
+        k = v.shape[0]
+        out = elementwise(hook, mech, jnp.concatenate([xs, xs]), jnp.concatenate([v, nv]), jnp.concatenate([nv, v]))
+        return jnp.maximum(out[:k], out[k:])
+
+    return div
+
+
+HOOKS = {"hockey_stick": lambda m, x, v, nv: m.hockey_stick(x, v, nv),
+          "renyi": lambda m, x, v, nv: m.renyi_divergence(x, v, nv)}
+
+
+def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
+    """``(bound, pair)``: the worst case over the pairs of the divergence ``kind``
+    (``"hockey_stick"`` at ε or ``"renyi"`` at orders) at every point of ``x``.
+
+    Traceable (no validation, no float64 switch): the tuner differentiates through it.
+    Both orders of every pair unless ``directions="forward"`` or the mechanism declares
+    symmetric pairs. With ``path`` and a mechanism whose pairs sample a path of answers
+    (``pair_path``), ``bound`` is the supremum along the path (an upper bound,
+    :func:`supremum`) and ``pair`` the path pair ``(v, v')`` where it peaks; otherwise
+    the grid maximum and its pair.
+    """
+    hook = HOOKS[kind]
+    x = jnp.asarray(x)
+    flat = jnp.ravel(x)
+    forward = directions == "forward" or bool(m.symmetric_pairs)
+    v_all, nv_all = jnp.ravel(values), jnp.ravel(nvalues)
+
+    def both(xs, v, nv):
+        d = hook(m, xs, v, nv).reshape(xs.shape)
+        return d if forward else jnp.maximum(d, hook(m, xs, nv, v).reshape(xs.shape))
+
+    d = jax.vmap(lambda v, nv: both(flat, v, nv))(v_all, nv_all)  # (pairs, points)
+    best, index = jnp.max(d, axis=0), jnp.argmax(d, axis=0)
+    if not (path and m.pair_path and v_all.size > 1):
+        return best.reshape(x.shape), (v_all[index].reshape(x.shape), nv_all[index].reshape(x.shape))
+    me = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], m)
+    div = path_divergence(hook, me, flat, forward)
+    bound, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete)
+    pair = pairs_at(v_all, nv_all, position, m.discrete)
+    return bound.reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
