@@ -9,8 +9,9 @@ Construction (see docs/accounting.md): for every neighbouring pair the mechanism
 declares (``mech.neighbour_pairs(sensitivity)``), in both orders, the privacy profile
 δ(ε) is evaluated on a power-of-two loss grid — closed form where the mechanism has
 one (``hockey_stick``), exact atoms for discrete mechanisms, an output-space grid
-otherwise — Poisson subsampling is applied per pair, the pointwise max is taken, and
-connect-the-dots turns it into a dominating PLD (pessimistic; an optimistic estimate
+otherwise — Poisson subsampling is applied per pair, the pointwise max is taken (for
+pairs sampling a path of answers, ``pair_path``, the supremum along the path: see
+:mod:`accounting._pair_path`), and connect-the-dots turns it into a dominating PLD (pessimistic; an optimistic estimate
 shifts it down by one grid step). The plain Gaussian mechanism stays analytic
 (μ composes as √Σμ²) until it meets a grid PLD.
 

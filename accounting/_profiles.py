@@ -16,8 +16,11 @@ Three sources, chosen per mechanism (see docs/accounting.md, "The mechanism hook
 Poisson subsampling with rate q is applied to each pair's profile (joint convexity):
 remove (M(D∪x) vs M(D)): δ_q(ε) = q·δ_{P‖Q}(log((e^ε−(1−q))/q)) for e^ε > 1−q, else 1−e^ε;
 add (M(D) vs M(D∪x)): δ_q(ε) = c·δ_{Q‖P}(ε + log q − log c) with c = 1 − e^ε(1−q) > 0, else 0.
-The envelope is the pointwise max over pairs (each in both orders) — convex in e^ε, so
-connect-the-dots turns it into a dominating PLD.
+The envelope is the pointwise max over pairs (each in both orders; along a ``pair_path``,
+a bound on the supremum between the pairs). Connect-the-dots turns it into a dominating
+PLD: its profile is at or above these values at the grid points (clipping negative masses
+only adds mass) and linear in e^ε between them, hence above the true profile, a supremum
+of profiles, convex in e^ε.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
-from accounting._pair_path import HOOKS, path_divergence, supremum
+from accounting._pair_path import HOOKS, path_divergence, smooth_relative_margin, supremum
 from dpjax.kernels import Gaussian
 from dpjax.mechanism import AdditiveMechanism, Mechanism
 
@@ -350,11 +353,13 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
 
 def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     """The envelope at ``args`` raised to the supremum along the mechanism's pair path
-    (see :mod:`accounting._pair_path`), both orders of every pair."""
+    (see :mod:`accounting._pair_path`), both orders of every pair: its upper bound with a
+    smooth margin (pessimistic), or the best value found (optimistic)."""
     values = jnp.broadcast_to(jnp.asarray(values, jnp.float64), best.shape[:-1] + jnp.shape(values)[-1:])
     nvalues = jnp.broadcast_to(jnp.asarray(nvalues, jnp.float64), values.shape)
     div = path_divergence(HOOKS["hockey_stick"], mech, args, forward=is_symmetric(mech))
-    return supremum(div, values, nvalues, best, arg, discrete=mech.discrete, pessimistic=pessimistic)[0]
+    value, margin, _ = supremum(div, values, nvalues, best, arg, discrete=mech.discrete)
+    return smooth_relative_margin(value, margin) if pessimistic else value
 
 
 def mech_batch(mech, eps):

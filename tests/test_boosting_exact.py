@@ -342,6 +342,22 @@ def test_answer_path_supremum_bounds_a_dense_answer_grid(kernel, region):
         assert float(accounting.rdp(mech, order)) == pytest.approx(got, rel=1e-12)
 
 
+def test_per_point_pairs_over_a_batch_match_direct_calls():
+    """The accountant's per-point evaluation (every ε with its own pair, batched mechanisms)."""
+    from accounting._pair_path import HOOKS, elementwise
+
+    with jax.enable_x64(True):
+        mech = PrivacyBoosted(dpjax.Gaussian(jnp.array([2.0, 3.0])), RelativeError(0.2, 2.5), 0.9)
+        expanded = jax.tree_util.tree_map(lambda p: jnp.asarray(p, jnp.float64)[..., None], mech)
+        rng = np.random.default_rng(0)
+        x, v = rng.uniform(0.0, 2.0, (2, 2, 3)), rng.uniform(-1.0, 20.0, (2, 2, 3))
+        got = elementwise(HOOKS["hockey_stick"], expanded, jnp.asarray(x), jnp.asarray(v), jnp.asarray(v + 1.0))
+        for k, b, i in np.ndindex(2, 2, 3):
+            one = PrivacyBoosted(dpjax.Gaussian([2.0, 3.0][b]), RelativeError(0.2, 2.5), 0.9)
+            assert float(got[k, b, i]) == pytest.approx(float(one.hockey_stick(x[k, b, i], v[k, b, i], v[k, b, i] + 1.0)),
+                                                        rel=1e-12, abs=1e-300)
+
+
 def test_discrete_relative_region_lists_every_width_pair():
     m = PrivacyBoosted(dpjax.DiscreteLaplace(2.0), RelativeError(0.1, 3.0), 0.9)
     assert m.num_pairs == 6 * (81 - 3 + 2) and not m.pair_path  # widths 3 … past the reach 81
