@@ -6,7 +6,7 @@
   follows from ``rho``). Methods ``"gradient"`` (optax through the differentiable exact
   accountant) and ``"ternary"`` (the paper's Algorithm 2); batched with ``vmap``.
 * :func:`exact_epsilon`, :func:`exact_delta`, :func:`exact_renyi` — the exact closed-form
-  privacy of a Gaussian-kernel ``PrivacyBoosted`` mechanism, differentiable in every
+  privacy of a ``PrivacyBoosted`` mechanism (any kernel), differentiable in every
   parameter (implicit derivative through the ε root).
 * :func:`scale_by_bracket` — the optax transformation used by the gradient method.
 

@@ -10,7 +10,10 @@ gradient-safe empty pieces). What is the tuner's own:
   them symmetric; the supremum along the answers for relative and fixed regions);
 * the ε of the privacy profile at a target δ, a root: :func:`epsilon_for_delta` solves
   it by bracketed Newton steps on ``log δ(ε)`` (warm start, tolerance stop) and is
-  differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``;
+  differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``. For
+  pure-DP kernels (Laplace, discrete Laplace) δ(ε) is exactly 0 from the mechanism's pure
+  ε on (``log δ = −∞``, no slope there): such points only close the bracket, and the
+  derivatives come from the last evaluation where δ > 0;
 * :func:`epsilon_and_slope`: the ε root and its derivative along one parameter
   direction from the *same* Newton iterations (forward mode with two tangents), the
   fused value-and-derivative the gradient tuner runs on.
@@ -55,55 +58,72 @@ def _newton_root(fn, log_target, x0, hi, tol, iters, aux0=None):
     ``fn(ε) -> (log δ, ∂_ε log δ, aux)``. Newton steps on ``log δ`` (concave for
     Gaussian-like tails: one overshoot, then monotone quadratic convergence), kept inside
     the bracket by bisection; a step below 0 before ε = 0 has been seen above the target
-    goes to 0 itself (so a root at 0 costs no extra evaluation). Stops when a step is
-    below ``tol``. Returns ``(root, ∂_ε log δ, aux, iterations)``, the last two from the
-    last evaluation (within ``tol`` of the root).
+    goes to 0 itself (so a root at 0 costs no extra evaluation). A point where δ = 0 (past
+    a pure-DP mechanism's pure ε: ``log δ = −∞``, no finite slope) only closes the bracket:
+    the next point is its midpoint. Stops when a step is below ``tol``; the root is
+    reported on the safe side, ``tol`` above the last point (never above the least point
+    seen below the target), since near a pure ε the profile falls to 0 within a few ulps
+    and the last point may sit on either side. Returns ``(root, ∂_ε log δ, aux,
+    iterations)``, the middle two from the last evaluation with ``δ > 0`` and a finite
+    slope (within ``tol`` of the root, or an end of the final bracket).
     """
 
     def cond(s):
         return (jnp.abs(s[3]) > tol) & (s[4] < iters)
 
     def body(s):
-        lo, h, x, _, k, _, _, lo_seen = s
+        lo, h, x, _, k, df_kept, aux_kept, lo_seen = s
         f, df, aux = fn(x)
         g = f - log_target
         above = g > 0
         lo = jnp.where(above, x, lo)
         h = jnp.where(above, h, x)
         lo_seen = lo_seen | above
-        newton = x - g / df
+        newton = x - g / df  # NaN where δ = 0 (−∞ / NaN): bisection below
         bad = ~((newton > lo) & (newton < h))
         xn = jnp.where(bad, 0.5 * (lo + h), newton)
-        xn = jnp.where(bad & ~lo_seen & ~(newton >= lo), lo, xn)
+        xn = jnp.where(bad & ~lo_seen & (newton < lo), lo, xn)
         at0 = ~above & (x <= 0.0)  # already below the target at ε = 0: the root is 0
         xn = jnp.where(at0, 0.0, xn)
-        return lo, h, xn, jnp.where(at0, 0.0, xn - x), k + 1, df, aux, lo_seen
+        finite = jnp.isfinite(f) & jnp.isfinite(df)
+        df_kept = jnp.where(finite, df, df_kept)
+        aux_kept = jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), aux, aux_kept)
+        return lo, h, xn, jnp.where(at0, 0.0, xn - x), k + 1, df_kept, aux_kept, lo_seen
 
     zero = jnp.zeros_like(x0)
     x0 = jnp.clip(x0, 0.0, hi)
     s0 = (zero, hi + zero, x0, jnp.inf + zero, jnp.zeros((), jnp.int32), -1.0 + zero, aux0, jnp.zeros((), bool))
-    _, _, x, _, k, df, aux, _ = jax.lax.while_loop(cond, body, s0)
-    return x, df, aux, k
+    _, h, x, _, k, df, aux, _ = jax.lax.while_loop(cond, body, s0)
+    return jnp.where(x > 0, jnp.minimum(x + tol, h), x), df, aux, k
 
 
 def _value_and_derivative(log_delta, x):
+    """``(log δ, ∂_ε log δ, ε)``: the evaluation point is the aux (the implicit derivative's point)."""
     f, df = jax.jvp(log_delta, (x,), (jnp.ones_like(x),))
-    return f, df, None
+    return f, df, x
+
+
+def _solve(log_delta_fn, params, log_target, x0, hi):
+    """``(root, point)``: the root and the last point evaluated with δ > 0 (within the root
+    tolerance of it), where the implicit derivative is taken."""
+    fn = functools.partial(_value_and_derivative, lambda e: log_delta_fn(e, params))
+    x, _, point, _ = _newton_root(fn, log_target, x0, hi, ROOT_TOL, ROOT_ITERS, aux0=x0)
+    return x, point
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _implicit_eps(log_delta_fn, params, log_target, x0, hi):
-    fn = functools.partial(_value_and_derivative, lambda e: log_delta_fn(e, params))
-    return _newton_root(fn, log_target, x0, hi, ROOT_TOL, ROOT_ITERS)[0]
+    return _solve(log_delta_fn, params, log_target, x0, hi)[0]
 
 
 @_implicit_eps.defjvp
 def _implicit_eps_jvp(log_delta_fn, primals, tangents):
     params, log_target, x0, hi = primals
     dparams, dtarget, _, _ = tangents
-    x = _implicit_eps(log_delta_fn, params, log_target, x0, hi)
-    _, dfx = jax.jvp(lambda e: log_delta_fn(e, params), (x,), (jnp.ones_like(x),))
-    _, dfp = jax.jvp(lambda p: log_delta_fn(x, p), (params,), (dparams,))
+    x, point = _solve(log_delta_fn, params, log_target, x0, hi)
+    # at the last point with δ > 0 (the root itself may sit where a pure-DP mechanism's δ is 0)
+    _, dfx = jax.jvp(lambda e: log_delta_fn(e, params), (point,), (jnp.ones_like(point),))
+    _, dfp = jax.jvp(lambda p: log_delta_fn(point, p), (params,), (dparams,))
     dfx = jnp.where(dfx == 0, -1e-300, dfx)
     dx = (dtarget - dfp) / dfx
     return x, jnp.where(x > 0, dx, 0.0)
@@ -126,7 +146,8 @@ def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, hi=200.0):
 
     Each Newton step evaluates ``log δ`` with two forward tangents (ε and u) in one
     vmapped ``jvp``; the implicit derivative ``−∂_u log δ / ∂_ε log δ`` is read off the
-    last step (within the root tolerance of the root) instead of a further evaluation.
+    last step with δ > 0 (within the root tolerance of the root) instead of a further
+    evaluation.
     ``x0``: warm start. Not differentiable itself (it is the tuner's value-and-slope).
     """
     u = jnp.asarray(u)

@@ -227,3 +227,34 @@ def test_relative_region_never_worse_than_plain_kernel():
     r = optimize.tune_boosted(region=dpjax.RelativeError(np.array([0.05, 0.2]), 5.0), rho=0.9, sensitivity=1.0,
                               delta=1e-5, num_pairs=101)
     assert np.all(np.asarray(r.epsilon) <= np.asarray(r.baseline_epsilon) + 1e-9)
+
+
+@pytest.mark.parametrize("kernel", [dpjax.Laplace, dpjax.DiscreteLaplace])
+def test_pure_dp_epsilon_root_where_delta_reaches_zero(kernel):
+    """δ(ε) of a pure-DP kernel is exactly 0 from its pure ε on (log δ = −∞): the root stays sound
+    (δ(ε) ≤ target) and within 1e-11 of a bisection, with a finite implicit derivative."""
+    from accounting import pbdp_exact
+
+    region = dpjax.AbsoluteError(5.0)
+
+    def mech(scale):
+        return dpjax.PrivacyBoosted(kernel(scale), region, 0.8)
+
+    with jax.enable_x64(True):
+        deltas = jnp.array([1e-5, 1e-14, 1e-300])
+        eps_and_slope = jax.jit(lambda s: jax.jvp(lambda x: optimize.exact_epsilon(mech(x), deltas, 4.0), (s,), (1.0,)))
+        eps, slope = eps_and_slope(3.2)
+        assert np.all(np.asarray(optimize.exact_delta(mech(jnp.full(3, 3.2)), eps, 4.0)) <= deltas)
+        bisection = [pbdp_exact.epsilon_for_delta(mech(3.2), float(d), sensitivity=4.0) for d in deltas]
+        np.testing.assert_allclose(eps, bisection, atol=1e-11)
+        h = 1e-5
+        np.testing.assert_allclose(slope, (eps_and_slope(3.2 + h)[0] - eps_and_slope(3.2 - h)[0]) / (2 * h), rtol=1e-4)
+
+        # the tuner's fused root and slope, warm-started past the pure ε (where δ = 0)
+        def log_delta(e, u, _):
+            return jnp.log(_exact.delta(mech(3.2 * jnp.exp(u)), e, 4.0))
+
+        fused = jax.jit(lambda x0: _exact.epsilon_and_slope(log_delta, jnp.float64(0.1), None, 1e-5, x0))
+        (e0, s0), (e1, s1) = fused(0.0), fused(50.0)
+        np.testing.assert_allclose([e1, s1], [e0, s0], rtol=1e-10)
+        assert np.isfinite(float(s0))
