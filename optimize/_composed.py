@@ -87,15 +87,20 @@ def _one(cfg, p, h):
                 hi = u2
         u, steps = 0.5 * (lo + hi), cfg.iterations
     else:
-        opt = _search.scale_by_bracket(lower, upper, tol=cfg.tol)
-        u = jnp.float64(min(max(cfg.start, lower), upper))
+        a, b, u = lower, upper, min(max(cfg.start, lower), upper)
+        if cfg.scan:  # as _search.grid_cell: the local search runs in the best grid point's cell
+            points = np.linspace(lower, upper, cfg.scan)
+            k = int(np.argmin([float(_epsilon(cfg, p, jnp.float64(x), h, grid)) for x in points]))
+            a, b, u = points[max(k - 1, 0)], points[min(k + 1, cfg.scan - 1)], points[k]
+        opt = _search.scale_by_bracket(a, b, tol=cfg.tol)
+        u = jnp.float64(u)
         state = opt.init(u)
         steps = 0
         while steps < cfg.max_steps:
-            e, g = _value_and_slope(cfg, p, u, h, grid, lower, upper)
+            e, g = _value_and_slope(cfg, p, u, h, grid, a, b)
             upd, state = opt.update(jnp.float64(g), state, u, value=jnp.float64(e))
             steps += 1
-            new = jnp.clip(u + upd, lower, upper)
+            new = jnp.clip(u + upd, a, b)
             if abs(float(new - u)) <= cfg.tol:
                 u = new
                 break

@@ -7,7 +7,10 @@ gradient-safe empty pieces). What is the tuner's own:
 
 * the worst case over the mechanism's neighbouring pairs, shared with
   :func:`accounting._pair_path.worst_case` (both directions unless the mechanism declares
-  them symmetric; the supremum along the answers for relative and fixed regions);
+  them symmetric; the supremum along the answers for relative and fixed regions). A
+  listed pair set sized for a larger scale than the kernel's (the tuner's, a discrete
+  kernel's relative region: one pair per region width up to the reach of the largest scale
+  searched) is swept in chunks that stop past the kernel's own reach (``trim``);
 * the ε of the privacy profile at a target δ, a root: :func:`epsilon_for_delta` solves
   it by bracketed Newton steps on ``log δ(ε)`` (warm start, tolerance stop) and is
   differentiated implicitly (``custom_jvp``): ``dε = −∂_θ log δ · dθ / ∂_ε log δ``. For
@@ -27,26 +30,61 @@ import jax
 import jax.numpy as jnp
 
 from accounting._pair_path import worst_case
+from dpjax.boosting import kernel_reach
 
 #: default root tolerance on ε and iteration cap.
 ROOT_TOL = 1e-12
 ROOT_ITERS = 60
+#: pairs per chunk of a trimmed sweep over listed pairs.
+CHUNK = 384
 
 
-def delta(mech, epsilon, sensitivity):
+def delta(mech, epsilon, sensitivity, trim=False):
     """Worst-case exact δ(ε) over the mechanism's neighbouring pairs (unbatched mech): the
-    supremum along the answers where the pairs sample a path (:func:`accounting._pair_path.worst_case`)."""
-    return _worst(mech, "hockey_stick", epsilon, sensitivity)
+    supremum along the answers where the pairs sample a path (:func:`accounting._pair_path.worst_case`).
+    ``trim``: see :func:`_worst`."""
+    return _worst(mech, "hockey_stick", epsilon, sensitivity, trim)
 
 
-def renyi(mech, order, sensitivity):
+def renyi(mech, order, sensitivity, trim=False):
     """Worst-case exact Rényi divergence ``D_α`` over the neighbouring pairs (unbatched mech)."""
-    return _worst(mech, "renyi", order, sensitivity)
+    return _worst(mech, "renyi", order, sensitivity, trim)
 
 
-def _worst(mech, kind, x, sensitivity):
+def _worst(mech, kind, x, sensitivity, trim=False):
+    """The worst case over ``mech.neighbour_pairs``; with ``trim``, a listed (not path) pair set
+    longer than :data:`CHUNK` is swept chunk by chunk, stopping after the first chunk whose
+    pairs all lie beyond the kernel's reach (both answers' regions reach past it).
+
+    Such a pair's two laws are the kernel's own, shifted (the kernel's mass outside both
+    regions is below 1e-17), so every later pair repeats that chunk's: the list may be sized
+    for a larger kernel scale (the tuner's static list covers its whole search range) while
+    each evaluation pays for its own scale. Forward-mode differentiable only (a while loop).
+    """
     v, nv = mech.neighbour_pairs(sensitivity)
-    return worst_case(mech, kind, x, v, nv)[0]
+    n = v.shape[-1]
+    if not trim or mech.pair_path or n <= CHUNK:
+        return worst_case(mech, kind, x, v, nv)[0]
+    count = -(-n // CHUNK)
+    pad = count * CHUNK - n  # repeats of the first pair fill the last chunk
+
+    def chunks(a):
+        return jnp.concatenate([a, jnp.broadcast_to(a[..., :1], a.shape[:-1] + (pad,))], -1).reshape(count, CHUNK)
+
+    vc, nvc = chunks(v), chunks(nv)
+    reach = kernel_reach(mech.kernel)
+    near = jnp.min(jnp.minimum(mech.region.noise_interval(vc)[1], mech.region.noise_interval(nvc)[1]), -1) <= reach
+
+    def cond(s):
+        i = s[0]
+        return (i < count) & ((i == 0) | near[jnp.maximum(i - 1, 0)])
+
+    def body(s):
+        i, best = s
+        return i + 1, jnp.maximum(best, worst_case(mech, kind, x, vc[i], nvc[i])[0])
+
+    x = jnp.asarray(x)
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), jnp.full(x.shape, -jnp.inf, x.dtype)))[1]
 
 
 # ----------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 * :func:`gradient` — optax descent on ``u`` with derivatives through the exact
   accountant; the default transformation :func:`scale_by_bracket` is a bracketing
   1-D quasi-Newton step (secant of the derivative, or tangent meeting point at kinks).
+* :func:`grid_cell` — a coarse scan that hands the local search the cell around its best
+  point, for objectives with several local minima.
 
 Both are pure, fixed-shape and ``vmap``-able; objectives are ``fn(u, warm) -> (ε, warm)``
 where ``warm`` is a warm start for the objective's inner root solve.
@@ -231,6 +233,24 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
         return target - u, s._replace(probe=probe, stall=stall)
 
     return optax.GradientTransformationExtraArgs(init, update)
+
+
+def grid_cell(fn, lower, upper, warm, points: int):
+    """Scan ``fn`` on ``points`` equally spaced ``u`` from ``lower`` to ``upper`` (each evaluation
+    warm-started from the previous one); returns ``(a, b, u_best, f(lower), warm at u_best)``:
+    the cell ``[a, b]`` between the best point's grid neighbours, where a local search goes on.
+    """
+    grid = lower + (upper - lower) * jnp.linspace(0.0, 1.0, points, dtype=jnp.result_type(lower))
+
+    def step(w, u):
+        e, w = fn(u, w)
+        return w, (e, w)
+
+    _, (values, warms) = jax.lax.scan(step, warm, grid)
+    k = jnp.argmin(values)
+    pick = lambda i: jax.tree_util.tree_map(lambda x: x[i], (grid, values, warms))  # noqa: E731
+    (u, _, w), (a, _, _), (b, _, _) = pick(k), pick(jnp.maximum(k - 1, 0)), pick(jnp.minimum(k + 1, points - 1))
+    return a, b, u, values[0], w
 
 
 def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None, value_and_slope=None,
