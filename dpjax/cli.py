@@ -9,10 +9,11 @@ Groups are disjoint, so the whole table costs the privacy of one release
 
 ``--mechanism boosted`` states a utility constraint instead of a budget: the release
 lies in the preferred region ``S(Q)`` (relative error ``--theta`` plus ``--tau``, or
-absolute error ``--tau``) with probability ``--rho``. The command tunes the Gaussian
-kernel of the privacy-boosted mechanism (PB-DP) for the least exact ε at ``--delta``
-and prints it next to the plain Gaussian mechanism that meets the same constraint,
-both released and both with their exact ε.
+absolute error ``--tau``) with probability ``--rho``. The command tunes the scale of the
+privacy-boosted mechanism's (PB-DP) kernel (``--kernel``: Gaussian by default, Laplace,
+discrete Laplace or discrete Gaussian) for the least exact ε at ``--delta`` and prints
+it next to the plain kernel that meets the same constraint, both released and both
+with their exact ε.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 __all__ = ["main", "aggregate", "build_mechanism"]
 
 MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted")
+KERNELS = ("gaussian", "laplace", "discrete-laplace", "discrete-gaussian")
 REGIONS = ("relative", "absolute")
 _PROGRESS_MIN_BYTES = 8 << 20
 
@@ -162,32 +164,42 @@ def build_region(name: str, theta: float, tau: float):
     raise ValueError(f"--region must be one of {REGIONS}, got {name!r}")
 
 
-def build_boosted(region, rho: float, sensitivity: float, delta: float, sigma=None):
-    """PB-DP with a Gaussian kernel meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho`` and the plain Gaussian meeting it too.
+def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=None, kernel: str = "gaussian"):
+    """PB-DP with a ``kernel`` (a ``--kernel`` choice) meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho``, and the
+    plain kernel meeting it too.
 
-    The kernel σ is ``sigma`` if given, else tuned for the least exact ε at ``delta``
-    (:func:`optimize.tune_boosted`); ε is then computed for the mechanism as built, in the
-    default float precision it samples with. Returns ``[(label, mechanism, exact ε), ...]``,
-    the boosted mechanism first; ε is the exact single-release ε at ``delta`` (closed
-    forms of the output laws, worst neighbouring pair over the region's answer grid).
+    The kernel scale (σ, or b for the Laplace kernels) is ``scale`` if given, else tuned
+    for the least exact ε at ``delta`` (:func:`optimize.tune_boosted`); the plain kernel
+    has the largest scale meeting the constraint alone (:func:`optimize.base_sigma`).
+    Returns ``[(label, mechanism, exact ε), ...]``, the boosted mechanism first. Both ε are
+    exact single-release ε at ``delta`` from the same accountant (closed forms of the output
+    laws, worst neighbouring pair; the plain kernel's as the boosted mechanism at its scale,
+    where q = 0 and the law is the kernel's own), computed for the mechanisms as built, in
+    the default float precision they sample with.
     """
-    import accounting
     import dpjax
     import optimize
     from accounting import pbdp_exact
 
+    if kernel not in KERNELS:
+        raise ValueError(f"--kernel must be one of {KERNELS}, got {kernel!r}")
     if not (0.0 < rho < 1.0):
         raise ValueError(f"--rho must lie in (0, 1), got {rho}")
     if not (0.0 < delta < 1.0):
         raise ValueError(f"--delta must lie in (0, 1), got {delta}")
-    plain = dpjax.Gaussian(sigma=float(optimize.base_sigma(region, rho)))
-    if sigma is None:
-        sigma = float(optimize.tune_boosted(region=region, rho=rho, sensitivity=sensitivity, delta=delta).sigma)
-    # account for the mechanism exactly as it samples (parameters in the default float)
-    boosted = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma=sigma), region, rho)
-    eps = float(pbdp_exact.epsilon_for_delta(boosted, delta, sensitivity=sensitivity))
-    plain_eps = float(np.asarray(accounting.pld(plain, sensitivity=sensitivity).get_epsilon_for_delta(delta)))
-    return [("PB-DP", boosted, eps), ("Gaussian", plain, plain_eps)]
+    name = kernel.replace("-", "_")  # optimize's spelling
+    if scale is None:
+        scale = float(optimize.tune_boosted(kernel=name, region=region, rho=rho, sensitivity=sensitivity,
+                                            delta=delta).sigma)
+
+    def boost(s):  # the kernel at scale s (build_mechanism's (ε, δ) calibration is not used), boosted
+        mech = dpjax.PrivacyBoosted(build_mechanism(kernel, sensitivity, None, delta, scale=s, sigma=s), region, rho)
+        return mech, float(pbdp_exact.epsilon_for_delta(mech, delta, sensitivity=sensitivity))
+
+    boosted, eps = boost(scale)
+    at_base, plain_eps = boost(float(optimize.base_sigma(region, rho, name)))
+    plain = at_base.kernel
+    return [("PB-DP", boosted, eps), (type(plain).__name__, plain, plain_eps)]
 
 
 def _print_rows(names, true, released, labels, show, output):
@@ -209,7 +221,13 @@ def _release_command(args) -> int:
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
     if args.mechanism == "boosted":
         region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
-        releases = build_boosted(region, args.rho, sensitivity, args.delta, args.sigma)
+        laplace = "laplace" in args.kernel
+        wrong, flag = (args.sigma, "--sigma") if laplace else (args.scale, "--scale")
+        if wrong is not None:
+            raise ValueError(f"{flag} does not apply to a {args.kernel} kernel: its scale is "
+                             f"{'--scale' if laplace else '--sigma'}")
+        releases = build_boosted(region, args.rho, sensitivity, args.delta, args.scale if laplace else args.sigma,
+                                 args.kernel)
     else:
         mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
         releases = [("released", mech, None)]
@@ -257,10 +275,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--mechanism", choices=MECHANISMS, default="laplace")
     r.add_argument("--epsilon", type=float, default=1.0, help="target epsilon for calibration (default 1)")
     r.add_argument("--delta", type=float, default=1e-6, help="delta for Gaussian calibration and reporting")
-    r.add_argument("--scale", type=float, help="Laplace / discrete Laplace scale (overrides --epsilon)")
+    r.add_argument("--scale", type=float,
+                   help="Laplace / discrete Laplace scale (overrides --epsilon); boosted: the Laplace kernel's "
+                        "scale (no tuning)")
     r.add_argument("--sigma", type=float,
-                   help="Gaussian / discrete Gaussian sigma (overrides --epsilon); boosted: the kernel sigma (no tuning)")
+                   help="Gaussian / discrete Gaussian sigma (overrides --epsilon); boosted: the Gaussian kernel's "
+                        "sigma (no tuning)")
     b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget")
+    b.add_argument("--kernel", type=lambda s: s.replace("_", "-"), choices=KERNELS, default="gaussian",
+                   help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
+                        "(default gaussian)")
     b.add_argument("--region", choices=REGIONS, default="relative",
                    help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
     b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")

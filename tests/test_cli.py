@@ -118,3 +118,55 @@ def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
 def test_boosted_bad_arguments(args, message, capsys):
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_path, capsys):
+    out_csv = tmp_path / "out.csv"
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--region", "absolute",
+                     "--output", str(out_csv)]) == 0
+    text = capsys.readouterr().out
+    assert "PrivacyBoosted(Laplace(scale=" in text and "Laplace: Laplace(scale=17371.8)" in text
+    eps_boosted, eps_plain = _epsilons(text)
+    # the plain Laplace meeting P(|N| <= tau) = 1 - e^{-tau/b} = 0.9: exact ε = Δ/b − 2δ at δ = 1e-6
+    assert eps_plain == pytest.approx(20000 * np.log(10) / 40000 - 2e-6, abs=1e-4)
+    assert eps_boosted <= eps_plain  # the boost never costs privacy (here it buys almost nothing)
+    assert list(csv.reader(open(out_csv)))[0] == ["group", "true_sum", "pbdp_sum", "laplace_sum"]
+
+
+def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, capsys):
+    out_csv = tmp_path / "out.csv"
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete_laplace",
+                     "--statistic", "count", "--region", "absolute", "--rho", "0.8", "--output", str(out_csv)]) == 0
+    text = capsys.readouterr().out
+    assert "PrivacyBoosted(DiscreteLaplace(scale=" in text and "DiscreteLaplace: DiscreteLaplace(scale=" in text
+    rows = list(csv.reader(open(out_csv)))
+    assert rows[0] == ["group", "true_count", "pbdp_count", "discretelaplace_count"]
+    released = np.array([[float(r[2]), float(r[3])] for r in rows[1:]])
+    assert np.array_equal(released, np.round(released))
+    eps_boosted, eps_plain = _epsilons(text)
+    assert eps_boosted <= eps_plain
+
+
+@pytest.mark.slow
+def test_boosted_discrete_gaussian_beats_the_plain_discrete_gaussian(capsys):
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete-gaussian",
+                     "--statistic", "count", "--region", "absolute"]) == 0
+    eps_boosted, eps_plain = _epsilons(capsys.readouterr().out)
+    assert eps_boosted < 0.7 * eps_plain  # 1.757 against 3.039
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--kernel", "laplace", "--sigma", "3"], "--sigma does not apply to a laplace kernel"),
+    (["--kernel", "gaussian", "--scale", "3"], "--scale does not apply to a gaussian kernel"),
+    # one listed pair per region width up to the kernel's reach: hundreds of millions on these sums
+    (["--kernel", "discrete-laplace", "--region", "relative"], "with a relative region lists one pair"),
+])
+def test_boosted_kernel_bad_arguments(args, message, capsys):
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_boosted_unknown_kernel_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["release", "--mechanism", "boosted", "--kernel", "cauchy"])
+    assert exc.value.code == 2 and "--kernel" in capsys.readouterr().err
