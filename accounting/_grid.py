@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import EPS64, safe_log, take_last
-from dpjax._pytree import pytree_dataclass, static_field
+from dpjax.pytree import pytree_dataclass, static_field
 
 #: Chernoff orders (times 1/len) used to bound the tails of a T-fold composition.
 _CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 28), np.geomspace(1e-3, 60.0, 28)])

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._validation import is_traced
+from dpjax.validation import is_traced
 
 EPS64 = 2.0**-52
 

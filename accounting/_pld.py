@@ -33,8 +33,8 @@ from jax.scipy.special import ndtri
 from accounting import _grid
 from accounting._numerics import bucket_len, concrete, implicit_root, pow2_floor, to64, x64, x64_vjp
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
-from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.kernels import Gaussian, gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
 

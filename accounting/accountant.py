@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from accounting._pld import DEFAULT_DISCRETIZATION, PrivacyLossDistribution, pld
-from dpjax._validation import check_int, check_positive, check_probability
+from dpjax.validation import check_int, check_positive, check_probability
 from dpjax.mechanism import Mechanism
 
 __all__ = ["Accountant", "Release"]

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from accounting._numerics import to64, x64
 from accounting._pair_path import worst_case
-from dpjax._validation import check_positive, check_probability, check_real
+from dpjax.validation import check_positive, check_probability, check_real
 from dpjax.boosting import PrivacyBoosted
 
 __all__ = ["privacy_profile", "epsilon_for_delta", "rdp", "worst_pair", "worst_case"]

@@ -73,7 +73,7 @@ import numpy as np
 from jax.scipy.special import gammaln, ndtri
 
 from accounting._numerics import solve_decreasing, to64, x64
-from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
+from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.boosting import PrivacyBoosted
 from dpjax.kernels import Gaussian, Laplace
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError

@@ -24,7 +24,7 @@ import numpy as np
 from accounting._numerics import to64, x64
 from accounting._pair_path import worst_case
 from accounting._profiles import discrete_plan, expand, has_override, output_interval
-from dpjax._validation import check_int, check_positive, check_probability, check_real, is_traced
+from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.mechanism import Mechanism
 
 __all__ = ["rdp", "rdp_to_epsilon", "rdp_to_delta"]

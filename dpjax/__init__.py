@@ -7,12 +7,13 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 :mod:`optimize`.
 """
 
-from dpjax import random
+from dpjax import random, validation
 from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpjax.mechanism import AdditiveMechanism, Mechanism
+from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release
 
@@ -33,4 +34,7 @@ __all__ = [
     "BoostedRandomizedResponse",
     "release",
     "random",
+    "validation",
+    "pytree_dataclass",
+    "static_field",
 ]

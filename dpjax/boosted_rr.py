@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_index_values, check_int, check_positive, check_real, is_traced
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.validation import check_index_values, check_int, check_positive, check_real, is_traced
 from dpjax.mechanism import Mechanism
 
 __all__ = ["BoostedRandomizedResponse"]

@@ -54,8 +54,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, check_probability, is_traced
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpjax.mechanism import Mechanism
 from dpjax.regions import AbsoluteError, FixedInterval, Region, RelativeError

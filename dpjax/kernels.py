@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
-from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_int, check_positive, check_probability, is_traced
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
 from dpjax.mechanism import AdditiveMechanism
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The mechanism abstraction shared by every part of dpjax.
 
-A mechanism is an immutable pytree (see :mod:`dpjax._pytree`): numeric
+A mechanism is an immutable pytree (see :mod:`dpjax.pytree`): numeric
 parameters are leaves, so ``jax.grad`` differentiates through them and
 parameters with leading batch dimensions describe a *batch* of mechanisms (like
 a distribution's batch shape). For a true answer ``value`` it defines the output
@@ -33,7 +33,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from dpjax._validation import check_positive, check_real, is_traced
+from dpjax.validation import check_positive, check_real, is_traced
 from dpjax.random import MAX_RECORDS, UniformStream, check_key
 
 __all__ = ["Mechanism", "AdditiveMechanism", "output_dtype", "default_float"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dpjax._pytree import pytree_dataclass, static_field
-from dpjax._validation import check_index_values, check_int, check_positive
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.validation import check_index_values, check_int, check_positive
 from dpjax.mechanism import Mechanism
 
 __all__ = ["RandomizedResponse"]

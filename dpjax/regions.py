@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._pytree import pytree_dataclass
-from dpjax._validation import check_positive, check_real, is_traced
+from dpjax.pytree import pytree_dataclass
+from dpjax.validation import check_positive, check_real, is_traced
 
 __all__ = ["Region", "AbsoluteError", "RelativeError", "FixedInterval"]
 

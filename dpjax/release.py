@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dpjax._validation import check_finite_values, check_int
+from dpjax.validation import check_finite_values, check_int
 from dpjax.mechanism import Mechanism
 from dpjax.random import MAX_RECORDS, check_key
 

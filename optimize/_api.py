@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 import dpjax
-from dpjax._validation import check_positive, check_probability, is_traced
+from dpjax.validation import check_positive, check_probability, is_traced
 from optimize import _exact
 
 

@@ -13,7 +13,7 @@ from scipy import integrate, stats
 
 import accounting
 import dpjax
-from dpjax._pytree import pytree_dataclass
+from dpjax.pytree import pytree_dataclass
 from dpjax.kernels import Laplace
 from dpjax.mechanism import Mechanism
 

@@ -1,4 +1,4 @@
-"""Input validation, run on concrete values outside ``jit``.
+"""Input validation, run on concrete values outside ``jit`` (public: the validators of every mechanism).
 
 Every public constructor and entry point calls these helpers before any traced
 computation starts, so that invalid input raises a ``ValueError`` that names the
@@ -21,6 +21,7 @@ __all__ = [
     "check_probability",
     "check_int",
     "check_finite_values",
+    "check_index_values",
 ]
 
 
