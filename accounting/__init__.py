@@ -5,24 +5,19 @@
   Google's dp_accounting; pessimistic (dominating) by default, optimistic on request.
 * :func:`get_epsilon` / :func:`get_delta`: fused, memory-bounded batch queries.
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
+* :mod:`accounting.exact`: exact single-release privacy in closed form (``privacy_profile``,
+  ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
 * :class:`Accountant`: a small odometer with a budget.
 
 Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
 """
 
+from accounting import exact
 from accounting.accountant import Accountant
-from accounting._pld import (
-    DEFAULT_DISCRETIZATION,
-    DEFAULT_TAIL_MASS,
-    Plan,
-    PrivacyLossDistribution,
-    get_delta,
-    get_epsilon,
-    identity,
-    make_plan,
-    pld,
-)
+from accounting._batch import get_delta, get_epsilon
+from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
+from accounting._pld import PrivacyLossDistribution, identity, pld
 from accounting.rdp import rdp, rdp_to_delta, rdp_to_epsilon
 
 __all__ = [
@@ -37,6 +32,7 @@ __all__ = [
     "rdp_to_epsilon",
     "rdp_to_delta",
     "Accountant",
+    "exact",
     "DEFAULT_DISCRETIZATION",
     "DEFAULT_TAIL_MASS",
 ]

@@ -121,42 +121,6 @@ def take_last(arr, idx):
     return jnp.take_along_axis(arr, idx, axis=-1)
 
 
-def solve_decreasing(fn, target, lo, hi, iters=200):
-    """Root ``x`` of a decreasing ``fn(x) = target`` in ``[lo, hi]`` by bisection (elementwise).
-
-    Differentiated implicitly: dx/dθ = -(∂fn/∂θ)/(∂fn/∂x), with ``fn`` closing over θ via
-    :func:`implicit_root`.
-    """
-
-    def body(_, state):
-        a, b = state
-        m = 0.5 * (a + b)
-        ok = fn(m) <= target
-        return jnp.where(ok, a, m), jnp.where(ok, m, b)
-
-    a, b = jax.lax.fori_loop(0, iters, body, (lo, hi))
-    return b  # fn(b) <= target: the conservative (larger) end
-
-
-def implicit_root(fn, params, target, lo, hi):
-    """Bisection root of decreasing ``fn(x, params) = target`` with implicit-function gradients."""
-
-    @jax.custom_jvp
-    def root(params, target, lo, hi):
-        return solve_decreasing(lambda x: fn(x, params), target, lo, hi)
-
-    @root.defjvp
-    def root_jvp(primals, tangents):
-        p, t, lo_, hi_ = primals
-        dp, dt, _, _ = tangents
-        x = root(p, t, lo_, hi_)
-        _, dfx = jax.jvp(lambda xx: fn(xx, p), (x,), (jnp.ones_like(x),))
-        _, dfp = jax.jvp(lambda pp: fn(x, pp), (p,), (dp,))
-        dfx = jnp.where(dfx == 0, -1e-300, dfx)
-        return x, (dt - dfp) / dfx
-
-    return root(params, target, jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi))
-
 def x64_vjp(fn):
     """Make ``fn`` (a pure function of pytrees of arrays) reverse-differentiable in float64
     even when the caller's ``jax.grad`` runs its backward pass outside our x64 context.

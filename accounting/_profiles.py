@@ -3,7 +3,7 @@
 Three sources, chosen per mechanism (see docs/accounting.md, "The mechanism hook"):
 
 * **closed form** — the mechanism overrides ``hockey_stick(epsilon, value, neighbour_value)``
-  (Gaussian, Laplace, randomized response; privacy-boosted mechanisms should);
+  (Gaussian, Laplace, randomized response, privacy-boosted mechanisms);
 * **discrete** — ``mech.discrete``: exact atoms on the integers from ``log_prob``;
 * **output grid** — any continuous mechanism with ``cdf`` and ``privacy_loss``: the
   output interval holding all but a tiny tail is cut into cells (plus the mechanism's
@@ -25,7 +25,6 @@ of profiles, convex in e^ε.
 
 from __future__ import annotations
 
-import math
 
 import jax
 import jax.numpy as jnp
@@ -33,29 +32,20 @@ import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
 from accounting._pair_path import HOOKS, path_divergence, smooth_relative_margin, supremum
-from dpjax.kernels import Gaussian
-from dpjax.mechanism import AdditiveMechanism, Mechanism
+from dpjax.mechanism import overrides
 
 #: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
 OUTPUT_TAIL = 1e-18
 
 
-def has_override(mech, name: str) -> bool:
-    impl = getattr(type(mech), name, None)
-    base = getattr(Mechanism, name, None)
-    return impl is not None and impl is not base
-
-
 def is_symmetric(mech) -> bool:
-    """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs (symmetric additive noise, RR)."""
-    flag = getattr(mech, "symmetric_pairs", None)
-    if flag is not None:
-        return bool(flag)
-    return isinstance(mech, AdditiveMechanism)
+    """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs (the mechanism's ``symmetric_pairs``:
+    symmetric additive noise, RR, an absolute-error region)."""
+    return bool(mech.symmetric_pairs)
 
 
 def source_kind(mech) -> str:
-    if has_override(mech, "hockey_stick"):
+    if overrides(mech, "hockey_stick"):
         return "closed_form"
     if mech.discrete:
         return "discrete"
@@ -65,51 +55,6 @@ def source_kind(mech) -> str:
 def expand(mech):
     """Parameters shaped (..., 1) so that they broadcast against a trailing grid axis."""
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], mech)
-
-
-# ----------------------------------------------------------------------------------
-# fast closed-form Gaussian profile
-# ----------------------------------------------------------------------------------
-_HALF_SQRT2 = 0.5 * math.sqrt(2.0)  # rounds to the nearest double of 1/√2 (1/math.sqrt(2) does not)
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def _ndtr(x):
-    """Φ(x) = erfc(−x/√2)/2: jax's ndtr to the last bit here, without its (slow, float64) erf branch."""
-    return 0.5 * jax.lax.erfc(-x * _HALF_SQRT2)
-
-
-def _log_ndtr(x):
-    """log Φ(x): log of :func:`_ndtr` down to x = −37 (erfc is relative-accurate there), the
-    asymptotic series below (relative error < 1e-16 at |x| > 37). Abs. error ≤ 6e-14 for x > −30
-    (jax's log_ndtr: 4e-9 near x = −20), about 4× cheaper."""
-    big = x < -37.0
-    core = jnp.log(_ndtr(jnp.where(big, -1.0, x)))
-    xb = jnp.where(big, x, -40.0)
-    z = 1.0 / (xb * xb)
-    series = 1.0 + z * (-1.0 + z * (3.0 + z * (-15.0 + z * (105.0 + z * (-945.0 + z * 10395.0)))))
-    asym = -0.5 * xb * xb - jnp.log(-xb) - _LOG_SQRT_2PI + jnp.log(series)
-    return jnp.where(big, asym, core)
-
-
-def gaussian_profile_fast(epsilon, mu):
-    """Balle–Wang δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ), as
-    :func:`dpjax.kernels.gaussian_privacy_profile` but on erfc only (the accountant's hot loop)."""
-    eps = jnp.asarray(epsilon)
-    a = mu / 2.0 - eps / mu
-    b = -mu / 2.0 - eps / mu
-    return _ndtr(a) - jnp.exp(eps + _log_ndtr(b))
-
-
-def _gaussian_hockey(mech, v, nv):
-    """``Gaussian.hockey_stick`` with :func:`gaussian_profile_fast` (exact type ``Gaussian`` only)."""
-    mu = jnp.abs(v - nv) / mech.sigma
-    safe = jnp.where(mu > 0, mu, 1.0)
-
-    def h(e):
-        return jnp.where(mu > 0, gaussian_profile_fast(e, safe), -jnp.expm1(jnp.minimum(e, 0.0)))
-
-    return h
 
 
 # ----------------------------------------------------------------------------------
@@ -199,7 +144,7 @@ def _grid_pair(mech, v, nv, cells, pessimistic):
     ylo, yhi = output_interval(mech, v, nv)
     u = jnp.linspace(0.0, 1.0, cells + 1)
     y = ylo + (yhi - ylo) * u
-    if has_override(mech, "output_breakpoints"):
+    if overrides(mech, "output_breakpoints"):
         bp = jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64)
         bp = jnp.clip(bp, ylo, yhi)
         y = jnp.sort(jnp.concatenate([jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + y.shape[-1:]),
@@ -295,9 +240,6 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
     def pair(v, nv, k_lo):
         v = jnp.asarray(v)[..., None]
         nv = jnp.asarray(nv)[..., None]
-        if kind == "closed_form" and type(mech) is Gaussian:  # symmetric: one profile for both orders
-            hf = _gaussian_hockey(mech, v, nv)
-            return hf, hf
         if kind == "closed_form":
             hf = lambda e: mech.hockey_stick(e, v, nv)  # noqa: E731
             hb = hf if sym else (lambda e: mech.hockey_stick(e, nv, v))

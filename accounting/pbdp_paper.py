@@ -4,7 +4,7 @@
 
    **NOTHING IN THIS MODULE IS A PRIVACY GUARANTEE.** These are the paper's closed
    forms, kept to regenerate its figures and to show, side by side, where they diverge
-   from the truth. For any guarantee use the exact path: :mod:`accounting.pbdp_exact`,
+   from the truth. For any guarantee use the exact path: :mod:`accounting.exact`,
    ``accounting.pld`` / ``accounting.rdp`` and :mod:`optimize` (the default).
 
 Jiang, Zhang et al., "Meeting Utility Constraints in Differential Privacy: A
@@ -70,12 +70,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln, ndtri
+from jax.scipy.special import gammaln
 
-from accounting._numerics import solve_decreasing, to64, x64
+from accounting._numerics import to64, x64
+from accounting._root import epsilon_root
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.boosting import PrivacyBoosted
-from dpjax.kernels import Gaussian, Laplace
+from dpjax.kernels import AdditiveMechanism, by_name
+from dpjax.mechanism import overrides
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 
 __all__ = [
@@ -124,10 +126,9 @@ class PaperTuning(NamedTuple):
 def _check(mech, weights, sensitivity):
     if not isinstance(mech, PrivacyBoosted):
         raise ValueError(f"mech must be a dpjax.PrivacyBoosted mechanism, got {type(mech).__name__}")
-    if not isinstance(mech.kernel, (Gaussian, Laplace)):
-        raise ValueError(
-            f"mech: paper mode covers Gaussian and Laplace kernels, got {type(mech.kernel).__name__}"
-        )
+    if not overrides(mech.kernel, "hockey_stick"):
+        raise ValueError("mech: paper mode needs the kernel's closed-form privacy profile (hockey_stick: the Gaussian "
+                         f"and Laplace kernels), got {type(mech.kernel).__name__}")
     if weights not in _WEIGHTS:
         raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
     check_positive("sensitivity", sensitivity)
@@ -139,11 +140,11 @@ def _check_orders(orders):
         raise ValueError(f"orders must be > 1, got {orders!r}")
 
 
-def _check_gaussian_for(mech, T):
-    if T > 1 and not isinstance(mech.kernel, Gaussian):
+def _check_gaussian_for(kernel, T):
+    if T > 1 and not overrides(kernel, "gaussian_pld_mu"):
         raise ValueError(
-            "mech: paper-mode composition (T > 1) needs a Gaussian kernel (closed-form T-fold profile), "
-            f"got {type(mech.kernel).__name__}"
+            "mech: paper-mode composition (T > 1) needs a Gaussian kernel (closed-form T-fold profile, "
+            f"gaussian_pld_mu), got {type(kernel).__name__}"
         )
 
 
@@ -215,13 +216,14 @@ def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
     Gaussian kernel only: its loss for the pair (0, Δ) is ``Z ~ N(μ²/2, μ²)``, ``μ = Δ/σ``.
     """
     _check(mech, weights, sensitivity)
-    if not isinstance(mech.kernel, Gaussian):
-        raise ValueError(f"mech: paper_loss_density needs a Gaussian kernel, got {type(mech.kernel).__name__}")
+    if not overrides(mech.kernel, "gaussian_pld_mu"):
+        raise ValueError(f"mech: paper_loss_density needs a Gaussian kernel (gaussian_pld_mu), got "
+                         f"{type(mech.kernel).__name__}")
     check_real("gamma", gamma)
     m = to64(mech)
     d = jnp.asarray(sensitivity, jnp.float64)
     P = _parameters(m, d, weights)
-    mu = d / m.kernel.sigma
+    mu = m.kernel.gaussian_pld_mu(d)
     g = jnp.asarray(gamma, jnp.float64)
 
     def f_z(x):
@@ -328,7 +330,7 @@ def paper_composed_privacy_profile(mech, epsilon, T, *, sensitivity=1.0, weights
     _check(mech, weights, sensitivity)
     check_real("epsilon", epsilon, finite=False)
     T = check_int("T", T, minimum=1)
-    _check_gaussian_for(mech, T)
+    _check_gaussian_for(mech.kernel, T)
     return _composed(to64(mech), jnp.asarray(epsilon, jnp.float64), jnp.asarray(sensitivity, jnp.float64), T,
                      weights)
 
@@ -339,40 +341,39 @@ def paper_privacy_profile(mech, epsilon, *, sensitivity=1.0, weights="paper"):
 
     Remark 4 for absolute error (L1 = 0, W1 = W2), Remark 3 for a fixed region
     (``δ_Z(ε − L1)``), Proposition 4's W's for relative error. The true δ(ε) is
-    ``accounting.pbdp_exact.privacy_profile``.
+    ``accounting.exact.privacy_profile``.
     """
     return paper_composed_privacy_profile(mech, epsilon, 1, sensitivity=sensitivity, weights=weights)
 
 
-def _bisect(fn, delta, lower, upper, iterations):
-    """Smallest ε in [lower, upper] with fn(ε) <= delta (fn decreasing), elementwise;
-    ``lower`` where fn(lower) <= delta already."""
-    ok_lo = fn(lower) <= delta
-    shape = jnp.broadcast_shapes(jnp.shape(ok_lo), jnp.shape(delta))
-    lo = jnp.full(shape, lower, jnp.float64)
-    hi = solve_decreasing(fn, delta, lo, jnp.full(shape, upper, jnp.float64), iterations)
-    return jnp.where(ok_lo, lo, hi)
+def _log_paper_delta(T, e, params):
+    m, P, V, d = params
+    return jnp.log(_profile(m, P, V, e, d, T))
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 7))
 def _epsilon(m, d, delta, T, weights, lower, upper, iterations):
     P = _parameters(m, d, weights)
     V = _trinomial(T, P.W1, P.W2)
-    return _bisect(lambda e: _profile(m, P, V, e, d, T), delta, lower, upper, iterations)
+    shape = jnp.broadcast_shapes(jnp.shape(delta), jnp.shape(P.L1))
+    return epsilon_root(functools.partial(_log_paper_delta, T), (m, P, V, d), jnp.broadcast_to(delta, shape),
+                        x0=lower, lower=lower, upper=upper, iters=iterations)
 
 
 @x64
 def paper_epsilon(mech, delta, *, sensitivity=1.0, weights="paper", T=1, lower=0.0, upper=2000.0, iterations=90):
-    """ε solving the paper's ``δ^T(ε) = delta`` (Prop. 1 for T = 1, Prop. 3 otherwise) by bisection. NOT CERTIFIED.
+    """ε solving the paper's ``δ^T(ε) = delta`` (Prop. 1 for T = 1, Prop. 3 otherwise) in ``[lower, upper]``
+    (the accountants' root solver, at most ``iterations`` steps). NOT CERTIFIED.
 
-    Returns ``lower`` where the paper's δ is already below ``delta`` there. Broadcasts
-    ``delta`` against a batched mechanism. The exact ε is ``accounting.pbdp_exact.epsilon_for_delta``
+    Returns ``lower`` where the paper's δ is already below ``delta`` there, ``inf`` where it stays
+    above it up to ``upper``. Broadcasts
+    ``delta`` against a batched mechanism. The exact ε is ``accounting.exact.epsilon``
     (single release) or ``accounting.pld(mech).self_compose(T)``.
     """
     _check(mech, weights, sensitivity)
     check_probability("delta", delta, high_open=True)
     T = check_int("T", T, minimum=1)
-    _check_gaussian_for(mech, T)
+    _check_gaussian_for(mech.kernel, T)
     check_real("lower", lower)
     check_real("upper", upper)
     if not lower < upper:
@@ -408,7 +409,7 @@ def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
 
     ``ε(α) = ε0(α) + L1 + log(W1 e^{(α−1)L2} + W2 e^{−(α−1)L2} + W3)/(α − 1)``, ``ε0(α)`` the
     kernel's Rényi divergence of (0, Δ). *Below* the true Rényi divergence for moderate α
-    (spec Table B): use ``accounting.pbdp_exact.rdp`` / ``accounting.rdp`` for a guarantee.
+    (spec Table B): use ``accounting.exact.renyi`` / ``accounting.rdp`` for a guarantee.
     T-fold composition is ``T ×`` this (Remark 2).
     """
     _check(mech, weights, sensitivity)
@@ -419,32 +420,36 @@ def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
 # ----------------------------------------------------------------------------------
 # Algorithm 2 (paper-mode optimum over the kernel scale)
 # ----------------------------------------------------------------------------------
-def _sigma_base(region, rho):
-    """σ at which q reaches 0: ``τ/Φ⁻¹((1+ρ)/2)`` (absolute / relative error, hardest answer Q = 0)."""
-    return region.tau / ndtri((1.0 + rho) / 2.0)
+def _sigma_base(kernel, region, rho):
+    """Scale at which q reaches 0 (absolute / relative error, hardest answer Q = 0): the kernel at
+    unit scale puts ρ inside ``[−τ/σ, τ/σ]``, ``σ = τ/F₁⁻¹((1+ρ)/2)`` (Gaussian: ``τ/Φ⁻¹((1+ρ)/2)``)."""
+    return region.tau / kernel.with_scale(1.0).noise_icdf((1.0 + rho) / 2.0)
 
 
-def _objective(region, rho, d, sigma, kind, T, weights, target, iterations):
-    """The paper's ε (or RDP) at kernel σ, broadcasting σ (..., K) against the settings (...)."""
+def _objective(kernel, region, rho, d, sigma, kind, T, weights, target, iterations):
+    """The paper's ε (or RDP) at kernel scale σ, broadcasting σ (..., K) against the settings (...)."""
     ex = functools.partial(jax.tree_util.tree_map, lambda x: jnp.asarray(x)[..., None])
-    m = PrivacyBoosted(Gaussian(sigma), ex(region), jnp.asarray(rho)[..., None])
+    m = PrivacyBoosted(kernel.with_scale(sigma), ex(region), jnp.asarray(rho)[..., None])
     dd = jnp.asarray(d)[..., None]
     P = _parameters(m, dd, weights)
     if kind == "rdp":
         return T * _rdp(m, P, jnp.asarray(target)[..., None], dd)
     V = _trinomial(T, P.W1, P.W2)
-    return _bisect(lambda e: _profile(m, P, V, e, dd, T), jnp.asarray(target)[..., None], 0.0, 2000.0, iterations)
+    target = jnp.broadcast_to(jnp.asarray(target)[..., None], jnp.broadcast_shapes(jnp.shape(P.L1),
+                                                                                 jnp.shape(target) + (1,)))
+    return epsilon_root(functools.partial(_log_paper_delta, T), (m, P, V, dd), target, x0=0.0, lower=0.0,
+                        upper=2000.0, iters=iterations)
 
 
-@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8, 9, 10))
-def _tune(region, rho, d, target, kind, T, weights, method, grid, max_ratio, iterations):
-    sb = _sigma_base(region, rho)
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 11))
+def _tune(kernel, region, rho, d, target, kind, T, weights, method, grid, max_ratio, iterations):
+    sb = _sigma_base(kernel, region, rho)
     sb = jnp.broadcast_to(sb, jnp.broadcast_shapes(jnp.shape(sb), jnp.shape(d), jnp.shape(target)))
     top = math.log(max_ratio)
     inf = jnp.full(sb.shape, jnp.inf)
 
     def obj(u):  # the objective at σ = σ_base e^u, u (..., K)
-        return _objective(region, rho, d, sb[..., None] * jnp.exp(u), kind, T, weights, target, 64)
+        return _objective(kernel, region, rho, d, sb[..., None] * jnp.exp(u), kind, T, weights, target, 64)
 
     def pick(u, vals, j):
         return jnp.take_along_axis(u, j[..., None], -1)[..., 0], jnp.take_along_axis(vals, j[..., None], -1)[..., 0]
@@ -486,8 +491,11 @@ def _tune(region, rho, d, target, kind, T, weights, method, grid, max_ratio, ite
 
 @x64
 def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, compositions=1, weights="paper",
-               method="grid", grid=64, max_ratio=50.0, iterations=None) -> PaperTuning:
-    """Paper-mode optimum of a Gaussian-kernel mechanism over ``σ ∈ [σ_base, max_ratio·σ_base]``. NOT CERTIFIED.
+               method="grid", grid=64, max_ratio=50.0, iterations=None, kernel="gaussian") -> PaperTuning:
+    """Paper-mode optimum of a mechanism over its kernel scale ``σ ∈ [σ_base, max_ratio·σ_base]``. NOT CERTIFIED.
+
+    ``kernel``: the paper's Gaussian by default; any kernel with a closed-form privacy profile
+    (an instance, or a built-in's name), the Gaussian for ``compositions > 1``.
 
     Minimises the paper's ε at ``delta`` (Prop. 1; Prop. 3 / Alg. 1 with ``compositions=T``)
     or its RDP at ``order`` (Prop. 2, times T) over the kernel scale, the boosting rate
@@ -528,6 +536,10 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
     if iterations is None:
         iterations = 4 if method == "grid" else 48
     iterations = check_int("iterations", iterations, minimum=1)
+    kernel = by_name(kernel)(1.0) if isinstance(kernel, str) else kernel
+    if not isinstance(kernel, AdditiveMechanism) or not overrides(kernel, "hockey_stick"):
+        raise ValueError(f"kernel must be an additive kernel with a closed-form hockey_stick, got {kernel!r}")
+    _check_gaussian_for(kernel, T)
     kind, target = ("dp", delta) if delta is not None else ("rdp", order)
-    return _tune(to64(region), jnp.asarray(rho, jnp.float64), jnp.asarray(sensitivity, jnp.float64),
+    return _tune(to64(kernel), to64(region), jnp.asarray(rho, jnp.float64), jnp.asarray(sensitivity, jnp.float64),
                  jnp.asarray(target, jnp.float64), kind, T, weights, method, grid, float(max_ratio), iterations)

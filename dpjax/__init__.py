@@ -12,7 +12,8 @@ from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
-from dpjax.mechanism import AdditiveMechanism, Mechanism
+from dpjax.mechanism import Mechanism
+from dpjax.kernels import AdditiveMechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release

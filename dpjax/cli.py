@@ -11,9 +11,10 @@ Groups are disjoint, so the whole table costs the privacy of one release
 lies in the preferred region ``S(Q)`` (relative error ``--theta`` plus ``--tau``, or
 absolute error ``--tau``) with probability ``--rho``. The command tunes the scale of the
 privacy-boosted mechanism's (PB-DP) kernel (``--kernel``: Gaussian by default, Laplace,
-discrete Laplace or discrete Gaussian) for the least exact ε at ``--delta`` and prints
-it next to the plain kernel that meets the same constraint, both released and both
-with their exact ε.
+discrete Laplace, discrete Gaussian, or any kernel class as ``package.module:Class``) for
+the least exact ε at ``--delta`` and prints it next to the plain kernel that meets the
+same constraint, both released and both with their exact ε. A kernel class also works
+as ``--mechanism package.module:Class --scale B``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ __all__ = ["main", "aggregate", "build_mechanism"]
 
 MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted")
 KERNELS = ("gaussian", "laplace", "discrete-laplace", "discrete-gaussian")
+#: the CLI's alias table: built-in kernels by their CLI name
+_KERNEL_ALIASES = {"gaussian": "Gaussian", "laplace": "Laplace", "discrete-laplace": "DiscreteLaplace",
+                   "discrete-gaussian": "DiscreteGaussian"}
 REGIONS = ("relative", "absolute")
 _PROGRESS_MIN_BYTES = 8 << 20
 
@@ -107,6 +111,40 @@ def aggregate(groups, values, statistic: str, clip: float):
     return names, np.bincount(inverse, weights=clipped, minlength=len(names)), float(clip)
 
 
+def kernel_class(spec: str):
+    """The kernel class a ``--kernel`` / ``--mechanism`` value names: a built-in alias
+    (``gaussian``, ``laplace``, ``discrete-laplace``, ``discrete-gaussian``) or
+    ``package.module:Class``, an additive kernel (a ``dpjax.AdditiveMechanism`` subclass)."""
+    import importlib
+
+    import dpjax
+
+    spec = str(spec)
+    if spec.replace("_", "-") in _KERNEL_ALIASES:
+        return getattr(dpjax, _KERNEL_ALIASES[spec.replace("_", "-")])
+    if ":" not in spec:
+        raise ValueError(f"--kernel must be one of {KERNELS} or package.module:Class, got {spec!r}")
+    module, _, name = spec.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--kernel: cannot load {spec!r} ({exc})") from None
+    if not (isinstance(cls, type) and issubclass(cls, dpjax.AdditiveMechanism)):
+        raise ValueError(f"--kernel: {spec!r} is not a dpjax.AdditiveMechanism subclass")
+    return cls
+
+
+def make_kernel(spec: str, scale):
+    """The kernel ``spec`` at ``scale`` (its scale leaf, validated by its constructor)."""
+    cls = kernel_class(spec)
+    return cls(**{cls.scale_name: scale})
+
+
+def scale_flag(spec: str) -> str:
+    """The option that sets the kernel's scale: ``--sigma`` for a σ-scaled kernel, else ``--scale``."""
+    return "--sigma" if kernel_class(spec).scale_name == "sigma" else "--scale"
+
+
 def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, sigma=None):
     """The mechanism a CLI user asked for, calibrated to (ε, δ) unless a scale/σ is given."""
     import dpjax
@@ -121,7 +159,12 @@ def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float,
         from dpjax.kernels import analytic_gaussian_sigma
 
         return dpjax.DiscreteGaussian(sigma=sigma or analytic_gaussian_sigma(epsilon, delta, sensitivity))
-    raise ValueError(f"--mechanism must be one of {MECHANISMS}, got {name!r}")
+    if ":" in str(name):
+        given = scale if scale is not None else sigma
+        if given is None:
+            raise ValueError(f"--scale: a kernel class ({name}) is released at a given scale (--scale B)")
+        return make_kernel(name, given)
+    raise ValueError(f"--mechanism must be one of {MECHANISMS} or package.module:Class, got {name!r}")
 
 
 def _describe(obj) -> str:
@@ -168,36 +211,34 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
     """PB-DP with a ``kernel`` (a ``--kernel`` choice) meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho``, and the
     plain kernel meeting it too.
 
-    The kernel scale (σ, or b for the Laplace kernels) is ``scale`` if given, else tuned
-    for the least exact ε at ``delta`` (:func:`optimize.tune_boosted`); the plain kernel
-    has the largest scale meeting the constraint alone (:func:`optimize.base_sigma`).
-    Returns ``[(label, mechanism, exact ε), ...]``, the boosted mechanism first. Both ε are
-    exact single-release ε at ``delta`` from the same accountant (closed forms of the output
-    laws, worst neighbouring pair; the plain kernel's as the boosted mechanism at its scale,
-    where q = 0 and the law is the kernel's own), computed for the mechanisms as built, in
-    the default float precision they sample with.
+    The kernel scale is ``scale`` if given, else tuned for the least exact ε at ``delta``
+    (:func:`optimize.tune_boosted`); the plain kernel has the largest scale meeting the
+    constraint alone (:func:`optimize.base_sigma`). Returns ``[(label, mechanism, exact ε), ...]``,
+    the boosted mechanism first. Both ε are exact single-release ε at ``delta`` from the same
+    accountant (:func:`accounting.exact.epsilon`: closed forms of the output laws, worst
+    neighbouring pair; the plain kernel's as the boosted mechanism at its scale, where q = 0
+    and the law is the kernel's own), computed for the mechanisms as built, in the default
+    float precision they sample with.
     """
     import dpjax
     import optimize
-    from accounting import pbdp_exact
+    from accounting import exact
 
-    if kernel not in KERNELS:
-        raise ValueError(f"--kernel must be one of {KERNELS}, got {kernel!r}")
     if not (0.0 < rho < 1.0):
         raise ValueError(f"--rho must lie in (0, 1), got {rho}")
     if not (0.0 < delta < 1.0):
         raise ValueError(f"--delta must lie in (0, 1), got {delta}")
-    name = kernel.replace("-", "_")  # optimize's spelling
+    template = make_kernel(kernel, 1.0)
     if scale is None:
-        scale = float(optimize.tune_boosted(kernel=name, region=region, rho=rho, sensitivity=sensitivity,
+        scale = float(optimize.tune_boosted(kernel=template, region=region, rho=rho, sensitivity=sensitivity,
                                             delta=delta).sigma)
 
-    def boost(s):  # the kernel at scale s (build_mechanism's (ε, δ) calibration is not used), boosted
-        mech = dpjax.PrivacyBoosted(build_mechanism(kernel, sensitivity, None, delta, scale=s, sigma=s), region, rho)
-        return mech, float(pbdp_exact.epsilon_for_delta(mech, delta, sensitivity=sensitivity))
+    def boost(s):  # the kernel at scale s, boosted
+        mech = dpjax.PrivacyBoosted(make_kernel(kernel, s), region, rho)
+        return mech, float(exact.epsilon(mech, delta, sensitivity))
 
     boosted, eps = boost(scale)
-    at_base, plain_eps = boost(float(optimize.base_sigma(region, rho, name)))
+    at_base, plain_eps = boost(float(optimize.base_sigma(region, rho, template)))
     plain = at_base.kernel
     return [("PB-DP", boosted, eps), (type(plain).__name__, plain, plain_eps)]
 
@@ -221,13 +262,12 @@ def _release_command(args) -> int:
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
     if args.mechanism == "boosted":
         region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
-        laplace = "laplace" in args.kernel
-        wrong, flag = (args.sigma, "--sigma") if laplace else (args.scale, "--scale")
+        flag = scale_flag(args.kernel)
+        given, wrong = (args.sigma, args.scale) if flag == "--sigma" else (args.scale, args.sigma)
         if wrong is not None:
-            raise ValueError(f"{flag} does not apply to a {args.kernel} kernel: its scale is "
-                             f"{'--scale' if laplace else '--sigma'}")
-        releases = build_boosted(region, args.rho, sensitivity, args.delta, args.scale if laplace else args.sigma,
-                                 args.kernel)
+            other = "--scale" if flag == "--sigma" else "--sigma"
+            raise ValueError(f"{other} does not apply to a {args.kernel} kernel: its scale is {flag}")
+        releases = build_boosted(region, args.rho, sensitivity, args.delta, given, args.kernel)
     else:
         mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
         releases = [("released", mech, None)]
@@ -272,7 +312,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--group-by", default="age_group", help="column to group by (default: age_group)")
     r.add_argument("--statistic", choices=("sum", "count"), default="sum")
     r.add_argument("--clip", type=float, default=20000.0, help="per-row clipping bound for sums (default 20000)")
-    r.add_argument("--mechanism", choices=MECHANISMS, default="laplace")
+    r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(MECHANISMS) + ",package.module:Class}",
+                   help="noise mechanism (default laplace); a kernel class is released at --scale")
     r.add_argument("--epsilon", type=float, default=1.0, help="target epsilon for calibration (default 1)")
     r.add_argument("--delta", type=float, default=1e-6, help="delta for Gaussian calibration and reporting")
     r.add_argument("--scale", type=float,
@@ -282,9 +323,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="Gaussian / discrete Gaussian sigma (overrides --epsilon); boosted: the Gaussian kernel's "
                         "sigma (no tuning)")
     b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget")
-    b.add_argument("--kernel", type=lambda s: s.replace("_", "-"), choices=KERNELS, default="gaussian",
+    b.add_argument("--kernel", type=lambda s: s if ":" in s else s.replace("_", "-"), default="gaussian",
+                   metavar="{" + ",".join(KERNELS) + ",package.module:Class}",
                    help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
-                        "(default gaussian)")
+                        "(default gaussian); any dpjax.AdditiveMechanism subclass as package.module:Class")
     b.add_argument("--region", choices=REGIONS, default="relative",
                    help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
     b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")

@@ -33,10 +33,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from dpjax.validation import check_positive, check_real, is_traced
+from dpjax.validation import check_real
 from dpjax.random import MAX_RECORDS, UniformStream, check_key
 
-__all__ = ["Mechanism", "AdditiveMechanism", "output_dtype", "default_float"]
+__all__ = ["Mechanism", "output_dtype", "default_float", "overrides", "flat_records", "LANE_BLOCK"]
 
 
 def output_dtype(value, discrete: bool):
@@ -54,6 +54,40 @@ def output_dtype(value, discrete: bool):
 def default_float():
     """The default float dtype: float32, or float64 when the user enabled x64."""
     return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+#: records are drawn in multiples of this many (padding records with indices past the real
+#: ones): XLA's CPU loops compute the elements past the last full vector in a scalar tail whose
+#: ``log``/``exp`` differ from the vector lanes' in the last bit, so without it a record's
+#: output would depend on where its layout (whole, sliced, sharded) puts the tail.
+LANE_BLOCK = 128
+
+
+def flat_records(mech, value, shape, multiple: int = LANE_BLOCK):
+    """``(flat_mech, records, n)``: ``value`` and the mechanism's leaves broadcast to ``shape``,
+    flattened (record ``i`` is row-major position ``i``), padded to a multiple of ``multiple``
+    (values with 0, parameters with their last record's) and laid out as rows of
+    :data:`LANE_BLOCK` records; ``n`` real records. Rows keep every record in a full vector
+    whatever way XLA splits the rows between threads or devices."""
+    n = math.prod(shape)
+    pad = -n % multiple
+
+    def rows(x, mode):
+        return jnp.pad(jnp.broadcast_to(x, shape).reshape(-1), (0, pad), mode=mode).reshape(-1, LANE_BLOCK)
+
+    def leaf(p):
+        return rows(p, "edge") if jnp.ndim(p) else p
+
+    flat = rows(value, "constant")
+
+    return jax.tree_util.tree_map(leaf, mech), flat, n
+
+
+def overrides(obj, name: str) -> bool:
+    """Whether ``obj``'s class overrides the optional hook ``name`` of :class:`Mechanism`
+    (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases it is defined."""
+    impl = getattr(type(obj), name, None)
+    return impl is not None and impl is not getattr(Mechanism, name, None)
 
 
 def _float_dtype(dt):
@@ -80,9 +114,10 @@ class Mechanism:
         value = jnp.asarray(check_real("value", value))
         out_shape = tuple(shape) + tuple(jnp.broadcast_shapes(self.batch_shape, value.shape))
         size = math.prod(out_shape)
-        if size > MAX_RECORDS:
+        if size + LANE_BLOCK > MAX_RECORDS:
             raise ValueError(f"shape: at most 2**32 draws per key, asked for {size}; split the key")
-        return self.sample_records(key, jnp.broadcast_to(value, out_shape))
+        flat_mech, flat, n = flat_records(self, value, out_shape)
+        return flat_mech.sample_records(key, flat).reshape(-1)[:n].reshape(out_shape)
 
     def sample_records(self, key, value, start=0) -> jax.Array:
         """Outputs for ``value``, whose entries are records ``start, start+1, …`` (row-major).
@@ -150,49 +185,3 @@ class Mechanism:
 
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` if ``values`` are outside this mechanism's input domain."""
-
-
-class AdditiveMechanism(Mechanism):
-    """``M(value) = value + N`` for a noise law N symmetric about 0.
-
-    Subclasses define the noise law through ``noise_log_prob``, ``noise_cdf``,
-    ``noise_log_cdf`` (``log Pr[N <= n]``, tail-stable) and ``_sample_noise``.
-    The worst neighbouring pair of a shift-invariant mechanism is ``(0, Δ)``
-    (and its mirror, which the accountant examines by swapping the pair).
-    """
-
-    symmetric_pairs = True
-
-    def noise_log_prob(self, n) -> jax.Array:
-        raise NotImplementedError
-
-    def noise_cdf(self, n) -> jax.Array:
-        raise NotImplementedError
-
-    def noise_log_cdf(self, n) -> jax.Array:
-        raise NotImplementedError
-
-    def noise_log_sf(self, n) -> jax.Array:
-        """``log Pr[N > n]``; by symmetry ``log Pr[N < -n]``."""
-        if self.discrete:
-            return self.noise_log_cdf(-jnp.floor(n) - 1)
-        return self.noise_log_cdf(-n)
-
-    def _sample_noise(self, uniform: UniformStream) -> jax.Array:
-        raise NotImplementedError
-
-    def _sample(self, uniform, value):
-        noise = self._sample_noise(uniform)
-        return value + noise.astype(jnp.result_type(value, noise) if self.discrete else noise.dtype)
-
-    def log_prob(self, y, value):
-        return self.noise_log_prob(jnp.asarray(y) - value)
-
-    def cdf(self, y, value):
-        return self.noise_cdf(jnp.asarray(y) - value)
-
-    def neighbour_pairs(self, sensitivity=1.0):
-        if not is_traced(sensitivity):
-            check_positive("sensitivity", sensitivity)
-        s = jnp.asarray(sensitivity)
-        return jnp.zeros((1,), s.dtype if jnp.issubdtype(s.dtype, jnp.floating) else float), jnp.reshape(s, (1,))

@@ -12,7 +12,7 @@ import dataclasses
 
 import jax
 
-__all__ = ["pytree_dataclass", "static_field"]
+__all__ = ["pytree_dataclass", "static_field", "replace"]
 
 
 def static_field(**kwargs):
@@ -47,3 +47,14 @@ def pytree_dataclass(cls):
     jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
     return cls
 
+
+
+def replace(obj, **changes):
+    """A copy of the pytree dataclass ``obj`` with fields replaced, without validation (through
+    unflattening, like ``jit``): for values that may be traced."""
+    new = object.__new__(type(obj))
+    for field in dataclasses.fields(obj):
+        object.__setattr__(new, field.name, changes.pop(field.name, getattr(obj, field.name)))
+    if changes:
+        raise TypeError(f"replace: {type(obj).__name__} has no fields {sorted(changes)}")
+    return new

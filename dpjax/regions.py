@@ -29,6 +29,8 @@ privacy.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +46,16 @@ _RELATIVE_GRID_CAP = 1e4
 
 class Region:
     """Base class of preferred regions (subclasses are ``@pytree_dataclass``)."""
+
+    #: ``S(Q) − Q`` does not depend on Q (the law moves rigidly with the answer: every pair at
+    #: distance Δ is the same, and reflection swaps a pair's two laws).
+    translation_invariant: ClassVar[bool] = False
+    #: ``S(Q) − Q`` is symmetric about 0 (samplers compute one edge's masses).
+    symmetric_noise: ClassVar[bool] = False
+
+    def check_answers(self, discrete: bool = False) -> None:
+        """Raise ``ValueError`` if the answer domain is empty (e.g. no integer answer in a fixed
+        interval for a discrete kernel)."""
 
     def interval(self, value):
         """``(lo, hi)``: the closed preferred interval ``S(value)`` in output coordinates."""
@@ -107,6 +119,8 @@ class AbsoluteError(Region):
     """``S(Q) = [Q − τ, Q + τ]``: absolute error at most ``tau`` (τ > 0)."""
 
     tau: jax.Array
+    translation_invariant = True
+    symmetric_noise = True
 
     def __post_init__(self):
         check_positive("tau", self.tau)
@@ -140,6 +154,7 @@ class RelativeError(Region):
 
     theta: jax.Array
     tau: jax.Array
+    symmetric_noise = True
 
     def __post_init__(self):
         check_positive("theta", self.theta, allow_zero=True)
@@ -236,6 +251,12 @@ class FixedInterval(Region):
     def _domain(self, discrete):
         lo, hi = jnp.asarray(self.low), jnp.asarray(self.high)
         return (jnp.ceil(lo), jnp.floor(hi)) if discrete else (lo, hi)
+
+    def check_answers(self, discrete=False):
+        if discrete and not is_traced((self.low, self.high)):
+            lo, hi = self._domain(True)
+            if np.any(np.asarray(hi) < np.asarray(lo)):
+                raise ValueError(f"region must hold an integer answer for a discrete kernel, got {self!r}")
 
     def hardest_answers(self, discrete=False):
         # Kernel mass in S is smallest at the edges of the answer domain.

@@ -1,21 +1,24 @@
 """optimize: tuning mechanism parameters to minimise exact privacy loss.
 
-* :func:`tune_boosted` — the kernel scale of a privacy-boosted (PB-DP) mechanism (Gaussian,
-  Laplace, discrete Laplace or discrete Gaussian kernel) that minimises the exact ε at a δ
-  (single release or T-fold composition) or the exact Rényi divergence at an order,
-  subject to the utility constraint (the boosting rate follows from ``rho``). Methods
+* :func:`tune_boosted` — the kernel scale of a privacy-boosted (PB-DP) mechanism, any kernel
+  (an :class:`dpjax.AdditiveMechanism` instance, or a built-in's name), that minimises the
+  exact ε at a δ (single release or T-fold composition) or the exact Rényi divergence at an
+  order, subject to the utility constraint (the boosting rate follows from ``rho``). Methods
   ``"gradient"`` (optax through the differentiable exact accountant) and ``"ternary"``
   (the paper's Algorithm 2); batched with ``vmap``.
-* :func:`exact_epsilon`, :func:`exact_delta`, :func:`exact_renyi` — the exact closed-form
-  privacy of a ``PrivacyBoosted`` mechanism (any kernel), differentiable in every
-  parameter (implicit derivative through the ε root).
 * :func:`scale_by_bracket` — the optax transformation used by the gradient method.
 * :func:`base_sigma` — the scale of the plain kernel that meets the utility constraint alone.
+* :func:`exact_epsilon`, :func:`exact_delta`, :func:`exact_renyi` — the exact single-release
+  privacy the tuner minimises: :func:`accounting.exact.epsilon`,
+  :func:`accounting.exact.privacy_profile` and :func:`accounting.exact.renyi` themselves
+  (one implementation, in accounting), differentiable in every parameter.
 
 Imports dpjax and accounting; nothing imports optimize.
 """
 
-from optimize._api import exact_delta, exact_epsilon, exact_renyi
+from accounting.exact import epsilon as exact_epsilon
+from accounting.exact import privacy_profile as exact_delta
+from accounting.exact import renyi as exact_renyi
 from optimize._search import scale_by_bracket
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
 

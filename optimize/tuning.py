@@ -6,13 +6,15 @@ only free parameter is the kernel's scale — σ of the Gaussian kernels, b of t
 ones (called ``sigma`` throughout, for every kernel). We search ``σ = σ_base·e^u`` with
 ``u ∈ [0, log sigma_max_ratio]``: ``σ_base`` is the plain kernel that meets the utility
 constraint on its own (``q = 0`` at ``u = 0``), so the tuned mechanism is never worse
-than that kernel (spec §4.1). Kernels: ``"gaussian"``, ``"laplace"``,
-``"discrete_laplace"``, ``"discrete_gaussian"``.
+than that kernel (spec §4.1). Any kernel: an instance of a :class:`dpjax.AdditiveMechanism`
+(its scale leaf is searched, through ``with_scale``) or a built-in's name (``"gaussian"``,
+``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``).
 
 Objectives (all exact, none of the paper's uncertified formulas):
 
 * ``delta=`` (single release): the exact worst-case hockey-stick divergence in closed
-  form (:mod:`optimize._exact`), ε solved by Newton with an implicit derivative;
+  form (:func:`accounting.exact.worst_delta`), ε solved by the accountants' Newton root
+  (:func:`accounting.exact.epsilon_root`) with an implicit derivative;
 * ``delta=`` with ``compositions=T > 1``: ``accounting.pld(mech).self_compose(T)``,
   the exact (pessimistic, discretised) PLD;
 * ``order=``: the exact Rényi divergence at that order, times ``compositions``.
@@ -31,20 +33,16 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import ndtri
 
 import dpjax
-from dpjax.boosting import kernel_reach
-from dpjax.regions import AbsoluteError, FixedInterval, Region, RelativeError
-from optimize import _exact, _search
+from accounting import exact
+from optimize import _composed, _search
 
 __all__ = ["TuningResult", "tune_boosted", "base_sigma"]
 
 _METHODS = ("gradient", "ternary")
-_KERNELS = ("gaussian", "laplace", "discrete_laplace", "discrete_gaussian")
-_DISCRETE = ("discrete_laplace", "discrete_gaussian")
 #: most pairs a listed pair set (discrete kernel, relative region) may hold: its static arrays
-#: are allocated per setting, however few of them an evaluation sweeps (optimize._exact._worst).
+#: are allocated per setting, however few of them an evaluation sweeps (accounting.exact.worst_delta).
 _MAX_LISTED_PAIRS = 1_000_000
 #: default grid of the gradient method's scan where the objective has several local minima.
 _SCAN = 33
@@ -54,16 +52,16 @@ _SCAN = 33
 class TuningResult:
     """Outcome of :func:`tune_boosted` (arrays of the broadcast batch shape).
 
-    ``sigma`` is the kernel's scale parameter for every kernel: σ of the Gaussian and
-    discrete Gaussian kernels, the scale b of the Laplace and discrete Laplace kernels.
+    ``sigma`` is the kernel's scale leaf for every kernel (``kernel.scale_name``): σ of the
+    Gaussian kernels, the scale b of the Laplace kernels, ``scale`` of a user's kernel.
 
     Attributes:
       mechanism: the tuned ``PrivacyBoosted(kernel(sigma), region, rho)`` (batched).
       epsilon: its exact ε at ``delta`` (or Rényi divergence at ``order``), after
         ``compositions`` releases.
-      baseline: the plain kernel meeting the same utility, ``kernel(sigma_base)``, e.g.
-        ``Gaussian(sigma_base)`` (``None`` when no plain kernel meets it: a continuous
-        kernel with a fixed region and ``rho >= 1/2``).
+      baseline: the plain kernel meeting the same utility, ``kernel.with_scale(sigma_base)``
+        (``None`` when no plain kernel meets it: a continuous kernel with a fixed region and
+        ``rho >= 1/2``).
       baseline_epsilon: the baseline's exact ε (same objective; NaN where it has none).
       sigma, sigma_base: tuned and baseline kernel scales (σ, or b for Laplace kernels).
       boosting_rate: ``q`` of the tuned mechanism.
@@ -89,132 +87,119 @@ class TuningResult:
 
 
 # ----------------------------------------------------------------------------------
-# settings: regions as flat parameter dicts (leaves batch together under vmap)
+# the kernel and the plain kernel meeting the constraint
 # ----------------------------------------------------------------------------------
-def _region_kind(region) -> str:
-    if isinstance(region, AbsoluteError):
-        return "absolute"
-    if isinstance(region, RelativeError):
-        return "relative"
-    if isinstance(region, FixedInterval):
-        return "fixed"
-    raise ValueError(
-        "region must be dpjax.AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, high), "
-        f"got {type(region).__name__}"
-    )
+def resolve_kernel(kernel):
+    """A kernel instance from an instance (returned as is) or a built-in kernel's name."""
+    if isinstance(kernel, str):
+        cls = dpjax.kernels.by_name(kernel)
+        return cls(**{cls.scale_name: 1.0})
+    if not isinstance(kernel, dpjax.AdditiveMechanism):
+        raise ValueError("kernel must be an additive noise kernel (a dpjax.AdditiveMechanism instance) or one of "
+                         f"{tuple(dpjax.kernels.BUILTIN)}, got {kernel!r}")
+    return kernel
 
 
-def _region_params(region) -> dict:
-    return {f.name: getattr(region, f.name) for f in dataclasses.fields(region)}
+def _check_region(region):
+    if not isinstance(region, dpjax.regions.Region):
+        raise ValueError("region must be dpjax.AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, "
+                         f"high), got {type(region).__name__}")
 
 
-def _make_region(kind, p):
-    if kind == "absolute":
-        return AbsoluteError(p["tau"])
-    if kind == "relative":
-        return RelativeError(p["theta"], p["tau"])
-    return FixedInterval(p["low"], p["high"])
+def _hardest_coverage(kernel, region, terms: int):
+    """``p_S`` of the plain kernel at the hardest answer (the least over the hardest answers).
+
+    Continuous kernels: the region's mass from ``noise_region_log_masses``. Integer noise: the
+    sum of the pmf over the region's integers (``terms``, static, bounds their count), which
+    needs no CDF table whatever the scale."""
+    out = None
+    for h in region.hardest_answers(kernel.discrete):
+        h = jnp.asarray(h)
+        lo, hi = region.interval(h)
+        a, b = lo - h, hi - h
+        if kernel.discrete:
+            first, count = jnp.ceil(a), jnp.floor(b) - jnp.ceil(a) + 1.0
+            k = jnp.arange(terms, dtype=jnp.result_type(float))
+            me = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], kernel)
+            pmf = jnp.exp(me.noise_log_prob(first[..., None] + k))
+            p = jnp.sum(jnp.where(k < count[..., None], pmf, 0.0), axis=-1)
+        else:
+            p = jnp.exp(kernel.noise_region_log_masses(a, b)[1])
+        out = p if out is None else jnp.minimum(out, p)
+    return out
 
 
-def _kernel(name, scale, support_radius=None):
-    """The plain kernel ``name`` (one of ``_KERNELS``) at ``scale`` (σ, or b for the Laplace kernels)."""
-    if name == "gaussian":
-        return dpjax.Gaussian(scale)
-    if name == "laplace":
-        return dpjax.Laplace(scale)
-    if name == "discrete_laplace":
-        return dpjax.DiscreteLaplace(scale)
-    return dpjax.DiscreteGaussian(scale, support_radius=support_radius)
-
-
-def base_sigma(region: Region, rho, kernel="gaussian"):
-    """Scale of the plain ``kernel`` whose hardest answer has coverage exactly ``rho``: the
-    largest scale (σ, or b for the Laplace kernels) meeting the utility constraint alone.
-
-    * ``"gaussian"``: ``τ/Φ⁻¹((1+ρ)/2)`` (absolute/relative error: the hardest answer is
-      Q = 0, region ``[−τ, τ]``); fixed interval (hardest answer at an edge, coverage
-      ``Φ(w/σ) − ½``, ``w = high − low``): ``w/Φ⁻¹(ρ + ½)`` for ``ρ < ½``.
-    * ``"laplace"``: ``P(|N| ≤ τ) = 1 − e^{−τ/b}`` gives ``b = −τ/log(1 − ρ)``; fixed interval
-      (``P(0 ≤ N ≤ w) = (1 − e^{−w/b})/2``): ``b = −w/log(1 − 2ρ)`` for ``ρ < ½``.
-    * discrete kernels count integers: the noise must hit ``−⌊τ⌋ … ⌊τ⌋``, or
-      ``0 … ⌊high⌋ − ⌈low⌉`` (fixed interval, integer answers; the atom at 0 lets every
-      ``ρ < 1`` be met). The mass is decreasing in the scale: bisection on its log to the
-      float's resolution, returning the end whose mass is ≥ ``rho``.
-
-    ``NaN`` where no plain kernel meets the constraint (continuous kernel, fixed interval,
-    ``ρ ≥ ½``). Region parameters must be concrete for the discrete kernels (the number of
-    integers to count is static).
-    """
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
-    kind = _region_kind(region)
-    p = _region_params(region)
-    return _base_jit(kernel, kind, p, rho, _count_bound(kernel, kind, p))
-
-
-def _noise_integers(kind, p):
-    """``(first, count)``: the integers a discrete kernel's noise must hit at the hardest answer."""
-    if kind == "fixed":
-        return jnp.zeros_like(jnp.asarray(p["low"])), jnp.floor(p["high"]) - jnp.ceil(p["low"]) + 1.0
-    w = jnp.floor(jnp.asarray(p["tau"]))
-    return -w, 2.0 * w + 1.0
-
-
-def _count_bound(kernel, kind, p):
-    """Static number of terms of the discrete mass sum: the largest ``count`` in the batch (0: continuous)."""
-    if kernel not in _DISCRETE:
+def _terms(kernel, region) -> int:
+    """Static bound on the integers of the region at a hardest answer (0: continuous kernel)."""
+    if not kernel.discrete:
         return 0
-    count = _noise_integers(kind, {k: np.asarray(v, np.float64) for k, v in p.items()})[1]
-    return int(max(np.max(count), 1))
+    counts = [np.floor(np.asarray(hi - h)) - np.ceil(np.asarray(lo - h)) + 1.0
+              for h in region.hardest_answers(True) for lo, hi in [region.interval(h)]]
+    return int(max(np.max(c) for c in counts + [np.ones(())]))
 
 
-#: bisection bracket of the discrete baseline: [1e-3, 1e6] × the number of integers to hit
-#: (mass ≈ 1 at the lower end, ≈ 1e-6 at the upper), halved to a relative width below 1e-16.
-_BASE_BRACKET = (1e-3, 1e6)
+def _region_width(region, kernel):
+    """Width of the preferred region at the hardest answer (the bisection's unit of scale)."""
+    h = jnp.asarray(region.hardest_answers(kernel.discrete)[0])
+    lo, hi = region.interval(h)
+    return jnp.maximum(hi - lo, 1.0 if kernel.discrete else 0.0)
+
+
+#: bisection bracket of the baseline: [1e-6, 1e6] × the region's width, halved in log scale
+#: to a relative width below 1e-17.
+_BASE_BRACKET = (1e-6, 1e6)
 _BASE_ITERS = 64
 
 
-def _base_scale(kernel, kind, p, rho, terms):
+def _base_scale(kernel, region, rho, terms):
+    """Largest scale whose plain kernel covers the hardest answer with probability ≥ ``rho``
+    (the coverage decreases with the scale): bisection on the log scale, returning the end
+    whose coverage is ≥ ``rho``; NaN where even the smallest scale misses it."""
     rho = jnp.asarray(rho)
-    if kernel in _DISCRETE:
-        first, count = _noise_integers(kind, p)
-        k = jnp.arange(terms, dtype=jnp.result_type(float))
+    width = _region_width(region, kernel)
+    shape = jnp.broadcast_shapes(jnp.shape(width), jnp.shape(rho), jnp.shape(kernel.noise_scale))
 
-        def mass(scale):
-            logp = _kernel(kernel, scale[..., None]).noise_log_prob(first[..., None] + k)
-            return jnp.sum(jnp.where(k < count[..., None], jnp.exp(logp), 0.0), axis=-1)
+    def coverage(log_scale):
+        return _hardest_coverage(kernel.with_scale(jnp.exp(log_scale)), region, terms)
 
-        def body(_, s):
-            lo, hi = s
-            mid = 0.5 * (lo + hi)
-            ok = mass(jnp.exp(mid)) >= rho
-            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+    def body(_, s):
+        lo, hi = s
+        mid = 0.5 * (lo + hi)
+        ok = coverage(mid) >= rho
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
 
-        shape = jnp.broadcast_shapes(jnp.shape(count), jnp.shape(rho))
-        lo0 = jnp.broadcast_to(jnp.log(_BASE_BRACKET[0] * count), shape)
-        hi0 = jnp.broadcast_to(jnp.log(_BASE_BRACKET[1] * count), shape)
-        lo, _ = jax.lax.fori_loop(0, _BASE_ITERS, body, (lo0, hi0))
-        return jnp.where(count >= 1, jnp.exp(lo), jnp.nan)
-    gaussian = kernel == "gaussian"
-    if kind == "fixed":
-        w = jnp.asarray(p["high"]) - jnp.asarray(p["low"])
-        ok = rho < 0.5
-        r = jnp.where(ok, rho, 0.25)
-        scale = w / ndtri(r + 0.5) if gaussian else -w / jnp.log1p(-2.0 * r)
-        return jnp.where(ok, scale, jnp.nan)
-    tau = jnp.asarray(p["tau"])
-    return tau / ndtri((1.0 + rho) / 2.0) if gaussian else -tau / jnp.log1p(-rho)
+    lo0 = jnp.broadcast_to(jnp.log(_BASE_BRACKET[0] * width), shape)
+    hi0 = jnp.broadcast_to(jnp.log(_BASE_BRACKET[1] * width), shape)
+    lo, _ = jax.lax.fori_loop(0, _BASE_ITERS, body, (lo0, hi0))
+    return jnp.where(coverage(lo0) >= rho, jnp.exp(lo), jnp.nan)
 
 
-_base_jit = jax.jit(_base_scale, static_argnums=(0, 1, 4))
+_base_jit = jax.jit(_base_scale, static_argnums=(3,))
+
+
+def base_sigma(region, rho, kernel="gaussian"):
+    """Scale of the plain ``kernel`` whose hardest answer has coverage exactly ``rho``: the
+    largest scale (σ, b, or a user kernel's scale leaf) meeting the utility constraint alone.
+
+    Bisection on the kernel's own region mass (``noise_region_log_masses`` at the region's
+    hardest answers), to the float's resolution, returning the end whose coverage is ≥ ``rho``.
+    E.g. Gaussian, absolute error τ: ``τ/Φ⁻¹((1+ρ)/2)``; Laplace: ``−τ/log(1 − ρ)``; discrete
+    kernels count the integers of the region. ``NaN`` where no plain kernel meets the
+    constraint (a continuous kernel, a fixed interval and ``ρ ≥ ½``: the hardest answer, an
+    edge, is covered with probability below ½ at every scale).
+    """
+    kernel = resolve_kernel(kernel)
+    _check_region(region)
+    with jax.enable_x64(True):
+        to64 = lambda t: jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), t)  # noqa: E731
+        return _base_jit(to64(kernel), to64(region), jnp.asarray(rho, jnp.float64), _terms(kernel, region))
 
 
 @dataclasses.dataclass(frozen=True)
 class _Config:
-    """Static configuration of one tuning problem (hashable: a jit cache key)."""
+    """Static configuration of one tuning problem (hashable: a jit cache key). The kernel and
+    the region travel as data in the settings (their structure is part of the cache key)."""
 
-    kernel: str
-    kind: str
     objective: str  # "dp" | "rdp" | "pld"
     compositions: int
     method: str
@@ -224,12 +209,11 @@ class _Config:
     num_pairs: int
     start: float
     scan: int  # grid points the gradient method scans first (0: none)
-    support_radius: int | None  # discrete Gaussian: its table covers the largest scale searched
 
 
 def _mechanism(cfg, p, sigma):
-    kernel = _kernel(cfg.kernel, sigma, cfg.support_radius)
-    return dpjax.PrivacyBoosted(kernel, _make_region(cfg.kind, p), p["rho"], num_pairs=cfg.num_pairs)
+    """``PrivacyBoosted`` of the setting ``p`` with its kernel at scale ``sigma``."""
+    return dpjax.PrivacyBoosted(p["kernel"].with_scale(sigma), p["region"], p["rho"], num_pairs=cfg.num_pairs)
 
 
 def _objective(cfg, p):
@@ -239,13 +223,13 @@ def _objective(cfg, p):
 
         def fn(u, warm):
             mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
-            val = cfg.compositions * _exact.renyi(mech, p["target"], sens, trim=True)
+            val = cfg.compositions * exact.worst_renyi(mech, p["target"], sens, trim=True)
             return val, warm
 
         return fn
 
     def fn(u, warm):
-        eps = _exact.epsilon_for_delta(functools.partial(_log_delta, cfg), (u, p), p["target"], x0=warm)
+        eps = exact.epsilon_root(functools.partial(_log_delta, cfg), (u, p), p["target"], x0=warm)
         return eps, eps
 
     return fn
@@ -259,14 +243,14 @@ def _log_delta(cfg, eps, params):
 
 def _log_delta_u(cfg, eps, u, p):
     mech = _mechanism(cfg, p, p["sigma_ref"] * jnp.exp(u))
-    return jnp.log(_exact.delta(mech, eps, p["sensitivity"], trim=True))
+    return jnp.log(exact.worst_delta(mech, eps, p["sensitivity"], trim=True))
 
 
 def _value_and_slope(cfg, p):
     """``vs(u, warm) -> (value, d value/du, warm)`` for the gradient method: one fused evaluation.
 
     (ε, δ): the Newton root and its implicit slope from the same iterations
-    (:func:`optimize._exact.epsilon_and_slope`), warm-started from the previous step's ε
+    (:func:`accounting.exact.epsilon_and_slope`), warm-started from the previous step's ε
     moved along its slope (first-order predictor; ``warm = (ε, slope, u)``); the bracket
     estimates curvatures from slope secants. RDP: value, slope and exact curvature from a
     nested jvp of the closed form.
@@ -288,7 +272,7 @@ def _value_and_slope(cfg, p):
     def vs(u, warm):
         e0, s0, u0 = warm
         x0 = jnp.maximum(e0 + s0 * (u - u0), 0.0)
-        eps, slope = _exact.epsilon_and_slope(functools.partial(_log_delta_u, cfg), u, p, p["target"], x0)
+        eps, slope = exact.epsilon_and_slope(functools.partial(_log_delta_u, cfg), u, p, p["target"], x0)
         return eps, slope, (eps, slope, u)
 
     return vs
@@ -340,9 +324,11 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
     """Choose the kernel scale of ``PrivacyBoosted(kernel, region, rho)`` minimising exact privacy.
 
     Args:
-      kernel: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"`` or ``"discrete_gaussian"``
-        (the scale tuned is σ, or b for the Laplace kernels; every kernel has exact,
-        differentiable closed forms on :class:`dpjax.PrivacyBoosted`).
+      kernel: an additive noise kernel instance (a :class:`dpjax.AdditiveMechanism`: its scale
+        leaf, ``kernel.scale_name``, is searched; its other leaves and static configuration are
+        kept) or a built-in kernel's name (``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``,
+        ``"discrete_gaussian"``). The privacy boosting's closed forms come from the kernel
+        protocol: exact and differentiable for every kernel.
       region: ``dpjax.AbsoluteError(tau)``, ``RelativeError(theta, tau)`` or
         ``FixedInterval(low, high)``; its parameters may be arrays (a batch).
       rho: required coverage in (0, 1) (scalar or array).
@@ -362,18 +348,18 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
       start: initial ``u`` of the gradient method (without a scan).
       scan: grid points (≥ 3) the gradient method evaluates over the whole range before its
         local search, which then runs in the cell around the best of them (from it); 0 for
-        none. Default: 33 for a discrete kernel with a relative or fixed region, whose exact
-        objective is the worst case over integer answers and has a local minimum wherever
-        the worst answer changes (a sawtooth: DiscreteGaussian, θ = 0.1, τ = 3, ρ = 0.9 has
-        12, the first at the plain kernel, 9% above the best); 0 otherwise (unimodal).
+        none. Default: 33 for a discrete kernel with a region that moves with the answer
+        (relative or fixed), whose exact objective is the worst case over integer answers
+        and can have a local minimum wherever the worst answer changes (a sawtooth: the
+        discrete Gaussian, θ = 0.1, τ = 3, ρ = 0.9 has 12, the first at the plain kernel, 9%
+        above the best); 0 otherwise.
       value_discretization_interval: loss-grid step of the PLD (``compositions > 1``).
 
     All numeric arguments broadcast to one batch shape; the batch is tuned in one
     jit-compiled ``vmap``. Returns a :class:`TuningResult`.
     """
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
-    kind = _region_kind(region)
+    template = resolve_kernel(kernel)
+    _check_region(region)
     _check(method in _METHODS, "method", lambda: f"must be one of {_METHODS}, got {method!r}")
     _check((delta is None) != (order is None), "delta", "or order: give exactly one of the two")
     _check(isinstance(compositions, (int, np.integer)) and compositions >= 1, "compositions",
@@ -381,7 +367,7 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
     _check(tol > 0, "tol", lambda: f"must be positive, got {tol!r}")
     _check(sigma_max_ratio > 1, "sigma_max_ratio", lambda: f"must be > 1, got {sigma_max_ratio!r}")
     if scan is None:
-        scan = _SCAN if kernel in _DISCRETE and kind != "absolute" else 0
+        scan = _SCAN if template.discrete and not region.translation_invariant else 0
     _check(isinstance(scan, (int, np.integer)) and (scan == 0 or scan >= 3), "scan",
            lambda: f"must be 0 or an integer >= 3, got {scan!r}")
     rho_np = np.asarray(rho, float)
@@ -389,9 +375,7 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
            lambda: f"must lie in (0, 1) (rho = 1 makes ε infinite), got {rho!r}")
     _check(np.all(np.asarray(sensitivity, float) > 0), "sensitivity",
            lambda: f"must be positive, got {sensitivity!r}")
-    if kernel in _DISCRETE and kind == "fixed":
-        _check(np.all(np.floor(np.asarray(region.high, float)) >= np.ceil(np.asarray(region.low, float))), "region",
-               lambda: f"must hold an integer answer for a discrete kernel, got {region!r}")
+    region.check_answers(template.discrete)
     if delta is not None:
         d = np.asarray(delta, float)
         _check(np.all((d > 0) & (d < 1)), "delta", lambda: f"must lie in (0, 1), got {delta!r}")
@@ -399,46 +383,46 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
         _check(np.all(np.asarray(order, float) > 1), "order", lambda: f"must be > 1, got {order!r}")
 
     with jax.enable_x64(True):
-        rp = {k: np.asarray(v, np.float64) for k, v in _region_params(region).items()}
+        to64 = lambda t: jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), t)  # noqa: E731
+        region64, template = to64(region), to64(template)
         target = np.asarray(delta if delta is not None else order, np.float64)
         rho64, sens64 = np.asarray(rho, np.float64), np.asarray(sensitivity, np.float64)
-        shape = np.broadcast_shapes(*[a.shape for a in rp.values()], rho64.shape, sens64.shape, target.shape)
+        leaves = jax.tree_util.tree_leaves((region64, template))
+        shape = np.broadcast_shapes(*[np.shape(a) for a in leaves], rho64.shape, sens64.shape, target.shape)
         objective = "rdp" if order is not None else ("pld" if compositions > 1 else "dp")
         # the baseline first (concrete): the largest scale searched fixes the static sizes
-        base = np.asarray(_base_jit(kernel, kind, rp, rho64, _count_bound(kernel, kind, rp)))
+        base = np.asarray(_base_jit(template, region64, rho64, _terms(template, region64)))
         ref = base
-        if kind == "fixed":
-            # ρ ≥ ½ (continuous kernels): no plain kernel meets the constraint; search up from
-            # σ = width/4 (documented: the fixed-region objective is degenerate, its minimum
-            # runs to the upper bound).
-            ref = np.where(np.isnan(base), (rp["high"] - rp["low"]) / 4.0, base)
-        top = _kernel(kernel, float(sigma_max_ratio * np.max(ref)))
-        radius = top.support_radius if kernel == "discrete_gaussian" else None
-        listed = region.required_pairs(kernel_reach(top), top.discrete)  # every distinct pair, or None (a grid)
+        if not region.translation_invariant and np.any(np.isnan(base)):
+            # a fixed region with ρ ≥ ½ (continuous kernels): no plain kernel meets the constraint;
+            # search up from a quarter of the region's width (the objective is degenerate there,
+            # its minimum runs to the upper bound)
+            ref = np.where(np.isnan(base), np.asarray(_region_width(region64, template)) / 4.0, base)
+        top_scale = float(sigma_max_ratio * np.max(ref))
+        template = template.with_scale(np.float64(top_scale), max_scale=top_scale)
+        listed = region.required_pairs(template.noise_reach(), template.discrete)  # every distinct pair, or None
         _check(not listed or listed <= _MAX_LISTED_PAIRS, "kernel", lambda: (
-            f"{kernel!r} with a relative region lists one pair per region width up to the kernel's reach: "
-            f"{listed} pairs at the largest scale searched ({sigma_max_ratio:g} x {np.max(ref):.6g}), over the "
-            f"limit of {_MAX_LISTED_PAIRS}; use the continuous kernel or a smaller sigma_max_ratio"))
-        cfg = _Config(kernel, kind, objective, int(compositions), method, float(tol),
+            f"{type(template).__name__} with a relative region lists one pair per region width up to the kernel's "
+            f"reach: {listed} pairs at the largest scale searched ({sigma_max_ratio:g} x {np.max(ref):.6g}), over "
+            f"the limit of {_MAX_LISTED_PAIRS}; use a continuous kernel or a smaller sigma_max_ratio"))
+        cfg = _Config(objective, int(compositions), method, float(tol),
                       _search.ternary_iterations(math.log(sigma_max_ratio), float(tol)), int(max_steps),
-                      int(listed or num_pairs), float(start), int(scan), radius)
+                      int(listed or num_pairs), float(start), int(scan))
         u_max = math.log(sigma_max_ratio)
         if objective == "pld":
-            from optimize import _composed
-
-            flat = _prepare(rp, rho64, sens64, target, base, ref, u_max, shape)
-            u, value, base_value, steps = _composed.solve(cfg, flat, float(value_discretization_interval))
+            flat = _prepare(template, region64, rho64, sens64, target, base, ref, u_max, shape)
+            u, value, base_value, steps = _composed.solve(functools.partial(_mechanism, cfg), cfg, flat,
+                                                          float(value_discretization_interval))
             out = _finish(cfg, flat, u, value, base_value, steps, shape)
         else:
-            out = _tune_batch(cfg, rp, rho64, sens64, target, base, ref, u_max, shape)
+            out = _tune_batch(cfg, template, region64, rho64, sens64, target, base, ref, u_max, shape)
         # one device-to-host transfer for everything the result holds
         out = jax.tree_util.tree_map(np.asarray, jax.device_get(out))
-        region_out = _make_region(kind, out["region"])
+        kernel_out = template.with_scale(out["sigma"])
         # (a region listing every pair sizes its list for the tuned scale itself)
-        mech = dpjax.PrivacyBoosted(_kernel(kernel, out["sigma"]), region_out, out["rho"],
-                                    num_pairs=None if listed else num_pairs)
+        mech = dpjax.PrivacyBoosted(kernel_out, out["region"], out["rho"], num_pairs=None if listed else num_pairs)
         base_sig = out["sigma_base"]
-        baseline = None if np.any(np.isnan(base_sig)) else _kernel(kernel, base_sig)
+        baseline = None if np.any(np.isnan(base_sig)) else template.with_scale(base_sig)
         return TuningResult(
             mechanism=mech,
             epsilon=out["epsilon"],
@@ -453,31 +437,33 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
         )
 
 
-def _prepare(rp, rho, sensitivity, target, base, ref, u_max, shape):
-    """Flat float64 setting arrays: ``sigma_base`` the plain kernel meeting the constraint
-    (NaN where none does), ``sigma_ref`` the search's lower end (``u = 0``)."""
-    arrays = dict(rp, rho=rho, sensitivity=sensitivity, sigma_base=base, sigma_ref=ref, target=target)
-    flat = {k: jnp.broadcast_to(jnp.asarray(v, jnp.float64), shape).reshape(-1) for k, v in arrays.items()}
+def _prepare(kernel, region, rho, sensitivity, target, base, ref, u_max, shape):
+    """Flat float64 settings: the kernel and region pytrees and the scalars broadcast to the batch;
+    ``sigma_base`` the plain kernel meeting the constraint (NaN where none does), ``sigma_ref``
+    the search's lower end (``u = 0``)."""
+    flat_of = lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float64), shape).reshape(-1)  # noqa: E731
+    arrays = dict(rho=rho, sensitivity=sensitivity, sigma_base=base, sigma_ref=ref, target=target)
+    flat = {k: flat_of(v) for k, v in arrays.items()}
+    flat["kernel"] = jax.tree_util.tree_map(flat_of, kernel)
+    flat["region"] = jax.tree_util.tree_map(flat_of, region)
     flat["u_max"] = jnp.full(flat["rho"].shape, u_max)
     return flat
 
 
 def _finish(cfg, flat, u, value, base, steps, shape):
     """Everything :class:`TuningResult` holds, as arrays of the batch shape."""
-    rp_names = {"absolute": ("tau",), "relative": ("theta", "tau"), "fixed": ("low", "high")}[cfg.kind]
     sigma = flat["sigma_ref"] * jnp.exp(u)
     q = _mechanism(cfg, flat, sigma).boosting_rate
     base_sig = flat["sigma_base"]
     out = {"sigma": sigma, "epsilon": value, "baseline_epsilon": jnp.where(jnp.isnan(base_sig), jnp.nan, base),
-           "sigma_base": base_sig, "boosting_rate": q, "steps": steps, "rho": flat["rho"],
-           "region": {k: flat[k] for k in rp_names}}
+           "sigma_base": base_sig, "boosting_rate": q, "steps": steps, "rho": flat["rho"], "region": flat["region"]}
     return jax.tree_util.tree_map(lambda x: x.reshape(shape), out)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 7, 8))
-def _tune_batch(cfg, rp, rho, sensitivity, target, base, ref, u_max, shape):
+@functools.partial(jax.jit, static_argnums=(0, 9))
+def _tune_batch(cfg, kernel, region, rho, sensitivity, target, base, ref, u_max, shape):
     """Set up, tune and summarise the whole batch in one compiled call (no eager glue; the
     baseline scales come in concrete, having fixed the static sizes)."""
-    flat = _prepare(rp, rho, sensitivity, target, base, ref, u_max, shape)
+    flat = _prepare(kernel, region, rho, sensitivity, target, base, ref, u_max, shape)
     u, value, base, steps = _solve_batch(cfg, flat)
     return _finish(cfg, flat, u, value, base, steps, shape)

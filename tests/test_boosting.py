@@ -310,9 +310,7 @@ def test_mixture_quantile_exact_at_both_ends():
     with sqrt(2)·erfinv(2w) / −log1p(−2|w|) — no cancellation at 1/2."""
     from scipy.special import erfinv, ndtri
 
-    from dpjax.boosting import _split_quantile
-
-    quantile = jax.jit(_split_quantile)
+    quantile = jax.jit(lambda kernel, p, w, side: kernel.noise_split_icdf(p, w, side))
     gauss, lap = dpjax.Gaussian(jnp.float32(1.0)), dpjax.Laplace(jnp.float32(1.0))
     p = np.logspace(np.log10(1.2e-38), np.log10(0.5), 20_001).astype(np.float32)
     p = p[p <= 0.5]

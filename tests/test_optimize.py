@@ -11,8 +11,15 @@ import pytest
 import accounting
 import dpjax
 import optimize
-from optimize import _exact, _search
-from optimize.tuning import _kernel  # the plain kernel by the tuner's name
+from accounting import exact
+from optimize import _search
+
+
+def _kernel(name, scale, support_radius=None):
+    """The built-in kernel ``name`` at ``scale`` (σ, or b)."""
+    cls = dpjax.kernels.by_name(name)
+    extra = {"support_radius": support_radius} if support_radius is not None else {}
+    return cls(scale, **extra)
 
 # Table A (spec §7.2): ΔQ, ρ, δ, |S|, ε_G, ε_exact^opt, σ_x
 TABLE_A = np.array([
@@ -118,12 +125,12 @@ def test_epsilon_and_slope_matches_implicit_derivative():
     with jax.enable_x64(True):
         def log_delta(e, u, tau):
             mech = dpjax.PrivacyBoosted(dpjax.Gaussian(3.04 * jnp.exp(u)), dpjax.AbsoluteError(tau), 0.9)
-            return jnp.log(_exact.delta(mech, e, 1.0))
+            return jnp.log(exact.worst_delta(mech, e, 1.0))
 
         @jax.jit
         def both(u):
-            fused = _exact.epsilon_and_slope(log_delta, u, 5.0, 1e-5, 1.0)
-            eps = lambda x: _exact.epsilon_for_delta(lambda e, p: log_delta(e, p, 5.0), x, 1e-5)  # noqa: E731
+            fused = exact.epsilon_and_slope(log_delta, u, 5.0, 1e-5, 1.0)
+            eps = lambda x: exact.epsilon_root(lambda e, p: log_delta(e, p, 5.0), x, 1e-5)  # noqa: E731
             return fused, jax.value_and_grad(eps)(u)
 
         (e1, s1), (e2, s2) = both(jnp.float64(0.4))
@@ -134,7 +141,6 @@ def test_epsilon_and_slope_matches_implicit_derivative():
 @pytest.mark.slow
 def test_exact_hooks_reference_values():
     """Spec reference pairs through the exact accountant; the fused boost evaluation equals eq. (3)."""
-    from accounting import pbdp_exact
 
     with jax.enable_x64(True):
         mech = dpjax.PrivacyBoosted(dpjax.Gaussian(7.793), dpjax.AbsoluteError(5.0), 0.8)
@@ -151,7 +157,7 @@ def test_exact_hooks_reference_values():
             np.testing.assert_allclose(lz, m.log_normalizer(0.0), rtol=1e-12)
             np.testing.assert_allclose(lz2, m.log_normalizer(1.0), rtol=1e-12)
         np.testing.assert_allclose(optimize.exact_epsilon(fixed, 1e-5, 1.0),
-                                   pbdp_exact.epsilon_for_delta(fixed, 1e-5), rtol=1e-6)
+                                   exact.epsilon(fixed, 1e-5), rtol=1e-6)
 
 
 @pytest.mark.slow
@@ -224,8 +230,8 @@ def test_validation_names_the_parameter():
         optimize.tune_boosted(region=region, delta=1e-5, compositions=0)
     with pytest.raises(ValueError, match="order"):
         optimize.tune_boosted(region=region, order=1.0)
-    with pytest.raises(ValueError, match="mech"):
-        optimize.exact_epsilon(dpjax.Gaussian(1.0), 1e-5)
+    with pytest.raises(ValueError, match="mech: DiscreteLaplace has no closed-form hockey_stick"):
+        optimize.exact_epsilon(dpjax.DiscreteLaplace(1.0), 1e-5)
 
 
 def test_base_sigma():
@@ -324,12 +330,11 @@ def _check_against_dense_scan(kernel, region_kind, ternary, **target):
             np.testing.assert_allclose(g.baseline_epsilon[i], at_base, rtol=1e-9)
             assert eps <= float(g.baseline_epsilon[i]) + 1e-12
     if "delta" in target:  # the reported ε is the tuned mechanism's, by an independent root (bisection)
-        from accounting import pbdp_exact
 
         for i, r in enumerate(rho):
             mech = _boosted(kernel, float(g.sigma[i]), region, float(r), top)
-            exact = pbdp_exact.epsilon_for_delta(mech, target["delta"], sensitivity=sens)
-            np.testing.assert_allclose(g.epsilon[i], exact, rtol=1e-9)
+            truth = exact.epsilon(mech, target["delta"], sensitivity=sens)
+            np.testing.assert_allclose(g.epsilon[i], truth, rtol=1e-9)
     return g
 
 
@@ -389,7 +394,6 @@ def test_base_sigma_meets_the_utility_exactly(kernel):
 def test_pure_dp_epsilon_root_where_delta_reaches_zero(kernel):
     """δ(ε) of a pure-DP kernel is exactly 0 from its pure ε on (log δ = −∞): the root stays sound
     (δ(ε) ≤ target) and within 1e-11 of a bisection, with a finite implicit derivative."""
-    from accounting import pbdp_exact
 
     region = dpjax.AbsoluteError(5.0)
 
@@ -401,16 +405,16 @@ def test_pure_dp_epsilon_root_where_delta_reaches_zero(kernel):
         eps_and_slope = jax.jit(lambda s: jax.jvp(lambda x: optimize.exact_epsilon(mech(x), deltas, 4.0), (s,), (1.0,)))
         eps, slope = eps_and_slope(3.2)
         assert np.all(np.asarray(optimize.exact_delta(mech(jnp.full(3, 3.2)), eps, 4.0)) <= deltas)
-        bisection = [pbdp_exact.epsilon_for_delta(mech(3.2), float(d), sensitivity=4.0) for d in deltas]
+        bisection = [exact.epsilon(mech(3.2), float(d), sensitivity=4.0) for d in deltas]
         np.testing.assert_allclose(eps, bisection, atol=1e-11)
         h = 1e-5
         np.testing.assert_allclose(slope, (eps_and_slope(3.2 + h)[0] - eps_and_slope(3.2 - h)[0]) / (2 * h), rtol=1e-4)
 
         # the tuner's fused root and slope, warm-started past the pure ε (where δ = 0)
         def log_delta(e, u, _):
-            return jnp.log(_exact.delta(mech(3.2 * jnp.exp(u)), e, 4.0))
+            return jnp.log(exact.worst_delta(mech(3.2 * jnp.exp(u)), e, 4.0))
 
-        fused = jax.jit(lambda x0: _exact.epsilon_and_slope(log_delta, jnp.float64(0.1), None, 1e-5, x0))
+        fused = jax.jit(lambda x0: exact.epsilon_and_slope(log_delta, jnp.float64(0.1), None, 1e-5, x0))
         (e0, s0), (e1, s1) = fused(0.0), fused(50.0)
         np.testing.assert_allclose([e1, s1], [e0, s0], rtol=1e-10)
         assert np.isfinite(float(s0))
@@ -423,14 +427,14 @@ def test_trimmed_sweep_equals_the_full_pair_list():
     with jax.enable_x64(True):
         big = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(20.0), region, 0.9).num_pairs  # 20x the scale below
         own = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(1.0), region, 0.9)
-        assert big > 10 * _exact.CHUNK and own.num_pairs < _exact.CHUNK
+        assert big > 10 * exact.CHUNK and own.num_pairs < exact.CHUNK
 
         @jax.jit
         def both(b):
             m = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(b), region, 0.9, num_pairs=big)
             eps = jnp.array([0.5, 1.0, 2.0])
-            return (_exact.delta(m, eps, 2.0, trim=True), _exact.delta(m, eps, 2.0),
-                    _exact.renyi(m, 10.0, 2.0, trim=True), _exact.renyi(m, 10.0, 2.0))
+            return (exact.worst_delta(m, eps, 2.0, trim=True), exact.worst_delta(m, eps, 2.0),
+                    exact.worst_renyi(m, 10.0, 2.0, trim=True), exact.worst_renyi(m, 10.0, 2.0))
 
         d_trim, d_full, r_trim, r_full = both(jnp.float64(1.0))
         np.testing.assert_array_equal(d_trim, d_full)
@@ -441,7 +445,7 @@ def test_trimmed_sweep_equals_the_full_pair_list():
 def test_new_kernel_validation():
     with pytest.raises(ValueError, match="region must hold an integer"):
         optimize.tune_boosted("discrete_gaussian", dpjax.FixedInterval(0.2, 0.8), 0.5, delta=1e-5)
-    with pytest.raises(ValueError, match="kernel 'discrete_laplace' with a relative region"):
+    with pytest.raises(ValueError, match="kernel DiscreteLaplace with a relative region"):
         optimize.tune_boosted("discrete_laplace", dpjax.RelativeError(0.05, 4e4), 0.9, 2e4, delta=1e-6)
     with pytest.raises(ValueError, match="scan"):
         optimize.tune_boosted("laplace", dpjax.AbsoluteError(1.0), delta=1e-5, scan=2)

@@ -15,7 +15,7 @@ from scipy.special import ndtri
 
 import accounting
 import dpjax
-from accounting import pbdp_exact
+from accounting import exact
 from accounting import pbdp_paper as pp
 from dpjax.kernels import gaussian_privacy_profile
 
@@ -129,9 +129,9 @@ def test_table_a_paper_is_conservative_single_release():
         sens, rho, delta, size = (float(TABLE_A[i][j]) for j in range(4))
         mech = _abs_mech(float(TABLE_A[i][7]), size, rho)
         paper = float(pp.paper_epsilon(mech, delta, sensitivity=sens))
-        exact = pbdp_exact.epsilon_for_delta(mech, delta, sensitivity=sens)
-        _close(exact, TABLE_A[i][12])
-        assert exact < paper
+        truth = exact.epsilon(mech, delta, sensitivity=sens)
+        _close(truth, TABLE_A[i][12])
+        assert truth < paper
 
 
 # ----------------------------------------------------------------------------------
@@ -195,12 +195,12 @@ def test_rdp_divergence_alpha2():
     """§0.3(b) / §9.2: α=2, ρ=0.9, ΔQ=1, |S|=10 at the paper's σ*: paper 0.0936 < Gaussian 0.1082 < exact 0.1148."""
     mech = _abs_mech(3.493, 10.0, 0.9)
     paper = float(pp.paper_rdp(mech, 2.0))
-    exact = float(pbdp_exact.rdp(mech, 2.0))
+    truth = float(exact.renyi(mech, 2.0))
     gauss = 2.0 / (2 * (5.0 / ndtri(0.95)) ** 2)
     _close(paper, "0.0936")
-    _close(exact, "0.1148")
+    _close(truth, "0.1148")
     _close(gauss, "0.1082")
-    assert paper < gauss < exact  # the paper under-states, and the true value is worse than no boosting
+    assert paper < gauss < truth  # the paper under-states, and the true value is worse than no boosting
 
 
 @pytest.mark.slow
@@ -314,12 +314,12 @@ def test_relative_error_divergence():
     """
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(6.409), dpjax.RelativeError(0.2, 10.0), 0.9)
     paper = float(pp.paper_epsilon(mech, 1e-5))
-    exact = pbdp_exact.epsilon_for_delta(mech, 1e-5, pairs=(np.array([40.0]), np.array([41.0])))
-    at_paper_pair = pbdp_exact.epsilon_for_delta(mech, 1e-5, pairs=(np.array([0.0]), np.array([1.0])))
+    truth = exact.epsilon(mech, 1e-5, pairs=(np.array([40.0]), np.array([41.0])))
+    at_paper_pair = exact.epsilon(mech, 1e-5, pairs=(np.array([0.0]), np.array([1.0])))
     _close(at_paper_pair, "0.5477")  # Table D: ε_exact(0, Δ)
     _close(paper, "0.5631")
-    _close(exact, "0.6288")
-    assert paper < 0.5860 < exact
+    _close(truth, "0.6288")
+    assert paper < 0.5860 < truth
 
 
 # ----------------------------------------------------------------------------------

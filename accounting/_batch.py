@@ -1,0 +1,323 @@
+"""Fused, memory-bounded batch queries: ``get_epsilon`` / ``get_delta`` over a batch of mechanisms.
+
+Concrete parameters: up to four mechanisms run as three compiled calls (plan; build +
+Chernoff windows; compose + query), the same numbers as ``pld(...).self_compose(T).get_*``
+without its autodiff wrappers. Larger batches are bucketed by (power-of-two) grid length,
+each bucket built once per member and mapped in chunks (``lax.map``), so memory stays
+bounded whatever the batch size. Traced parameters fall back to :func:`accounting.pld`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting import _grid
+from accounting._construct import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
+                                   MAX_GRID, ROUNDOFF_FACTOR, _mirror_ext, _pow2, _row_bounds, build_core, make_plan, pairs,
+                                   sampling_rate, validate)
+from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
+from accounting._pld import _check_floor, analytic_gaussian, pld
+from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from dpjax.mechanism import Mechanism
+from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
+
+__all__ = ["get_epsilon", "get_delta"]
+
+#: batches up to this size are built whole (vectorised); larger ones are mapped in chunks.
+_SMALL_BATCH = 4
+
+def _element_plans(flat, sens, q, step, cells, extra):
+    """Per-mechanism grid (k0, n, ng) arrays of each direction, from a coarse envelope mapped in chunks."""
+    count = int(extra.get("count", 0))
+    klo = extra.get("klo")
+    rem, add = _coarse_map_jit(flat, sens, q, klo, jnp.asarray(_COARSE_BATCH), cells, count)
+    rem = np.asarray(rem)
+    add = None if add is None else np.asarray(add)
+    other = {0: rem if add is None else add, 1: rem}
+    out = []
+    for i, d in enumerate((rem, add)):
+        if d is None:
+            out.append(None)
+            continue
+        lo, hi = _row_bounds(d, other[i][..., ::-1], _COARSE_BATCH)
+        k0 = np.floor(lo / step)
+        n = np.maximum(np.ceil(hi / step) - k0 + 1, 3)
+        small = d < 0.25
+        big = np.where(small.any(axis=1), _COARSE_BATCH[np.argmax(small, axis=1)], hi)
+        ng = np.minimum(n, np.maximum(3, np.ceil(big / step) - k0 + 2))
+        if np.max(n) > MAX_GRID:
+            raise ValueError(
+                f"value_discretization_interval: a loss range needs {int(np.max(n))} grid points at step {step:.3g}; "
+                "use a coarser value_discretization_interval (or a less extreme mechanism)")
+        out.append((k0, n.astype(np.int64), ng.astype(np.int64)))
+    return out
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _coarse_map_jit(flat, sens, q, klo, coarse, cells, count):
+    def one(m):
+        values, nvalues = pairs(m, sens)
+        extra = {"cells": cells}
+        if count:
+            extra.update(count=count, klo=klo)
+        return envelope(expand(m), values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True,
+                        plan=extra)
+
+    return jax.lax.map(one, flat, batch_size=32)
+
+
+def _groups(dirs, step, cells, count, nklo):
+    """Bucket the batch by (power-of-two) remove-grid length: {shape: indices}. One compile per
+    bucket, no mechanism's remove grid padded beyond twice its own length."""
+    rem, add = dirs
+    keys = [_pow2(rem[1][i]) for i in range(rem[1].size)]  # the add grid follows (fewer compiles)
+    out = {}
+    for key in sorted(set(keys)):
+        idx = np.asarray([i for i, k in enumerate(keys) if k == key])
+        nr = key
+        shp_r = (nr, int(min(nr, bucket_len(np.max(rem[2][idx])))))
+        shp_a = None
+        if add is not None:
+            na = _pow2(np.max(add[1][idx]))
+            shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
+        k0r = rem[0][idx]
+        mir = (_mirror_ext(k0r, shp_r[0], k0r, shp_r[1]), None) if add is None else (
+            _mirror_ext(k0r, shp_r[0], add[0][idx], shp_a[1]), _mirror_ext(add[0][idx], shp_a[0], k0r, shp_r[1]))
+        out[(step, shp_r, shp_a, cells, count, nklo, mir)] = idx
+    return out
+
+
+def _chunk_for(n):
+    return max(1, min(16, (1 << 20) // max(int(n), 1)))
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8, 9))
+def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tail):
+    def one(x):
+        m, a, b = x
+        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        return tuple(hi - lo + 1.0 for lo, hi, _ in
+                     (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+
+    return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(max(shape[1][0], (shape[2] or (0,))[0])))
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8, 9, 10, 11))
+def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
+    def one(x):
+        m, a, b = x
+        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        outs, ok = [], jnp.asarray(True)
+        for i, pmf in enumerate(p for p in (rem, add) if p is not None):
+            if count > 1:
+                pmf, width = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic, with_width=True)
+                ok = ok & (width <= sizes[i])
+            outs.append(_answer(pmf, kind, arg, pessimistic))
+        return functools.reduce(jnp.maximum, outs), ok
+
+    n = max(sizes) if count > 1 else max(shape[1][0], (shape[2] or (0,))[0])
+    return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(2 * n))
+
+
+def _sizes(widths, shape):
+    out = []
+    for w, s in zip(widths, [shape[1], shape[2]]):
+        size = bucket_len(max(int(np.max(np.asarray(w))), s[0]))
+        if size > MAX_GRID:
+            raise ValueError(f"count: the composition needs an FFT of length {size}; use a coarser "
+                             "value_discretization_interval")
+        out.append(size)
+    return tuple(out)
+
+
+def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells):
+    """Batch query: mechanisms bucketed by their own grid length, each built once, mapped in chunks.
+
+    FFT lengths per bucket come from the Chernoff windows of a few sampled members (grown by
+    5 %); a member whose own window does not fit (checked inside the same pass) is recomputed
+    with its exact length, so the sample only affects speed, never the answer.
+    """
+    validate(mech, sensitivity, sampling_prob, value_discretization_interval)
+    count = check_int("count", count, minimum=1)
+    output_cells = check_int("output_cells", output_cells, minimum=16)
+    step = pow2_floor(float(value_discretization_interval))
+    m64 = jax.tree_util.tree_map(jnp.asarray, concrete(to64(mech)))
+    shape_b = tuple(m64.batch_shape)
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape_b).reshape(-1), m64)
+    sens = jnp.asarray(concrete(sensitivity), jnp.float64)
+    q = sampling_rate(concrete(sampling_prob))
+    extra = {"cells": output_cells}
+    if source_kind(m64) == "discrete":
+        values, nvalues = pairs(m64, sens)
+        extra.update(discrete_plan(expand(m64), values, nvalues))
+    dirs = _element_plans(flat, sens, q, step, output_cells, extra)
+    klo = jnp.asarray(np.atleast_1d(np.asarray(extra.get("klo", ()))), jnp.float64)
+    nklo = int(klo.size)
+    count_d = int(extra.get("count", 0))
+    k0r = jnp.asarray(dirs[0][0])
+    k0a = jnp.asarray(dirs[1][0] if dirs[1] is not None else np.zeros_like(dirs[0][0]))
+    a = jnp.asarray(arg, jnp.float64).reshape(-1)
+    tail = float(tail_mass_truncation)
+    pess = bool(pessimistic)
+    result = np.empty((k0r.shape[0], a.shape[0]))
+
+    def take(idx):
+        ix = jnp.asarray(idx)
+        return jax.tree_util.tree_map(lambda x: x[ix], flat), k0r[ix], k0a[ix]
+
+    for shape, idx in _groups(dirs, step, output_cells, count_d, nklo).items():
+        fl, r0, a0 = take(idx)
+        sizes = None
+        if count > 1:
+            pick = np.unique(np.linspace(0, idx.size - 1, min(idx.size, 5)).round().astype(int))
+            sub = jax.tree_util.tree_map(lambda x: x[pick], fl)
+            w = _window_map_jit(sub, sens, q, r0[pick], a0[pick], klo, shape, pess, count, tail)
+            sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape)
+        out, ok = _query_map_jit(fl, sens, q, r0, a0, klo, shape, pess, count, sizes, tail, kind, a)
+        out, ok = np.asarray(out), np.asarray(ok)
+        if not ok.all():  # exact windows for the members that did not fit
+            bad = np.nonzero(~ok)[0]
+            sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], fl)
+            w = _window_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, tail)
+            sizes = _sizes([np.max(np.asarray(x)) for x in w], shape)
+            out[bad] = np.asarray(_query_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, sizes,
+                                                 tail, kind, a)[0])
+        result[idx] = out
+        _trim_heap()
+    return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
+
+
+def _trim_heap():
+    """Hand freed heap pages back to the OS between groups (glibc only; a no-op elsewhere).
+
+    Each group compiles its own programs; XLA's compile-time scratch would otherwise stay
+    in the allocator's free lists and add up across groups in the peak RSS."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except Exception:  # pragma: no cover - not glibc
+        pass
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _build_windows_jit(mech, sensitivity, q, offsets, shape, pessimistic, count, tail):
+    """Single-step pmfs and (count > 1) the Chernoff window width of their composition, one call."""
+    rem, add = build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+    widths = ()
+    if count > 1:
+        widths = tuple(jnp.max(hi - lo) + 1.0 for lo, hi, _ in
+                       (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+    return rem, add, widths
+
+
+def _answer(pmf, kind, arg, pessimistic):
+    """ε at δ = ``arg`` (NaN below the round-off floor) or δ at ε = ``arg`` of one direction's
+    grid PLD, with its accumulated round-off added on the pessimistic side."""
+    r = pmf.roundoff[..., None]
+    if kind == "epsilon":
+        e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
+        return jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e)
+    d = _grid.delta_for_epsilon(pmf, arg)
+    return jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
+    """Self-compose both directions (FFT lengths ``sizes``) and answer the query, one call.
+    Also returns the round-off floor (max over directions) for the host-side check."""
+    outs, floors = [], []
+    for i, pmf in enumerate(p for p in (rem, add) if p is not None):
+        if count > 1:
+            pmf = _grid.self_compose(pmf, count, sizes[i], tail, pessimistic)
+        outs.append(_answer(pmf, kind, arg, pessimistic))
+        floors.append(ROUNDOFF_FACTOR * pmf.roundoff[..., None])
+    return functools.reduce(jnp.maximum, outs), functools.reduce(jnp.maximum, floors)
+
+
+def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells):
+    """Concrete, small batch: ``pld(...).self_compose(count).get_*`` in three compiled calls
+    (plan; build + windows; compose + query) with the same answer, no autodiff wrappers."""
+    count = check_int("count", count, minimum=1)
+    check_positive("tail_mass_truncation", tail_mass_truncation)
+    step = pow2_floor(float(value_discretization_interval))
+    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob, value_discretization_interval=step,
+                     pessimistic=pessimistic, output_cells=output_cells)
+    tail = float(tail_mass_truncation)
+    pess = bool(pessimistic)
+    m64 = to64(mech)
+    rem, add, widths = _build_windows_jit(m64, jnp.asarray(sensitivity, jnp.float64), sampling_rate(sampling_prob),
+                                          plan.offsets, plan.shape, pess, count, tail)
+    sizes = ()
+    if count > 1:
+        sizes = tuple(bucket_len(max(int(w), p.size)) for w, p in zip(widths, (rem, add) if add is not None else (rem,)))
+        if max(sizes) > MAX_GRID:
+            raise ValueError(f"count: the {count}-fold composition needs an FFT of length {max(sizes)}; use a coarser "
+                             "value_discretization_interval")
+    a = jnp.asarray(arg, jnp.float64)
+    if kind == "delta" and np.isnan(np.asarray(a)).any():
+        raise ValueError(f"epsilon must not be NaN, got {arg!r}")
+    batch = tuple(rem.batch_shape)
+    flat = jnp.broadcast_to(a.reshape(-1), batch + (max(a.size, 1),))[..., : a.size]
+    out, floor = _compose_query_jit(rem, add, count, sizes, tail, pess, kind, flat)
+    if kind == "epsilon":
+        _check_floor(flat, floor)
+    return out.reshape(batch + a.shape)
+
+
+def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+                 tail_mass_truncation, output_cells, use_analytic):
+    """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
+    q = sampling_rate(sampling_prob)
+    batched = (concrete(mech) is not None and concrete(sensitivity) is not None
+               and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
+               and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
+    small = math.prod(mech.batch_shape) <= _SMALL_BATCH
+    if batched and small and not (use_analytic and analytic_gaussian(mech, q)):
+        return _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                            pessimistic, tail_mass_truncation, output_cells)
+    if (use_analytic and analytic_gaussian(mech, q)) or small or not batched:
+        p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                output_cells=output_cells, use_analytic=use_analytic).self_compose(
+            count, tail_mass_truncation=tail_mass_truncation)
+        return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
+    if jnp.ndim(sampling_prob) > 0:
+        raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
+                         "(use accounting.pld for per-mechanism rates)")
+    return _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells)
+
+
+@x64
+def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
+                value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
+                tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
+    """ε at ``delta`` after ``count`` runs of ``mech``, for every mechanism of a batch.
+
+    One jit-compiled call; large batches are processed in chunks (``lax.map``) so
+    memory stays bounded whatever the batch size. Returns shape batch + δ.shape. NaN
+    marks a ``delta`` below the round-off floor.
+    """
+    check_probability("delta", delta, high_open=True)
+    return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic)
+
+
+@x64
+def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
+              value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
+              tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
+    """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
+    check_real("epsilon", epsilon)
+    return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic)

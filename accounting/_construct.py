@@ -1,0 +1,276 @@
+"""Single-step PLD construction: the static plan (grid offsets and lengths) and the build.
+
+For every neighbouring pair the mechanism declares (``mech.neighbour_pairs(sensitivity)``),
+in both orders, the privacy profile δ(ε) is evaluated on a power-of-two loss grid —
+closed form where the mechanism has one (``hockey_stick``), exact atoms for discrete
+mechanisms, an output-space grid otherwise (:mod:`accounting._profiles`) — Poisson
+subsampling is applied per pair, the pointwise max is taken (the supremum along the path
+for pairs sampling a path of answers, :mod:`accounting._pair_path`), and connect-the-dots
+turns it into a dominating pmf per direction (:func:`accounting._grid.from_profile`).
+
+The grid range comes from the envelope on a coarse grid (:func:`make_plan`): its static
+sizes are a :class:`Plan`, decided from concrete parameters, so that the build itself
+(:func:`build_core`) is one compiled program per plan *shape*, parameters traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting import _grid
+from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
+from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from dpjax.mechanism import Mechanism
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
+
+#: default loss-grid step 2^-13 ≈ 1.22e-4 (a power of two: ε/step is exact for dyadic losses).
+DEFAULT_DISCRETIZATION = 2.0**-13
+#: default mass cut per composition (Chernoff-bounded, carried to the +∞ atom).
+DEFAULT_TAIL_MASS = 1e-16
+#: profile truncation: δ(ε_hi) − δ(∞) ≤ this at the top of a single-step grid.
+_PROFILE_TAIL = 1e-20
+#: lower cut: δ(ε_lo) − (1 − e^{ε_lo}) ≤ this (mass below ε_lo is raised to ε_lo).
+_LOWER_TAIL = 1e-16
+#: largest single-step loss grid / FFT length accepted before asking for a coarser step.
+MAX_GRID = 2**25
+#: δ below this multiple of the estimated round-off is refused.
+ROUNDOFF_FACTOR = 10.0
+#: default number of output cells for mechanisms without a closed-form profile.
+DEFAULT_OUTPUT_CELLS = 2**16
+
+
+def _coarse_eps(n=8193):
+    u = np.linspace(-7.0, 7.0, n)
+    return np.sign(u) * np.expm1(np.abs(u))
+
+
+_COARSE = _coarse_eps()
+#: coarser range-finding grid of the batch queries (one per mechanism of the batch)
+_COARSE_BATCH = _coarse_eps(2049)
+
+
+# ----------------------------------------------------------------------------------
+# static plan
+# ----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Static sizes of a single-step PLD (hashable): grid offsets and lengths per direction.
+
+    Built from concrete parameters by :func:`make_plan` (``pld`` does it for you);
+    pass it to :func:`pld` to build PLDs from *traced* parameters inside ``jit``.
+    """
+
+    step: float
+    remove: tuple[int, int, int]  # (k0, n, ng): losses (k0 + i)·step, i < n; δ may exceed 1/2 only for i < ng
+    add: tuple[int, int, int] | None  # None: symmetric (no subsampling)
+    cells: int = DEFAULT_OUTPUT_CELLS
+    count: int = 0  # discrete support length (0: not discrete)
+    klo: tuple[float, ...] = ()  # discrete support start per pair
+    # per direction: (below, above) extension of its grid that also holds the mirrored gap points
+    # −ε of the other direction (one profile evaluation serves both), or None (evaluated apart)
+    mirror: tuple = (None, None)
+
+    @property
+    def shape(self):
+        """The static part (grid lengths, no offsets): plans of equal shape share compiled code."""
+        return (self.step, self.remove[1:], None if self.add is None else self.add[1:], self.cells, self.count,
+                len(self.klo), tuple(self.mirror))
+
+    @property
+    def offsets(self):
+        """The dynamic part: (k0 remove, k0 add, discrete support starts) as float64 arrays."""
+        return (jnp.asarray(float(self.remove[0])), jnp.asarray(float(self.add[0] if self.add else 0)),
+                jnp.asarray(self.klo, jnp.float64))
+
+
+def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
+    check_positive("sensitivity", sensitivity)
+    check_probability("sampling_prob", sampling_prob)
+    check_positive("value_discretization_interval", value_discretization_interval)
+    if not is_traced(value_discretization_interval) and float(value_discretization_interval) > 1.0:
+        raise ValueError(f"value_discretization_interval must be <= 1, got {value_discretization_interval}")
+
+
+def sampling_rate(sampling_prob):
+    """None for no subsampling (a Python 1), else a float64 array."""
+    if not is_traced(sampling_prob) and np.all(np.asarray(sampling_prob) == 1.0):
+        return None
+    return jnp.asarray(sampling_prob, jnp.float64)
+
+
+def pairs(mech, sensitivity):
+    v, nv = mech.neighbour_pairs(sensitivity)
+    return jnp.asarray(v, jnp.float64), jnp.asarray(nv, jnp.float64)
+
+
+def _row_bounds(d, d_other_neg, eps):
+    """Per-row (ε_lo, ε_hi) arrays of one direction from the envelope on the coarse (symmetric) grid.
+
+    ``d_other_neg`` is the other direction's profile at −ε, so that the gap
+    g(ε) = δ(ε) − (1 − e^ε) = e^ε δ_other(−ε) is computed without cancellation.
+    """
+    d = np.asarray(d).reshape(-1, eps.size)
+    floor = d[:, -1:] + _PROFILE_TAIL
+    hi_idx = np.argmax(d <= floor, axis=1)
+    g = np.exp(np.minimum(eps, 700.0)) * np.asarray(d_other_neg).reshape(-1, eps.size)
+    below = (g <= _LOWER_TAIL) & (np.arange(eps.size) <= hi_idx[:, None])
+    lo_idx = np.where(below.any(axis=1), eps.size - 1 - np.argmax(below[:, ::-1], axis=1), 0)
+    lo_idx = np.minimum(lo_idx, np.maximum(hi_idx - 1, 0))
+    return eps[lo_idx], eps[hi_idx]
+
+
+def _bounds(d, d_other_neg, eps):
+    """(ε_lo, ε_hi) covering every row (a batch shares one grid)."""
+    lo, hi = _row_bounds(d, d_other_neg, eps)
+    return float(np.min(lo)), float(np.max(hi))
+
+
+@x64
+def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=DEFAULT_DISCRETIZATION,
+              pessimistic=True, output_cells=DEFAULT_OUTPUT_CELLS) -> Plan:
+    """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values."""
+    validate(mech, sensitivity, sampling_prob, value_discretization_interval)
+    output_cells = check_int("output_cells", output_cells, minimum=16)
+    step = pow2_floor(float(value_discretization_interval))
+    m = concrete(to64(mech))
+    sens = concrete(sensitivity)
+    qc = concrete(sampling_prob)
+    if m is None or sens is None or qc is None:
+        raise ValueError(
+            "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
+            "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
+        )
+    m = jax.tree_util.tree_map(jnp.asarray, m)
+    q = sampling_rate(qc)
+    values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
+    me = expand(m)
+    extra = {"cells": output_cells}
+    if source_kind(m) == "discrete":
+        extra.update(discrete_plan(me, values, nvalues))
+    rem, add = _coarse_jit(me, values, nvalues, q, extra.get("klo"), output_cells, int(extra.get("count", 0)))
+    dirs = []
+    other = {0: rem if add is None else add, 1: rem}
+    for i, d in enumerate((rem, add)):
+        if d is None:
+            dirs.append(None)
+            continue
+        lo, hi = _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
+        k0, k1 = math.floor(lo / step), math.ceil(hi / step)
+        # lengths on the bucket ladder (the grid extends upwards, where δ ≈ δ(∞)): shared compiles
+        n = bucket_len(max(k1 - k0 + 1, 3))
+        dd = np.asarray(d).reshape(-1, _COARSE.size)
+        big = _COARSE[np.argmax(np.all(dd < 0.25, axis=0))] if np.any(np.all(dd < 0.25, axis=0)) else hi
+        ng = int(min(n, bucket_len(max(3, math.ceil(big / step) - k0 + 2))))
+        if n > MAX_GRID:
+            raise ValueError(
+                f"value_discretization_interval: the loss range [{lo:.4g}, {hi:.4g}] needs {n} grid points at step "
+                f"{step:.3g}; use a coarser value_discretization_interval (or a less extreme mechanism)"
+            )
+        dirs.append((k0, n, ng))
+    klo = tuple(float(x) for x in np.atleast_1d(np.asarray(extra.get("klo", ()))))
+    return Plan(step, dirs[0], dirs[1], output_cells, int(extra.get("count", 0)), klo, _mirrors(dirs))
+
+
+def _pow2(n):
+    return 1 << (max(int(n), 1) - 1).bit_length()
+
+
+def _mirror_ext(k0, n, k0o, g):
+    """Static (below, above) extension of a grid (k0, n) holding the mirrored positions −(k0o + j),
+    j < g, of the other grid, for either rounding shift (0 pessimistic, 1 optimistic); arrays are
+    maxed over (a batch of offsets). Powers of two (shared compiles); None when evaluating the g
+    mirrored points apart is no dearer."""
+    below = int(np.max(np.asarray(k0) + np.asarray(k0o) + 2 + g - 1))
+    above = int(np.max(-np.asarray(k0o) - np.asarray(k0) - n + 1))
+    below, above = (0 if x <= 0 else _pow2(x) for x in (below, above))
+    return (below, above) if below + above < g else None
+
+
+def _mirrors(dirs):
+    rem, add = dirs
+    if add is None:
+        return (_mirror_ext(rem[0], rem[1], rem[0], rem[2]), None)
+    return (_mirror_ext(rem[0], rem[1], add[0], add[2]), _mirror_ext(add[0], add[1], rem[0], rem[2]))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _coarse_jit(me, values, nvalues, q, klo, cells, count):
+    coarse = jnp.asarray(_COARSE)
+    extra = {"cells": cells}
+    if count:
+        extra.update(count=count, klo=klo)
+    return envelope(me, values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True, plan=extra)
+
+
+def build(mech, sensitivity, q, plan, pessimistic):
+    """Single-step (remove, add) grid pmfs of ``plan``; compiled once per plan *shape*."""
+    return _build_jit(mech, sensitivity, q, plan.offsets, plan.shape, pessimistic)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _build_jit(mech, sensitivity, q, offsets, shape, pessimistic):
+    return build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+
+
+def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
+    """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
+    step, (nr, gr), add_shape, cells, count, _ = shape[:6]
+    mirror = shape[6] if len(shape) > 6 else (None, None)
+    k0r, k0a, klo = offsets
+    values, nvalues = pairs(mech, sensitivity)
+    me = expand(mech)
+    shift = 0.0 if pessimistic else 1.0
+    eps_r = (k0r + shift + jnp.arange(nr, dtype=jnp.float64)) * step
+    eps_a = None
+    if add_shape is not None:
+        na, ga = add_shape
+        eps_a = (k0a + shift + jnp.arange(na, dtype=jnp.float64)) * step
+    extra = {"cells": cells}
+    if count:
+        extra["count"] = count
+        extra["klo"] = klo
+    # the gap g(ε) = e^ε δ_other(−ε) is needed only where δ may exceed 1/2 (the first ng points)
+
+    def gaps(d, eps, ng, dother):
+        g = jnp.exp(eps[..., :ng]) * dother
+        rest = d[..., ng:] - (1.0 - jnp.exp(eps[..., ng:]))  # unused by connect_the_dots (δ ≤ 1/2 there)
+        return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
+
+    def args(k0, n, eps, k0o, g, eps_o, ext):
+        """Where to evaluate one direction's profile: its grid, then the mirrored −ε of the other
+        direction's first g points — or (ext) one contiguous grid holding both."""
+        if ext is None:
+            return jnp.concatenate([eps, -eps_o[..., :g]], -1)
+        below, above = ext
+        return (k0 + shift - below + jnp.arange(below + n + above, dtype=jnp.float64)) * step
+
+    def split(vals, k0, n, k0o, g, ext):
+        """(values on the grid, values at the mirrored points) from :func:`args`' evaluation."""
+        if ext is None:
+            return vals[..., :n], vals[..., n:]
+        below, _ = ext
+        # −(k0o + shift + j) sits at index c − j of the extended grid (start k0 + shift − below)
+        start = (-k0o - k0 - 2.0 * shift + below - (g - 1)).astype(jnp.int32)
+        mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
+        return vals[..., below:below + n], jnp.flip(mir, -1)
+
+    if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
+        d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
+                        pessimistic=pessimistic, plan=extra)
+        d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
+        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), None
+    dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
+                      args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
+    dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
+    da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
+    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
+    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
+    return rem, add

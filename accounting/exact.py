@@ -1,0 +1,226 @@
+r"""Exact single-release privacy of a mechanism with closed-form pair divergences.
+
+For every mechanism whose pair divergences are closed forms (``hockey_stick``, and
+``renyi_divergence`` for Rényi): a privacy-boosted mechanism with any kernel
+(:mod:`dpjax.boosting.closed_forms`), the Laplace and Gaussian kernels, randomized
+response, or any mechanism that defines them. The privacy of one release is the worst
+case over the mechanism's neighbouring pairs (``neighbour_pairs``), each in both
+directions, and where the pairs sample a path of answers (``pair_path``: relative and
+fixed regions, shifts of a kernel that is not log-concave) the supremum along the path,
+bounded from above (:mod:`accounting._pair_path`), never the grid's maximum.
+
+Nothing is discretised: δ(ε) is the true hockey-stick divergence of the output laws, ε(δ)
+its root (:mod:`accounting._root`: bracketed Newton, never cut at a cap, reported on the
+safe side). Composition of several releases goes through :func:`accounting.pld`.
+
+Public, validated, float64 (the user's global flag untouched), batched over the
+mechanism's batch (results ``batch_shape + arg.shape``), differentiable in every
+parameter (ε(δ) implicitly):
+
+* :func:`privacy_profile` — δ(ε);
+* :func:`epsilon` — ε(δ);
+* :func:`renyi` — D_α;
+* :func:`worst_pair` — the pair attaining δ(ε) (single mechanism).
+
+Traceable building blocks for code that runs inside ``jit``/``vmap`` (the tuner's
+objective): :func:`worst_delta`, :func:`worst_renyi` (no validation, no float64 switch),
+and the root solvers :func:`epsilon_root`, :func:`epsilon_and_slope`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting._numerics import to64, x64
+from accounting._pair_path import worst_case
+from accounting._root import epsilon_and_slope, epsilon_root
+from dpjax.mechanism import Mechanism, overrides
+from dpjax.validation import check_positive, check_probability, check_real, is_traced
+
+__all__ = ["privacy_profile", "epsilon", "renyi", "worst_pair", "worst_delta", "worst_renyi", "epsilon_root",
+           "epsilon_and_slope"]
+
+#: pairs per chunk of a trimmed sweep over listed pairs.
+CHUNK = 384
+_KINDS = {"hockey_stick": "hockey_stick", "renyi": "renyi_divergence"}
+
+
+# ----------------------------------------------------------------------------------
+# traceable worst cases
+# ----------------------------------------------------------------------------------
+def _worst(mech, kind, x, sensitivity, trim=False):
+    """The worst case over ``mech.neighbour_pairs``; with ``trim``, a listed (not path) pair set
+    longer than :data:`CHUNK` is swept chunk by chunk, stopping after the first chunk whose
+    pairs all lie beyond the kernel's reach (both answers' regions reach past it).
+
+    Such a pair's two laws are the kernel's own, shifted (the kernel's mass outside both
+    regions is below 1e-17), so every later pair repeats that chunk's: the list may be sized
+    for a larger kernel scale (a tuner's static list covers its whole search range) while
+    each evaluation pays for its own scale. Forward-mode differentiable only (a while loop).
+    """
+    v, nv = mech.neighbour_pairs(sensitivity)
+    n = v.shape[-1]
+    if not trim or mech.pair_path or n <= CHUNK:
+        return worst_case(mech, kind, x, v, nv)[0]
+    count = -(-n // CHUNK)
+    pad = count * CHUNK - n  # repeats of the first pair fill the last chunk
+
+    def chunks(a):
+        return jnp.concatenate([a, jnp.broadcast_to(a[..., :1], a.shape[:-1] + (pad,))], -1).reshape(count, CHUNK)
+
+    vc, nvc = chunks(v), chunks(nv)
+    reach = mech.kernel.noise_reach()
+    near = jnp.min(jnp.minimum(mech.region.noise_interval(vc)[1], mech.region.noise_interval(nvc)[1]), -1) <= reach
+
+    def cond(s):
+        i = s[0]
+        return (i < count) & ((i == 0) | near[jnp.maximum(i - 1, 0)])
+
+    def body(s):
+        i, best = s
+        return i + 1, jnp.maximum(best, worst_case(mech, kind, x, vc[i], nvc[i])[0])
+
+    x = jnp.asarray(x)
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), jnp.full(x.shape, -jnp.inf, x.dtype)))[1]
+
+
+def worst_delta(mech, epsilon, sensitivity, trim=False):
+    """Worst-case exact δ(ε) over the neighbouring pairs of an unbatched mechanism (traceable;
+    the supremum along a pair path). ``trim``: sweep a long listed pair set only as far as the
+    kernel reaches (for a privacy-boosted mechanism whose pair list covers larger scales)."""
+    return _worst(mech, "hockey_stick", epsilon, sensitivity, trim)
+
+
+def worst_renyi(mech, order, sensitivity, trim=False):
+    """Worst-case exact Rényi divergence D_α over the neighbouring pairs (traceable, unbatched)."""
+    return _worst(mech, "renyi", order, sensitivity, trim)
+
+
+# ----------------------------------------------------------------------------------
+# public, validated, batched
+# ----------------------------------------------------------------------------------
+def _setup(mech, sensitivity, pairs, kind):
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
+    if not overrides(mech, _KINDS[kind]):
+        raise ValueError(f"mech: {type(mech).__name__} has no closed-form {_KINDS[kind]}; its exact privacy comes "
+                         "from its output law through accounting.pld / accounting.rdp")
+    if not is_traced(sensitivity):
+        check_positive("sensitivity", sensitivity)
+    m = to64(mech)
+    sens = jnp.asarray(sensitivity, jnp.float64)
+    if pairs is not None:
+        pairs = tuple(jnp.atleast_1d(jnp.asarray(p, jnp.float64)) for p in pairs)
+        if len(pairs) != 2 or pairs[0].shape != pairs[1].shape:
+            raise ValueError("pairs must be (values, neighbour_values) of equal shape")
+    return m, sens, pairs
+
+
+def _flat(m, sens):
+    """The mechanism batch flattened (and the sensitivity broadcast along it)."""
+    shape = jnp.broadcast_shapes(tuple(m.batch_shape), jnp.shape(sens))
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), m)
+    return flat, jnp.broadcast_to(sens, shape).reshape(-1), shape
+
+
+def _pairs_of(m, sens, pairs):
+    return m.neighbour_pairs(sens) if pairs is None else pairs
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "directions"))
+def _worst_batch(m, x, sens, pairs, kind, directions):
+    flat, s, shape = _flat(m, sens)
+
+    def one(mm, ss):
+        v, nv = _pairs_of(mm, ss, pairs)
+        return worst_case(mm, kind, x, v, nv, directions=directions, path=pairs is None)[0]
+
+    return jax.vmap(one)(flat, s).reshape(shape + jnp.shape(x))
+
+
+def _check_directions(directions):
+    if directions not in ("both", "forward"):
+        raise ValueError(f"directions must be 'both' or 'forward', got {directions!r}")
+
+
+@x64
+def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="both"):
+    """Exact δ(ε) of one release: the worst case over the neighbouring pairs, both directions
+    (the supremum along the answers where the pairs sample a path). Any real ε.
+
+    ``pairs``: optional ``(values, neighbour_values)`` replacing the mechanism's pairs (exactly
+    those pairs are examined). ``directions="forward"``: only ``δ(P_value‖P_neighbour)``.
+    Returns ``batch_shape + epsilon.shape``.
+    """
+    check_real("epsilon", epsilon)
+    _check_directions(directions)
+    m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
+    return _worst_batch(m, jnp.asarray(epsilon, jnp.float64), sens, pairs, "hockey_stick", directions)
+
+
+@x64
+def renyi(mech, order, sensitivity=1.0, *, pairs=None, directions="both"):
+    """Exact Rényi divergence D_α at ``order`` (> 1) of one release: the worst case over the
+    pairs and both directions. Returns ``batch_shape + order.shape``; T releases: ``T ×``."""
+    check_real("order", order)
+    if not is_traced(order) and np.any(np.asarray(order) <= 1.0):
+        raise ValueError(f"order must be > 1, got {order!r}")
+    _check_directions(directions)
+    m, sens, pairs = _setup(mech, sensitivity, pairs, "renyi")
+    return _worst_batch(m, jnp.asarray(order, jnp.float64), sens, pairs, "renyi", directions)
+
+
+def _log_worst_delta(path, e, params):
+    m, s, pairs = params
+    v, nv = _pairs_of(m, s, pairs)
+    return jnp.log(worst_case(m, "hockey_stick", e, v, nv, path=path)[0])
+
+
+@jax.jit
+def _epsilon_batch(m, delta, sens, pairs):
+    flat, s, shape = _flat(m, sens)
+    fn = functools.partial(_log_worst_delta, pairs is None)
+
+    def one(mm, ss):
+        return epsilon_root(fn, (mm, ss, pairs), delta)
+
+    return jax.vmap(one)(flat, s).reshape(shape + jnp.shape(delta))
+
+
+@x64
+def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
+    """Exact ε of one release at ``delta``: the smallest ε with δ(ε) ≤ delta (:func:`privacy_profile`).
+
+    Never capped: ``inf`` where no ε reaches ``delta`` (e.g. a fully truncated kernel, ρ = 1).
+    Returns ``batch_shape + delta.shape``; implicit derivative with respect to every parameter
+    and ``delta`` (forward and reverse mode).
+    """
+    if not is_traced(delta):
+        check_probability("delta", delta, high_open=True)
+    m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
+    return _epsilon_batch(m, jnp.asarray(delta, jnp.float64), sens, pairs)
+
+
+@x64
+def worst_pair(mech, epsilon, sensitivity=1.0, *, pairs=None):
+    """``(value, neighbour_value, δ)``: the ordered pair whose hockey-stick divergence at
+    ``epsilon`` is largest (on the answers' path where the pairs sample one), and its δ.
+    A single mechanism and a scalar ε."""
+    check_real("epsilon", epsilon)
+    m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
+    if m.batch_shape:
+        raise ValueError(f"mech: worst_pair takes a single mechanism, got batch shape {m.batch_shape}")
+    eps = jnp.asarray(epsilon, jnp.float64)
+    v, nv = _pairs_of(m, sens, pairs)
+    _, (a, b) = _worst_pair_jit(m, eps, v, nv, pairs is None)
+    forward, backward = float(m.hockey_stick(eps, a, b)), float(m.hockey_stick(eps, b, a))
+    return (float(a), float(b), forward) if forward >= backward else (float(b), float(a), backward)
+
+
+@functools.partial(jax.jit, static_argnums=(4,))
+def _worst_pair_jit(m, eps, v, nv, path):
+    return worst_case(m, "hockey_stick", eps, v, nv, path=path)

@@ -1,0 +1,258 @@
+"""The privacy-boosted mechanism ``PrivacyBoosted(kernel, region, rho)``: boosting rate, output law, hooks."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dpjax.boosting import closed_forms, sampler
+from dpjax.kernels.base import AdditiveMechanism
+from dpjax.mechanism import Mechanism
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.regions import Region
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
+
+__all__ = ["PrivacyBoosted"]
+
+_SAMPLERS = ("mixture", "rejection")
+
+
+@pytree_dataclass
+class PrivacyBoosted(Mechanism):
+    """A kernel re-weighted to land in ``region`` with probability at least ``rho`` (PB-DP eq. 2).
+
+    Args:
+      kernel: any additive noise kernel (:class:`dpjax.AdditiveMechanism`): the built-in Laplace,
+        Gaussian, DiscreteLaplace, DiscreteGaussian, or one written outside the package.
+      region: ``AbsoluteError(tau)``, ``RelativeError(theta, tau)`` or ``FixedInterval(low, high)``.
+      rho: required coverage ``Pr[M(Q) ∈ S(Q)]``, in (0, 1].
+      sampler: ``"mixture"`` (exact, default) or ``"rejection"`` (the paper's).
+      num_pairs: number of answer pairs :meth:`neighbour_pairs` returns for regions that
+        move non-rigidly with the answer (relative, fixed). Default: 201 answers of a grid,
+        or for a relative region with a discrete kernel every distinct pair (6 per region
+        width up to the kernel's reach; a smaller value is refused).
+    """
+
+    kernel: AdditiveMechanism
+    region: Region
+    rho: jax.Array
+    sampler: str = static_field(default="mixture")
+    num_pairs: int | None = static_field(default=None)
+
+    def __post_init__(self):
+        if not isinstance(self.kernel, AdditiveMechanism):
+            raise ValueError("kernel must be an additive noise kernel (a dpjax.AdditiveMechanism: Laplace, Gaussian, "
+                             f"DiscreteLaplace, DiscreteGaussian or your own), got {type(self.kernel).__name__}")
+        if not isinstance(self.region, Region):
+            raise ValueError(
+                "region must be AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, high), "
+                f"got {type(self.region).__name__}"
+            )
+        check_probability("rho", self.rho)
+        if self.sampler not in _SAMPLERS:
+            raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}")
+        self.region.check_answers(self.discrete)
+        need = self.region.required_pairs(self.kernel.noise_reach(), self.discrete)
+        if self.num_pairs is None and need != 0:
+            object.__setattr__(self, "num_pairs", need or 201)
+        if self.num_pairs is not None:
+            check_int("num_pairs", self.num_pairs, minimum=max(need or 2, 2))
+
+    @property
+    def discrete(self) -> bool:
+        return self.kernel.discrete
+
+    # -- region and boosting ----------------------------------------------------
+    def interval(self, value):
+        """``(lo, hi)``: the preferred region ``S(value)``."""
+        return self.region.interval(value)
+
+    def _masses(self, value):
+        v = jnp.asarray(value)
+        lo, hi = self.region.interval(v)
+        return self.kernel.noise_region_log_masses(*self._edges(lo - v, hi - v))
+
+    def _edges(self, a, b):
+        """Noise-coordinate edges of the region ``[a, b]``: (last noise below, last noise inside).
+
+        Continuous kernels: ``(a, b)``. Integer noise: the region holds the integers
+        ``ceil(a) … floor(b)``, so the edges are ``ceil(a) − 1`` and ``floor(b)``.
+        """
+        if self.discrete:
+            return jnp.ceil(a) - 1.0, jnp.floor(b)
+        return a, b
+
+    def region_mass(self, value):
+        """``p_S(value)``: the kernel's mass in ``S(value)``."""
+        return jnp.exp(self._masses(value)[1])
+
+    @property
+    def log1m_boosting_rate(self):
+        """``log(1 − q)``, computed directly as ``min_h log[p_S (1 − ρ) / (ρ p̄_S)]`` over the
+        hardest answers h (clipped at 0): accurate when q is within float eps of 1."""
+        out = None
+        for h in self.region.hardest_answers(self.discrete):
+            log_lo, log_in, log_hi = self._masses(h)
+            r = log_in + jnp.log1p(-self.rho) - jnp.log(self.rho) - jnp.logaddexp(log_lo, log_hi)
+            out = r if out is None else jnp.minimum(out, r)
+        return jnp.minimum(jnp.where(jnp.isnan(out), 0.0, out), 0.0)
+
+    @property
+    def boosting_rate(self):
+        """``q`` of eq. (3), clipped at 0: max over the hardest answers of ``(ρ − p_S)/(ρ(1 − p_S))``."""
+        return 0.0 - jnp.expm1(self.log1m_boosting_rate)
+
+    def log_normalizer(self, value, *, _l1mq=None):
+        """``log(1 − p̄_S(value) q)``, the log of the normaliser of eq. (2)."""
+        log_lo, log_in, log_hi = self._masses(value)
+        l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
+        return jnp.logaddexp(log_in, l1mq + jnp.logaddexp(log_lo, log_hi))
+
+    def coverage(self, value):
+        """``Pr[M(value) ∈ S(value)] = p_S/(1 − p̄_S q)``; equals ``rho`` at the hardest answer."""
+        return jnp.exp(self._masses(value)[1] - self.log_normalizer(value))
+
+    def log_boost(self, y, value, *, _l1mq=None):
+        """``log w(y) − log(1 − p̄_S q)``: ``log_prob`` minus the kernel's log density.
+
+        Constant between :meth:`output_breakpoints`.
+        """
+        l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
+        lo, hi = self.region.interval(value)
+        y = jnp.asarray(y)
+        inside = (y >= lo) & (y <= hi)
+        log_w = jnp.where(inside, 0.0, l1mq)
+        return log_w - self.log_normalizer(value, _l1mq=l1mq)
+
+    # -- output law -------------------------------------------------------------
+    def log_prob(self, y, value):
+        y = jnp.asarray(y)
+        return self.kernel.noise_log_prob(y - value) + self.log_boost(y, value)
+
+    def cdf(self, y, value):
+        v = jnp.asarray(value)
+        n = jnp.asarray(y) - v
+        if self.discrete:
+            n = jnp.floor(n)
+        lo, hi = self.region.interval(v)
+        e_lo, e_hi = self._edges(lo - v, hi - v)
+        l1mq = self.log1m_boosting_rate
+        keep = jnp.exp(l1mq)
+        z = jnp.exp(self.log_normalizer(v, _l1mq=l1mq))
+        p_lo = jnp.exp(self.kernel.noise_log_cdf(e_lo))
+        f = jnp.exp(self.kernel.noise_log_cdf(n))
+        sf = jnp.exp(self.kernel.noise_log_sf(n))
+        below = keep * f / z
+        inside = (f - p_lo + keep * p_lo) / z
+        above = 1.0 - keep * sf / z
+        out = jnp.where(n <= e_lo, below, jnp.where(n <= e_hi, inside, above))
+        return jnp.clip(out, 0.0, 1.0)
+
+    def privacy_loss(self, y, value, neighbour_value):
+        """``log p(y|value) − log p(y|neighbour_value)``: kernel loss + ``log_boost`` difference."""
+        y = jnp.asarray(y)
+        kernel_loss = self.kernel.noise_log_prob(y - value) - self.kernel.noise_log_prob(y - neighbour_value)
+        l1mq = self.log1m_boosting_rate
+        boost = self.log_boost(y, value, _l1mq=l1mq) - self.log_boost(y, neighbour_value, _l1mq=l1mq)
+        # (an output outside both supports, possible only when q = 1, gets the kernel loss)
+        return kernel_loss + jnp.where(jnp.isnan(boost), 0.0, boost)
+
+    # -- sampling ---------------------------------------------------------------
+    def _sample(self, uniform, value):
+        """Exact mixture (default) or the paper's rejection sampler (:mod:`dpjax.boosting.sampler`).
+
+        The region relative to the answer is answer-free for translation-invariant regions,
+        so the masses are computed once per batch instead of once per record."""
+        dt = uniform.dtype
+        mech = jax.tree_util.tree_map(lambda p: jnp.asarray(p, dt), self)
+        kernel = mech.kernel
+        v = jnp.asarray(value, dt)
+        e_lo, e_hi = mech._edges(*mech.region.noise_interval(v))
+        log1mq = mech.log1m_boosting_rate
+        if self.sampler == "rejection":
+            return v + sampler.rejection_noise(kernel, uniform, e_lo, e_hi, jnp.exp(log1mq))
+        if kernel.discrete:
+            return v + sampler.mixture_noise_discrete(kernel, uniform, e_lo, e_hi, log1mq)
+        keep = jnp.exp(log1mq).astype(dt)  # (the hardest answers may be float64)
+        return v + sampler.mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, mech.region.symmetric_noise)
+
+    # -- accounting hooks -----------------------------------------------------
+    def neighbour_pairs(self, sensitivity=1.0):
+        """``(values, neighbour_values)``: answer pairs (trailing axis) containing the worst pair.
+
+        Absolute error: ``(0, Δ)`` (translation invariant). Relative error: ``(Q, Q + Δ)``
+        for ``num_pairs`` answers ``Q`` from ``−Δ/2`` to where both strips leave the
+        kernel's support (the mirror half is the reversed direction); with a discrete
+        kernel, one pair per distinct pair of region widths instead. Fixed region:
+        ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]`` (integer answers for discrete kernels).
+        Each pair is to be examined in both directions.
+        """
+        if not is_traced(sensitivity):
+            check_positive("sensitivity", sensitivity)
+        if self.num_pairs is None:
+            raise ValueError("num_pairs must be given for a relative region with a discrete kernel built from traced "
+                             "parameters (6 per region width up to the kernel's reach: build it from concrete values "
+                             "once to see the default)")
+        return self.region.neighbour_pairs(sensitivity, self.kernel.noise_reach(), self.num_pairs, self.discrete)
+
+    def output_breakpoints(self, value, neighbour_value):
+        """Sorted region boundaries of both laws, shape ``broadcast + (4,)``.
+
+        Between consecutive breakpoints ``privacy_loss(y, value, neighbour_value)``
+        is the kernel's loss plus a constant, hence monotone in ``y``. For discrete
+        kernels the boundaries are placed at half-integers (``ceil(lo) − ½``,
+        ``floor(hi) + ½``) so that no output sits on one.
+        """
+        lo, hi = self.region.interval(value)
+        lo2, hi2 = self.region.interval(neighbour_value)
+        pts = [lo, hi, lo2, hi2]
+        if self.discrete:
+            pts = [jnp.ceil(lo) - 0.5, jnp.floor(hi) + 0.5, jnp.ceil(lo2) - 0.5, jnp.floor(hi2) + 0.5]
+        shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
+        return jnp.sort(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], axis=-1), axis=-1)
+
+    @property
+    def symmetric_pairs(self) -> bool:
+        """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs: true for the absolute-error
+        region (reflection y → v + v' − y swaps the two laws), not for the others."""
+        return self.region.translation_invariant
+
+    @property
+    def pair_path(self) -> bool:
+        """Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
+        accountant bounds the supremum between them (the divergence peaks between grid
+        answers). Not for a relative region with a discrete kernel, whose pairs are listed
+        exhaustively (:meth:`dpjax.RelativeError.neighbour_pairs`)."""
+        return self.region.pair_path(self.discrete)
+
+    def boost_parts(self, value, neighbour_value):
+        """``(log(1−q), log Z(value), log Z(neighbour_value))`` from one fused mass evaluation.
+
+        The same formulas as :attr:`log1m_boosting_rate` and :meth:`log_normalizer`
+        (hardest answers and the pair stacked into one ``noise_region_log_masses`` call).
+        """
+        hard = [jnp.asarray(h) for h in self.region.hardest_answers(self.discrete)]
+        vals = hard + [jnp.asarray(value), jnp.asarray(neighbour_value)]
+        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in vals])
+        answers = jnp.stack([jnp.broadcast_to(x, shape) for x in vals])
+        lo, hi = self.region.interval(answers)
+        log_lo, log_in, log_hi = self.kernel.noise_region_log_masses(*self._edges(lo - answers, hi - answers))
+        n = len(hard)
+        r = log_in[:n] + jnp.log1p(-self.rho) - jnp.log(self.rho) - jnp.logaddexp(log_lo[:n], log_hi[:n])
+        out = jnp.min(r, axis=0)
+        l1mq = jnp.minimum(jnp.where(jnp.isnan(out), 0.0, out), 0.0)
+        log_z = jnp.logaddexp(log_in[n:], l1mq + jnp.logaddexp(log_lo[n:], log_hi[n:]))
+        return l1mq, log_z[0], log_z[1]
+
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        """Exact δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy, every kernel, any real ε
+        (:func:`dpjax.boosting.closed_forms.hockey_stick`); broadcasts ε (..., m) against the
+        pair and the parameters (..., 1); differentiable in every parameter."""
+        return closed_forms.hockey_stick(self, epsilon, value, neighbour_value)
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        """Exact D_α(P_value‖P_neighbour_value), α > 1 (:func:`dpjax.boosting.closed_forms.renyi_divergence`)."""
+        return closed_forms.renyi_divergence(self, order, value, neighbour_value)
+
+    def validate_values(self, values) -> None:
+        self.region.validate_values(values)

@@ -1,0 +1,154 @@
+r"""The Laplace kernel, density :math:`e^{-|n|/b}/(2b)`: ε-DP with ε = Δ/b.
+
+Closed forms (overrides of the kernel protocol, :mod:`dpjax.kernels.base`): the
+hockey-stick and Rényi divergences of a pair, linear-space side masses and the split
+quantile (``expm1``/``log1p``: exact near the median and in the tails), the pair loss
+threshold (the loss is linear between the kink at 0 of both laws, clipped outside), and
+the tilted integrals of the Rényi closed form (geometric, the log density being linear
+between kinks). :class:`LaplaceScale` is the calibration the discrete Laplace shares.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float
+from dpjax.pytree import pytree_dataclass
+from dpjax.validation import check_positive
+
+__all__ = ["Laplace", "LaplaceScale", "laplace_loss_threshold", "laplace_tilted_log_integral"]
+
+_LOG_HALF = math.log(0.5)
+
+
+class LaplaceScale:
+    """Calibration shared by the Laplace kernels (continuous and discrete): scale b, ε = Δ/b."""
+
+    @classmethod
+    def from_epsilon(cls, epsilon, sensitivity=1.0):
+        """Pure ε-DP mechanism for a query of L1 sensitivity Δ: scale Δ/ε (rounded up)."""
+        check_positive("epsilon", epsilon)
+        check_positive("sensitivity", sensitivity)
+        return cls(scale=round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
+
+    def pure_epsilon(self, sensitivity=1.0):
+        """The pure-DP ε = Δ/b of the pair (0, Δ)."""
+        return jnp.asarray(sensitivity) / self.scale
+
+    def noise_reach(self):
+        return 40.0 * jnp.asarray(self.scale) + 1.0
+
+    def noise_far(self):
+        # e^{−750}/2 underflows float64
+        return 750.0 * jnp.asarray(self.scale)
+
+    def noise_loss_threshold(self, t, v, nv, lo, hi, decreasing):
+        return laplace_loss_threshold(self.scale, t, v, nv, self.discrete)
+
+
+def laplace_loss_threshold(b, t, v, nv, discrete):
+    """y* of the Laplace pair loss ``(|y − nv| − |y − v|)/b``: linear with slope ∓2/b between the
+    two answers, ±r = ±|v − nv|/b outside. {loss > t} = {y < y*} (v < nv) or {y > y*} (v > nv);
+    ±∞ when t is outside (−r, r). On the integers the caller rounds y* to the half-integers."""
+    d = v - nv
+    r = jnp.abs(d) / b
+    y = 0.5 * (v + nv) + jnp.sign(d) * t * b / 2.0
+    none = jnp.where(d < 0, -jnp.inf, jnp.inf)
+    y = jnp.where(t >= r, none, jnp.where(t < -r, -none, y))
+    if discrete:
+        y = jnp.where(d < 0, jnp.ceil(y) - 0.5, jnp.floor(y) + 0.5)
+    return y
+
+
+def laplace_tilted_log_integral(kernel, lo, hi, v, nv, a):
+    """log of ∫ (continuous) or Σ over the integers (discrete) of ``f(y−v)^α f(y−nv)^{1−α}`` on
+    (lo, hi]: ``g(y) = α log f(y−v) + (1−α) log f(y−nv)`` is linear on a piece that does not
+    contain a kink (v, nv; v + ½, nv + ½ on the integers), so the integral is geometric."""
+    b = kernel.scale
+    if kernel.discrete:
+        k1, k2 = jnp.floor(lo) + 1.0, jnp.floor(hi)
+        mid = 0.5 * (k1 + k2)
+        sv, snv = jnp.sign(mid - v - 0.5), jnp.sign(mid - nv - 0.5)
+    else:
+        k1, k2 = lo, hi
+        mid = 0.5 * (lo + hi)
+        sv, snv = jnp.sign(mid - v), jnp.sign(mid - nv)
+    slope = -(a * sv + (1.0 - a) * snv) / b
+    end = jnp.where(slope > 0, k2, k1)
+    g_end = a * kernel.noise_log_prob(end - v) + (1.0 - a) * kernel.noise_log_prob(end - nv)
+    s = jnp.abs(slope)
+    s_safe = jnp.where(s > 0, s, 1.0)
+    empty = (k2 < k1) if kernel.discrete else (hi <= lo)
+    if kernel.discrete:
+        n = jnp.where(empty, 1.0, k2 - k1 + 1.0)
+        geo = jnp.log(-jnp.expm1(-s_safe * n)) - jnp.log(-jnp.expm1(-s_safe))
+        flat = jnp.log(n)
+    else:
+        length = jnp.where(empty, 1.0, hi - lo)
+        geo = jnp.log(-jnp.expm1(-s_safe * length)) - jnp.log(s_safe)
+        flat = jnp.log(length)
+    out = g_end + jnp.where(s > 0, geo, flat)
+    return jnp.where(empty, -jnp.inf, out)
+
+
+@pytree_dataclass
+class Laplace(LaplaceScale, AdditiveMechanism):
+    r"""Laplace noise, density :math:`e^{-|n|/b} / (2b)`; ε-DP with ε = Δ/b."""
+
+    scale: jax.Array
+
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        r"""δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
+        1 − e^ε for ε ≤ −r, 1 − e^{(ε−r)/2} for |ε| < r, 0 for ε ≥ r."""
+        eps = jnp.asarray(epsilon)
+        r = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.scale
+        mid = -jnp.expm1(jnp.minimum(eps - r, 0.0) / 2.0)
+        low = -jnp.expm1(jnp.minimum(eps, 0.0))
+        return jnp.where(eps >= r, 0.0, jnp.where(eps <= -r, low, mid))
+
+    def renyi_divergence(self, order, value, neighbour_value):
+        r"""D_α of two Laplace laws r = |Δ|/b apart (Mironov 2017, α > 1):
+        log(α/(2α−1) e^{(α−1)r} + (α−1)/(2α−1) e^{−αr}) / (α−1)."""
+        a = jnp.asarray(order)
+        r = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.scale
+        t = jnp.logaddexp(jnp.log(a / (2 * a - 1)) + (a - 1) * r, jnp.log((a - 1) / (2 * a - 1)) - a * r)
+        return t / (a - 1)
+
+    def noise_log_prob(self, n):
+        return -jnp.abs(n) * (1.0 / self.scale) - jnp.log(2.0 * self.scale)
+
+    def noise_cdf(self, n):
+        z = jnp.asarray(n) * (1.0 / self.scale)
+        return jnp.where(z < 0, 0.5 * jnp.exp(jnp.minimum(z, 0.0)), 1.0 - 0.5 * jnp.exp(-jnp.maximum(z, 0.0)))
+
+    def noise_log_cdf(self, n):
+        z = jnp.asarray(n) * (1.0 / self.scale)
+        return jnp.where(z < 0, _LOG_HALF + jnp.minimum(z, 0.0), jnp.log1p(-0.5 * jnp.exp(-jnp.maximum(z, 0.0))))
+
+    def noise_icdf(self, u):
+        v = jnp.asarray(u) - 0.5
+        return -self.scale * jnp.sign(v) * jnp.log1p(-2.0 * jnp.abs(v))
+
+    def noise_side_masses(self, x):
+        z = x * (1.0 / self.scale)
+        return -0.5 * jnp.expm1(-z), 0.5 * jnp.exp(-z)
+
+    def noise_split_icdf(self, p, w, side):
+        """``|n| = −b log(2p) = −b log1p(−2|w|)``, evaluated as Kahan's ``log1p(x) = x log(y)/(y − 1)``
+        with ``x = −2|w|`` and ``y = 2p ≈ 1 + x``: one log, exact at both ends."""
+        p = jnp.where(p > 0, p, 0.5)  # p = 0 only in a component of zero weight: keep it finite
+        x = -2.0 * jnp.abs(w)
+        y = 2.0 * p
+        near = y == 1.0
+        ratio = jnp.where(near, 1.0, jnp.log(y) / jnp.where(near, -1.0, y - 1.0))
+        return -side * self.scale * x * ratio
+
+    def noise_kinks(self):
+        return jnp.zeros(jnp.shape(self.scale) + (1,))
+
+    def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
+        return laplace_tilted_log_integral(self, lo, hi, v, nv, alpha)
