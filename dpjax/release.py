@@ -19,10 +19,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from dpjax.validation import check_finite_values, check_int
-from dpjax.mechanism import Mechanism
+from dpjax.mechanism import LANE_BLOCK, Mechanism, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release"]
@@ -39,7 +40,7 @@ def _release_flat(key, values, mech, start):
 
 def _shard(x, devices):
     mesh = Mesh(np.asarray(devices), ("records",))
-    return jax.device_put(x, NamedSharding(mesh, PartitionSpec("records")))
+    return jax.device_put(x, NamedSharding(mesh, P("records")))
 
 
 def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
@@ -74,18 +75,16 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     if batch != shape:
         raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
     n = math.prod(shape)
-    if start + n + len(jax.devices()) > MAX_RECORDS:
+    if start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
-    flat = values.reshape(-1)
-    flat_mech = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, shape).reshape(-1) if jnp.ndim(p) else p, mech)
     devices = jax.devices()
-    pad = 0
-    if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
-        # pad to a multiple of the device count; padded records get indices past the
-        # real ones and are dropped, so the real records' noise is unchanged
-        pad = -n % len(devices)
-        flat = _shard(jnp.pad(flat, (0, pad)), devices)
-        flat_mech = jax.tree_util.tree_map(lambda p: _shard(jnp.pad(p, (0, pad), mode="edge"), devices) if jnp.ndim(p) else p, flat_mech)
+    shards = len(devices) if len(devices) > 1 and n >= SHARD_MIN_RECORDS else 1
+    # every device's share a multiple of LANE_BLOCK records (padded records get indices past the
+    # real ones and are dropped, so the real records' noise is unchanged)
+    flat_mech, flat, _ = flat_records(mech, values, shape, LANE_BLOCK * shards)
+    if shards > 1:
+        flat = _shard(flat, devices)
+        flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
     out = _release_flat(key, flat, flat_mech, jnp.uint32(start))
-    out = (out[:n] if pad else out).reshape(shape)
+    out = out.reshape(-1)[:n].reshape(shape)
     return out.reshape(()) if squeeze else out
