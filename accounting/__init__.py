@@ -6,6 +6,7 @@
 * :func:`get_epsilon` / :func:`get_delta`: fused, memory-bounded batch queries.
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
 * :class:`Accountant`: a small odometer with a budget.
+* :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 
 Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
@@ -24,6 +25,7 @@ from accounting._pld import (
     pld,
 )
 from accounting.rdp import rdp, rdp_to_delta, rdp_to_epsilon
+from accounting.prdp import PrDPLedger, PrDPShare
 
 __all__ = [
     "pld",
@@ -37,6 +39,8 @@ __all__ = [
     "rdp_to_epsilon",
     "rdp_to_delta",
     "Accountant",
+    "PrDPLedger",
+    "PrDPShare",
     "DEFAULT_DISCRETIZATION",
     "DEFAULT_TAIL_MASS",
 ]
