@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.prdp import _noise
+from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records
@@ -41,13 +41,16 @@ def _naive_result(estimate, part):
 def _naive_count(key, budgets, mask, eps_min, eps_max, *, max_levels):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     n = jnp.sum(part.weight.astype(jnp.float64))
-    return _naive_result(n + _noise.laplace(key) / part.eps_min, part)
+    return _naive_result(n + Stream(key).laplace(0) / part.eps_min, part)
 
 
 @x64
-def naive_count(key, budgets, *, eps_min, eps_max, mask=None) -> PrDPResult:
-    """The naive count ``n + Lap(1/ε̌)``: ε̌-DP, hence E-PrDP, with error ``O(1/ε̌)``."""
-    key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, None, None)
+def naive_count(key, budgets, *, eps_min, eps_max, mask=None, max_levels=None) -> PrDPResult:
+    """The naive count ``n + Lap(1/ε̌)``: ε̌-DP, hence E-PrDP, with error ``O(1/ε̌)``.
+
+    ``budgets`` only mark the valid records (``≥ ε̌``) and shape the ledger; the noise ignores them.
+    """
+    key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, None, max_levels)
     return _naive_count(key, budgets, mask, eps_min, eps_max, max_levels=max_levels)
 
 
@@ -57,14 +60,15 @@ def _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max
     top = jnp.max(jnp.asarray(upper, jnp.float64))
     v = jnp.clip(opaque(values), 0.0, top)
     counts, sums = bucket_table(v, part.weight, jnp.zeros(v.shape, jnp.int32), 1, max_exponent)
-    estimate, _ = universal_sum_from_buckets(key, counts[0], sums[0], part.eps_min, jnp.float64(beta), top)
+    estimate, _ = universal_sum_from_buckets(Stream(key), 0, counts[0], sums[0], part.eps_min, jnp.float64(beta), top)
     return _naive_result(estimate, part)
 
 
 @x64
-def naive_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None) -> PrDPResult:
-    """The naive sum: the universal sum (:mod:`dpjax.prdp.universal_sum`) with ε̌ on ``[0, U]``."""
-    key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, None)
+def naive_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None, max_levels=None) -> PrDPResult:
+    """The naive sum: the universal sum (:mod:`dpjax.prdp.universal_sum`) with ε̌ on ``[0, U]``
+    (``U`` the largest entry of ``upper``)."""
+    key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     upper, max_exponent = check_upper(upper, max_levels)
     check_values(values, budgets, upper)
     return _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels,
@@ -92,7 +96,7 @@ def _pdp_count(key, budgets, mask, eps_min, beta, *, t):
     hist = jax.ops.segment_sum(w.astype(jnp.float64), b, num_segments=t + 2)
     above = jnp.sum(hist) - jnp.cumsum(hist)[: t + 1]
     scale = t / k
-    est = above + scale * _noise.laplace(key, (t + 1,)) - scale * jnp.log(t / beta)
+    est = above + scale * Stream(key).laplace(0, (t + 1,)) - scale * jnp.log(t / beta)
     return jnp.maximum(0.0, jnp.max(est))
 
 
@@ -121,7 +125,7 @@ def _pdp_sum(key, values, budgets, mask, eps_min, eps_max, beta, *, t):
         return jnp.sum(jnp.minimum(x, jnp.floor(gi * budgets)))
 
     sums = jax.lax.map(truncated_sum, g)
-    est = sums + t * g * _noise.laplace(key, (t + 1,)) - t * g * jnp.log(t / beta)
+    est = sums + t * g * Stream(key).laplace(0, (t + 1,)) - t * g * jnp.log(t / beta)
     return jnp.maximum(0.0, jnp.max(est))
 
 

@@ -17,7 +17,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp import _noise
+from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, x64
 from dpjax.prdp.domains import Partition, first_heavy_level, partition_records, sum_from_level
 from dpjax.prdp.result import PrDPResult
@@ -25,18 +25,18 @@ from dpjax.prdp.result import PrDPResult
 __all__ = ["count", "noisy_levels", "make_result"]
 
 
-def noisy_levels(key, stats, scales, levels, beta):
+def noisy_levels(noise: Stream, stream: int, stats, scales, levels, beta):
     """Noisy level statistics and the first heavy level (Algorithm 1 lines 3–8).
 
     ``stats + scales·Lap(1)`` per level; threshold ``T = scales·ln(L/β)`` (the
     ``1 − β/L`` two-sided Laplace quantile, so that with probability ≥ 1 − β no noise
     crosses its threshold). Levels with scale 0 (nothing to protect, e.g. an extension
     level holding no positive value) and padded levels are never heavy.
-    Returns ``(noisy, ℓ)`` with ℓ 0-based.
+    The noise comes from stream ``stream`` of ``noise``. Returns ``(noisy, ℓ)`` with ℓ 0-based.
     """
     idx = jnp.arange(stats.shape[-1], dtype=jnp.int32)
     real = idx < levels
-    noisy = jnp.where(real, stats + scales * _noise.laplace(key, stats.shape), 0.0)
+    noisy = jnp.where(real, stats + scales * noise.laplace(stream, stats.shape), 0.0)
     log_term = jnp.log(levels.astype(jnp.float64) / beta)
     thresholds = jnp.where(real & (scales > 0), scales * log_term, jnp.inf)
     return noisy, first_heavy_level(noisy, thresholds, levels)
@@ -60,7 +60,7 @@ def make_result(estimate, level, part: Partition, level_epsilon) -> PrDPResult:
 def _count(key, budgets, mask, eps_min, eps_max, beta, *, max_levels):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     scales = jnp.where(part.floor > 0, 1.0 / jnp.where(part.floor > 0, part.floor, 1.0), 0.0)
-    noisy, level = noisy_levels(key, part.counts(), scales, part.levels, jnp.float64(beta))
+    noisy, level = noisy_levels(Stream(key), 0, part.counts(), scales, part.levels, jnp.float64(beta))
     return make_result(sum_from_level(noisy, level, part.levels), level, part, part.floor)
 
 

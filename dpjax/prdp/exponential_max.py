@@ -26,18 +26,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp import _noise
+from dpjax.prdp._noise import Stream
 from dpjax.prdp.domains import opaque
 
 __all__ = ["exponential_max_sorted", "exponential_max", "sort_records", "categorical"]
 
 
-def exponential_max_sorted(key, sorted_values, kept, epsilon, beta, upper):
+def exponential_max_sorted(noise: Stream, stream: int, sorted_values, kept, epsilon, beta, upper):
     """The EM max of the records ``sorted_values[kept]`` over the integers ``[0, ⌊upper⌋]``.
 
     ``sorted_values``: ascending (n,); ``kept``: boolean (n,) in the same order. The
-    domain bound ``upper`` must be public (data-independent). Returns the released integer
-    as float64.
+    domain bound ``upper`` must be public (data-independent). Draws from streams ``stream …
+    stream + 2`` of ``noise``. Returns the released integer as float64.
     """
     top = jnp.floor(upper) + 1.0  # one past the largest candidate
     m = jnp.sum(kept.astype(jnp.float64))
@@ -53,9 +53,8 @@ def exponential_max_sorted(key, sorted_values, kept, epsilon, beta, upper):
     aboves = jnp.concatenate([m[None], above])
     log_w = jnp.where(sizes > 0, jnp.log(jnp.where(sizes > 0, sizes, 1.0)), -jnp.inf) \
         - epsilon * jnp.abs(aboves - c) / 2.0
-    k_interval, k_point = jax.random.split(key)
-    pick = categorical(k_interval, log_w)
-    offset = jnp.floor(_noise.uniform(k_point) * sizes[pick])
+    pick = categorical(noise, stream, log_w)
+    offset = jnp.floor(noise.uniform(stream + 2) * sizes[pick])
     return starts[pick] + jnp.minimum(offset, sizes[pick] - 1.0)
 
 
@@ -65,36 +64,38 @@ def _log_sum_exp(x, axis):
     return jnp.squeeze(top, axis) + jnp.log(jnp.sum(jnp.exp(x - top), axis=axis))
 
 
-def _gumbel_argmax(key, log_w):
+def _gumbel_argmax(noise: Stream, stream: int, log_w):
     """``argmax(log_w + Gumbel)`` over the last axis, with int32 indices (see :func:`sort_records`)."""
-    scores = log_w + _noise.gumbel(key, log_w.shape)
+    scores = log_w + noise.gumbel(stream, log_w.shape)
     idx = jnp.arange(scores.shape[-1], dtype=jnp.int32)
     return jnp.min(jnp.where(scores == jnp.max(scores), idx, scores.shape[-1] - 1))
 
 
-def categorical(key, log_w):
+def categorical(noise: Stream, stream: int, log_w):
     """An index drawn with probability ∝ ``exp(log_w)`` (1-D; ``-inf`` = weight 0), in two stages.
 
     The entries are cut into blocks of ``B ≈ √len`` (a power of two): a block is drawn by
     Gumbel-max on the blocks' log-sum-exp masses, then an entry of that block by Gumbel-max
     on its log-weights. The law is exactly the categorical one (Pr[block]·Pr[entry | block]),
     with every mass computed from log-weights in float64, and it takes O(√len) random numbers
-    instead of one Gumbel per entry.
+    instead of one Gumbel per entry. Draws from streams ``stream`` and ``stream + 1``.
     """
     size = log_w.shape[0]
     block = 1 << max(int(size**0.5).bit_length() - 1, 0)
     blocks = -(-size // block)
     padded = jnp.concatenate([log_w, jnp.full((blocks * block - size,), -jnp.inf)]).reshape(blocks, block)
-    k_block, k_entry = jax.random.split(key)
-    b = _gumbel_argmax(k_block, _log_sum_exp(padded, axis=1))
+    b = _gumbel_argmax(noise, stream, _log_sum_exp(padded, axis=1))
     row = jax.lax.dynamic_index_in_dim(padded, b, axis=0, keepdims=False)
-    return b * block + _gumbel_argmax(k_entry, row)
+    return b * block + _gumbel_argmax(noise, stream + 1, row)
 
 
 def exponential_max(key, values, weights, epsilon, beta, upper):
-    """The EM max of the records with ``weights`` True (sorts them; see :func:`exponential_max_sorted`)."""
+    """The EM max of the records with ``weights`` True (sorts them; see :func:`exponential_max_sorted`).
+
+    Has the signature of a user mechanism M of :func:`dpjax.prdp.framework`.
+    """
     sorted_values, sorted_weights = sort_records(values, weights)
-    return exponential_max_sorted(key, sorted_values, sorted_weights, epsilon, beta, upper)
+    return exponential_max_sorted(Stream(key), 0, sorted_values, sorted_weights, epsilon, beta, upper)
 
 
 def sort_records(values, *columns):

@@ -22,6 +22,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from dpjax.prdp._noise import Stream
 from dpjax.prdp.count import make_result, noisy_levels
 from dpjax.prdp.domains import opaque, partition_records, sum_from_level
 from dpjax.prdp.framework import level_upper_bounds
@@ -37,6 +38,6 @@ def extension_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, 
     v = jnp.clip(opaque(values), 0.0, bounds[part.level])
     sums = jax.ops.segment_sum(jnp.where(part.weight, v, 0.0), part.level, num_segments=max_levels)
     caps = jnp.where(part.floor > 0, bounds / jnp.where(part.floor > 0, part.floor, 1.0), 0.0)
-    noisy, level = noisy_levels(key, sums, caps, part.levels, jnp.float64(beta))
+    noisy, level = noisy_levels(Stream(key), 0, sums, caps, part.levels, jnp.float64(beta))
     return make_result(sum_from_level(noisy, level, part.levels), level, part,
                        jnp.where(caps > 0, part.floor, 0.0))

@@ -27,6 +27,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_upper, x64
 from dpjax.prdp.count import make_result, noisy_levels
 from dpjax.prdp.domains import Partition, opaque, partition_records
@@ -36,10 +37,10 @@ from dpjax.validation import check_finite_values
 __all__ = ["framework", "select_epsilon_tau", "framework_ledger", "kept_upper", "level_upper_bounds"]
 
 
-def select_epsilon_tau(key, part: Partition, beta):
-    """Part 1 of Algorithm 2: Algorithm 1 with ``E/2`` and ``β/2``; returns ℓ (0-based)."""
+def select_epsilon_tau(noise: Stream, part: Partition, beta):
+    """Part 1 of Algorithm 2: Algorithm 1 with ``E/2`` and ``β/2`` (stream 0); returns ℓ (0-based)."""
     scales = jnp.where(part.floor > 0, 2.0 / jnp.where(part.floor > 0, part.floor, 1.0), 0.0)
-    _, level = noisy_levels(key, part.counts(), scales, part.levels, beta / 2.0)
+    _, level = noisy_levels(noise, 0, part.counts(), scales, part.levels, beta / 2.0)
     return level
 
 
@@ -64,11 +65,11 @@ def kept_upper(upper, part: Partition):
 @partial(jax.jit, static_argnames=("mechanism", "max_levels"))
 def _framework(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, mechanism, max_levels):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
-    k_level, k_mech = jax.random.split(key)
-    level = select_epsilon_tau(k_level, part, jnp.float64(beta))
+    noise = Stream(key)
+    level = select_epsilon_tau(noise, part, jnp.float64(beta))
     weights = part.weight & (part.level >= level)
     bound = None if upper is None else kept_upper(upper, part)[level]
-    estimate = mechanism(k_mech, opaque(values, None), weights, part.floor[level] / 2.0, beta / 2.0, bound)
+    estimate = mechanism(noise.key(1), opaque(values, None), weights, part.floor[level] / 2.0, beta / 2.0, bound)
     return make_result(estimate, level, part, framework_ledger(part, level))
 
 
@@ -85,7 +86,11 @@ def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=
         ε-DP under add/remove neighbours for every input size, reading only the records with
         ``weights`` True (it must not even depend on how many records are excluded).
         Called inside ``jit`` with traced ``epsilon = lo_ℓ/2``, ``beta/2`` and
-        ``upper = U_ℓ`` (None when ``upper`` is None). Must be hashable (a function).
+        ``upper = U_ℓ`` (None when ``upper`` is None), traced under ``jax.enable_x64(True)``.
+        Must be hashable (a function). An M that draws float64 noise with ``jax.random``
+        lowers only where the caller's own ``jit`` runs with x64 on (wrap the call in
+        ``jax.enable_x64(True)``); the built-in mechanisms draw from 32-bit words and lower
+        either way.
       eps_min, eps_max: the budget range ``[ε̌, ε̂]`` of the domain (public).
       beta: failure probability in (0, 1), split β/2 + β/2.
       upper: optional public bound of the values: a scalar U, or per-level bounds ``u_i``.

@@ -31,7 +31,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp import _noise
+from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_range, x64
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import Partition, first_heavy_level, partition_records, sum_from_level
@@ -54,23 +54,23 @@ def _users(part: Partition, mask):
     return jnp.asarray(n, jnp.float64)
 
 
-def randomize(key, part: Partition, mask, multiplier):
+def randomize(noise: Stream, stream: int, part: Partition, mask, multiplier):
     """Algorithm 3 for every user: (n, max_levels) messages; padded rows (``mask`` False) are 0."""
     scales = _scales(part, multiplier)
     idx = jnp.arange(part.floor.shape[0], dtype=jnp.int32)
     onehot = (part.level[:, None] == idx[None, :]) & part.weight[:, None]
-    msgs = onehot.astype(jnp.float64) + scales * _noise.laplace(key, (part.level.shape[0], part.floor.shape[0]))
+    msgs = onehot.astype(jnp.float64) + scales * noise.laplace(stream, (part.level.shape[0], part.floor.shape[0]))
     real = jnp.ones(part.level.shape, bool) if mask is None else jnp.asarray(mask, bool)
     return jnp.where(real[:, None] & (part.floor > 0), msgs, 0.0)
 
 
-def aggregate(key, part: Partition, mask, multiplier, per_user):
+def aggregate(noise: Stream, stream: int, part: Partition, mask, multiplier, per_user):
     """``Q̃_i = Σ_j msg_j[i]``: from every user's message, or drawn exactly as ``c_i + b_i(G − G')``."""
     if per_user:
-        return jnp.sum(randomize(key, part, mask, multiplier), axis=0)
+        return jnp.sum(randomize(noise, stream, part, mask, multiplier), axis=0)
     scales = _scales(part, multiplier)
     n = _users(part, mask)
-    g = _noise.gamma(key, jnp.broadcast_to(n, (2,) + part.floor.shape))
+    g = noise.gamma(stream, jnp.broadcast_to(n, (2,) + part.floor.shape))
     return jnp.where(part.floor > 0, part.counts() + scales * (g[0] - g[1]), 0.0)
 
 
@@ -95,9 +95,16 @@ def analyze(aggregated, n, part: Partition, beta, multiplier, threshold: str):
 @partial(jax.jit, static_argnames=("threshold", "per_user", "max_levels"))
 def _local_count(key, budgets, mask, eps_min, eps_max, beta, *, threshold, per_user, max_levels):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
-    agg = aggregate(key, part, mask, 1.0, per_user)
+    agg = aggregate(Stream(key), 0, part, mask, 1.0, per_user)
     level, estimate = analyze(agg, _users(part, mask), part, jnp.float64(beta), 1.0, threshold)
     return make_result(estimate, level, part, part.floor)
+
+
+def check_message_count(budgets, max_levels):
+    """Every user's L noises are addressed by one 32-bit counter: n·max_levels < 2^32."""
+    if jnp.shape(budgets)[0] * max_levels >= 2**32:
+        raise ValueError(f"budgets: {jnp.shape(budgets)[0]} users × {max_levels} levels exceed the 2^32 per-user "
+                         "noises one key addresses; use the exact aggregate (per_user=False) or split the users")
 
 
 def _check_threshold(threshold):
@@ -124,13 +131,15 @@ def local_count(key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian"
     """
     _check_threshold(threshold)
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
+    if per_user:
+        check_message_count(budgets, max_levels)
     return _local_count(key, budgets, mask, eps_min, eps_max, beta, threshold=threshold, per_user=bool(per_user),
                         max_levels=max_levels)
 
 
 @partial(jax.jit, static_argnames=("max_levels",))
 def _local_randomizer(key, budgets, mask, eps_min, eps_max, *, max_levels):
-    return randomize(key, partition_records(budgets, mask, eps_min, eps_max, max_levels), mask, 1.0)
+    return randomize(Stream(key), 0, partition_records(budgets, mask, eps_min, eps_max, max_levels), mask, 1.0)
 
 
 @x64
@@ -141,6 +150,7 @@ def local_randomizer(key, budgets, *, eps_min, eps_max, mask=None, max_levels=No
     one whose budget is below ε̌, sends noise only).
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, None, max_levels)
+    check_message_count(budgets, max_levels)
     return _local_randomizer(key, budgets, mask, eps_min, eps_max, max_levels=max_levels)
 
 

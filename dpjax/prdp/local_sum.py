@@ -30,12 +30,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp import _noise
+from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records
 from dpjax.prdp.framework import framework_ledger, kept_upper, level_upper_bounds
-from dpjax.prdp.local_count import _check_threshold, _users, aggregate, analyze
+from dpjax.prdp.local_count import _check_threshold, _users, aggregate, analyze, check_message_count
 from dpjax.prdp.result import PrDPResult
 from dpjax.validation import check_positive
 
@@ -49,10 +49,10 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
     beta = jnp.float64(beta)
     n = _users(part, mask)
     real = jnp.ones(part.level.shape, bool) if mask is None else opaque(mask, bool)
-    k_round1, k_group, k_flip, k_noise = jax.random.split(key, 4)
+    noise = Stream(key)
 
-    # Round I: Algorithms 3-4 with E/2 and β/2
-    level, _ = analyze(aggregate(k_round1, part, mask, 2.0, per_user), n, part, beta / 2.0, 2.0, threshold)
+    # Round I: Algorithms 3-4 with E/2 and β/2 (stream 0)
+    level, _ = analyze(aggregate(noise, 0, part, mask, 2.0, per_user), n, part, beta / 2.0, 2.0, threshold)
     eps = part.floor[level] / 2.0
     kept = part.weight & (part.level >= level)  # the others answer ⊥
     bounds = jnp.where(part.floor > 0, level_upper_bounds(upper, part), 0.0)
@@ -60,11 +60,11 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
 
     # Round IIa: randomized response on 1[x > 2^k] in a public random group k
     top = jnp.clip(dyadic_exponent(jnp.maximum(kept_upper(upper, part)[level], 1.0), 1.0), 0, max_exponent)
-    group = jnp.minimum(jnp.floor(_noise.uniform(k_group, x.shape) * (top + 1.0)), top).astype(jnp.int32)
+    group = jnp.minimum(jnp.floor(noise.uniform(1, x.shape) * (top + 1.0)), top).astype(jnp.int32)
     bit = x > jnp.ldexp(jnp.float64(1.0), group)
     e_a = eps / 2.0
     p1 = jax.nn.sigmoid(e_a)
-    report = jnp.where(_noise.uniform(k_flip, x.shape) < p1, bit, ~bit) & real
+    report = jnp.where(noise.uniform(2, x.shape) < p1, bit, ~bit) & real
     n_k = jax.ops.segment_sum(real.astype(jnp.float64), group, num_segments=max_exponent + 1)
     y_k = jax.ops.segment_sum(report.astype(jnp.float64), group, num_segments=max_exponent + 1)
     a_k = jnp.where(n_k > 0, n * (y_k / jnp.where(n_k > 0, n_k, 1.0) - (1.0 - p1)) / (2.0 * p1 - 1.0), jnp.inf)
@@ -77,11 +77,11 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
     # Round IIb: clipped values plus Laplace(2τ/ε) from every user
     scale = tau / (eps / 2.0)
     if per_user:
-        noise = jnp.sum(jnp.where(real, _noise.laplace(k_noise, x.shape), 0.0))
+        total = jnp.sum(jnp.where(real, noise.laplace(3, x.shape), 0.0))
     else:
-        g = _noise.gamma(k_noise, jnp.broadcast_to(n, (2,)))
-        noise = g[0] - g[1]
-    estimate = jnp.sum(jnp.minimum(x, tau)) + scale * noise
+        g = noise.gamma(3, jnp.broadcast_to(n, (2,)))
+        total = g[0] - g[1]
+    estimate = jnp.sum(jnp.minimum(x, tau)) + scale * total
     return make_result(estimate, level, part, framework_ledger(part, level))
 
 
@@ -107,5 +107,7 @@ def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold=
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     upper, max_exponent = check_upper(upper, max_levels)
     check_values(values, budgets, upper)
+    if per_user:
+        check_message_count(budgets, max_levels)
     return _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa, threshold=threshold,
                       per_user=bool(per_user), max_levels=max_levels, max_exponent=max_exponent)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
+from dpjax.prdp._noise import Stream
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import partition_records
 from dpjax.prdp.exponential_max import exponential_max_sorted, sort_records
@@ -21,10 +22,10 @@ __all__ = ["max"]
 def _framework_max(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max_levels):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     sorted_values, sorted_level, sorted_weight = sort_records(values, part.level, part.weight)
-    k_level, k_max = jax.random.split(key)
-    level = select_epsilon_tau(k_level, part, jnp.float64(beta))
+    noise = Stream(key)
+    level = select_epsilon_tau(noise, part, jnp.float64(beta))
     kept = sorted_weight & (sorted_level >= level)
-    estimate = exponential_max_sorted(k_max, sorted_values, kept, part.floor[level] / 2.0, beta / 2.0,
+    estimate = exponential_max_sorted(noise, 1, sorted_values, kept, part.floor[level] / 2.0, beta / 2.0,
                                       kept_upper(upper, part)[level])
     return make_result(estimate, level, part, framework_ledger(part, level))
 

@@ -18,6 +18,7 @@ gives the public bound of the values of each level, ``u_i = sup{v ≤ U : E(v) >
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -75,22 +76,10 @@ class PrivacyFunction:
         """``E(v) = min(ε̂, α/log_base⁴ v)`` (``ε̂`` for v ≤ 1); α = 500, base e by default (spec §4.4)."""
         return cls(alpha=alpha, upper=upper, cap=eps_max, kind="log", log_base=float(base))
 
-    def _raw(self, v):
-        """``α/f(v)`` without the cap (inf where f(v) ≤ 0)."""
-        alpha = jnp.asarray(self.alpha, jnp.float64)
-        if self.kind == "inverse":
-            f = v
-        elif self.kind == "sqrt":
-            f = jnp.sqrt(v)
-        else:
-            f = (jnp.log(jnp.maximum(v, 1.0)) / math.log(self.log_base)) ** 4
-        return jnp.where(f > 0, alpha / jnp.where(f > 0, f, 1.0), jnp.inf)
-
     @x64
     def __call__(self, values):
         """Budgets ``E(v)`` (float64), capped at ε̂."""
-        v = jnp.asarray(values, jnp.float64)
-        return jnp.minimum(jnp.asarray(self.cap, jnp.float64), self._raw(v))
+        return _budgets(self, values)
 
     @property
     def eps_min(self):
@@ -106,15 +95,7 @@ class PrivacyFunction:
     @x64
     def inverse_budget(self, epsilon):
         """``E^{-1}(ε) = sup{v ≤ U : E(v) > ε}`` for ``ε < ε̂`` (float64; U where every v qualifies)."""
-        e = jnp.asarray(epsilon, jnp.float64)
-        alpha = jnp.asarray(self.alpha, jnp.float64)
-        if self.kind == "inverse":
-            v = alpha / e
-        elif self.kind == "sqrt":
-            v = (alpha / e) ** 2
-        else:
-            v = jnp.exp(math.log(self.log_base) * (alpha / e) ** 0.25)
-        return jnp.minimum(jnp.asarray(self.upper, jnp.float64), v)
+        return _inverse_budget(self, epsilon)
 
     @x64
     def level_upper(self, max_levels=None):
@@ -124,13 +105,50 @@ class PrivacyFunction:
         since a record of level i has ``E(v) > lo_i``. Pass as ``upper=`` to
         :func:`dpjax.prdp.sum` / :func:`dpjax.prdp.max`. Padded levels (i > L) repeat ``u_L``.
         """
-        eps_min, eps_max = self.eps_min, self.eps_max
         if max_levels is None:
-            if is_traced(eps_min):
+            if is_traced(self.upper) or is_traced(self.alpha) or is_traced(self.cap):
                 raise ValueError("max_levels: the function's parameters are traced; pass a static max_levels")
-            max_levels = int(num_levels(eps_min, eps_max))
-        levels = num_levels(eps_min, eps_max)
-        floors = level_floors(eps_min, max_levels)
-        idx = jnp.arange(max_levels, dtype=jnp.int32)
-        bounds = jnp.where(idx == 0, jnp.asarray(self.upper, jnp.float64), self.inverse_budget(floors))
-        return jnp.where(idx < levels, bounds, bounds[jnp.maximum(levels - 1, 0)])
+            with jax.ensure_compile_time_eval():
+                max_levels = int(num_levels(self.eps_min, self.eps_max))
+        return _level_upper(self, max_levels=max_levels)
+
+
+def _raw(fn: PrivacyFunction, v):
+    """``α/f(v)`` without the cap (inf where f(v) ≤ 0)."""
+    alpha = jnp.asarray(fn.alpha, jnp.float64)
+    if fn.kind == "inverse":
+        f = v
+    elif fn.kind == "sqrt":
+        f = jnp.sqrt(v)
+    else:
+        f = (jnp.log(jnp.maximum(v, 1.0)) / math.log(fn.log_base)) ** 4
+    return jnp.where(f > 0, alpha / jnp.where(f > 0, f, 1.0), jnp.inf)
+
+
+@jax.jit
+def _budgets(fn: PrivacyFunction, values):
+    v = jnp.asarray(values, jnp.float64)
+    return jnp.minimum(jnp.asarray(fn.cap, jnp.float64), _raw(fn, v))
+
+
+@jax.jit
+def _inverse_budget(fn: PrivacyFunction, epsilon):
+    e = jnp.asarray(epsilon, jnp.float64)
+    alpha = jnp.asarray(fn.alpha, jnp.float64)
+    if fn.kind == "inverse":
+        v = alpha / e
+    elif fn.kind == "sqrt":
+        v = (alpha / e) ** 2
+    else:
+        v = jnp.exp(math.log(fn.log_base) * (alpha / e) ** 0.25)
+    return jnp.minimum(jnp.asarray(fn.upper, jnp.float64), v)
+
+
+@partial(jax.jit, static_argnames=("max_levels",))
+def _level_upper(fn: PrivacyFunction, *, max_levels):
+    eps_min = _budgets(fn, fn.upper)
+    eps_max = jnp.asarray(fn.cap, jnp.float64)
+    levels = num_levels(eps_min, eps_max)
+    idx = jnp.arange(max_levels, dtype=jnp.int32)
+    bounds = jnp.where(idx == 0, jnp.asarray(fn.upper, jnp.float64), _inverse_budget(fn, level_floors(eps_min, max_levels)))
+    return jnp.where(idx < levels, bounds, bounds[jnp.maximum(levels - 1, 0)])

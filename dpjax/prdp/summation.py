@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
+from dpjax.prdp._noise import Stream
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import opaque, partition_records
 from dpjax.prdp.extension import extension_sum
@@ -28,11 +29,11 @@ def _framework_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *,
     bounds = jnp.where(part.floor > 0, level_upper_bounds(upper, part), 0.0)
     v = jnp.clip(opaque(values), 0.0, bounds[part.level])
     counts, sums = bucket_table(v, part.weight, part.level, max_levels, max_exponent)
-    k_level, k_sum = jax.random.split(key)
-    level = select_epsilon_tau(k_level, part, jnp.float64(beta))
+    noise = Stream(key)
+    level = select_epsilon_tau(noise, part, jnp.float64(beta))
     rows = (jnp.arange(max_levels, dtype=jnp.int32) >= level)[:, None]
     estimate, _ = universal_sum_from_buckets(
-        k_sum, jnp.sum(jnp.where(rows, counts, 0.0), axis=0), jnp.sum(jnp.where(rows, sums, 0.0), axis=0),
+        noise, 1, jnp.sum(jnp.where(rows, counts, 0.0), axis=0), jnp.sum(jnp.where(rows, sums, 0.0), axis=0),
         part.floor[level] / 2.0, beta / 2.0, kept_upper(upper, part)[level])
     return make_result(estimate, level, part, framework_ledger(part, level))
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp import _noise
+from dpjax.prdp._args import MAX_CLIP_EXPONENT
+from dpjax.prdp._noise import Stream
 from dpjax.prdp.domains import dyadic_exponent, opaque
 
 __all__ = ["value_bucket", "bucket_table", "universal_sum_from_buckets", "universal_sum"]
@@ -44,12 +45,13 @@ def bucket_table(values, weights, groups, num_groups: int, max_exponent: int):
     return counts.reshape(num_groups, width), sums.reshape(num_groups, width)
 
 
-def universal_sum_from_buckets(key, counts, sums, epsilon, beta, upper):
+def universal_sum_from_buckets(noise: Stream, stream: int, counts, sums, epsilon, beta, upper):
     """The universal sum of the records summarised by ``counts``/``sums`` per bucket (see module doc).
 
     ``upper`` is the public bound B of the values (sets J); every summarised value must be
-    ``≤ 2^{len(counts) − 1}``. Returns ``(estimate, τ)``. ε-DP under add/remove for any
-    number of records (the record count is never read).
+    ``≤ 2^{len(counts) − 1}``. Draws from streams ``stream … stream + 2`` of ``noise``. Returns
+    ``(estimate, τ)``. ε-DP under add/remove for any number of records (the record count is
+    never read).
     """
     j_max = counts.shape[-1] - 1
     e1 = epsilon / 2.0
@@ -57,19 +59,22 @@ def universal_sum_from_buckets(key, counts, sums, epsilon, beta, upper):
     top = jnp.minimum(jnp.maximum(dyadic_exponent(jnp.maximum(upper, 1.0), 1.0), 0), j_max)
     j = jnp.arange(j_max + 1, dtype=jnp.int32)
     above = jnp.sum(counts) - jnp.cumsum(counts)  # A_j = #{x > 2^j}
-    k_threshold, k_queries, k_release = jax.random.split(key, 3)
-    rho = 2.0 / e1 * _noise.laplace(k_threshold)
-    nu = 4.0 / e1 * _noise.laplace(k_queries, (j_max + 1,))
+    rho = 2.0 / e1 * noise.laplace(stream)
+    nu = 4.0 / e1 * noise.laplace(stream + 1, (j_max + 1,))
     passed = (above + nu < theta + rho) & (j <= top)
     chosen = jnp.min(jnp.where(passed, j, top))
     tau = jnp.ldexp(jnp.float64(1.0), chosen)
     clipped = jnp.sum(jnp.where(j <= chosen, sums, 0.0)) + tau * above[chosen]
-    return clipped + tau / (epsilon - e1) * _noise.laplace(k_release), tau
+    return clipped + tau / (epsilon - e1) * noise.laplace(stream + 2), tau
 
 
-def universal_sum(key, values, weights, epsilon, beta, upper, *, max_exponent: int):
-    """The universal sum of the records with ``weights`` True (values clipped into [0, 2^max_exponent])."""
+def universal_sum(key, values, weights, epsilon, beta, upper, *, max_exponent: int = MAX_CLIP_EXPONENT):
+    """The universal sum of the records with ``weights`` True, values clipped into ``[0, 2^max_exponent]``.
+
+    Returns the estimate. It has the signature of a user mechanism M of :func:`dpjax.prdp.framework`
+    (with which it gives the law of ``dpjax.prdp.sum``, one O(n) pass per run).
+    """
     values = jnp.clip(opaque(values), 0.0, jnp.ldexp(jnp.float64(1.0), max_exponent))
     zeros = jnp.zeros(values.shape, jnp.int32)
     counts, sums = bucket_table(values, weights, zeros, 1, max_exponent)
-    return universal_sum_from_buckets(key, counts[0], sums[0], epsilon, beta, upper)
+    return universal_sum_from_buckets(Stream(key), 0, counts[0], sums[0], epsilon, beta, upper)[0]
