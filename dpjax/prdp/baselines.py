@@ -57,7 +57,7 @@ def naive_count(key, budgets, *, eps_min, eps_max, mask=None, max_levels=None) -
 @partial(jax.jit, static_argnames=("max_levels", "max_exponent"))
 def _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max_levels, max_exponent):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
-    top = jnp.max(jnp.asarray(upper, jnp.float64))
+    top = jnp.minimum(jnp.max(jnp.asarray(upper, jnp.float64)), jnp.ldexp(jnp.float64(1.0), max_exponent))
     v = jnp.clip(opaque(values), 0.0, top)
     counts, sums = bucket_table(v, part.weight, jnp.zeros(v.shape, jnp.int32), 1, max_exponent)
     estimate, _ = universal_sum_from_buckets(Stream(key), 0, counts[0], sums[0], part.eps_min, jnp.float64(beta), top)
