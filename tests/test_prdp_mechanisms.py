@@ -116,6 +116,53 @@ def test_sweep_over_the_budget_range_with_padded_levels_and_records():
     assert float(c.estimate[0]) != float(a.estimate[0])  # unmasked, they count
 
 
+@jax.jit
+def _all_releases(keys):
+    upper = 1.0 / EPS_MIN
+
+    def one(k):
+        return {"extension": prdp.sum(k, X, E, upper=upper, method="extension", **KW),
+                "max": prdp.max(k, X, E, upper=upper, **KW),
+                "local_count": prdp.local_count(k, E, **KW),
+                "local_sum": prdp.local_sum(k, X, E, upper=upper, **KW),
+                "naive_count": prdp.naive_count(k, E, eps_min=EPS_MIN, eps_max=EPS_MAX)}
+
+    return jax.vmap(one)(keys)
+
+
+def test_ledger_of_every_mechanism_A2():
+    """A2 for the extension (sup v/cap_i = lo_i), PrLDP count (lo_i), the framework max and Algorithm 5
+    (lo_i/2 + [i ≥ ℓ]·lo_ℓ/2) and the naive count (ε̌ everywhere); all within the floors."""
+    res = _all_releases(_keys(50, 9))
+    for name in ("extension", "local_count"):
+        np.testing.assert_array_equal(np.asarray(res[name].level_epsilon), np.broadcast_to(FLOORS, (50, 8)))
+    for name in ("max", "local_sum"):
+        ell = np.asarray(res[name].level)[:, None]
+        want = FLOORS / 2 + np.where(np.arange(1, 9)[None, :] >= ell, FLOORS[ell - 1] / 2, 0.0)
+        np.testing.assert_array_equal(np.asarray(res[name].level_epsilon), want)
+    np.testing.assert_array_equal(np.asarray(res["naive_count"].level_epsilon), np.full((50, 8), EPS_MIN))
+    for name, r in res.items():
+        assert np.all(np.asarray(r.within_floors())), name
+    assert np.all(np.asarray(res["max"].estimate) == np.round(np.asarray(res["max"].estimate)))
+    assert np.all((0 <= np.asarray(res["max"].estimate)) & (np.asarray(res["max"].estimate) <= 100))
+
+
+@pytest.mark.slow
+def test_local_sum_utility_with_larger_budgets():
+    """Algorithm 5 with the reference LDP sum: 0.77 % at α = 10^6 on 2·10^5 normal values (docs/prdp.md);
+    at the paper's α = 10^4 Round IIa's threshold exceeds n and τ = 1 (≈ 100 %)."""
+    rng = np.random.default_rng(0)
+    x = np.floor(np.abs(rng.normal(5e4, 5e4, 200_000)))
+    fn = prdp.PrivacyFunction.inverse(1e12, alpha=1e6)
+    e, upper = np.asarray(fn(x)), np.asarray(fn.level_upper())
+    kw = dict(eps_min=float(fn.eps_min), eps_max=100.0, beta=0.1)
+    with jax.enable_x64(True):
+        est = jax.jit(jax.vmap(lambda k, x, e: prdp.local_sum(k, x, e, upper=upper, **kw).estimate,
+                               in_axes=(0, None, None)))(_keys(50, 3), x, e)
+    re = np.sort(np.abs(np.asarray(est) - x.sum()) / x.sum())[10:40].mean()
+    assert re < 0.02
+
+
 def _spy(key, values, weights, epsilon, beta, upper):
     return {"weights": weights, "epsilon": epsilon, "beta": beta, "upper": upper, "sum": jnp.sum(values * weights)}
 
