@@ -25,7 +25,8 @@ from dpjax.validation import (
     is_traced,
 )
 
-__all__ = ["x64", "check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS", "MAX_CLIP_EXPONENT"]
+__all__ = ["x64", "check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS",
+           "MAX_CLIP_EXPONENT"]
 
 #: Levels are ``ε̌·2^j``; 64 covers every budget ratio ε̂/ε̌ ≤ 2^64 (spec §5.1).
 MAX_LEVELS = 64
@@ -126,7 +127,8 @@ def check_upper(upper, max_levels: int):
     if arr.max() <= 0:
         raise ValueError("upper: every per-level bound is 0")
     if arr.max() > 2.0**MAX_CLIP_EXPONENT:
-        raise ValueError(f"upper must be at most 2^{MAX_CLIP_EXPONENT} = {2.0**MAX_CLIP_EXPONENT:.3g}, got {arr.max():g}")
+        raise ValueError(f"upper must be at most 2^{MAX_CLIP_EXPONENT} = {2.0**MAX_CLIP_EXPONENT:.3g}, "
+                         f"got {arr.max():g}")
     if arr.ndim == 1:
         if arr.size > max_levels:
             arr = arr[:max_levels]

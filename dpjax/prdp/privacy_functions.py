@@ -150,5 +150,6 @@ def _level_upper(fn: PrivacyFunction, *, max_levels):
     eps_max = jnp.asarray(fn.cap, jnp.float64)
     levels = num_levels(eps_min, eps_max)
     idx = jnp.arange(max_levels, dtype=jnp.int32)
-    bounds = jnp.where(idx == 0, jnp.asarray(fn.upper, jnp.float64), _inverse_budget(fn, level_floors(eps_min, max_levels)))
+    inverse = _inverse_budget(fn, level_floors(eps_min, max_levels))
+    bounds = jnp.where(idx == 0, jnp.asarray(fn.upper, jnp.float64), inverse)
     return jnp.where(idx < levels, bounds, bounds[jnp.maximum(levels - 1, 0)])
