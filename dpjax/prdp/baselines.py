@@ -24,7 +24,7 @@ import numpy as np
 from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
 from dpjax.prdp.count import make_result
-from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records
+from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records, pow2
 from dpjax.prdp.result import PrDPResult
 from dpjax.prdp.universal_sum import bucket_table, universal_sum_from_buckets
 from dpjax.validation import is_traced
@@ -57,7 +57,7 @@ def naive_count(key, budgets, *, eps_min, eps_max, mask=None, max_levels=None) -
 @partial(jax.jit, static_argnames=("max_levels", "max_exponent"))
 def _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max_levels, max_exponent):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
-    top = jnp.minimum(jnp.max(jnp.asarray(upper, jnp.float64)), jnp.ldexp(jnp.float64(1.0), max_exponent))
+    top = jnp.minimum(jnp.max(jnp.asarray(upper, jnp.float64)), 2.0**max_exponent)
     v = jnp.clip(opaque(values), 0.0, top)
     counts, sums = bucket_table(v, part.weight, jnp.zeros(v.shape, jnp.int32), 1, max_exponent)
     estimate, _ = universal_sum_from_buckets(Stream(key), 0, counts[0], sums[0], part.eps_min, jnp.float64(beta), top)
@@ -90,7 +90,7 @@ def _pdp_count(key, budgets, mask, eps_min, beta, *, t):
     if mask is not None:
         w = w & opaque(mask, bool)
     i = jnp.arange(t + 1, dtype=jnp.int32)
-    k = jnp.ldexp(jnp.asarray(eps_min, jnp.float64), i)
+    k = jnp.asarray(eps_min, jnp.float64) * pow2(i)
     # #{ε_j > k_i} = #{records whose least b with ε_j ≤ ε̌·2^b exceeds i}: one histogram, exact
     b = jnp.clip(dyadic_exponent(budgets, eps_min), 0, t + 1)
     hist = jax.ops.segment_sum(w.astype(jnp.float64), b, num_segments=t + 2)
@@ -119,7 +119,7 @@ def _pdp_sum(key, values, budgets, mask, eps_min, eps_max, beta, *, t):
     if mask is not None:
         w = w & opaque(mask, bool)
     x = jnp.where(w, opaque(values), 0.0)
-    g = jnp.ldexp(jnp.float64(1.0), jnp.arange(t + 1, dtype=jnp.int32)) / eps_max
+    g = pow2(jnp.arange(t + 1, dtype=jnp.int32)) / eps_max
 
     def truncated_sum(gi):  # Σ_j min(x_j, ⌊g_i ε_j⌋), the personalized truncation at level i
         return jnp.sum(jnp.minimum(x, jnp.floor(gi * budgets)))

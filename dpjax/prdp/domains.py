@@ -7,8 +7,8 @@ scale on a level is calibrated to its floor, so a record is never charged more t
 own budget E(r).
 
 Code stores levels 0-based (``j = i − 1``); results report the paper's 1-based level.
-Level assignment is exact at powers of two: ``floor·2^k`` values are compared with
-``ldexp`` (exact), after a ``log2`` first guess, so a record is never put into a level
+Level assignment is exact at powers of two: ``floor·2^k`` values are compared exactly
+(scaling by a power of two is exact) after a ``log2`` first guess, so a record is never put into a level
 whose floor exceeds its budget (the privacy-critical direction; acceptance A1).
 All functions here are pure and ``jit``/``vmap``-able; call them inside
 ``jax.enable_x64(True)`` for float64 results (the PrDP mechanisms do).
@@ -20,8 +20,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
+    "pow2",
     "dyadic_exponent",
     "num_levels",
     "level_of",
@@ -34,20 +36,33 @@ __all__ = [
 ]
 
 
+#: ``2^k`` for ``k = -1100 … 1100`` (exact; 0 and inf at the ends): power-of-two scaling by lookup.
+_POW2_OFFSET = 1100
+with np.errstate(over="ignore"):
+    _POW2 = np.ldexp(1.0, np.arange(-_POW2_OFFSET, _POW2_OFFSET + 1))
+
+
+def pow2(k, dtype=jnp.float64):
+    """``2^k`` for an int32 array ``k`` (exact; looked up — ``jnp.ldexp`` costs twice the whole
+    level assignment on CPU)."""
+    return jnp.asarray(_POW2, dtype)[jnp.clip(k + _POW2_OFFSET, 0, 2 * _POW2_OFFSET)]
+
+
 def dyadic_exponent(x, base):
     """The least integer ``k`` with ``x ≤ base·2^k`` (int32), exactly, for ``x, base > 0``.
 
-    ``ceil(log2(x) − log2(base))`` is within one of the answer; two comparisons against
-    ``ldexp(base, ·)`` (exact in binary floating point) correct it. Entries with
-    ``x ≤ 0`` or non-finite ``x`` give 0 (callers mask them).
+    ``k0 = ceil(log2(x) − log2(base))`` is within one of the answer; one exact comparison with
+    ``t = base·2^{k0}`` (and ``t/2``) corrects it — multiplying by a power of two is exact in
+    binary floating point (away from the subnormal range, below 1e-307). Entries with ``x ≤ 0``
+    or non-finite ``x`` give 0 (callers mask them).
     """
     x = jnp.asarray(x)
     base = jnp.asarray(base, x.dtype)
     ok = (x > 0) & jnp.isfinite(x)
     xs = jnp.where(ok, x, base)
     k = jnp.ceil(jnp.log2(xs) - jnp.log2(base)).astype(jnp.int32)
-    k = jnp.where(xs > jnp.ldexp(base, k), k + 1, k)
-    k = jnp.where(xs <= jnp.ldexp(base, k - 1), k - 1, k)
+    t = base * pow2(k, x.dtype)
+    k = k + (xs > t).astype(jnp.int32) - (xs <= 0.5 * t).astype(jnp.int32)
     return jnp.where(ok, k, 0)
 
 
@@ -69,7 +84,7 @@ def level_of(budgets, eps_min, levels):
 def level_floors(eps_min, max_levels: int):
     """Floors ``lo_j = 2^j ε̌``, ``j = 0 … max_levels − 1`` (exact)."""
     eps_min = jnp.asarray(eps_min)
-    return jnp.ldexp(eps_min, jnp.arange(max_levels, dtype=jnp.int32))
+    return eps_min * pow2(jnp.arange(max_levels, dtype=jnp.int32), eps_min.dtype)
 
 
 def first_heavy_level(noisy, thresholds, levels):

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from dpjax.prdp._noise import Stream
 from dpjax.prdp._args import check_common, check_upper, check_values, x64
 from dpjax.prdp.count import make_result
-from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records
+from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records, pow2
 from dpjax.prdp.framework import framework_ledger, kept_upper, level_upper_bounds
 from dpjax.prdp.local_count import _check_threshold, _users, aggregate, analyze, check_message_count
 from dpjax.prdp.result import PrDPResult
@@ -61,7 +61,7 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
     # Round IIa: randomized response on 1[x > 2^k] in a public random group k
     top = jnp.clip(dyadic_exponent(jnp.maximum(kept_upper(upper, part)[level], 1.0), 1.0), 0, max_exponent)
     group = jnp.minimum(jnp.floor(noise.uniform(1, x.shape) * (top + 1.0)), top).astype(jnp.int32)
-    bit = x > jnp.ldexp(jnp.float64(1.0), group)
+    bit = x > pow2(group)
     e_a = eps / 2.0
     p1 = jax.nn.sigmoid(e_a)
     report = jnp.where(noise.uniform(2, x.shape) < p1, bit, ~bit) & real
@@ -72,7 +72,7 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
     width = top + 1.0
     limit = kappa * jnp.sqrt(n * width * jnp.log(width / (beta / 2.0))) / jnp.tanh(e_a / 2.0)
     chosen = jnp.min(jnp.where((a_k <= limit) & (k <= top), k, top))
-    tau = jnp.ldexp(jnp.float64(1.0), chosen)
+    tau = pow2(chosen)
 
     # Round IIb: clipped values plus Laplace(2τ/ε) from every user
     scale = tau / (eps / 2.0)

@@ -27,7 +27,7 @@ def _framework_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *,
     table of counts and sums; D_ℓ's table is the sum of its rows ``≥ ℓ``."""
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     bounds = jnp.where(part.floor > 0, level_upper_bounds(upper, part), 0.0)
-    bounds = jnp.minimum(bounds, jnp.ldexp(jnp.float64(1.0), max_exponent))  # the buckets' range (traced upper)
+    bounds = jnp.minimum(bounds, 2.0**max_exponent)  # the buckets' range (traced upper)
     v = jnp.clip(opaque(values), 0.0, bounds[part.level])
     counts, sums = bucket_table(v, part.weight, part.level, max_levels, max_exponent)
     noise = Stream(key)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from dpjax.prdp._args import MAX_CLIP_EXPONENT
 from dpjax.prdp._noise import Stream
-from dpjax.prdp.domains import dyadic_exponent, opaque
+from dpjax.prdp.domains import dyadic_exponent, opaque, pow2
 
 __all__ = ["value_bucket", "bucket_table", "universal_sum_from_buckets", "universal_sum"]
 
@@ -63,7 +63,7 @@ def universal_sum_from_buckets(noise: Stream, stream: int, counts, sums, epsilon
     nu = 4.0 / e1 * noise.laplace(stream + 1, (j_max + 1,))
     passed = (above + nu < theta + rho) & (j <= top)
     chosen = jnp.min(jnp.where(passed, j, top))
-    tau = jnp.ldexp(jnp.float64(1.0), chosen)
+    tau = pow2(chosen)
     clipped = jnp.sum(jnp.where(j <= chosen, sums, 0.0)) + tau * above[chosen]
     return clipped + tau / (epsilon - e1) * noise.laplace(stream + 2), tau
 
@@ -74,7 +74,7 @@ def universal_sum(key, values, weights, epsilon, beta, upper, *, max_exponent: i
     Returns the estimate. It has the signature of a user mechanism M of :func:`dpjax.prdp.framework`
     (with which it gives the law of ``dpjax.prdp.sum``, one O(n) pass per run).
     """
-    values = jnp.clip(opaque(values), 0.0, jnp.ldexp(jnp.float64(1.0), max_exponent))
+    values = jnp.clip(opaque(values), 0.0, 2.0**max_exponent)
     zeros = jnp.zeros(values.shape, jnp.int32)
     counts, sums = bucket_table(values, weights, zeros, 1, max_exponent)
     return universal_sum_from_buckets(Stream(key), 0, counts[0], sums[0], epsilon, beta, upper)[0]
