@@ -11,9 +11,9 @@ the paper's rank errors with it when the domain is ``U_ℓ``, §4.13):
 
 Between consecutive sorted values the utility is constant, so the law is a choice among
 the ``m + 1`` intervals ``[0, x_(1)), [x_(1), x_(2)), …, [x_(m), B + 1)`` with weight
-``#integers · exp(ε·u/2)`` (drawn from the log-weights by :func:`categorical`; empty intervals,
-i.e. ties, weigh 0) and then a uniform integer inside the chosen interval. Values need not be integers: an
-interval holds the integers from ``⌈start⌉`` to ``⌈end⌉ − 1``.
+``#integers · exp(ε·u/2)`` (drawn from the log-weights by :func:`categorical`; empty
+intervals, i.e. ties, weigh 0) and then a uniform integer inside the chosen interval. Values
+need not be integers: an interval holds the integers from ``⌈start⌉`` to ``⌈end⌉ − 1``.
 
 The sort is done once; records are included by a mask, so a batch of repetitions whose
 kept set differs (the framework's ``level ≥ ℓ``) costs O(n) each after one O(n log n)

@@ -72,7 +72,7 @@ def universal_sum(key, values, weights, epsilon, beta, upper, *, max_exponent: i
     """The universal sum of the records with ``weights`` True, values clipped into ``[0, 2^max_exponent]``.
 
     Returns the estimate. It has the signature of a user mechanism M of :func:`dpjax.prdp.framework`
-    (with which it gives the law of ``dpjax.prdp.sum``, one O(n) pass per run).
+    (the base M of ``dpjax.prdp.sum``, here from the records: one O(n) pass per run).
     """
     values = jnp.clip(opaque(values), 0.0, 2.0**max_exponent)
     zeros = jnp.zeros(values.shape, jnp.int32)
