@@ -8,6 +8,7 @@
 * :mod:`accounting.exact`: exact single-release privacy in closed form (``privacy_profile``,
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
 * :class:`Accountant`: a small odometer with a budget.
+* :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 
 Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
@@ -19,6 +20,7 @@ from accounting._batch import get_delta, get_epsilon
 from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
 from accounting._pld import PrivacyLossDistribution, identity, pld
 from accounting.rdp import rdp, rdp_to_delta, rdp_to_epsilon
+from accounting.prdp import PrDPLedger, PrDPShare
 
 __all__ = [
     "pld",
@@ -33,6 +35,8 @@ __all__ = [
     "rdp_to_delta",
     "Accountant",
     "exact",
+    "PrDPLedger",
+    "PrDPShare",
     "DEFAULT_DISCRETIZATION",
     "DEFAULT_TAIL_MASS",
 ]

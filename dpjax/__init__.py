@@ -17,6 +17,7 @@ from dpjax.kernels import AdditiveMechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release
+from dpjax import prdp  # per-record DP (Chen et al., SIGMOD 2025): dpjax.prdp.count / sum / max / local_*
 
 __version__ = "0.1.0"
 
@@ -38,4 +39,5 @@ __all__ = [
     "validation",
     "pytree_dataclass",
     "static_field",
+    "prdp",
 ]

@@ -303,6 +303,122 @@ def _release_command(args) -> int:
     return 0
 
 
+PRDP_METHODS = ("framework", "extension")
+
+
+def _prdp_table(args):
+    """(groups, values, budgets) for a per-record-budget release; the embedded table has ``privacy_budget``."""
+    if args.input is not None:
+        groups, values = _read_table(args.input, args.value_column, args.group_by)
+        return groups, values, _read_table(args.input, args.per_record_budget, args.group_by)[1]
+    from dpjax.data import BUDGET_MENU, load_steps_with_budgets
+
+    rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
+    for name, flag in ((args.value_column, "--value-column"), (args.per_record_budget, "--per-record-budget"),
+                       (args.group_by, "--group-by")):
+        if name is not None and name not in rows[0]:
+            raise ValueError(f"{flag}: {name!r} is not a column of the embedded dataset (columns: {list(rows[0])})")
+    if args.eps_min is None:
+        args.eps_min = min(BUDGET_MENU.values())
+    if args.eps_max is None:
+        args.eps_max = max(BUDGET_MENU.values())
+    groups = np.asarray([r[args.group_by] if args.group_by else "all" for r in rows])
+    return (groups, np.asarray([float(r[args.value_column]) for r in rows]),
+            np.asarray([float(r[args.per_record_budget]) for r in rows]))
+
+
+def _prdp_release_command(args) -> int:
+    """``dpjax release --per-record-budget COLUMN``: per-record DP releases (dpjax.prdp), one per group.
+
+    Each row r may be charged at most its own budget E(r) (the column). The budget range
+    ``[--eps-min, --eps-max]`` must be public and data-independent (for the embedded dataset: the
+    app's menu of settings). The groups are padded to one size and released in one vmapped call;
+    groups are disjoint, so a row is charged only by its own group's release (parallel composition).
+    The naive release at the global minimum ε̌ is shown alongside.
+    """
+    import jax
+
+    import accounting
+    import dpjax
+    from dpjax import prdp
+
+    groups, values, budgets = _prdp_table(args)
+    if args.eps_min is None or args.eps_max is None:
+        raise ValueError("--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
+                         "least budget, which is private)")
+    if not (0.0 < args.beta < 1.0):
+        raise ValueError(f"--beta must lie in (0, 1), got {args.beta}")
+    if not np.isfinite(budgets).all() or budgets.min() < args.eps_min:
+        raise ValueError(f"--per-record-budget: every budget must be a finite number >= --eps-min = {args.eps_min:g}")
+    ledger = accounting.PrDPLedger(eps_min=args.eps_min, eps_max=args.eps_max)
+    share = ledger.record(1.0, label=f"{args.statistic} by {args.group_by or '(all)'}")
+    names, inverse = np.unique(groups, return_inverse=True)
+    size = int(np.bincount(inverse).max())
+    shape = (len(names), size)
+    mask, vals, buds = np.zeros(shape, bool), np.zeros(shape), np.full(shape, float(args.eps_max))
+    for g in range(len(names)):
+        rows = inverse == g
+        k = int(rows.sum())
+        mask[g, :k], vals[g, :k], buds[g, :k] = True, np.clip(values[rows], 0.0, args.clip), budgets[rows]
+    true = (mask.sum(1) if args.statistic == "count" else vals.sum(1)).astype(float)
+    kw = dict(eps_min=share.eps_min, eps_max=share.eps_max)
+
+    def both(key, v, b, m):
+        k_prdp, k_naive = jax.random.split(key)
+        if args.statistic == "count":
+            return (prdp.count(k_prdp, b, beta=args.beta, mask=m, **kw), prdp.naive_count(k_naive, b, mask=m, **kw))
+        return (prdp.sum(k_prdp, v, b, beta=args.beta, upper=args.clip, method=args.prdp_method, mask=m, **kw),
+                prdp.naive_sum(k_naive, v, b, beta=args.beta, upper=args.clip, mask=m, **kw))
+
+    key = jax.random.key(args.seed) if args.seed is not None else dpjax.random.secure_key()
+    with jax.enable_x64(True):
+        res, naive = jax.jit(jax.vmap(both))(jax.random.split(key, len(names)), vals, share.budgets(buds), mask)
+    ledger.verify(res)
+    released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
+
+    if args.output:
+        with open(args.output, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
+                        f"naive_{args.statistic}"])
+            w.writerows(zip(names, true, released, np.asarray(res.epsilon_tau), np.asarray(res.level),
+                            naive_released))
+    source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users, with their budgets"
+    method = "Algorithm 1" if args.statistic == "count" else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]"
+    print(f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} "
+          f"({source})")
+    print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
+          f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
+    _print_rows(names, true, [released, naive_released], ["PrDP", "naive"], args.show, args.output)
+    lev = np.asarray(res.level)
+    print("selected level per group (eps_tau = its floor): "
+          + ", ".join(f"{n}: {int(lv)} ({float(t):g})" for n, lv, t in zip(names[:args.show], lev,
+                                                                          np.asarray(res.epsilon_tau))))
+    print("privacy ledger (pure epsilon per privacy level; a row of level i has budget >= its floor; groups are "
+          "disjoint, so each row pays only its group's release):")
+    print(f"{'level':>6}{'budgets':>22}{'floor':>10}{'charged':>10}{'spent (max over groups)':>26}")
+    spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
+    for i, floor in enumerate(ledger.floors):
+        top = min(2 * floor, args.eps_max)
+        rng = f"[{floor:g}, {top:g}]" if i == 0 else f"({floor:g}, {top:g}]"
+        print(f"{i + 1:>6}{rng:>22}{floor:>10.4g}{ledger.spent[i]:>10.4g}{spent[i]:>26.4g}")
+    print(f"remaining on every level: {ledger.remaining.max():g} (this release used each row's whole budget)")
+    return 0
+
+
+def _add_prdp_arguments(r) -> None:
+    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget")
+    g.add_argument("--per-record-budget", metavar="COLUMN",
+                   help="column with each row's privacy budget E(r); releases --statistic per group under "
+                        "per-record DP (embedded dataset: privacy_budget)")
+    g.add_argument("--eps-min", type=float,
+                   help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
+    g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
+    g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
+    g.add_argument("--prdp-method", choices=PRDP_METHODS, default="framework",
+                   help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dpjax", description="Differentially private batch releases on JAX.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -335,6 +451,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
     r.add_argument("--output", help="write group,true,released rows to this CSV file")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
+    _add_prdp_arguments(r)
     return p
 
 
@@ -344,6 +461,8 @@ def main(argv=None) -> int:
         if args.command == "release":
             if args.clip <= 0 or not np.isfinite(args.clip):
                 raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
+            if args.per_record_budget is not None:
+                return _prdp_release_command(args)
             return _release_command(args)
     except ValueError as exc:
         print(f"dpjax: error: {exc}", file=sys.stderr)

@@ -17,7 +17,8 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV"]
+__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV", "BUDGET_MENU",
+           "BUDGETS_CSV", "make_budget_table", "load_budgets", "load_steps_with_budgets"]
 
 AGE_GROUPS = ("18-29", "30-44", "45-59", "60-74", "75+")
 REGIONS = ("north", "south", "east", "west")
@@ -45,3 +46,38 @@ def make_steps_table(num_users: int = 4000, seed: int = 2025) -> str:
 def load_steps() -> str:
     """The shipped CSV text."""
     return resources.files(__package__).joinpath(STEPS_CSV).read_text()
+
+
+# Per-record privacy budgets (dpjax.prdp): each user picked a setting from the app's public menu
+# (strict, standard, relaxed: ε = 0.02, 1, 4). The menu is public and data-independent, so the
+# budget range [ε̌, ε̂] = [0.02, 4] is too; which setting a user chose stays private (PrDP, spec §1.3).
+BUDGET_MENU = {"strict": 0.02, "standard": 1.0, "relaxed": 4.0}
+BUDGETS_CSV = "budgets.csv"
+
+
+def make_budget_table(num_users: int = 4000, seed: int = 2026) -> str:
+    """CSV text ``user_id,privacy_budget``: 2 % strict, 73 % standard, 25 % relaxed (deterministic)."""
+    rng = np.random.default_rng(seed)
+    choice = rng.choice(len(BUDGET_MENU), size=num_users, p=[0.02, 0.73, 0.25])
+    eps = np.asarray(list(BUDGET_MENU.values()))[choice]
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["user_id", "privacy_budget"])
+    for i in range(num_users):
+        w.writerow([f"u{i:05d}", f"{eps[i]:g}"])
+    return out.getvalue()
+
+
+def load_budgets() -> str:
+    """The shipped budget CSV text."""
+    return resources.files(__package__).joinpath(BUDGETS_CSV).read_text()
+
+
+def load_steps_with_budgets() -> str:
+    """The step table with each user's ``privacy_budget`` appended as a last column (joined on user_id)."""
+    budgets = dict(csv.reader(io.StringIO(load_budgets())))
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    for row in csv.reader(io.StringIO(load_steps())):
+        w.writerow(row + [budgets[row[0]]])
+    return out.getvalue()
