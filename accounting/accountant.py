@@ -83,8 +83,9 @@ def _compose_pmf(pmf, count, size, bits, tail, pessimistic):
     out = jnp.fft.irfft(_power(spec, count, bits), n=size, axis=-1)
     out = _grid._roll_left(out, lo, size)
     end = lo + size
-    up = jnp.where(end > top, 0.0, _grid._upper_tail_bound(count, ts, logm, end))
-    down = jnp.where(lo > 0, _grid._lower_tail_bound(count, ts, logm, lo - 1.0), 0.0)
+    c = count[..., None]  # against the Chernoff orders
+    up = jnp.where(end > top, 0.0, _grid._upper_tail_bound(c, ts, logm, end))
+    down = jnp.where(lo > 0, _grid._lower_tail_bound(c, ts, logm, lo - 1.0), 0.0)
     out, roundoff = _grid._clip_roundoff(out, pmf.roundoff)
     inf = -jnp.expm1(count * jnp.log1p(-jnp.minimum(pmf.inf_mass, 1.0)))
     if pessimistic:

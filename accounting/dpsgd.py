@@ -1,0 +1,604 @@
+"""Privacy of DP-SGD: ε of Poisson-subsampled noisy-gradient training, calibration, a per-step odometer.
+
+One DP-SGD step clips every example's gradient to norm C, sums the examples of a
+Poisson batch (each example in with probability q, independently) and adds noise of
+scale C·z (z = ``noise_multiplier``). Adding or removing one example moves the clipped
+sum by at most C, so the step is the mechanism ``step_mechanism(z)`` run on a query of
+sensitivity 1 with Poisson rate q (the scale cancels), and T steps are its T-fold
+composition (add/remove neighbours; both directions kept, the max reported).
+
+* **Gaussian** noise (default): the Gaussian mechanism in any dimension has the privacy
+  of the one-dimensional pair N(0, z²) vs N(1, z²) (rotation invariance), so
+  ``accounting.pld(dpjax.Gaussian(z), sampling_prob=q)`` composed T times is the exact,
+  pessimistic PLD of DP-SGD.
+* **Laplace** noise with L1 clipping: each step is pure (1/z)-DP in any dimension, and every
+  pure ε₀-DP pair is dominated by binary randomized response at ε₀ (Kairouz, Oh, Viswanath
+  2015, Thm. 2.1 / the optimal composition theorem), so the PLD of
+  ``dpjax.RandomizedResponse(1/z, 2)`` subsampled and composed is a sound bound. It is not
+  tight: the one-dimensional Laplace pair, a lower bound on the truth, is 8-20 % below it
+  at q = 0.01, T = 1000 (docs/dpsgd.md).
+* **Discrete Gaussian** on a grid: the exact worst case of a d-dimensional discrete
+  Gaussian over an L2 ball has no known closed form, so this is a Rényi-DP bound:
+  D_α ≤ α‖v‖²/(2σ²) for integer shifts v (Canonne, Kamath, Steinke 2020: the theta-function
+  sum Σ_y e^{−(y−(1−α)v)²/2σ²} is largest at an integer centre, coordinate by coordinate),
+  Poisson subsampling by the general bound of Zhu & Wang (ICML 2019, Thm. 5) at integer
+  orders, then Proposition 12 of Canonne et al. (:func:`accounting.rdp_to_epsilon`).
+
+:func:`dpsgd_epsilon` / :func:`dpsgd_delta` are batched over settings (arrays of z, q, T
+broadcast together) and differentiable in z and q (``jax.grad``, outside ``jit``). The
+calibrators solve for one parameter with a handful of PLD evaluations on one compiled
+program (a plan built once for the bracket). :class:`DpsgdAccountant` is the odometer a
+training loop updates per step (an :class:`accounting.Accountant` underneath).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting._numerics import concrete, x64, x64_vjp
+from accounting._pld import DEFAULT_DISCRETIZATION, make_plan, pld
+from accounting.accountant import Accountant, _bits, composition_sizes, self_compose_by_count
+from accounting.rdp import rdp_to_delta, rdp_to_epsilon
+from dpjax.kernels import DiscreteGaussian, Gaussian, Laplace
+from dpjax.randomized_response import RandomizedResponse
+from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
+
+__all__ = [
+    "noise_kind",
+    "step_mechanism",
+    "dpsgd_epsilon",
+    "dpsgd_delta",
+    "calibrate_noise_multiplier",
+    "calibrate_batch_size",
+    "calibrate_num_steps",
+    "DpsgdAccountant",
+    "RDP_ORDERS",
+]
+
+#: integer Rényi orders of the discrete-Gaussian bound (Zhu & Wang's Thm. 5 needs integers)
+RDP_ORDERS = np.concatenate([np.arange(2, 65), np.arange(72, 257, 8), [320, 384, 512]]).astype(float)
+
+_KINDS = {Gaussian: "gaussian", Laplace: "laplace", DiscreteGaussian: "discrete_gaussian"}
+
+
+def noise_kind(mechanism) -> str:
+    """``"gaussian"``, ``"laplace"`` or ``"discrete_gaussian"`` for ``mechanism`` (``None`` or one
+    of the classes ``dpjax.Gaussian``, ``dpjax.Laplace``, ``dpjax.DiscreteGaussian``)."""
+    if mechanism is None:
+        return "gaussian"
+    if isinstance(mechanism, type) and mechanism in _KINDS:
+        return _KINDS[mechanism]
+    raise ValueError(
+        "mechanism must be None, dpjax.Gaussian, dpjax.Laplace or dpjax.DiscreteGaussian (the class: its scale "
+        f"is clip·noise_multiplier), got {mechanism!r}")
+
+
+def step_mechanism(noise_multiplier, mechanism=None):
+    """The mechanism whose PLD at sensitivity 1 dominates one (unsampled) DP-SGD step:
+    ``Gaussian(z)`` (exact), ``RandomizedResponse(1/z, 2)`` for Laplace noise (pure-DP dominating
+    pair). The discrete Gaussian has none (it is accounted by RDP) and raises."""
+    kind = noise_kind(mechanism)
+    if kind == "gaussian":
+        return Gaussian(sigma=noise_multiplier)
+    if kind == "laplace":
+        return RandomizedResponse(epsilon=1.0 / jnp.asarray(noise_multiplier), num_categories=2)
+    raise ValueError("mechanism: the discrete Gaussian is accounted by Rényi DP, it has no PLD step mechanism")
+
+
+# ----------------------------------------------------------------------------------
+# Rényi bounds: the discrete Gaussian's accountant, and brackets for the calibrators
+# ----------------------------------------------------------------------------------
+_gammaln = np.vectorize(math.lgamma)
+_A = RDP_ORDERS[:, None]
+_K = np.arange(int(RDP_ORDERS.max()) + 1, dtype=float)[None, :]
+with np.errstate(invalid="ignore"):
+    #: log C(α, k) for every order α (rows) and k = 0..max α (columns); -inf where k > α
+    _LOG_BINOM = np.where(_K <= _A, _gammaln(_A + 1.0) - _gammaln(_K + 1.0) - _gammaln(np.maximum(_A - _K, 0) + 1.0),
+                          -np.inf)
+
+
+def _log1m(q):
+    return jnp.log1p(-jnp.minimum(q, 1.0 - 1e-16))
+
+
+def subsampled_rdp(base_rdp, sampling_prob):
+    """Zhu & Wang (ICML 2019) Thm. 5: an RDP bound at the integer :data:`RDP_ORDERS` of a mechanism
+    with RDP ``base_rdp(l)`` run on a Poisson sample of rate q; min'd with the base RDP.
+
+    ε_q(α) ≤ log[(1−q)^{α−1}(αq − q + 1) + C(α,2) q² (1−q)^{α−2} e^{ε(2)}
+    + 3 Σ_{l=3}^{α} C(α,l) (1−q)^{α−l} q^l e^{(l−1)ε(l)}] / (α−1).
+    ``base_rdp`` maps orders (an array broadcasting against ``sampling_prob``'s shape + (1, 1)) to RDP values.
+    """
+    q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
+    a, l = jnp.asarray(_A), jnp.asarray(_K)
+    lsafe = jnp.maximum(l, 2.0)
+    terms = (jnp.asarray(_LOG_BINOM) + (a - l) * _log1m(q) + l * jnp.log(q) + (lsafe - 1.0) * base_rdp(lsafe)
+             + jnp.where(l >= 3, math.log(3.0), 0.0))
+    terms = jnp.where(l >= 2, terms, -jnp.inf)
+    first = (a - 1.0) * _log1m(q) + jnp.log1p((a - 1.0) * q)
+    total = jax.nn.logsumexp(jnp.concatenate([first, terms], -1), axis=-1)
+    base = base_rdp(a)[..., 0]
+    return jnp.where(q[..., 0] >= 1.0, base, jnp.minimum(total / (a[..., 0] - 1.0), base))
+
+
+def _gaussian_rdp(z):
+    z = jnp.asarray(z, jnp.float64)[..., None, None]
+    return lambda a: a / (2.0 * z * z)
+
+
+def _laplace_rdp(z):
+    """Mironov (2017): D_α of Laplace laws 1/b apart, b = z (the one-dimensional pair: a start only)."""
+    r = 1.0 / jnp.asarray(z, jnp.float64)[..., None, None]
+    return lambda a: jnp.logaddexp(jnp.log(a / (2 * a - 1)) + (a - 1) * r,
+                                   jnp.log((a - 1) / (2 * a - 1)) - a * r) / (a - 1)
+
+
+def _sampled_gaussian_rdp(z, q):
+    """RDP of the Poisson-subsampled Gaussian at the integer :data:`RDP_ORDERS`, exactly (Mironov,
+    Talwar, Zhang 2019, Sec. 3.3: A_α = Σ_k C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/2z²}; the add direction
+    is smaller, their Thm. 5)."""
+    z = jnp.asarray(z, jnp.float64)[..., None, None]
+    q = jnp.asarray(q, jnp.float64)[..., None, None]
+    a, k = jnp.asarray(_A), jnp.asarray(_K)
+    t = jnp.asarray(_LOG_BINOM) + (a - k) * _log1m(q) + k * jnp.log(q) + (k * k - k) / (2.0 * z * z)
+    t = jnp.where((q >= 1.0) & (k < a), -jnp.inf, t)
+    return jax.nn.logsumexp(t, axis=-1) / (a[..., 0] - 1.0)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _rdp_curve(kind, z, q):
+    """Per-step RDP bound at :data:`RDP_ORDERS` (the DG's accountant; a bracket for the others)."""
+    if kind == "gaussian":
+        return _sampled_gaussian_rdp(z, q)
+    base = _laplace_rdp(z) if kind == "laplace" else _gaussian_rdp(z)
+    return subsampled_rdp(base, q)
+
+
+# ----------------------------------------------------------------------------------
+# exact PLD evaluation on a fixed plan
+# ----------------------------------------------------------------------------------
+def _ladder_floor(z: float) -> float:
+    """The quarter-octave rung at or below z: plans are shared by every z above their rung."""
+    return 2.0 ** (math.floor(4.0 * math.log2(z) + 1e-9) / 4.0)
+
+
+class _PldEvaluator:
+    """ε (or δ) of T-fold DP-SGD for noise multipliers ≥ ``z_min``, Poisson rate ``q`` and counts
+    ≤ ``max_steps``, on one plan and one FFT length: every call re-runs the same compiled code.
+
+    The plan (single-step loss grid) is built for the rung at or below ``z_min``; a larger z has a
+    narrower loss range, inside it (mass outside a grid would go to +∞: sound either way). The FFT
+    length holds the widest composition window, that of the smallest z and the largest count.
+    """
+
+    def __init__(self, kind, z_min, q, max_steps, step):
+        self.kind, self.q, self.step = kind, float(q), step
+        self.z_plan = _ladder_floor(float(z_min))
+        self.plan = make_plan(step_mechanism(self.z_plan, _CLASS[kind]), sampling_prob=self.q,
+                              value_discretization_interval=step)
+        widest = pld(step_mechanism(self.z_plan, _CLASS[kind]), sampling_prob=self.q, plan=self.plan)
+        self.max_steps = int(max_steps)
+        self.sizes = composition_sizes(widest, self.max_steps) if self.max_steps > 1 else None
+        self.bits = _bits(self.max_steps)
+
+    def covers(self, kind, z_min, q, max_steps, step):
+        return (kind == self.kind and float(q) == self.q and step == self.step and z_min >= self.z_plan
+                and max_steps <= self.max_steps and _bits(max_steps) == self.bits)
+
+    def composed(self, z, steps, q=None):
+        """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (default: the plan's)."""
+        mech = step_mechanism(z, _CLASS[self.kind])
+        p = pld(mech, sampling_prob=self.q if q is None else q, plan=self.plan)
+        if self.sizes is None:
+            return p
+        return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
+
+    def epsilon(self, z, steps, delta, q=None):
+        c = self.composed(z, steps, q)
+        e = c.get_epsilon_for_delta(jnp.asarray(delta, jnp.float64).reshape(-1))
+        return jnp.diagonal(e) if e.ndim == 2 else e[..., 0]
+
+    def delta(self, z, steps, epsilon, q=None):
+        c = self.composed(z, steps, q)
+        d = c.get_delta_for_epsilon(jnp.asarray(epsilon, jnp.float64).reshape(-1))
+        return jnp.diagonal(d) if d.ndim == 2 else d[..., 0]
+
+
+_CLASS = {"gaussian": Gaussian, "laplace": Laplace, "discrete_gaussian": DiscreteGaussian}
+_EVALUATORS: list = []  # a few recent evaluators (compiled programs are shared through them)
+
+
+def _evaluator(kind, z_min, q, max_steps, step):
+    for ev in _EVALUATORS:
+        if ev.covers(kind, z_min, q, max_steps, step):
+            return ev
+    # grow the count range geometrically so a sweep over steps reuses one program
+    ev = _PldEvaluator(kind, z_min, q, max(int(max_steps), 1), step)
+    _EVALUATORS.insert(0, ev)
+    del _EVALUATORS[8:]
+    return ev
+
+
+def _chunk(size) -> int:
+    """Members per compiled call: bounded memory (a few complex arrays of the FFT length each)."""
+    return int(max(1, min(16, (1 << 21) // max(int(size or 1), 1))))
+
+
+def _validate_setting(noise_multiplier, sampling_prob, steps):
+    check_positive("noise_multiplier", noise_multiplier)
+    check_probability("sampling_prob", sampling_prob)
+    st = np.asarray(steps)
+    if is_traced(steps) or not np.issubdtype(st.dtype, np.integer) and not np.all(np.round(st) == st):
+        raise ValueError(f"steps must be concrete positive integers, got {steps!r}")
+    if np.any(st < 1):
+        raise ValueError(f"steps must be integers >= 1, got {steps!r}")
+
+
+def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, value_discretization_interval):
+    kind = noise_kind(mechanism)
+    _validate_setting(noise_multiplier, sampling_prob, steps)
+    check_positive("value_discretization_interval", value_discretization_interval)
+    z = jnp.asarray(noise_multiplier, jnp.float64)
+    q = jnp.asarray(sampling_prob, jnp.float64)
+    a = jnp.asarray(arg, jnp.float64)
+    shape = jnp.broadcast_shapes(z.shape, q.shape, np.shape(steps), a.shape)
+    z, q, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, q, a))
+    st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
+    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
+    core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
+    return x64_vjp(core)(z, q, a).reshape(shape)
+
+
+def _query_flat(kind_query, kind, st, value_discretization_interval, z, q, a):
+    if kind == "discrete_gaussian":
+        rdp = _rdp_curve(kind, z, q) * jnp.asarray(st, jnp.float64)[:, None]
+        fn = rdp_to_epsilon if kind_query == "epsilon" else rdp_to_delta
+        return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
+    zc = np.asarray(concrete(z), float)
+    qc = np.asarray(concrete(q), float)
+    out = [None] * zc.size
+    for qv in np.unique(qc):
+        idx = np.nonzero(qc == qv)[0]
+        ev = _evaluator(kind, zc[idx].min(), qv, int(st[idx].max()), value_discretization_interval)
+        # a traced rate (jax.grad in q) goes one member at a time: the build takes one scalar rate
+        n = 1 if is_traced(q) else _chunk(None if ev.sizes is None else ev.sizes[0])
+        for s in range(0, idx.size, n):
+            part = idx[s:s + n]
+            pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
+            ix = jnp.asarray(pad)
+            call = ev.epsilon if kind_query == "epsilon" else ev.delta
+            res = call(z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], q[pad[0]])
+            for j, i in enumerate(part):
+                out[i] = res[j]
+    return jnp.stack(out)
+
+
+@x64
+def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None,
+                  value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
+    clip·``noise_multiplier`` (add/remove neighbours, both directions).
+
+    Arrays broadcast together (a batch of settings; ``steps`` concrete integers); float64 result
+    of the broadcast shape. Gaussian noise: the exact pessimistic PLD (never below the truth);
+    Laplace: the randomized-response dominating pair; discrete Gaussian: an RDP bound (module
+    docstring). Differentiable in ``noise_multiplier`` and ``sampling_prob`` under ``jax.grad``
+    (not inside ``jit``: grid sizes are planned from concrete values).
+    """
+    check_probability("delta", delta, high_open=True)
+    return _query("epsilon", noise_multiplier, sampling_prob, steps, delta, mechanism, value_discretization_interval)
+
+
+@x64
+def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None,
+                value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
+    check_real("epsilon", epsilon)
+    return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)
+
+
+# ----------------------------------------------------------------------------------
+# calibration
+# ----------------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnums=0)
+def _rdp_epsilon_jit(kind, z, q, steps, delta):
+    return rdp_to_epsilon(RDP_ORDERS, _rdp_curve(kind, z, q) * steps, delta)
+
+
+def _rdp_epsilon(kind, z, q, steps, delta):
+    return float(_rdp_epsilon_jit(kind, jnp.asarray(z, jnp.float64), jnp.asarray(q, jnp.float64),
+                                  jnp.asarray(steps, jnp.float64), jnp.asarray(delta, jnp.float64)))
+
+
+def _bisect_log(fn, lo, hi, target, iters=60):
+    """Root of the decreasing fn(x) = target in [lo, hi] (log-space bisection); returns the end
+    with fn ≤ target."""
+    for _ in range(iters):
+        mid = math.sqrt(lo * hi)
+        if fn(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo - 1.0 < 1e-7:
+            break
+    return hi
+
+
+def _rdp_noise_multiplier(kind, target, delta, q, steps):
+    """z at which the RDP bound reaches the target: ε(z) ≤ target there (RDP ≥ the truth)."""
+    lo, hi = 1e-2, 1.0
+    while _rdp_epsilon(kind, hi, q, steps, delta) > target:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e6:
+            raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier > 1e6)")
+    while lo > 1e-4 and _rdp_epsilon(kind, lo, q, steps, delta) <= target:
+        hi, lo = lo, lo / 2.0
+    return _bisect_log(lambda z: _rdp_epsilon(kind, z, q, steps, delta), lo, hi, target)
+
+
+def _solve_noise(kind, target, delta, q, steps, rtol, step):
+    """Secant (Illinois-safeguarded) on log ε vs log z with exact PLD evaluations."""
+    z_hi = _rdp_noise_multiplier(kind, target, delta, q, steps)  # feasible: RDP is an upper bound
+    if kind == "discrete_gaussian":
+        return z_hi
+    guess = z_hi * 0.93
+    ev = _evaluator(kind, guess * 0.9, q, steps, step)
+
+    def f(zv):
+        return float(ev.epsilon(jnp.asarray([zv]), jnp.asarray([float(steps)]), jnp.asarray([delta]))[0])
+
+    pts = {}
+    e_hi = f(z_hi)
+    pts[z_hi] = e_hi
+    lo, e_lo = None, None  # infeasible side (ε > target)
+    hi, eh = z_hi, e_hi
+    z = guess
+    for _ in range(40):
+        if z < ev.z_plan:  # below the plan's rung: a plan for the new bracket
+            ev = _evaluator(kind, z * 0.8, q, steps, step)
+        e = f(z)
+        if e <= target:
+            if z < hi:
+                hi, eh = z, e
+        elif lo is None or z > lo:
+            lo, e_lo = z, e
+        if target * (1.0 - rtol) <= eh <= target:
+            return hi
+        if lo is None:  # no infeasible point yet: step down along the local slope
+            z = hi * (target / eh) ** 1.2 * 0.999
+            continue
+        # secant in log-log between the bracket ends, aiming a little inside the feasible side
+        aim = math.log(target * (1.0 - rtol / 4.0))
+        x0, y0, x1, y1 = math.log(lo), math.log(e_lo), math.log(hi), math.log(eh)
+        x = x1 + (aim - y1) * (x1 - x0) / (y1 - y0) if y1 != y0 else 0.5 * (x0 + x1)
+        if not (x0 < x < x1):
+            x = 0.5 * (x0 + x1)
+        z = math.exp(x)
+    raise RuntimeError("calibrate_noise_multiplier did not converge")  # pragma: no cover
+
+
+def _scalar_loop(fn, *arrays):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    flat = [np.broadcast_to(np.asarray(a), shape).reshape(-1) for a in arrays]
+    out = np.asarray([fn(*(x[i] for x in flat)) for i in range(int(np.prod(shape, dtype=int)))])
+    return out.reshape(shape) if shape else out.reshape(())[()]
+
+
+@x64
+def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, mechanism=None, rtol=1e-3,
+                               value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """The noise multiplier z whose ε after ``steps`` steps at rate ``sampling_prob`` lies in
+    [target·(1 − rtol), target] (:func:`dpsgd_epsilon`, from above: never over the target).
+
+    A few exact PLD evaluations: the Rényi bound gives a feasible z (RDP is never below the
+    PLD), then a safeguarded secant on log ε vs log z, every evaluation on one plan and FFT
+    length (one compiled program). Arrays broadcast (one solve per setting). For the discrete
+    Gaussian the Rényi bound is the accountant, solved to 1e-7.
+    """
+    kind = noise_kind(mechanism)
+    check_positive("target_epsilon", target_epsilon)
+    check_probability("delta", delta, high_open=True)
+    _validate_setting(1.0, sampling_prob, steps)
+    check_probability("rtol", rtol, high_open=True)
+
+    def one(t, d, q, s):
+        return _solve_noise(kind, float(t), float(d), float(q), int(s), float(rtol), value_discretization_interval)
+
+    return _scalar_loop(one, target_epsilon, delta, sampling_prob, steps)
+
+
+def _largest_int(feasible_batch, lo, hi):
+    """Largest integer n in [lo, hi) with feasible(n) (monotone: true then false), given
+    feasible(lo); ``feasible_batch`` answers many candidates in one call."""
+    while hi - lo > 1:
+        cand = np.unique(np.round(np.geomspace(lo, hi, 18)[1:-1]).astype(np.int64))
+        cand = cand[(cand > lo) & (cand < hi)]
+        if cand.size == 0:
+            cand = np.asarray([(lo + hi) // 2])
+        ok = np.asarray(feasible_batch(cand))
+        good = cand[ok]
+        bad = cand[~ok]
+        lo = int(good.max()) if good.size else lo
+        hi = int(bad.min()) if bad.size else hi
+    return lo
+
+
+@x64
+def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, *, mechanism=None,
+                        max_steps=10**7, value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """The largest number of steps whose ε at ``delta`` stays ≤ ``target_epsilon`` (0 if even one
+    step exceeds it). Candidate counts are evaluated many at a time (the count is a traced
+    argument of one compiled composition). Arrays broadcast."""
+    kind = noise_kind(mechanism)
+    check_positive("target_epsilon", target_epsilon)
+    check_probability("delta", delta, high_open=True)
+    _validate_setting(noise_multiplier, sampling_prob, 1)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
+
+    def one(t, d, z, q):
+        t, d, z, q = float(t), float(d), float(z), float(q)
+        if kind == "discrete_gaussian":
+            rdp = _rdp_curve(kind, jnp.asarray(z), jnp.asarray(q))
+
+            def feasible(c):
+                return np.asarray(rdp_to_epsilon(RDP_ORDERS, rdp * jnp.asarray(c, jnp.float64)[:, None], d)) <= t
+        else:
+            def feasible(c):
+                ev = _evaluator(kind, z, q, int(np.max(c)), value_discretization_interval)
+                zz = jnp.full((len(c),), z)
+                return np.asarray(ev.epsilon(zz, jnp.asarray(c, jnp.float64), jnp.full((len(c),), d))) <= t
+        if not feasible(np.asarray([1]))[0]:
+            return 0
+        # the Rényi bound's count is feasible (RDP ≥ the truth): start there, double to an infeasible count
+        lo = 1
+        if kind != "discrete_gaussian":
+            rdp1 = _rdp_curve(kind, jnp.asarray(z), jnp.asarray(q))
+            lo = max(1, _largest_int(lambda c: np.asarray(
+                rdp_to_epsilon(RDP_ORDERS, rdp1 * jnp.asarray(c, jnp.float64)[:, None], d)) <= t, 1, max_steps + 1))
+        hi = min(2 * lo, max_steps + 1)
+        while hi <= max_steps and feasible(np.asarray([hi]))[0]:
+            lo, hi = hi, min(2 * hi, max_steps + 1)
+        return _largest_int(feasible, lo, hi)
+
+    return _scalar_loop(one, target_epsilon, delta, noise_multiplier, sampling_prob)
+
+
+@x64
+def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_examples, *, mechanism=None,
+                         value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
+    steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it). Candidate rates are evaluated on
+    the plan of the largest one (one compiled program). Arrays broadcast."""
+    kind = noise_kind(mechanism)
+    check_positive("target_epsilon", target_epsilon)
+    check_probability("delta", delta, high_open=True)
+    _validate_setting(noise_multiplier, 1.0, steps)
+
+    def one(t, d, z, s, n):
+        t, d, z, s, n = float(t), float(d), float(z), int(s), check_int("num_examples", int(n), minimum=1)
+
+        def eps_rdp(b):
+            return np.asarray([_rdp_epsilon(kind, z, bb / n, s, d) for bb in np.atleast_1d(b)])
+
+        if kind == "discrete_gaussian":
+            def feasible(b):
+                return eps_rdp(b) <= t
+        else:
+            def feasible(b):
+                # one plan (the largest rate's: smaller rates have narrower loss ranges), one rate per call
+                b = np.asarray(b)
+                ev = _evaluator(kind, z, float(b.max()) / n, s, value_discretization_interval)
+                one_z, one_s, one_d = jnp.asarray([z]), jnp.asarray([float(s)]), jnp.asarray([d])
+                return np.asarray([float(ev.epsilon(one_z, one_s, one_d, bb / n)[0]) for bb in b]) <= t
+        if not feasible(np.asarray([1]))[0]:
+            return 0
+        # the Rényi bound's batch size is feasible; double to an infeasible one
+        lo = 1 if kind == "discrete_gaussian" else max(1, _largest_int(lambda b: eps_rdp(b) <= t, 1, n + 1))
+        hi = min(2 * lo, n + 1)
+        while hi <= n and feasible(np.asarray([hi]))[0]:
+            lo, hi = hi, min(2 * hi, n + 1)
+        return _largest_int(feasible, lo, hi)
+
+    return _scalar_loop(one, target_epsilon, delta, noise_multiplier, steps, num_examples)
+
+
+# ----------------------------------------------------------------------------------
+# the per-step odometer
+# ----------------------------------------------------------------------------------
+class DpsgdAccountant:
+    """The privacy odometer of a DP-SGD training loop: call :meth:`step` once per noisy update.
+
+    >>> acc = DpsgdAccountant(noise_multiplier=1.1, sampling_prob=256 / 60000, delta=1e-5, epsilon_budget=3.0)
+    >>> for t in range(steps):
+    ...     eps = acc.step()        # ValueError (nothing recorded) once the budget would be exceeded
+
+    Gaussian and Laplace noise go through :class:`accounting.Accountant` (exact composition by
+    count: milliseconds per step); a step with another noise multiplier or rate (a schedule)
+    is recorded as its own kind and composed exactly. The discrete Gaussian adds its per-step
+    Rényi bound. ``steps`` counts noisy updates (logical batches), not micro-batches.
+    """
+
+    def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
+                 value_discretization_interval=DEFAULT_DISCRETIZATION):
+        self.kind = noise_kind(mechanism)
+        self._mechanism = mechanism
+        _validate_setting(noise_multiplier, sampling_prob, 1)
+        check_probability("delta", delta, high_open=True)
+        if epsilon_budget is not None:
+            check_positive("epsilon_budget", epsilon_budget, allow_inf=True)
+        self.noise_multiplier = float(noise_multiplier)
+        self.sampling_prob = float(sampling_prob)
+        self.delta = float(delta)
+        self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
+        self.steps = 0
+        if self.kind == "discrete_gaussian":
+            self._rdp = {}  # (z, q) -> count
+        else:
+            self._acc = Accountant(epsilon_budget=epsilon_budget, delta=delta,
+                                   value_discretization_interval=value_discretization_interval)
+
+    def _rdp_eps(self, counts, delta):
+        with jax.enable_x64(True):
+            total = sum(_rdp_curve(self.kind, jnp.asarray(z), jnp.asarray(q)) * c for (z, q), c in counts.items())
+            return float(rdp_to_epsilon(RDP_ORDERS, total, delta))
+
+    def step(self, count=1, *, noise_multiplier=None, sampling_prob=None) -> float:
+        """Record ``count`` steps (at this noise multiplier / rate unless overridden); returns ε spent
+        at ``delta``. Raises ``ValueError`` and records nothing if the budget would be exceeded."""
+        count = check_int("count", count, minimum=1)
+        z = self.noise_multiplier if noise_multiplier is None else float(check_positive("noise_multiplier",
+                                                                                       noise_multiplier))
+        q = self.sampling_prob if sampling_prob is None else float(check_probability("sampling_prob",
+                                                                                     sampling_prob))
+        if self.kind != "discrete_gaussian":
+            with jax.enable_x64(True):
+                mech = step_mechanism(jnp.asarray(z, jnp.float64), self._mechanism)
+            eps = self._acc.record(mech, sampling_prob=q, count=count)
+        else:
+            counts = dict(self._rdp)
+            counts[(z, q)] = counts.get((z, q), 0) + count
+            eps = self._rdp_eps(counts, self.delta)
+            if self.epsilon_budget is not None and eps > self.epsilon_budget:
+                raise ValueError(f"epsilon_budget: this step would bring ε to {eps:.6g} > budget "
+                                 f"{self.epsilon_budget:.6g} (δ={self.delta:g}); it was refused and nothing was recorded")
+            self._rdp = counts
+        self.steps += count
+        return eps
+
+    def epsilon(self, delta=None) -> float:
+        """ε spent so far at ``delta`` (default: the accountant's δ)."""
+        d = self.delta if delta is None else float(check_probability("delta", delta, high_open=True))
+        if self.steps == 0:
+            return 0.0
+        if self.kind == "discrete_gaussian":
+            return self._rdp_eps(self._rdp, d)
+        return self._acc.spent_epsilon(d)
+
+    def remaining_steps(self) -> int | None:
+        """Steps at the current noise multiplier and rate left within the budget (None without one)."""
+        if self.epsilon_budget is None:
+            return None
+        lo, hi = 0, 1
+        while self._would_fit(hi):
+            lo, hi = hi, hi * 2
+            if hi > 10**7:
+                return lo
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self._would_fit(mid) else (lo, mid)
+        return lo
+
+    def _would_fit(self, count) -> bool:
+        if self.kind == "discrete_gaussian":
+            counts = dict(self._rdp)
+            key = (self.noise_multiplier, self.sampling_prob)
+            counts[key] = counts.get(key, 0) + count
+            return self._rdp_eps(counts, self.delta) <= self.epsilon_budget
+        with jax.enable_x64(True):
+            mech = step_mechanism(jnp.asarray(self.noise_multiplier, jnp.float64), self._mechanism)
+        return not self._acc.would_exceed(mech, sampling_prob=self.sampling_prob, count=count)
