@@ -7,7 +7,7 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 :mod:`optimize`.
 """
 
-from dpjax import random, validation
+from dpjax import random, subsampling, validation
 from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
@@ -16,6 +16,7 @@ from dpjax.mechanism import AdditiveMechanism, Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release
+from dpjax.subsampling import PoissonSampler, poisson_mask
 
 __version__ = "0.1.0"
 
@@ -33,7 +34,10 @@ __all__ = [
     "FixedInterval",
     "BoostedRandomizedResponse",
     "release",
+    "PoissonSampler",
+    "poisson_mask",
     "random",
+    "subsampling",
     "validation",
     "pytree_dataclass",
     "static_field",

@@ -12,11 +12,14 @@
 * :func:`scale_by_bracket` — the optax transformation used by the gradient method.
 * :func:`base_sigma` — the scale of the plain kernel that meets the utility constraint alone.
 
+* :func:`private_aggregate`, :func:`dpsgd` — the DP-SGD noise plug-in for optax (:mod:`optimize.dpsgd`).
+
 Imports dpjax and accounting; nothing imports optimize.
 """
 
 from optimize._api import exact_delta, exact_epsilon, exact_renyi
 from optimize._search import scale_by_bracket
+from optimize.dpsgd import clip_per_example, dpsgd, on_noisy_steps, private_aggregate
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
 
 __all__ = [
@@ -27,4 +30,8 @@ __all__ = [
     "exact_delta",
     "exact_renyi",
     "scale_by_bracket",
+    "private_aggregate",
+    "dpsgd",
+    "on_noisy_steps",
+    "clip_per_example",
 ]
