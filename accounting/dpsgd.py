@@ -163,64 +163,60 @@ def _rdp_curve(kind, z, q):
 # exact PLD evaluation on a fixed plan
 # ----------------------------------------------------------------------------------
 def _ladder_floor(z: float) -> float:
-    """The quarter-octave rung at or below z: plans are shared by every z above their rung."""
+    """The quarter-octave rung at or below z: the plan of every z on that rung."""
     return 2.0 ** (math.floor(4.0 * math.log2(z) + 1e-9) / 4.0)
 
 
-class _PldEvaluator:
-    """ε (or δ) of T-fold DP-SGD for noise multipliers ≥ ``z_min``, Poisson rate ``q`` and counts
-    ≤ ``max_steps``, on one plan and one FFT length: every call re-runs the same compiled code.
+def _steps_rung(steps: int) -> int:
+    """The power of two at or above ``steps``: the count range of one FFT length."""
+    return 1 << (max(int(steps), 1) - 1).bit_length()
 
-    The plan (single-step loss grid) is built for the rung at or below ``z_min``; a larger z has a
-    narrower loss range, inside it (mass outside a grid would go to +∞: sound either way). The FFT
-    length holds the widest composition window, that of the smallest z and the largest count.
+
+class _PldEvaluator:
+    """ε (or δ) of T-fold DP-SGD for the noise multipliers of one rung [z_plan, 2^{1/4} z_plan),
+    one rate q and counts up to a power of two, on one plan and one FFT length.
+
+    The plan (single-step loss grid) is built for the rung's bottom z_plan: a larger z has a
+    narrower loss range, inside it (mass outside the grid would go to +∞: sound either way).
+    The FFT length holds the widest composition window, that of z_plan at the largest count.
+    Which evaluator answers depends only on the setting (its rung), never on what was asked
+    before, so an answer is reproducible; settings sharing grid shapes share compiled code.
     """
 
-    def __init__(self, kind, z_min, q, max_steps, step):
-        self.kind, self.q, self.step = kind, float(q), step
-        self.z_plan = _ladder_floor(float(z_min))
-        self.plan = make_plan(step_mechanism(self.z_plan, _CLASS[kind]), sampling_prob=self.q,
-                              value_discretization_interval=step)
-        widest = pld(step_mechanism(self.z_plan, _CLASS[kind]), sampling_prob=self.q, plan=self.plan)
-        self.max_steps = int(max_steps)
-        self.sizes = composition_sizes(widest, self.max_steps) if self.max_steps > 1 else None
-        self.bits = _bits(self.max_steps)
+    def __init__(self, kind, z_plan, q, max_steps, step):
+        self.kind, self.q, self.step, self.z_plan, self.max_steps = kind, q, step, z_plan, max_steps
+        mech = step_mechanism(z_plan, _CLASS[kind])
+        self.plan = make_plan(mech, sampling_prob=q, value_discretization_interval=step)
+        widest = pld(mech, sampling_prob=q, plan=self.plan)
+        self.sizes = composition_sizes(widest, max_steps) if max_steps > 1 else None
+        self.bits = _bits(max_steps)
 
-    def covers(self, kind, z_min, q, max_steps, step):
-        return (kind == self.kind and float(q) == self.q and step == self.step and z_min >= self.z_plan
-                and max_steps <= self.max_steps and _bits(max_steps) == self.bits)
-
-    def composed(self, z, steps, q=None):
-        """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (default: the plan's)."""
-        mech = step_mechanism(z, _CLASS[self.kind])
-        p = pld(mech, sampling_prob=self.q if q is None else q, plan=self.plan)
+    def composed(self, z, steps, q):
+        """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
+        p = pld(step_mechanism(z, _CLASS[self.kind]), sampling_prob=q, plan=self.plan)
         if self.sizes is None:
             return p
         return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
 
-    def epsilon(self, z, steps, delta, q=None):
+    def query(self, kind_query, z, steps, arg, q):
         c = self.composed(z, steps, q)
-        e = c.get_epsilon_for_delta(jnp.asarray(delta, jnp.float64).reshape(-1))
-        return jnp.diagonal(e) if e.ndim == 2 else e[..., 0]
-
-    def delta(self, z, steps, epsilon, q=None):
-        c = self.composed(z, steps, q)
-        d = c.get_delta_for_epsilon(jnp.asarray(epsilon, jnp.float64).reshape(-1))
-        return jnp.diagonal(d) if d.ndim == 2 else d[..., 0]
+        arg = jnp.asarray(arg, jnp.float64).reshape(-1)
+        out = c.get_epsilon_for_delta(arg) if kind_query == "epsilon" else c.get_delta_for_epsilon(arg)
+        return jnp.diagonal(out)
 
 
 _CLASS = {"gaussian": Gaussian, "laplace": Laplace, "discrete_gaussian": DiscreteGaussian}
-_EVALUATORS: list = []  # a few recent evaluators (compiled programs are shared through them)
+_EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
 
 
-def _evaluator(kind, z_min, q, max_steps, step):
-    for ev in _EVALUATORS:
-        if ev.covers(kind, z_min, q, max_steps, step):
-            return ev
-    # grow the count range geometrically so a sweep over steps reuses one program
-    ev = _PldEvaluator(kind, z_min, q, max(int(max_steps), 1), step)
-    _EVALUATORS.insert(0, ev)
-    del _EVALUATORS[8:]
+def _evaluator(kind, z, q, steps, step):
+    key = (kind, float(q), _ladder_floor(float(z)), _steps_rung(steps), float(step))
+    ev = _EVALUATORS.pop(key, None)
+    if ev is None:
+        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4])
+    _EVALUATORS[key] = ev  # most recent last
+    while len(_EVALUATORS) > 16:
+        _EVALUATORS.pop(next(iter(_EVALUATORS)))
     return ev
 
 
@@ -250,29 +246,32 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
     z, q, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, q, a))
     st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
     # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
-    core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
+    core = functools.partial(_query_flat, kind_query, kind, st, float(value_discretization_interval))
     return x64_vjp(core)(z, q, a).reshape(shape)
 
 
-def _query_flat(kind_query, kind, st, value_discretization_interval, z, q, a):
+def _query_flat(kind_query, kind, st, step, z, q, a):
     if kind == "discrete_gaussian":
         rdp = _rdp_curve(kind, z, q) * jnp.asarray(st, jnp.float64)[:, None]
         fn = rdp_to_epsilon if kind_query == "epsilon" else rdp_to_delta
         return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
     zc = np.asarray(concrete(z), float)
     qc = np.asarray(concrete(q), float)
+    groups: dict = {}
+    for i in range(zc.size):
+        groups.setdefault((float(qc[i]), _ladder_floor(zc[i]), _steps_rung(st[i])), []).append(i)
     out = [None] * zc.size
-    for qv in np.unique(qc):
-        idx = np.nonzero(qc == qv)[0]
-        ev = _evaluator(kind, zc[idx].min(), qv, int(st[idx].max()), value_discretization_interval)
+    for (qv, _, _), members in groups.items():
+        idx = np.asarray(members)
+        ev = _evaluator(kind, zc[idx[0]], qv, int(st[idx].max()), step)
         # a traced rate (jax.grad in q) goes one member at a time: the build takes one scalar rate
-        n = 1 if is_traced(q) else _chunk(None if ev.sizes is None else ev.sizes[0])
+        n = 1 if is_traced(q) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
+                                       1 << (idx.size - 1).bit_length())
         for s in range(0, idx.size, n):
             part = idx[s:s + n]
             pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
             ix = jnp.asarray(pad)
-            call = ev.epsilon if kind_query == "epsilon" else ev.delta
-            res = call(z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], q[pad[0]])
+            res = ev.query(kind_query, z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], q[pad[0]])
             for j, i in enumerate(part):
                 out[i] = res[j]
     return jnp.stack(out)
@@ -341,26 +340,27 @@ def _rdp_noise_multiplier(kind, target, delta, q, steps):
     return _bisect_log(lambda z: _rdp_epsilon(kind, z, q, steps, delta), lo, hi, target)
 
 
+def _eps(kind, z, q, steps, delta, step):
+    """Exact ε of settings (arrays broadcast), as :func:`dpsgd_epsilon` answers them."""
+    z, q, st, d = np.broadcast_arrays(np.asarray(z, float), np.asarray(q, float), np.asarray(steps, np.int64),
+                                      np.asarray(delta, float))
+    flat = _query_flat("epsilon", kind, st.reshape(-1), step, *(jnp.asarray(x.reshape(-1)) for x in (z, q, d)))
+    return np.asarray(flat).reshape(z.shape)
+
+
 def _solve_noise(kind, target, delta, q, steps, rtol, step):
-    """Secant (Illinois-safeguarded) on log ε vs log z with exact PLD evaluations."""
+    """Safeguarded secant on log ε vs log z with exact PLD evaluations (each on its rung's plan)."""
     z_hi = _rdp_noise_multiplier(kind, target, delta, q, steps)  # feasible: RDP is an upper bound
     if kind == "discrete_gaussian":
         return z_hi
-    guess = z_hi * 0.93
-    ev = _evaluator(kind, guess * 0.9, q, steps, step)
 
     def f(zv):
-        return float(ev.epsilon(jnp.asarray([zv]), jnp.asarray([float(steps)]), jnp.asarray([delta]))[0])
+        return float(_eps(kind, zv, q, steps, delta, step))
 
-    pts = {}
-    e_hi = f(z_hi)
-    pts[z_hi] = e_hi
     lo, e_lo = None, None  # infeasible side (ε > target)
-    hi, eh = z_hi, e_hi
-    z = guess
+    hi, eh = z_hi, f(z_hi)
+    z = z_hi * 0.93  # the PLD's noise is typically 5-10 % below the Rényi bound's
     for _ in range(40):
-        if z < ev.z_plan:  # below the plan's rung: a plan for the new bracket
-            ev = _evaluator(kind, z * 0.8, q, steps, step)
         e = f(z)
         if e <= target:
             if z < hi:
@@ -412,58 +412,58 @@ def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, m
     return _scalar_loop(one, target_epsilon, delta, sampling_prob, steps)
 
 
-def _largest_int(feasible_batch, lo, hi):
+def _largest_int(feasible_batch, lo, hi, width=16):
     """Largest integer n in [lo, hi) with feasible(n) (monotone: true then false), given
-    feasible(lo); ``feasible_batch`` answers many candidates in one call."""
+    feasible(lo); ``feasible_batch`` answers ``width`` candidates per round."""
     while hi - lo > 1:
-        cand = np.unique(np.round(np.geomspace(lo, hi, 18)[1:-1]).astype(np.int64))
+        cand = np.unique(np.round(np.geomspace(lo, hi, width + 2)[1:-1]).astype(np.int64))
         cand = cand[(cand > lo) & (cand < hi)]
         if cand.size == 0:
             cand = np.asarray([(lo + hi) // 2])
         ok = np.asarray(feasible_batch(cand))
-        good = cand[ok]
-        bad = cand[~ok]
+        good, bad = cand[ok], cand[~ok]
         lo = int(good.max()) if good.size else lo
         hi = int(bad.min()) if bad.size else hi
     return lo
+
+
+def _largest_feasible(feasible, start, limit):
+    """Largest integer in [1, limit] with feasible (monotone), from a feasible ``start`` (0 if 1 is not)."""
+    if not feasible(np.asarray([start]))[0]:
+        if start == 1:
+            return 0
+        return _largest_int(feasible, 0, start) if feasible(np.asarray([1]))[0] else 0
+    lo, hi = start, min(2 * start, limit + 1)
+    while hi <= limit and feasible(np.asarray([hi]))[0]:
+        lo, hi = hi, min(2 * hi, limit + 1)
+    return _largest_int(feasible, lo, hi)
 
 
 @x64
 def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, *, mechanism=None,
                         max_steps=10**7, value_discretization_interval=DEFAULT_DISCRETIZATION):
     """The largest number of steps whose ε at ``delta`` stays ≤ ``target_epsilon`` (0 if even one
-    step exceeds it). Candidate counts are evaluated many at a time (the count is a traced
-    argument of one compiled composition). Arrays broadcast."""
+    step exceeds it), as :func:`dpsgd_epsilon` answers. The search starts at the Rényi bound's
+    count (feasible: RDP is never below the PLD) and evaluates 16 candidate counts per round on
+    one compiled program (the count is a traced argument). Arrays broadcast."""
     kind = noise_kind(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, sampling_prob, 1)
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    step = float(value_discretization_interval)
 
     def one(t, d, z, q):
         t, d, z, q = float(t), float(d), float(z), float(q)
-        if kind == "discrete_gaussian":
-            rdp = _rdp_curve(kind, jnp.asarray(z), jnp.asarray(q))
+        rdp = _rdp_curve(kind, jnp.asarray(z), jnp.asarray(q))
 
-            def feasible(c):
-                return np.asarray(rdp_to_epsilon(RDP_ORDERS, rdp * jnp.asarray(c, jnp.float64)[:, None], d)) <= t
-        else:
-            def feasible(c):
-                ev = _evaluator(kind, z, q, int(np.max(c)), value_discretization_interval)
-                zz = jnp.full((len(c),), z)
-                return np.asarray(ev.epsilon(zz, jnp.asarray(c, jnp.float64), jnp.full((len(c),), d))) <= t
-        if not feasible(np.asarray([1]))[0]:
-            return 0
-        # the Rényi bound's count is feasible (RDP ≥ the truth): start there, double to an infeasible count
-        lo = 1
-        if kind != "discrete_gaussian":
-            rdp1 = _rdp_curve(kind, jnp.asarray(z), jnp.asarray(q))
-            lo = max(1, _largest_int(lambda c: np.asarray(
-                rdp_to_epsilon(RDP_ORDERS, rdp1 * jnp.asarray(c, jnp.float64)[:, None], d)) <= t, 1, max_steps + 1))
-        hi = min(2 * lo, max_steps + 1)
-        while hi <= max_steps and feasible(np.asarray([hi]))[0]:
-            lo, hi = hi, min(2 * hi, max_steps + 1)
-        return _largest_int(feasible, lo, hi)
+        def rdp_ok(c):
+            return np.asarray(rdp_to_epsilon(RDP_ORDERS, rdp * jnp.asarray(c, jnp.float64)[:, None], d)) <= t
+
+        start = max(1, _largest_int(rdp_ok, 1, max_steps + 1)) if rdp_ok(np.asarray([1]))[0] else 1
+        if kind == "discrete_gaussian":
+            return start if rdp_ok(np.asarray([start]))[0] else 0
+        return _largest_feasible(lambda c: _eps(kind, z, q, c, d, step) <= t, start, max_steps)
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, sampling_prob)
 
@@ -472,37 +472,25 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
 def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_examples, *, mechanism=None,
                          value_discretization_interval=DEFAULT_DISCRETIZATION):
     """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
-    steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it). Candidate rates are evaluated on
-    the plan of the largest one (one compiled program). Arrays broadcast."""
+    steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it), as :func:`dpsgd_epsilon`
+    answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast."""
     kind = noise_kind(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, 1.0, steps)
+    step = float(value_discretization_interval)
 
     def one(t, d, z, s, n):
-        t, d, z, s, n = float(t), float(d), float(z), int(s), check_int("num_examples", int(n), minimum=1)
+        t, d, z, s = float(t), float(d), float(z), int(s)
+        n = check_int("num_examples", int(n), minimum=1)
 
-        def eps_rdp(b):
-            return np.asarray([_rdp_epsilon(kind, z, bb / n, s, d) for bb in np.atleast_1d(b)])
+        def rdp_ok(b):
+            return np.asarray([_rdp_epsilon(kind, z, bb / n, s, d) <= t for bb in np.atleast_1d(b)])
 
+        start = max(1, _largest_int(rdp_ok, 1, n + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind == "discrete_gaussian":
-            def feasible(b):
-                return eps_rdp(b) <= t
-        else:
-            def feasible(b):
-                # one plan (the largest rate's: smaller rates have narrower loss ranges), one rate per call
-                b = np.asarray(b)
-                ev = _evaluator(kind, z, float(b.max()) / n, s, value_discretization_interval)
-                one_z, one_s, one_d = jnp.asarray([z]), jnp.asarray([float(s)]), jnp.asarray([d])
-                return np.asarray([float(ev.epsilon(one_z, one_s, one_d, bb / n)[0]) for bb in b]) <= t
-        if not feasible(np.asarray([1]))[0]:
-            return 0
-        # the Rényi bound's batch size is feasible; double to an infeasible one
-        lo = 1 if kind == "discrete_gaussian" else max(1, _largest_int(lambda b: eps_rdp(b) <= t, 1, n + 1))
-        hi = min(2 * lo, n + 1)
-        while hi <= n and feasible(np.asarray([hi]))[0]:
-            lo, hi = hi, min(2 * hi, n + 1)
-        return _largest_int(feasible, lo, hi)
+            return start if rdp_ok(np.asarray([start]))[0] else 0
+        return _largest_feasible(lambda b: _eps(kind, z, np.asarray(b) / n, s, d, step) <= t, start, n)
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, steps, num_examples)
 
