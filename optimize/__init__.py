@@ -19,7 +19,7 @@ Imports dpjax and accounting; nothing imports optimize.
 
 from optimize._api import exact_delta, exact_epsilon, exact_renyi
 from optimize._search import scale_by_bracket
-from optimize.dpsgd import clip_per_example, dpsgd, on_noisy_steps, private_aggregate
+from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
 
 __all__ = [
@@ -34,4 +34,5 @@ __all__ = [
     "dpsgd",
     "on_noisy_steps",
     "clip_per_example",
+    "clipped_sum",
 ]

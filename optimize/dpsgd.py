@@ -34,7 +34,6 @@ per-step odometer.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, NamedTuple
 
@@ -48,7 +47,7 @@ from dpjax.random import check_key
 from dpjax.validation import check_positive
 
 __all__ = ["PrivateAggregateState", "private_aggregate", "on_noisy_steps", "dpsgd", "clip_per_example",
-           "NOISE_TAG"]
+           "clipped_sum", "NOISE_TAG"]
 
 #: domain-separation tag folded into the key before the step index (the Poisson sampler folds another)
 NOISE_TAG = 0x7D15E001
@@ -63,28 +62,49 @@ class PrivateAggregateState(NamedTuple):
     accumulated: Any
 
 
-def _norms(leaves, order):
-    """Per-example global L1 or L2 norms of per-example gradient leaves (leading axis)."""
+def _clip_scales(leaves, clip, order, mask):
+    """Per-example factors min(1, clip/‖g_i‖) (0 for masked examples and for examples whose norm is
+    not finite: a NaN or inf entry, or a norm overflowing the dtype), and whether any example was
+    non-finite. One reduction pass over the gradients."""
     if order == 1:
-        return sum(jnp.sum(jnp.abs(g.reshape(g.shape[0], -1)), axis=1) for g in leaves)
-    return jnp.sqrt(sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in leaves))
-
-
-def clip_per_example(per_example_grads, clip, *, order=2, mask=None):
-    """Scale each example's gradient (leading axis) to global L``order`` norm ≤ ``clip``; examples
-    with ``mask`` False or a non-finite entry become zero. Returns the clipped pytree."""
-    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
-    finite = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(g.reshape(g.shape[0], -1)), axis=1)
-                                                for g in leaves])
+        norm = sum(jnp.sum(jnp.abs(g.reshape(g.shape[0], -1)), axis=1) for g in leaves)
+    else:
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in leaves))
+    finite = jnp.isfinite(norm)
     keep = finite if mask is None else finite & jnp.asarray(mask, bool)
-    safe = [jnp.where(_bcast(keep, g), g, 0.0) for g in leaves]
-    norm = _norms(safe, order)
-    scale = jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-30)), 0.0)
-    return jax.tree_util.tree_unflatten(treedef, [g * _bcast(scale, g).astype(g.dtype) for g in safe])
+    scale = jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
+    return scale, ~jnp.all(finite)
+
+
+def _zero_nonfinite(leaves, scale):
+    """Examples with factor 0 replaced by zeros (a NaN times 0 is still NaN)."""
+    return [jnp.where(_bcast(scale > 0, g), g, 0.0) for g in leaves]
 
 
 def _bcast(v, g):
     return v.reshape((g.shape[0],) + (1,) * (g.ndim - 1))
+
+
+def clip_per_example(per_example_grads, clip, *, order=2, mask=None):
+    """Scale each example's gradient (leading axis) to global L``order`` norm ≤ ``clip``; examples
+    with ``mask`` False or a non-finite norm become zero. Returns the clipped pytree."""
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    scale, _ = _clip_scales(leaves, clip, order, mask)
+    return jax.tree_util.tree_unflatten(
+        treedef, [g * _bcast(scale, g).astype(g.dtype) for g in _zero_nonfinite(leaves, scale)])
+
+
+def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
+    """Σ_i of the clipped per-example gradients, as one contraction with the clip factors (no
+    clipped copy of the gradients); the non-finite examples are zeroed first, when there are any."""
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    scale, bad = _clip_scales(leaves, clip, order, mask)
+
+    def contract(gs):
+        return [jnp.einsum("i,i...->...", scale.astype(g.dtype), g) for g in gs]
+
+    sums = jax.lax.cond(bad, lambda gs: contract(_zero_nonfinite(gs, scale)), contract, leaves)
+    return jax.tree_util.tree_unflatten(treedef, sums)
 
 
 def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None,
@@ -131,11 +151,10 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         acc = jax.tree_util.tree_map(lambda p: jnp.zeros(jnp.shape(p), dt or jnp.result_type(p)), params)
         return PrivateAggregateState(key, jnp.zeros((), jnp.int32), acc)
 
-    def clipped_sum(grads, mask):
-        leaves, treedef = jax.tree_util.tree_flatten(grads)
+    def batch_sum(grads, mask):
+        leaves = jax.tree_util.tree_leaves(grads)
         if gamma is None:
-            clipped = clip_per_example(grads, clip, order=1 if kind == "laplace" else 2, mask=mask)
-            return jax.tree_util.tree_map(lambda g: jnp.sum(g, axis=0), clipped)
+            return clipped_sum(grads, clip, order=1 if kind == "laplace" else 2, mask=mask)
         d = sum(math.prod(g.shape[1:]) for g in leaves)
         inner = clip - gamma * math.sqrt(d) / 2.0
         if inner <= 0:
@@ -162,7 +181,7 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
                              "size q·n; pass expected_batch_size to private_aggregate")
         physical = jax.tree_util.tree_leaves(updates)[0].shape[0]
         factor = (gamma or 1.0) / float(expected_batch_size if expected_batch_size is not None else physical)
-        total = jax.tree_util.tree_map(jnp.add, state.accumulated, clipped_sum(updates, mask))
+        total = jax.tree_util.tree_map(jnp.add, state.accumulated, batch_sum(updates, mask))
         close = jnp.asarray(True if last_microbatch is None else last_microbatch)
         step_key = jax.random.fold_in(jax.random.fold_in(state.key, NOISE_TAG), state.step)
         released = noisy(total, step_key)
