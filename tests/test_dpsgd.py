@@ -284,7 +284,7 @@ def test_clipping_bounds_every_contribution():
     g = _grads(16, scale=5.0)
     g["w"] = g["w"].at[0].set(1e-3)  # one small example stays unclipped
     for order in (1, 2):
-        clipped = optimize.clip_per_example(g, 1.5, order=order)
+        clipped = jax.jit(optimize.clip_per_example, static_argnames="order")(g, 1.5, order=order)
         norms = np.linalg.norm(np.asarray(_per_example(clipped)), ord=order, axis=1)
         assert np.all(norms <= 1.5 * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(clipped["w"][0]), np.asarray(g["w"][0]) * min(1.0, 1.5 / np.linalg.norm(
@@ -294,14 +294,15 @@ def test_clipping_bounds_every_contribution():
 def test_matches_optax_contrib_with_the_same_noise():
     key = jax.random.key(11)
     g = _grads(64)
-    ours, state = optimize.private_aggregate(1.0, 1.1, key).update(g, optimize.private_aggregate(1.0, 1.1, key).init(PARAMS))
+    tx11 = optimize.private_aggregate(1.0, 1.1, key)
+    ours, state = jax.jit(tx11.update)(g, tx11.init(PARAMS))
     contrib = optax.contrib.differentially_private_aggregate(1.0, 0.0, jax.random.key(0))
-    clipped_mean, _ = contrib.update(g, contrib.init(PARAMS))
+    clipped_mean, _ = jax.jit(contrib.update)(g, contrib.init(PARAMS))
     noise = _step_noise(key, dpjax.Gaussian(sigma=1.1), 18)
     np.testing.assert_allclose(np.asarray(_flat(ours)), np.asarray(_flat(clipped_mean) + noise / 64), atol=1e-7)
     # normalised by the expected batch size instead: the same sum, another divisor
     tx = optimize.private_aggregate(1.0, 1.1, key, expected_batch_size=32.0)
-    ours32, _ = tx.update(g, tx.init(PARAMS))
+    ours32, _ = jax.jit(tx.update)(g, tx.init(PARAMS))
     np.testing.assert_allclose(np.asarray(_flat(ours32)), np.asarray(_flat(ours)) * 2.0, rtol=1e-5, atol=1e-7)
     assert int(state.step) == 1
 
@@ -311,12 +312,13 @@ def test_masked_and_nonfinite_examples_contribute_nothing():
     tx = optimize.private_aggregate(1.0, 1.0, key, expected_batch_size=8.0)
     g = _grads(8)
     mask = jnp.asarray([True] * 5 + [False] * 3)
-    base, _ = tx.update(g, tx.init(PARAMS), mask=mask)
+    upd = jax.jit(tx.update)
+    base, _ = upd(g, tx.init(PARAMS), mask=mask)
     poisoned = jax.tree_util.tree_map(lambda x: x.at[5].set(1e6).at[6].set(jnp.nan), g)
-    out, _ = tx.update(poisoned, tx.init(PARAMS), mask=mask)
+    out, _ = upd(poisoned, tx.init(PARAMS), mask=mask)
     np.testing.assert_array_equal(np.asarray(_flat(out)), np.asarray(_flat(base)))
     nan_real = jax.tree_util.tree_map(lambda x: x.at[0].set(jnp.nan), g)  # a real example with a NaN gradient
-    out, _ = tx.update(nan_real, tx.init(PARAMS), mask=mask)
+    out, _ = upd(nan_real, tx.init(PARAMS), mask=mask)
     assert np.isfinite(np.asarray(_flat(out))).all()
     with pytest.raises(ValueError, match="expected_batch_size"):
         plain = optimize.private_aggregate(1.0, 1.0, key)
@@ -334,7 +336,7 @@ def test_accumulation_adds_noise_once_per_logical_batch():
     zero, s = upd(half1, s, mask=jnp.ones(8, bool), last_microbatch=False)
     assert float(jnp.abs(_flat(zero)).max()) == 0.0 and int(s.step) == 0
     acc, s = upd(half2, s, mask=jnp.ones(8, bool), last_microbatch=True)
-    whole, _ = tx.update(g, tx.init(PARAMS), mask=jnp.ones(16, bool))
+    whole, _ = upd(g, tx.init(PARAMS), mask=jnp.ones(16, bool), last_microbatch=True)
     np.testing.assert_allclose(np.asarray(_flat(acc)), np.asarray(_flat(whole)), rtol=1e-5, atol=1e-7)
     assert int(s.step) == 1 and float(jnp.abs(_flat(s.accumulated)).max()) == 0.0
     nxt, _ = upd(g, s, mask=jnp.ones(16, bool), last_microbatch=True)  # step 1: fresh noise
@@ -345,10 +347,11 @@ def test_dpsgd_chain_leaves_momentum_still_while_accumulating():
     opt = optimize.dpsgd(0.1, 1.0, 1.0, jax.random.key(2), momentum=0.9, expected_batch_size=8.0)
     s0 = opt.init(PARAMS)
     g = _grads(8)
-    _, s1 = opt.update(g, s0, PARAMS, mask=jnp.ones(8, bool), last_microbatch=False)
+    upd = jax.jit(opt.update)
+    _, s1 = upd(g, s0, PARAMS, mask=jnp.ones(8, bool), last_microbatch=False)
     for a, b in zip(jax.tree_util.tree_leaves(s0[1]), jax.tree_util.tree_leaves(s1[1])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    u, s2 = opt.update(g, s1, PARAMS, mask=jnp.ones(8, bool), last_microbatch=True)
+    u, s2 = upd(g, s1, PARAMS, mask=jnp.ones(8, bool), last_microbatch=True)
     assert float(jnp.abs(_flat(u)).max()) > 0
 
 
@@ -356,7 +359,7 @@ def test_laplace_and_discrete_gaussian_noise():
     key = jax.random.key(4)
     g = _grads(32)
     lap = optimize.private_aggregate(1.0, 0.5, key, mechanism=dpjax.Laplace)
-    out, _ = lap.update(g, lap.init(PARAMS))
+    out, _ = jax.jit(lap.update)(g, lap.init(PARAMS))
     clipped = optimize.clip_per_example(g, 1.0, order=1)
     noise = _step_noise(key, dpjax.Laplace(scale=0.5), 18)
     np.testing.assert_allclose(np.asarray(_flat(out)), (np.asarray(_per_example(clipped)).sum(0) + np.asarray(noise)) / 32,
@@ -382,9 +385,10 @@ def test_noise_is_reproducible_from_key_and_step():
     tx = optimize.private_aggregate(1.0, 1.0, key)
     g = jax.tree_util.tree_map(jnp.zeros_like, _grads(4))
     s = tx.init(PARAMS)
-    a0, s = tx.update(g, s)
-    a1, s = tx.update(g, s)
-    b0, _ = tx.update(g, tx.init(PARAMS))
+    upd = jax.jit(tx.update)
+    a0, s = upd(g, s)
+    a1, s = upd(g, s)
+    b0, _ = upd(g, tx.init(PARAMS))
     np.testing.assert_array_equal(np.asarray(_flat(a0)), np.asarray(_flat(b0)))
     assert not np.allclose(np.asarray(_flat(a0)), np.asarray(_flat(a1)))
     np.testing.assert_allclose(np.asarray(_flat(a1)) * 4, np.asarray(_step_noise(key, dpjax.Gaussian(sigma=1.0), 18, 1)),
