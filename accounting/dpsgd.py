@@ -188,13 +188,14 @@ class _PldEvaluator:
         mech = step_mechanism(z_plan, _CLASS[kind])
         self.plan = make_plan(mech, sampling_prob=q, value_discretization_interval=step)
         widest = pld(mech, sampling_prob=q, plan=self.plan)
-        self.sizes = composition_sizes(widest, max_steps) if max_steps > 1 else None
+        # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
+        self.sizes = composition_sizes(widest, max_steps) if max_steps > 1 and not widest.is_analytic else None
         self.bits = _bits(max_steps)
 
     def composed(self, z, steps, q):
         """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
         p = pld(step_mechanism(z, _CLASS[self.kind]), sampling_prob=q, plan=self.plan)
-        if self.sizes is None:
+        if self.max_steps == 1:
             return p
         return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
 
@@ -369,11 +370,11 @@ def _solve_noise(kind, target, delta, q, steps, rtol, step):
             lo, e_lo = z, e
         if target * (1.0 - rtol) <= eh <= target:
             return hi
-        if lo is None:  # no infeasible point yet: step down along the local slope
-            z = hi * (target / eh) ** 1.2 * 0.999
+        aim = math.log(target * (1.0 - rtol / 4.0))  # a little inside the feasible side
+        if lo is None:  # no infeasible point yet: step down, ε ∝ z^(-s) with s ≈ 1.25 as a first slope
+            z = hi * math.exp((math.log(eh) - aim) / 1.25)
             continue
-        # secant in log-log between the bracket ends, aiming a little inside the feasible side
-        aim = math.log(target * (1.0 - rtol / 4.0))
+        # secant in log-log between the bracket ends
         x0, y0, x1, y1 = math.log(lo), math.log(e_lo), math.log(hi), math.log(eh)
         x = x1 + (aim - y1) * (x1 - x0) / (y1 - y0) if y1 != y0 else 0.5 * (x0 + x1)
         if not (x0 < x < x1):

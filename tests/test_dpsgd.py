@@ -87,6 +87,44 @@ def test_dpsgd_epsilon_batched_over_settings_and_delta():
     assert d == pytest.approx(1e-5, rel=1e-6) and d <= 1e-5 * (1 + 1e-9)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [(3.0, 1.0, 10), (1.0, 0.01, 1000), (0.5, 0.05, 100), (2.0, 0.001, 100000),
+                                     (8.0, 0.1, 2000)])
+def test_calibration_sweep(setting):
+    target, q, t = setting
+    for mech in (None, dpjax.Laplace):
+        z = _f(accounting.calibrate_noise_multiplier(target, 1e-5, q, t, mechanism=mech))
+        assert target * (1 - 1e-3) <= _f(accounting.dpsgd_epsilon(z, q, t, 1e-5, mechanism=mech)) <= target
+
+
+@pytest.mark.slow
+def test_dpsgd_epsilon_gradients_match_central_differences():
+    gz = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))(1.3))
+    gq = _f(jax.grad(lambda q: accounting.dpsgd_epsilon(1.3, q, 1000, 1e-5))(0.01))
+    hz, hq = 1e-3, 1e-5
+    fz = (_f(accounting.dpsgd_epsilon(1.3 + hz, 0.01, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3 - hz, 0.01, 1000, 1e-5)))
+    fq = (_f(accounting.dpsgd_epsilon(1.3, 0.01 + hq, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3, 0.01 - hq, 1000, 1e-5)))
+    assert gz == pytest.approx(fz / (2 * hz), rel=2e-3) and gz < 0
+    assert gq == pytest.approx(fq / (2 * hq), rel=2e-3) and gq > 0
+    gd = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian))(1.3))
+    assert gd < 0
+
+
+@pytest.mark.slow
+def test_example_trains_a_few_epochs():
+    pytest.importorskip("sklearn")
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "dpsgd_digits.py")
+    spec = importlib.util.spec_from_file_location("dpsgd_digits", path)
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    data = ex.load_digits()
+    delta = 1.0 / len(data[1]) ** 2
+    _, curve, z, steps = ex.train_private(data, 8.0, delta, 5, jax.random.key(0), log=lambda *a: None)
+    assert curve[-1][1] > 0.85 and curve[-1][2] <= 8.0
+
+
 def test_calibrate_noise_multiplier_from_above():
     z = _f(accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000))
     eps = _f(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))
@@ -228,6 +266,7 @@ def test_poisson_sampler_is_bernoulli_per_example():
     assert sampler.realized_sampling_prob <= q and q - sampler.realized_sampling_prob < 2.0**-23
 
 
+@jax.debug_key_reuse(True)
 def test_poisson_batches_cover_the_sample_once_with_fixed_shapes():
     sampler = dpjax.PoissonSampler(jax.random.key(3), 500, 0.3, batch_size=32)
     idx, mask = sampler.batches(5)
@@ -380,6 +419,7 @@ def test_laplace_and_discrete_gaussian_noise():
         bad.update(g, bad.init(PARAMS))
 
 
+@jax.debug_key_reuse(True)
 def test_noise_is_reproducible_from_key_and_step():
     key = jax.random.key(21)
     tx = optimize.private_aggregate(1.0, 1.0, key)
