@@ -57,6 +57,7 @@ __all__ = [
     "calibrate_batch_size",
     "calibrate_num_steps",
     "DpsgdAccountant",
+    "subsampled_rdp",
     "RDP_ORDERS",
 ]
 
@@ -115,11 +116,11 @@ def subsampled_rdp(base_rdp, sampling_prob):
     ``base_rdp`` maps orders (an array broadcasting against ``sampling_prob``'s shape + (1, 1)) to RDP values.
     """
     q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
-    a, l = jnp.asarray(_A), jnp.asarray(_K)
-    lsafe = jnp.maximum(l, 2.0)
-    terms = (jnp.asarray(_LOG_BINOM) + (a - l) * _log1m(q) + l * jnp.log(q) + (lsafe - 1.0) * base_rdp(lsafe)
-             + jnp.where(l >= 3, math.log(3.0), 0.0))
-    terms = jnp.where(l >= 2, terms, -jnp.inf)
+    a, k = jnp.asarray(_A), jnp.asarray(_K)
+    ksafe = jnp.maximum(k, 2.0)
+    terms = (jnp.asarray(_LOG_BINOM) + (a - k) * _log1m(q) + k * jnp.log(q) + (ksafe - 1.0) * base_rdp(ksafe)
+             + jnp.where(k >= 3, math.log(3.0), 0.0))
+    terms = jnp.where(k >= 2, terms, -jnp.inf)
     first = (a - 1.0) * _log1m(q) + jnp.log1p((a - 1.0) * q)
     total = jax.nn.logsumexp(jnp.concatenate([first, terms], -1), axis=-1)
     base = base_rdp(a)[..., 0]
@@ -131,11 +132,12 @@ def _gaussian_rdp(z):
     return lambda a: a / (2.0 * z * z)
 
 
-def _laplace_rdp(z):
-    """Mironov (2017): D_α of Laplace laws 1/b apart, b = z (the one-dimensional pair: a start only)."""
-    r = 1.0 / jnp.asarray(z, jnp.float64)[..., None, None]
-    return lambda a: jnp.logaddexp(jnp.log(a / (2 * a - 1)) + (a - 1) * r,
-                                   jnp.log((a - 1) / (2 * a - 1)) - a * r) / (a - 1)
+def _randomized_response_rdp(z):
+    """D_α of binary randomized response at ε₀ = 1/z, the pair that accounts a Laplace step:
+    log(p^α (1−p)^{1−α} + (1−p)^α p^{1−α}) / (α − 1), p = e^{ε₀}/(1 + e^{ε₀})."""
+    e0 = 1.0 / jnp.asarray(z, jnp.float64)[..., None, None]
+    lp, lq = jax.nn.log_sigmoid(e0), jax.nn.log_sigmoid(-e0)
+    return lambda a: jnp.logaddexp(a * lp + (1 - a) * lq, a * lq + (1 - a) * lp) / (a - 1)
 
 
 def _sampled_gaussian_rdp(z, q):
@@ -155,7 +157,7 @@ def _rdp_curve(kind, z, q):
     """Per-step RDP bound at :data:`RDP_ORDERS` (the DG's accountant; a bracket for the others)."""
     if kind == "gaussian":
         return _sampled_gaussian_rdp(z, q)
-    base = _laplace_rdp(z) if kind == "laplace" else _gaussian_rdp(z)
+    base = _randomized_response_rdp(z) if kind == "laplace" else _gaussian_rdp(z)
     return subsampled_rdp(base, q)
 
 
@@ -360,8 +362,12 @@ def _solve_noise(kind, target, delta, q, steps, rtol, step):
 
     lo, e_lo = None, None  # infeasible side (ε > target)
     hi, eh = z_hi, f(z_hi)
-    z = z_hi * 0.93  # the PLD's noise is typically 5-10 % below the Rényi bound's
-    for _ in range(40):
+    while eh > target:  # not expected (RDP is never below the PLD); a wider start if it happens
+        lo, e_lo = hi, eh
+        hi = hi * 1.25
+        eh = f(hi)
+    z = hi * 0.93 if lo is None else math.sqrt(lo * hi)  # the PLD's noise is typically 5-10 % below RDP's
+    for _ in range(60):
         e = f(z)
         if e <= target:
             if z < hi:
@@ -369,6 +375,10 @@ def _solve_noise(kind, target, delta, q, steps, rtol, step):
         elif lo is None or z > lo:
             lo, e_lo = z, e
         if target * (1.0 - rtol) <= eh <= target:
+            return hi
+        if lo is not None and hi / lo - 1.0 < 1e-12:
+            # ε(z) jumps across the window (pure-DP atoms rounded up to the loss grid): the
+            # smallest feasible z found is the answer
             return hi
         aim = math.log(target * (1.0 - rtol / 4.0))  # a little inside the feasible side
         if lo is None:  # no infeasible point yet: step down, ε ∝ z^(-s) with s ≈ 1.25 as a first slope
@@ -397,9 +407,11 @@ def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, m
     [target·(1 − rtol), target] (:func:`dpsgd_epsilon`, from above: never over the target).
 
     A few exact PLD evaluations: the Rényi bound gives a feasible z (RDP is never below the
-    PLD), then a safeguarded secant on log ε vs log z, every evaluation on one plan and FFT
-    length (one compiled program). Arrays broadcast (one solve per setting). For the discrete
-    Gaussian the Rényi bound is the accountant, solved to 1e-7.
+    PLD), then a safeguarded secant on log ε vs log z, each evaluation the one
+    :func:`dpsgd_epsilon` answers. Arrays broadcast (one solve per setting). For the discrete
+    Gaussian the Rényi bound is the accountant, solved to 1e-7. Where ε(z) jumps across the
+    window (Laplace noise: its randomized-response atoms are rounded up to the loss grid, so
+    ε(z) is a fine staircase), the smallest feasible z is returned, ε a little below the window.
     """
     kind = noise_kind(mechanism)
     check_positive("target_epsilon", target_epsilon)

@@ -106,7 +106,8 @@ def case_step():
         t = time.perf_counter()
         jax.block_until_ready(fn(params, state))
         first = time.perf_counter() - t
-        out[name] = {"cold_s": first, "warm_ms": 1e3 * _best(lambda: jax.block_until_ready(fn(params, state)), 20)}
+        out[name] = {"cold_s": first,
+                     "warm_ms": 1e3 * _best(lambda f=fn, s=state: jax.block_until_ready(f(params, s)), 20)}
     out["ratio_vs_nonprivate"] = out["dpjax"]["warm_ms"] / out["nonprivate"]["warm_ms"]
     out["ratio_vs_contrib"] = out["dpjax"]["warm_ms"] / out["optax_contrib"]["warm_ms"]
     out["contrib_vs_nonprivate"] = out["optax_contrib"]["warm_ms"] / out["nonprivate"]["warm_ms"]
