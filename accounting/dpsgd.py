@@ -433,6 +433,7 @@ def _largest_int(feasible_batch, lo, hi, width=16):
         cand = cand[(cand > lo) & (cand < hi)]
         if cand.size == 0:
             cand = np.asarray([(lo + hi) // 2])
+        cand = np.concatenate([cand, np.repeat(cand[-1:], width - cand.size)])  # one shape: one compile
         ok = np.asarray(feasible_batch(cand))
         good, bad = cand[ok], cand[~ok]
         lo = int(good.max()) if good.size else lo

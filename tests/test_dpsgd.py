@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -308,6 +309,7 @@ def _per_example(tree):
     return jnp.concatenate([x.reshape(x.shape[0], -1) for x in jax.tree_util.tree_leaves(tree)], axis=-1)
 
 
+@functools.partial(jax.jit, static_argnums=(2, 3))
 def _step_noise(key, mech, size, step=0):
     k = jax.random.fold_in(jax.random.fold_in(key, NOISE_TAG), step)
     return mech.sample_records(k, jnp.zeros((size,)), 0)
