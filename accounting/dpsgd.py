@@ -258,8 +258,11 @@ def _query_flat(kind_query, kind, st, step, z, q, a):
         rdp = _rdp_curve(kind, z, q) * jnp.asarray(st, jnp.float64)[:, None]
         fn = rdp_to_epsilon if kind_query == "epsilon" else rdp_to_delta
         return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
-    zc = np.asarray(concrete(z), float)
-    qc = np.asarray(concrete(q), float)
+    zc, qc = concrete(z), concrete(q)
+    if zc is None or qc is None:
+        raise ValueError("noise_multiplier: DP-SGD accounting plans its grids from concrete values; call it outside "
+                         "jit (jax.grad works)")
+    zc, qc = np.asarray(zc, float), np.asarray(qc, float)
     groups: dict = {}
     for i in range(zc.size):
         groups.setdefault((float(qc[i]), _ladder_floor(zc[i]), _steps_rung(st[i])), []).append(i)

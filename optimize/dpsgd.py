@@ -119,7 +119,10 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
       expected_batch_size: q·n, the normaliser under Poisson sampling (required with ``mask`` or
         accumulation); default: the leading-axis size (optax.contrib's normaliser).
       grid_step: γ of the discrete Gaussian's grid. Examples are clipped to C − γ√d/2 in L2 and
-        rounded to the grid, so that each rounded contribution has norm ≤ C (d parameters).
+        rounded to the grid, so that each rounded contribution has norm ≤ C (d parameters). Sums
+        and noise are int32 in units of γ: keep (examples per logical batch)·C/γ plus the noise's
+        tail below 2**31 (past it the arithmetic wraps: still private, post-processing of the
+        integer release, but useless).
 
     ``update(per_example_grads, state, params=None, *, mask=None, last_microbatch=None)``:
     ``mask`` bool[B] marks real examples; ``last_microbatch=False`` accumulates without noise
