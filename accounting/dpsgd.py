@@ -585,7 +585,9 @@ class DpsgdAccountant:
         return self._acc.spent_epsilon(d)
 
     def remaining_steps(self) -> int | None:
-        """Steps at the current noise multiplier and rate left within the budget (None without one)."""
+        """Steps at the current noise multiplier and rate left within the budget (None without one);
+        a count whose composition outgrows the largest FFT length counts as not fitting, so the
+        answer may then be below the truth, never above."""
         if self.epsilon_budget is None:
             return None
         lo, hi = 0, 1
@@ -606,4 +608,9 @@ class DpsgdAccountant:
             return self._rdp_eps(counts, self.delta) <= self.epsilon_budget
         with jax.enable_x64(True):
             mech = step_mechanism(jnp.asarray(self.noise_multiplier, jnp.float64), self._mechanism)
-        return not self._acc.would_exceed(mech, sampling_prob=self.sampling_prob, count=count)
+        try:
+            return not self._acc.would_exceed(mech, sampling_prob=self.sampling_prob, count=count)
+        except ValueError as err:
+            if "FFT" not in str(err):
+                raise
+            return False
