@@ -9,6 +9,7 @@
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
 * :class:`Accountant`: a small odometer with a budget.
 * :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
+* DP-SGD (:mod:`accounting.dpsgd`): :func:`dpsgd_epsilon`, the calibrators, :class:`DpsgdAccountant`.
 
 Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
@@ -21,6 +22,14 @@ from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Pla
 from accounting._pld import PrivacyLossDistribution, identity, pld
 from accounting.rdp import rdp, rdp_to_delta, rdp_to_epsilon
 from accounting.prdp import PrDPLedger, PrDPShare
+from accounting.dpsgd import (
+    DpsgdAccountant,
+    calibrate_batch_size,
+    calibrate_noise_multiplier,
+    calibrate_num_steps,
+    dpsgd_delta,
+    dpsgd_epsilon,
+)
 
 __all__ = [
     "pld",
@@ -37,6 +46,12 @@ __all__ = [
     "exact",
     "PrDPLedger",
     "PrDPShare",
+    "dpsgd_epsilon",
+    "dpsgd_delta",
+    "calibrate_noise_multiplier",
+    "calibrate_batch_size",
+    "calibrate_num_steps",
+    "DpsgdAccountant",
     "DEFAULT_DISCRETIZATION",
     "DEFAULT_TAIL_MASS",
 ]

@@ -202,22 +202,24 @@ def _log_mgf(probs, ts, block: int = 64):
     return safe_log(m)
 
 
-def chernoff_window(pmf: GridPmf, count: int, tail: float):
+def chernoff_window(pmf: GridPmf, count, tail: float):
     """Relative index window [lo, hi] of the ``count``-fold composition holding all but ``tail`` mass.
 
     Chernoff: P(S ≥ u) ≤ exp(T log M(t) − t u) (t > 0), likewise below with t < 0,
     minimised over a fixed set of orders. The moment generating function is exact
     (:func:`_log_mgf`): an upper bound on it per bin of b entries would widen the window
-    by T·(b−1) indices on each side. Returns float arrays (lo, hi).
+    by T·(b−1) indices on each side. ``count``: an int, or an integer-valued array over the
+    batch (traced: one program for every count). Returns float arrays (lo, hi).
     """
     n = pmf.size
     ts = jnp.asarray(_CHERNOFF_T / n)
     logm = _log_mgf(pmf.probs, ts)  # (..., K)
-    bound = (count * logm + math.log(2.0 / tail)) / ts
+    c = jnp.asarray(count, logm.dtype)[..., None]
+    bound = (c * logm + math.log(2.0 / tail)) / ts
     pos = ts > 0
     hi = jnp.min(jnp.where(pos, bound, jnp.inf), axis=-1)
     lo = jnp.max(jnp.where(pos, -jnp.inf, bound), axis=-1)
-    top = float(count * (n - 1))
+    top = c[..., 0] * (n - 1)
     hi = jnp.clip(jnp.ceil(hi), 0.0, top)
     lo = jnp.clip(jnp.floor(lo), 0.0, hi)
     return lo, hi, (ts, logm)
@@ -226,30 +228,49 @@ def chernoff_window(pmf: GridPmf, count: int, tail: float):
 def _upper_tail_bound(count, ts, logm, u):
     """Chernoff bound on P(S ≥ u) (u relative index)."""
     pos = ts > 0
-    logb = jnp.where(pos, count * logm - ts * u[..., None], jnp.inf)
+    logb = jnp.where(pos, jnp.asarray(count)[..., None] * logm - ts * u[..., None], jnp.inf)
     return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
 
 
 def _lower_tail_bound(count, ts, logm, l):
     """Chernoff bound on P(S ≤ l)."""
     neg = ts < 0
-    logb = jnp.where(neg, count * logm - ts * l[..., None], jnp.inf)
+    logb = jnp.where(neg, jnp.asarray(count)[..., None] * logm - ts * l[..., None], jnp.inf)
     return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
 
 
-def self_compose(pmf: GridPmf, count: int, size: int, tail: float, pessimistic: bool, with_width: bool = False):
+def power(spec, count, bits: int | None = None):
+    """``spec ** count``: ``lax.integer_pow`` for an int, square-and-multiply for an integer-valued
+    array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count)."""
+    if bits is None:
+        return spec**count
+    m = jnp.asarray(count, jnp.float64)[..., None]
+
+    def body(_, state):
+        res, base, m = state
+        odd = jnp.mod(m, 2.0) == 1.0
+        return jnp.where(odd, res * base, res), base * base, jnp.floor(m / 2.0)
+
+    res, _, _ = jax.lax.fori_loop(0, bits, body, (jnp.ones_like(spec), spec, m))
+    return res
+
+
+def self_compose(pmf: GridPmf, count, size: int, tail: float, pessimistic: bool, with_width: bool = False,
+                 bits: int | None = None):
     """``count``-fold composition by one FFT power (length ``size``, static), windowed.
 
     The window starts at the Chernoff lower bound; the circular convolution of length
     ``size`` aliases only mass outside the window, whose (Chernoff) bound goes to the
-    +∞ atom when pessimistic (dropped when optimistic).
+    +∞ atom when pessimistic (dropped when optimistic). ``count``: an int, or with ``bits``
+    an integer-valued array below 2**bits (traced: the odometer of a training loop composes
+    every count with one program).
     """
     n = pmf.size
     lo, hi, (ts, logm) = chernoff_window(pmf, count, tail)
     spec = jnp.fft.rfft(pmf.probs, n=size, axis=-1)
-    out = jnp.fft.irfft(spec**count, n=size, axis=-1)
+    out = jnp.fft.irfft(power(spec, count, bits), n=size, axis=-1)
     out = _roll_left(out, lo, size)
-    top = float(count * (n - 1))
+    top = jnp.asarray(count, lo.dtype) * (n - 1)
     end = lo + size  # first relative index outside the window
     up = jnp.where(end > top, 0.0, _upper_tail_bound(count, ts, logm, end))
     down = jnp.where(lo > 0, _lower_tail_bound(count, ts, logm, lo - 1.0), 0.0)

@@ -1,22 +1,117 @@
-"""A small stateful privacy odometer over PLD composition."""
+"""The privacy odometer, and composition of a PLD by a traced count.
+
+:class:`Accountant` records releases and reports the privacy spent, refusing a release
+that would take ε past its budget. Its memory does not grow with the number of
+releases: it keeps one entry per *distinct* (mechanism, sensitivity, sampling
+probability), that entry's run count and the single-run PLD built once for it.
+The privacy spent is the composition over entries of each single-run PLD composed
+``count`` times: one FFT power per direction (:func:`self_compose_by_count`), whose
+count is a traced argument, so that recording the same mechanism again — a DP-SGD
+step — re-runs compiled code instead of compiling a program per count. FFT lengths
+are the powers of two holding the composition window, so a growing count recompiles
+only when its window crosses one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from accounting._pld import DEFAULT_DISCRETIZATION, PrivacyLossDistribution, pld
-from dpjax.validation import check_int, check_positive, check_probability
+from accounting import _grid
+from accounting._numerics import x64, x64_vjp
+from accounting._pld import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, MAX_GRID, PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
+from dpjax.validation import check_int, check_positive, check_probability
 
-__all__ = ["Accountant", "Release"]
+__all__ = ["Accountant", "Release", "self_compose_by_count"]
+
+#: static bit counts of the square-and-multiply loop (a fixed trip count keeps it reverse-differentiable)
+_COUNT_BITS = (8, 16, 24, 32, 48)
 
 
+def _bits(count) -> int:
+    """Smallest rung of :data:`_COUNT_BITS` holding the (concrete) largest count."""
+    need = int(np.max(np.asarray(count))).bit_length()
+    for b in _COUNT_BITS:
+        if need <= b:
+            return b
+    raise ValueError(f"count must be below 2**{_COUNT_BITS[-1]}, got {int(np.max(np.asarray(count)))}")
+
+
+# ----------------------------------------------------------------------------------
+# composition by a traced count
+# ----------------------------------------------------------------------------------
+def _compose_core(p, count, sizes, bits, tail):
+    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
+    dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
+    pure = None if p.pure_eps is None else p.pure_eps * count
+    return PrivacyLossDistribution(dirs[0], dirs[1] if len(dirs) > 1 else None, None, pure, p.pessimistic, p.step)
+
+
+@functools.partial(jax.jit, static_argnames=("sizes", "bits", "tail"))
+def _compose_jit(p, count, sizes, bits, tail):
+    return x64_vjp(functools.partial(_compose_core, sizes=sizes, bits=bits, tail=tail))(p, count)
+
+
+@functools.partial(jax.jit, static_argnames=("tail",))
+def _widths_jit(p, count, tail):
+    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
+    out = []
+    for pmf in p._directions():
+        lo, hi, _ = _grid.chernoff_window(pmf, count, tail)
+        out.append(jnp.max(hi - lo) + 1.0)
+    return out
+
+
+def composition_sizes(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS) -> tuple[int, ...]:
+    """Static FFT lengths (one per direction) that hold the ``count``-fold composition of every
+    member of the (concrete) grid PLD ``p``; ``count`` an integer or an array over its batch.
+
+    One power of two for both directions: a count that grows step by step (the odometer of a
+    training loop) meets only a few distinct lengths, i.e. a few compilations."""
+    with jax.enable_x64(True):
+        widths = _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))
+    size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, p._directions())) - 1).bit_length()
+    sizes = (size,) * len(widths)
+    if size > MAX_GRID:
+        raise ValueError(f"count: the composition needs an FFT of length {max(sizes)}; use a coarser "
+                         "value_discretization_interval")
+    return sizes
+
+
+@x64
+def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits=None, tail=DEFAULT_TAIL_MASS):
+    """The PLD of ``count`` independent runs of ``p`` — :meth:`PrivacyLossDistribution.self_compose`
+    with the count a (traceable) array instead of static configuration.
+
+    ``count`` is an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each
+    member composed its own number of times). ``sizes`` (static FFT lengths per direction) come
+    from :func:`composition_sizes` on concrete values, ``bits`` (static, counts below 2**bits)
+    from the concrete count; pass both inside ``jit``. Same window,
+    tail bounds (+∞ atom) and round-off estimate as ``self_compose``; the power is taken by
+    square-and-multiply, the products ``lax.integer_pow`` forms for a static count. An analytic
+    Gaussian PLD stays analytic (μ·√count).
+    """
+    if p.is_analytic:
+        mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
+        return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step)
+    if sizes is None:
+        sizes = composition_sizes(p, count, tail)
+    bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)
+    return _compose_jit(p, jnp.asarray(count, jnp.float64), tuple(int(s) for s in sizes), bits, float(tail))
+
+
+# ----------------------------------------------------------------------------------
+# the odometer
+# ----------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """One recorded entry: ``count`` runs of ``mechanism`` on a query of ``sensitivity``."""
+    """``count`` runs of ``mechanism`` on a query of ``sensitivity`` (Poisson rate ``sampling_prob``)."""
 
     mechanism: Mechanism
     sensitivity: float
@@ -24,16 +119,41 @@ class Release:
     sampling_prob: float
 
 
+def _key(mech, sensitivity, sampling_prob):
+    """Identity of a release kind: mechanism type and static configuration, parameter values."""
+    leaves, treedef = jax.tree_util.tree_flatten(mech)
+    vals = tuple((np.asarray(x).dtype.str, np.asarray(x).shape, np.asarray(x).tobytes()) for x in leaves)
+    return treedef, vals, float(sensitivity), float(sampling_prob)
+
+
+class _Entry:
+    """One distinct release kind: its single-run PLD (built once) and its current count."""
+
+    def __init__(self, release: Release, step_pld: PrivacyLossDistribution):
+        self.release = release
+        self.step_pld = step_pld
+        self._composed = (0, None)  # (count, PLD of count runs)
+
+    def composed(self, count: int) -> PrivacyLossDistribution:
+        if self._composed[0] != count:
+            self._composed = (count, self.step_pld if count == 1 else self_compose_by_count(self.step_pld, count))
+        return self._composed[1]
+
+
 class Accountant:
     """Records releases and reports the privacy spent, refusing what would exceed a budget.
 
     >>> acc = Accountant(epsilon_budget=3.0, delta=1e-5)
     >>> acc.record(dpjax.Gaussian(sigma=2.0), sensitivity=1.0, count=4)
+    >>> acc.record(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01)   # one DP-SGD step
     >>> acc.spent_epsilon()          # ε at the default δ
     >>> acc.record(...)              # ValueError if ε would exceed the budget; nothing recorded
 
-    Composition is exact (pessimistic PLD, one FFT per record); single mechanisms only
-    (no batched parameters).
+    Composition is exact (pessimistic PLD): releases of the same kind are composed by count
+    (one FFT power), kinds are composed with each other by convolution. Memory is one entry
+    per distinct kind — never per release — and recording a kind already seen costs one
+    composition and one query of compiled code (milliseconds). Single mechanisms only (no
+    batched parameters).
     """
 
     def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=DEFAULT_DISCRETIZATION):
@@ -47,17 +167,45 @@ class Accountant:
         self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
         self.delta = None if delta is None else float(delta)
         self.value_discretization_interval = float(value_discretization_interval)
-        self._pld: PrivacyLossDistribution | None = None
-        self._releases: list[Release] = []
+        self._entries: dict = {}
+        # composition of every entry except one (key, PLD): what a repeated record of that key reuses
+        self._rest = (None, None)
+        self._total = None
 
     @property
     def releases(self) -> tuple[Release, ...]:
-        return tuple(self._releases)
+        """One :class:`Release` per distinct kind recorded (counts summed), in order of first record."""
+        return tuple(e.release for e in self._entries.values())
 
     @property
     def pld(self) -> PrivacyLossDistribution | None:
         """The composed PLD of everything recorded (``None`` before the first record)."""
-        return self._pld
+        if self._total is None and self._entries:
+            self._total = self._compose(next(reversed(self._entries)), None)
+        return self._total
+
+    def _rest_of(self, key):
+        """Composition of every entry but ``key`` (None if there is none), cached for repeated records."""
+        if self._rest[0] != key:
+            rest = None
+            for k, e in self._entries.items():
+                if k != key:
+                    c = e.composed(e.release.count)
+                    rest = c if rest is None else rest.compose(c)
+            self._rest = (key, rest)
+        return self._rest[1]
+
+    def _compose(self, key, extra):
+        """Total PLD if entry ``key`` had ``extra`` = (count, step PLD) instead of its own state."""
+        rest = self._rest_of(key)
+        if extra is None:
+            e = self._entries[key]
+            mine = e.composed(e.release.count)
+        else:
+            count, step, entry = extra
+            mine = entry.composed(count) if entry is not None else (
+                step if count == 1 else self_compose_by_count(step, count))
+        return mine if rest is None else rest.compose(mine)
 
     def _candidate(self, mech, sensitivity, count, sampling_prob):
         if not isinstance(mech, Mechanism):
@@ -67,10 +215,17 @@ class Accountant:
         check_positive("sensitivity", sensitivity)
         count = check_int("count", count, minimum=1)
         check_probability("sampling_prob", sampling_prob)
-        step = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                   value_discretization_interval=self.value_discretization_interval).self_compose(count)
-        new = step if self._pld is None else self._pld.compose(step)
-        return new, Release(mech, float(sensitivity), count, float(sampling_prob))
+        key = _key(mech, sensitivity, sampling_prob)
+        entry = self._entries.get(key)
+        if entry is None:
+            step = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                       value_discretization_interval=self.value_discretization_interval)
+            total_count = count
+        else:
+            step, total_count = entry.step_pld, entry.release.count + count
+        new = self._compose(key, (total_count, step, entry))
+        rel = Release(mech, float(sensitivity), total_count, float(sampling_prob))
+        return key, step, rel, new
 
     def _epsilon_of(self, p, delta):
         d = self.delta if delta is None else delta
@@ -82,36 +237,40 @@ class Accountant:
         """True if recording this release would take ε past the budget."""
         if self.epsilon_budget is None:
             return False
-        new, _ = self._candidate(mech, sensitivity, count, sampling_prob)
+        new = self._candidate(mech, sensitivity, count, sampling_prob)[3]
         return self._epsilon_of(new, None) > self.epsilon_budget
 
     def record(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> float:
-        """Record ``count`` runs of ``mech``; returns the ε spent so far (at the budget's δ).
+        """Record ``count`` runs of ``mech``; returns the ε spent so far (at the budget's δ; NaN without one).
 
         Raises ``ValueError`` (and records nothing) if the budget would be exceeded.
         """
-        new, rel = self._candidate(mech, sensitivity, count, sampling_prob)
+        key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
         eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
         if self.epsilon_budget is not None and eps > self.epsilon_budget:
             raise ValueError(
                 f"epsilon_budget: this release would bring ε to {eps:.6g} > budget {self.epsilon_budget:.6g} "
                 f"(δ={self.delta:g}); it was refused and nothing was recorded"
             )
-        self._pld, self._releases = new, self._releases + [rel]
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(rel, step)
+        entry.release = rel
+        self._total = new
         return eps
 
     def spent_epsilon(self, delta=None) -> float:
         """ε spent so far at ``delta`` (default: the budget's δ); 0 before any release."""
-        if self._pld is None:
+        if not self._entries:
             return 0.0
-        return self._epsilon_of(self._pld, delta)
+        return self._epsilon_of(self.pld, delta)
 
     def spent_delta(self, epsilon) -> float:
         """δ spent so far at ``epsilon``."""
         check_positive("epsilon", epsilon, allow_zero=True)
-        if self._pld is None:
+        if not self._entries:
             return 0.0
-        return float(np.asarray(self._pld.get_delta_for_epsilon(epsilon)))
+        return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
 
     def remaining_epsilon(self, delta=None) -> float:
         """Budget minus spent ε (``inf`` without a budget)."""

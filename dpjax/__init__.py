@@ -7,7 +7,7 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 :mod:`optimize`.
 """
 
-from dpjax import random, validation
+from dpjax import random, subsampling, validation
 from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
@@ -18,6 +18,7 @@ from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release
 from dpjax import prdp  # per-record DP (Chen et al., SIGMOD 2025): dpjax.prdp.count / sum / max / local_*
+from dpjax.subsampling import PoissonSampler, poisson_mask
 
 __version__ = "0.1.0"
 
@@ -35,7 +36,10 @@ __all__ = [
     "FixedInterval",
     "BoostedRandomizedResponse",
     "release",
+    "PoissonSampler",
+    "poisson_mask",
     "random",
+    "subsampling",
     "validation",
     "pytree_dataclass",
     "static_field",

@@ -13,6 +13,8 @@
   :func:`accounting.exact.privacy_profile` and :func:`accounting.exact.renyi` themselves
   (one implementation, in accounting), differentiable in every parameter.
 
+* :func:`private_aggregate`, :func:`dpsgd` — the DP-SGD noise plug-in for optax (:mod:`optimize.dpsgd`).
+
 Imports dpjax and accounting; nothing imports optimize.
 """
 
@@ -20,6 +22,7 @@ from accounting.exact import epsilon as exact_epsilon
 from accounting.exact import privacy_profile as exact_delta
 from accounting.exact import renyi as exact_renyi
 from optimize._search import scale_by_bracket
+from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
 
 __all__ = [
@@ -30,4 +33,9 @@ __all__ = [
     "exact_delta",
     "exact_renyi",
     "scale_by_bracket",
+    "private_aggregate",
+    "dpsgd",
+    "on_noisy_steps",
+    "clip_per_example",
+    "clipped_sum",
 ]

@@ -1,0 +1,207 @@
+"""DP-SGD: step overhead, calibration time, odometer cost — dpjax next to its anchors, one run.
+
+Usage:  python benchmarks/dpsgd.py                 (all cases, each in its own subprocess)
+        python benchmarks/dpsgd.py --case NAME     (one case; prints one JSON line)
+
+Cases (every case in a fresh subprocess, so "cold" includes tracing and XLA compilation):
+
+* ``step``: one training step of a 784-256-10 MLP (203 530 parameters) on a batch of 256,
+  jitted, best of 20 after warm-up: a non-private step (mean gradient, SGD), the same model
+  through ``optax.contrib.dpsgd`` (per-example gradients, clipping, noise, SGD) and through
+  ``optimize.dpsgd`` (the same plus record-addressed noise, a mask and the expected-batch
+  normaliser). Ratios: ours / non-private and ours / optax.contrib. The inputs are random
+  tensors: only the time is measured here (examples/dpsgd_digits.py trains on real data).
+* ``calibration``: σ for ε = 1, δ = 1e-5, q = 0.01, T = 1000 (the anchors report's inverse
+  problem): ``accounting.calibrate_noise_multiplier`` cold (first call of the process),
+  warm (the same call again) and warm on a neighbouring target (ε = 1.05), against
+  ``dp_accounting.calibrate_dp_mechanism`` with its ``PLDAccountant`` (no compile step: its
+  every call costs the same). Ratio: dp_accounting time / ours.
+* ``odometer``: 1000 spends of a Poisson-subsampled Gaussian (σ = 1, q = 0.01) in
+  ``accounting.Accountant`` with a budget check at every spend: total seconds, median per
+  spend, peak RSS growth; against dp_accounting's ``PLDAccountant`` (``compose`` then
+  ``get_epsilon`` per spend), timed on 20 spends.
+
+The 1-minute load average is printed before and after: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+# benchmarks/accounting.py would shadow the accounting package: keep this folder off sys.path
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import numpy as np  # noqa: E402
+
+
+def _rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _best(fn, reps):
+    best = math.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def case_step():
+    import jax
+    import jax.numpy as jnp
+    import optax
+    import optax.contrib
+
+    import optimize
+
+    k = jax.random.split(jax.random.key(0), 4)
+    params = {"w1": jax.random.normal(k[0], (784, 256)) * 0.05, "b1": jnp.zeros(256),
+              "w2": jax.random.normal(k[1], (256, 10)) * 0.05, "b2": jnp.zeros(10)}
+    x = jax.random.normal(k[2], (256, 784))
+    y = jax.random.randint(k[3], (256,), 0, 10)
+
+    def loss(p, xb, yb):
+        h = jnp.tanh(xb @ p["w1"] + p["b1"])
+        logits = h @ p["w2"] + p["b2"]
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), yb[..., None], -1)[..., 0]
+
+    per_example = jax.vmap(jax.grad(lambda p, xb, yb: loss(p, xb, yb)), in_axes=(None, 0, 0))
+    mask = jnp.ones(256, bool)
+
+    sgd = optax.sgd(0.1)
+
+    @jax.jit
+    def plain(p, s):
+        g = jax.grad(lambda q: jnp.mean(loss(q, x, y)))(p)
+        u, s = sgd.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    contrib = optax.contrib.dpsgd(0.1, 1.0, 1.1, seed=0)
+
+    @jax.jit
+    def theirs(p, s):
+        u, s = contrib.update(per_example(p, x, y), s, p)
+        return optax.apply_updates(p, u), s
+
+    ours_tx = optimize.dpsgd(0.1, 1.0, 1.1, jax.random.key(1), expected_batch_size=256.0)
+
+    @jax.jit
+    def ours(p, s):
+        u, s = ours_tx.update(per_example(p, x, y), s, p, mask=mask)
+        return optax.apply_updates(p, u), s
+
+    out = {}
+    for name, fn, tx in (("nonprivate", plain, sgd), ("optax_contrib", theirs, contrib), ("dpjax", ours, ours_tx)):
+        state = tx.init(params)
+        t = time.perf_counter()
+        jax.block_until_ready(fn(params, state))
+        first = time.perf_counter() - t
+        out[name] = {"cold_s": first,
+                     "warm_ms": 1e3 * _best(lambda f=fn, s=state: jax.block_until_ready(f(params, s)), 20)}
+    out["ratio_vs_nonprivate"] = out["dpjax"]["warm_ms"] / out["nonprivate"]["warm_ms"]
+    out["ratio_vs_contrib"] = out["dpjax"]["warm_ms"] / out["optax_contrib"]["warm_ms"]
+    out["contrib_vs_nonprivate"] = out["optax_contrib"]["warm_ms"] / out["nonprivate"]["warm_ms"]
+    return out
+
+
+def case_calibration():
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    import accounting
+
+    t = time.perf_counter()
+    z = float(accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000))
+    cold = time.perf_counter() - t
+    warm = _best(lambda: accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000), 3)
+    t = time.perf_counter()
+    z2 = float(accounting.calibrate_noise_multiplier(1.05, 1e-5, 0.01, 1000))
+    warm_other = time.perf_counter() - t
+    eps = float(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))
+
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    def event(s):
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(s)), 1000)
+
+    t = time.perf_counter()
+    ref = dp_accounting.calibrate_dp_mechanism(pld_privacy_accountant.PLDAccountant, event, 1.0, 1e-5)
+    t_ref = time.perf_counter() - t
+    return {"sigma": z, "epsilon_at_sigma": eps, "sigma_eps_1.05": z2, "dp_accounting_sigma": ref,
+            "cold_s": cold, "warm_s": warm, "warm_other_target_s": warm_other, "dp_accounting_s": t_ref,
+            "ratio_cold": t_ref / cold, "ratio_warm": t_ref / warm, "ratio_warm_other": t_ref / warm_other}
+
+
+def case_odometer():
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    import accounting
+    import dpjax
+
+    base = _rss_mb()
+    acc = accounting.Accountant(epsilon_budget=10.0, delta=1e-5)
+    m = dpjax.Gaussian(sigma=1.0)
+    per = []
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        t = time.perf_counter()
+        eps = acc.record(m, sampling_prob=0.01)
+        per.append(time.perf_counter() - t)
+    total = time.perf_counter() - t0
+    peak = _rss_mb() - base
+
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    ref = pld_privacy_accountant.PLDAccountant()
+    ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+    t0 = time.perf_counter()
+    for _ in range(20):
+        ref.compose(ev, 1)
+        ref_eps20 = ref.get_epsilon(1e-5)
+    t_ref = (time.perf_counter() - t0) / 20
+    return {"epsilon_1000": eps, "total_s": total, "median_ms": 1e3 * float(np.median(per)),
+            "peak_rss_growth_mb": peak, "rss_after_import_mb": base,
+            "dp_accounting_per_spend_s": t_ref, "dp_accounting_eps_20": ref_eps20,
+            "ratio_per_spend_median": t_ref / float(np.median(per))}
+
+
+CASES = {"step": case_step, "calibration": case_calibration, "odometer": case_odometer}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", choices=sorted(CASES))
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(CASES[args.case]()))
+        return
+    print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}")
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    for name in CASES:
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", name], capture_output=True,
+                             text=True, env=env)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+        if out.returncode or not line:
+            print(name, "FAILED", out.stderr[-2000:])
+            continue
+        res = json.loads(line[-1])
+        print(f"== {name}")
+        for k, v in res.items():
+            print(f"   {k}: {v:.6g}" if isinstance(v, float) else f"   {k}: {v}")
+    print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

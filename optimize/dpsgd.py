@@ -1,0 +1,226 @@
+"""DP-SGD as optax transformations: per-example clipping, one noise draw per logical batch.
+
+:func:`private_aggregate` is a drop-in for ``optax.contrib.differentially_private_aggregate``
+(Abadi et al. 2016, Alg. 1): it takes per-example gradients (leading axis), clips each
+example, sums, adds noise of scale ``l2_norm_clip · noise_multiplier`` and normalises. What
+differs, and why:
+
+* **the normaliser** is the *expected* batch size q·n under Poisson sampling
+  (``expected_batch_size``), not the number of examples that happened to be sampled: the
+  actual size depends on who is in the data, so dividing by it is not post-processing of the
+  noisy sum. Without ``expected_batch_size`` the physical (leading-axis) size is used, which
+  is optax.contrib's behaviour for unmasked fixed-size batches;
+* **masks**: Poisson batches of varying size run at a fixed physical shape under ``jit``;
+  ``mask`` (an extra argument of ``update``) zeroes padded examples, which then contribute
+  nothing (not even through their clipped gradient); examples with a non-finite gradient
+  contribute nothing either;
+* **gradient accumulation before noise**: with ``last_microbatch=False`` a call only adds its
+  clipped sum to the state; the call with ``last_microbatch=True`` adds the noise once for the
+  whole logical batch. ``optax.MultiSteps`` around optax.contrib's transformation adds noise
+  per micro-batch instead (optax #515/#527). :func:`on_noisy_steps` keeps a downstream
+  optimizer's state still on the accumulating calls;
+* **noise from any dpjax additive mechanism**: ``dpjax.Gaussian`` (default, L2 clipping),
+  ``dpjax.Laplace`` (L1 clipping), ``dpjax.DiscreteGaussian`` on a grid of step ``grid_step``
+  (integer arithmetic end to end: each clipped example is rounded to the grid, sums and
+  noise are int32, the result is scaled back at the end);
+* **record-addressed noise**: coordinate i of the noise of noisy update t depends only on
+  ``(key, t, i)`` (:meth:`dpjax.Mechanism.sample_records` under ``fold_in(key, t)``): a step
+  is reproducible from the key and its index, and no key is used twice.
+
+The privacy of ``T`` noisy updates at Poisson rate q is ``accounting.dpsgd_epsilon(
+noise_multiplier, q, T, δ, mechanism=...)``; :class:`accounting.DpsgdAccountant` is the
+per-step odometer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from accounting.dpsgd import noise_kind
+from dpjax.kernels import DiscreteGaussian, Gaussian, Laplace
+from dpjax.random import check_key
+from dpjax.validation import check_positive
+
+__all__ = ["PrivateAggregateState", "private_aggregate", "on_noisy_steps", "dpsgd", "clip_per_example",
+           "clipped_sum", "NOISE_TAG"]
+
+#: domain-separation tag folded into the key before the step index (the Poisson sampler folds another)
+NOISE_TAG = 0x7D15E001
+
+
+class PrivateAggregateState(NamedTuple):
+    """``key`` (never consumed: each noisy update folds its index in), ``step`` (noisy updates so
+    far), ``accumulated`` (clipped sum of the logical batch in progress; int32 on a grid)."""
+
+    key: jax.Array
+    step: jax.Array
+    accumulated: Any
+
+
+def _clip_scales(leaves, clip, order, mask):
+    """Per-example factors min(1, clip/‖g_i‖) (0 for masked examples and for examples whose norm is
+    not finite: a NaN or inf entry, or a norm overflowing the dtype), and whether any example was
+    non-finite. One reduction pass over the gradients."""
+    if order == 1:
+        norm = sum(jnp.sum(jnp.abs(g.reshape(g.shape[0], -1)), axis=1) for g in leaves)
+    else:
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in leaves))
+    finite = jnp.isfinite(norm)
+    keep = finite if mask is None else finite & jnp.asarray(mask, bool)
+    scale = jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
+    return scale, ~jnp.all(finite)
+
+
+def _zero_nonfinite(leaves, scale):
+    """Examples with factor 0 replaced by zeros (a NaN times 0 is still NaN)."""
+    return [jnp.where(_bcast(scale > 0, g), g, 0.0) for g in leaves]
+
+
+def _bcast(v, g):
+    return v.reshape((g.shape[0],) + (1,) * (g.ndim - 1))
+
+
+def clip_per_example(per_example_grads, clip, *, order=2, mask=None):
+    """Scale each example's gradient (leading axis) to global L``order`` norm ≤ ``clip``; examples
+    with ``mask`` False or a non-finite norm become zero. Returns the clipped pytree."""
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    scale, _ = _clip_scales(leaves, clip, order, mask)
+    return jax.tree_util.tree_unflatten(
+        treedef, [g * _bcast(scale, g).astype(g.dtype) for g in _zero_nonfinite(leaves, scale)])
+
+
+def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
+    """Σ_i of the clipped per-example gradients, as one contraction with the clip factors (no
+    clipped copy of the gradients); the non-finite examples are zeroed first, when there are any."""
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    scale, bad = _clip_scales(leaves, clip, order, mask)
+
+    def contract(gs):
+        return [jnp.einsum("i,i...->...", scale.astype(g.dtype), g) for g in gs]
+
+    sums = jax.lax.cond(bad, lambda gs: contract(_zero_nonfinite(gs, scale)), contract, leaves)
+    return jax.tree_util.tree_unflatten(treedef, sums)
+
+
+def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None,
+                      grid_step=None) -> optax.GradientTransformationExtraArgs:
+    """Clip per-example gradients, sum, add noise once per logical batch, normalise.
+
+    Args:
+      l2_norm_clip: clipping norm C (an L1 norm for ``dpjax.Laplace``).
+      noise_multiplier: z; the noise has scale C·z (Gaussian σ, Laplace b, discrete-Gaussian σ).
+      key: a Threefry PRNG key, held in the state and never consumed; use it for nothing else.
+      mechanism: ``None``/``dpjax.Gaussian``, ``dpjax.Laplace`` or ``dpjax.DiscreteGaussian`` (the class).
+      expected_batch_size: q·n, the normaliser under Poisson sampling (required with ``mask`` or
+        accumulation); default: the leading-axis size (optax.contrib's normaliser).
+      grid_step: γ of the discrete Gaussian's grid. Examples are clipped to C − γ√d/2 in L2 and
+        rounded to the grid, so that each rounded contribution has norm ≤ C (d parameters). Sums
+        and noise are int32 in units of γ: keep (examples per logical batch)·C/γ plus the noise's
+        tail below 2**31 (past it the arithmetic wraps: still private, post-processing of the
+        integer release, but useless).
+
+    ``update(per_example_grads, state, params=None, *, mask=None, last_microbatch=None)``:
+    ``mask`` bool[B] marks real examples; ``last_microbatch=False`` accumulates without noise
+    (returns zeros), ``True``/``None`` closes the logical batch (noise once, state reset).
+    """
+    kind = noise_kind(mechanism)
+    check_positive("l2_norm_clip", l2_norm_clip)
+    check_positive("noise_multiplier", noise_multiplier)
+    key = check_key(key)
+    if expected_batch_size is not None:
+        check_positive("expected_batch_size", expected_batch_size)
+    clip = float(l2_norm_clip)
+    scale = clip * float(noise_multiplier)
+    if kind == "discrete_gaussian":
+        if grid_step is None:
+            raise ValueError("grid_step: the discrete Gaussian needs the grid step γ (noise and sums are integers "
+                             "in units of γ)")
+        check_positive("grid_step", grid_step)
+        gamma = float(grid_step)
+        mech = DiscreteGaussian(sigma=scale / gamma)
+    else:
+        if grid_step is not None:
+            raise ValueError("grid_step: only the discrete Gaussian works on a grid")
+        gamma = None
+        mech = Gaussian(sigma=scale) if kind == "gaussian" else Laplace(scale=scale)
+
+    def init_fn(params):
+        dt = jnp.int32 if gamma is not None else None
+        acc = jax.tree_util.tree_map(lambda p: jnp.zeros(jnp.shape(p), dt or jnp.result_type(p)), params)
+        return PrivateAggregateState(key, jnp.zeros((), jnp.int32), acc)
+
+    def batch_sum(grads, mask):
+        leaves = jax.tree_util.tree_leaves(grads)
+        if gamma is None:
+            return clipped_sum(grads, clip, order=1 if kind == "laplace" else 2, mask=mask)
+        d = sum(math.prod(g.shape[1:]) for g in leaves)
+        inner = clip - gamma * math.sqrt(d) / 2.0
+        if inner <= 0:
+            raise ValueError(f"grid_step: γ√d/2 = {gamma * math.sqrt(d) / 2:.4g} must stay below l2_norm_clip = {clip} "
+                             f"(d = {d} parameters); use a finer grid")
+        clipped = clip_per_example(grads, inner, order=2, mask=mask)
+        return jax.tree_util.tree_map(lambda g: jnp.sum(jnp.round(g / gamma).astype(jnp.int32), axis=0), clipped)
+
+    def noisy(total, step_key):
+        leaves, treedef = jax.tree_util.tree_flatten(total)
+        sizes = [math.prod(jnp.shape(x)) for x in leaves]
+        flat_dtype = jnp.int32 if gamma is not None else jnp.result_type(*leaves)
+        noise = mech.sample_records(step_key, jnp.zeros((sum(sizes),), flat_dtype), 0)
+        out, start = [], 0
+        for x, n in zip(leaves, sizes):
+            out.append(x + noise[start:start + n].reshape(jnp.shape(x)).astype(x.dtype))
+            start += n
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    def update_fn(updates, state, params=None, *, mask=None, last_microbatch=None, **extra):
+        del params, extra
+        if expected_batch_size is None and (mask is not None or last_microbatch is not None):
+            raise ValueError("expected_batch_size: a masked or accumulated (Poisson) batch is normalised by its expected "
+                             "size q·n; pass expected_batch_size to private_aggregate")
+        physical = jax.tree_util.tree_leaves(updates)[0].shape[0]
+        factor = (gamma or 1.0) / float(expected_batch_size if expected_batch_size is not None else physical)
+        total = jax.tree_util.tree_map(jnp.add, state.accumulated, batch_sum(updates, mask))
+        close = jnp.asarray(True if last_microbatch is None else last_microbatch)
+        step_key = jax.random.fold_in(jax.random.fold_in(state.key, NOISE_TAG), state.step)
+        released = noisy(total, step_key)
+        out = jax.tree_util.tree_map(
+            lambda x, g: jnp.where(close, x.astype(g.dtype) * jnp.asarray(factor, g.dtype), jnp.zeros((), g.dtype)),
+            released, updates)
+        acc = jax.tree_util.tree_map(lambda t: jnp.where(close, jnp.zeros_like(t), t), total)
+        step = state.step + close.astype(jnp.int32)
+        return out, PrivateAggregateState(state.key, step, acc)
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def on_noisy_steps(inner: optax.GradientTransformation) -> optax.GradientTransformationExtraArgs:
+    """Run ``inner`` only on the calls that close a logical batch (``last_microbatch`` True or
+    absent); on accumulating calls its state stays as it was and the update is zero. Chain it
+    after :func:`private_aggregate` when accumulating micro-batches into one noisy update."""
+    inner = optax.with_extra_args_support(inner)
+
+    def update_fn(updates, state, params=None, *, last_microbatch=None, **extra):
+        new_updates, new_state = inner.update(updates, state, params, **extra)
+        if last_microbatch is None:
+            return new_updates, new_state
+        close = jnp.asarray(last_microbatch)
+        keep = jax.tree_util.tree_map(lambda n, o: jnp.where(close, n, o), new_state, state)
+        return jax.tree_util.tree_map(lambda u: jnp.where(close, u, jnp.zeros_like(u)), new_updates), keep
+
+    return optax.GradientTransformationExtraArgs(inner.init, update_fn)
+
+
+def dpsgd(learning_rate, l2_norm_clip, noise_multiplier, key, *, momentum=None, nesterov=False, mechanism=None,
+          expected_batch_size=None, grid_step=None) -> optax.GradientTransformationExtraArgs:
+    """DP-SGD as one optax transformation (like ``optax.contrib.dpsgd``): :func:`private_aggregate`,
+    then momentum (optional) and the learning rate, the latter only on noisy updates."""
+    tail = optax.chain(optax.trace(decay=momentum, nesterov=nesterov) if momentum is not None else optax.identity(),
+                       optax.scale_by_learning_rate(learning_rate))
+    return optax.chain(private_aggregate(l2_norm_clip, noise_multiplier, key, mechanism=mechanism,
+                                         expected_batch_size=expected_batch_size, grid_step=grid_step),
+                       on_noisy_steps(tail))

@@ -1,0 +1,453 @@
+"""DP-SGD: the optax plug-in, the Poisson sampler, DP-SGD accounting, calibration and the odometer."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import optax.contrib
+import pytest
+from scipy import stats
+
+import accounting
+import dpjax
+import optimize
+from accounting import dpsgd as acc_dpsgd
+from optimize.dpsgd import NOISE_TAG
+
+logging.getLogger("absl").setLevel(logging.ERROR)
+
+# Poisson-subsampled Gaussian, δ = 1e-5. (q, z, T): (dp_accounting 0.6.0 pessimistic PLD at Δ = 1e-5,
+# prv_accountant 0.2.0 (lower, upper) bracket). q = 0.01: anchors report §3.1 (PRV eps_error 1e-3);
+# the others: PRV eps_error 0.01, delta_error 1e-9 (recomputed by test_references_live, slow).
+REFERENCE = {
+    (0.01, 1.0, 1000): (1.828236736, (1.827105, 1.829369)),
+    (0.01, 1.0, 10000): (6.187712707, (6.186385, 6.189040)),
+    (0.001, 0.8, 100000): (2.574965225, (2.564946, 2.584977)),
+    (0.05, 2.0, 10000): (14.384004836, (14.373938, 14.394062)),
+}
+
+
+def _f(x):
+    return float(np.asarray(x))
+
+
+# ----------------------------------------------------------------------------------
+# accounting
+# ----------------------------------------------------------------------------------
+def test_dpsgd_epsilon_matches_dp_accounting_and_prv_brackets():
+    eps = np.asarray(accounting.dpsgd_epsilon(1.0, 0.01, np.asarray([1000, 10000]), 1e-5))
+    for e, key in zip(eps, [(0.01, 1.0, 1000), (0.01, 1.0, 10000)]):
+        fine, (lo, hi) = REFERENCE[key]
+        assert fine - 1e-7 <= e <= fine + 1e-4  # never below the fine-grid PLD, within the grid's slack
+        assert lo <= e <= hi
+    # the same numbers as the generic accountant (pld(...).self_compose(T))
+    ref = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5))
+    assert eps[0] == pytest.approx(ref, rel=1e-8)
+
+
+@pytest.mark.parametrize("case", [(0.001, 0.8, 100000), (0.05, 2.0, 10000)])
+def test_dpsgd_epsilon_small_and_large_rates(case):
+    q, z, t = case
+    e = _f(accounting.dpsgd_epsilon(z, q, t, 1e-5))
+    fine, (lo, hi) = REFERENCE[case]
+    # the loss grid's slack grows with the number of compositions: 3.4e-4 relative at T = 1e5
+    assert fine - 1e-7 <= e <= fine * (1 + 5e-4) and lo <= e <= hi
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(REFERENCE))
+def test_references_live(case):
+    """Recompute the reference table with dp_accounting (Δ = 1e-5) and prv_accountant."""
+    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    prv = pytest.importorskip("prv_accountant")
+    from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
+    q, z, t = case
+    fine = pld_mod.from_gaussian_mechanism(z, sampling_prob=q, value_discretization_interval=1e-5).self_compose(
+        t).get_epsilon_for_delta(1e-5)
+    lo, _, hi = prv.PRVAccountant(prvs=[PoissonSubsampledGaussianMechanism(q, z)], max_self_compositions=[t],
+                                  eps_error=0.01, delta_error=1e-9).compute_epsilon(1e-5, [t])
+    ref_fine, (ref_lo, ref_hi) = REFERENCE[case]
+    assert fine == pytest.approx(ref_fine, abs=1e-6)
+    assert lo <= ref_fine <= hi and ref_lo - 0.01 <= lo and hi <= ref_hi + 0.01
+    e = _f(accounting.dpsgd_epsilon(z, q, t, 1e-5))
+    assert fine - 1e-7 <= e and lo <= e <= hi
+
+
+def test_dpsgd_epsilon_batched_over_settings_and_delta():
+    z = np.asarray([1.0, 1.0, 1.1])  # one rung of plans: one compiled call for the batch
+    eps = np.asarray(accounting.dpsgd_epsilon(z, 0.01, np.asarray([1000, 10000, 1000]), 1e-5))
+    ref = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5))
+    assert eps[0] == pytest.approx(ref, rel=1e-8) and eps[1] > eps[0] > eps[2]
+    d = _f(accounting.dpsgd_delta(1.0, 0.01, 1000, eps[0]))
+    assert d == pytest.approx(1e-5, rel=1e-6) and d <= 1e-5 * (1 + 1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [(3.0, 1.0, 10), (1.0, 0.01, 1000), (0.5, 0.05, 100), (2.0, 0.001, 100000),
+                                     (8.0, 0.1, 2000)])
+def test_calibration_sweep(setting):
+    target, q, t = setting
+    for mech in (None, dpjax.Laplace):
+        z = _f(accounting.calibrate_noise_multiplier(target, 1e-5, q, t, mechanism=mech))
+        assert target * (1 - 1e-3) <= _f(accounting.dpsgd_epsilon(z, q, t, 1e-5, mechanism=mech)) <= target
+
+
+@pytest.mark.slow
+def test_dpsgd_epsilon_gradients_match_central_differences():
+    gz = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))(1.3))
+    gq = _f(jax.grad(lambda q: accounting.dpsgd_epsilon(1.3, q, 1000, 1e-5))(0.01))
+    hz, hq = 1e-3, 1e-5
+    fz = (_f(accounting.dpsgd_epsilon(1.3 + hz, 0.01, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3 - hz, 0.01, 1000, 1e-5)))
+    fq = (_f(accounting.dpsgd_epsilon(1.3, 0.01 + hq, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3, 0.01 - hq, 1000, 1e-5)))
+    assert gz == pytest.approx(fz / (2 * hz), rel=2e-3) and gz < 0
+    assert gq == pytest.approx(fq / (2 * hq), rel=2e-3) and gq > 0
+    gd = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian))(1.3))
+    assert gd < 0
+
+
+@pytest.mark.slow
+def test_example_trains_a_few_epochs():
+    pytest.importorskip("sklearn")
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "dpsgd_digits.py")
+    spec = importlib.util.spec_from_file_location("dpsgd_digits", path)
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    data = ex.load_digits()
+    delta = 1.0 / len(data[1]) ** 2
+    _, curve, z, steps = ex.train_private(data, 8.0, delta, 5, jax.random.key(0), log=lambda *a: None)
+    assert curve[-1][1] > 0.85 and curve[-1][2] <= 8.0
+
+
+def test_calibrate_noise_multiplier_from_above():
+    z = _f(accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000))
+    eps = _f(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))
+    assert 1.0 * (1 - 1e-3) <= eps <= 1.0
+    assert z == pytest.approx(1.41463, rel=2e-3)  # dp_accounting's calibrate_dp_mechanism (its Δ = 1e-4)
+
+
+def test_calibrators_return_the_largest_feasible_integer_rdp_path():
+    dg = dpjax.DiscreteGaussian
+    t = int(accounting.calibrate_num_steps(1.0, 1e-5, 1.25, 0.01, mechanism=dg))
+    e = np.asarray(accounting.dpsgd_epsilon(1.25, 0.01, np.asarray([t, t + 1]), 1e-5, mechanism=dg))
+    assert e[0] <= 1.0 < e[1]
+    b = int(accounting.calibrate_batch_size(1.0, 1e-5, 1.25, 300, 10000, mechanism=dg))
+    e = np.asarray(accounting.dpsgd_epsilon(1.25, np.asarray([b, b + 1]) / 10000, 300, 1e-5, mechanism=dg))
+    assert e[0] <= 1.0 < e[1]
+    z = _f(accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000, mechanism=dg))
+    assert 1.0 - 1e-6 <= _f(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5, mechanism=dg)) <= 1.0
+
+
+@pytest.mark.slow
+def test_calibrate_steps_and_batch_size_are_the_largest_feasible():
+    z = 1.25
+    t = int(accounting.calibrate_num_steps(1.0, 1e-5, z, 0.01))
+    e = np.asarray(accounting.dpsgd_epsilon(z, 0.01, np.asarray([t, t + 1]), 1e-5))
+    assert e[0] <= 1.0 < e[1]
+    b = int(accounting.calibrate_batch_size(1.0, 1e-5, z, 300, 10000))
+    e = [_f(accounting.dpsgd_epsilon(z, bb / 10000, 300, 1e-5)) for bb in (b, b + 1)]
+    assert e[0] <= 1.0 < e[1]
+    assert int(accounting.calibrate_num_steps(1e-3, 1e-5, 0.5, 0.5)) == 0
+
+
+@pytest.mark.slow
+def test_laplace_accounting_lies_between_the_laplace_pair_and_its_bound():
+    # the randomized-response dominating pair at ε₀ = 1/z, never below the 1-D Laplace pair (a lower bound)
+    lap = _f(accounting.dpsgd_epsilon(1.0, 0.01, 200, 1e-5, mechanism=dpjax.Laplace))
+    one_d = _f(accounting.get_epsilon(dpjax.Laplace(scale=1.0), 1e-5, count=200, sampling_prob=0.01))
+    assert one_d <= lap <= 1.25 * one_d
+
+
+def test_discrete_gaussian_accounting_is_a_sound_bound():
+    # the Rényi bound lies above the exact (continuous) Gaussian PLD ...
+    dg = _f(accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian))
+    assert dg >= REFERENCE[(0.01, 1.0, 1000)][0]
+    # ... and Zhu-Wang's subsampled bound lies above the exact subsampled-Gaussian RDP (dp_accounting)
+    rdp_mod = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
+    exact = np.asarray([rdp_mod._compute_rdp_poisson_subsampled_gaussian(0.01, 1.0, [a]) for a in
+                        acc_dpsgd.RDP_ORDERS[:20]]).ravel()
+    with jax.enable_x64(True):
+        bound = np.asarray(acc_dpsgd.subsampled_rdp(acc_dpsgd._gaussian_rdp(1.0), 0.01))[:20]
+    assert np.all(bound >= exact * (1 - 1e-12))
+
+
+def test_dpsgd_accountant_per_step_and_budget():
+    acc = accounting.DpsgdAccountant(1.0, 0.01, delta=1e-5, epsilon_budget=1.0)
+    for _ in range(3):
+        e = acc.step()
+    ref = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(3).get_epsilon_for_delta(1e-5))
+    assert e == pytest.approx(ref, rel=1e-9) and acc.steps == 3
+    left = acc.remaining_steps()
+    e_all = acc.step(left)
+    assert e_all <= 1.0
+    with pytest.raises(ValueError, match="epsilon_budget"):
+        acc.step()
+    assert acc.steps == 3 + left
+    dg = accounting.DpsgdAccountant(1.0, 0.01, delta=1e-5, mechanism=dpjax.DiscreteGaussian)
+    dg.step(1000)
+    assert dg.epsilon() == pytest.approx(_f(accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5,
+                                                                     mechanism=dpjax.DiscreteGaussian)), rel=1e-9)
+
+
+def test_accounting_validation():
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        accounting.dpsgd_epsilon(0.0, 0.01, 10, 1e-5)
+    with pytest.raises(ValueError, match="sampling_prob"):
+        accounting.dpsgd_epsilon(1.0, 1.5, 10, 1e-5)
+    with pytest.raises(ValueError, match="steps"):
+        accounting.dpsgd_epsilon(1.0, 0.01, 0, 1e-5)
+    with pytest.raises(ValueError, match="delta"):
+        accounting.dpsgd_epsilon(1.0, 0.01, 10, float("nan"))
+    with pytest.raises(ValueError, match="mechanism"):
+        accounting.dpsgd_epsilon(1.0, 0.01, 10, 1e-5, mechanism=dpjax.Gaussian(sigma=1.0))
+    with pytest.raises(ValueError, match="target_epsilon"):
+        accounting.calibrate_noise_multiplier(-1.0, 1e-5, 0.01, 10)
+
+
+# ----------------------------------------------------------------------------------
+# the odometer (issue 15): composition by count
+# ----------------------------------------------------------------------------------
+def test_accountant_composes_by_count_and_keeps_one_entry_per_kind():
+    acc = accounting.Accountant(delta=1e-5)
+    g = dpjax.Gaussian(sigma=1.0)
+    for _ in range(4):
+        acc.record(g, sampling_prob=0.01)
+    acc.record(dpjax.Laplace(scale=2.0))
+    e = acc.record(g, sampling_prob=0.01, count=3)
+    assert len(acc.releases) == 2 and acc.releases[0].count == 7 and acc.releases[1].count == 1
+    p = accounting.pld(g, sampling_prob=0.01).self_compose(7).compose(accounting.pld(dpjax.Laplace(scale=2.0)))
+    assert e == pytest.approx(_f(p.get_epsilon_for_delta(1e-5)), rel=1e-8)
+    assert acc.spent_delta(e) == pytest.approx(1e-5, rel=1e-6)
+
+
+def test_self_compose_by_count_matches_static_count():
+    p = accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01)
+    static = _f(p.self_compose(1000).get_epsilon_for_delta(1e-5))
+    traced = accounting.accountant.self_compose_by_count(p, 1000)
+    assert _f(traced.get_epsilon_for_delta(1e-5)) == pytest.approx(static, rel=1e-8)  # FFT lengths differ
+    assert _f(traced.roundoff) < 1e-12
+
+
+@pytest.mark.slow
+def test_accountant_thousand_spends_under_a_minute_and_500mb():
+    import subprocess
+    import sys
+    # VmHWM (the peak RSS of this process image): ru_maxrss would carry the forking parent's peak
+    code = (
+        "import time, accounting, dpjax\n"
+        "acc = accounting.Accountant(epsilon_budget=10.0, delta=1e-5); m = dpjax.Gaussian(sigma=1.0)\n"
+        "t = time.time()\n"
+        "for _ in range(1000): e = acc.record(m, sampling_prob=0.01)\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "print(time.time() - t, int(hwm) / 1024, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    seconds, rss_mb, eps = map(float, out[-3:])
+    assert seconds < 60 and rss_mb < 500
+    assert eps == pytest.approx(REFERENCE[(0.01, 1.0, 1000)][0], abs=2e-5)
+
+
+# ----------------------------------------------------------------------------------
+# the Poisson sampler
+# ----------------------------------------------------------------------------------
+def test_poisson_sampler_is_bernoulli_per_example():
+    n, q, steps = 2000, 0.05, 60
+    sampler = dpjax.PoissonSampler(jax.random.key(7), n, q, batch_size=64)
+    masks = np.stack([np.asarray(sampler.mask(t)) for t in range(steps)])
+    # batch sizes ~ Binomial(n, q): chi-square goodness of fit of the total, KS of per-step sizes
+    sizes = masks.sum(axis=1)
+    assert stats.kstest(sizes, stats.binom(n, q).cdf).pvalue > 1e-3 or abs(sizes.mean() - n * q) < 3 * math.sqrt(n * q)
+    per_example = masks.sum(axis=0)  # Binomial(steps, q) per example, independent across examples
+    k = np.arange(0, 9)
+    observed = np.asarray([np.sum(per_example == i) for i in k[:-1]] + [np.sum(per_example >= k[-1])])
+    pmf = stats.binom(steps, q).pmf(k[:-1])
+    expected = np.concatenate([pmf, [1 - pmf.sum()]]) * n
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert abs(np.corrcoef(masks[:-1].ravel(), masks[1:].ravel())[0, 1]) < 0.02  # steps independent
+    assert sampler.realized_sampling_prob <= q and q - sampler.realized_sampling_prob < 2.0**-23
+
+
+@jax.debug_key_reuse(True)
+def test_poisson_batches_cover_the_sample_once_with_fixed_shapes():
+    sampler = dpjax.PoissonSampler(jax.random.key(3), 500, 0.3, batch_size=32)
+    idx, mask = sampler.batches(5)
+    assert idx.shape == mask.shape and idx.shape[1] == 32
+    chosen = np.sort(np.asarray(idx)[np.asarray(mask)])
+    np.testing.assert_array_equal(chosen, np.flatnonzero(np.asarray(sampler.mask(5))))
+    again, _ = dpjax.PoissonSampler(jax.random.key(3), 500, 0.3, batch_size=32).batches(5)
+    np.testing.assert_array_equal(np.asarray(idx), np.asarray(again))  # reproducible from (key, step)
+    empty_idx, empty_mask = dpjax.PoissonSampler(jax.random.key(0), 3, 1e-6, batch_size=4).batches(0)
+    assert empty_idx.shape == (1, 4) and not np.asarray(empty_mask).any()
+    with pytest.raises(ValueError, match="sampling_prob"):
+        dpjax.PoissonSampler(jax.random.key(0), 10, 0.0, batch_size=4)
+
+
+# ----------------------------------------------------------------------------------
+# the optax plug-in
+# ----------------------------------------------------------------------------------
+PARAMS = {"b": jnp.zeros((3,)), "w": jnp.zeros((5, 3))}
+
+
+def _grads(batch, seed=0, scale=3.0):
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    return {"b": jax.random.normal(k1, (batch, 3)) * scale, "w": jax.random.normal(k2, (batch, 5, 3)) * scale}
+
+
+def _flat(tree):
+    """An update (a parameter-shaped pytree) as one vector."""
+    return jnp.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(tree)])
+
+
+def _per_example(tree):
+    """Per-example gradients (leading axis) as a (batch, d) matrix."""
+    return jnp.concatenate([x.reshape(x.shape[0], -1) for x in jax.tree_util.tree_leaves(tree)], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _step_noise(key, mech, size, step=0):
+    k = jax.random.fold_in(jax.random.fold_in(key, NOISE_TAG), step)
+    return mech.sample_records(k, jnp.zeros((size,)), 0)
+
+
+def test_zero_gradients_give_the_stated_noise_std():
+    params = {"w": jnp.zeros((400, 100))}
+    tx = optimize.private_aggregate(2.0, 1.5, jax.random.key(0), expected_batch_size=10.0)
+    out, _ = jax.jit(tx.update)({"w": jnp.zeros((4, 400, 100))}, tx.init(params))
+    noise = np.asarray(out["w"]).ravel() * 10.0
+    # variance of 40 000 N(0, 3²) draws: chi-square interval at 1e-4
+    n = noise.size
+    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n - 1) / (n - 1)
+    assert lo * 9.0 <= noise.var(ddof=1) <= hi * 9.0
+    assert stats.kstest(noise / 3.0, "norm").pvalue > 1e-4
+
+
+def test_clipping_bounds_every_contribution():
+    g = _grads(16, scale=5.0)
+    g["w"] = g["w"].at[0].set(1e-3)  # one small example stays unclipped
+    for order in (1, 2):
+        clipped = jax.jit(optimize.clip_per_example, static_argnames="order")(g, 1.5, order=order)
+        norms = np.linalg.norm(np.asarray(_per_example(clipped)), ord=order, axis=1)
+        assert np.all(norms <= 1.5 * (1 + 1e-6))
+        np.testing.assert_allclose(np.asarray(clipped["w"][0]), np.asarray(g["w"][0]) * min(1.0, 1.5 / np.linalg.norm(
+            np.asarray(_per_example(g)[0]), ord=order)), rtol=1e-6)
+
+
+def test_matches_optax_contrib_with_the_same_noise():
+    key = jax.random.key(11)
+    g = _grads(64)
+    tx11 = optimize.private_aggregate(1.0, 1.1, key)
+    ours, state = jax.jit(tx11.update)(g, tx11.init(PARAMS))
+    contrib = optax.contrib.differentially_private_aggregate(1.0, 0.0, jax.random.key(0))
+    clipped_mean, _ = jax.jit(contrib.update)(g, contrib.init(PARAMS))
+    noise = _step_noise(key, dpjax.Gaussian(sigma=1.1), 18)
+    np.testing.assert_allclose(np.asarray(_flat(ours)), np.asarray(_flat(clipped_mean) + noise / 64), atol=1e-7)
+    # normalised by the expected batch size instead: the same sum, another divisor
+    tx = optimize.private_aggregate(1.0, 1.1, key, expected_batch_size=32.0)
+    ours32, _ = jax.jit(tx.update)(g, tx.init(PARAMS))
+    np.testing.assert_allclose(np.asarray(_flat(ours32)), np.asarray(_flat(ours)) * 2.0, rtol=1e-5, atol=1e-7)
+    assert int(state.step) == 1
+
+
+def test_masked_and_nonfinite_examples_contribute_nothing():
+    key = jax.random.key(5)
+    tx = optimize.private_aggregate(1.0, 1.0, key, expected_batch_size=8.0)
+    g = _grads(8)
+    mask = jnp.asarray([True] * 5 + [False] * 3)
+    upd = jax.jit(tx.update)
+    base, _ = upd(g, tx.init(PARAMS), mask=mask)
+    poisoned = jax.tree_util.tree_map(lambda x: x.at[5].set(1e6).at[6].set(jnp.nan), g)
+    out, _ = upd(poisoned, tx.init(PARAMS), mask=mask)
+    np.testing.assert_array_equal(np.asarray(_flat(out)), np.asarray(_flat(base)))
+    nan_real = jax.tree_util.tree_map(lambda x: x.at[0].set(jnp.nan), g)  # a real example with a NaN gradient
+    out, _ = upd(nan_real, tx.init(PARAMS), mask=mask)
+    assert np.isfinite(np.asarray(_flat(out))).all()
+    with pytest.raises(ValueError, match="expected_batch_size"):
+        plain = optimize.private_aggregate(1.0, 1.0, key)
+        plain.update(g, plain.init(PARAMS), mask=mask)
+
+
+def test_accumulation_adds_noise_once_per_logical_batch():
+    key = jax.random.key(9)
+    tx = optimize.private_aggregate(1.0, 1.2, key, expected_batch_size=16.0)
+    g = _grads(16)
+    half1 = jax.tree_util.tree_map(lambda x: x[:8], g)
+    half2 = jax.tree_util.tree_map(lambda x: x[8:], g)
+    upd = jax.jit(tx.update)
+    s = tx.init(PARAMS)
+    zero, s = upd(half1, s, mask=jnp.ones(8, bool), last_microbatch=False)
+    assert float(jnp.abs(_flat(zero)).max()) == 0.0 and int(s.step) == 0
+    acc, s = upd(half2, s, mask=jnp.ones(8, bool), last_microbatch=True)
+    whole, _ = upd(g, tx.init(PARAMS), mask=jnp.ones(16, bool), last_microbatch=True)
+    np.testing.assert_allclose(np.asarray(_flat(acc)), np.asarray(_flat(whole)), rtol=1e-5, atol=1e-7)
+    assert int(s.step) == 1 and float(jnp.abs(_flat(s.accumulated)).max()) == 0.0
+    nxt, _ = upd(g, s, mask=jnp.ones(16, bool), last_microbatch=True)  # step 1: fresh noise
+    assert not np.allclose(np.asarray(_flat(nxt)), np.asarray(_flat(whole)))
+
+
+def test_dpsgd_chain_leaves_momentum_still_while_accumulating():
+    opt = optimize.dpsgd(0.1, 1.0, 1.0, jax.random.key(2), momentum=0.9, expected_batch_size=8.0)
+    s0 = opt.init(PARAMS)
+    g = _grads(8)
+    upd = jax.jit(opt.update)
+    _, s1 = upd(g, s0, PARAMS, mask=jnp.ones(8, bool), last_microbatch=False)
+    for a, b in zip(jax.tree_util.tree_leaves(s0[1]), jax.tree_util.tree_leaves(s1[1])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    u, s2 = upd(g, s1, PARAMS, mask=jnp.ones(8, bool), last_microbatch=True)
+    assert float(jnp.abs(_flat(u)).max()) > 0
+
+
+def test_laplace_and_discrete_gaussian_noise():
+    key = jax.random.key(4)
+    g = _grads(32)
+    lap = optimize.private_aggregate(1.0, 0.5, key, mechanism=dpjax.Laplace)
+    out, _ = jax.jit(lap.update)(g, lap.init(PARAMS))
+    clipped = optimize.clip_per_example(g, 1.0, order=1)
+    noise = _step_noise(key, dpjax.Laplace(scale=0.5), 18)
+    np.testing.assert_allclose(np.asarray(_flat(out)), (np.asarray(_per_example(clipped)).sum(0) + np.asarray(noise)) / 32,
+                               rtol=1e-5, atol=1e-6)
+    gamma = 1e-3
+    dg = optimize.private_aggregate(1.0, 1.0, key, mechanism=dpjax.DiscreteGaussian, grid_step=gamma,
+                                    expected_batch_size=32.0)
+    out, _ = jax.jit(dg.update)(g, dg.init(PARAMS))
+    units = np.asarray(_flat(out)) * 32.0 / gamma
+    np.testing.assert_allclose(units, np.round(units), atol=1e-2)  # integer multiples of the grid step
+    inner = 1.0 - gamma * math.sqrt(18) / 2
+    rounded = np.round(np.asarray(_per_example(optimize.clip_per_example(g, inner))) / gamma) * gamma
+    assert np.all(np.linalg.norm(rounded, axis=1) <= 1.0 + 1e-9)  # each rounded contribution within the clip
+    with pytest.raises(ValueError, match="grid_step"):
+        optimize.private_aggregate(1.0, 1.0, key, mechanism=dpjax.DiscreteGaussian)
+    with pytest.raises(ValueError, match="grid_step"):
+        bad = optimize.private_aggregate(1.0, 1.0, key, mechanism=dpjax.DiscreteGaussian, grid_step=1.0)
+        bad.update(g, bad.init(PARAMS))
+
+
+def test_noise_is_reproducible_from_key_and_step():
+    key = jax.random.key(21)
+    tx = optimize.private_aggregate(1.0, 1.0, key)
+    g = jax.tree_util.tree_map(jnp.zeros_like, _grads(4))
+    s = tx.init(PARAMS)
+    upd = jax.jit(tx.update)
+    a0, s = upd(g, s)
+    a1, s = upd(g, s)
+    b0, _ = upd(g, tx.init(PARAMS))
+    np.testing.assert_array_equal(np.asarray(_flat(a0)), np.asarray(_flat(b0)))
+    assert not np.allclose(np.asarray(_flat(a0)), np.asarray(_flat(a1)))
+    np.testing.assert_allclose(np.asarray(_flat(a1)) * 4, np.asarray(_step_noise(key, dpjax.Gaussian(sigma=1.0), 18, 1)),
+                               rtol=1e-6)
+
+
+def test_plugin_validation():
+    with pytest.raises(ValueError, match="key"):
+        optimize.private_aggregate(1.0, 1.0, 0)
+    with pytest.raises(ValueError, match="l2_norm_clip"):
+        optimize.private_aggregate(0.0, 1.0, jax.random.key(0))
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        optimize.private_aggregate(1.0, -1.0, jax.random.key(0))
+    with pytest.raises(ValueError, match="mechanism"):
+        optimize.private_aggregate(1.0, 1.0, jax.random.key(0), mechanism="gaussian")
