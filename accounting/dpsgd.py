@@ -33,6 +33,7 @@ training loop updates per step (an :class:`accounting.Accountant` underneath).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -44,12 +45,14 @@ from accounting._numerics import concrete, x64, x64_vjp
 from accounting._pld import DEFAULT_DISCRETIZATION, make_plan, pld
 from accounting.accountant import Accountant, _bits, composition_sizes, self_compose_by_count
 from accounting.rdp import rdp_to_delta, rdp_to_epsilon
-from dpjax.kernels import DiscreteGaussian, Gaussian, Laplace
+from dpjax.kernels import AdditiveMechanism, by_name
+from dpjax.mechanism import overrides
 from dpjax.randomized_response import RandomizedResponse
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 
 __all__ = [
     "noise_kind",
+    "noise_mechanism",
     "step_mechanism",
     "dpsgd_epsilon",
     "dpsgd_delta",
@@ -61,33 +64,68 @@ __all__ = [
     "RDP_ORDERS",
 ]
 
+#: the default noise: the Gaussian kernel
+_GAUSSIAN = by_name("gaussian")
 #: integer Rényi orders of the discrete-Gaussian bound (Zhu & Wang's Thm. 5 needs integers)
 RDP_ORDERS = np.concatenate([np.arange(2, 65), np.arange(72, 257, 8), [320, 384, 512]]).astype(float)
 
-_KINDS = {Gaussian: "gaussian", Laplace: "laplace", DiscreteGaussian: "discrete_gaussian"}
-
-
 def noise_kind(mechanism) -> str:
-    """``"gaussian"``, ``"laplace"`` or ``"discrete_gaussian"`` for ``mechanism`` (``None`` or one
-    of the classes ``dpjax.Gaussian``, ``dpjax.Laplace``, ``dpjax.DiscreteGaussian``)."""
+    """How a DP-SGD step with noise from the kernel class ``mechanism`` (default: the Gaussian) is
+    accounted, from what the kernel declares (never its class):
+
+    * ``"gaussian"`` — a continuous kernel whose pair loss is exactly Gaussian (``gaussian_pld_mu``):
+      rotation invariant, L2 clipping, the exact subsampled PLD;
+    * ``"laplace"`` — a continuous pure-DP kernel (``pure_epsilon``, linear in the shift: the log
+      density is (1/scale)-Lipschitz, so d coordinates are (‖v‖₁/scale)-DP): L1 clipping, the
+      randomized-response dominating pair;
+    * ``"discrete_gaussian"`` — a discrete kernel with a Rényi bound at integer shifts in any
+      dimension (``renyi_divergence_bound``): L2 clipping on a grid, accounted by RDP.
+    """
     if mechanism is None:
         return "gaussian"
-    if isinstance(mechanism, type) and mechanism in _KINDS:
-        return _KINDS[mechanism]
+    if isinstance(mechanism, type) and issubclass(mechanism, AdditiveMechanism):
+        if mechanism.discrete and overrides(mechanism, "renyi_divergence_bound"):
+            return "discrete_gaussian"
+        if not mechanism.discrete and overrides(mechanism, "gaussian_pld_mu"):
+            return "gaussian"
+        if not mechanism.discrete and overrides(mechanism, "pure_epsilon"):
+            return "laplace"
     raise ValueError(
-        "mechanism must be None, dpjax.Gaussian, dpjax.Laplace or dpjax.DiscreteGaussian (the class: its scale "
-        f"is clip·noise_multiplier), got {mechanism!r}")
+        "mechanism must be None or an additive kernel class whose DP-SGD accounting is known (the class: its scale "
+        "is clip·noise_multiplier): a Gaussian-loss kernel (gaussian_pld_mu, e.g. dpjax.Gaussian), a pure-DP "
+        "continuous kernel (pure_epsilon, e.g. dpjax.Laplace) or a discrete kernel with a Rényi bound "
+        f"(renyi_divergence_bound, e.g. dpjax.DiscreteGaussian), got {mechanism!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Noise:
+    """A DP-SGD noise family: how it is accounted (:func:`noise_kind`) and its kernel class."""
+
+    kind: str
+    cls: type
+
+
+def _noise(mechanism) -> _Noise:
+    return _Noise(noise_kind(mechanism), _GAUSSIAN if mechanism is None else mechanism)
+
+
+def noise_mechanism(mechanism, scale):
+    """The kernel ``mechanism`` (a class; default the Gaussian) at ``scale``."""
+    cls = _GAUSSIAN if mechanism is None else mechanism
+    return cls(**{cls.scale_name: scale})
 
 
 def step_mechanism(noise_multiplier, mechanism=None):
-    """The mechanism whose PLD at sensitivity 1 dominates one (unsampled) DP-SGD step:
-    ``Gaussian(z)`` (exact), ``RandomizedResponse(1/z, 2)`` for Laplace noise (pure-DP dominating
-    pair). The discrete Gaussian has none (it is accounted by RDP) and raises."""
+    """The mechanism whose PLD at sensitivity 1 dominates one (unsampled) DP-SGD step: the kernel
+    itself at scale z for a Gaussian-loss kernel (exact), ``RandomizedResponse(ε₀, 2)`` with ε₀
+    the kernel's pure ε at scale z for a pure-DP kernel (dominating pair). A discrete Gaussian has
+    none (it is accounted by RDP) and raises."""
     kind = noise_kind(mechanism)
     if kind == "gaussian":
-        return Gaussian(sigma=noise_multiplier)
+        return noise_mechanism(mechanism, noise_multiplier)
     if kind == "laplace":
-        return RandomizedResponse(epsilon=1.0 / jnp.asarray(noise_multiplier), num_categories=2)
+        eps0 = noise_mechanism(mechanism, jnp.asarray(noise_multiplier)).pure_epsilon(1.0)
+        return RandomizedResponse(epsilon=eps0, num_categories=2)
     raise ValueError("mechanism: the discrete Gaussian is accounted by Rényi DP, it has no PLD step mechanism")
 
 
@@ -127,15 +165,17 @@ def subsampled_rdp(base_rdp, sampling_prob):
     return jnp.where(q[..., 0] >= 1.0, base, jnp.minimum(total / (a[..., 0] - 1.0), base))
 
 
-def _gaussian_rdp(z):
-    z = jnp.asarray(z, jnp.float64)[..., None, None]
-    return lambda a: a / (2.0 * z * z)
+def _renyi_bound(noise, z):
+    """The kernel's own Rényi bound at scale z for a unit shift (the discrete Gaussian: α/(2z²))."""
+    mech = noise_mechanism(noise.cls, jnp.asarray(z, jnp.float64)[..., None, None])
+    return lambda a: mech.renyi_divergence_bound(a, 0.0, 1.0)
 
 
-def _randomized_response_rdp(z):
-    """D_α of binary randomized response at ε₀ = 1/z, the pair that accounts a Laplace step:
+def _randomized_response_rdp(noise, z):
+    """D_α of binary randomized response at ε₀ (the kernel's pure ε at scale z for a unit shift: 1/z
+    for the Laplace kernel), the pair that accounts a pure-DP step:
     log(p^α (1−p)^{1−α} + (1−p)^α p^{1−α}) / (α − 1), p = e^{ε₀}/(1 + e^{ε₀})."""
-    e0 = 1.0 / jnp.asarray(z, jnp.float64)[..., None, None]
+    e0 = noise_mechanism(noise.cls, jnp.asarray(z, jnp.float64)[..., None, None]).pure_epsilon(1.0)
     lp, lq = jax.nn.log_sigmoid(e0), jax.nn.log_sigmoid(-e0)
     return lambda a: jnp.logaddexp(a * lp + (1 - a) * lq, a * lq + (1 - a) * lp) / (a - 1)
 
@@ -153,11 +193,11 @@ def _sampled_gaussian_rdp(z, q):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _rdp_curve(kind, z, q):
+def _rdp_curve(noise, z, q):
     """Per-step RDP bound at :data:`RDP_ORDERS` (the DG's accountant; a bracket for the others)."""
-    if kind == "gaussian":
+    if noise.kind == "gaussian":
         return _sampled_gaussian_rdp(z, q)
-    base = _randomized_response_rdp(z) if kind == "laplace" else _gaussian_rdp(z)
+    base = _randomized_response_rdp(noise, z) if noise.kind == "laplace" else _renyi_bound(noise, z)
     return subsampled_rdp(base, q)
 
 
@@ -185,9 +225,9 @@ class _PldEvaluator:
     before, so an answer is reproducible; settings sharing grid shapes share compiled code.
     """
 
-    def __init__(self, kind, z_plan, q, max_steps, step):
-        self.kind, self.q, self.step, self.z_plan, self.max_steps = kind, q, step, z_plan, max_steps
-        mech = step_mechanism(z_plan, _CLASS[kind])
+    def __init__(self, noise, z_plan, q, max_steps, step):
+        self.noise, self.q, self.step, self.z_plan, self.max_steps = noise, q, step, z_plan, max_steps
+        mech = step_mechanism(z_plan, noise.cls)
         self.plan = make_plan(mech, sampling_prob=q, value_discretization_interval=step)
         widest = pld(mech, sampling_prob=q, plan=self.plan)
         # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
@@ -196,7 +236,7 @@ class _PldEvaluator:
 
     def composed(self, z, steps, q):
         """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
-        p = pld(step_mechanism(z, _CLASS[self.kind]), sampling_prob=q, plan=self.plan)
+        p = pld(step_mechanism(z, self.noise.cls), sampling_prob=q, plan=self.plan)
         if self.max_steps == 1:
             return p
         return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
@@ -208,7 +248,6 @@ class _PldEvaluator:
         return jnp.diagonal(out)
 
 
-_CLASS = {"gaussian": Gaussian, "laplace": Laplace, "discrete_gaussian": DiscreteGaussian}
 _EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
 
 
@@ -239,7 +278,7 @@ def _validate_setting(noise_multiplier, sampling_prob, steps):
 
 
 def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, value_discretization_interval):
-    kind = noise_kind(mechanism)
+    kind = _noise(mechanism)
     _validate_setting(noise_multiplier, sampling_prob, steps)
     check_positive("value_discretization_interval", value_discretization_interval)
     z = jnp.asarray(noise_multiplier, jnp.float64)
@@ -254,7 +293,7 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
 
 
 def _query_flat(kind_query, kind, st, step, z, q, a):
-    if kind == "discrete_gaussian":
+    if kind.kind == "discrete_gaussian":
         rdp = _rdp_curve(kind, z, q) * jnp.asarray(st, jnp.float64)[:, None]
         fn = rdp_to_epsilon if kind_query == "epsilon" else rdp_to_delta
         return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
@@ -357,7 +396,7 @@ def _eps(kind, z, q, steps, delta, step):
 def _solve_noise(kind, target, delta, q, steps, rtol, step):
     """Safeguarded secant on log ε vs log z with exact PLD evaluations (each on its rung's plan)."""
     z_hi = _rdp_noise_multiplier(kind, target, delta, q, steps)  # feasible: RDP is an upper bound
-    if kind == "discrete_gaussian":
+    if kind.kind == "discrete_gaussian":
         return z_hi
 
     def f(zv):
@@ -416,7 +455,7 @@ def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, m
     window (Laplace noise: its randomized-response atoms are rounded up to the loss grid, so
     ε(z) is a fine staircase), the smallest feasible z is returned, ε a little below the window.
     """
-    kind = noise_kind(mechanism)
+    kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(1.0, sampling_prob, steps)
@@ -463,7 +502,7 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
     step exceeds it), as :func:`dpsgd_epsilon` answers. The search starts at the Rényi bound's
     count (feasible: RDP is never below the PLD) and evaluates 16 candidate counts per round on
     one compiled program (the count is a traced argument). Arrays broadcast."""
-    kind = noise_kind(mechanism)
+    kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, sampling_prob, 1)
@@ -478,7 +517,7 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
             return np.asarray(rdp_to_epsilon(RDP_ORDERS, rdp * jnp.asarray(c, jnp.float64)[:, None], d)) <= t
 
         start = max(1, _largest_int(rdp_ok, 1, max_steps + 1)) if rdp_ok(np.asarray([1]))[0] else 1
-        if kind == "discrete_gaussian":
+        if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
         return _largest_feasible(lambda c: _eps(kind, z, q, c, d, step) <= t, start, max_steps)
 
@@ -491,7 +530,7 @@ def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_exa
     """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
     steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it), as :func:`dpsgd_epsilon`
     answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast."""
-    kind = noise_kind(mechanism)
+    kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, 1.0, steps)
@@ -505,7 +544,7 @@ def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_exa
             return np.asarray([_rdp_epsilon(kind, z, bb / n, s, d) <= t for bb in np.atleast_1d(b)])
 
         start = max(1, _largest_int(rdp_ok, 1, n + 1)) if rdp_ok(np.asarray([1]))[0] else 1
-        if kind == "discrete_gaussian":
+        if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
         return _largest_feasible(lambda b: _eps(kind, z, np.asarray(b) / n, s, d, step) <= t, start, n)
 
@@ -530,7 +569,7 @@ class DpsgdAccountant:
 
     def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
                  value_discretization_interval=DEFAULT_DISCRETIZATION):
-        self.kind = noise_kind(mechanism)
+        self.kind = _noise(mechanism)
         self._mechanism = mechanism
         _validate_setting(noise_multiplier, sampling_prob, 1)
         check_probability("delta", delta, high_open=True)
@@ -541,7 +580,7 @@ class DpsgdAccountant:
         self.delta = float(delta)
         self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
         self.steps = 0
-        if self.kind == "discrete_gaussian":
+        if self.kind.kind == "discrete_gaussian":
             self._rdp = {}  # (z, q) -> count
         else:
             self._acc = Accountant(epsilon_budget=epsilon_budget, delta=delta,
@@ -560,7 +599,7 @@ class DpsgdAccountant:
                                                                                        noise_multiplier))
         q = self.sampling_prob if sampling_prob is None else float(check_probability("sampling_prob",
                                                                                      sampling_prob))
-        if self.kind != "discrete_gaussian":
+        if self.kind.kind != "discrete_gaussian":
             with jax.enable_x64(True):
                 mech = step_mechanism(jnp.asarray(z, jnp.float64), self._mechanism)
             eps = self._acc.record(mech, sampling_prob=q, count=count)
@@ -580,7 +619,7 @@ class DpsgdAccountant:
         d = self.delta if delta is None else float(check_probability("delta", delta, high_open=True))
         if self.steps == 0:
             return 0.0
-        if self.kind == "discrete_gaussian":
+        if self.kind.kind == "discrete_gaussian":
             return self._rdp_eps(self._rdp, d)
         return self._acc.spent_epsilon(d)
 
@@ -601,7 +640,7 @@ class DpsgdAccountant:
         return lo
 
     def _would_fit(self, count) -> bool:
-        if self.kind == "discrete_gaussian":
+        if self.kind.kind == "discrete_gaussian":
             counts = dict(self._rdp)
             key = (self.noise_multiplier, self.sampling_prob)
             counts[key] = counts.get(key, 0) + count

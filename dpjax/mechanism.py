@@ -84,9 +84,10 @@ def flat_records(mech, value, shape, multiple: int = LANE_BLOCK):
 
 
 def overrides(obj, name: str) -> bool:
-    """Whether ``obj``'s class overrides the optional hook ``name`` of :class:`Mechanism`
-    (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases it is defined."""
-    impl = getattr(type(obj), name, None)
+    """Whether ``obj``'s class (or ``obj``, a class) overrides the optional hook ``name`` of
+    :class:`Mechanism` (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases
+    it is defined."""
+    impl = getattr(obj if isinstance(obj, type) else type(obj), name, None)
     return impl is not None and impl is not getattr(Mechanism, name, None)
 
 

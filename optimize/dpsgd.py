@@ -41,8 +41,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from accounting.dpsgd import noise_kind
-from dpjax.kernels import DiscreteGaussian, Gaussian, Laplace
+from accounting.dpsgd import noise_kind, noise_mechanism
 from dpjax.random import check_key
 from dpjax.validation import check_positive
 
@@ -112,10 +111,12 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
     """Clip per-example gradients, sum, add noise once per logical batch, normalise.
 
     Args:
-      l2_norm_clip: clipping norm C (an L1 norm for ``dpjax.Laplace``).
+      l2_norm_clip: clipping norm C (an L1 norm for a pure-DP kernel such as ``dpjax.Laplace``).
       noise_multiplier: z; the noise has scale C·z (Gaussian σ, Laplace b, discrete-Gaussian σ).
       key: a Threefry PRNG key, held in the state and never consumed; use it for nothing else.
-      mechanism: ``None``/``dpjax.Gaussian``, ``dpjax.Laplace`` or ``dpjax.DiscreteGaussian`` (the class).
+      mechanism: the noise kernel's class: ``None``/``dpjax.Gaussian``, ``dpjax.Laplace``,
+        ``dpjax.DiscreteGaussian``, or any additive kernel whose DP-SGD accounting it declares
+        (:func:`accounting.dpsgd.noise_kind`).
       expected_batch_size: q·n, the normaliser under Poisson sampling (required with ``mask`` or
         accumulation); default: the leading-axis size (optax.contrib's normaliser).
       grid_step: γ of the discrete Gaussian's grid. Examples are clipped to C − γ√d/2 in L2 and
@@ -142,12 +143,12 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
                              "in units of γ)")
         check_positive("grid_step", grid_step)
         gamma = float(grid_step)
-        mech = DiscreteGaussian(sigma=scale / gamma)
+        mech = noise_mechanism(mechanism, scale / gamma)
     else:
         if grid_step is not None:
             raise ValueError("grid_step: only the discrete Gaussian works on a grid")
         gamma = None
-        mech = Gaussian(sigma=scale) if kind == "gaussian" else Laplace(scale=scale)
+        mech = noise_mechanism(mechanism, scale)
 
     def init_fn(params):
         dt = jnp.int32 if gamma is not None else None
