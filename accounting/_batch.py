@@ -21,7 +21,7 @@ from accounting._construct import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAUL
                                    MAX_GRID, ROUNDOFF_FACTOR, _mirror_ext, _pow2, _row_bounds, build_core, make_plan, pairs,
                                    sampling_rate, validate)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting._pld import _check_floor, analytic_gaussian, pld
+from accounting._pld import _check_floor, analytic_gaussian, capped_by_pure, mech_pure, pld
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
@@ -190,6 +190,9 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
                                                  tail, kind, a)[0])
         result[idx] = out
         _trim_heap()
+    pure = mech_pure(m64, sens, q)
+    if pure is not None:
+        result = np.asarray(capped_by_pure(kind, jnp.asarray(result), a, pure.reshape(-1) * count))
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
 
 
@@ -269,6 +272,8 @@ def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     out, floor = _compose_query_jit(rem, add, count, sizes, tail, pess, kind, flat)
     if kind == "epsilon":
         _check_floor(flat, floor)
+    pure = mech_pure(m64, jnp.asarray(sensitivity, jnp.float64), sampling_rate(sampling_prob))
+    out = capped_by_pure(kind, out, flat, None if pure is None else pure * count)
     return out.reshape(batch + a.shape)
 
 

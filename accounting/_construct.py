@@ -37,6 +37,10 @@ DEFAULT_TAIL_MASS = 1e-16
 _PROFILE_TAIL = 1e-20
 #: lower cut: δ(ε_lo) − (1 − e^{ε_lo}) ≤ this (mass below ε_lo is raised to ε_lo).
 _LOWER_TAIL = 1e-16
+#: the loss grid stays inside [−LOSS_LIMIT, LOSS_LIMIT] (e^ε is finite in float64 there): mass at
+#: larger losses goes to the +∞ atom, mass at smaller ones is lifted to the grid (pessimistic);
+#: queries then fall back on the mechanism's pure ε where it declares one.
+LOSS_LIMIT = 700.0
 #: largest single-step loss grid / FFT length accepted before asking for a coarser step.
 MAX_GRID = 2**25
 #: δ below this multiple of the estimated round-off is refused.
@@ -124,7 +128,7 @@ def _row_bounds(d, d_other_neg, eps):
     below = (g <= _LOWER_TAIL) & (np.arange(eps.size) <= hi_idx[:, None])
     lo_idx = np.where(below.any(axis=1), eps.size - 1 - np.argmax(below[:, ::-1], axis=1), 0)
     lo_idx = np.minimum(lo_idx, np.maximum(hi_idx - 1, 0))
-    return eps[lo_idx], eps[hi_idx]
+    return np.maximum(eps[lo_idx], -LOSS_LIMIT), np.minimum(eps[hi_idx], LOSS_LIMIT)
 
 
 def _bounds(d, d_other_neg, eps):

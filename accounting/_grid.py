@@ -54,8 +54,9 @@ def connect_the_dots(deltas, gaps, step: float):
     points lies above it: the result dominates (pessimistic). ``gaps`` are
     g_i = δ(ε_i) − (1 − e^{ε_i}) = e^{ε_i} δ_reverse(−ε_i), the same profile seen from the
     other side: an interior mass is a second difference in e^ε, to which the linear
-    part 1 − e^ε contributes nothing, so masses where δ ≈ 1 are taken from g (small,
-    accurate) instead of δ (whose 1e-16 absolute error would be amplified by 1/step).
+    part 1 − e^ε contributes nothing, so masses where δ ≈ 1 and ε < 0 are taken from g
+    (small, accurate) instead of δ (whose 1e-16 absolute error would be amplified by 1/step);
+    at ε > 0, where g ≈ e^ε, from δ.
     Returns ``(probs, inf_mass, clipped)``: negative round-off masses (zero-mean noise of
     the second differences) are clipped to 0, which only adds mass; ``clipped`` is
     their total magnitude, a measure of the round-off.
@@ -70,8 +71,10 @@ def connect_the_dots(deltas, gaps, step: float):
         dv = jnp.diff(v, axis=-1)
         return (dv[..., 1:] - dv[..., :-1] * e) / em1
 
-    use_g = d[..., 1:-1] > 0.5
-    mid = jnp.where(use_g, interior(g), interior(d))
+    # g is the small one only where e^ε < 1 (ε < 0); at large ε it grows like e^ε (and overflows)
+    small_g = g < d
+    use_g = (d[..., 1:-1] > 0.5) & small_g[..., 1:-1] & small_g[..., :-2] & small_g[..., 2:]
+    mid = jnp.where(use_g, interior(jnp.where(small_g, g, 0.0)), interior(d))
     p0 = -g[..., :1] + (g[..., 1:2] - g[..., :1]) / em1
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     p = jnp.concatenate([p0, mid, last], axis=-1)

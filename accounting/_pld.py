@@ -157,7 +157,7 @@ class PrivacyLossDistribution:
                 r = pmf.roundoff[..., None]
                 outs.append(jnp.minimum(d + r, 1.0) if self.pessimistic else jnp.maximum(d - r, 0.0))
             out = functools.reduce(jnp.maximum, outs)
-        return out
+        return capped_by_pure("delta", out, flat, self.pure_eps)
 
     @x64
     def get_epsilon_for_delta(self, delta):
@@ -186,7 +186,7 @@ class PrivacyLossDistribution:
             r = pmf.roundoff[..., None]
             e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r)
             outs.append(jnp.where(flat < floor, jnp.nan, e))
-        return functools.reduce(jnp.maximum, outs)
+        return capped_by_pure("epsilon", functools.reduce(jnp.maximum, outs), flat, self.pure_eps)
 
     @x64
     def get_epsilon_bounds(self, delta):
@@ -302,11 +302,24 @@ class _GaussianPair(Mechanism):
 # ----------------------------------------------------------------------------------
 # construction
 # ----------------------------------------------------------------------------------
+def capped_by_pure(kind, out, arg, pure):
+    """A query's answer capped by the mechanisms' own pure ε (composed): ε ≤ pure ε, and δ(ε) = 0 at
+    ε ≥ pure ε. Where the loss grid cannot hold the losses (beyond ``LOSS_LIMIT``, carried to +∞)
+    this is what keeps a pure-DP mechanism's ε finite and exact; elsewhere it changes nothing
+    but the grid's rounding. (A NaN answer, below the round-off floor, stays NaN.)"""
+    if pure is None:
+        return out
+    p = jnp.asarray(pure, jnp.float64)[..., None]
+    if kind == "epsilon":
+        return jnp.where(jnp.isnan(out), out, jnp.minimum(out, p))
+    return jnp.where(arg >= p, 0.0, out)
+
+
 def _sum_pure(a, b):
     return None if a is None or b is None else a + b
 
 
-def _mech_pure(mech, sensitivity, q):
+def mech_pure(mech, sensitivity, q):
     """The mechanism's own pure-ε (``mech.pure_epsilon``), amplified by subsampling."""
     fn = getattr(mech, "pure_epsilon", None)
     if fn is None:
@@ -340,7 +353,6 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     step = pow2_floor(float(value_discretization_interval))
     q = sampling_rate(sampling_prob)
-    m64 = to64(mech)
     if use_analytic and analytic_gaussian(mech, q):
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step)
@@ -351,7 +363,10 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     rem, add = x64_vjp(lambda m, s, qq: build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
         mech, jnp.asarray(sensitivity), q)
-    return PrivacyLossDistribution(rem, add, None, _mech_pure(m64, sensitivity, q), bool(pessimistic), step)
+    pure = None
+    if getattr(mech, "pure_epsilon", None) is not None:  # (its gradient, like the grid's, in float64)
+        pure = x64_vjp(lambda m, s, qq: mech_pure(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
+    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):

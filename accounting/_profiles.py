@@ -62,7 +62,8 @@ def expand(mech):
 # ----------------------------------------------------------------------------------
 def atoms_profile(mass, loss, tail):
     """Evaluator ε ↦ tail + Σ_c m_c (1 − e^{ε−ℓ_c})_+ for atoms (..., K)."""
-    valid = (mass > 0) & ~jnp.isnan(loss)
+    loss = jnp.where(jnp.isnan(loss), jnp.inf, loss)  # an undefined loss counts as the worst
+    valid = mass > 0
     loss = jnp.where(valid, loss, -jnp.inf)
     mass = jnp.where(valid, mass, 0.0)
     order = jnp.argsort(loss, axis=-1)
@@ -159,8 +160,8 @@ def _grid_pair(mech, v, nv, cells, pessimistic):
     la = mech.privacy_loss(a, v, nv)
     lb = mech.privacy_loss(b, v, nv)
     l_lo, l_hi = jnp.minimum(la, lb), jnp.maximum(la, lb)
-    tail_p = fp[..., 0] + (1.0 - fp[..., -1])
-    tail_q = fq[..., 0] + (1.0 - fq[..., -1])
+    tail_p = fp[..., 0] + mech.sf(y[..., -1:], v)[..., 0]
+    tail_q = fq[..., 0] + mech.sf(y[..., -1:], nv)[..., 0]
     if not pessimistic:
         tail_p, tail_q = jnp.zeros_like(tail_p), jnp.zeros_like(tail_q)
     fwd = _cell_atoms(pm, qm, l_lo, l_hi, pessimistic)
@@ -175,8 +176,11 @@ def _discrete_pair(mech, v, nv, klo, count, pessimistic):
     lq = mech.log_prob(k, nv)
     pm, qm = jnp.exp(lp), jnp.exp(lq)
     loss = lp - lq
-    tail_p = jnp.maximum(1.0 - jnp.sum(pm, -1), 0.0)
-    tail_q = jnp.maximum(1.0 - jnp.sum(qm, -1), 0.0)
+    # the mass outside the window from the laws' own tails (1 − Σ would lose it below 1e-16
+    # and make a mechanism with unbounded loss look pure-DP): it goes to the +∞ atom
+    k_lo, k_hi = k[..., :1] - 1.0, k[..., -1:]
+    tail_p = jnp.maximum(1.0 - jnp.sum(pm, -1), (mech.cdf(k_lo, v) + mech.sf(k_hi, v))[..., 0])
+    tail_q = jnp.maximum(1.0 - jnp.sum(qm, -1), (mech.cdf(k_lo, nv) + mech.sf(k_hi, nv))[..., 0])
     if not pessimistic:
         tail_p, tail_q = jnp.zeros_like(tail_p), jnp.zeros_like(tail_q)
     return ((pm, loss), tail_p), ((qm, -loss), tail_q)
@@ -276,7 +280,9 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
         hf, hb = pair(v, nv, k_lo)
         vf = hf(args)
         val = vf if hb is hf else jnp.maximum(vf, hb(args))
-        val = val.reshape(best.shape)
+        # a profile the mechanism's numerics could not evaluate (NaN) is bounded by 1 (0 when
+        # optimistic), never dropped
+        val = jnp.where(jnp.isnan(val), 1.0 if pessimistic else 0.0, val).reshape(best.shape)
         return (jnp.maximum(best, val), jnp.where(val > best, i, arg), i + 1), None
 
     klos = plan.get("klo")

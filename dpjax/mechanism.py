@@ -139,6 +139,11 @@ class Mechanism:
     def cdf(self, y, value) -> jax.Array:
         raise NotImplementedError
 
+    def sf(self, y, value) -> jax.Array:
+        """``Pr[M(value) > y]``; default ``1 − cdf`` (override where the upper tail must stay
+        accurate below 1e-16: the accountant carries it to the +∞ atom)."""
+        return 1.0 - self.cdf(y, value)
+
     # -- privacy ------------------------------------------------------------------
     def privacy_loss(self, y, value, neighbour_value) -> jax.Array:
         """``log p(y | value) - log p(y | neighbour_value)``."""

@@ -148,6 +148,19 @@ class PrivacyBoosted(Mechanism):
         out = jnp.where(n <= e_lo, below, jnp.where(n <= e_hi, inside, above))
         return jnp.clip(out, 0.0, 1.0)
 
+    def sf(self, y, value):
+        """``Pr[M(value) > y]``: ``(1−q)·Pr[N > y − value]/Z`` above the region (tail-accurate), else
+        ``1 − cdf``."""
+        v = jnp.asarray(value)
+        n = jnp.asarray(y) - v
+        if self.discrete:
+            n = jnp.floor(n)
+        lo, hi = self.region.interval(v)
+        _, e_hi = self._edges(lo - v, hi - v)
+        l1mq = self.log1m_boosting_rate
+        above = jnp.exp(l1mq + self.kernel.noise_log_sf(n) - self.log_normalizer(v, _l1mq=l1mq))
+        return jnp.where(n > e_hi, jnp.clip(above, 0.0, 1.0), 1.0 - self.cdf(y, value))
+
     def privacy_loss(self, y, value, neighbour_value):
         """``log p(y|value) − log p(y|neighbour_value)``: kernel loss + ``log_boost`` difference."""
         y = jnp.asarray(y)
@@ -233,7 +246,8 @@ class PrivacyBoosted(Mechanism):
         """
         hard = [jnp.asarray(h) for h in self.region.hardest_answers(self.discrete)]
         vals = hard + [jnp.asarray(value), jnp.asarray(neighbour_value)]
-        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in vals])
+        # the stacking axis leads the parameters' batch axes too
+        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in vals + jax.tree_util.tree_leaves(self)])
         answers = jnp.stack([jnp.broadcast_to(x, shape) for x in vals])
         lo, hi = self.region.interval(answers)
         log_lo, log_in, log_hi = self.kernel.noise_region_log_masses(*self._edges(lo - answers, hi - answers))

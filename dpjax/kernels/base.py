@@ -170,6 +170,9 @@ class AdditiveMechanism(Mechanism):
     def cdf(self, y, value):
         return self.noise_cdf(jnp.asarray(y) - value)
 
+    def sf(self, y, value):
+        return jnp.exp(self.noise_log_sf(jnp.asarray(y) - value))
+
     # -- masses -----------------------------------------------------------------------
     def noise_side_masses(self, x):
         """``(P(0 < N < x), P(N > x))`` for ``x ≥ 0`` in linear space (continuous kernels).
