@@ -24,7 +24,8 @@ from jax.scipy.special import ndtri
 
 from accounting import _grid
 from accounting._construct import (DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS, MAX_GRID,
-                                   ROUNDOFF_FACTOR, Plan, build, make_plan, sampling_rate, validate)
+                                   ROUNDOFF_FACTOR, Plan, build, make_plan, pairs, sampling_rate, validate)
+from accounting._profiles import envelope, expand
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
@@ -53,6 +54,9 @@ class PrivacyLossDistribution:
     pure_eps: jax.Array | None = None  # the mechanisms' own pure-ε bound, composed (None: unknown)
     pessimistic: bool = static_field(default=True)
     step: float = static_field(default=DEFAULT_DISCRETIZATION)
+    # (mechanism, sensitivity, sampling_prob) of a single-step PLD built from a mechanism with
+    # closed-form pair profiles: ε(δ) is differentiated through its exact privacy profile
+    source: tuple | None = None
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -174,7 +178,10 @@ class PrivacyLossDistribution:
         if not self.is_analytic:
             for pmf in self._directions():
                 _check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
-        return x64_vjp(_epsilon_core)(self, flat).reshape(self.batch_shape + shp)
+        eps = x64_vjp(_epsilon_core)(self, flat)
+        if self.source is not None:
+            eps = _exact_derivative(self.source, eps)
+        return eps.reshape(self.batch_shape + shp)
 
     def _epsilon_core(self, flat):
         if self.is_analytic:
@@ -302,6 +309,33 @@ class _GaussianPair(Mechanism):
 # ----------------------------------------------------------------------------------
 # construction
 # ----------------------------------------------------------------------------------
+def _exact_profile(source, eps):
+    """The exact privacy profile δ(ε) (max over directions) of a single step's closed forms."""
+    mech, sens, q = source
+    values, nvalues = pairs(mech, sens)
+    rem, add = envelope(expand(mech), values, nvalues, q, eps, None if q is None else eps, pessimistic=True,
+                        plan={"cells": DEFAULT_OUTPUT_CELLS})
+    return rem if add is None else jnp.maximum(rem, add)
+
+
+def _exact_tangent(source, eps):
+    """``t(θ)`` with ``dt/dθ = dε/dθ`` of the exact profile's root at the answer ``eps`` (fixed):
+    ``−δ(ε; θ) / ∂_ε δ(ε; θ)``, the implicit-function derivative, 0 where ε is not finite."""
+    ok = jnp.isfinite(eps)
+    at = jnp.where(ok, eps, 0.0)
+    h, slope = jax.jvp(lambda e: _exact_profile(source, e), (at,), (jnp.ones_like(at),))
+    slope = jax.lax.stop_gradient(slope)
+    return jnp.where(ok & (slope < 0), -h / jnp.where(slope < 0, slope, -1.0), 0.0)
+
+
+def _exact_derivative(source, eps):
+    """``eps`` with the derivative of the mechanism's exact ε(δ) (the grid's loss locations do not
+    move with the parameters: a Laplace kernel's atom at Δ/b would give −0.07 for −Δ/b²)."""
+    fixed = jax.lax.stop_gradient(eps)
+    t = x64_vjp(lambda src: _exact_tangent(src, fixed))(source)
+    return fixed + (t - jax.lax.stop_gradient(t))
+
+
 def capped_by_pure(kind, out, arg, pure):
     """A query's answer capped by the mechanisms' own pure ε (composed): ε ≤ pure ε, and δ(ε) = 0 at
     ε ≥ pure ε. Where the loss grid cannot hold the losses (beyond ``LOSS_LIMIT``, carried to +∞)
@@ -366,7 +400,10 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     pure = None
     if getattr(mech, "pure_epsilon", None) is not None:  # (its gradient, like the grid's, in float64)
         pure = x64_vjp(lambda m, s, qq: mech_pure(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
-    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step)
+    source = None
+    if overrides(mech, "hockey_stick"):
+        source = (mech, jnp.asarray(sensitivity), q)
+    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):
