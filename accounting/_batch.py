@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -136,7 +137,7 @@ def _sizes(widths, shape):
 
 
 def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-                 tail_mass_truncation, output_cells):
+                 tail_mass_truncation, output_cells, progress=None):
     """Batch query: mechanisms bucketed by their own grid length, each built once, mapped in chunks.
 
     FFT lengths per bucket come from the Chernoff windows of a few sampled members (grown by
@@ -171,6 +172,8 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
         ix = jnp.asarray(idx)
         return jax.tree_util.tree_map(lambda x: x[ix], flat), k0r[ix], k0a[ix]
 
+    report = _reporter(progress, k0r.shape[0])
+    done = 0
     for shape, idx in _groups(dirs, step, output_cells, count_d, nklo).items():
         fl, r0, a0 = take(idx)
         sizes = None
@@ -179,21 +182,56 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
             sub = jax.tree_util.tree_map(lambda x: x[pick], fl)
             w = _window_map_jit(sub, sens, q, r0[pick], a0[pick], klo, shape, pess, count, tail)
             sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape)
-        out, ok = _query_map_jit(fl, sens, q, r0, a0, klo, shape, pess, count, sizes, tail, kind, a)
-        out, ok = np.asarray(out), np.asarray(ok)
-        if not ok.all():  # exact windows for the members that did not fit
-            bad = np.nonzero(~ok)[0]
-            sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], fl)
-            w = _window_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, tail)
-            sizes = _sizes([np.max(np.asarray(x)) for x in w], shape)
-            out[bad] = np.asarray(_query_map_jit(sub, sens, q, r0[bad], a0[bad], klo, shape, pess, count, sizes,
-                                                 tail, kind, a)[0])
-        result[idx] = out
+        # members in chunks of one size (the last padded by repeats: one program per bucket), so a
+        # long batch reports its progress and holds one chunk's arrays at a time
+        for start in range(0, idx.size, CHUNK_MEMBERS):
+            part = np.arange(start, min(start + CHUNK_MEMBERS, idx.size))
+            padded = np.concatenate([part, np.full(CHUNK_MEMBERS - part.size, part[-1])]) if idx.size > CHUNK_MEMBERS \
+                else part
+            sel = jnp.asarray(padded)
+            pf, pr, pa = jax.tree_util.tree_map(lambda x: x[sel], fl), r0[sel], a0[sel]
+            out, ok = _query_map_jit(pf, sens, q, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
+            out, ok = np.asarray(out)[: part.size], np.asarray(ok)[: part.size]
+            if not ok.all():  # exact windows for the members that did not fit
+                bad = np.nonzero(~ok)[0]
+                sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], pf)
+                w = _window_map_jit(sub, sens, q, pr[bad], pa[bad], klo, shape, pess, count, tail)
+                big = _sizes([np.max(np.asarray(x)) for x in w], shape)
+                out[bad] = np.asarray(_query_map_jit(sub, sens, q, pr[bad], pa[bad], klo, shape, pess, count, big,
+                                                     tail, kind, a)[0])
+            result[idx[part]] = out
+            done += part.size
+            report(done)
         _trim_heap()
     pure = mech_pure(m64, sens, q)
     if pure is not None:
         result = np.asarray(capped_by_pure(kind, jnp.asarray(result), a, pure.reshape(-1) * count))
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
+
+
+#: a batch query runs its members in chunks of this many (progress, bounded memory)
+CHUNK_MEMBERS = 512
+#: batches of at least this many members report their progress on stderr by default
+PROGRESS_MEMBERS = 2048
+
+
+def _reporter(progress, total):
+    """``report(done)``: ``progress(done, total)`` if a callable, a progress line on stderr if
+    ``True`` (or by default for batches of ``PROGRESS_MEMBERS`` or more), else nothing."""
+    if progress is None:
+        progress = total >= PROGRESS_MEMBERS
+    if callable(progress):
+        return lambda done: progress(done, total)
+    if not progress:
+        return lambda done: None
+
+    def bar(done):
+        sys.stderr.write(f"\raccounting: {done}/{total} mechanisms ({done / total:6.1%})")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return bar
 
 
 def _trim_heap():
@@ -278,7 +316,7 @@ def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
 
 
 def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-                 tail_mass_truncation, output_cells, use_analytic):
+                 tail_mass_truncation, output_cells, use_analytic, progress=None):
     """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
@@ -300,29 +338,33 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
         raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
                          "(use accounting.pld for per-mechanism rates)")
     return _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells)
+                        pessimistic, tail_mass_truncation, output_cells, progress)
 
 
 @x64
 def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
                 value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
-                tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
+                tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
+                progress=None):
     """ε at ``delta`` after ``count`` runs of ``mech``, for every mechanism of a batch.
 
-    One jit-compiled call; large batches are processed in chunks (``lax.map``) so
-    memory stays bounded whatever the batch size. Returns shape batch + δ.shape. NaN
-    marks a ``delta`` below the round-off floor.
+    Large batches are bucketed by grid length and processed in chunks of ``CHUNK_MEMBERS``
+    (``lax.map`` inside), so memory stays bounded whatever the batch size; ``progress``:
+    ``progress(done, total)`` after each chunk, ``True`` for a progress line on stderr
+    (the default from ``PROGRESS_MEMBERS`` mechanisms on), ``False`` for none. Returns shape
+    batch + δ.shape. NaN marks a ``delta`` below the round-off floor.
     """
     check_probability("delta", delta, high_open=True)
     return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells, use_analytic)
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
 
 
 @x64
 def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
               value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
-              tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True):
+              tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
+              progress=None):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
     return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells, use_analytic)
+                        pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
