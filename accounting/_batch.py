@@ -184,10 +184,11 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
             sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape)
         # members in chunks of one size (the last padded by repeats: one program per bucket), so a
         # long batch reports its progress and holds one chunk's arrays at a time
-        for start in range(0, idx.size, CHUNK_MEMBERS):
-            part = np.arange(start, min(start + CHUNK_MEMBERS, idx.size))
-            padded = np.concatenate([part, np.full(CHUNK_MEMBERS - part.size, part[-1])]) if idx.size > CHUNK_MEMBERS \
-                else part
+        chunks = -(-idx.size // CHUNK_MEMBERS)
+        width = -(-idx.size // chunks)  # equal chunks, at most CHUNK_MEMBERS: little padding
+        for start in range(0, idx.size, width):
+            part = np.arange(start, min(start + width, idx.size))
+            padded = np.concatenate([part, np.full(width - part.size, part[-1])])
             sel = jnp.asarray(padded)
             pf, pr, pa = jax.tree_util.tree_map(lambda x: x[sel], fl), r0[sel], a0[sel]
             out, ok = _query_map_jit(pf, sens, q, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
@@ -209,7 +210,7 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
 
 
-#: a batch query runs its members in chunks of this many (progress, bounded memory)
+#: a batch query runs its members in chunks of at most this many (progress, bounded memory)
 CHUNK_MEMBERS = 512
 #: batches of at least this many members report their progress on stderr by default
 PROGRESS_MEMBERS = 2048
