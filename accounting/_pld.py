@@ -310,12 +310,21 @@ class _GaussianPair(Mechanism):
 # construction
 # ----------------------------------------------------------------------------------
 def _exact_profile(source, eps):
-    """The exact privacy profile δ(ε) (max over directions) of a single step's closed forms."""
-    mech, sens, q = source
-    values, nvalues = pairs(mech, sens)
-    rem, add = envelope(expand(mech), values, nvalues, q, eps, None if q is None else eps, pessimistic=True,
-                        plan={"cells": DEFAULT_OUTPUT_CELLS})
-    return rem if add is None else jnp.maximum(rem, add)
+    """The exact privacy profile δ(ε) (max over directions) of a single step's closed forms at
+    ``eps`` (batch + (k,)), one batch member at a time (vmapped over the flattened batch)."""
+
+    def one(src, e):
+        mech, sens, q = src
+        values, nvalues = pairs(mech, sens)
+        rem, add = envelope(expand(mech), values, nvalues, q, e, None if q is None else e, pessimistic=True,
+                            plan={"cells": DEFAULT_OUTPUT_CELLS})
+        return (rem if add is None else jnp.maximum(rem, add)).reshape(e.shape)
+
+    batch = eps.shape[:-1]
+    if not batch:
+        return one(source, eps)
+    flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, batch).reshape(-1), source)
+    return jax.vmap(one)(flat, eps.reshape(-1, eps.shape[-1])).reshape(eps.shape)
 
 
 def _exact_tangent(source, eps):

@@ -319,6 +319,10 @@ def mech_batch(mech, eps):
 # ----------------------------------------------------------------------------------
 # plan: static sizes for the discrete source
 # ----------------------------------------------------------------------------------
+#: the largest integer support the discrete source sums exactly (memory ∝ support × pairs)
+MAX_DISCRETE_SUPPORT = 1 << 24
+
+
 def discrete_plan(mech, values, nvalues):
     """Concrete integer support (klo per pair, common count) for the discrete source."""
     vals = jnp.atleast_1d(values)
@@ -330,4 +334,10 @@ def discrete_plan(mech, values, nvalues):
     klo = np.min(lo.reshape(-1, lo.shape[-1]), axis=0) if lo.ndim > 1 else lo
     khi = np.max(hi.reshape(-1, hi.shape[-1]), axis=0) if hi.ndim > 1 else hi
     count = int(np.max(khi - klo)) + 1
+    if count > MAX_DISCRETE_SUPPORT:
+        raise ValueError(
+            f"sensitivity: the discrete output law spans {count:.3g} integers between neighbouring inputs "
+            f"(more than {MAX_DISCRETE_SUPPORT:.3g} can be summed exactly); account a mechanism with a closed-form "
+            f"privacy profile (a hockey_stick method) or a smaller sensitivity / scale"
+        )
     return {"klo": jnp.asarray(klo), "count": count}

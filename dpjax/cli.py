@@ -24,6 +24,7 @@ import csv
 import io
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -48,18 +49,27 @@ def _progress(done: int, total: int, label: str) -> None:
     sys.stderr.flush()
 
 
-def _read_table(path: str | None, value_column: str, group_by: str | None):
-    """Read (groups, values) columns from a CSV file or the embedded dataset."""
+def _open_input(path: str):
+    """A text handle on ``path`` (``-``: standard input), UTF-8 with an optional BOM."""
+    if path == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline=""), 0
+    if os.path.isdir(path):
+        raise ValueError(f"--input: {path!r} is a directory, not a CSV file")
+    if not os.path.exists(path):
+        raise ValueError(f"--input: no such file {path!r}")
+    return open(path, newline="", encoding="utf-8-sig"), os.path.getsize(path)
+
+
+def _read_table(path: str | None, value_column: str, group_by: str | None, *, budget_column: str | None = None):
+    """Read (groups, values) columns — (groups, values, budgets) with ``budget_column`` — from a
+    CSV file (``-``: standard input) or the embedded dataset, in one pass. Blank lines are skipped; a short row, a malformed field or text that is not UTF-8
+    is refused with its line number."""
     if path is None:
         from dpjax.data import load_steps
 
-        handle = io.StringIO(load_steps())
-        total = 0
+        handle, total = io.StringIO(load_steps()), 0
     else:
-        if not os.path.exists(path):
-            raise ValueError(f"--input: no such file {path!r}")
-        total = os.path.getsize(path)
-        handle = open(path, newline="")
+        handle, total = _open_input(path)
     show = total >= _PROGRESS_MIN_BYTES
     consumed = [0]
 
@@ -68,34 +78,102 @@ def _read_table(path: str | None, value_column: str, group_by: str | None):
             consumed[0] += len(line)
             yield line
 
-    with handle:
-        reader = csv.reader(lines())
-        header = next(reader, None)
-        if header is None:
-            raise ValueError("--input: the file is empty")
-        cols = {name: i for i, name in enumerate(header)}
-        if value_column not in cols:
-            raise ValueError(f"--value-column: {value_column!r} is not a column of the input (columns: {header})")
-        if group_by is not None and group_by not in cols:
-            raise ValueError(f"--group-by: {group_by!r} is not a column of the input (columns: {header})")
-        vi, gi = cols[value_column], (cols[group_by] if group_by else None)
-        values, groups = [], []
-        for n, row in enumerate(reader):
-            values.append(row[vi])
-            groups.append(row[gi] if gi is not None else "all")
-            if show and n % 200_000 == 0:
-                _progress(consumed[0], total, "reading")
-        if show:
-            _progress(total, total, "reading")
+    reader = csv.reader(lines())
+    try:
+        with handle:
+            header = next((row for row in reader if any(c.strip() for c in row)), None)
+            if header is None:
+                raise ValueError("--input: the file is empty")
+            cols = {name.strip(): i for i, name in enumerate(header)}
+            if value_column not in cols:
+                raise ValueError(f"--value-column: {value_column!r} is not a column of the input (columns: {header})")
+            if group_by is not None and group_by not in cols:
+                raise ValueError(f"--group-by: {group_by!r} is not a column of the input (columns: {header})")
+            if budget_column is not None and budget_column not in cols:
+                raise ValueError(f"--per-record-budget: {budget_column!r} is not a column of the input "
+                                 f"(columns: {header})")
+            vi, gi = cols[value_column], (cols[group_by] if group_by else None)
+            bi = cols[budget_column] if budget_column is not None else None
+            need = max(i for i in (vi, gi, bi, 0) if i is not None)
+            values, groups, budgets = [], [], []
+            for n, row in enumerate(reader):
+                if not any(c.strip() for c in row):
+                    continue
+                if len(row) <= need:
+                    raise ValueError(f"--input: line {reader.line_num} has {len(row)} fields, "
+                                     f"the header has {len(header)}")
+                values.append(row[vi])
+                groups.append(row[gi] if gi is not None else "all")
+                if bi is not None:
+                    budgets.append(row[bi])
+                if show and n % 200_000 == 0:
+                    _progress(consumed[0], total, "reading")
+            if show:
+                _progress(total, total, "reading")
+    except csv.Error as exc:
+        raise ValueError(f"--input: line {reader.line_num}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--input: line {reader.line_num + 1}: not UTF-8 text") from None
     if not values:
         raise ValueError("--input: the table has no rows")
+    arr = _numeric_column(values, value_column, "--value-column")
+    if budget_column is None:
+        return np.asarray(groups), arr
+    return np.asarray(groups), arr, _numeric_column(budgets, budget_column, "--per-record-budget")
+
+
+def _numeric_column(cells, name: str, flag: str):
     try:
-        arr = np.asarray(values, dtype=float)
+        arr = np.asarray(cells, dtype=float)
     except ValueError as exc:
-        raise ValueError(f"--value-column: column {value_column!r} is not numeric ({exc})") from None
+        raise ValueError(f"{flag}: column {name!r} is not numeric ({exc})") from None
     if not np.isfinite(arr).all():
-        raise ValueError(f"--value-column: column {value_column!r} contains NaN or infinite values")
-    return np.asarray(groups), arr
+        raise ValueError(f"{flag}: column {name!r} contains NaN or infinite values")
+    return arr
+
+
+def _check_output(output: str | None, inputs) -> None:
+    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written."""
+    if output is None:
+        return
+    if os.path.isdir(output):
+        raise ValueError(f"--output: {output!r} is a directory")
+    for path in inputs:
+        if path not in (None, "-") and os.path.exists(output) and os.path.samefile(path, output):
+            raise ValueError(f"--output: {output!r} is the input file; it is never overwritten")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"--output: cannot write to the folder {folder!r}")
+    if os.path.exists(output) and not os.access(output, os.W_OK):
+        raise ValueError(f"--output: {output!r} is not writable")
+
+
+def _write_csv(path: str, header, rows) -> None:
+    """Write a CSV file atomically: a temporary file beside it, renamed over it when complete."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".dpjax-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(header)
+            w.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _key(seed):
+    """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
+    import jax
+
+    import dpjax
+
+    if seed is None:
+        return dpjax.random.secure_key()
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
+    return jax.random.key(seed)
 
 
 def aggregate(groups, values, statistic: str, clip: float):
@@ -150,15 +228,20 @@ def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float,
     import dpjax
 
     if name == "laplace":
-        return dpjax.Laplace(scale=scale) if scale else dpjax.Laplace.from_epsilon(epsilon, sensitivity)
+        return dpjax.Laplace(scale=scale) if scale is not None else dpjax.Laplace.from_epsilon(epsilon, sensitivity)
     if name == "discrete-laplace":
-        return dpjax.DiscreteLaplace(scale=scale) if scale else dpjax.DiscreteLaplace.from_epsilon(epsilon, sensitivity)
+        if scale is not None:
+            return dpjax.DiscreteLaplace(scale=scale)
+        return dpjax.DiscreteLaplace.from_epsilon(epsilon, sensitivity)
     if name == "gaussian":
-        return dpjax.Gaussian(sigma=sigma) if sigma else dpjax.Gaussian.from_epsilon_delta(epsilon, delta, sensitivity)
+        if sigma is not None:
+            return dpjax.Gaussian(sigma=sigma)
+        return dpjax.Gaussian.from_epsilon_delta(epsilon, delta, sensitivity)
     if name == "discrete-gaussian":
         from dpjax.kernels import analytic_gaussian_sigma
 
-        return dpjax.DiscreteGaussian(sigma=sigma or analytic_gaussian_sigma(epsilon, delta, sensitivity))
+        return dpjax.DiscreteGaussian(sigma=sigma if sigma is not None else
+                                      analytic_gaussian_sigma(epsilon, delta, sensitivity))
     if ":" in str(name):
         given = scale if scale is not None else sigma
         if given is None:
@@ -253,11 +336,31 @@ def _print_rows(names, true, released, labels, show, output):
         print(f"... {len(names) - show} more groups" + (f" in {output}" if output else ""))
 
 
-def _release_command(args) -> int:
+def _release_values(key, true, mech):
+    """``dpjax.release`` of the group answers: floats through a continuous mechanism; for a
+    discrete one, the rounded answers as integers end to end (int32, or int64 in an x64 context
+    where a sum does not fit int32 with room for the noise), never through a float."""
     import jax
 
     import dpjax
 
+    if not mech.discrete:
+        return np.asarray(dpjax.release(key, true.astype(np.float32), mech), dtype=float)
+    ints = np.round(true)
+    if np.abs(ints).max() < 2**30:
+        return np.asarray(dpjax.release(key, ints.astype(np.int32), mech)).astype(np.int64)
+    if np.abs(ints).max() >= 2**62:
+        raise ValueError(f"--statistic: a group's answer {np.abs(ints).max():.3g} is beyond the "
+                         "int64 range of a discrete release")
+    with jax.enable_x64(True):
+        return np.asarray(dpjax.release(key, ints.astype(np.int64), mech))
+
+
+def _release_command(args) -> int:
+    import jax
+
+
+    _check_output(args.output, [args.input])
     groups, values = _read_table(args.input, args.value_column, args.group_by)
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
     if args.mechanism == "boosted":
@@ -271,20 +374,16 @@ def _release_command(args) -> int:
     else:
         mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
         releases = [("released", mech, None)]
-    key = jax.random.key(args.seed) if args.seed is not None else dpjax.random.secure_key()
+    key = _key(args.seed)
     keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
-    released = []
-    for k, (_, mech, _) in zip(keys, releases):
-        true_in = np.round(true).astype(np.int32) if mech.discrete else true.astype(np.float32)
-        released.append(np.asarray(dpjax.release(k, true_in, mech), dtype=float))
+    released = [_release_values(k, true, mech) for k, (_, mech, _) in zip(keys, releases)]
+    privacy = None if args.mechanism == "boosted" else _privacy_spent(releases[0][1], sensitivity, args.delta)
 
     labels = [label for label, _, _ in releases]
     if args.output:
-        with open(args.output, "w", newline="") as fh:
-            w = csv.writer(fh)
-            cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
-            w.writerow(["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols])
-            w.writerows(zip(names, true, *released))
+        cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
+        _write_csv(args.output, ["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols],
+                   zip(names, true, *released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
     print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
     _print_rows(names, true, released, labels, args.show, args.output)
@@ -299,7 +398,7 @@ def _release_command(args) -> int:
     else:
         mech = releases[0][1]
         print(f"mechanism: {_describe(mech)}")
-        print(f"privacy: {_privacy_spent(mech, sensitivity, args.delta)}")
+        print(f"privacy: {privacy}")
     return 0
 
 
@@ -309,8 +408,7 @@ PRDP_METHODS = ("framework", "extension")
 def _prdp_table(args):
     """(groups, values, budgets) for a per-record-budget release; the embedded table has ``privacy_budget``."""
     if args.input is not None:
-        groups, values = _read_table(args.input, args.value_column, args.group_by)
-        return groups, values, _read_table(args.input, args.per_record_budget, args.group_by)[1]
+        return _read_table(args.input, args.value_column, args.group_by, budget_column=args.per_record_budget)
     from dpjax.data import BUDGET_MENU, load_steps_with_budgets
 
     rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
@@ -339,9 +437,9 @@ def _prdp_release_command(args) -> int:
     import jax
 
     import accounting
-    import dpjax
     from dpjax import prdp
 
+    _check_output(args.output, [args.input])
     groups, values, budgets = _prdp_table(args)
     if args.eps_min is None or args.eps_max is None:
         raise ValueError("--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
@@ -370,19 +468,16 @@ def _prdp_release_command(args) -> int:
         return (prdp.sum(k_prdp, v, b, beta=args.beta, upper=args.clip, method=args.prdp_method, mask=m, **kw),
                 prdp.naive_sum(k_naive, v, b, beta=args.beta, upper=args.clip, mask=m, **kw))
 
-    key = jax.random.key(args.seed) if args.seed is not None else dpjax.random.secure_key()
+    key = _key(args.seed)
     with jax.enable_x64(True):
         res, naive = jax.jit(jax.vmap(both))(jax.random.split(key, len(names)), vals, share.budgets(buds), mask)
     ledger.verify(res)
     released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
 
     if args.output:
-        with open(args.output, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
-                        f"naive_{args.statistic}"])
-            w.writerows(zip(names, true, released, np.asarray(res.epsilon_tau), np.asarray(res.level),
-                            naive_released))
+        _write_csv(args.output, ["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
+                                 f"naive_{args.statistic}"],
+                   zip(names, true, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users, with their budgets"
     method = "Algorithm 1" if args.statistic == "count" else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]"
     print(f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} "
@@ -464,10 +559,17 @@ def main(argv=None) -> int:
             if args.per_record_budget is not None:
                 return _prdp_release_command(args)
             return _release_command(args)
-    except ValueError as exc:
-        print(f"dpjax: error: {exc}", file=sys.stderr)
+    except (ValueError, OverflowError, OSError) as exc:
+        print(f"dpjax: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 — one line, never a traceback, for any input
+        print(f"dpjax: internal error ({type(exc).__name__}): {_one_line(exc)}; please report it", file=sys.stderr)
+        return 70
     return 1
+
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

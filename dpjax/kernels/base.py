@@ -87,6 +87,21 @@ def expand(tree, axes: int = 1):
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x).reshape(jnp.shape(x) + (1,) * axes), tree)
 
 
+def add_integer_noise(value, noise):
+    """``value + noise`` for an integer ``value`` and integer-valued ``noise``, in ``value``'s integer
+    dtype (never through a float: a float32 sum rounds answers above 2^24 to a data-dependent
+    lattice). A sum beyond the dtype's range saturates at its end, a post-processing of the exact
+    integer output."""
+    info = jnp.iinfo(value.dtype)
+    top = np.asarray(info.max, noise.dtype)
+    top = np.nextafter(top, np.asarray(0, noise.dtype)) if int(top) > info.max else top
+    n = jnp.clip(noise, jnp.asarray(info.min, noise.dtype), top).astype(value.dtype)
+    total = value + n
+    over = (n > 0) & (total < value)
+    under = (n < 0) & (total > value)
+    return jnp.where(over, info.max, jnp.where(under, info.min, total)).astype(value.dtype)
+
+
 class AdditiveMechanism(Mechanism):
     """``M(value) = value + N`` for a noise law N symmetric about 0: the kernel protocol.
 
@@ -162,6 +177,8 @@ class AdditiveMechanism(Mechanism):
 
     def _sample(self, uniform, value):
         noise = self.sample_noise(uniform)
+        if self.discrete and jnp.issubdtype(value.dtype, jnp.integer):
+            return add_integer_noise(value, noise)
         return value + noise.astype(jnp.result_type(value, noise) if self.discrete else noise.dtype)
 
     def log_prob(self, y, value):

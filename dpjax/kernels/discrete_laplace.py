@@ -50,6 +50,23 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
     def noise_icdf(self, u):
         return self.noise_log_icdf(jnp.log(u))
 
+    def hockey_stick(self, epsilon, value, neighbour_value):
+        r"""δ(ε) of DL(value, b) vs DL(neighbour_value, b) for an integer shift k, r = k/b: 0 for
+        ε ≥ r, 1 − e^ε for ε ≤ −r, and between them, with the loss (k − 2y)/b above ε exactly
+        for y ≤ y* = ⌈(k − εb)/2⌉ − 1 (and a = e^{−1/b}),
+        1 − (a^{y*+1} + e^ε a^{k−y*}) / (1 + a). A shift off the integers separates the
+        supports: δ = 1. Any integer support size (the summing source is bounded)."""
+        eps = jnp.asarray(epsilon)
+        k = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value))
+        la = self._log_a()
+        r = k / self.scale
+        ystar = jnp.clip(jnp.ceil((k - eps * self.scale) / 2.0) - 1.0, 0.0, jnp.maximum(k - 1.0, 0.0))
+        log_mass = jnp.logaddexp((ystar + 1.0) * la, jnp.minimum(eps, r) + (k - ystar) * la)
+        mid = jnp.maximum(-jnp.expm1(log_mass - jnp.log1p(jnp.exp(la))), 0.0)
+        low = -jnp.expm1(jnp.minimum(eps, 0.0))
+        out = jnp.where(eps >= r, 0.0, jnp.where(eps <= -r, low, mid))
+        return jnp.where(k != jnp.round(k), 1.0, out)
+
     def noise_log_icdf(self, log_u):
         """Smallest integer k with ``log F(k) ≥ log_u``, in closed form on both sides of 0."""
         la = self._log_a()

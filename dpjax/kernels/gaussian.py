@@ -65,7 +65,10 @@ def _delta_gaussian_np(eps: float, mu: float) -> float:
     a = mu / 2.0 - eps / mu
     b = -mu / 2.0 - eps / mu
     phi = lambda x: 0.5 * math.erfc(-x / math.sqrt(2.0))  # noqa: E731
-    return phi(a) - math.exp(eps) * phi(b)
+    pb = phi(b)
+    # e^ε Φ(b) in log space (e^ε alone overflows at ε ≳ 710); where Φ(b) underflows the term
+    # drops, which can only over-state δ (a larger, safe σ)
+    return phi(a) - (math.exp(eps + math.log(pb)) if pb > 0.0 else 0.0)
 
 
 def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):

@@ -1,0 +1,134 @@
+"""`dpjax release` on malformed inputs and flags: a non-zero exit, one line on stderr naming the
+problem, no traceback, no file written or overwritten; atomic outputs, standard input, BOMs."""
+
+import csv
+import io
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from dpjax import cli
+
+GOOD = "age_group,steps\n18-29,5000\n30-44,7000\n18-29,9000\n"
+
+
+def _table(tmp_path, text, name="in.csv", encoding="utf-8"):
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    return str(path)
+
+
+# (what the input file holds or None for the embedded data, extra flags, words the error names)
+CASES = {
+    "short row": ("age_group,steps\n18-29,5000\n30-44\n", [], "line 3"),
+    "field over the csv limit": ("age_group,steps\n18-29,\"" + "9" * (csv.field_size_limit() + 10) + "\"\n", [],
+                                 "malformed CSV"),
+    "not utf-8": (b"age_group,steps\n18-29,5\xff00\n", [], "UTF-8"),
+    "non-numeric": ("age_group,steps\n18-29,many\n", [], "not numeric"),
+    "header only": ("age_group,steps\n", [], "no rows"),
+    "empty file": ("", [], "empty"),
+    "blank lines only": ("\n\n", [], "empty"),
+    "missing column": (GOOD, ["--value-column", "nope"], "--value-column"),
+    "scale 0": (None, ["--scale", "0"], "scale"),
+    "sigma 0": (None, ["--mechanism", "gaussian", "--sigma", "0"], "sigma"),
+    "negative scale": (None, ["--scale", "-1"], "scale"),
+    "seed 2**70": (None, ["--seed", str(2**70)], "--seed"),
+    "negative seed": (None, ["--seed", "-1"], "--seed"),
+    "epsilon 0": (None, ["--epsilon", "0"], "epsilon"),
+    "epsilon nan": (None, ["--epsilon", "nan"], "epsilon"),
+    "delta 1": (None, ["--mechanism", "gaussian", "--delta", "1"], "delta"),
+    "clip inf": (None, ["--clip", "inf"], "--clip"),
+    "rho 1": (None, ["--mechanism", "boosted", "--rho", "1"], "--rho"),
+    "unknown mechanism": (None, ["--mechanism", "cauchy"], "--mechanism"),
+    "unknown kernel class": (None, ["--mechanism", "nosuch.module:Kernel", "--scale", "1"], "nosuch"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_input_exits_with_one_line_and_writes_nothing(case, tmp_path, capsys):
+    text, flags, words = CASES[case]
+    args = ["release", "--seed", "0", "--output", str(tmp_path / "out.csv")] + flags
+    if text is not None:
+        path = tmp_path / "in.csv"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        args += ["--input", str(path)]
+    if "--seed" in flags:
+        args = args[:1] + args[3:]
+    code = cli.main(args)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.startswith("dpjax: error:") and err.count("\n") == 1 and "Traceback" not in err
+    assert words.lower() in err.lower()
+    assert sorted(os.listdir(tmp_path)) == (["in.csv"] if text is not None else [])
+
+
+def test_input_is_a_directory(tmp_path, capsys):
+    assert cli.main(["release", "--input", str(tmp_path), "--seed", "0"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_output_equal_to_input_is_refused_and_the_input_kept(tmp_path, capsys):
+    path = _table(tmp_path, GOOD)
+    assert cli.main(["release", "--input", path, "--output", path, "--seed", "0"]) == 2
+    assert "input file" in capsys.readouterr().err
+    assert open(path).read() == GOOD
+
+
+def test_unwritable_output_is_refused_before_the_release(tmp_path, capsys):
+    missing = tmp_path / "no" / "such" / "out.csv"
+    assert cli.main(["release", "--seed", "0", "--output", str(missing)]) == 2
+    err = capsys.readouterr()
+    assert "--output" in err.err and err.out == ""
+
+
+def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch):
+    """An error raised late (here: in the accountant) leaves neither the output nor a temporary file."""
+    def boom(*a, **k):
+        raise ValueError("accounting failed")
+
+    monkeypatch.setattr(cli, "_privacy_spent", boom)
+    assert cli.main(["release", "--seed", "0", "--output", str(tmp_path / "out.csv")]) == 2
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_is_replaced_atomically(tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    out.write_text("old\n")
+    assert cli.main(["release", "--seed", "0", "--output", str(out)]) == 0
+    assert out.read_text().startswith("group,true_sum,released_sum")
+    assert os.listdir(tmp_path) == ["out.csv"]
+
+
+def test_bom_blank_lines_and_crlf_are_tolerated(tmp_path, capsys):
+    text = "\ufeffage_group,steps\r\n18-29,5000\r\n\r\n30-44,7000\r\n\r\n\r\n"
+    path = _table(tmp_path, text)
+    assert cli.main(["release", "--input", path, "--seed", "0", "--statistic", "count"]) == 0
+    out = capsys.readouterr().out
+    assert "18-29" in out and "30-44" in out
+
+
+def test_standard_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(GOOD.encode())))
+    out = tmp_path / "out.csv"
+    assert cli.main(["release", "--input", "-", "--seed", "0", "--output", str(out), "--statistic", "count"]) == 0
+    rows = list(csv.reader(open(out)))
+    assert [r[:2] for r in rows[1:]] == [["18-29", "2.0"], ["30-44", "1.0"]]
+
+
+def test_gaussian_at_epsilon_1000_is_calibrated_not_an_overflow(capsys):
+    assert cli.main(["release", "--seed", "0", "--mechanism", "gaussian", "--epsilon", "1000"]) == 0
+    assert "Gaussian(sigma=" in capsys.readouterr().out
+
+
+def test_discrete_sums_beyond_int32_are_released_in_int64(tmp_path, capsys):
+    """A sum of 2.4e9 must not wrap through int32 (it came out as -2,147,478,272)."""
+    rows = "".join(f"a,{10**9}\n" for _ in range(3)) + "b,5\n"
+    path = _table(tmp_path, "g,v\n" + rows)
+    out = tmp_path / "out.csv"
+    args = ["release", "--input", path, "--group-by", "g", "--value-column", "v", "--clip", str(10**9),
+            "--mechanism", "discrete-laplace", "--scale", "2", "--seed", "0", "--output", str(out)]
+    assert cli.main(args) == 0
+    got = {r[0]: float(r[2]) for r in list(csv.reader(open(out)))[1:]}
+    assert abs(got["a"] - 3e9) < 100 and got["a"] == np.round(got["a"])
