@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.pytree import pytree_dataclass, static_field
-from dpjax.validation import check_index_values, check_int, check_positive, check_real, is_traced
+from dpjax.validation import check_categories, check_index_values, check_int, check_positive, check_real, is_traced
 from dpjax.mechanism import Mechanism
 
 __all__ = ["BoostedRandomizedResponse"]
@@ -64,6 +64,7 @@ class BoostedRandomizedResponse(Mechanism):
             if np.any(e0 < 0) or np.any(e0 > e):
                 raise ValueError(f"epsilon0 must lie in [0, epsilon], got epsilon0={self.epsilon0!r}, epsilon={self.epsilon!r}")
         check_int("domain_size", self.domain_size, minimum=2)
+        check_categories(self.domain_size, "domain_size")
         check_int("block_size", self.block_size, minimum=1)
         if self.domain_size % self.block_size:
             raise ValueError(

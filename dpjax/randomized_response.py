@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.pytree import pytree_dataclass, static_field
-from dpjax.validation import check_index_values, check_int, check_positive
+from dpjax.validation import check_categories, check_index_values, check_int, check_positive
 from dpjax.mechanism import Mechanism
 
 __all__ = ["RandomizedResponse"]
@@ -29,6 +29,7 @@ class RandomizedResponse(Mechanism):
     def __post_init__(self):
         check_positive("epsilon", self.epsilon)
         check_int("num_categories", self.num_categories, minimum=2)
+        check_categories(self.num_categories)
 
     @property
     def keep_probability(self):

@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dpjax.validation import check_finite_values, check_int
+from dpjax.validation import check_finite_values, check_int, release_dtype
 from dpjax.mechanism import LANE_BLOCK, Mechanism, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
@@ -60,6 +60,7 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
     key = check_key(key)
+    values = release_dtype("values", values)
     check_finite_values("values", values)
     values = jnp.asarray(values)
     squeeze = values.ndim == 0

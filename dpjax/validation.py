@@ -22,6 +22,9 @@ __all__ = [
     "check_int",
     "check_finite_values",
     "check_index_values",
+    "check_scale",
+    "check_categories",
+    "release_dtype",
 ]
 
 
@@ -116,3 +119,66 @@ def check_index_values(name: str, values, size: int, size_name: str) -> None:
         raise ValueError(f"{name} must be integer indices in [0, {size_name}) = [0, {size})")
     if arr.size and (arr.min() < 0 or arr.max() >= size):
         raise ValueError(f"{name} must lie in [0, {size - 1}] ({size_name}={size})")
+
+
+def _default_float():
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
+
+
+def check_scale(name: str, x, *, discrete: bool = False):
+    """A noise scale the default float dtype can carry: positive, finite, above 2^-20 (discrete)
+    or the dtype's smallest normal × 2^24 (continuous: a scale that small stores as zero or
+    releases the raw value), and below 2^(mantissa − 1) (discrete: integer noise must stay exact
+    in the float the sampler draws it in) or the dtype's largest value / 2^16 (continuous: the
+    noise would overflow to ±inf)."""
+    check_positive(name, x)
+    if is_traced(x):
+        return x
+    fi = np.finfo(_default_float())
+    lo, hi = (2.0**-20, 2.0 ** (fi.nmant - 1)) if discrete else (float(fi.tiny) * 2.0**24, float(fi.max) * 2.0**-16)
+    arr = np.asarray(x, np.float64)
+    if (arr < lo).any() or (arr > hi).any():
+        mode = "" if fi.bits == 64 else " (JAX runs in 32-bit mode; jax.enable_x64 widens it)"
+        raise ValueError(f"{name} must lie in [{lo:.3g}, {hi:.3g}] for a {'discrete' if discrete else 'continuous'} "
+                         f"kernel in {fi.dtype}{mode}, got {x!r}")
+    return x
+
+
+def release_dtype(name: str, values):
+    """``values`` as an array JAX can release exactly, or a ``ValueError``: float16/bfloat16 are
+    widened to float32 (exact); 64-bit integers in 32-bit mode are narrowed to int32 only where
+    every value fits; float64 data in 32-bit mode is rounded to float32 with a warning naming
+    the largest change."""
+    if is_traced(values) or isinstance(values, jax.Array):
+        return values
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4 or str(arr.dtype) == "bfloat16":
+        return arr.astype(np.float32)
+    x64 = _default_float().itemsize == 8
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 and not x64 or arr.dtype == np.uint32 and not x64:
+        info = np.iinfo(np.int32)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise ValueError(f"{name}: {arr.dtype} values up to {np.abs(arr).max()} do not fit int32, JAX's integer "
+                             "in 32-bit mode; release them inside jax.enable_x64(True)")
+        return arr.astype(np.int32)
+    if arr.dtype == np.float64 and not x64:
+        import warnings
+
+        narrowed = arr.astype(np.float32)
+        err = float(np.max(np.abs(narrowed.astype(np.float64) - arr))) if arr.size else 0.0
+        if err > 0.0:
+            warnings.warn(f"{name}: float64 values rounded to float32 (JAX runs in 32-bit mode; largest change "
+                          f"{err:.3g}); release inside jax.enable_x64(True) to keep them", stacklevel=3)
+        return narrowed
+    return arr
+
+
+def check_categories(num_categories: int, name: str = "num_categories") -> int:
+    """A category count the uniform stream can address: at most 2^23 + 1 in 32-bit mode (a float32
+    uniform carries 23 random bits; beyond, half the categories could never be reported), 2^52 + 1
+    under x64."""
+    limit = 2 ** np.finfo(_default_float()).nmant + 1
+    if num_categories > limit:
+        raise ValueError(f"{name} must be at most {limit} in {_default_float()} (the uniform stream's "
+                         f"resolution; jax.enable_x64 raises it to 2**52 + 1), got {num_categories}")
+    return num_categories

@@ -52,7 +52,7 @@ import numpy as np
 
 from dpjax.mechanism import Mechanism, overrides
 from dpjax.pytree import replace
-from dpjax.validation import check_positive, is_traced
+from dpjax.validation import check_positive, check_scale, is_traced
 
 __all__ = ["AdditiveMechanism", "safe_log", "round_up_to_default_float"]
 
@@ -122,7 +122,10 @@ class AdditiveMechanism(Mechanism):
     num_shifts: ClassVar[int] = 64
 
     def __post_init__(self):
-        check_positive(self.scale_name, getattr(self, self.scale_name))
+        scale = getattr(self, self.scale_name)
+        if isinstance(scale, (list, tuple)):
+            object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
+        check_scale(self.scale_name, scale, discrete=self.discrete)
 
     # -- required: the noise law ------------------------------------------------------
     def noise_log_prob(self, n) -> jax.Array:

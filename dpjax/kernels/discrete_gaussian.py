@@ -17,9 +17,14 @@ import numpy as np
 from dpjax.kernels.base import AdditiveMechanism, safe_log
 from dpjax.kernels.gaussian import gaussian_loss_threshold, gaussian_tilted_exponent
 from dpjax.pytree import pytree_dataclass, replace, static_field
-from dpjax.validation import check_int, check_positive, is_traced
+from dpjax.validation import check_int, is_traced
 
 __all__ = ["DiscreteGaussian"]
+
+#: trials of the rejection sampler (each accepts with probability > 0.4 for every σ, so all
+#: 64 fail with probability < 1e-14 per record; such a record keeps its first candidate, a
+#: total-variation change below 1e-14 per record): a bounded loop, never a hang
+MAX_TRIALS = 64
 
 
 def _dg_log_normalizer(sigma):
@@ -47,7 +52,8 @@ class DiscreteGaussian(AdditiveMechanism):
 
     Sampled exactly (idealized arithmetic) by the CKS rejection sampler from a
     discrete Laplace proposal with scale t = ⌊σ⌋ + 1, inside a ``while_loop``
-    (vmap-safe: the loop runs until every record is accepted; expected < 2 trials).
+    (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
+    :data:`MAX_TRIALS`).
     ``support_radius`` (static) bounds the table used by :meth:`cdf`; it defaults
     to ⌈14σ⌉ + 14, beyond which the mass is below 1e-40.
     """
@@ -58,7 +64,7 @@ class DiscreteGaussian(AdditiveMechanism):
     scale_name = "sigma"
 
     def __post_init__(self):
-        check_positive("sigma", self.sigma)
+        super().__post_init__()
         if self.support_radius is None and not is_traced(self.sigma):
             object.__setattr__(self, "support_radius", _radius(float(np.max(self.sigma))))
         elif self.support_radius is not None:
@@ -136,7 +142,7 @@ class DiscreteGaussian(AdditiveMechanism):
             return y, jnp.log(uniform(3 * j + 2)) < accept_log
 
         def cond(state):
-            return ~jnp.all(state[2])
+            return ~jnp.all(state[2]) & (state[0] < MAX_TRIALS)
 
         def body(state):
             j, out, done = state
