@@ -16,7 +16,7 @@ from dpjax.mechanism import Mechanism
 from dpjax.kernels import AdditiveMechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.randomized_response import RandomizedResponse
-from dpjax.release import release
+from dpjax.release import checked_release, release
 from dpjax import prdp  # per-record DP (Chen et al., SIGMOD 2025): dpjax.prdp.count / sum / max / local_*
 from dpjax.subsampling import PoissonSampler, poisson_mask
 
@@ -36,6 +36,7 @@ __all__ = [
     "FixedInterval",
     "BoostedRandomizedResponse",
     "release",
+    "checked_release",
     "PoissonSampler",
     "poisson_mask",
     "random",

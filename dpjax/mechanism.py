@@ -189,5 +189,15 @@ class Mechanism:
         like :meth:`hockey_stick`. Otherwise ``accounting.rdp`` integrates numerically."""
         raise NotImplementedError
 
+    def traced_checks(self, values):
+        """``[(ok, message), …]``: the checks of the constructor and :meth:`validate_values` as
+        traced booleans, for :func:`dpjax.checked_release` under ``jit`` (where nothing can be
+        inspected): finite values, finite numeric parameters. Mechanisms add their own."""
+        checks = [(jnp.all(jnp.isfinite(values)), "values contain NaN or infinite entries")]
+        for leaf in jax.tree_util.tree_leaves(self):
+            if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+                checks.append((jnp.all(jnp.isfinite(leaf)), f"{type(self).__name__} has a NaN or infinite parameter"))
+        return checks
+
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` if ``values`` are outside this mechanism's input domain."""

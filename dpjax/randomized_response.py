@@ -56,6 +56,13 @@ class RandomizedResponse(Mechanism):
     def validate_values(self, values) -> None:
         check_index_values("values", values, self.num_categories, "num_categories")
 
+    def traced_checks(self, values):
+        v = jnp.asarray(values)
+        ok = (v == jnp.round(v)) & (v >= 0) & (v < self.num_categories)
+        return super().traced_checks(values) + [
+            (jnp.all(ok), f"values must be integer indices in [0, num_categories) = [0, {self.num_categories})"),
+            (jnp.all(self.epsilon > 0), "epsilon must be positive")]
+
     def _sample(self, uniform, value):
         keep = uniform(0) < self.keep_probability
         r = jnp.floor(uniform(1) * (self.num_categories - 1))

@@ -26,7 +26,7 @@ from dpjax.validation import check_finite_values, check_int, release_dtype
 from dpjax.mechanism import LANE_BLOCK, Mechanism, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
-__all__ = ["release"]
+__all__ = ["release", "checked_release"]
 
 #: Inputs with fewer records than this are not worth sharding.
 SHARD_MIN_RECORDS = 1 << 16
@@ -89,3 +89,21 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
     out = _release_flat(key, flat, flat_mech, jnp.uint32(start))
     out = out.reshape(-1)[:n].reshape(shape)
     return out.reshape(()) if squeeze else out
+
+
+def checked_release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
+    """:func:`release` that also refuses invalid input *under* ``jit``, through
+    :mod:`jax.experimental.checkify`: NaN/inf values, non-finite or non-positive parameters,
+    values outside the mechanism's domain (:meth:`Mechanism.traced_checks`). Functionalize it
+    with ``checkify.checkify`` and throw the error before using the output::
+
+        err, out = jax.jit(checkify.checkify(dpjax.checked_release))(key, values, mech)
+        err.throw()   # ValueError-like JaxRuntimeError naming the problem; nothing released
+
+    (Plain :func:`release` validates concrete input eagerly and lets traced input through.)
+    """
+    from jax.experimental import checkify
+
+    for ok, message in mech.traced_checks(jnp.asarray(values)):
+        checkify.check(ok, message)
+    return release(key, values, mech, start=start)

@@ -94,3 +94,24 @@ def test_huge_discrete_support_is_refused_naming_the_sensitivity():
     # the discrete Laplace has a closed-form profile: any support
     eps = float(accounting.pld(dpjax.DiscreteLaplace(scale=1e6), sensitivity=1e6).get_epsilon_for_delta(1e-6))
     assert 0.99 < eps <= 1.0 + 1e-6
+
+
+def test_checked_release_refuses_under_jit():
+    from jax.experimental import checkify
+
+    f = jax.jit(checkify.checkify(dpjax.checked_release))
+    err, _ = f(jax.random.key(0), jnp.array([1.0, jnp.nan]), dpjax.Laplace(1.0))
+    with pytest.raises(Exception, match="NaN or infinite"):
+        err.throw()
+    g = jax.jit(checkify.checkify(lambda k, v, s: dpjax.checked_release(k, v, dpjax.Gaussian(s))))
+    err, _ = g(jax.random.key(0), jnp.ones(2), -1.0)
+    with pytest.raises(Exception, match="sigma must be positive"):
+        err.throw()
+    boosted = lambda k, v, r: dpjax.checked_release(  # noqa: E731
+        k, v, dpjax.PrivacyBoosted(dpjax.Gaussian(1.0), dpjax.AbsoluteError(2.0), r))
+    err, _ = jax.jit(checkify.checkify(boosted))(jax.random.key(0), jnp.ones(2), 1.5)
+    with pytest.raises(Exception, match="rho"):
+        err.throw()
+    err, out = f(jax.random.key(0), jnp.ones(3), dpjax.Laplace(1.0))
+    err.throw()
+    assert out.shape == (3,)

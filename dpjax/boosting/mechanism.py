@@ -270,3 +270,8 @@ class PrivacyBoosted(Mechanism):
 
     def validate_values(self, values) -> None:
         self.region.validate_values(values)
+
+    def traced_checks(self, values):
+        rho = jnp.asarray(self.rho)
+        return super().traced_checks(values) + self.kernel.traced_checks(values)[1:] + [
+            (jnp.all((rho > 0) & (rho <= 1)), "rho must lie in (0, 1]")]

@@ -127,6 +127,10 @@ class AdditiveMechanism(Mechanism):
             object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
         check_scale(self.scale_name, scale, discrete=self.discrete)
 
+    def traced_checks(self, values):
+        scale = jnp.asarray(getattr(self, self.scale_name))
+        return super().traced_checks(values) + [(jnp.all(scale > 0), f"{self.scale_name} must be positive")]
+
     # -- required: the noise law ------------------------------------------------------
     def noise_log_prob(self, n) -> jax.Array:
         """log density (log pmf on the integers) of the noise at ``n``."""
