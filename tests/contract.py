@@ -67,7 +67,7 @@ CASES = [
          invalid=((lambda: dpjax.LaplaceMixture(2.0, -1.0, 1.0), "outer_scale"),)),
     Case("LaplaceMixture-concave", lambda: dpjax.LaplaceMixture(0.5, 2.0, 0.4), scan=(-0.6, 0.0, 0.3),
          invalid=((lambda: dpjax.LaplaceMixture(1.0, 1.0, -0.5), "breakpoint"),)),
-    Case("GeometricMixture", lambda: dpjax.GeometricMixture(2.0, 0.8, 2.0), values=(0, 3), sensitivity=2.0,
+    Case("GeometricMixture", lambda: dpjax.GeometricMixture(2.0, 0.8, 2), values=(0, 3), sensitivity=2.0,
          invalid=((lambda: dpjax.GeometricMixture(2.0, 0.8, 1.5), "breakpoint"),)),
     Case("Logistic", lambda: Logistic(1.2), invalid=((lambda: Logistic(0.0), "scale"),)),
     Case("RandomizedResponse", lambda: dpjax.RandomizedResponse(1.0, 4), values=(0, 2), categorical=True,

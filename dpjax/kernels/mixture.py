@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float, safe_log
-from dpjax.pytree import pytree_dataclass
+from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.validation import check_positive, check_real, is_traced
 
 __all__ = ["LaplaceMixture", "GeometricMixture", "piecewise_log_integral"]
@@ -84,10 +84,12 @@ class _Piecewise(AdditiveMechanism):
         check_positive("inner_scale", self.inner_scale)
         check_positive("outer_scale", self.outer_scale)
         check_positive("breakpoint", self.breakpoint, allow_zero=True)
-        if self.discrete and not is_traced(self.breakpoint):
+        if self.discrete:
             c = np.asarray(self.breakpoint, float)
-            if np.any(c != np.round(c)):
-                raise ValueError(f"breakpoint of GeometricMixture must be an integer, got {self.breakpoint!r}")
+            if c.ndim or c != np.round(c):
+                raise ValueError(f"breakpoint of GeometricMixture must be one integer >= 0 (static), "
+                                 f"got {self.breakpoint!r}")
+            object.__setattr__(self, "breakpoint", int(c))
 
     @classmethod
     def from_epsilon(cls, epsilon, r, c, sensitivity=1.0):
@@ -102,8 +104,10 @@ class _Piecewise(AdditiveMechanism):
         inner = round_up_to_default_float(d / e)
         outer = round_up_to_default_float(d / (np.asarray(r, float) * e))
         c = np.asarray(c, float)
-        if cls.discrete and np.any(c != np.round(c)):
-            raise ValueError(f"c of GeometricMixture must be an integer, got {c!r}")
+        if cls.discrete:
+            if c.ndim or c != np.round(c):
+                raise ValueError(f"c of GeometricMixture must be one integer (a static breakpoint), got {c!r}")
+            return cls(inner_scale=inner, outer_scale=outer, breakpoint=int(c))
         return cls(inner_scale=inner, outer_scale=outer, breakpoint=jnp.asarray(c, inner.dtype))
 
     def paper_parameters(self, sensitivity=1.0):
@@ -404,7 +408,7 @@ class GeometricMixture(_Piecewise):
 
     inner_scale: jax.Array
     outer_scale: jax.Array = 0.2  # defaults: the paper's headline shape (r = 5, c = b2) at b2 = 1
-    breakpoint: jax.Array = 1.0
+    breakpoint: int = static_field(default=1)  # an integer: static (the law is not differentiable in c)
     discrete = True
 
     # -- constants (spec §1.3, §3.2) ------------------------------------------------------
