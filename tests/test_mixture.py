@@ -436,3 +436,24 @@ def test_validation_names_the_parameter():
         dpjax.LaplaceMixture.from_epsilon(0.2, -1.0, 5.0)
     with pytest.raises(ValueError, match="c"):
         dpjax.GeometricMixture.from_epsilon(0.2, 5.0, 2.5)
+
+
+def test_cli_alias_builds_the_paper_mixture_and_prints_both_numbers():
+    from dpjax import cli
+
+    m = cli.build_mechanism("laplace-mixture", 1.0, 0.2, 1e-6, r=5.0, c=5.0)
+    assert isinstance(m, dpjax.LaplaceMixture) and float(m.inner_scale) == 5.0 and float(m.outer_scale) == 1.0
+    line = cli._mixture_line(m, 1.0)
+    assert "pure epsilon = 1.0000" in line and "zeta = 0.3126" in line and "NOT CERTIFIED" in line
+    with pytest.raises(ValueError, match="--r"):
+        cli.build_mechanism("geometric-mixture", 1.0, 0.2, 1e-6)
+
+
+@pytest.mark.slow
+def test_cli_release_with_a_mixture(capsys):
+    from dpjax import cli
+
+    rc = cli.main(["release", "--mechanism", "geometric-mixture", "--epsilon", "0.2", "--r", "5", "--c", "5",
+                   "--statistic", "count", "--seed", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "pure epsilon = 1.0000" in out and "zeta = 0.3281" in out
