@@ -340,16 +340,20 @@ class LaplaceMixture(_Piecewise):
 
     def _abs_quantile(self, p, w):
         """t ≥ 0 with P(|N| > t) = 2p, given also w = ½ − p (exact near the median): the outer
-        branch t = c + log(P_out / 2p)/λ1 where 2p < P_out, else t = −log1p(−2w·λ2 Z/2)/λ2
-        (Algorithm 1 of the paper with its line-9 sign fixed, in one symmetric formula)."""
-        l2, l1, c = self._l2, self._l1, self.breakpoint
-        p_out = self.tail_mass()
-        outer = jnp.log(p_out) - jnp.log(2.0 * p)
-        use_outer = outer > 0
-        t_out = c + jnp.where(use_outer, outer, 0.0) / l1
-        arg = -2.0 * w * l2 * self._half_z()
-        arg = jnp.where(use_outer, 0.0, jnp.maximum(arg, -1.0))
-        t_in = jnp.minimum(-jnp.log1p(arg) / l2, c)
+        branch t = c − b1 log(2p/P_out) where 2p < P_out, else t = −b2 log1p(−2w·λ2 Z/2)
+        (Algorithm 1 of the paper with its line-9 sign fixed, in one symmetric formula).
+
+        One ``log`` per draw for both branches: the selected argument's log, with Kahan's
+        ``log1p(x) = x log(1 + x)/((1 + x) − 1)`` on the inner branch (exact near t = 0)."""
+        l2, c = self._l2, self.breakpoint
+        use_outer = 2.0 * p < self.tail_mass()
+        x = jnp.maximum(-2.0 * w * (l2 * self._half_z()), -1.0)
+        z = jnp.where(use_outer, (2.0 * p) * (1.0 / self.tail_mass()), 1.0 + x)
+        lz = jnp.log(z)
+        near = z == 1.0
+        log1p_x = jnp.where(near, x, x * lz / jnp.where(near, 1.0, z - 1.0))
+        t_out = c - lz * self.outer_scale
+        t_in = jnp.minimum(-log1p_x * self.inner_scale, c)
         return jnp.where(use_outer, t_out, t_in)
 
     def noise_icdf(self, u):
