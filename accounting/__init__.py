@@ -7,6 +7,8 @@
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
 * :mod:`accounting.exact`: exact single-release privacy in closed form (``privacy_profile``,
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
+* :mod:`accounting.mixture_paper`: the piecewise-mixture paper's ζ, Proposition 1 and usefulness
+  bounds — NOT CERTIFIED (reproduction only).
 * :class:`Accountant`: a small odometer with a budget.
 * :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 * DP-SGD (:mod:`accounting.dpsgd`): :func:`dpsgd_epsilon`, the calibrators, :class:`DpsgdAccountant`.
@@ -16,6 +18,7 @@ never touched). See docs/accounting.md for the mechanism hook.
 """
 
 from accounting import exact
+from accounting import mixture_paper
 from accounting.accountant import Accountant
 from accounting._batch import get_delta, get_epsilon
 from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
@@ -44,6 +47,7 @@ __all__ = [
     "rdp_to_delta",
     "Accountant",
     "exact",
+    "mixture_paper",
     "PrDPLedger",
     "PrDPShare",
     "dpsgd_epsilon",

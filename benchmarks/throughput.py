@@ -66,6 +66,8 @@ def extra_cases():
         "PrivacyBoosted(Laplace, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
         "PrivacyBoosted(Laplace, Fixed, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
         "PrivacyBoosted(DiscreteLaplace, Abs, rho=.9)": (dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.int32),
+        "LaplaceMixture(eps=.2, r=5, c=5)": (dpjax.LaplaceMixture.from_epsilon(0.2, 5.0, 5.0), jnp.float32),
+        "GeometricMixture(eps=.2, r=5, c=5)": (dpjax.GeometricMixture.from_epsilon(0.2, 5.0, 5), jnp.int32),
     }
 
 

@@ -12,6 +12,7 @@ from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from dpjax.kernels import GeometricMixture, LaplaceMixture
 from dpjax.mechanism import Mechanism
 from dpjax.kernels import AdditiveMechanism
 from dpjax.pytree import pytree_dataclass, static_field
@@ -29,6 +30,8 @@ __all__ = [
     "Gaussian",
     "DiscreteLaplace",
     "DiscreteGaussian",
+    "LaplaceMixture",
+    "GeometricMixture",
     "RandomizedResponse",
     "PrivacyBoosted",
     "AbsoluteError",

@@ -30,7 +30,10 @@ import numpy as np
 
 __all__ = ["main", "aggregate", "build_mechanism"]
 
-MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted")
+MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted", "laplace-mixture",
+              "geometric-mixture")
+#: the piecewise mixtures (issue 10): ``--epsilon E --r R --c C`` is the paper's Lap_m / Geom_m(ε, rε), breakpoint c
+_MIXTURES = {"laplace-mixture": "LaplaceMixture", "geometric-mixture": "GeometricMixture"}
 KERNELS = ("gaussian", "laplace", "discrete-laplace", "discrete-gaussian")
 #: the CLI's alias table: built-in kernels by their CLI name
 _KERNEL_ALIASES = {"gaussian": "Gaussian", "laplace": "Laplace", "discrete-laplace": "DiscreteLaplace",
@@ -223,10 +226,16 @@ def scale_flag(spec: str) -> str:
     return "--sigma" if kernel_class(spec).scale_name == "sigma" else "--scale"
 
 
-def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, sigma=None):
-    """The mechanism a CLI user asked for, calibrated to (ε, δ) unless a scale/σ is given."""
+def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, sigma=None, r=None,
+                    c=None):
+    """The mechanism a CLI user asked for, calibrated to (ε, δ) unless a scale/σ is given (a mixture:
+    the paper's parametrisation ε, r, c)."""
     import dpjax
 
+    if name in _MIXTURES:
+        if r is None or c is None:
+            raise ValueError(f"--r and --c: --mechanism {name} needs the ratio r and the breakpoint c")
+        return getattr(dpjax, _MIXTURES[name]).from_epsilon(epsilon, r, c, sensitivity)
     if name == "laplace":
         return dpjax.Laplace(scale=scale) if scale is not None else dpjax.Laplace.from_epsilon(epsilon, sensitivity)
     if name == "discrete-laplace":
@@ -372,7 +381,8 @@ def _release_command(args) -> int:
             raise ValueError(f"{other} does not apply to a {args.kernel} kernel: its scale is {flag}")
         releases = build_boosted(region, args.rho, sensitivity, args.delta, given, args.kernel)
     else:
-        mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma)
+        mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma,
+                               args.r, args.c)
         releases = [("released", mech, None)]
     key = _key(args.seed)
     keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
@@ -399,7 +409,22 @@ def _release_command(args) -> int:
         mech = releases[0][1]
         print(f"mechanism: {_describe(mech)}")
         print(f"privacy: {privacy}")
+        if args.mechanism in _MIXTURES:
+            print(_mixture_line(mech, sensitivity))
     return 0
+
+
+def _mixture_line(mech, sensitivity: float) -> str:
+    """The exact pure ε next to the paper's general privacy budget ζ (NOT CERTIFIED)."""
+    from accounting import mixture_paper
+
+    zeta = float(np.asarray(mixture_paper.general_privacy_budget(mech, sensitivity)))
+    import jax
+
+    with jax.enable_x64(True):
+        pure = float(np.asarray(mech.pure_epsilon(sensitivity)))
+    return (f"exact pure epsilon = {pure:.4f} (tight); the paper's general privacy budget zeta = {zeta:.4f} "
+            "(NOT CERTIFIED: an average of the loss, not a DP guarantee)")
 
 
 PRDP_METHODS = ("framework", "extension")
@@ -543,6 +568,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")
     b.add_argument("--tau", type=float, help="absolute error / offset (default: 2 x sensitivity)")
     b.add_argument("--rho", type=float, default=0.9, help="required Pr[release in S(Q)] (default 0.9)")
+    r.add_argument("--r", type=float, help="laplace-mixture / geometric-mixture: outer/inner ratio r (outer eps = r*eps)")
+    r.add_argument("--c", type=float, help="laplace-mixture / geometric-mixture: breakpoint c (output units; integer "
+                                           "for geometric-mixture)")
     r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
     r.add_argument("--output", help="write group,true,released rows to this CSV file")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")

@@ -6,6 +6,8 @@
   order, subject to the utility constraint (the boosting rate follows from ``rho``). Methods
   ``"gradient"`` (optax through the differentiable exact accountant) and ``"ternary"``
   (the paper's Algorithm 2); batched with ``vmap``.
+* :func:`tune_mixture` — a piecewise mixture (Lap_m / Geom_m) minimising E|X| or E X² at an exact
+  pure-ε target, against the plain kernel at the same ε (:mod:`optimize.mixture`).
 * :func:`scale_by_bracket` — the optax transformation used by the gradient method.
 * :func:`base_sigma` — the scale of the plain kernel that meets the utility constraint alone.
 * :func:`exact_epsilon`, :func:`exact_delta`, :func:`exact_renyi` — the exact single-release
@@ -24,9 +26,12 @@ from accounting.exact import renyi as exact_renyi
 from optimize._search import scale_by_bracket
 from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
+from optimize.mixture import MixtureTuning, tune_mixture
 
 __all__ = [
     "tune_boosted",
+    "tune_mixture",
+    "MixtureTuning",
     "TuningResult",
     "base_sigma",
     "exact_epsilon",

@@ -18,6 +18,7 @@ from dpjax.kernels.discrete_gaussian import DiscreteGaussian
 from dpjax.kernels.discrete_laplace import DiscreteLaplace
 from dpjax.kernels.gaussian import Gaussian, analytic_gaussian_sigma, gaussian_privacy_profile
 from dpjax.kernels.laplace import Laplace
+from dpjax.kernels.mixture import GeometricMixture, LaplaceMixture
 
 __all__ = [
     "AdditiveMechanism",
@@ -25,6 +26,8 @@ __all__ = [
     "Gaussian",
     "DiscreteLaplace",
     "DiscreteGaussian",
+    "LaplaceMixture",
+    "GeometricMixture",
     "gaussian_privacy_profile",
     "analytic_gaussian_sigma",
     "BUILTIN",
@@ -33,12 +36,14 @@ __all__ = [
 
 #: the built-in kernels by name: the string aliases of ``optimize.tune_boosted`` and the CLI.
 BUILTIN = {"gaussian": Gaussian, "laplace": Laplace, "discrete_laplace": DiscreteLaplace,
-           "discrete_gaussian": DiscreteGaussian}
+           "discrete_gaussian": DiscreteGaussian,
+           "laplace_mixture": LaplaceMixture, "geometric_mixture": GeometricMixture}
 
 
 def by_name(name: str):
     """The built-in kernel class called ``name`` (``"gaussian"``, ``"laplace"``,
-    ``"discrete_laplace"``, ``"discrete_gaussian"``; dashes accepted)."""
+    ``"discrete_laplace"``, ``"discrete_gaussian"``, ``"laplace_mixture"``,
+    ``"geometric_mixture"``; dashes accepted)."""
     key = str(name).replace("-", "_")
     if key not in BUILTIN:
         raise ValueError(f"kernel must be one of {tuple(BUILTIN)} or a kernel instance, got {name!r}")
