@@ -7,6 +7,7 @@
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
 * :mod:`accounting.exact`: exact single-release privacy in closed form (``privacy_profile``,
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
+* :mod:`accounting.composite`: the true ε* of a composite release (``dpjax.Composite``) next to its nominal ε.
 * :class:`Accountant`: a small odometer with a budget.
 * :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 * DP-SGD (:mod:`accounting.dpsgd`): :func:`dpsgd_epsilon`, the calibrators, :class:`DpsgdAccountant`.
@@ -15,7 +16,7 @@ Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
 """
 
-from accounting import exact
+from accounting import composite, exact
 from accounting.accountant import Accountant
 from accounting._batch import get_delta, get_epsilon
 from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
@@ -44,6 +45,7 @@ __all__ = [
     "rdp_to_delta",
     "Accountant",
     "exact",
+    "composite",
     "PrDPLedger",
     "PrDPShare",
     "dpsgd_epsilon",

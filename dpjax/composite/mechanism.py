@@ -285,16 +285,11 @@ class Composite(Mechanism):
         """B1: δ(P_v‖P_v') = δ(P_v'‖P_v) (reflection and translation of the flat base)."""
         return self.base == "uniform"
 
-    @property
-    def pair_path(self) -> bool:
-        """A2/A3: the declared pairs (lo, lo + s), 0 < s ≤ Δ, sample a path (the loss depends on the shift)."""
-        return self.activation != "rectangle"
-
     def neighbour_pairs(self, sensitivity=None):
         """Edge pairs ``(lo, lo + s)`` (spec §1.7): A1 the single pair at ``s = min(Δ, W)`` (every pair with
         disjoint bump supports dominates; nearer bumps only lose mass, and the flat base makes the
-        position irrelevant, B2's quartic base makes the edge the worst); A2/A3 a path over the
-        shift ``s ∈ (0, min(Δ, W)]``. ``sensitivity=None``: the window's width."""
+        position irrelevant, B2's quartic base makes the edge the worst); A2/A3 eight shifts
+        ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair (:func:`dpjax.composite.privacy.neighbour_pairs`). ``sensitivity=None``: the window's width."""
         return privacy.neighbour_pairs(self, sensitivity)
 
     def hockey_stick(self, epsilon, value, neighbour_value):
