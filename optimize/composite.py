@@ -16,6 +16,7 @@ derivative of the closed-form canonical variance, B1).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -117,15 +118,24 @@ def closed_form_optimum(activation, epsilon, objective="centre", iterations=200)
 
 
 def _gradient(template, activation, base, eps, objective, steps, learning_rate):
-    def loss(theta, e):
+    return _gradient_program(activation, base, objective, steps, float(learning_rate))(template, eps)
+
+
+@functools.lru_cache(maxsize=64)
+def _gradient_program(activation, base, objective, steps, learning_rate):
+    """One compiled program per configuration (the window and ε are arguments)."""
+
+    def loss(theta, e, template):
         k, m, y = _params(activation, base, theta, e)
         return jnp.log(_objective_value(_build(template, e, k, m, y), objective))
 
     opt = optax.adam(learning_rate)
-    grad = jax.grad(loss)
-    hess = jax.hessian(loss)
 
-    def solve(e):
+    def solve(e, template):
+        grad = lambda th, e: jax.grad(loss)(th, e, template)  # noqa: E731
+        hess = lambda th, e: jax.hessian(loss)(th, e, template)  # noqa: E731
+        lossf = lambda th, e: loss(th, e, template)  # noqa: E731
+
         theta = jnp.asarray([0.0, 3.0], jnp.float64)
         state = opt.init(theta)
 
@@ -144,12 +154,12 @@ def _gradient(template, activation, base, eps, objective, steps, learning_rate):
                 d = -jnp.linalg.solve(h + 1e-12 * jnp.eye(2), g)
                 d = jnp.where(jnp.all(jnp.isfinite(d)) & (jnp.vdot(g, d) < 0), d, jnp.zeros_like(d))
             new = th + d
-            return jnp.where(loss(new, e) < loss(th, e), new, th), None
+            return jnp.where(lossf(new, e) < lossf(th, e), new, th), None
 
         theta, _ = jax.lax.scan(newton, theta, None, length=12)
         return _params(activation, base, theta, e)
 
-    return jax.jit(jax.vmap(solve))(eps.reshape(-1))
+    return jax.jit(lambda template, eps: jax.vmap(lambda e: solve(e, template))(eps.reshape(-1)))
 
 
 def _variance_py(activation, base, eps, k, m, y, rho2):
