@@ -9,6 +9,7 @@
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
 * :mod:`accounting.mixture_paper`: the piecewise-mixture paper's ζ, Proposition 1 and usefulness
   bounds — NOT CERTIFIED (reproduction only).
+* :mod:`accounting.composite`: the true ε* of a composite release (``dpjax.Composite``) next to its nominal ε.
 * :class:`Accountant`: a small odometer with a budget.
 * :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 * DP-SGD (:mod:`accounting.dpsgd`): :func:`dpsgd_epsilon`, the calibrators, :class:`DpsgdAccountant`.
@@ -17,8 +18,7 @@ Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
 """
 
-from accounting import exact
-from accounting import mixture_paper
+from accounting import composite, exact, mixture_paper
 from accounting.accountant import Accountant
 from accounting._batch import get_delta, get_epsilon
 from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
@@ -48,6 +48,7 @@ __all__ = [
     "Accountant",
     "exact",
     "mixture_paper",
+    "composite",
     "PrDPLedger",
     "PrDPShare",
     "dpsgd_epsilon",

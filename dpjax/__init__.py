@@ -10,6 +10,7 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 from dpjax import random, subsampling, validation
 from dpjax.boosted_rr import BoostedRandomizedResponse
 from dpjax.boosting import PrivacyBoosted
+from dpjax.composite import Composite
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpjax.kernels import GeometricMixture, LaplaceMixture
@@ -48,4 +49,5 @@ __all__ = [
     "pytree_dataclass",
     "static_field",
     "prdp",
+    "Composite",
 ]

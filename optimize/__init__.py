@@ -15,6 +15,7 @@
   :func:`accounting.exact.privacy_profile` and :func:`accounting.exact.renyi` themselves
   (one implementation, in accounting), differentiable in every parameter.
 
+* :func:`tune_composite` — least-variance ``dpjax.Composite`` parameters by gradient (or the paper's grid).
 * :func:`private_aggregate`, :func:`dpsgd` — the DP-SGD noise plug-in for optax (:mod:`optimize.dpsgd`).
 
 Imports dpjax and accounting; nothing imports optimize.
@@ -27,6 +28,7 @@ from optimize._search import scale_by_bracket
 from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
 from optimize.tuning import TuningResult, base_sigma, tune_boosted
 from optimize.mixture import MixtureTuning, tune_mixture
+from optimize.composite import CompositeTuning, tune_composite
 
 __all__ = [
     "tune_boosted",
@@ -43,4 +45,6 @@ __all__ = [
     "on_noisy_steps",
     "clip_per_example",
     "clipped_sum",
+    "tune_composite",
+    "CompositeTuning",
 ]

@@ -1,0 +1,285 @@
+"""dpjax.Composite: law, sampler, unbiasedness, validation, exact ε*, PLD, tuning (spec composite.md)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import accounting
+import dpjax
+import optimize
+from optimize.composite import canonical_variance
+
+FUNCS = [(a, b) for a in ("rectangle", "half_sine", "triangle") for b in ("uniform", "quartic")]
+ids = [f"{a}-{b}" for a, b in FUNCS]
+funcs = pytest.mark.parametrize("act,base", FUNCS, ids=ids)
+PARAMS = [(1.0, 0.481, 0.843, 0.280), (2.0, 0.3, 1.0, 0.2)]  # spec §2.4 settings (ε; k, m, y)
+
+
+def mech64(act, base, eps=1.0, k=0.481, m=0.843, y=0.280, window=(2.0, 5.0)):
+    mech = dpjax.Composite(act, base, eps, k, m, y, window=window)
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
+
+
+def _pieces(mech, v):
+    d = mech._derived()
+    l, u = (float(x) for x in mech.output_range())
+    a = float(mech.bump_start(v))
+    pts = [l, u] + [float(d["mid"] + (a + f * float(d["m"])) / d["C"]) for f in (0.0, 0.5, 1.0)]
+    pts += [float(d["mid"])]
+    pts = sorted(p for p in set(pts) if l <= p <= u)
+    return list(zip(pts[:-1], pts[1:]))
+
+
+@funcs
+@pytest.mark.parametrize("setting", PARAMS)
+def test_density_integrates_to_one_unbiased_and_variance_matches_quadrature(act, base, setting):
+    with jax.enable_x64(True):
+        mech = mech64(act, base, *setting)
+        for v in (2.0, 3.3, 5.0):  # window ends included (closed window)
+            f = lambda o: float(jnp.exp(mech.log_prob(o, v)))  # noqa: E731
+            parts = _pieces(mech, v)
+            q = lambda g: sum(integrate.quad(g, a, b, limit=200, epsabs=1e-13, epsrel=1e-13)[0] for a, b in parts)  # noqa: E731
+            assert abs(q(f) - 1.0) < 1e-9
+            assert abs(q(lambda o: o * f(o)) - v) < 1e-9
+            assert abs(q(lambda o: (o - v) ** 2 * f(o)) / float(mech.variance(v)) - 1.0) < 1e-9
+            # cdf = integral of the density
+            for a, b in parts[:3]:
+                o = 0.5 * (a + b)
+                assert abs(float(mech.cdf(o, v)) - sum(integrate.quad(f, a2, min(b2, o), limit=200)[0]
+                                                      for a2, b2 in parts if a2 < o)) < 1e-9
+
+
+@funcs
+def test_outputs_bounded_and_cdf_reaches_one(act, base):
+    with jax.enable_x64(True):
+        mech = mech64(act, base)
+        l, u = mech.output_range()
+        assert float(mech.cdf(u, 5.0)) == pytest.approx(1.0, abs=1e-12)
+        assert float(mech.cdf(l, 2.0)) == pytest.approx(0.0, abs=1e-12)
+        assert np.isneginf(float(mech.log_prob(u + 1e-6, 3.0)))
+
+
+def _ks(act, base, n, seed):
+    mech = dpjax.Composite(act, base, 1.0, 0.481, 0.843, 0.280, window=(2.0, 5.0))
+    out = []
+    for j, v in enumerate((2.0, 4.1, 5.0)):
+        x = np.asarray(dpjax.release(jax.random.key(seed + j), jnp.full((n,), v, jnp.float32), mech), np.float64)
+        with jax.enable_x64(True):
+            m64 = mech64(act, base)
+            p = stats.kstest(x, lambda o: np.asarray(m64.cdf(jnp.asarray(o), v))).pvalue
+            l, u = (float(z) for z in m64.output_range())
+            sd = math.sqrt(float(m64.variance(v)))
+        assert x.min() >= l - 1e-5 and x.max() <= u + 1e-5
+        assert abs(x.mean() - v) < 4.5 * sd / math.sqrt(n)
+        out.append(p)
+    return out
+
+
+@funcs
+def test_sampler_matches_cdf(act, base):
+    assert min(_ks(act, base, 20000, 10)) > 1e-4
+
+
+@pytest.mark.slow
+@funcs
+def test_sampler_matches_cdf_at_a_million_draws(act, base):
+    assert min(_ks(act, base, 10**6, 20)) > 1e-4
+
+
+def test_release_of_large_query_values_keeps_the_position():
+    """f − mid before scaling (spec §7): a window far from 0 in float32."""
+    mech = dpjax.Composite("rectangle", "uniform", 1.0, 0.5115, 0.7907, 0.2977, window=(1e6, 1e6 + 1.0))
+    v = jnp.full((200000,), 1e6 + 0.75, jnp.float32)
+    x = np.asarray(dpjax.release(jax.random.key(3), v, mech), np.float64)
+    sd = math.sqrt(float(mech.variance(1e6 + 0.75)))
+    assert abs(x.mean() - (1e6 + 0.75)) < 4.5 * sd / math.sqrt(x.size) + 0.07  # float32 spacing at 1e6 is 0.0625
+
+
+def test_validation_names_the_parameter():
+    ok = dict(epsilon=1.0, k=0.5, m=0.8, y=0.3, window=(0.0, 1.0))
+    cases = [(dict(k=0.9), "k"), (dict(k=-1.0), "k"), (dict(m=0.0), "m"), (dict(epsilon=0.0), "epsilon"),
+             (dict(window=(1.0, 0.0)), "window"), (dict(m=2.5, k=0.45, y=0.3), "k")]
+    for change, name in cases:
+        with pytest.raises(ValueError, match=name):
+            dpjax.Composite("rectangle", "uniform", **{**ok, **change})
+    with pytest.raises(ValueError, match="activation"):
+        dpjax.Composite("cosine", "uniform", **ok)
+    with pytest.raises(ValueError, match="base"):
+        dpjax.Composite("A1", "B3", **ok)
+    with pytest.raises(ValueError, match="m"):  # the bump does not fit
+        dpjax.Composite("A1", "B1", 1.0, 0.17, 5.0, 0.1, window=(0.0, 1.0))
+    mech = dpjax.Composite("A1", "B1", **ok)
+    with pytest.raises(ValueError, match="values"):
+        dpjax.release(jax.random.key(0), jnp.asarray([0.5, 1.5]), mech)
+    clipped = dpjax.Composite("A1", "B1", **ok, clip=True)
+    assert np.isfinite(np.asarray(dpjax.release(jax.random.key(0), jnp.asarray([0.5, 1.5]), clipped))).all()
+    assert float(clipped.mean(1.5)) == 1.0  # clipping biases towards the window
+
+
+def test_pytree_jit_vmap_grad():
+    mech = dpjax.Composite("half_sine", "quartic", 1.0, 0.481, 0.843, 0.280, window=(0.0, 1.0))
+    lp = mech.log_prob(0.3, 0.6)
+    assert np.allclose(jax.jit(lambda mm: mm.log_prob(0.3, 0.6))(mech), lp)
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([jnp.asarray(x)] * 3), mech)
+    assert np.allclose(jax.vmap(lambda mm: mm.log_prob(0.3, 0.6))(batch), lp)
+    g = jax.grad(lambda mm: mm.variance(0.7))(mech)
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(g))
+    assert float(g.m) != 0.0
+
+
+# ----------------------------------------------------------------------------------
+# privacy
+# ----------------------------------------------------------------------------------
+@funcs
+@pytest.mark.parametrize("setting", PARAMS)
+def test_epsilon_star_never_below_brute_force_and_close(act, base, setting):
+    mech = mech64(act, base, *setting, window=(0.0, 1.0))
+    rep = accounting.composite.epsilon_star(mech)
+    bf = accounting.composite.brute_force_epsilon(mech, num_answers=21, num_outputs=8001)
+    assert float(rep.epsilon) >= bf - 1e-12
+    assert float(rep.epsilon) <= bf + 2e-3
+    assert float(rep.epsilon) <= float(rep.sup_inf) + 1e-12 <= setting[0] + 1e-6
+
+
+def test_epsilon_star_spec_values():
+    """spec §1.7 / §2.4: A1B2 1.6926 (ε = 2), 0.1273 (ε = 0.2); A2B1 m/L = 1.422 → 0.972."""
+    r = accounting.composite.epsilon_star(dpjax.Composite("A1", "B2", 2.0, 0.3, 1.0, 0.2, window=(0, 1)))
+    assert float(r.epsilon) == pytest.approx(1.6926, abs=1e-4)
+    r = accounting.composite.epsilon_star(dpjax.Composite("A1", "B2", 0.2, 0.05, 1.5, 0.4, window=(0, 1)))
+    assert float(r.epsilon) == pytest.approx(0.1273, abs=1e-4)
+    q, s = math.e - 1, 2 / math.pi
+    y = 1 / (2 + q * s * 1.422)
+    r = accounting.composite.epsilon_star(dpjax.Composite("A2", "B1", 1.0, q * y, 1.422, y, window=(0, 1)))
+    assert float(r.epsilon) == pytest.approx(0.972, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_smaller_sensitivity_never_raises_epsilon_star():
+    mech = mech64("triangle", "quartic", 2.0, 0.3, 1.0, 0.2, window=(0.0, 1.0))
+    full = float(dpjax.composite.privacy.epsilon_star(mech))
+    part = float(dpjax.composite.privacy.epsilon_star(mech, 0.3))
+    bf = accounting.composite.brute_force_epsilon(mech, 0.3, num_answers=31, num_outputs=4001)
+    assert bf - 1e-12 <= part <= full
+
+
+def test_a1b1_on_the_boundary_loses_epsilon_for_every_distinct_pair():
+    eps = 1.3
+    q = math.expm1(eps)
+    y = 1 / (2 + q * 0.7)
+    with jax.enable_x64(True):
+        mech = mech64("A1", "B1", eps, q * y, 0.7, y, window=(0.0, 1.0))
+        L = float(mech.half_domain)
+        xs = jnp.linspace(-L, L, 20001)
+        answers = np.linspace(0.0, 1.0, 15)
+        logp = np.asarray(jax.vmap(lambda v: jnp.log(mech.density_x(xs, v)))(jnp.asarray(answers)))
+        for i in range(15):
+            for j in range(15):
+                if i != j:
+                    assert np.max(logp[i] - logp[j]) == pytest.approx(eps, abs=1e-12)
+    assert float(accounting.composite.epsilon_star(mech).epsilon) == pytest.approx(eps, abs=1e-12)
+
+
+def test_a1b1_pld_is_the_three_atoms():
+    """spec §1.7: δ(ε') = S1·e^ε/(e^ε − 1)·(1 − e^{ε'−ε}); ε = 1 optimum S1 = 0.4045."""
+    eps, m = 1.0, 0.7907
+    q = math.expm1(eps)
+    y = 1 / (2 + q * m)
+    mech = dpjax.Composite("A1", "B1", eps, q * y, m, y, window=(0.0, 1.0))
+    s1 = q * y * m
+    assert s1 == pytest.approx(0.4045, abs=1e-4)
+    assert s1 * math.exp(eps) / q == pytest.approx(0.6399, abs=1e-4)
+    p = accounting.pld(mech)
+    for e in (0.0, 0.25, 0.6, 0.95):
+        exact = s1 * math.exp(eps) / q * (1 - math.exp(e - eps))
+        got = float(p.get_delta_for_epsilon(e))
+        assert exact - 1e-12 <= got <= exact + 1e-8
+    assert float(p.get_delta_for_epsilon(1.0)) == 0.0
+
+
+@pytest.mark.parametrize("act,base", [("half_sine", "uniform"), ("triangle", "quartic")])
+def test_cell_profile_bounds_the_true_hockey_stick(act, base):
+    with jax.enable_x64(True):
+        mech = mech64(act, base, window=(0.0, 1.0))
+        L = float(mech.half_domain)
+        xs = np.linspace(-L, L, 400001)
+        for v, nv in ((0.0, 1.0), (0.2, 0.5), (1.0, 0.0)):
+            p, pp = np.asarray(mech.density_x(xs, v)), np.asarray(mech.density_x(xs, nv))
+            for e in (-0.3, 0.0, 0.4, 0.8):
+                true = np.trapezoid(np.maximum(p - math.exp(e) * pp, 0), xs)
+                got = float(mech.hockey_stick(e, v, nv))
+                assert true - 1e-6 <= got <= true + 3e-4
+
+
+def test_declared_pairs_are_the_worst_of_a_shift_scan():
+    with jax.enable_x64(True):
+        mech = mech64("half_sine", "quartic", window=(0.0, 1.0))
+        v, nv = mech.neighbour_pairs(None)
+        e = jnp.asarray([0.0, 0.3, 0.6])
+        declared = jnp.max(jnp.stack([jnp.maximum(mech.hockey_stick(e, a, b), mech.hockey_stick(e, b, a))
+                                      for a, b in zip(v, nv)]), 0)
+        for a in np.linspace(0.0, 0.9, 7):
+            for s in (0.05, 0.3, 1.0 - a):
+                d = jnp.maximum(mech.hockey_stick(e, a, a + s), mech.hockey_stick(e, a + s, a))
+                assert np.all(np.asarray(d) <= np.asarray(declared) + 2e-4)
+
+
+# ----------------------------------------------------------------------------------
+# tuning
+# ----------------------------------------------------------------------------------
+def test_tune_composite_reaches_the_dense_scan_optimum():
+    eps = np.array([0.2, 1.0, 3.0, 5.0])
+    r = optimize.tune_composite(eps, window=(0.0, 1.0))
+    with jax.enable_x64(True):
+        ms = jnp.linspace(1e-4, 2 - 1e-4, 2_000_001)
+        for i, e in enumerate(eps):
+            dense = float(jnp.min(canonical_variance("rectangle", ms, e)))
+            assert abs(r.variance[i] / dense - 1) < 1e-5
+            assert r.variance[i] <= dense * (1 + 1e-12)
+    np.testing.assert_allclose(np.abs(r.closed_form["relative_gap"]), 0, atol=1e-9)
+
+
+def test_tune_composite_reproduces_the_spec_ratios_and_tables():
+    eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0, 2.0, 3.0, 5.0])
+    r = optimize.tune_composite(eps, window=(10.0, 12.0))  # W = 2: variances scale by W²
+    np.testing.assert_allclose(r.ratio, [0.619, 0.596, 0.574, 0.553, 0.459, 0.317, 0.218, 0.100], atol=6e-4)
+    np.testing.assert_allclose(np.asarray(r.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102, 0.4645,
+                                                           0.2621], atol=1e-4)
+    np.testing.assert_allclose(r.centre_variance[4] / 4, 0.9175, rtol=1e-4)
+    w = optimize.tune_composite([1.0], window=(0.0, 1.0), objective="worst")
+    assert float(w.mechanism.m[0]) == pytest.approx(0.8738, abs=1e-4)
+    assert float(w.variance[0]) == pytest.approx(1.2664, rel=1e-4)
+    a2 = optimize.tune_composite(1.0, window=(0.0, 1.0), activation="half_sine")
+    assert float(a2.mechanism.m) == pytest.approx(0.8679, abs=1e-4)
+    assert float(a2.variance) == pytest.approx(1.7886, rel=1e-4)
+
+
+def test_tuned_mechanism_is_valid_and_private_at_epsilon():
+    r = optimize.tune_composite(np.array([0.5, 2.0]), window=(0.0, 1.0))
+    rep = accounting.composite.epsilon_star(r.mechanism)
+    np.testing.assert_allclose(rep.epsilon, [0.5, 2.0], rtol=1e-9)
+    one = jax.tree_util.tree_map(lambda p: p[1] if jnp.ndim(p) else p, r.mechanism)
+    x = dpjax.release(jax.random.key(0), jnp.zeros(4), one)
+    assert np.isfinite(np.asarray(x)).all()
+
+
+def test_paper_grid_is_close_to_the_gradient_optimum():
+    g = optimize.tune_composite(np.array([0.2, 1.0]), window=(0.0, 1.0))
+    p = optimize.tune_composite(np.array([0.2, 1.0]), window=(0.0, 1.0), method="paper_grid")
+    assert np.all(p.variance >= g.variance * (1 - 1e-12))
+    assert np.all(p.variance <= g.variance * 1.01)
+    assert p.h1[0] == pytest.approx(9.382, abs=1e-3)  # Table 2, A1B1, ε = 0.2
+
+
+def test_tune_composite_validation():
+    with pytest.raises(ValueError, match="objective"):
+        optimize.tune_composite(1.0, window=(0, 1), objective="median")
+    with pytest.raises(ValueError, match="window"):
+        optimize.tune_composite(1.0, window=(1, 0))
+    with pytest.raises(ValueError, match="epsilon"):
+        optimize.tune_composite(-1.0, window=(0, 1))
