@@ -157,7 +157,8 @@ def tune_mixture(pure_epsilon, *, sensitivity=1.0, kernel="laplace", objective="
     targets = np.asarray(pure_epsilon, float)
     flat = targets.reshape(-1)
     with jax.enable_x64(True):
-        eps0 = jnp.asarray(flat)
+        # padded (repeats) to a power of two ≥ 8: one compilation serves every batch up to that size
+        eps0 = jnp.asarray(np.resize(flat, max(8, 1 << (flat.size - 1).bit_length())))
         if kernel == "laplace":
             grid = jnp.asarray([-2.0, 0.0, 2.0])
             starts = jnp.stack(jnp.meshgrid(grid, grid), -1).reshape(-1, 2)
@@ -172,7 +173,7 @@ def tune_mixture(pure_epsilon, *, sensitivity=1.0, kernel="laplace", objective="
         best = base.copy()
         choice = [None] * flat.size
         for c, (val, p) in cands:
-            val, p = np.asarray(val), np.asarray(p)
+            val, p = np.asarray(val)[:flat.size], np.asarray(p)[:flat.size]
             for i in range(flat.size):
                 if val[i] < best[i] * (1.0 - _MIN_GAIN):
                     mech = _build(LaplaceMixture if c is None else GeometricMixture, p[i, 0], p[i, 1],
