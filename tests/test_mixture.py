@@ -429,6 +429,45 @@ def test_tune_mixture_variance_and_geometric():
         optimize.tune_mixture(1.0, objective="entropy")
 
 
+def test_tune_mixture_epsilon_delta_target():
+    eps0, delta = 5.0, 1e-6
+    res = optimize.tune_mixture(eps0, delta=delta)
+    m = res.mechanism
+    assert isinstance(m, dpjax.LaplaceMixture) and bool(res.improved) and res.delta == delta
+    exact = float(accounting.exact.epsilon(m, delta))  # recomputed: every shift up to Δ, safe side
+    assert exact <= eps0 and exact == pytest.approx(float(res.epsilon), abs=1e-12) and exact > eps0 - 1e-6
+    with jax.enable_x64(True):
+        assert float(m.mean_abs()) == pytest.approx(float(res.objective), rel=1e-12)
+        assert float(m.pure_epsilon(1.0)) > eps0  # the gain uses δ: the mixture is not ε0-DP
+    # baseline: the Laplace at exact (ε0, δ): δ(ε) = 1 − e^{(ε − 1/b)/2}, b = 1/(ε0 − 2 log(1 − δ))
+    assert float(res.baseline_objective) == pytest.approx(1.0 / (eps0 - 2.0 * np.log1p(-delta)), rel=1e-8)
+    assert float(res.ratio) < 0.9
+    with pytest.raises(ValueError, match="delta"):
+        optimize.tune_mixture(eps0, delta=1.5)
+    with pytest.raises(ValueError, match="delta"):
+        optimize.tune_mixture(eps0, delta=1e-6, kernel="geometric")
+
+
+@pytest.mark.slow
+def test_tune_mixture_epsilon_delta_batched_never_claims_a_gain_it_lacks():
+    targets, delta = np.array([0.5, 2.0, 6.0]), 1e-5
+    for objective in ("mean_abs", "variance"):
+        res = optimize.tune_mixture(targets, delta=delta, objective=objective, grid=6)
+        assert np.all(np.asarray(res.ratio) <= 1.0) and np.all(np.asarray(res.epsilon) <= targets)
+        assert isinstance(res.mechanism, tuple) and len(res.mechanism) == targets.size
+        exact = np.asarray([float(accounting.exact.epsilon(k, delta)) for k in res.mechanism])
+        assert np.all(exact <= targets)
+        b = 1.0 / (targets - 2.0 * np.log1p(-delta))
+        np.testing.assert_allclose(res.baseline_objective, b if objective == "mean_abs" else 2 * b * b, rtol=1e-8)
+        with jax.enable_x64(True):
+            mix = [k if isinstance(k, dpjax.LaplaceMixture) else dpjax.LaplaceMixture(k.scale, k.scale, 0.0)
+                   for k in res.mechanism]  # a plain row: the r = 1, c = 0 law
+            got = [float(k.mean_abs() if objective == "mean_abs" else k.variance()) for k in mix]
+        np.testing.assert_allclose(got, res.objective, rtol=1e-12)
+        assert res.ratio[-1] < 0.9
+        np.testing.assert_array_equal(res.improved, np.asarray(res.ratio) < 1.0)
+
+
 # ----------------------------------------------------------------------------------
 # protocol integration and validation
 # ----------------------------------------------------------------------------------
