@@ -204,8 +204,13 @@ def _tune_approx(eps0, delta, sens, objective, grid):
     lr = np.linspace(np.log(0.05), np.log(20.0), grid)  # r = b2/b1
     lg = np.linspace(np.log(0.01), np.log(20.0), grid)  # γ = c/b2
     best_val, best_shape = np.inf, None
-    for _ in range(3):  # a grid, then two zooms around its best point
+    pure = tune_mixture(eps0, sensitivity=sens, objective=objective)  # ε0-DP: within (ε0, δ) too
+    for rnd in range(3):  # a grid (seeded with the pure-ε optimum's shape), then two zooms around its best point
         rr, gg = (a.ravel() for a in np.meshgrid(lr, lg))
+        if rnd == 0 and bool(pure.improved):
+            pm = pure.mechanism
+            rr[-1] = np.log(float(pm.inner_scale) / float(pm.outer_scale))
+            gg[-1] = np.log(float(pm.breakpoint) / float(pm.inner_scale))
         shapes = (np.exp(rr), np.exp(gg))
         k = _calibrate(_mixtures, shapes, eps0, delta, sens)
         vals = np.asarray(_moment(_mixtures(shapes, k), objective))
