@@ -32,6 +32,7 @@ Float64 inside ``jax.enable_x64`` (the user's flag untouched); broadcasts over b
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -66,9 +67,11 @@ def _as_mixture(m):
     return m
 
 
+@jax.jit
 def _definition(m, d):
     """ln Σ/∫ e^{|L|} p over the seven linear pieces of the loss L = log p − log q, q = p(· − d):
-    on {L > 0} the integrand is p²/q, elsewhere q (both exponential on a piece)."""
+    on {L > 0} the integrand is p²/q, elsewhere q (both exponential on a piece). Jitted: one
+    compilation, not one per operation."""
     lo, hi, ref, lp, lq, sp, sq = m._segments(d)
     lm, sl = lp - lq, sp - sq
     sl_safe = jnp.where(sl == 0, 1.0, sl)
@@ -159,7 +162,12 @@ def laplace_epsilon_for_budget(zeta, *, iterations=200):
     """TABLE I's ε_Lap: the ε with ``rounded_laplace_budget(ε) = zeta`` (bisection on the increasing
     eq. 26). NOT CERTIFIED: a Laplace at ε_Lap is ε_Lap-DP, the mixture it is matched to is not."""
     check_positive("zeta", zeta)
-    z = jnp.asarray(zeta, jnp.float64)
+    iterations = check_int("iterations", iterations, minimum=1)
+    return _invert_eq26(jnp.asarray(zeta, jnp.float64), iterations)
+
+
+@functools.partial(jax.jit, static_argnames="iterations")
+def _invert_eq26(z, iterations):
     lo, hi = jnp.full_like(z, 1e-9), jnp.full_like(z, 50.0)
 
     def body(_, s):
@@ -236,6 +244,11 @@ def rounded_moments(mech, *, terms=None):
         raise ValueError("mech: rounded_moments takes a single kernel")
     if terms is None:
         terms = int(np.ceil(float(m.breakpoint) + 60.0 * float(m.outer_scale))) + 2
+    return _rounded_moments(m, check_int("terms", terms, minimum=1))
+
+
+@functools.partial(jax.jit, static_argnames="terms")
+def _rounded_moments(m, terms):
     kk = jnp.arange(1, terms + 1, dtype=jnp.float64)
     # P(K = k) = P(k − ½ < Y ≤ k + ½) = S(k − ½) − S(k + ½) on each side, S(t) = P(Y > t)
     s = 0.5 * jnp.exp(m._log_sf_abs(jnp.concatenate([kk - 0.5, kk[-1:] + 0.5])))

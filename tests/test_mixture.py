@@ -15,6 +15,10 @@ from accounting import mixture_paper as mp
 
 HEAD = (0.2, 5.0, 5.0)  # the paper's headline (ε, r, c), Δ = 1
 
+# One compiled computation per kernel structure (called eagerly, a ~200-operation closed form
+# compiles every operation separately: seconds per test).
+_hs = jax.jit(lambda m, e, v, nv: m.hockey_stick(e, v, nv))
+
 
 def lapm(eps, r, c, delta=1.0):
     with jax.enable_x64(True):
@@ -133,6 +137,7 @@ def test_spec_check_values_geometric_mixture():
     assert pc == pytest.approx(p0 * np.exp(-1.0), rel=1e-12)
 
 
+@pytest.mark.slow  # (the default suite meets r = 1, c = 0 mixtures in the tuner's baseline rows)
 def test_limits_are_the_plain_kernels():
     with jax.enable_x64(True):
         x = jnp.linspace(-9.0, 9.0, 37)
@@ -151,11 +156,13 @@ def test_limits_are_the_plain_kernels():
 def test_icdf_inverts_cdf_and_gradients_are_finite():
     with jax.enable_x64(True):
         u = jnp.asarray([1e-7, 0.003, 0.05, 0.3, 0.5, 0.51, 0.9, 0.97, 1 - 1e-7], jnp.float64)
-        for m in (lapm(*HEAD), lapm(1.0, 0.1, 4.5), lapm(9.0, 0.3, 0.375)):
-            np.testing.assert_allclose(m.noise_cdf(m.noise_icdf(u)), u, rtol=1e-10)
-            g = jax.grad(lambda mm: mm.mean_abs() + mm.entropy() + jnp.sum(mm.noise_icdf(u)))(m)
-            assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(g))
-        for m in (geomm(*HEAD), geomm(1.0, 0.1, 5), geomm(2.0, 0.3, 1, 3.0)):
+        ms = [lapm(*HEAD), lapm(1.0, 0.1, 4.5), lapm(9.0, 0.3, 0.375)]
+        m = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *ms)  # one batched kernel: one compilation
+        back = jax.jit(lambda mm: mm.noise_cdf(mm.noise_icdf(u[:, None])))(m)
+        np.testing.assert_allclose(back, np.broadcast_to(np.asarray(u)[:, None], back.shape), rtol=1e-10)
+        g = jax.jit(jax.grad(lambda mm: jnp.sum(mm.mean_abs() + mm.entropy() + jnp.sum(mm.noise_icdf(u[:, None]), 0))))(m)
+        assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(g))
+        for m in (geomm(*HEAD), geomm(2.0, 0.3, 1, 3.0)):
             k = m.noise_icdf(u)
             assert np.all(np.asarray(m.noise_cdf(k)) >= np.asarray(u) * (1 - 1e-12))
             assert np.all(np.asarray(m.noise_cdf(k - 1.0)) < np.asarray(u))
@@ -217,7 +224,11 @@ def _brute_pure(eps, r, c, d, discrete):
     return best
 
 
-@pytest.mark.parametrize("cfg", CONFIGS + [(1.0, 0.1, 0.5, 1.0), (0.25, 4.0, 0.3, 1.0)])
+_PURE = [(0.2, 5.0, 5.0, 1.0), (9.0, 0.3, 0.375, 1.0), (1.0, 0.5, 0.3, 2.0)]  # headline; r < 1, c < Δ
+
+
+@pytest.mark.parametrize("cfg", _PURE + [pytest.param(c, marks=pytest.mark.slow) for c in CONFIGS + [
+    (1.0, 0.1, 0.5, 1.0), (0.25, 4.0, 0.3, 1.0)] if c not in _PURE])
 def test_pure_epsilon_is_tight(cfg):
     eps, r, c, d = cfg
     with jax.enable_x64(True):
@@ -244,9 +255,9 @@ def test_headline_exact_privacy():
         assert float(m.pure_epsilon(1.0)) == pytest.approx(1.0, abs=1e-12)
         assert float(g.pure_epsilon(1.0)) == pytest.approx(1.0, abs=1e-12)
         eps = jnp.asarray([0.2, 0.328, 0.5, 0.75, 1.0])
-        np.testing.assert_allclose(np.asarray(m.hockey_stick(eps, 0.0, 1.0)), [0.04617, 0.03815, 0.02776, 0.01345, 0],
+        np.testing.assert_allclose(np.asarray(_hs(m, eps, 0.0, 1.0)), [0.04617, 0.03815, 0.02776, 0.01345, 0],
                                    atol=6e-6)
-        np.testing.assert_allclose(np.asarray(g.hockey_stick(eps, 0.0, 1.0)), [0.04490, 0.03989, 0.03208, 0.01803, 0],
+        np.testing.assert_allclose(np.asarray(_hs(g, eps, 0.0, 1.0)), [0.04490, 0.03989, 0.03208, 0.01803, 0],
                                    atol=6e-6)
     e5 = float(accounting.exact.epsilon(dpjax.LaplaceMixture.from_epsilon(*HEAD), 1e-5))
     assert e5 == pytest.approx(0.99981, abs=2e-5)
@@ -267,8 +278,8 @@ def test_hockey_stick_against_quadrature(cfg):
     big = 60.0 * d / (r * eps) + c + 50
     for s in (d, 0.37 * d):
         with jax.enable_x64(True):
-            closed = np.asarray(m.hockey_stick(jnp.asarray(grid), 0.0, s))
-            back = np.asarray(m.hockey_stick(jnp.asarray(grid), s, 0.0))
+            closed = np.asarray(_hs(m, jnp.asarray(grid), 0.0, s))
+            back = np.asarray(_hs(m, jnp.asarray(grid), s, 0.0))
         pts = [-c, 0.0, c, s - c, s, s + c]
         for e, got, got_b in zip(grid, closed, back):
             f = lambda y: max(np.exp(_ref_logpdf(y, eps, r, c, d)) - np.exp(e + _ref_logpdf(y - s, eps, r, c, d)), 0.0)  # noqa: E731,B023
@@ -276,7 +287,8 @@ def test_hockey_stick_against_quadrature(cfg):
             assert got == pytest.approx(ref, rel=1e-7, abs=1e-13) and got_b == pytest.approx(got, rel=1e-10, abs=1e-15)
 
 
-@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), (1.0, 0.1, 5, 1.0), (2.0, 0.3, 1, 3.0)])
+@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), (2.0, 0.3, 1, 3.0),
+                                 pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow)])
 def test_geometric_hockey_stick_against_summation(cfg):
     eps, r, c, d = cfg
     m = geomm(eps, r, c, d)
@@ -286,23 +298,25 @@ def test_geometric_hockey_stick_against_summation(cfg):
     for s in range(1, int(d) + 1):
         q = np.roll(p, s)
         with jax.enable_x64(True):
-            closed = np.asarray(m.hockey_stick(jnp.asarray(grid), 0.0, float(s)))
+            closed = np.asarray(_hs(m, jnp.asarray(grid), 0.0, float(s)))
         ref = [np.sum(np.maximum(p - np.exp(e) * q, 0.0)) for e in grid]
         np.testing.assert_allclose(closed, ref, rtol=1e-9, atol=1e-15)
 
 
+@pytest.mark.slow  # the default suite: tests/contract.py's LaplaceMixture case (r < 1, c < Δ) scans the shifts
 def test_exact_accountant_examines_every_shift():
     # r < 1, c < Δ: the shift Δ is not the worst everywhere; the accountant's profile bounds every shift
     with jax.enable_x64(True):
         m = lapm(1.0, 0.5, 0.3, 2.0)
         eps = jnp.asarray([0.1, 0.4, 0.7])
         shifts = jnp.linspace(0.01, 2.0, 400)
-        worst = np.max(np.asarray(m.hockey_stick(eps[:, None], 0.0, shifts[None, :])), axis=1)
+        worst = np.max(np.asarray(_hs(m, eps[:, None], 0.0, shifts[None, :])), axis=1)
     declared = np.asarray(accounting.exact.privacy_profile(dpjax.LaplaceMixture.from_epsilon(1.0, 0.5, 0.3, 2.0),
                                                            eps, 2.0))
     assert np.all(declared >= worst - 1e-12)
 
 
+@pytest.mark.slow
 def test_ten_fold_composition_of_the_headline_geometric_mixture():
     pld = accounting.pld(dpjax.GeometricMixture.from_epsilon(*HEAD))
     assert float(pld.pure_epsilon()) == pytest.approx(1.0, abs=1e-9)
@@ -400,6 +414,7 @@ def test_tune_mixture_finds_the_gain_only_where_it_exists():
     assert isinstance(one.mechanism, dpjax.Laplace) and float(one.ratio) == 1.0
 
 
+@pytest.mark.slow
 def test_tune_mixture_variance_and_geometric():
     res = optimize.tune_mixture(np.array([2.0, 5.0]), objective="variance")
     assert float(res.ratio[0]) == 1.0 and float(res.ratio[1]) < 1.0
@@ -414,17 +429,61 @@ def test_tune_mixture_variance_and_geometric():
         optimize.tune_mixture(1.0, objective="entropy")
 
 
+def test_tune_mixture_epsilon_delta_target():
+    eps0, delta = 5.0, 1e-6
+    res = optimize.tune_mixture(eps0, delta=delta)
+    m = res.mechanism
+    assert isinstance(m, dpjax.LaplaceMixture) and bool(res.improved) and res.delta == delta
+    exact = float(accounting.exact.epsilon(m, delta))  # recomputed: every shift up to Δ, safe side
+    assert exact <= eps0 and exact == pytest.approx(float(res.epsilon), abs=1e-12) and exact > eps0 - 1e-6
+    with jax.enable_x64(True):
+        assert float(m.mean_abs()) == pytest.approx(float(res.objective), rel=1e-12)
+        assert float(m.pure_epsilon(1.0)) > eps0  # the gain uses δ: the mixture is not ε0-DP
+    # baseline: the Laplace at exact (ε0, δ): δ(ε) = 1 − e^{(ε − 1/b)/2}, b = 1/(ε0 − 2 log(1 − δ))
+    assert float(res.baseline_objective) == pytest.approx(1.0 / (eps0 - 2.0 * np.log1p(-delta)), rel=1e-8)
+    assert float(res.ratio) < 0.9
+    with pytest.raises(ValueError, match="delta"):
+        optimize.tune_mixture(eps0, delta=1.5)
+    with pytest.raises(ValueError, match="delta"):
+        optimize.tune_mixture(eps0, delta=1e-6, kernel="geometric")
+
+
+@pytest.mark.slow
+def test_tune_mixture_epsilon_delta_batched_never_claims_a_gain_it_lacks():
+    targets, delta = np.array([0.5, 2.0, 6.0]), 1e-5
+    for objective in ("mean_abs", "variance"):
+        res = optimize.tune_mixture(targets, delta=delta, objective=objective, grid=6)
+        assert np.all(np.asarray(res.ratio) <= 1.0) and np.all(np.asarray(res.epsilon) <= targets)
+        assert isinstance(res.mechanism, tuple) and len(res.mechanism) == targets.size
+        exact = np.asarray([float(accounting.exact.epsilon(k, delta)) for k in res.mechanism])
+        assert np.all(exact <= targets)
+        b = 1.0 / (targets - 2.0 * np.log1p(-delta))
+        np.testing.assert_allclose(res.baseline_objective, b if objective == "mean_abs" else 2 * b * b, rtol=1e-8)
+        with jax.enable_x64(True):
+            mix = [k if isinstance(k, dpjax.LaplaceMixture) else dpjax.LaplaceMixture(k.scale, k.scale, 0.0)
+                   for k in res.mechanism]  # a plain row: the r = 1, c = 0 law
+            got = [float(k.mean_abs() if objective == "mean_abs" else k.variance()) for k in mix]
+        np.testing.assert_allclose(got, res.objective, rtol=1e-12)
+        assert res.ratio[-1] < 0.9
+        np.testing.assert_array_equal(res.improved, np.asarray(res.ratio) < 1.0)
+
+
 # ----------------------------------------------------------------------------------
 # protocol integration and validation
 # ----------------------------------------------------------------------------------
-def test_boosted_mixture_and_release():
+def test_boosted_mixture_release():
+    b = dpjax.PrivacyBoosted(dpjax.LaplaceMixture.from_epsilon(*HEAD), dpjax.AbsoluteError(tau=4.0), 0.9)
+    out = dpjax.release(jax.random.key(0), jnp.arange(5.0), b)
+    assert out.shape == (5,) and np.all(np.isfinite(np.asarray(out)))
+    assert dpjax.kernels.by_name("laplace-mixture") is dpjax.LaplaceMixture
+
+
+@pytest.mark.slow
+def test_boosted_mixture_exact_epsilon():
     m = dpjax.LaplaceMixture.from_epsilon(*HEAD)
     b = dpjax.PrivacyBoosted(m, dpjax.AbsoluteError(tau=4.0), 0.9)
     e = float(accounting.exact.epsilon(b, 1e-6))
     assert np.isfinite(e) and e > 0
-    out = dpjax.release(jax.random.key(0), jnp.arange(5.0), b)
-    assert out.shape == (5,)
-    assert dpjax.kernels.by_name("laplace-mixture") is dpjax.LaplaceMixture
 
 
 def test_validation_names_the_parameter():
