@@ -64,7 +64,6 @@ class BoostedRandomizedResponse(Mechanism):
             if np.any(e0 < 0) or np.any(e0 > e):
                 raise ValueError(f"epsilon0 must lie in [0, epsilon], got epsilon0={self.epsilon0!r}, epsilon={self.epsilon!r}")
         check_int("domain_size", self.domain_size, minimum=2)
-        check_categories(self.domain_size, "domain_size")
         check_int("block_size", self.block_size, minimum=1)
         if self.domain_size % self.block_size:
             raise ValueError(
@@ -129,6 +128,7 @@ class BoostedRandomizedResponse(Mechanism):
 
     # -- output law -----------------------------------------------------------------
     def validate_values(self, values) -> None:
+        check_categories(self.domain_size, "domain_size")
         check_index_values("values", values, self.domain_size, "domain_size")
 
     def _sample(self, uniform, value):

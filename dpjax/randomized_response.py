@@ -29,7 +29,6 @@ class RandomizedResponse(Mechanism):
     def __post_init__(self):
         check_positive("epsilon", self.epsilon)
         check_int("num_categories", self.num_categories, minimum=2)
-        check_categories(self.num_categories)
 
     @property
     def keep_probability(self):
@@ -54,6 +53,7 @@ class RandomizedResponse(Mechanism):
         return eye * p + (1 - eye) * q
 
     def validate_values(self, values) -> None:
+        check_categories(self.num_categories)
         check_index_values("values", values, self.num_categories, "num_categories")
 
     def traced_checks(self, values):

@@ -61,10 +61,13 @@ def test_dtypes_refused_widened_or_warned():
     (lambda: dpjax.DiscreteGaussian(sigma=1e20), "sigma"),
     (lambda: dpjax.DiscreteLaplace(scale=1e9), "scale"),
     (lambda: dpjax.RandomizedResponse(epsilon=1.0, num_categories=2**24), "num_categories"),
+    (lambda: dpjax.BoostedRandomizedResponse(epsilon=1.0, epsilon0=0.5, domain_size=2**24, block_size=2), "domain_size"),
 ])
 def test_scales_and_sizes_the_float_cannot_carry_are_refused(ctor, name):
+    """At release (a kernel of any positive scale can still be accounted, in float64)."""
     with pytest.raises(ValueError, match=name):
-        ctor()
+        mech = ctor()
+        dpjax.release(jax.random.key(0), np.zeros(2, np.int32), mech)
 
 
 def test_a_list_of_scales_is_a_batch():

@@ -269,6 +269,7 @@ class PrivacyBoosted(Mechanism):
         return closed_forms.renyi_divergence(self, order, value, neighbour_value)
 
     def validate_values(self, values) -> None:
+        self.kernel.validate_values(values)
         self.region.validate_values(values)
 
     def traced_checks(self, values):

@@ -125,7 +125,12 @@ class AdditiveMechanism(Mechanism):
         scale = getattr(self, self.scale_name)
         if isinstance(scale, (list, tuple)):
             object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
-        check_scale(self.scale_name, scale, discrete=self.discrete)
+        check_positive(self.scale_name, scale)
+
+    def validate_values(self, values) -> None:
+        """A release also needs a scale the default float dtype can carry (an accountant, in
+        float64, takes any positive scale): :func:`dpjax.validation.check_scale`."""
+        check_scale(self.scale_name, getattr(self, self.scale_name), discrete=self.discrete)
 
     def traced_checks(self, values):
         scale = jnp.asarray(getattr(self, self.scale_name))

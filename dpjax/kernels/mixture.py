@@ -38,7 +38,7 @@ import numpy as np
 
 from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float, safe_log
 from dpjax.pytree import pytree_dataclass, static_field
-from dpjax.validation import check_positive, check_real, is_traced
+from dpjax.validation import check_positive
 
 __all__ = ["LaplaceMixture", "GeometricMixture", "piecewise_log_integral"]
 
