@@ -34,10 +34,11 @@ class ThreefryWords:
         words = jax.random.bits(key, (2,), jnp.uint32)  # consumes the key once
         self._k0, self._k1 = words[0], words[1]
         self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
+        self.shape = tuple(shape)
 
     def __call__(self, j, records=None):
         r = self.records if records is None else records
-        w0, w1 = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), r.shape), r)
+        w0, w1 = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
         return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
 
 

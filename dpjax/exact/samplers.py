@@ -184,25 +184,50 @@ def _step(kind, params, s, u):
     return new
 
 
-def run_machine(kind, params, state, words, budget):
-    """Run the machines until all are done: ``budget`` lock-step steps, then a straggler ``while_loop``.
+def _advance(kind, params, state, words, records, steps):
+    """``steps`` lock-step steps; word j of a record is ``words(state['j'], records)``."""
 
-    ``words(j)`` gives word j of every record (traced j)."""
+    def step(_, s):
+        u = words(s["j"], records)
+        nxt = _step(kind, params, s, u)
+        nxt["j"] = s["j"] + (s["phase"] != _DONE).astype(jnp.uint32)
+        return nxt
 
-    def step(j, s):
-        return _step(kind, params, s, words(j))
+    return jax.lax.fori_loop(0, steps, step, state)
 
-    state = jax.lax.fori_loop(0, budget, step, state)
 
-    def cond(c):
-        return ~jnp.all(c[1]["phase"] == _DONE)
+def run_machine(kind, params, state, words, budget, records=None):
+    """Run the machines until all are done: the oversampled lock-step batch, then the stragglers.
 
-    def body(c):
-        j, s = c
-        return j + 1, step(j, s)
+    ``budget`` steps run on every record; the records still running are then gathered
+    (``jnp.nonzero`` with a static size, a sixteenth of the batch) and stepped on their own,
+    ``budget`` steps at a time, in a ``while_loop`` until every record is done. Each record carries its own word counter ``j``: word j of record
+    i is ``words(j, i)``, so the output does not depend on which stage ran which step.
+    """
+    shape = state["phase"].shape
+    n = int(np.prod(shape))
+    flat = jax.tree_util.tree_map(lambda x: x.reshape(-1), state)
+    fparams = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), params)
+    if records is None:
+        records = words.records
+    records = jnp.broadcast_to(records, shape).reshape(-1)
+    flat["j"] = jnp.zeros((n,), jnp.uint32)
+    flat = _advance(kind, fparams, flat, words, records, budget)
 
-    _, state = jax.lax.while_loop(cond, body, (jnp.uint32(budget), state))
-    return state["out"]
+    def stage(full, size, steps):
+        running = full["phase"] != _DONE
+        (idx,) = jnp.nonzero(running, size=size, fill_value=n)
+        valid = idx < n
+        safe = jnp.where(valid, idx, 0)
+        sub = jax.tree_util.tree_map(lambda x: x[safe], full)
+        sub["phase"] = jnp.where(valid, sub["phase"], _DONE)
+        sp = jax.tree_util.tree_map(lambda x: x[safe], fparams)
+        sub = _advance(kind, sp, sub, words, records[safe], steps)
+        return jax.tree_util.tree_map(lambda x, y: x.at[idx].set(y, mode="drop"), full, sub)
+
+    small = min(n, max(n // 16, 1024))
+    flat = jax.lax.while_loop(lambda f: ~jnp.all(f["phase"] == _DONE), lambda f: stage(f, small, budget), flat)
+    return flat["out"].reshape(shape)
 
 
 # -- parameter preparation (host, exact integers) ---------------------------------------------
