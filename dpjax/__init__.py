@@ -19,6 +19,7 @@ from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import release
 from dpjax import prdp  # per-record DP (Chen et al., SIGMOD 2025): dpjax.prdp.count / sum / max / local_*
 from dpjax.subsampling import PoissonSampler, poisson_mask
+from dpjax import exact  # the exact (integer-only, lattice) sampling tier: release(..., numerics="exact")
 
 __version__ = "0.1.0"
 
@@ -44,4 +45,5 @@ __all__ = [
     "pytree_dataclass",
     "static_field",
     "prdp",
+    "exact",
 ]
