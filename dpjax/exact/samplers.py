@@ -48,7 +48,7 @@ DG_Y_MAX = 1 << 19
 # phases
 _U, _D, _V, _SIGN, _INT, _FRAC, _RR_KEEP, _RR_OTHER, _DONE = range(9)
 
-#: steps of the lock-step batch before the straggler loop (tuned in benchmarks/throughput.py)
+#: steps of the lock-step batch before the straggler stages (a discrete Laplace needs about 8 on average)
 DEFAULT_BUDGET = {"dl": 16, "dg": 24, "bexp": 8, "rr": 2}
 
 
