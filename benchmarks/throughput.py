@@ -7,6 +7,7 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
     python benchmarks/throughput.py            # 10^7 values
     python benchmarks/throughput.py --n 1e9    # on a GPU
     python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
+    python benchmarks/throughput.py --exact --n 1e6          # the exact tier (dpjax.exact) rows
 
 The load average is printed before and after: on a shared machine, ratios are only
 comparable within one run.
@@ -71,6 +72,40 @@ def extra_cases():
     }
 
 
+def exact_rows(n, repeats, key):
+    """The exact tier: integer discrete Laplace samples/s (lattice scale 2^20, Threefry words), and
+    exact Laplace/Gaussian releases against the float releases of the same mechanism; OpenDP's exact
+    discrete Laplace sampler (``opendp.measurements.make_laplace`` on integers) when it is installed."""
+    from dpjax.exact import ThreefryWords, samplers
+
+    rates = {}
+    with jax.enable_x64(True):
+        f = jax.jit(lambda k: samplers.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
+        keys = iter(jax.random.split(key, repeats + 2))
+        rates["exact discrete Laplace (t=2^20) samples/s"] = n / _best(lambda: f(next(keys)).block_until_ready(), repeats)
+    x = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
+    for name, mech in (("Laplace(scale=1)", dpjax.Laplace(1.0)), ("Gaussian(sigma=1)", dpjax.Gaussian(1.0))):
+        for numerics in ("float", "exact"):
+            keys = iter(jax.random.split(key, repeats + 2))
+            t = _best(lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready(), repeats)
+            rates[f"{name} release, numerics={numerics}"] = n / t
+    try:
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        m = dp.m.make_laplace(dp.atom_domain(T=int), dp.absolute_distance(T=int), scale=2.0)
+        m_n = max(n // 100, 1000)
+        t = _best(lambda: [m(0) for _ in range(m_n)], 1)
+        rates["OpenDP exact discrete Laplace samples/s (1 core)"] = m_n / t
+    except ImportError:
+        pass
+    for name, r in rates.items():
+        print(f"{name:<60}{r:>14.3e}")
+    for name in ("Laplace(scale=1)", "Gaussian(sigma=1)"):
+        print(f"{name} exact/float release: {rates[f'{name} release, numerics=exact'] / rates[f'{name} release, numerics=float']:.3f}x")
+    return rates
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=float, default=1e7)
@@ -78,8 +113,11 @@ def main(argv=None):
     p.add_argument("--skip-numpy", action="store_true", help="for sizes numpy cannot hold")
     p.add_argument("--only", default="", help="run only the cases whose name contains this text "
                    "(the Gaussian(sigma=1) anchor always runs)")
+    p.add_argument("--exact", action="store_true", help="only the exact tier's rows (dpjax.exact)")
     args = p.parse_args(argv)
     n = int(args.n)
+    if args.exact:
+        return exact_rows(n, args.repeats, jax.random.key(0))
     dev = jax.devices()[0]
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.device_kind} ({dev.platform}); "
           f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")

@@ -199,5 +199,14 @@ class Mechanism:
                 checks.append((jnp.all(jnp.isfinite(leaf)), f"{type(self).__name__} has a NaN or infinite parameter"))
         return checks
 
+    # -- exact tier (dpjax.exact) ------------------------------------------------------
+    def exact_lattice(self) -> "Mechanism":
+        """The discrete mechanism that ``numerics="exact"`` runs for this one (integer-only noise on a
+        data-independent lattice, :mod:`dpjax.exact.lattice`); its accounting is the privacy of what
+        ran. Mechanisms without an exact sampler refuse."""
+        raise ValueError(f"numerics='exact': {type(self).__name__} has no exact (integer-only) sampler; "
+                         "use numerics='float' (idealized numerics) or a kernel with an exact lattice "
+                         "(Laplace, Gaussian, their discrete versions, randomized response)")
+
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` if ``values`` are outside this mechanism's input domain."""

@@ -107,3 +107,9 @@ class RandomizedResponse(Mechanism):
     def neighbour_pairs(self, sensitivity=None):
         """Any two distinct categories are a worst pair (the law is symmetric)."""
         return jnp.zeros((1,)), jnp.ones((1,))
+
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): integer keep threshold, achieved ε."""
+        from dpjax.exact.lattice import rr_lattice
+
+        return rr_lattice(self)

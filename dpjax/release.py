@@ -43,7 +43,7 @@ def _shard(x, devices):
     return jax.device_put(x, NamedSharding(mesh, P("records")))
 
 
-def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
+def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "float") -> jax.Array:
     """Release ``values`` through ``mech``: one independent draw per record.
 
     Args:
@@ -53,10 +53,20 @@ def release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
       mech: a mechanism; its batch shape must broadcast to ``values.shape``.
       start: record index of ``values[0]`` (flat), to release a large array in
         slices with exactly the noise of the whole release.
+      numerics: ``"float"`` (default; idealized numerics: float samplers, see docs/threat-model.md)
+        or ``"exact"``: ``mech.exact_lattice()`` is run, integer-only noise on a lattice that does
+        not depend on the data (:mod:`dpjax.exact`); ``key`` may then also be a
+        :class:`dpjax.exact.HostBits` (``os.urandom`` words).
 
     Returns:
       Noisy values with the shape of ``values``.
     """
+    if numerics not in ("float", "exact"):
+        raise ValueError(f"numerics must be 'float' or 'exact', got {numerics!r}")
+    if numerics == "exact":
+        from dpjax.exact.lattice import release_exact
+
+        return release_exact(key, values, mech, start=start)
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
     key = check_key(key)

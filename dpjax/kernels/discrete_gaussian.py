@@ -183,3 +183,10 @@ class DiscreteGaussian(AdditiveMechanism):
         # an empty piece: −inf, with a zero gradient (all −inf would make logsumexp's NaN)
         lse = jax.nn.logsumexp(jnp.where(inside | ~some[..., None], lt, -jnp.inf), axis=-1)
         return jnp.where(some, expo + lse, -jnp.inf)
+
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): this law sampled with integers only
+        (σ² rounded up to an integer; on 2^jℤ for σ > 2^12)."""
+        from dpjax.exact.lattice import gaussian_lattice
+
+        return gaussian_lattice(self.sigma, type(self), integer=True)

@@ -92,3 +92,9 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
 
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
         return laplace_tilted_log_integral(self, lo, hi, v, nv, alpha)
+
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): this law sampled with integers only."""
+        from dpjax.exact.lattice import discrete_laplace_lattice
+
+        return discrete_laplace_lattice(self.scale, type(self))

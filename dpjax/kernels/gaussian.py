@@ -224,3 +224,10 @@ class Gaussian(AdditiveMechanism):
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
         m, big_k = gaussian_tilted_exponent(self.sigma, v, nv, alpha)
         return big_k + self.log_interval_masses(lo, hi, (m,))[0]
+
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): discrete Gaussian noise on a lattice."""
+        from dpjax.exact.lattice import gaussian_lattice
+        from dpjax.kernels.discrete_gaussian import DiscreteGaussian
+
+        return gaussian_lattice(self.sigma, DiscreteGaussian)

@@ -152,3 +152,10 @@ class Laplace(LaplaceScale, AdditiveMechanism):
 
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
         return laplace_tilted_log_integral(self, lo, hi, v, nv, alpha)
+
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): discrete Laplace noise on a lattice."""
+        from dpjax.exact.lattice import laplace_lattice
+        from dpjax.kernels.discrete_laplace import DiscreteLaplace
+
+        return laplace_lattice(self.scale, DiscreteLaplace)

@@ -1,0 +1,18 @@
+"""The exact sampling tier: integer-only samplers and releases on a data-independent lattice.
+
+* :mod:`dpjax.exact.samplers` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
+  Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1–3) and randomized response, as state
+  machines on raw 64-bit words with integer comparisons only;
+* :mod:`dpjax.exact.bits` — the words: record-addressed Threefry (:class:`ThreefryWords`) or
+  ``os.urandom`` on the host (:class:`HostBits`);
+* :mod:`dpjax.exact.lattice` — ``dpjax.release(key, values, mech, numerics="exact")`` and
+  ``mech.exact_lattice()``, the discrete mechanism actually run (accounted honestly).
+"""
+
+from dpjax.exact import samplers
+from dpjax.exact.bits import HostBits, ThreefryWords
+from dpjax.exact.lattice import ExactLattice, release_exact
+from dpjax.exact.samplers import bernoulli_exp, discrete_gaussian, discrete_laplace, randomized_response
+
+__all__ = ["HostBits", "ThreefryWords", "ExactLattice", "release_exact", "samplers", "bernoulli_exp",
+           "discrete_laplace", "discrete_gaussian", "randomized_response"]

@@ -1,0 +1,62 @@
+"""Raw random words for the exact tier: record-addressed Threefry, or the operating system's CSPRNG.
+
+Every integer sampler of :mod:`dpjax.exact.samplers` is a state machine that consumes one
+64-bit word per step. Word ``j`` of record ``i`` is either
+
+* :class:`ThreefryWords`: both output words of the Threefry-2x32 hash of the counter
+  ``(j, i)`` under the key's pair (:func:`dpjax.random.threefry2x32`, the hash of
+  :class:`dpjax.random.UniformStream`), computed on the device next to its consumer: a
+  function of ``(key, i, j)`` only, so a release is reproducible and identical whole or
+  in slices; or
+* :class:`HostBits`: words read from ``os.urandom`` on the host and fed to the device in
+  blocks (for deployments that must not rely on a PRF; not reproducible by design).
+
+The samplers never see floats: only these words, compared with integer thresholds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax.random import threefry2x32
+
+__all__ = ["ThreefryWords", "HostBits"]
+
+
+class ThreefryWords:
+    """Word ``j`` (traced or not) of every record: ``(w0 << 32) | w1`` of ``threefry2x32(key, (j, i))``."""
+
+    def __init__(self, key, shape, start=0):
+        words = jax.random.bits(key, (2,), jnp.uint32)  # consumes the key once
+        self._k0, self._k1 = words[0], words[1]
+        self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
+        self.shape = tuple(shape)
+
+    def __call__(self, j, records=None):
+        r = self.records if records is None else records
+        w0, w1 = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
+        return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
+
+
+class HostBits:
+    """Random words from ``os.urandom`` (or any ``source(nbytes) -> bytes``), made on the host.
+
+    ``words(shape)`` returns a ``uint64`` array of fresh words; the exact release feeds them to the
+    device a block of steps at a time and asks for more only for the records still running.
+    """
+
+    def __init__(self, source=os.urandom):
+        if not callable(source):
+            raise ValueError(f"source must be a callable returning random bytes, got {type(source).__name__}")
+        self.source = source
+
+    def words(self, shape) -> np.ndarray:
+        n = int(np.prod(shape))
+        raw = self.source(8 * n)
+        if not isinstance(raw, (bytes, bytearray)) or len(raw) != 8 * n:
+            raise ValueError(f"source must return exactly {8 * n} bytes")
+        return np.frombuffer(raw, dtype=np.uint64).reshape(shape)

@@ -1,0 +1,329 @@
+r"""Exact releases on a data-independent lattice (the float attack of Mironov 2012 closed).
+
+``dpjax.release(key, values, mech, numerics="exact")`` runs ``mech.exact_lattice()``, the
+*discrete mechanism actually run*:
+
+1. the answer x is rounded to the lattice gℤ, g a power of two chosen from the scale alone
+   (never from the data): k = ⌊x/g + ½⌋, computed exactly (x/g is a power-of-two scaling);
+2. integer noise N is drawn by an integer-only sampler (:mod:`dpjax.exact.samplers`) from raw
+   words (Threefry from the key, or ``os.urandom`` through :class:`~dpjax.exact.bits.HostBits`);
+3. the output is g·(k + N), an exact point of gℤ (converted once to the output float dtype, a
+   post-processing of k + N; in float32 large lattice indices round to coarser points of gℤ).
+
+The set of possible outputs is gℤ whatever the data, so no output can rule out an input (the
+attack on float samplers, ``../shared/specs/anchors_mechanisms.md`` §2.3). Rounding moves two
+answers at distance ≤ Δ to lattice indices at distance ≤ ⌈Δ/g⌉ (≤ Δ/g + 1, i.e. the
+sensitivity is charged as Δ + g, exactly Δ/g when g divides Δ), and the integer noise is
+run at a scale rounded *up* to integers. :class:`ExactLattice` reports both: its accounting
+view is the integer kernel (``noise``) at the lattice sensitivity ⌈Δ/g⌉, so
+``accounting.pld(mech.exact_lattice(), sensitivity=Δ)`` is the privacy of what ran.
+
+Granularities: Laplace(b): g = 2^(⌊log2 b⌋ − 20), noise DiscreteLaplace(t), t = ⌈b/g⌉ ∈ [2^20, 2^21];
+Gaussian(σ): g = 2^(⌈log2 σ⌉ − 12), noise DiscreteGaussian(√n), n = ⌈(σ/g)²⌉ ≤ 2^24 (the
+lattice sensitivity costs ⌈Δ/g⌉/(Δ/g) − 1 ≤ g/Δ ≈ 2^-11.5 σ/Δ relative, e.g. ≤ 0.3 % of the
+mechanism's sensitivity at σ ≤ 10 Δ); the discrete kernels keep g = 1 (g = 2^j for σ > 2^12)
+and run their scale rounded up to t/2^p with t < 2^32 (discrete Laplace) or σ² rounded up to an
+integer (discrete Gaussian); randomized response keeps with probability T/2^64 (T an integer
+≤ 2^64 e^ε/(e^ε + k − 1)) and reports the ε those thresholds achieve, rounded up.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax.exact import samplers
+from dpjax.exact.bits import HostBits, ThreefryWords
+from dpjax.mechanism import Mechanism, default_float, overrides
+from dpjax.pytree import pytree_dataclass, static_field
+from dpjax.random import MAX_RECORDS, check_key
+from dpjax.validation import check_finite_values, check_int, is_traced
+
+__all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
+           "release_exact", "LAPLACE_BITS", "GAUSSIAN_BITS"]
+
+#: the lattice scale of the Laplace noise is in [2^LAPLACE_BITS, 2^(LAPLACE_BITS+1)]
+LAPLACE_BITS = 20
+#: the lattice σ of the Gaussian noise is in (2^(GAUSSIAN_BITS−1), 2^GAUSSIAN_BITS] (σ² ≤ 2^24)
+GAUSSIAN_BITS = 12
+#: lattice indices |x/g| must stay below this (int64 arithmetic with room for the noise)
+_INDEX_MAX = 2.0**62
+
+_OPTIONAL = ("hockey_stick", "renyi_divergence", "output_breakpoints", "renyi_divergence_bound")
+
+
+def _concrete(name, x):
+    if is_traced(x):
+        raise ValueError(f"numerics='exact' needs concrete parameters: {name} is traced (build the mechanism outside jit)")
+    return np.asarray(x, np.float64)
+
+
+class ExactLattice(Mechanism):
+    """The discrete mechanism an exact release runs: integer noise ``noise`` on the lattice gℤ.
+
+    Releases (``dpjax.release(key, values, lat)``, ``sample``) take and return real values: the
+    answer rounded to gℤ plus g × integer noise. The output law and every accounting hook
+    (``log_prob``, ``cdf``, ``hockey_stick``, ``pure_epsilon``, …) are those of ``noise`` in
+    *lattice units* (outputs y/g, answers ⌊x/g + ½⌋), and ``neighbour_pairs(Δ)`` turns the
+    sensitivity Δ of the real answers into the lattice sensitivity ⌈Δ/g⌉: the accountant
+    reports the privacy of the mechanism actually run, rounding included.
+    Built by ``mech.exact_lattice()``; not meant to be constructed by hand.
+    """
+
+    discrete = True
+
+    @property
+    def symmetric_pairs(self):
+        return self.noise.symmetric_pairs
+
+    def lattice_sensitivity(self, sensitivity):
+        """⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for randomized response."""
+        if self.sampler == "rr":
+            return sensitivity
+        return jnp.ceil(jnp.asarray(sensitivity) / jnp.asarray(self.granularity))
+
+    def neighbour_pairs(self, sensitivity=1.0):
+        return self.noise.neighbour_pairs(self.lattice_sensitivity(sensitivity))
+
+    def log_prob(self, y, value):
+        return self.noise.log_prob(y, value)
+
+    def cdf(self, y, value):
+        return self.noise.cdf(y, value)
+
+    def sf(self, y, value):
+        return self.noise.sf(y, value)
+
+    def privacy_loss(self, y, value, neighbour_value):
+        return self.noise.privacy_loss(y, value, neighbour_value)
+
+    def validate_values(self, values):
+        if self.sampler == "rr":
+            self.noise.validate_values(values)
+
+    def sample_records(self, key, value, start=0):
+        return release_exact(key, value, self, start=start, flat=True)
+
+    def exact_lattice(self):
+        return self
+
+
+@functools.lru_cache(maxsize=None)
+def _lattice_class(noise_cls):
+    """ExactLattice specialised to a noise class: it forwards exactly the optional hooks the noise has
+    (the accountant asks ``overrides(mech, hook)``)."""
+    ns = {}
+    for name in _OPTIONAL:
+        if overrides(noise_cls, name):
+            ns[name] = (lambda nm: lambda self, *a: getattr(self.noise, nm)(*a))(name)
+    if getattr(noise_cls, "pure_epsilon", None) is not None:
+        ns["pure_epsilon"] = lambda self, sensitivity=1.0: self.noise.pure_epsilon(self.lattice_sensitivity(sensitivity))
+    ns["__annotations__"] = {"noise": Mechanism, "granularity": jax.Array, "param": jax.Array,
+                             "shift": jax.Array, "sampler": str}
+    ns["sampler"] = static_field(default="dl")
+    cls = type(f"ExactLattice[{noise_cls.__name__}]", (ExactLattice,), ns)
+    return pytree_dataclass(cls)
+
+
+def _make(noise, granularity, param, shift, sampler):
+    cls = _lattice_class(type(noise))
+    return cls(noise=noise, granularity=np.asarray(granularity, np.float64), param=np.asarray(param, np.uint64),
+               shift=np.asarray(shift, np.uint64), sampler=sampler)
+
+
+def _elementwise(fn, *arrays):
+    arrays = np.broadcast_arrays(*[np.asarray(a) for a in arrays])
+    out = [fn(*[a.flat[i] for a in arrays]) for i in range(arrays[0].size)]
+    res = tuple(np.asarray([o[j] for o in out]).reshape(arrays[0].shape) for j in range(len(out[0]))) if out else ()
+    return res
+
+
+def laplace_lattice(scale, lattice_kernel):
+    """Laplace(b) → discrete Laplace ``lattice_kernel(scale=t)`` on gℤ, g = 2^(⌊log2 b⌋ − 20), t = ⌈b/g⌉."""
+    b = _concrete("scale", scale)
+    _, e = np.frexp(b)  # b = m 2^e, m in [1/2, 1)
+    g = np.ldexp(1.0, e - 1 - LAPLACE_BITS)
+    t = np.ceil(b / g)
+    return _make(lattice_kernel(scale=t), g, t, 0, "dl")
+
+
+def discrete_laplace_lattice(scale, kernel_cls):
+    """Discrete Laplace(b) on the integers → scale rounded up to t/2^p (t < 2^32, 2^p ≤ 2^20)."""
+    b = _concrete("scale", scale)
+    if np.any(b >= 2.0**31):
+        raise ValueError(f"scale must be below 2**31 for numerics='exact', got {b.max()}")
+    _, e = np.frexp(b)
+    p = np.clip(LAPLACE_BITS + 1 - e, 0, LAPLACE_BITS + 1 + 1074).astype(np.int64)
+    if np.any(p > 60):
+        raise ValueError(f"scale must be at least 2**-40 for numerics='exact', got {b.min()}")
+    t = np.ceil(np.ldexp(b, p))
+    return _make(kernel_cls(scale=np.ldexp(t, -p)), np.ones_like(b), t, p, "dl")
+
+
+def _sigma_below(n):
+    """Largest float64 σ with σ² ≤ n (the accounting σ is never above the σ that ran)."""
+    s = math.sqrt(n)
+    while Fraction(s) ** 2 > n:
+        s = math.nextafter(s, 0.0)
+    return s
+
+
+def gaussian_lattice(sigma, lattice_kernel, integer=False):
+    """Gaussian(σ) → discrete Gaussian on gℤ with g = 2^(⌈log2 σ⌉ − 12) (at least 1 for an integer
+    kernel) and lattice variance n = ⌈(σ/g)²⌉ ≤ 2^24; accounted at σ' = the largest float with σ'² ≤ n."""
+    s = _concrete("sigma", sigma)
+    _, e = np.frexp(s)  # s = m 2^e: ⌈log2 s⌉ = e, or e − 1 when s is a power of two
+    e = np.where(np.ldexp(0.5, e) == s, e - 1, e)
+    shift = e - GAUSSIAN_BITS
+    if integer:
+        shift = np.maximum(shift, 0)
+    g = np.ldexp(1.0, shift)
+    n, sig = _elementwise(lambda x: (lambda q: (q, _sigma_below(q)))(math.ceil(Fraction(float(x)) ** 2)), s / g)
+    return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
+
+
+def rr_lattice(mech):
+    """k-ary randomized response with keep probability T/2^64 for the integer T ≤ 2^64 e^ε/(e^ε + k − 1),
+    accounted at the ε it achieves, ln(T (k − 1)/(2^64 − T)), rounded up."""
+    eps = _concrete("epsilon", mech.epsilon)
+    k = mech.num_categories
+    ctx = decimal.Context(prec=60)
+
+    def one(x):
+        ex = ctx.exp(decimal.Decimal(float(x)))
+        t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
+        t = max(1, min(t, 2**64 - 1))
+        achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
+        return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+
+    t, achieved = _elementwise(one, eps)
+    from dpjax.pytree import replace
+
+    noise = replace(mech, epsilon=np.asarray(achieved, np.float64))
+    return _make(noise, np.ones_like(eps), np.asarray([int(v) for v in np.ravel(t)], np.uint64).reshape(np.shape(t)),
+                 0, "rr")
+
+
+# -- the release ------------------------------------------------------------------------------
+def _prepare(kind, shape, param, shift, value, k_categories=None):
+    """(machine params, initial state) on the host (exact integers)."""
+    if kind == "dl":
+        return samplers.laplace_params(param, shift, shape), samplers._init(shape, samplers._U)
+    if kind == "dg":
+        return samplers.gaussian_params(param, shape), samplers._init(shape, samplers._U)
+    k1 = np.uint64(k_categories - 1)
+    params = {"keep": jnp.asarray(np.broadcast_to(param, shape)), "k1": jnp.full(shape, k1),
+              "thr": jnp.full(shape, samplers.lemire_threshold(k1)), "value": jnp.asarray(value, jnp.int64)}
+    return params, samplers._init(shape, samplers._RR_KEEP)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "budget"))
+def _threefry_noise(key, start, params, state, *, kind, budget):
+    words = ThreefryWords(key, state["phase"].shape, start)
+    return samplers.run_machine(kind, params, state, words, budget)
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def _host_block(params, state, block, *, kind):
+    def step(i, s):
+        nxt = samplers._step(kind, params, s, block[i])
+        nxt["j"] = s["j"]
+        return nxt
+
+    return jax.lax.fori_loop(0, block.shape[0], step, state)
+
+
+def _host_noise(bits, params, state, kind, budget):
+    """Drive the machines with words made on the host: a block of ``budget`` words for every record
+    still running, until none is."""
+    shape = state["phase"].shape
+    n = int(np.prod(shape))
+    flat = jax.tree_util.tree_map(lambda x: np.array(jnp.broadcast_to(x, shape).reshape(-1)), state)
+    fparams = jax.tree_util.tree_map(lambda x: np.asarray(jnp.broadcast_to(x, shape).reshape(-1)), params)
+    flat["j"] = np.zeros(n, np.uint32)
+    while True:
+        idx = np.nonzero(flat["phase"] != samplers._DONE)[0]
+        if idx.size == 0:
+            break
+        m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
+        pad = np.concatenate([idx, np.full(m - idx.size, idx[0])])
+        sub = samplers._State({k: jnp.asarray(v[pad]) for k, v in flat.items()})
+        sp = {k: jnp.asarray(v[pad]) for k, v in fparams.items()}
+        sub = _host_block(sp, sub, jnp.asarray(bits.words((budget, m))), kind=kind)
+        for k in flat:
+            flat[k][idx] = np.asarray(sub[k])[: idx.size]
+    return jnp.asarray(flat["out"]).reshape(shape)
+
+
+def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
+    """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
+
+    ``key``: a Threefry key (reproducible: the noise of record i is a function of (key, i)) or a
+    :class:`~dpjax.exact.bits.HostBits` (``os.urandom`` words, not reproducible).
+    """
+    if not isinstance(mech, Mechanism):
+        raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
+    lat = mech.exact_lattice()
+    host = isinstance(key, HostBits)
+    if not host:
+        key = check_key(key)
+    if not flat:
+        check_finite_values("values", values)
+    values = jnp.asarray(values)
+    squeeze = values.ndim == 0
+    if squeeze:
+        values = values.reshape(1)
+    lat.validate_values(values)
+    start = check_int("start", start, minimum=0) if not is_traced(start) else start
+    shape = values.shape
+    try:
+        batch = jnp.broadcast_shapes(lat.batch_shape, shape)
+    except ValueError:
+        batch = None
+    if batch != shape:
+        raise ValueError(f"mech has batch shape {lat.batch_shape}, which does not broadcast to values shape {shape}")
+    n = math.prod(shape)
+    if not is_traced(start) and start + n > MAX_RECORDS:
+        raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
+    in_dt = values.dtype
+    integer = jnp.issubdtype(in_dt, jnp.integer)
+    g = np.broadcast_to(np.asarray(lat.granularity, np.float64), shape)
+    kind = lat.sampler
+    budget = samplers.DEFAULT_BUDGET[kind]
+    out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
+    with jax.enable_x64(True):
+        v = np.asarray(values)
+        if kind == "rr":
+            index = jnp.asarray(v, jnp.int64)
+        elif integer and np.all(g == 1.0):
+            index = jnp.asarray(v, jnp.int64)
+        else:
+            x = v.astype(np.float64) / g  # exact: g is a power of two
+            if np.any(np.abs(x) >= _INDEX_MAX):
+                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                                 f"(granularity {g.min()}), got {np.abs(v).max()}")
+            f = np.floor(x)
+            index = jnp.asarray((f + (x - f >= 0.5)).astype(np.int64))  # ⌊x/g + ½⌋, exactly
+        param = np.broadcast_to(np.asarray(lat.param), shape)
+        shift = np.broadcast_to(np.asarray(lat.shift), shape)
+        params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
+        if host:
+            noise = _host_noise(key, params, state, kind, budget)
+        else:
+            noise = _threefry_noise(key, jnp.uint32(start), params, state, kind=kind, budget=budget)
+        if kind == "rr":
+            out = noise.astype(in_dt)
+        else:
+            total = index + noise
+            if integer and np.all(g == 1.0):
+                out = total.astype(in_dt)
+            else:
+                out = np.asarray(np.asarray(total).astype(np.float64) * g).astype(out_float)
+    out = jnp.asarray(out)
+    return out.reshape(()) if squeeze else out

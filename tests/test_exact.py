@@ -1,0 +1,210 @@
+"""The exact sampling tier (dpjax.exact): integer samplers' laws, lattice releases that defeat the
+floating-point attack the float tier fails, honest accounting of the mechanism actually run."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import accounting
+import dpjax
+from dpjax.exact import HostBits, ThreefryWords, samplers
+
+# -- the integer samplers: chi-square goodness of fit ------------------------------------------------
+
+
+def _draw(fn, n, seed):
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(lambda key: fn(ThreefryWords(key, (n,)), (n,)))(jax.random.key(seed)))
+
+
+def _chi2_pvalue(samples, support, pmf):
+    p = pmf / pmf.sum()
+    n = samples.size
+    counts = np.array([(samples == z).sum() for z in support])
+    keep = n * p >= 5
+    obs = np.append(counts[keep], n - counts[keep].sum())
+    exp = np.append(n * p[keep], n - n * p[keep].sum())
+    ok = exp > 0
+    return stats.chisquare(obs[ok], exp[ok]).pvalue
+
+
+CASES = {
+    "discrete_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
+    "discrete_laplace(t/s=7/4)": (lambda w, s: samplers.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
+    "discrete_gaussian(n=5)": (lambda w, s: samplers.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
+    "discrete_gaussian(n=1)": (lambda w, s: samplers.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
+}
+
+
+def _check_sampler(name, n, seed):
+    fn, pmf = CASES[name]
+    z = np.arange(-60, 61)
+    x = _draw(fn, n, seed)
+    assert x.dtype == np.int64
+    p = _chi2_pvalue(x, z, pmf(z.astype(float)))
+    assert p > 1e-4, (name, p)
+
+
+@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_gaussian(n=5)"])
+def test_integer_samplers_fit_their_pmf(name):
+    _check_sampler(name, 100_000, 11)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_integer_samplers_fit_their_pmf_1e6(name):
+    _check_sampler(name, 1_000_000, 12)
+
+
+@pytest.mark.parametrize("num,den,n", [(3, 2, 100_000), pytest.param(1, 3, 1_000_000, marks=pytest.mark.slow),
+                                       pytest.param(7, 1, 1_000_000, marks=pytest.mark.slow)])
+def test_bernoulli_exp_is_exp_minus_x(num, den, n):
+    x = _draw(lambda w, s: samplers.bernoulli_exp(w, s, num, den), n, 3)
+    p = math.exp(-num / den)
+    assert set(np.unique(x)) <= {0, 1}
+    assert abs(x.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("n", [100_000, pytest.param(1_000_000, marks=pytest.mark.slow)])
+def test_randomized_response_by_integer_thresholds(n):
+    rr = dpjax.RandomizedResponse(1.0, 3)
+    lat = rr.exact_lattice()
+    values = jnp.asarray(np.arange(n) % 3, jnp.int32)
+    out = np.asarray(dpjax.release(jax.random.key(5), values, rr, numerics="exact"))
+    keep = float(lat.param) / 2.0**64
+    conf = np.array([[np.mean(out[np.asarray(values) == a] == b) for b in range(3)] for a in range(3)])
+    expect = np.where(np.eye(3, dtype=bool), keep, (1 - keep) / 2)
+    assert np.all(np.abs(conf - expect) < 5 * np.sqrt(expect * (1 - expect) / (n / 3)))
+    # the accounting ε is the one the integer threshold achieves, never below it
+    achieved = math.log(keep * 2 / (1 - keep))
+    assert achieved <= float(lat.noise.epsilon) <= 1.0 + 1e-12
+
+
+def test_bernoulli_step_decides_exactly():
+    """The lazy comparison U < p/q with U's first 64 bits u: decided 1 iff (u+1)q ≤ p 2^64, 0 iff uq ≥ p 2^64."""
+    rng = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        for _ in range(200):
+            q = int(rng.integers(1, 2**62))
+            p = int(rng.integers(0, q))
+            u = int(rng.integers(0, 2**63)) * 2 + int(rng.integers(0, 2))
+            one, zero, res = samplers.bernoulli_step(jnp.uint64(u), jnp.uint64(p), jnp.uint64(q))
+            assert bool(one) == ((u + 1) * q <= p * 2**64)
+            assert bool(zero) == (u * q >= p * 2**64)
+            if not (bool(one) or bool(zero)):
+                assert int(res) == p * 2**64 - u * q
+
+
+# -- lattice releases: the floating-point attack ---------------------------------------------------
+
+
+def _float_reachable_fraction(mech):
+    """Exhaustive over all 2^23 float32 uniforms of the float tier: the fraction of releases of value 1
+    that are impossible outputs at value 0 (each such output reveals the bit with certainty)."""
+    u = ((np.arange(2**23, dtype=np.float32) + np.float32(0.5)) * np.float32(2.0**-23))
+    noise = np.asarray(jax.jit(mech.noise_icdf)(jnp.asarray(u)), np.float32)
+    out0 = np.float32(0.0) + noise
+    out1 = np.float32(1.0) + noise
+    return 1.0 - np.isin(out1, out0).mean()
+
+
+@pytest.mark.parametrize("mech", [dpjax.Laplace(1.0), dpjax.Gaussian(2.0)], ids=["laplace", "gaussian"])
+def test_float_tier_fails_the_attack(mech):
+    """float32 inverse-CDF noise: most releases of 1 are outputs that 0 can never produce."""
+    assert _float_reachable_fraction(mech) > 0.5
+
+
+MECHS = [dpjax.Laplace(0.5), dpjax.Laplace(1.0), dpjax.Laplace(3.0), dpjax.Gaussian(1.0), dpjax.Gaussian(4.0)]
+
+
+@pytest.mark.parametrize("mech", MECHS, ids=lambda m: repr(m))
+def test_exact_tier_survives_the_attack(mech):
+    """Releases of 0 and of 1 land on the same lattice gℤ (every point of which both can produce), and
+    their frequencies over intervals differ by at most e^ε up to a binomial margin."""
+    n = 40_000
+    lat = mech.exact_lattice()
+    g = float(lat.granularity)
+    outs = []
+    for value, seed in ((0.0, 1), (1.0, 2)):
+        out = np.asarray(dpjax.release(jax.random.key(seed), jnp.full((n,), value, jnp.float32), mech,
+                                       numerics="exact"), np.float64)
+        k = out / g
+        assert np.all(k == np.round(k))  # on gℤ, whatever the value
+        outs.append(out)
+    # the attack's distinguisher: the fraction of 1-releases impossible at 0 is zero (support gℤ for both)
+    assert np.all(lat.noise.log_prob(jnp.asarray(np.round(outs[1][:1000] / g)), 0.0) > -np.inf)
+    scale = float(np.std(outs[0]))
+    edges = np.linspace(-3 * scale, 3 * scale + 1, 13)
+    if hasattr(lat, "pure_epsilon"):  # Laplace: the lattice mechanism's pure ε, ⌈1/g⌉/t
+        eps = np.full(12, float(lat.pure_epsilon(1.0)))
+    else:  # Gaussian: the largest privacy loss inside each interval, (2|y|Δ' + Δ'²)/(2σ'²) at Δ' = ⌈1/g⌉ g
+        d = math.ceil(1.0 / g) * g
+        s2 = float(lat.param) * g * g
+        eps = (2 * np.maximum(np.abs(edges[:-1]), np.abs(edges[1:])) * d + d * d) / (2 * s2)
+    c0, _ = np.histogram(outs[0], edges)
+    c1, _ = np.histogram(outs[1], edges)
+    for a, b in ((c0, c1), (c1, c0)):
+        # a ≤ e^ε b up to 5 standard deviations of the counts
+        assert np.all(a <= np.exp(eps) * b + 5 * np.sqrt(a + np.exp(2 * eps) * b) + 5)
+
+
+def test_exact_release_is_record_addressed_and_reproducible():
+    mech = dpjax.Laplace(2.0)
+    x = jnp.linspace(-5, 5, 300, dtype=jnp.float32)
+    key = jax.random.key(7)
+    whole = dpjax.release(key, x, mech, numerics="exact")
+    parts = jnp.concatenate([dpjax.release(key, x[:100], mech, numerics="exact"),
+                             dpjax.release(key, x[100:], mech, numerics="exact", start=100)])
+    np.testing.assert_array_equal(np.asarray(whole), np.asarray(parts))
+    np.testing.assert_array_equal(np.asarray(whole), np.asarray(dpjax.release(key, x, mech, numerics="exact")))
+
+
+def test_host_bits_source_gives_the_same_law():
+    mech = dpjax.DiscreteLaplace(2.0)
+    n = 50_000
+    out = np.asarray(dpjax.release(HostBits(), jnp.zeros(n, jnp.int32), mech, numerics="exact"))
+    a = math.exp(-1 / 2.0)
+    var = 2 * a / (1 - a) ** 2
+    assert abs(out.mean()) < 5 * math.sqrt(var / n)
+    assert abs(out.var() / var - 1) < 0.05
+
+
+# -- accounting of the mechanism actually run ------------------------------------------------------
+
+
+def test_lattice_accounting_charges_the_rounding():
+    lat = dpjax.Laplace(1.0).exact_lattice()
+    g, t = float(lat.granularity), float(lat.param)
+    for delta in (1.0, 1.0 + 2.0**-25, 0.3):
+        d_lat = math.ceil(delta / g)
+        assert d_lat <= delta / g + 1  # the charge Δ + g
+        eps = float(lat.pure_epsilon(delta))
+        assert eps == pytest.approx(d_lat / t, rel=1e-6)
+        assert eps >= delta / 1.0 * (1 - 1e-6)
+    glat = dpjax.Gaussian(3.0).exact_lattice()
+    gg = float(glat.granularity)
+    v, nv = glat.neighbour_pairs(1.0)
+    assert float(nv[0] - v[0]) == math.ceil(1.0 / gg)
+    assert float(glat.noise.sigma) ** 2 <= float(glat.param)  # accounted σ never above the σ that ran
+
+
+@pytest.mark.slow
+def test_lattice_pld_is_the_noise_pld_at_the_lattice_sensitivity():
+    glat = dpjax.Gaussian(3.0).exact_lattice()
+    gg = float(glat.granularity)
+    e1 = float(accounting.pld(glat, sensitivity=1.0).get_epsilon_for_delta(1e-6))
+    e2 = float(accounting.pld(glat.noise, sensitivity=math.ceil(1.0 / gg)).get_epsilon_for_delta(1e-6))
+    assert e1 == e2
+    assert e1 >= float(accounting.pld(dpjax.Gaussian(3.0), sensitivity=1.0).get_epsilon_for_delta(1e-6)) * (1 - 1e-3)
+
+
+def test_exact_refuses_what_it_cannot_run():
+    boosted = dpjax.PrivacyBoosted(dpjax.Laplace(1.0), dpjax.AbsoluteError(1.0), 0.9)
+    with pytest.raises(ValueError, match="PrivacyBoosted"):
+        dpjax.release(jax.random.key(0), jnp.zeros(3), boosted, numerics="exact")
+    with pytest.raises(ValueError, match="numerics"):
+        dpjax.release(jax.random.key(0), jnp.zeros(3), dpjax.Laplace(1.0), numerics="fixed")
