@@ -179,7 +179,9 @@ class PrivacyLossDistribution:
             for pmf in self._directions():
                 _check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
         eps = x64_vjp(_epsilon_core)(self, flat)
-        if self.source is not None:
+        if self.source is not None and is_traced(self.source):
+            # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
+            # skips the exact profile's evaluation
             eps = _exact_derivative(self.source, eps)
         return eps.reshape(self.batch_shape + shp)
 
