@@ -138,8 +138,9 @@ def _treedef(activation, base):
 
 
 def _bucket(n):
-    """Padded batch size (a power of two): one compiled program serves every ε count up to it."""
-    return 1 << max(n - 1, 0).bit_length()
+    """Padded batch size (a power of two, at least 8): one compiled program serves every ε count
+    up to it."""
+    return max(8, 1 << max(n - 1, 0).bit_length())
 
 
 @functools.lru_cache(maxsize=64)
