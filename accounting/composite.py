@@ -15,6 +15,7 @@ Float64 inside ``jax.enable_x64(True)``; the global flag is untouched.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,12 @@ def _check(mech, sensitivity):
         check_positive("sensitivity", sensitivity)
 
 
+@functools.lru_cache(maxsize=1)
+def _details_program():
+    """The 1-D/2-D reduction, compiled once per (activation, base, batch size, sensitivity given)."""
+    return jax.jit(jax.vmap(privacy.epsilon_star_details, in_axes=(0, None)))
+
+
 @x64
 def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
     """The exact worst-case ε* of one release; pairs are answers of the window at distance
@@ -61,7 +68,7 @@ def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
     sens = None if sensitivity is None else jnp.asarray(sensitivity, jnp.float64)
     shape = tuple(m.batch_shape)
     flat = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, shape).reshape(-1), m)
-    res = jax.vmap(lambda mm: privacy.epsilon_star_details(mm, sens))(flat)
+    res = _details_program()(flat, sens)
     eps, x, a, a2 = (np.asarray(r).reshape(shape) for r in res)
     # back to answers: a = C_p/S1 − m/2, C_p = (f − mid)·C
     f = lambda start: np.asarray(d["mid"] + (start + 0.5 * d["m"]) * d["s1"] / d["C"])  # noqa: E731
@@ -85,14 +92,14 @@ def brute_force_epsilon(mech, sensitivity=None, *, num_answers=41, num_outputs=4
     answers = np.linspace(float(d["lo"]), float(d["hi"]), num_answers)
     L = float(d["L"])
     xs = jnp.linspace(-L, L, num_outputs)
-    logp = jax.vmap(lambda v: jnp.log(m.density_x(xs, v)))(jnp.asarray(answers))
+    logp = np.asarray(jax.vmap(lambda v: jnp.log(m.density_x(xs, v)))(jnp.asarray(answers)))
     sens = np.inf if sensitivity is None else float(sensitivity)
     best = -np.inf
     for i in range(num_answers):
         near = np.abs(answers - answers[i]) <= sens * (1 + 1e-12)
         near[i] = False
         if near.any():
-            best = max(best, float(jnp.max(logp[i][None, :] - logp[np.flatnonzero(near)])))
+            best = max(best, float(np.max(logp[i][None, :] - logp[near])))
     return best
 
 

@@ -8,7 +8,7 @@ averaged over it) over ``(k, m, y)`` on the DP boundary ``k = y(e^ε − 1)`` (B
 ``vmap``-ed over ε. The search touches no data: it has no privacy cost.
 
 ``method="paper_grid"`` is the released code's 3-stage coarse-to-fine grid (§3.3: steps
-0.1, 0.01, 0.001 with float accumulation, ``checkConstraints`` feasibility, max ≤ 1), kept
+0.1, 0.01, 0.001 with float accumulation, ``checkConstraints`` feasibility, its loop bounds), kept
 for the side-by-side; :func:`closed_form_optimum` is §3.5's check (bisection on the
 derivative of the closed-form canonical variance, B1).
 """
@@ -96,34 +96,60 @@ def canonical_variance(activation, m, epsilon, objective="centre"):
     return v0 + extra / (q * s * m)
 
 
+def _closed_form(activation, eps, objective, iterations):
+    """Bisection on d log Var/dm of the canonical closed form, one ε (traceable)."""
+    dv = jax.grad(lambda m, e: jnp.log(canonical_variance(activation, m, e, objective)))
+
+    def body(_, lohi):
+        lo, hi = lohi
+        mid = 0.5 * (lo + hi)
+        neg = dv(mid, eps) < 0
+        return jnp.where(neg, mid, lo), jnp.where(neg, hi, mid)
+
+    one = jnp.ones_like(eps)
+    lo, hi = jax.lax.fori_loop(0, iterations, body, (1e-9 * one, (2.0 - 1e-9) * one))
+    m = 0.5 * (lo + hi)
+    return m, canonical_variance(activation, m, eps, objective)
+
+
+@functools.lru_cache(maxsize=32)
+def _closed_form_program(activation, objective, iterations):
+    return jax.jit(jax.vmap(lambda e: _closed_form(activation, e, objective, iterations)))
+
+
 @x64
 def closed_form_optimum(activation, epsilon, objective="centre", iterations=200):
     """(m*, Var*) of the canonical closed form by bisection on d Var/dm (unimodal in m ∈ (0, 2),
-    spec §2.5); W = 1 (scale Var by W²). Batched over ``epsilon``."""
+    spec §2.5); W = 1 (scale Var by W²). Batched over ``epsilon``; one compiled program per
+    (activation, objective, iterations)."""
+    activation = _laws.canonical_activation(activation)
+    if objective not in _OBJECTIVES:
+        raise ValueError(f"objective must be one of {_OBJECTIVES}, got {objective!r}")
+    iterations = check_int("iterations", iterations, minimum=1)
     eps = jnp.asarray(epsilon, jnp.float64)
-    dv = jax.grad(lambda m, e: jnp.log(canonical_variance(activation, m, e, objective)))
-
-    def one(e):
-        def body(_, lohi):
-            lo, hi = lohi
-            mid = 0.5 * (lo + hi)
-            neg = dv(mid, e) < 0
-            return jnp.where(neg, mid, lo), jnp.where(neg, hi, mid)
-
-        lo, hi = jax.lax.fori_loop(0, iterations, body, (jnp.float64(1e-9), jnp.float64(2.0 - 1e-9)))
-        m = 0.5 * (lo + hi)
-        return m, canonical_variance(activation, m, e, objective)
-
-    return jax.vmap(one)(eps.reshape(-1)) if eps.ndim else one(eps)
+    m, v = _closed_form_program(activation, objective, iterations)(eps.reshape(-1))
+    return (m, v) if eps.ndim else (m[0], v[0])
 
 
-def _gradient(template, activation, base, eps, objective, steps, learning_rate):
-    return _gradient_program(activation, base, objective, steps, float(learning_rate))(template, eps)
+@functools.lru_cache(maxsize=16)
+def _treedef(activation, base):
+    """Pytree structure of a Composite (leaves: epsilon, k, m, y, lo, hi)."""
+    return jax.tree_util.tree_structure(Composite(activation, base, 1.0, 0.1, 0.5, 0.3, window=(0.0, 1.0)))
+
+
+def _bucket(n):
+    """Padded batch size (a power of two, at least 8): one compiled program serves every ε count
+    up to it."""
+    return max(8, 1 << max(n - 1, 0).bit_length())
 
 
 @functools.lru_cache(maxsize=64)
 def _gradient_program(activation, base, objective, steps, learning_rate):
-    """One compiled program per configuration (the window and ε are arguments)."""
+    """One jitted, ε-vmapped program per configuration: the window, the sensitivity and ε are
+    arguments, the template mechanism is built inside (traced: no validation; the parameters
+    are valid by construction, ``S1 = sqm/(2 + sqm) < 1``, ``m < 2 = 2L``, DP boundary), and
+    the objective's variances, the baseline and §3.5's closed-form check come out of the same
+    call."""
 
     def loss(theta, e, template):
         k, m, y = _params(activation, base, theta, e)
@@ -159,66 +185,100 @@ def _gradient_program(activation, base, objective, steps, learning_rate):
         theta, _ = jax.lax.scan(newton, theta, None, length=12)
         return _params(activation, base, theta, e)
 
-    return jax.jit(lambda template, eps: jax.vmap(lambda e: solve(e, template))(eps.reshape(-1)))
+    def run(lo, hi, eps, df):
+        template = Composite(activation, base, 1.0, 0.1, 0.5, 0.3, window=(lo, hi))  # traced window: unvalidated
+        k, m, y = jax.vmap(lambda e: solve(e, template))(eps)
+        mech = _build(template, eps, k, m, y)
+        centre, worst, avg = mech.variance(0.5 * (lo + hi)), mech.variance(hi), mech.average_variance()
+        var = {"centre": centre, "worst": worst, "average": avg}[objective]
+        baseline = 2.0 * (df / eps) ** 2
+        out = dict(variance=var, centre_variance=centre, worst_variance=worst, average_variance=avg,
+                   baseline_variance=baseline, ratio=var / baseline, h1=mech.h1_rate)
+        if base == "uniform":
+            m_cf, v_cf = jax.vmap(lambda e: _closed_form(activation, e, objective, 200))(eps)
+            v_cf = v_cf * (hi - lo) ** 2
+            out.update(cf_m=m_cf, cf_variance=v_cf, cf_gap=var / v_cf - 1.0)
+        return (k, m, y), out
+
+    return jax.jit(run)
 
 
-def _variance_py(activation, base, eps, k, m, y, rho2):
-    """Real-unit variance (W = 1) at ρ² of arbitrary (k, m, y), or None if infeasible (the
-    released ``checkConstraints``: positivity, S1 < 1, k ≤ 1 − y, DP, the bump fits)."""
-    if k <= 0 or m <= 0 or y <= 0 or k > 1.0 - y:
+def _paper_score(activation, base, eps, k, m, y, rho2):
+    """The released ``checkConstraints`` + ``reduceRate`` of arbitrary (k, m, y) (spec §3.3,
+    Appendix A): ``(var_lap − var)/var_lap`` with ``var_lap = 2(sensitivity_Cp/ε)²`` and ``var``
+    the variance in 𝓛 at ``C_p = ρ·C_p^max`` (the code's ``Cp_assume = 0``: ρ = 0), or ``None``
+    if infeasible (k, m, y > 0; S1 < 1; the bump fits; k ≤ 1 − y; DP: B1 ``k ≤ y(e^ε − 1)``,
+    strict for A2 as in the code; B2 ``t < y``). Maximising it minimises the real-unit
+    variance (both are normalised by the same C²)."""
+    if k <= 0 or m <= 0 or y <= 0:
         return None
     s1 = _laws.area_factor(activation) * k * m
     if s1 >= 1.0:
         return None
     if base == "uniform":
-        if k > y * math.expm1(eps):
-            return None
         t, L = y, (1.0 - s1) / (2.0 * y)
         m2 = 2.0 * y * L**3 / 3.0
     else:
         t = (y + k) * math.exp(-eps)
-        if not t < y:
-            return None
         L = 5.0 * (1.0 - s1) / (2.0 * (4.0 * y + t))
         m2 = 2.0 * L**3 * (4.0 * y + 3.0 * t) / 21.0
-    if not m < 2.0 * L:
+    cp_max = s1 * (L - 0.5 * m)
+    if not cp_max > 0:  # the bump does not fit (m ≥ 2L; the code divides by zero at m = 2L)
         return None
-    cp = s1 * (L - 0.5 * m)
-    c = 2.0 * cp
-    return (m2 + s1 * _laws.shape_variance(activation) * m * m) / (c * c) + rho2 * (1.0 - s1) / (4.0 * s1)
-
-
-def _frange(start, stop, step, inclusive):
-    v = start
-    while (v <= stop) if inclusive else (v < stop):
-        yield v
-        v += step
+    if k > 1.0 - y:
+        return None
+    if base == "uniform":
+        bound = y * math.expm1(eps)
+        if (k >= bound) if activation == "half_sine" else (k > bound):
+            return None
+    elif not t < y:
+        return None
+    var_lap = 2.0 * (2.0 * cp_max / eps) ** 2
+    var = m2 + s1 * _laws.shape_variance(activation) * m * m + rho2 * cp_max**2 * (1.0 / s1 - 1.0)
+    return (var_lap - var) / var_lap
 
 
 def paper_grid_search(activation, base, epsilon, objective="centre"):
-    """The released 3-stage grid (spec §3.3) for one ε: returns (k, m, y), W = 1."""
+    """The released 3-stage grid (spec §3.3; ``Mechanism/Parameter_Optimization.py`` of
+    github.com/CompositeDP/CompositeDP) for one ε, with its exact loop bounds: stage 1
+    ``y, k ∈ [0, 1)``, ``m ∈ [0, 2]`` by 0.1; stage 2 ``[best − 0.1, best + 0.1)`` by 0.01;
+    stage 3 ``[best − 0.01, best + 0.01)`` by 0.001; every loop by repeated ``+= step`` (float
+    accumulation), the k range re-centred on the current best at each y and the m range at each
+    k (as the code does), strict improvement of ``reduceRate``. Returns (k, m, y), W = 1."""
     rho2 = {"centre": 0.0, "worst": 1.0, "average": 1.0 / 3.0}[objective]
-    best = (math.inf, None)
+    best = [-1000.0, 0.0, 0.0, 0.0]  # reduceRate, k, m, y
 
-    def scan(ys, ks, ms, best):
-        for y in ys:
-            if y <= 0:
-                continue
-            for k in ks:
-                for m in ms:
-                    v = _variance_py(activation, base, epsilon, k, m, y, rho2)
-                    if v is not None and v < best[0]:
-                        best = (v, (k, m, y))
-        return best
+    def visit(k, m, y):
+        r = _paper_score(activation, base, epsilon, k, m, y, rho2)
+        if r is not None and r > best[0]:
+            best[:] = [r, k, m, y]
 
-    best = scan(list(_frange(0.0, 1.0, 0.1, False)), list(_frange(0.0, 1.0, 0.1, False)),
-                list(_frange(0.1, 2.0, 0.1, True)), best)
-    for step in (0.01, 0.001):
-        k0, m0, y0 = best[1]
-        w = 10 * step
-        best = scan(list(_frange(y0 - w, y0 + w, step, True)), list(_frange(k0 - w, k0 + w, step, True)),
-                    list(_frange(m0 - w, m0 + w, step, True)), best)
-    return best[1]
+    y = 0.0
+    while y < 1.0:
+        k = 0.0
+        while k < 1.0:
+            m = 0.0
+            while m <= 2.0:
+                if y != 0:
+                    visit(k, m, y)
+                m += 0.1
+            k += 0.1
+        y += 0.1
+    for half, step in ((0.1, 0.01), (0.01, 0.001)):
+        y, y_end = (0.0, half) if best[3] == 0 else (best[3] - half, best[3] + half)
+        while y < y_end:
+            k, k_end = (0.0, half) if best[1] == 0 else (best[1] - half, best[1] + half)
+            while k < k_end:
+                m, m_end = (0.0, half) if best[2] == 0 else (best[2] - half, best[2] + half)
+                while m < m_end:
+                    if y != 0:
+                        visit(k, m, y)
+                    m += step
+                k += step
+            y += step
+    if best[0] == -1000.0:
+        raise ValueError(f"epsilon: the paper's grid finds no feasible point at epsilon={epsilon!r}")
+    return best[1], best[2], best[3]
 
 
 def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", objective="centre",
@@ -249,30 +309,37 @@ def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", o
     steps = check_int("steps", steps, minimum=0)
     check_positive("learning_rate", learning_rate)
     eps_np = np.asarray(epsilon, np.float64)
+    shape, flat = eps_np.shape, eps_np.reshape(-1)
+    n = flat.size
+    df = (hi - lo) if sensitivity is None else float(sensitivity)
     with jax.enable_x64(True):
+        if method == "gradient":
+            padded = np.concatenate([flat, np.full(_bucket(n) - n, flat[-1])])
+            kmy, out = _gradient_program(activation, base, objective, steps, float(learning_rate))(
+                np.float64(lo), np.float64(hi), padded, np.float64(df))
+            kmy, out = jax.device_get((kmy, out))
+            k, m, y = (np.asarray(v[:n]) for v in kmy)
+            out = {name: np.asarray(v[:n]) for name, v in out.items()}
+            closed = None
+            if base == "uniform":
+                closed = {"m": out.pop("cf_m").reshape(shape), "variance": out.pop("cf_variance").reshape(shape),
+                          "relative_gap": out.pop("cf_gap").reshape(shape)}
+            leaves = [jnp.asarray(v.reshape(shape)) for v in (flat, k, m, y)] + [jnp.float64(lo), jnp.float64(hi)]
+            mech = jax.tree_util.tree_unflatten(_treedef(activation, base), leaves)  # valid by construction
+            out = {name: v.reshape(shape) for name, v in out.items()}
+            return CompositeTuning(mechanism=mech, method=method, objective=objective, closed_form=closed, **out)
         template = Composite(activation, base, 1.0, 0.1, 0.5, 0.3, window=(jnp.float64(lo), jnp.float64(hi)))
         template = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), template)
-        eps = jnp.asarray(eps_np.reshape(-1))
-        if method == "gradient":
-            k, m, y = _gradient(template, activation, base, eps, objective, steps, learning_rate)
-        else:
-            kmy = np.asarray([paper_grid_search(activation, base, float(e), objective) for e in eps_np.reshape(-1)])
-            k, m, y = (jnp.asarray(kmy[:, i]) for i in range(3))
+        kmy = np.asarray([paper_grid_search(activation, base, float(e), objective) for e in flat])
+        k, m, y = (jnp.asarray(kmy[:, i]) for i in range(3))
+        eps = jnp.asarray(flat)
         mech = _build(template, eps, k, m, y)
         mid = 0.5 * (lo + hi)
         centre, worst, avg = mech.variance(mid), mech.variance(hi), mech.average_variance()
         var = {"centre": centre, "worst": worst, "average": avg}[objective]
-        df = (hi - lo) if sensitivity is None else float(sensitivity)
         baseline = 2.0 * (df / eps) ** 2
-        closed = None
-        if base == "uniform" and method == "gradient":
-            m_cf, v_cf = closed_form_optimum(activation, eps, objective)
-            v_cf = v_cf * (hi - lo) ** 2
-            closed = {"m": np.asarray(m_cf).reshape(eps_np.shape), "variance": np.asarray(v_cf).reshape(eps_np.shape),
-                      "relative_gap": np.asarray(var / v_cf - 1.0).reshape(eps_np.shape)}
-        shape = eps_np.shape
         mech = jax.tree_util.tree_map(lambda x: x.reshape(shape) if jnp.ndim(x) else x, mech)
         out = dict(variance=var, centre_variance=centre, worst_variance=worst, average_variance=avg,
                    baseline_variance=baseline, ratio=var / baseline, h1=mech.h1_rate.reshape(-1))
-        out = {n: np.asarray(v).reshape(shape) for n, v in out.items()}
-    return CompositeTuning(mechanism=mech, method=method, objective=objective, closed_form=closed, **out)
+        out = {name: np.asarray(v).reshape(shape) for name, v in out.items()}
+    return CompositeTuning(mechanism=mech, method=method, objective=objective, closed_form=None, **out)

@@ -41,7 +41,9 @@ class Case:
     ``build`` gives the mechanism (float32 defaults); ``values`` are true answers to sample
     at; ``sensitivity`` is Δ of the worst-pair checks; ``invalid`` pairs a failing
     constructor with the parameter name its error must carry; ``scan`` gives the answers
-    ``Q`` of the pair scan (pairs ``(Q, Q + d)``, ``0 < d ≤ Δ``)."""
+    ``Q`` of the pair scan (pairs ``(Q, Q + d)``, ``0 < d ≤ Δ``); ``points``, the outputs where
+    the law of ``values[1]`` is evaluated, for a law on a bounded output range (default
+    ``values[1] ± 6``)."""
 
     id: str
     build: Callable
@@ -50,6 +52,7 @@ class Case:
     invalid: tuple = ()
     scan: tuple = (0.0,)
     categorical: bool = False  # values are category indices (randomized response)
+    points: tuple | None = None  # outputs where the law of values[1] is compared (default: values[1] ± 6)
 
 
 def _pb(kernel, region, rho=0.9, **kw):
@@ -93,6 +96,10 @@ CASES = [
          _pb(lambda: Logistic(1.5), lambda: dpjax.RelativeError(0.1, 2.0), sampler="rejection"),
          values=(0.0, 8.0), scan=(-0.5, 0.0, 5.0, 15.0, 40.0),
          invalid=((_pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0), sampler="gibbs"), "sampler"),)),
+    # bounded output range [−4.64, 7.64]: the law is compared at points inside it
+    Case("Composite-A1B1", lambda: dpjax.Composite("A1", "B1", 1.0, 0.481, 0.843, 0.280, window=(0.0, 3.0)),
+         sensitivity=3.0, points=tuple(-3.3 + 0.37 * i for i in range(25)),
+         invalid=((lambda: dpjax.Composite("A1", "B1", 1.0, 0.9, 0.843, 0.280, window=(0.0, 3.0)), "k"),)),
 ]
 
 CASE_IDS = [c.id for c in CASES]

@@ -36,23 +36,61 @@ def _pieces(mech, v):
     return list(zip(pts[:-1], pts[1:]))
 
 
+# one compiled program per (activation, base), shared by every test of the module
+_LOG_PROB = jax.jit(lambda mech, o, v: mech.log_prob(o, v))
+_CDF = jax.jit(lambda mech, o, v: mech.cdf(o, v))
+_LAW = (lambda mech, x, xo, o, v:  # eager: its primitives are shared by the six functions
+        (jnp.exp(mech.log_prob(x, v)), jnp.exp(mech.log_prob(xo, v)),
+                                            mech.cdf(o, v), mech.variance(v)))
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(64)
+
+
+def _gauss_legendre(parts):
+    """Nodes and weights of a 64-point Gauss-Legendre rule on each smooth piece of the density
+    (pieces cut at the bump's ends and peak and at 0: exact to round-off for the polynomial and
+    sine pieces)."""
+    a, b = np.asarray(parts).T
+    x = 0.5 * (b - a)[:, None] * _GL_X + 0.5 * (a + b)[:, None]
+    return x, 0.5 * (b - a)[:, None] * _GL_W
+
+
 @funcs
 @pytest.mark.parametrize("setting", PARAMS)
 def test_density_integrates_to_one_unbiased_and_variance_matches_quadrature(act, base, setting):
     with jax.enable_x64(True):
         mech = mech64(act, base, *setting)
         for v in (2.0, 3.3, 5.0):  # window ends included (closed window)
-            f = lambda o: float(jnp.exp(mech.log_prob(o, v)))  # noqa: E731
+            parts = _pieces(mech, v)
+            x, w = _gauss_legendre(parts)
+            # cdf = integral of the density: whole pieces below o plus [a, o] of o's piece
+            mids = np.asarray([0.5 * (a + b) for a, b in parts])
+            xo, wo = _gauss_legendre([(a, o) for (a, _), o in zip(parts, mids)])
+            f, fo, cdf, var = (np.asarray(r) for r in _LAW(mech, x, xo, mids, v))
+            assert abs(np.sum(w * f) - 1.0) < 1e-9
+            assert abs(np.sum(w * x * f) - v) < 1e-9
+            assert abs(np.sum(w * (x - v) ** 2 * f) / var - 1.0) < 1e-9
+            below = np.concatenate([[0.0], np.cumsum(np.sum(w * f, 1))[:-1]])
+            np.testing.assert_allclose(cdf, below + np.sum(wo * fo, 1), rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow
+@funcs
+@pytest.mark.parametrize("setting", PARAMS)
+def test_density_matches_adaptive_quadrature(act, base, setting):
+    """The same checks with scipy's adaptive quadrature (independent of the piece cuts' rule)."""
+    with jax.enable_x64(True):
+        mech = mech64(act, base, *setting)
+        for v in (2.0, 3.3, 5.0):
+            f = lambda o: float(jnp.exp(_LOG_PROB(mech, o, v)))  # noqa: E731
             parts = _pieces(mech, v)
             q = lambda g: sum(integrate.quad(g, a, b, limit=200, epsabs=1e-13, epsrel=1e-13)[0] for a, b in parts)  # noqa: E731
             assert abs(q(f) - 1.0) < 1e-9
             assert abs(q(lambda o: o * f(o)) - v) < 1e-9
             assert abs(q(lambda o: (o - v) ** 2 * f(o)) / float(mech.variance(v)) - 1.0) < 1e-9
-            # cdf = integral of the density
             for a, b in parts[:3]:
                 o = 0.5 * (a + b)
-                assert abs(float(mech.cdf(o, v)) - sum(integrate.quad(f, a2, min(b2, o), limit=200)[0]
-                                                      for a2, b2 in parts if a2 < o)) < 1e-9
+                assert abs(float(_CDF(mech, o, v)) - sum(integrate.quad(f, a2, min(b2, o), limit=200)[0]
+                                                        for a2, b2 in parts if a2 < o)) < 1e-9
 
 
 @funcs
@@ -81,7 +119,7 @@ def _ks(act, base, n, seed):
     return out
 
 
-@funcs
+@pytest.mark.parametrize("act,base", [("rectangle", "uniform"), ("half_sine", "quartic"), ("triangle", "uniform")])
 def test_sampler_matches_cdf(act, base):
     assert min(_ks(act, base, 20000, 10)) > 1e-4
 
@@ -127,8 +165,8 @@ def test_pytree_jit_vmap_grad():
     lp = mech.log_prob(0.3, 0.6)
     assert np.allclose(jax.jit(lambda mm: mm.log_prob(0.3, 0.6))(mech), lp)
     batch = jax.tree_util.tree_map(lambda x: jnp.stack([jnp.asarray(x)] * 3), mech)
-    assert np.allclose(jax.vmap(lambda mm: mm.log_prob(0.3, 0.6))(batch), lp)
-    g = jax.grad(lambda mm: mm.variance(0.7))(mech)
+    assert np.allclose(jax.jit(jax.vmap(lambda mm: mm.log_prob(0.3, 0.6)))(batch), lp)
+    g = jax.jit(jax.grad(lambda mm: mm.variance(0.7)))(mech)
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(g))
     assert float(g.m) != 0.0
 
@@ -136,8 +174,13 @@ def test_pytree_jit_vmap_grad():
 # ----------------------------------------------------------------------------------
 # privacy
 # ----------------------------------------------------------------------------------
-@funcs
-@pytest.mark.parametrize("setting", PARAMS)
+EPS_CASES = [pytest.param(a, b, s, id=f"{a}-{b}-{i}",
+                           marks=() if (a, b, i) in {("rectangle", "quartic", 0), ("half_sine", "uniform", 0)
+                                                     } else pytest.mark.slow)
+             for a, b in FUNCS for i, s in enumerate(PARAMS)]
+
+
+@pytest.mark.parametrize("act,base,setting", EPS_CASES)
 def test_epsilon_star_never_below_brute_force_and_close(act, base, setting):
     mech = mech64(act, base, *setting, window=(0.0, 1.0))
     rep = accounting.composite.epsilon_star(mech)
@@ -177,7 +220,7 @@ def test_a1b1_on_the_boundary_loses_epsilon_for_every_distinct_pair():
         L = float(mech.half_domain)
         xs = jnp.linspace(-L, L, 20001)
         answers = np.linspace(0.0, 1.0, 15)
-        logp = np.asarray(jax.vmap(lambda v: jnp.log(mech.density_x(xs, v)))(jnp.asarray(answers)))
+        logp = np.log([np.asarray(_DENSITY_X(mech, xs, v)) for v in answers])
         for i in range(15):
             for j in range(15):
                 if i != j:
@@ -202,55 +245,75 @@ def test_a1b1_pld_is_the_three_atoms():
     assert float(p.get_delta_for_epsilon(1.0)) == 0.0
 
 
-@pytest.mark.parametrize("act,base", [("half_sine", "uniform"), ("triangle", "quartic")])
+# compiled once per (activation, base) and shared by the two hockey-stick tests
+_HOCKEY = jax.jit(lambda mm, e, a, b: mm.hockey_stick(e, a, b))
+_DENSITY_X = jax.jit(lambda mm, x, v: mm.density_x(x, v))
+HS_EPS = (-0.3, 0.0, 0.3, 0.6, 0.8)
+
+
+@pytest.mark.parametrize("act,base", [pytest.param("half_sine", "uniform", marks=pytest.mark.slow),
+                                      pytest.param("triangle", "quartic", marks=pytest.mark.slow),
+                                      ("half_sine", "quartic")])
 def test_cell_profile_bounds_the_true_hockey_stick(act, base):
     with jax.enable_x64(True):
         mech = mech64(act, base, window=(0.0, 1.0))
         L = float(mech.half_domain)
         xs = np.linspace(-L, L, 400001)
+        e = jnp.asarray(HS_EPS)
         for v, nv in ((0.0, 1.0), (0.2, 0.5), (1.0, 0.0)):
-            p, pp = np.asarray(mech.density_x(xs, v)), np.asarray(mech.density_x(xs, nv))
-            for e in (-0.3, 0.0, 0.4, 0.8):
-                true = np.trapezoid(np.maximum(p - math.exp(e) * pp, 0), xs)
-                got = float(mech.hockey_stick(e, v, nv))
-                assert true - 1e-6 <= got <= true + 3e-4
+            p, pp = np.asarray(_DENSITY_X(mech, xs, v)), np.asarray(_DENSITY_X(mech, xs, nv))
+            got = np.asarray(_HOCKEY(mech, e, v, nv))
+            for j, ej in enumerate(HS_EPS):
+                true = np.trapezoid(np.maximum(p - math.exp(ej) * pp, 0), xs)
+                assert true - 1e-6 <= got[j] <= true + 3e-4
 
 
 def test_declared_pairs_are_the_worst_of_a_shift_scan():
     with jax.enable_x64(True):
         mech = mech64("half_sine", "quartic", window=(0.0, 1.0))
-        v, nv = mech.neighbour_pairs(None)
-        e = jnp.asarray([0.0, 0.3, 0.6])
-        declared = jnp.max(jnp.stack([jnp.maximum(mech.hockey_stick(e, a, b), mech.hockey_stick(e, b, a))
-                                      for a, b in zip(v, nv)]), 0)
+        e = jnp.asarray(HS_EPS)
+        both = lambda a, b: np.maximum(np.asarray(_HOCKEY(mech, e, a, b)), np.asarray(_HOCKEY(mech, e, b, a)))  # noqa: E731
+        declared = np.max([both(a, b) for a, b in zip(*mech.neighbour_pairs(None))], 0)
         for a in np.linspace(0.0, 0.9, 7):
-            for s in (0.05, 0.3, 1.0 - a):
-                d = jnp.maximum(mech.hockey_stick(e, a, a + s), mech.hockey_stick(e, a + s, a))
-                assert np.all(np.asarray(d) <= np.asarray(declared) + 2e-4)
+            for s in {0.05, 0.3, 1.0 - a}:
+                if a + s <= 1.0:  # pairs of the window only
+                    assert np.all(both(a, a + s) <= declared + 2e-4)
 
 
 # ----------------------------------------------------------------------------------
 # tuning
 # ----------------------------------------------------------------------------------
-def test_tune_composite_reaches_the_dense_scan_optimum():
-    eps = np.array([0.2, 1.0, 3.0, 5.0])
-    r = optimize.tune_composite(eps, window=(0.0, 1.0))
+EPS8 = np.array([0.2, 0.3, 0.4, 0.5, 1.0, 2.0, 3.0, 5.0])
+
+
+@pytest.fixture(scope="module")
+def tuned():
+    """A1B1, centre objective, W = Δf = 1: one compiled program shared by the tuning tests."""
+    return optimize.tune_composite(EPS8, window=(0.0, 1.0))
+
+
+def test_tune_composite_reaches_the_dense_scan_optimum(tuned):
+    idx = [0, 4, 6, 7]  # ε = 0.2, 1, 3, 5
     with jax.enable_x64(True):
-        ms = jnp.linspace(1e-4, 2 - 1e-4, 2_000_001)
-        for i, e in enumerate(eps):
-            dense = float(jnp.min(canonical_variance("rectangle", ms, e)))
-            assert abs(r.variance[i] / dense - 1) < 1e-5
-            assert r.variance[i] <= dense * (1 + 1e-12)
-    np.testing.assert_allclose(np.abs(r.closed_form["relative_gap"]), 0, atol=1e-9)
+        ms = jnp.linspace(1e-4, 2 - 1e-4, 200_001)  # step 1e-5: the scan's own error is ~1e-9 relative
+        for i in idx:
+            dense = float(jnp.min(canonical_variance("rectangle", ms, EPS8[i])))
+            assert abs(tuned.variance[i] / dense - 1) < 1e-5
+            assert tuned.variance[i] <= dense * (1 + 1e-12)
+    np.testing.assert_allclose(np.abs(tuned.closed_form["relative_gap"]), 0, atol=1e-9)
 
 
-def test_tune_composite_reproduces_the_spec_ratios_and_tables():
-    eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0, 2.0, 3.0, 5.0])
-    r = optimize.tune_composite(eps, window=(10.0, 12.0))  # W = 2: variances scale by W²
-    np.testing.assert_allclose(r.ratio, [0.619, 0.596, 0.574, 0.553, 0.459, 0.317, 0.218, 0.100], atol=6e-4)
-    np.testing.assert_allclose(np.asarray(r.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102, 0.4645,
-                                                           0.2621], atol=1e-4)
+def test_tune_composite_reproduces_the_spec_ratios_and_tables(tuned):
+    np.testing.assert_allclose(tuned.ratio, [0.619, 0.596, 0.574, 0.553, 0.459, 0.317, 0.218, 0.100], atol=6e-4)
+    np.testing.assert_allclose(np.asarray(tuned.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102,
+                                                                0.4645, 0.2621], atol=1e-4)
+    r = optimize.tune_composite(EPS8, window=(10.0, 12.0))  # W = 2: variances scale by W², same program
+    np.testing.assert_allclose(r.ratio, tuned.ratio, rtol=1e-9)
     np.testing.assert_allclose(r.centre_variance[4] / 4, 0.9175, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_tune_composite_worst_objective_and_half_sine_match_the_spec_tables():
     w = optimize.tune_composite([1.0], window=(0.0, 1.0), objective="worst")
     assert float(w.mechanism.m[0]) == pytest.approx(0.8738, abs=1e-4)
     assert float(w.variance[0]) == pytest.approx(1.2664, rel=1e-4)
@@ -259,21 +322,47 @@ def test_tune_composite_reproduces_the_spec_ratios_and_tables():
     assert float(a2.variance) == pytest.approx(1.7886, rel=1e-4)
 
 
-def test_tuned_mechanism_is_valid_and_private_at_epsilon():
-    r = optimize.tune_composite(np.array([0.5, 2.0]), window=(0.0, 1.0))
-    rep = accounting.composite.epsilon_star(r.mechanism)
+def test_tune_composite_compiles_once_per_configuration(tuned):
+    """Warm calls reuse the compiled program (any ε count up to the padded bucket, any window)."""
+    import time
+
+    from optimize.composite import _gradient_program
+
+    before = _gradient_program.cache_info().misses
+    t = time.perf_counter()
+    optimize.tune_composite(EPS8[:5], window=(-3.0, 4.0))
+    assert _gradient_program.cache_info().misses == before
+    assert time.perf_counter() - t < 1.0  # a recompilation takes seconds
+
+
+def test_tuned_mechanism_is_valid_and_private_at_epsilon(tuned):
+    mech = jax.tree_util.tree_map(lambda p: p[jnp.asarray([3, 5])] if jnp.ndim(p) else p, tuned.mechanism)  # ε = 0.5, 2
+    rep = accounting.composite.epsilon_star(mech)
     np.testing.assert_allclose(rep.epsilon, [0.5, 2.0], rtol=1e-9)
-    one = jax.tree_util.tree_map(lambda p: p[1] if jnp.ndim(p) else p, r.mechanism)
+    one = jax.tree_util.tree_map(lambda p: p[5] if jnp.ndim(p) else p, tuned.mechanism)
+    dpjax.Composite(one.activation, one.base, one.epsilon, one.k, one.m, one.y, window=one.window)  # validates
     x = dpjax.release(jax.random.key(0), jnp.zeros(4), one)
     assert np.isfinite(np.asarray(x)).all()
 
 
-def test_paper_grid_is_close_to_the_gradient_optimum():
-    g = optimize.tune_composite(np.array([0.2, 1.0]), window=(0.0, 1.0))
+def test_paper_grid_is_close_to_the_gradient_optimum(tuned):
     p = optimize.tune_composite(np.array([0.2, 1.0]), window=(0.0, 1.0), method="paper_grid")
-    assert np.all(p.variance >= g.variance * (1 - 1e-12))
-    assert np.all(p.variance <= g.variance * 1.01)
+    g = tuned.variance[[0, 4]]
+    assert np.all(p.variance >= g * (1 - 1e-12))
+    assert np.all(p.variance <= g * 1.01)
     assert p.h1[0] == pytest.approx(9.382, abs=1e-3)  # Table 2, A1B1, ε = 0.2
+
+
+@pytest.mark.slow
+def test_paper_grid_reproduces_table_2_h1_for_b1():
+    """The released grid's loop bounds (spec §3.3/§4.5): A1B1 and A3B1 all five ε exact, A2B1
+    four of five (ε = 0.2: the grid gives 14.429, the paper prints 15.308)."""
+    eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0])
+    table = {"rectangle": [9.382, 6.082, 4.447, 3.456, 1.466], "half_sine": [14.429, 9.103, 6.711, 5.166, 2.093],
+             "triangle": [18.263, 11.713, 8.456, 6.481, 2.588]}
+    for act, h1 in table.items():
+        p = optimize.tune_composite(eps, window=(0.0, 1.0), activation=act, method="paper_grid")
+        np.testing.assert_allclose(p.h1, h1, atol=5e-4)
 
 
 def test_tune_composite_validation():
@@ -283,3 +372,29 @@ def test_tune_composite_validation():
         optimize.tune_composite(1.0, window=(1, 0))
     with pytest.raises(ValueError, match="epsilon"):
         optimize.tune_composite(-1.0, window=(0, 1))
+
+
+# ----------------------------------------------------------------------------------
+# command line
+# ----------------------------------------------------------------------------------
+def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys, tuned):
+    from dpjax import cli
+
+    out = tmp_path / "means.csv"
+    assert cli.main(["release", "--mechanism", "composite", "--window", "0", "20000", "--seed", "3",
+                     "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "epsilon* = 1.0000" in text and "nominal epsilon = 1.0000" in text and "A1B1" in text
+    rows = np.genfromtxt(out, delimiter=",", names=True, dtype=None, encoding="utf-8")
+    groups, values = cli._read_table(None, "steps", "age_group")
+    for g, t, r in zip(rows["group"], rows["true_mean"], rows["released_mean"]):
+        assert t == pytest.approx(np.mean(np.clip(values[groups == g], 0, 20000)), rel=1e-12)
+        assert -30884 < r < 50884  # the output range [mid − L/C, mid + L/C] of the tuned A1B1 (ε = 1)
+    mech = cli.build_composite((0, 20000), 1.0)
+    np.testing.assert_allclose(float(mech.m), float(tuned.mechanism.m[4]), rtol=1e-6)  # the tuner's ε = 1 optimum
+    assert cli.main(["release", "--mechanism", "composite", "--seed", "3"]) == 2  # no window
+    assert cli.main(["release", "--mechanism", "composite", "--window", "5", "1"]) == 2
+    assert cli.main(["release", "--mechanism", "composite", "--window", "0", "1", "--statistic", "count"]) == 2
+    assert cli.main(["release", "--statistic", "mean", "--seed", "3"]) == 2  # a mean needs the window
+    err = capsys.readouterr().err
+    assert "--window" in err and "--statistic" in err

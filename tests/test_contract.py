@@ -38,6 +38,8 @@ def _categories(m) -> int:
 
 def _points(case, m, v):
     """Outputs where the law of answer v is to be compared (integers on a discrete support)."""
+    if case.points is not None:
+        return np.asarray(case.points, dtype=float)
     if case.categorical:
         return np.arange(_categories(m), dtype=float)
     if m.discrete:

@@ -188,7 +188,8 @@ class Composite(Mechanism):
         xc = jnp.clip(jnp.asarray(x), -d["L"], d["L"])
         f = _laws.base_cdf(self.base, xc, d["y"], d["t"], d["L"]) + _laws.bump_cdf(self.activation, xc - a, d["k"],
                                                                                   d["m"])
-        return jnp.clip(f, 0.0, 1.0)
+        # exactly 0 and 1 at the range ends (the closed forms' round-off would leave 1 − 1e-16)
+        return jnp.where(xc >= d["L"], 1.0, jnp.where(xc <= -d["L"], 0.0, jnp.clip(f, 0.0, 1.0)))
 
     def _to_x(self, out, d):
         return (jnp.asarray(out) - d["mid"]) * d["C"]
@@ -291,6 +292,25 @@ class Composite(Mechanism):
         position irrelevant, B2's quartic base makes the edge the worst); A2/A3 eight shifts
         ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair (:func:`dpjax.composite.privacy.neighbour_pairs`). ``sensitivity=None``: the window's width."""
         return privacy.neighbour_pairs(self, sensitivity)
+
+    def privacy_loss(self, y, value, neighbour_value):
+        """``log P_value − log P_neighbour_value`` at the output ``y``; both laws share the support
+        ``[l, u]``, outside which neither has mass: there the loss of the nearest end (finite, so an
+        output-grid accountant's cell bounds stay defined)."""
+        d = self._derived()
+        x = jnp.clip(self._to_x(y, d), -d["L"], d["L"])
+        return jnp.log(self.density_x(x, value, _d=d)) - jnp.log(self.density_x(x, neighbour_value, _d=d))
+
+    def output_breakpoints(self, value, neighbour_value):
+        """Outputs where the pair's loss jumps or turns (for the output-grid accountant): both bumps'
+        ends and peaks, the centre (B2's base turns there) and the range ends ``l, u`` — (..., 9)."""
+        d = self._derived()
+        a, a2 = self.bump_start(value, _d=d), self.bump_start(neighbour_value, _d=d)
+        L, m = d["L"], d["m"]
+        pts = [-L, a, a + 0.5 * m, a + m, a2, a2 + 0.5 * m, a2 + m, 0.0 * L, L]
+        shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
+        x = jnp.stack([jnp.broadcast_to(p, shape) for p in pts], -1)
+        return d["mid"][..., None] + x / d["C"][..., None]
 
     def hockey_stick(self, epsilon, value, neighbour_value):
         """δ(ε) of one pair: exact for A1B1 (piecewise constant laws: the 3-atom PLD of spec §1.7),

@@ -20,7 +20,7 @@ neighbours (with Δ ≥ W, every pair of the window). Three results, all traceab
   bumps are disjoint, and B2's base is smallest at the edge). A2/A3: eight shifts at the
   edge and the centred pair of largest shift, examined as a list; their profiles grow with
   the shift and are largest at the edge up to the cells' rounding (≈1e-5, checked by
-  ``tests/test_composite_privacy.py``), and every query is capped by the proved ε*.
+  ``tests/test_composite.py``), and every query is capped by the proved ε*.
 """
 
 from __future__ import annotations
