@@ -81,7 +81,7 @@ def main(argv=None):
     p.add_argument("--only", help="substring of the case names to run")
     args = p.parse_args(argv)
     print(f"load average before: {os.getloadavg()}")
-    print(f"| case | base s | head s | head/base |\n|---|---|---|---|")
+    print("| case | base s | head s | head/base |\n|---|---|---|---|")
     for name, setup in CASES.items():
         if args.only and args.only not in name:
             continue

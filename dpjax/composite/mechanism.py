@@ -241,7 +241,7 @@ class Composite(Mechanism):
         off = off.astype(dt)
         if self.clip:
             off = jnp.clip(off, -0.5 * d["width"], 0.5 * d["width"])
-        k, m, L, s1 = d["k"], d["m"], d["L"], d["s1"]
+        m, L, s1 = d["m"], d["L"], d["s1"]
         a = off * (d["C"] / s1) - 0.5 * m
         u0, u1 = uniform(0), uniform(1)
         if self.activation == "rectangle":
