@@ -40,8 +40,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from dpjax.kernels.laplace import Laplace
-from dpjax.kernels.discrete_laplace import DiscreteLaplace
 from dpjax.kernels.mixture import GeometricMixture, LaplaceMixture, piecewise_log_integral
 from dpjax.validation import check_int, check_positive, check_probability
 
@@ -53,18 +51,14 @@ NOT_CERTIFIED = "NOT CERTIFIED: the paper's average-case budget / bound, not a D
 
 
 def _check_kernel(mech):
-    if not isinstance(mech, (LaplaceMixture, GeometricMixture, Laplace, DiscreteLaplace)):
-        raise ValueError("mech must be a LaplaceMixture, GeometricMixture, Laplace or DiscreteLaplace kernel, got "
-                         f"{type(mech).__name__}")
+    if not callable(getattr(mech, "as_mixture", None)):
+        raise ValueError("mech must be a kernel of the Laplace family with an as_mixture() form (LaplaceMixture, "
+                         f"GeometricMixture, Laplace or DiscreteLaplace), got {type(mech).__name__}")
 
 
 def _as_mixture(m):
-    """A plain Laplace / geometric kernel as the mixture with r = 1 (c = 0): the same law."""
-    if isinstance(m, Laplace):
-        return LaplaceMixture._unchecked(m.scale, m.scale, jnp.zeros_like(m.scale))
-    if isinstance(m, DiscreteLaplace):
-        return GeometricMixture._unchecked(m.scale, m.scale, 0)
-    return m
+    """The kernel as a mixture (a plain Laplace / geometric kernel: r = 1, c = 0, the same law)."""
+    return m.as_mixture()
 
 
 @jax.jit
@@ -237,7 +231,7 @@ def rounded_moments(mech, *, terms=None):
     """``(E|K|, E K²)`` of K = round(Y) (nearest integer) for a continuous LaplaceMixture or Laplace
     kernel: TABLE I's "Lap_m" and "Lap" E|x| and Var columns (rounding is post-processing). Exact sums
     of CDF masses over |k| ≤ K (``terms``; default c + 60 b1, tail < 1e-25)."""
-    if not isinstance(mech, (LaplaceMixture, Laplace)):
+    if mech.discrete or not callable(getattr(mech, "as_mixture", None)):
         raise ValueError(f"mech must be a LaplaceMixture or Laplace kernel, got {type(mech).__name__}")
     m = _as_mixture(to64(mech))
     if m.batch_shape:

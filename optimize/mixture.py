@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import dpjax
+from dpjax.kernels import by_name
 from dpjax.kernels.mixture import GeometricMixture, LaplaceMixture
 import accounting
 from dpjax.validation import check_int, check_positive, check_probability
@@ -90,12 +90,8 @@ class MixtureTuning:
 
 
 def _as_mixture(k):
-    """A plain Laplace / discrete Laplace kernel as the mixture with r = 1, c = 0 (the same law)."""
-    if isinstance(k, dpjax.Laplace):
-        return LaplaceMixture._unchecked(k.scale, k.scale, jnp.zeros_like(k.scale))
-    if isinstance(k, dpjax.DiscreteLaplace):
-        return GeometricMixture._unchecked(k.scale, k.scale, 0)
-    return k
+    """The kernel as a mixture (a plain Laplace / discrete Laplace kernel: r = 1, c = 0, the same law)."""
+    return k.as_mixture()
 
 
 def _moment(k, objective):
@@ -197,9 +193,10 @@ def _verified(mech, eps0, delta, sens):
 
 def _tune_approx(eps0, delta, sens, objective, grid):
     """One (ε0, δ) target: (best kernel, its objective, the calibrated Laplace's, exact ε(δ))."""
-    lap_scale = _calibrate(lambda sh, k: dpjax.Laplace(jnp.asarray(k, jnp.float64)), (np.zeros(1),), eps0, delta,
+    laplace = by_name("laplace")
+    lap_scale = _calibrate(lambda sh, k: laplace(jnp.asarray(k, jnp.float64)), (np.zeros(1),), eps0, delta,
                            sens)[0]
-    plain, _ = _verified(dpjax.Laplace(jnp.float64(lap_scale)), eps0, delta, sens)
+    plain, _ = _verified(laplace(jnp.float64(lap_scale)), eps0, delta, sens)
     base = float(_moment(_as_mixture(plain), objective))
     lr = np.linspace(np.log(0.05), np.log(20.0), grid)  # r = b2/b1
     lg = np.linspace(np.log(0.01), np.log(20.0), grid)  # γ = c/b2
@@ -276,7 +273,7 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
             starts = jnp.stack([jnp.zeros(5), jnp.linspace(-3.0, 3.0, 5)], -1)
             cands = [(c, _optimise(eps0, delta, starts, GeometricMixture, objective, steps, c))
                      for c in range(1, int(round(delta)))]
-        cls_plain = dpjax.Laplace if kernel == "laplace" else dpjax.DiscreteLaplace
+        cls_plain = by_name("laplace" if kernel == "laplace" else "discrete_laplace")
         plains = [cls_plain.from_epsilon(e, delta) for e in flat]  # scales rounded up: exactly ≤ ε0
         base = np.asarray([float(_moment(_as_mixture(k), objective)) for k in plains])
         best = base.copy()

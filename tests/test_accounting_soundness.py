@@ -164,7 +164,6 @@ def test_accountants_never_below_the_truth_wide(seed):
 def test_the_issue_cases():
     """The cases of the hardening issue: huge pure ε, ε above 200, an unbounded loss, a batch of
     fixed-region PB-DP mechanisms."""
-    import jax.numpy as jnp
 
     p = accounting.pld(dpjax.Laplace(scale=0.001))
     assert float(p.get_epsilon_for_delta(1e-6)) >= _laplace_epsilon(1000.0, 1e-6)
@@ -175,6 +174,14 @@ def test_the_issue_cases():
     boosted = dpjax.PrivacyBoosted(dpjax.Gaussian(1.0), dpjax.AbsoluteError(2.0), 0.9)
     assert float(accounting.exact.epsilon(boosted, 1e-6, 25.0)) == pytest.approx(430.42, abs=0.01)
     assert float(accounting.pld(dpjax.DiscreteGaussian(1.0)).pure_epsilon()) == math.inf
+
+
+@pytest.mark.slow
+def test_the_issue_cases_batched_fixed_region():
+    """A batch of fixed-region PB-DP mechanisms (failed with Incompatible shapes): the same ε as
+    one at a time."""
+    import jax.numpy as jnp
+
     batch = dpjax.PrivacyBoosted(dpjax.Gaussian(jnp.array([1.0, 2.0])), dpjax.FixedInterval(0.0, 10.0), 0.4)
     coarse = {"value_discretization_interval": 2.0**-6}
     together = np.asarray(accounting.pld(batch, **coarse).get_epsilon_for_delta(1e-5))

@@ -24,6 +24,9 @@ from contract import CASE_IDS, CASES, float64
 ALPHA = 1e-4  # goodness-of-fit threshold (fixed seeds: deterministic)
 EPS = np.array([-0.5, 0.0, 0.1, 0.3, 0.7, 1.0, 2.0])
 cases = pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+#: the accountant-level checks: a ``heavy`` case runs them in the slow suite only
+heavy_cases = pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c.heavy else c for c in CASES], ids=CASE_IDS)
 
 
 def _draw_answers(case, n):
@@ -175,7 +178,7 @@ def _worst_declared_pair(m64, sensitivity):
     return float(v[0]), float(nv[0])
 
 
-@cases
+@heavy_cases
 def test_closed_form_profile_within_generic_accountant(case):
     m = case.build()
     if not overrides(m, "hockey_stick"):
@@ -212,7 +215,7 @@ def _quadrature_renyi(m64, alpha, v, nv):
     return float(np.logaddexp.reduce(t) / (alpha - 1))
 
 
-@cases
+@heavy_cases
 def test_closed_form_renyi_matches_quadrature(case):
     m = case.build()
     if not overrides(m, "renyi_divergence"):
@@ -226,7 +229,7 @@ def test_closed_form_renyi_matches_quadrature(case):
             np.testing.assert_allclose(closed, _quadrature_renyi(m64, alpha, v, nv), rtol=1e-6, atol=1e-9)
 
 
-@cases
+@heavy_cases
 def test_exact_epsilon_gradient_matches_finite_differences(case):
     """d ε(δ)/dθ of the exact single-release accountant along a direction of every parameter leaf,
     against central differences of the exact value."""
@@ -249,7 +252,7 @@ def test_exact_epsilon_gradient_matches_finite_differences(case):
     assert any(abs(grad - fd) <= 2e-3 * abs(fd) + 1e-7 for fd in fds), (grad, fds)
 
 
-@cases
+@heavy_cases
 def test_declared_worst_pair_is_the_worst_of_a_scan(case):
     """No pair (Q, Q + d), 0 < d ≤ Δ, Q from the case's scan, either order, has a larger δ(ε) than
     the accountant's worst case over the declared pairs."""

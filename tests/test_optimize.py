@@ -230,8 +230,8 @@ def test_validation_names_the_parameter():
         optimize.tune_boosted(region=region, delta=1e-5, compositions=0)
     with pytest.raises(ValueError, match="order"):
         optimize.tune_boosted(region=region, order=1.0)
-    with pytest.raises(ValueError, match="mech: DiscreteLaplace has no closed-form hockey_stick"):
-        optimize.exact_epsilon(dpjax.DiscreteLaplace(1.0), 1e-5)
+    with pytest.raises(ValueError, match="mech: DiscreteGaussian has no closed-form hockey_stick"):
+        optimize.exact_epsilon(dpjax.DiscreteGaussian(1.0), 1e-5)
 
 
 def test_base_sigma():

@@ -50,6 +50,12 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
     def noise_icdf(self, u):
         return self.noise_log_icdf(jnp.log(u))
 
+    def as_mixture(self):
+        """The same law as a :class:`~dpjax.kernels.mixture.GeometricMixture` (r = 1, c = 0)."""
+        from dpjax.kernels.mixture import GeometricMixture
+
+        return GeometricMixture._unchecked(self.scale, self.scale, 0)
+
     def hockey_stick(self, epsilon, value, neighbour_value):
         r"""δ(ε) of DL(value, b) vs DL(neighbour_value, b) for an integer shift k, r = k/b: 0 for
         ε ≥ r, 1 − e^ε for ε ≤ −r, and between them, with the loss (k − 2y)/b above ε exactly

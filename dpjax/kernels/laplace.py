@@ -101,6 +101,12 @@ class Laplace(LaplaceScale, AdditiveMechanism):
 
     scale: jax.Array
 
+    def as_mixture(self):
+        """The same law as a :class:`~dpjax.kernels.mixture.LaplaceMixture` (r = 1, c = 0)."""
+        from dpjax.kernels.mixture import LaplaceMixture
+
+        return LaplaceMixture._unchecked(self.scale, self.scale, jnp.zeros_like(self.scale))
+
     def hockey_stick(self, epsilon, value, neighbour_value):
         r"""δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
         1 − e^ε for ε ≤ −r, 1 − e^{(ε−r)/2} for |ε| < r, 0 for ε ≥ r."""

@@ -129,6 +129,10 @@ class _Piecewise(AdditiveMechanism):
         object.__setattr__(obj, "breakpoint", c)
         return obj
 
+    def as_mixture(self):
+        """This kernel (the paper-mode functions take any kernel with a mixture form)."""
+        return self
+
     # -- potential -------------------------------------------------------------------
     @property
     def _l2(self):
