@@ -229,6 +229,12 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
+@functools.partial(jax.jit, static_argnames=("shape", "t", "shift"))
+def _threefry_laplace(key, start, *, shape, t, shift):
+    """The discrete Laplace noise of one scale t/2^shift for every record (the fixed-trip sampler)."""
+    return samplers.discrete_laplace(ThreefryWords(key, shape, start), shape, t, shift)
+
+
 @functools.partial(jax.jit, static_argnames=("kind",))
 def _host_block(params, state, block, *, kind):
     def step(i, s):
@@ -312,8 +318,15 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
             index = jnp.asarray((f + (x - f >= 0.5)).astype(np.int64))  # ⌊x/g + ½⌋, exactly
         param = np.broadcast_to(np.asarray(lat.param), shape)
         shift = np.broadcast_to(np.asarray(lat.shift), shape)
-        params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
-        if host:
+        one_scale = kind == "dl" and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
+        if one_scale and not host:
+            noise = _threefry_laplace(key, jnp.uint32(start), shape=tuple(shape), t=int(param.flat[0]),
+                                      shift=int(shift.flat[0]))
+        else:
+            params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
+        if one_scale and not host:
+            pass
+        elif host:
             noise = _host_noise(key, params, state, kind, budget)
         else:
             noise = _threefry_noise(key, jnp.uint32(start), params, state, kind=kind, budget=budget)

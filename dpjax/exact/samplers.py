@@ -267,7 +267,17 @@ def gaussian_params(n, shape):
 
 # -- the samplers -----------------------------------------------------------------------------
 def discrete_laplace(words, shape, t, shift=0, budget=None):
-    """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t), int64 of ``shape`` (CKS Algorithm 2)."""
+    """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t), int64 of ``shape`` (CKS Algorithm 2's law).
+
+    One (t, shift) for all records and Threefry words: the fixed-trip table sampler of
+    :mod:`dpjax.exact.fast` (a few words per record); otherwise the state machine below."""
+    from dpjax.exact.bits import ThreefryWords
+    from dpjax.exact.fast import threefry_laplace
+
+    if isinstance(words, ThreefryWords) and budget is None and np.ndim(t) == 0 and np.ndim(shift) == 0:
+        _check_range("t", np.asarray(t, np.uint64), 1, 2**32 - 1)
+        n = int(np.prod(shape))
+        return threefry_laplace(words, n, int(t), int(shift)).reshape(shape)
     params = laplace_params(t, shift, shape)
     return run_machine("dl", params, _init(shape, _U), words, DEFAULT_BUDGET["dl"] if budget is None else budget)
 

@@ -1,0 +1,286 @@
+r"""Fixed-trip discrete Laplace: a few table look-ups per record, exact integer comparisons only.
+
+The law. For τ = t/2^shift the discrete Laplace has pmf ∝ q^|z|, q = exp(−1/τ) (CKS Algorithm 2's
+output law). It is drawn as Z = ±G with a fair sign and G ~ Geometric(q) (P(G = k) = (1 − q) q^k),
+rejecting (−, 0) and drawing again (CKS's own sign step). The binary digits of a geometric
+variable are independent, so G splits into independent parts:
+
+* G mod 2^m as ``nchunks`` chunks of ``CHUNK_BITS`` bits: chunk j is c_j ∈ [0, 2^B) with
+  P(c_j = c) ∝ r_j^c, r_j = q^(2^(Bj)) (a truncated geometric), so
+  F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^B));
+* H = G >> m ~ Geometric(R), R = q^(2^m) ≤ e^−2 (m = B·nchunks ≥ log2 τ + 1): P(H ≥ k) = R^k.
+
+Each part is an inverse-CDF draw from one uniform U ∈ [0, 1): c_j = min{c : U < F_j(c)}, and
+H = #{k ≥ 1 : U₂ < R^k} where the H word's top bit is the sign and its other 63 bits start U₂.
+
+**Exact comparisons.** A 64-bit word u is the first 64 bits of U (further bits: further words).
+The host computes, once per (t, shift), the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 R^k⌋ for H)
+in rigorous interval arithmetic (``mpmath.iv``, precision raised until the floor is certain).
+Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and U ≥ u/2^64): every
+device decision is an integer comparison that is *correct*, not approximate. Only ``u == T`` (a
+tie, probability ≤ 2^B·2^−64 per word) leaves the comparison open, and so does H ≥ K (past the
+table, probability ≤ 2^−40). The device flags those records; :func:`resolve_on_host` recomputes
+each flagged record from its own words, deciding every open comparison with further words of
+the same record against interval bounds of F at growing precision (terminates with probability
+1). Device and host compute the same function of the record's word stream, so the output law is
+exactly the discrete Laplace — no truncation, nothing charged to δ.
+
+**Cost.** ``nchunks + 1`` words and ``B·nchunks`` table look-ups per record (τ ∈ [2^20, 2^21]:
+two 11-bit chunks, three words); rejected records (probability (1 − q)/2) run again with their
+next words in a ``lax.while_loop`` over the few stragglers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+
+__all__ = ["CHUNK_BITS", "dl_tables", "discrete_laplace_fast", "resolve_on_host", "EXT_BASE"]
+
+#: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
+CHUNK_BITS = 11
+#: H table stops where P(H ≥ K) = R^K < 2^-40 (the rest is resolved on the host)
+_H_TAIL = 40
+#: word index of the first extension word of word j: EXT_BASE + 64 j + d (d = 0, 1, ...)
+EXT_BASE = 1 << 31
+_U64 = np.uint64
+
+
+def _ends(x):
+    """The endpoints of an ``mpmath.iv`` interval as exact Fractions (from the raw binary mantissas)."""
+    out = []
+    for sign, man, exp, _ in x._mpi_:
+        v = Fraction(man) * (Fraction(2) ** exp)
+        out.append(-v if sign else v)
+    return out
+
+
+def _iv_floor(x, scale_bits):
+    """⌊2^scale_bits · x⌋ for an mpmath ``iv`` interval x, or None when the interval straddles an integer."""
+    lo, hi = _ends(x)
+    a, b = math.floor(lo * 2**scale_bits), math.floor(hi * 2**scale_bits)
+    return a if a == b else None
+
+
+@contextlib.contextmanager
+def _prec(bits):
+    old = mpmath.iv.prec
+    mpmath.iv.prec = bits
+    try:
+        yield
+    finally:
+        mpmath.iv.prec = old
+
+
+class _Law:
+    """Interval-valued CDFs of the parts of G for τ = t/2^shift (exact rationals in, ``mpmath.iv`` out)."""
+
+    def __init__(self, t, shift):
+        self.t, self.shift = int(t), int(shift)
+
+    def _r(self, power):  # exp(−2^power / τ) = exp(−2^(power + shift) / t)
+        x = mpmath.iv.mpf(2) ** (power + self.shift) / self.t
+        return mpmath.iv.exp(-x)
+
+    def chunk_cdf(self, j, c, bits):
+        r = self._r(bits * j)
+        return (1 - r ** (c + 1)) / (1 - r ** (1 << bits))
+
+    def h_tail(self, m, k):  # P(H ≥ k) = R^k
+        return self._r(m) ** k
+
+
+def _threshold(fn, scale_bits):
+    """⌊2^scale_bits · fn()⌋ computed with ``mpmath.iv`` at precision raised until certain."""
+    for prec in (256, 512, 1024, 4096, 16384):
+        with _prec(prec):
+            v = _iv_floor(fn(), scale_bits)
+        if v is not None:
+            return min(max(v, 0), (1 << scale_bits) - 1)
+    raise ValueError("threshold undecidable at 16384 bits")  # F would have to be a dyadic rational
+
+
+@functools.lru_cache(maxsize=64)
+def dl_tables(t, shift, bits=CHUNK_BITS):
+    """(chunk thresholds uint64 [nchunks, 2^B − 1], H thresholds uint64 [K] (63-bit), m) for τ = t/2^shift."""
+    t, shift = int(t), int(shift)
+    law = _Law(t, shift)
+    log2_tau = math.log2(t) - shift
+    nchunks = max(0, math.ceil((log2_tau + 1) / bits))
+    m = bits * nchunks
+    chunks = np.array([[_threshold(lambda j=j, c=c: law.chunk_cdf(j, c, bits), 64) for c in range((1 << bits) - 1)]
+                       for j in range(nchunks)], dtype=_U64).reshape(nchunks, (1 << bits) - 1)
+    h = []
+    for k in range(1, 200):
+        h.append(_threshold(lambda k=k: law.h_tail(m, k), 63))
+        if h[-1] < (1 << (63 - _H_TAIL)):
+            break
+    return chunks, np.array(h, dtype=_U64), m
+
+
+def _count_le(table, u):
+    """#{i : table[i] ≤ u} for a sorted table of 2^B − 1 entries (unrolled binary search), and whether
+    u equals table[count − 1] (a tie)."""
+    size = table.shape[0] + 1
+    bits = size.bit_length() - 1
+    lo = jnp.zeros(u.shape, jnp.int32)
+    for b in reversed(range(bits)):
+        mid = lo + (1 << b)
+        lo = jnp.where(table[mid - 1] <= u, mid, lo)
+    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
+    return lo, tie
+
+
+_MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
+
+
+def _attempt(words, chunks, htab, m, bits, attempt, old_flag):
+    """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
+    XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
+    u = words(0)
+    neg = (u >> _U64(63)) == _U64(1)
+    v = u & _U64((1 << 63) - 1)
+    # H = #{k : v < S_k} (S decreasing); ties v == S_k and H = K go to the host
+    h = jnp.sum(v[..., None] < htab, axis=-1).astype(jnp.int64)
+    flag = old_flag | jnp.any(v[..., None] == htab, axis=-1) | (h == htab.shape[0])
+    g = h << m
+    for j in range(chunks.shape[0]):
+        c, tie = _count_le(chunks[j], words(1 + j))
+        g = g + (c.astype(jnp.int64) << (bits * j))
+        flag = flag | tie
+    rejected = neg & (g == 0)
+    flag = flag | (rejected & (attempt >= _MAX_ATTEMPT))
+    rejected = rejected & ~flag
+    z = jnp.where(neg, -g, g)
+    return z * 256 + attempt.astype(jnp.int64) * 4 + rejected.astype(jnp.int64) * 2 + flag.astype(jnp.int64)
+
+
+def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
+    """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``: (z int64 [n],
+    flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`.
+
+    Word ``attempt·(1 + nchunks) + w`` of a record feeds word w of its try number ``attempt``; a
+    rejected record tries again with its next words (the while loop gathers the rejected records,
+    a 64th of the batch at a time), so a record's output depends on its own words only."""
+    ct, ht, m = dl_tables(int(t), int(shift), bits)
+    chunks, htab = jnp.asarray(ct), jnp.asarray(ht)
+    width = 1 + ct.shape[0]
+    records = words.records.reshape(-1)
+    zero = jnp.zeros((), jnp.int64)
+    code = _attempt(lambda w: words(w, records), chunks, htab, m, bits, zero, jnp.zeros((), bool))
+    size = min(n, max(n // 64, 256))
+
+    def body(code):
+        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
+        safe = jnp.where(idx < n, idx, 0)
+        old = code[safe]
+        a = ((old >> 2) & 63) + 1
+        new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, bits, a,
+                       (old & 1) == 1)
+        return code.at[idx].set(new, mode="drop")
+
+    code = jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+    return code >> 8, (code & 1) == 1
+
+
+# -- the host path: the same function of the word stream, every comparison decided exactly ----------
+class _Uniform:
+    """U = 0.(prefix of ``nbits`` bits = v)(extension words...) ; ``less(fn)`` decides U < fn() exactly."""
+
+    def __init__(self, v, nbits, ext):
+        self.v, self.nbits, self.ext, self.words = v, nbits, ext, []
+
+    def less(self, fn):
+        d = 0
+        while True:
+            num, den_bits = self.v, self.nbits
+            for w in self.words[:d]:
+                num, den_bits = (num << 64) | w, den_bits + 64
+            with _prec(den_bits + 64):
+                p_lo, p_hi = _ends(fn())
+            if Fraction(num + 1, 1 << den_bits) <= p_lo:  # U < (num+1)/2^den_bits ≤ p
+                return True
+            if Fraction(num, 1 << den_bits) >= p_hi:  # U ≥ num/2^den_bits ≥ p
+                return False
+            d += 1
+            if d > len(self.words):
+                self.words.append(self.ext(len(self.words)))
+
+
+def exact_record(word, t, shift, bits=CHUNK_BITS):
+    """One discrete Laplace draw from the word stream ``word(j)`` (ints in [0, 2^64)), every comparison
+    exact: the device's function of the stream, without its ties/table limit."""
+    ct, ht, m = dl_tables(int(t), int(shift), bits)
+    law = _Law(t, shift)
+    width = 1 + ct.shape[0]
+    a = 0
+    while True:
+        def ext_of(j):
+            return lambda d: word(EXT_BASE + 64 * j + d)
+
+        u = word(a * width)
+        neg = u >> 63
+        U2 = _Uniform(u & ((1 << 63) - 1), 63, ext_of(a * width))
+        h = 0
+        while True:  # H = #{k ≥ 1 : U₂ < R^k}, R^k decreasing
+            k = h + 1
+            if k <= len(ht) and (u & ((1 << 63) - 1)) != int(ht[k - 1]):
+                less = (u & ((1 << 63) - 1)) < int(ht[k - 1])
+            else:
+                less = U2.less(lambda k=k: law.h_tail(m, k))
+            if not less:
+                break
+            h = k
+        g = h << m
+        for j in range(ct.shape[0]):
+            w = word(a * width + 1 + j)
+            tab = ct[j]
+            c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
+            Uc = _Uniform(w, 64, ext_of(a * width + 1 + j))
+            while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, j=j: law.chunk_cdf(j, c, bits)):
+                c += 1
+            g += c << (bits * j)
+        if not (neg and g == 0):
+            return -g if neg else g
+        a += 1
+
+
+def resolve_on_host(z, flag, word_of_record, t, shift, bits=CHUNK_BITS):
+    """Complete the flagged records on the host: ``word_of_record(i)`` gives record i's ``word(j)``."""
+    z = np.array(z)
+    for i in np.nonzero(np.asarray(flag))[0]:
+        z[i] = exact_record(word_of_record(int(i)), t, shift, bits)
+    return z
+
+
+def threefry_word(k0, k1, j, i):
+    """Word j of record i of :class:`~dpjax.exact.bits.ThreefryWords`, computed in numpy (the host path)."""
+    from dpjax.random import threefry2x32
+
+    with np.errstate(over="ignore"):
+        w0, w1 = threefry2x32(np.asarray([k0], np.uint32), np.asarray([k1], np.uint32), np.asarray([j], np.uint32),
+                              np.asarray([i], np.uint32))
+    return (int(w0[0]) << 32) | int(w1[0])
+
+
+def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
+    """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
+    completed on the host by a callback that runs only when a record is flagged (jit-able)."""
+    z, flag = discrete_laplace_fast(words, n, t, shift, bits)
+    records = words.records.reshape(-1)
+
+    def host(z, flag, k0, k1, records):
+        k0, k1, records = int(k0), int(k1), np.asarray(records)
+        return resolve_on_host(z, flag, lambda i: lambda j: threefry_word(k0, k1, j, int(records[i])), t, shift, bits)
+
+    def fix(args):
+        return jax.pure_callback(host, jax.ShapeDtypeStruct(z.shape, z.dtype), *args)
+
+    return jax.lax.cond(jnp.any(flag), fix, lambda args: args[0], (z, flag, words._k0, words._k1, records))
