@@ -208,3 +208,57 @@ def test_exact_refuses_what_it_cannot_run():
         dpjax.release(jax.random.key(0), jnp.zeros(3), boosted, numerics="exact")
     with pytest.raises(ValueError, match="numerics"):
         dpjax.release(jax.random.key(0), jnp.zeros(3), dpjax.Laplace(1.0), numerics="fixed")
+
+
+# -- the fixed-trip discrete Laplace (dpjax.exact.fast): device = host, ties decided exactly ---------
+
+
+@pytest.mark.parametrize("t,shift", [(3, 0), (1 << 20, 0)])
+def test_fast_laplace_device_equals_exact_host_path(t, shift):
+    """The device output is the host's exact function of the same word stream (record by record)."""
+    from dpjax.exact import fast
+
+    n = 64
+    with jax.enable_x64(True):
+        words = ThreefryWords(jax.random.key(3), (n,))
+        z, flag = jax.jit(lambda: fast.discrete_laplace_fast(words, n, t, shift))()
+        k0, k1 = int(words._k0), int(words._k1)
+    host = fast.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: fast.threefry_word(k0, k1, j, i), t, shift)
+    np.testing.assert_array_equal(np.asarray(z), host)
+    assert not np.asarray(flag).any()
+
+
+def test_fast_laplace_tables_are_exact_floors():
+    """Each threshold is ⌊2^64 F⌋ of the exact CDF (checked against 300-digit decimal arithmetic)."""
+    import decimal
+
+    from dpjax.exact import fast
+
+    t = 5
+    chunks, h, m = fast.dl_tables(t, 0)
+    ctx = decimal.Context(prec=300)
+    r = ctx.exp(decimal.Decimal(-1) / t)
+    for c in (0, 1, 7, 100):
+        f = (1 - r ** (c + 1)) / (1 - r ** (1 << fast.CHUNK_BITS))
+        assert int(chunks[0, c]) == int((f * 2**64).to_integral_value(rounding=decimal.ROUND_FLOOR))
+    R = ctx.exp(decimal.Decimal(-(2**m)) / t)
+    assert int(h[0]) == int((R * 2**63).to_integral_value(rounding=decimal.ROUND_FLOOR))
+
+
+def test_fast_laplace_tie_is_decided_by_further_words():
+    """A word equal to a threshold T = ⌊2^64 F⌋ is decided by the next words: U = T/2^64 + 0 < F keeps
+    the chunk at c; U just below (T+1)/2^64 > F moves it to c + 1 (F irrational)."""
+    from dpjax.exact import fast
+
+    t, shift = 3, 0
+    chunks, h, m = fast.dl_tables(t, shift)
+    c = 2
+    tie = int(chunks[0, c])
+    for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
+        def word(j):
+            if j == 0:
+                return int(h[0]) + 1  # sign +, H = 0 (strictly above S_1)
+            if j == 1:
+                return tie
+            return ext  # extension words of word 1
+        assert fast.exact_record(word, t, shift) == expect
