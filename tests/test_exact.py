@@ -262,3 +262,36 @@ def test_fast_laplace_tie_is_decided_by_further_words():
                 return tie
             return ext  # extension words of word 1
         assert fast.exact_record(word, t, shift) == expect
+
+
+# -- the CLI's data releases default to the exact tier -----------------------------------------------
+
+
+def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
+    import csv
+
+    from dpjax import cli
+
+    out = tmp_path / "r.csv"
+    assert cli.main(["release", "--seed", "0", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    lat = dpjax.Laplace(20000.0).exact_lattice()
+    g = float(lat.granularity)
+    assert f"numerics: exact (integer-only noise on the lattice {g:g}·Z" in text
+    # the privacy printed is that of the lattice mechanism actually run
+    eps = float(accounting.pld(lat, sensitivity=20000.0).get_epsilon_for_delta(1e-6))
+    assert f"privacy: epsilon = {eps:.4f}" in text
+    rows = list(csv.DictReader(out.open()))
+    released = np.array([float(r["released_sum"]) for r in rows])
+    np.testing.assert_array_equal(released / g, np.round(released / g))  # on the lattice gZ
+    assert cli.main(["release", "--seed", "0", "--numerics", "float"]) == 0
+    assert "numerics: float" in capsys.readouterr().out
+
+
+def test_cli_exact_refused_for_boosted_float_kept(capsys):
+    from dpjax import cli
+
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted"]) == 0
+    assert "numerics: float" in capsys.readouterr().out
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--numerics", "exact"]) == 2
+    assert "PrivacyBoosted" in capsys.readouterr().err
