@@ -291,7 +291,8 @@ def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
 def test_cli_exact_refused_for_boosted_float_kept(capsys):
     from dpjax import cli
 
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted"]) == 0
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000"]) == 0
     assert "numerics: float" in capsys.readouterr().out
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--numerics", "exact"]) == 2
+    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000",
+                     "--numerics", "exact"]) == 2
     assert "PrivacyBoosted" in capsys.readouterr().err
