@@ -125,6 +125,35 @@ def dl_tables(t, shift, bits=CHUNK_BITS):
     return chunks, np.array(h, dtype=_U64), m
 
 
+#: guide tables: bucket k of the top GUIDE_BITS bits of a word holds the thresholds [guide[k], guide[k+1])
+GUIDE_BITS = 13
+
+
+@functools.lru_cache(maxsize=64)
+def guides(t, shift, bits=CHUNK_BITS):
+    """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depth): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and
+    the binary-search depth that covers the widest bucket (a few steps instead of ``bits``)."""
+    ct, _, _ = dl_tables(t, shift, bits)
+    starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
+    g = np.stack([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct]).astype(np.int32)
+    g = g.reshape(ct.shape[0], (1 << GUIDE_BITS) + 1)
+    span = int(np.max(np.diff(g, axis=1))) if ct.shape[0] else 0
+    return g, span.bit_length()
+
+
+def _count_le_guided(table, guide, depth, u):
+    """#{i : table[i] ≤ u} and the tie flag, searching only u's guide bucket (same result as
+    :func:`_count_le`: every threshold below the bucket is < u, every one past it is > u)."""
+    k = (u >> _U64(64 - GUIDE_BITS)).astype(jnp.int32)
+    lo, hi = guide[k], guide[k + 1]
+    for b in reversed(range(depth)):
+        mid = lo + (1 << b)
+        ok = (mid <= hi) & (table[jnp.minimum(mid, table.shape[0]) - 1] <= u)
+        lo = jnp.where(ok, mid, lo)
+    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
+    return lo, tie
+
+
 def _count_le(table, u):
     """#{i : table[i] ≤ u} for a sorted table of 2^B − 1 entries (unrolled binary search), and whether
     u equals table[count − 1] (a tie)."""
@@ -141,7 +170,7 @@ def _count_le(table, u):
 _MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
 
 
-def _attempt(words, chunks, htab, m, bits, attempt, old_flag):
+def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide=None, depth=0):
     """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
     XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
     u = words(0)
@@ -152,7 +181,7 @@ def _attempt(words, chunks, htab, m, bits, attempt, old_flag):
     flag = old_flag | jnp.any(v[..., None] == htab, axis=-1) | (h == htab.shape[0])
     g = h << m
     for j in range(chunks.shape[0]):
-        c, tie = _count_le(chunks[j], words(1 + j))
+        c, tie = _count_le_guided(chunks[j], guide[j], depth, words(1 + j))
         g = g + (c.astype(jnp.int64) << (bits * j))
         flag = flag | tie
     rejected = neg & (g == 0)
@@ -171,10 +200,12 @@ def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
     a 64th of the batch at a time), so a record's output depends on its own words only."""
     ct, ht, m = dl_tables(int(t), int(shift), bits)
     chunks, htab = jnp.asarray(ct), jnp.asarray(ht)
+    gd, depth = guides(int(t), int(shift), bits)
+    gd = jnp.asarray(gd)
     width = 1 + ct.shape[0]
     records = words.records.reshape(-1)
     zero = jnp.zeros((), jnp.int64)
-    code = _attempt(lambda w: words(w, records), chunks, htab, m, bits, zero, jnp.zeros((), bool))
+    code = _attempt(lambda w: words(w, records), chunks, htab, m, bits, zero, jnp.zeros((), bool), gd, depth)
     size = min(n, max(n // 64, 256))
 
     def body(code):
@@ -183,7 +214,7 @@ def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
         old = code[safe]
         a = ((old >> 2) & 63) + 1
         new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, bits, a,
-                       (old & 1) == 1)
+                       (old & 1) == 1, gd, depth)
         return code.at[idx].set(new, mode="drop")
 
     code = jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)

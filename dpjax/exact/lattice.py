@@ -229,10 +229,17 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "t", "shift"))
-def _threefry_laplace(key, start, *, shape, t, shift):
-    """The discrete Laplace noise of one scale t/2^shift for every record (the fixed-trip sampler)."""
-    return samplers.discrete_laplace(ThreefryWords(key, shape, start), shape, t, shift)
+@functools.partial(jax.jit, static_argnames=("t", "shift", "g", "unit", "out_dtype"))
+def _threefry_laplace_release(key, start, v, *, t, shift, g, unit, out_dtype):
+    """One fused release for one scale t/2^shift and one granularity g: the index ⌊v/g + ½⌋ (exact: g is a
+    power of two), the fixed-trip discrete Laplace noise, g·(index + noise) in ``out_dtype``."""
+    noise = samplers.discrete_laplace(ThreefryWords(key, v.shape, start), v.shape, t, shift)
+    if unit:  # integers on ℤ: no rounding, no float
+        return (v.astype(jnp.int64) + noise).astype(out_dtype)
+    x = v.astype(jnp.float64) / g
+    f = jnp.floor(x)
+    index = (f + (x - f >= 0.5)).astype(jnp.int64)
+    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
@@ -303,6 +310,20 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     kind = lat.sampler
     budget = samplers.DEFAULT_BUDGET[kind]
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
+    param = np.broadcast_to(np.asarray(lat.param), shape)
+    shift = np.broadcast_to(np.asarray(lat.shift), shape)
+    if (kind == "dl" and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
+            and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
+        g0 = float(g.flat[0])
+        unit = bool(integer and g0 == 1.0)
+        with jax.enable_x64(True):
+            if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
+                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                                 f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
+            out = _threefry_laplace_release(key, jnp.uint32(start), values, t=int(param.flat[0]),
+                                            shift=int(shift.flat[0]), g=g0, unit=unit,
+                                            out_dtype=jnp.dtype(in_dt if unit else out_float))
+        return out.reshape(()) if squeeze else out
     with jax.enable_x64(True):
         v = np.asarray(values)
         if kind == "rr":
@@ -316,17 +337,8 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                                  f"(granularity {g.min()}), got {np.abs(v).max()}")
             f = np.floor(x)
             index = jnp.asarray((f + (x - f >= 0.5)).astype(np.int64))  # ⌊x/g + ½⌋, exactly
-        param = np.broadcast_to(np.asarray(lat.param), shape)
-        shift = np.broadcast_to(np.asarray(lat.shift), shape)
-        one_scale = kind == "dl" and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
-        if one_scale and not host:
-            noise = _threefry_laplace(key, jnp.uint32(start), shape=tuple(shape), t=int(param.flat[0]),
-                                      shift=int(shift.flat[0]))
-        else:
-            params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
-        if one_scale and not host:
-            pass
-        elif host:
+        params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
+        if host:
             noise = _host_noise(key, params, state, kind, budget)
         else:
             noise = _threefry_noise(key, jnp.uint32(start), params, state, kind=kind, budget=budget)
