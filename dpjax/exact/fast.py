@@ -27,7 +27,8 @@ exactly the discrete Laplace — no truncation, nothing charged to δ.
 
 **Cost.** ``nchunks + 1`` words and ``B·nchunks`` table look-ups per record (τ ∈ [2^20, 2^21]:
 two 11-bit chunks, three words); rejected records (probability (1 − q)/2) run again with their
-next words in a ``lax.while_loop`` over the few stragglers.
+next words in a ``lax.while_loop`` over the few stragglers (τ < 2^11), or, where a rejection is
+as rare as a tie (τ ≥ 2^11, probability < 2^-12), on the host with the flagged records.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ def _count_le(table, u):
     return lo, tie
 
 
+#: τ ≥ 2^this: rejected records go to the host instead of a device while loop
+_HOST_REJECT_LOG2_TAU = 11
 _MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
 
 
@@ -193,7 +196,14 @@ def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide=None, depth=
 
 def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
     """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``: (z int64 [n],
-    flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`.
+    flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`."""
+    code = laplace_code(words, n, t, shift, bits)
+    return code >> 8, (code & 1) == 1
+
+
+def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
+    """:func:`discrete_laplace_fast` packed in one int64 per record (one fused output): z = code >> 8,
+    flagged = code & 1.
 
     Word ``attempt·(1 + nchunks) + w`` of a record feeds word w of its try number ``attempt``; a
     rejected record tries again with its next words (the while loop gathers the rejected records,
@@ -206,6 +216,10 @@ def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
     records = words.records.reshape(-1)
     zero = jnp.zeros((), jnp.int64)
     code = _attempt(lambda w: words(w, records), chunks, htab, m, bits, zero, jnp.zeros((), bool), gd, depth)
+    if int(t) >> int(shift) >= 1 << _HOST_REJECT_LOG2_TAU:
+        # a rejection ((1 − q)/2 < 2^-12 per record) is as rare as a tie: the host completes it (exact_record
+        # runs the same tries), and no while loop holds the batch
+        return code | ((code & 2) >> 1)
     size = min(n, max(n // 64, 256))
 
     def body(code):
@@ -217,8 +231,7 @@ def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
                        (old & 1) == 1, gd, depth)
         return code.at[idx].set(new, mode="drop")
 
-    code = jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
-    return code >> 8, (code & 1) == 1
+    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
 
 
 # -- the host path: the same function of the word stream, every comparison decided exactly ----------
@@ -304,14 +317,20 @@ def threefry_word(k0, k1, j, i):
 def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
     """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
     completed on the host by a callback that runs only when a record is flagged (jit-able)."""
-    z, flag = discrete_laplace_fast(words, n, t, shift, bits)
+    code = jax.lax.optimization_barrier(laplace_code(words, n, t, shift, bits))  # computed once, read twice
+    z, flag = code >> 8, (code & 1) == 1
     records = words.records.reshape(-1)
 
     def host(z, flag, k0, k1, records):
         k0, k1, records = int(k0), int(k1), np.asarray(records)
-        return resolve_on_host(z, flag, lambda i: lambda j: threefry_word(k0, k1, j, int(records[i])), t, shift, bits)
+        out = resolve_on_host(z, flag, lambda i: lambda j: threefry_word(k0, k1, j, int(records[i])), t, shift, bits)
+        out = np.asarray(out, np.int64).view(np.uint64)
+        # two uint32 halves: the callback thread may run without x64, where an int64 result would be narrowed
+        return (out >> np.uint64(32)).astype(np.uint32), (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
     def fix(args):
-        return jax.pure_callback(host, jax.ShapeDtypeStruct(z.shape, z.dtype), *args)
+        half = jax.ShapeDtypeStruct(z.shape, jnp.uint32)
+        hi, lo = jax.pure_callback(host, (half, half), *args)
+        return ((hi.astype(jnp.uint64) << _U64(32)) | lo.astype(jnp.uint64)).astype(jnp.int64)
 
     return jax.lax.cond(jnp.any(flag), fix, lambda args: args[0], (z, flag, words._k0, words._k1, records))

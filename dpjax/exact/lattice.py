@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.exact import samplers
+from dpjax.exact import fast, samplers
 from dpjax.exact.bits import HostBits, ThreefryWords
 from dpjax.mechanism import Mechanism, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
@@ -229,17 +229,39 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
-@functools.partial(jax.jit, static_argnames=("t", "shift", "g", "unit", "out_dtype"))
-def _threefry_laplace_release(key, start, v, *, t, shift, g, unit, out_dtype):
-    """One fused release for one scale t/2^shift and one granularity g: the index ⌊v/g + ½⌋ (exact: g is a
-    power of two), the fixed-trip discrete Laplace noise, g·(index + noise) in ``out_dtype``."""
-    noise = samplers.discrete_laplace(ThreefryWords(key, v.shape, start), v.shape, t, shift)
+@functools.partial(jax.jit, static_argnames=("n", "t", "shift"))
+def _threefry_laplace_code(key, start, *, n, t, shift):
+    """The fixed-trip discrete Laplace of one scale t/2^shift for n records, packed (:func:`fast.laplace_code`)."""
+    return fast.laplace_code(ThreefryWords(key, (n,), start), n, t, shift)
+
+
+@functools.partial(jax.jit, static_argnames=("g", "unit", "out_dtype"))
+def _lattice_out(v, code, *, g, unit, out_dtype):
+    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two), and whether a
+    record of ``code`` awaits the host."""
+    noise = (code >> 8).reshape(v.shape)
+    pending = jnp.any((code & 1) == 1)
     if unit:  # integers on ℤ: no rounding, no float
-        return (v.astype(jnp.int64) + noise).astype(out_dtype)
+        return (v.astype(jnp.int64) + noise).astype(out_dtype), pending
     x = v.astype(jnp.float64) / g
     f = jnp.floor(x)
     index = (f + (x - f >= 0.5)).astype(jnp.int64)
-    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
+    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype), pending
+
+
+def _laplace_release(key, start, values, t, shift, g, unit, out_dtype):
+    """The one-scale Laplace lattice release: device codes, the rare flagged records completed on the host."""
+    n = values.size
+    code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
+    out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
+    if bool(pending):
+        words = ThreefryWords(key, (n,), start)
+        k0, k1, s0 = int(words._k0), int(words._k1), int(start)
+        code = np.asarray(code)
+        z = fast.resolve_on_host(code >> 8, (code & 1) == 1, lambda i: lambda j: fast.threefry_word(k0, k1, j, s0 + i),
+                                 t, shift)
+        out, _ = _lattice_out(values, jnp.asarray(np.asarray(z, np.int64) * 256), g=g, unit=unit, out_dtype=out_dtype)
+    return out
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
@@ -320,9 +342,8 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
             if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
                 raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
                                  f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
-            out = _threefry_laplace_release(key, jnp.uint32(start), values, t=int(param.flat[0]),
-                                            shift=int(shift.flat[0]), g=g0, unit=unit,
-                                            out_dtype=jnp.dtype(in_dt if unit else out_float))
+            out = _laplace_release(key, start, values, int(param.flat[0]), int(shift.flat[0]), g0, unit,
+                                   jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
     with jax.enable_x64(True):
         v = np.asarray(values)
