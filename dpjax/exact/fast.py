@@ -318,19 +318,19 @@ def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
     """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
     completed on the host by a callback that runs only when a record is flagged (jit-able)."""
     code = jax.lax.optimization_barrier(laplace_code(words, n, t, shift, bits))  # computed once, read twice
-    z, flag = code >> 8, (code & 1) == 1
-    records = words.records.reshape(-1)
+    r0 = words.records.reshape(-1)[0]  # ThreefryWords' records are r0, r0 + 1, ...
 
-    def host(z, flag, k0, k1, records):
-        k0, k1, records = int(k0), int(k1), np.asarray(records)
-        out = resolve_on_host(z, flag, lambda i: lambda j: threefry_word(k0, k1, j, int(records[i])), t, shift, bits)
+    def host(code, k0, k1, r0):
+        k0, k1, r0, code = int(k0), int(k1), int(r0), np.asarray(code)
+        out = resolve_on_host(code >> 8, (code & 1) == 1, lambda i: lambda j: threefry_word(k0, k1, j, r0 + i), t, shift,
+                              bits)
         out = np.asarray(out, np.int64).view(np.uint64)
         # two uint32 halves: the callback thread may run without x64, where an int64 result would be narrowed
         return (out >> np.uint64(32)).astype(np.uint32), (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
-    def fix(args):
-        half = jax.ShapeDtypeStruct(z.shape, jnp.uint32)
-        hi, lo = jax.pure_callback(host, (half, half), *args)
+    def fix(code):
+        half = jax.ShapeDtypeStruct(code.shape, jnp.uint32)
+        hi, lo = jax.pure_callback(host, (half, half), code, words._k0, words._k1, r0)
         return ((hi.astype(jnp.uint64) << _U64(32)) | lo.astype(jnp.uint64)).astype(jnp.int64)
 
-    return jax.lax.cond(jnp.any(flag), fix, lambda args: args[0], (z, flag, words._k0, words._k1, records))
+    return jax.lax.cond(jnp.any((code & 1) == 1), fix, lambda code: code >> 8, code)
