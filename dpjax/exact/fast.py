@@ -127,19 +127,18 @@ def dl_tables(t, shift, bits=CHUNK_BITS):
 
 
 #: guide tables: bucket k of the top GUIDE_BITS bits of a word holds the thresholds [guide[k], guide[k+1])
-GUIDE_BITS = 13
+GUIDE_BITS = 14
 
 
 @functools.lru_cache(maxsize=64)
 def guides(t, shift, bits=CHUNK_BITS):
-    """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depth): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and
-    the binary-search depth that covers the widest bucket (a few steps instead of ``bits``)."""
+    """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depths): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and,
+    per chunk, the binary-search depth that covers its widest bucket (a few steps instead of ``bits``)."""
     ct, _, _ = dl_tables(t, shift, bits)
     starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
     g = np.stack([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct]).astype(np.int32)
     g = g.reshape(ct.shape[0], (1 << GUIDE_BITS) + 1)
-    span = int(np.max(np.diff(g, axis=1))) if ct.shape[0] else 0
-    return g, span.bit_length()
+    return g, tuple(int(np.max(np.diff(row))).bit_length() for row in g)
 
 
 def _count_le_guided(table, guide, depth, u):
@@ -173,7 +172,7 @@ _HOST_REJECT_LOG2_TAU = 11
 _MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
 
 
-def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide=None, depth=0):
+def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide, depth):
     """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
     XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
     u = words(0)
@@ -184,7 +183,7 @@ def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide=None, depth=
     flag = old_flag | jnp.any(v[..., None] == htab, axis=-1) | (h == htab.shape[0])
     g = h << m
     for j in range(chunks.shape[0]):
-        c, tie = _count_le_guided(chunks[j], guide[j], depth, words(1 + j))
+        c, tie = _count_le_guided(chunks[j], guide[j], depth[j], words(1 + j))
         g = g + (c.astype(jnp.int64) << (bits * j))
         flag = flag | tie
     rejected = neg & (g == 0)
