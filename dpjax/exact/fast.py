@@ -90,9 +90,9 @@ class _Law:
         x = mpmath.iv.mpf(2) ** (power + self.shift) / self.t
         return mpmath.iv.exp(-x)
 
-    def chunk_cdf(self, j, c, bits):
-        r = self._r(bits * j)
-        return (1 - r ** (c + 1)) / (1 - r ** (1 << bits))
+    def chunk_cdf(self, offset, c, width):  # chunk of bits offset .. offset + width − 1
+        r = self._r(offset)
+        return (1 - r ** (c + 1)) / (1 - r ** (1 << width))
 
     def h_tail(self, m, k):  # P(H ≥ k) = R^k
         return self._r(m) ** k
@@ -109,15 +109,24 @@ def _threshold(fn, scale_bits):
 
 
 @functools.lru_cache(maxsize=64)
+def chunk_layout(t, shift, bits=CHUNK_BITS):
+    """(offsets, widths) of the chunks of G mod 2^m: m = ⌈log2 τ + 1⌉ bits (so R = q^(2^m) ≤ e^-2) split into
+    ⌈m/bits⌉ chunks of near-equal widths (no chunk wider than the law needs: short, well-spread tables)."""
+    m = max(0, math.ceil(math.log2(int(t)) - int(shift) + 1))
+    k = -(-m // bits)
+    widths = tuple(m // k + (1 if j < m % k else 0) for j in range(k)) if k else ()
+    return tuple(sum(widths[:j]) for j in range(k)), widths
+
+
+@functools.lru_cache(maxsize=64)
 def dl_tables(t, shift, bits=CHUNK_BITS):
-    """(chunk thresholds uint64 [nchunks, 2^B − 1], H thresholds uint64 [K] (63-bit), m) for τ = t/2^shift."""
+    """(chunk thresholds: a tuple of uint64 [2^w_j − 1], H thresholds uint64 [K] (63-bit), m) for τ = t/2^shift."""
     t, shift = int(t), int(shift)
     law = _Law(t, shift)
-    log2_tau = math.log2(t) - shift
-    nchunks = max(0, math.ceil((log2_tau + 1) / bits))
-    m = bits * nchunks
-    chunks = np.array([[_threshold(lambda j=j, c=c: law.chunk_cdf(j, c, bits), 64) for c in range((1 << bits) - 1)]
-                       for j in range(nchunks)], dtype=_U64).reshape(nchunks, (1 << bits) - 1)
+    offsets, widths = chunk_layout(t, shift, bits)
+    m = sum(widths)
+    chunks = tuple(np.array([_threshold(lambda o=o, c=c, w=w: law.chunk_cdf(o, c, w), 64) for c in range((1 << w) - 1)],
+                            dtype=_U64) for o, w in zip(offsets, widths))
     h = []
     for k in range(1, 200):
         h.append(_threshold(lambda k=k: law.h_tail(m, k), 63))
@@ -136,8 +145,8 @@ def guides(t, shift, bits=CHUNK_BITS):
     per chunk, the binary-search depth that covers its widest bucket (a few steps instead of ``bits``)."""
     ct, _, _ = dl_tables(t, shift, bits)
     starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
-    g = np.stack([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct]).astype(np.int32)
-    g = g.reshape(ct.shape[0], (1 << GUIDE_BITS) + 1)
+    g = np.array([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct], np.int32)
+    g = g.reshape(len(ct), (1 << GUIDE_BITS) + 1)
     return g, tuple(int(np.max(np.diff(row))).bit_length() for row in g)
 
 
@@ -172,7 +181,7 @@ _HOST_REJECT_LOG2_TAU = 11
 _MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
 
 
-def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide, depth):
+def _attempt(words, chunks, htab, m, offsets, attempt, old_flag, guide, depth):
     """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
     XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
     u = words(0)
@@ -182,9 +191,9 @@ def _attempt(words, chunks, htab, m, bits, attempt, old_flag, guide, depth):
     h = jnp.sum(v[..., None] < htab, axis=-1).astype(jnp.int64)
     flag = old_flag | jnp.any(v[..., None] == htab, axis=-1) | (h == htab.shape[0])
     g = h << m
-    for j in range(chunks.shape[0]):
+    for j in range(len(chunks)):
         c, tie = _count_le_guided(chunks[j], guide[j], depth[j], words(1 + j))
-        g = g + (c.astype(jnp.int64) << (bits * j))
+        g = g + (c.astype(jnp.int64) << offsets[j])
         flag = flag | tie
     rejected = neg & (g == 0)
     flag = flag | (rejected & (attempt >= _MAX_ATTEMPT))
@@ -208,13 +217,14 @@ def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
     rejected record tries again with its next words (the while loop gathers the rejected records,
     a 64th of the batch at a time), so a record's output depends on its own words only."""
     ct, ht, m = dl_tables(int(t), int(shift), bits)
-    chunks, htab = jnp.asarray(ct), jnp.asarray(ht)
+    offsets = chunk_layout(int(t), int(shift), bits)[0]
+    chunks, htab = tuple(jnp.asarray(r) for r in ct), jnp.asarray(ht)
     gd, depth = guides(int(t), int(shift), bits)
     gd = jnp.asarray(gd)
-    width = 1 + ct.shape[0]
+    width = 1 + len(ct)
     records = words.records.reshape(-1)
     zero = jnp.zeros((), jnp.int64)
-    code = _attempt(lambda w: words(w, records), chunks, htab, m, bits, zero, jnp.zeros((), bool), gd, depth)
+    code = _attempt(lambda w: words(w, records), chunks, htab, m, offsets, zero, jnp.zeros((), bool), gd, depth)
     if int(t) >> int(shift) >= 1 << _HOST_REJECT_LOG2_TAU:
         # a rejection ((1 − q)/2 < 2^-12 per record) is as rare as a tie: the host completes it (exact_record
         # runs the same tries), and no while loop holds the batch
@@ -226,7 +236,7 @@ def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
         safe = jnp.where(idx < n, idx, 0)
         old = code[safe]
         a = ((old >> 2) & 63) + 1
-        new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, bits, a,
+        new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, offsets, a,
                        (old & 1) == 1, gd, depth)
         return code.at[idx].set(new, mode="drop")
 
@@ -257,41 +267,50 @@ class _Uniform:
                 self.words.append(self.ext(len(self.words)))
 
 
+def _ext_of(word, j):
+    return lambda d: word(EXT_BASE + 64 * j + d)
+
+
+def _exact_try(word, base, t, shift, bits):
+    """One discrete Laplace try from words base, base + 1, ...: (z, rejected), every comparison exact."""
+    ct, ht, m = dl_tables(int(t), int(shift), bits)
+    offsets, widths = chunk_layout(int(t), int(shift), bits)
+    law = _Law(t, shift)
+    u = word(base)
+    neg = u >> 63
+    v = u & ((1 << 63) - 1)
+    U2 = _Uniform(v, 63, _ext_of(word, base))
+    h = 0
+    while True:  # H = #{k ≥ 1 : U₂ < R^k}, R^k decreasing
+        k = h + 1
+        if k <= len(ht) and v != int(ht[k - 1]):
+            less = v < int(ht[k - 1])
+        else:
+            less = U2.less(lambda k=k: law.h_tail(m, k))
+        if not less:
+            break
+        h = k
+    g = h << m
+    for j in range(len(ct)):
+        w = word(base + 1 + j)
+        tab = ct[j]
+        c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
+        Uc = _Uniform(w, 64, _ext_of(word, base + 1 + j))
+        while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, j=j: law.chunk_cdf(offsets[j], c, widths[j])):
+            c += 1
+        g += c << offsets[j]
+    return (-g if neg else g), bool(neg and g == 0)
+
+
 def exact_record(word, t, shift, bits=CHUNK_BITS):
     """One discrete Laplace draw from the word stream ``word(j)`` (ints in [0, 2^64)), every comparison
     exact: the device's function of the stream, without its ties/table limit."""
-    ct, ht, m = dl_tables(int(t), int(shift), bits)
-    law = _Law(t, shift)
-    width = 1 + ct.shape[0]
+    width = 1 + len(dl_tables(int(t), int(shift), bits)[0])
     a = 0
     while True:
-        def ext_of(j):
-            return lambda d: word(EXT_BASE + 64 * j + d)
-
-        u = word(a * width)
-        neg = u >> 63
-        U2 = _Uniform(u & ((1 << 63) - 1), 63, ext_of(a * width))
-        h = 0
-        while True:  # H = #{k ≥ 1 : U₂ < R^k}, R^k decreasing
-            k = h + 1
-            if k <= len(ht) and (u & ((1 << 63) - 1)) != int(ht[k - 1]):
-                less = (u & ((1 << 63) - 1)) < int(ht[k - 1])
-            else:
-                less = U2.less(lambda k=k: law.h_tail(m, k))
-            if not less:
-                break
-            h = k
-        g = h << m
-        for j in range(ct.shape[0]):
-            w = word(a * width + 1 + j)
-            tab = ct[j]
-            c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
-            Uc = _Uniform(w, 64, ext_of(a * width + 1 + j))
-            while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, j=j: law.chunk_cdf(j, c, bits)):
-                c += 1
-            g += c << (bits * j)
-        if not (neg and g == 0):
-            return -g if neg else g
+        z, rejected = _exact_try(word, a * width, t, shift, bits)
+        if not rejected:
+            return z
         a += 1
 
 
@@ -333,3 +352,118 @@ def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
         return ((hi.astype(jnp.uint64) << _U64(32)) | lo.astype(jnp.uint64)).astype(jnp.int64)
 
     return jax.lax.cond(jnp.any((code & 1) == 1), fix, lambda code: code >> 8, code)
+
+
+# -- the discrete Gaussian: CKS Algorithm 3 with a fast proposal and an acceptance table -------------
+#: acceptance thresholds are tabulated for |y| below this many t (a proposal beyond: probability e^-24)
+_DG_SPAN = 24
+#: exp(−x) < 2^-64 for x above this (so ⌊2^64 exp(−x)⌋ = 0 without computing it)
+_X_ZERO = Fraction(4437, 100)  # 64 ln 2 = 44.36...
+
+
+def _isqrt_plus_one(n):
+    return math.isqrt(int(n)) + 1
+
+
+@functools.lru_cache(maxsize=16)
+def dg_table(n):
+    """A[y] = ⌊2^64 exp(−(y t − n)²/(2 n t²))⌋ for y in [0, _DG_SPAN·t), t = ⌊√n⌋ + 1 (CKS Algorithm 3's
+    acceptance probability of a proposal ±y): decimal exp at 60 digits (correctly rounded, relative error
+    < 10^-55 after the rounding of x), widened to an interval; an interval that straddles an integer is
+    recomputed in ``mpmath.iv`` arithmetic; x > 64 ln 2 gives 0 exactly."""
+    import decimal
+
+    n = int(n)
+    t = _isqrt_plus_one(n)
+    ctx = decimal.Context(prec=60)
+    two64 = decimal.Decimal(2) ** 64
+    eps = decimal.Decimal(10) ** -50
+    out = np.zeros(_DG_SPAN * t, np.uint64)
+    for y in range(_DG_SPAN * t):
+        x = Fraction((y * t - n) ** 2, 2 * n * t * t)
+        if x > _X_ZERO:
+            continue
+        v = ctx.exp(ctx.divide(-decimal.Decimal(x.numerator), decimal.Decimal(x.denominator)))
+        lo, hi = ctx.multiply(v * (1 - eps), two64), ctx.multiply(v * (1 + eps), two64)
+        a, b = int(lo.to_integral_value(decimal.ROUND_FLOOR)), int(hi.to_integral_value(decimal.ROUND_FLOOR))
+        if a != b:
+            a = _threshold(lambda x=x: mpmath.iv.exp(-mpmath.iv.mpf(x.numerator) / x.denominator), 64)
+        out[y] = a
+    return out
+
+
+_DG_MAX_ATTEMPT = 63
+#: tries drawn for every record at once (all fail with probability ≈ 0.3^K; those continue in a while loop)
+DG_OVERSAMPLE = 3
+
+
+def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
+    """Discrete Gaussian of integer variance ``nvar`` for ``n`` records, packed like :func:`laplace_code`
+    (z = code >> 8, flagged = code & 1). Try b of a record: a discrete Laplace try of scale t (words
+    b·W + 0..W−2, W = nchunks + 2) and an acceptance word b·W + W − 1 compared with A[|y|]; a rejected
+    Laplace sign or acceptance fails the try (both are rejection steps: restarting is the same law)."""
+    t = _isqrt_plus_one(nvar)
+    ct, ht, m = dl_tables(t, 0, bits)
+    offsets = chunk_layout(t, 0, bits)[0]
+    chunks, htab = tuple(jnp.asarray(r) for r in ct), jnp.asarray(ht)
+    gd, depth = guides(t, 0, bits)
+    gd = jnp.asarray(gd)
+    acc = jnp.asarray(dg_table(nvar))
+    span = acc.shape[0]
+    width = 2 + len(ct)
+    records = words.records.reshape(-1)
+
+    def attempt(b, recs, old_flag):
+        base = b.astype(jnp.uint32) * width
+        code = _attempt(lambda w: words(base + w, recs), chunks, htab, m, offsets, b, old_flag, gd, depth)
+        code = jax.lax.optimization_barrier(code)  # computed once (XLA would re-run the try per consumer)
+        z = code >> 8
+        y = jnp.abs(z)
+        inside = y < span
+        thr = acc[jnp.where(inside, y, 0)]
+        u = words(base + width - 1, recs)
+        flag = ((code & 1) == 1) | ~inside | (u == thr)
+        failed = ((code & 2) == 2) | (u > thr)
+        flag = flag | (failed & (b >= _DG_MAX_ATTEMPT))
+        failed = failed & ~flag
+        return z * 256 + b.astype(jnp.int64) * 4 + failed.astype(jnp.int64) * 2 + flag.astype(jnp.int64)
+
+    # the oversampled batch: tries 0..K−1 of every record at once, the first that did not fail kept (a flagged
+    # try does not fail: the record goes to the host, which replays its tries in order)
+    code = attempt(jnp.asarray(DG_OVERSAMPLE - 1, jnp.int64), records, jnp.zeros((), bool))
+    for b in reversed(range(DG_OVERSAMPLE - 1)):
+        try_b = attempt(jnp.asarray(b, jnp.int64), records, jnp.zeros((), bool))
+        code = jnp.where((try_b & 2) == 2, code, try_b)
+    size = min(n, max(n // 16, 256))
+
+    def body(code):
+        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
+        safe = jnp.where(idx < n, idx, 0)
+        old = code[safe]
+        new = attempt(((old >> 2) & 63) + 1, records[safe], (old & 1) == 1)
+        return code.at[idx].set(new, mode="drop")
+
+    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+
+
+def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
+    """The host's exact version of :func:`gaussian_code` for one record's word stream."""
+    t = _isqrt_plus_one(nvar)
+    width = 2 + len(dl_tables(t, 0, bits)[0])
+    acc = dg_table(nvar)
+    b = 0
+    while True:
+        base = b * width
+        z, rejected = _exact_try(word, base, t, 0, bits)
+        if not rejected:
+            y = abs(z)
+            u = word(base + width - 1)
+            if y < acc.size and u != int(acc[y]):
+                accept = u < int(acc[y])
+            else:
+                x = Fraction((y * t - nvar) ** 2, 2 * nvar * t * t)
+                accept = _Uniform(u, 64, _ext_of(word, base + width - 1)).less(
+                    lambda x=x: mpmath.iv.exp(-mpmath.iv.mpf(x.numerator) / x.denominator))
+            if accept:
+                return z
+        b += 1
