@@ -335,14 +335,29 @@ def threefry_word(k0, k1, j, i):
 def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
     """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
     completed on the host by a callback that runs only when a record is flagged (jit-able)."""
-    code = jax.lax.optimization_barrier(laplace_code(words, n, t, shift, bits))  # computed once, read twice
+    return _threefry_complete(words, laplace_code(words, n, t, shift, bits), lambda w: exact_record(w, t, shift, bits))
+
+
+def threefry_gaussian(words, n, nvar, bits=CHUNK_BITS):
+    """:func:`gaussian_code` on :class:`~dpjax.exact.bits.ThreefryWords`, completed like :func:`threefry_laplace`."""
+    return _threefry_complete(words, gaussian_code(words, n, nvar, bits), lambda w: exact_gaussian_record(w, nvar, bits))
+
+
+def complete_codes(code, k0, k1, r0, record_fn):
+    """z of packed codes, the flagged records recomputed exactly on the host from their Threefry words."""
+    code = np.asarray(code)
+    z = code >> 8
+    for i in np.nonzero((code & 1) == 1)[0]:
+        z[i] = record_fn(lambda j, i=int(i): threefry_word(k0, k1, j, r0 + i))
+    return z
+
+
+def _threefry_complete(words, code, record_fn):
+    code = jax.lax.optimization_barrier(code)  # computed once, read twice
     r0 = words.records.reshape(-1)[0]  # ThreefryWords' records are r0, r0 + 1, ...
 
     def host(code, k0, k1, r0):
-        k0, k1, r0, code = int(k0), int(k1), int(r0), np.asarray(code)
-        out = resolve_on_host(code >> 8, (code & 1) == 1, lambda i: lambda j: threefry_word(k0, k1, j, r0 + i), t, shift,
-                              bits)
-        out = np.asarray(out, np.int64).view(np.uint64)
+        out = complete_codes(code, int(k0), int(k1), int(r0), record_fn).astype(np.int64).view(np.uint64)
         # two uint32 halves: the callback thread may run without x64, where an int64 result would be narrowed
         return (out >> np.uint64(32)).astype(np.uint32), (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
@@ -394,7 +409,7 @@ def dg_table(n):
 
 _DG_MAX_ATTEMPT = 63
 #: tries drawn for every record at once (all fail with probability ≈ 0.3^K; those continue in a while loop)
-DG_OVERSAMPLE = 3
+DG_OVERSAMPLE = 2
 
 
 def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
@@ -426,7 +441,8 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
         failed = ((code & 2) == 2) | (u > thr)
         flag = flag | (failed & (b >= _DG_MAX_ATTEMPT))
         failed = failed & ~flag
-        return z * 256 + b.astype(jnp.int64) * 4 + failed.astype(jnp.int64) * 2 + flag.astype(jnp.int64)
+        return jax.lax.optimization_barrier(
+            z * 256 + b.astype(jnp.int64) * 4 + failed.astype(jnp.int64) * 2 + flag.astype(jnp.int64))
 
     # the oversampled batch: tries 0..K−1 of every record at once, the first that did not fail kept (a flagged
     # try does not fail: the record goes to the host, which replays its tries in order)
@@ -436,14 +452,24 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
         code = jnp.where((try_b & 2) == 2, code, try_b)
     size = min(n, max(n // 16, 256))
 
-    def body(code):
-        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
-        safe = jnp.where(idx < n, idx, 0)
-        old = code[safe]
-        new = attempt(((old >> 2) & 63) + 1, records[safe], (old & 1) == 1)
-        return code.at[idx].set(new, mode="drop")
+    def failed(c):
+        return (c & 2) == 2
 
-    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+    def body(code):
+        # gather the stragglers once, run their next tries on the compact batch until all are done, scatter back
+        (idx,) = jnp.nonzero(failed(code), size=size, fill_value=n)
+        safe = jnp.where(idx < n, idx, 0)
+        sub = jnp.where(idx < n, code[safe], 0)
+        recs = records[safe]
+
+        def step(sub):
+            new = attempt(((sub >> 2) & 63) + 1, recs, (sub & 1) == 1)
+            return jnp.where(failed(sub), new, sub)
+
+        sub = jax.lax.while_loop(lambda c: jnp.any(failed(c)), step, sub)
+        return code.at[idx].set(sub, mode="drop")
+
+    return jax.lax.while_loop(lambda c: jnp.any(failed(c)), body, code)
 
 
 def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):

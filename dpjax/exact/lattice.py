@@ -249,17 +249,26 @@ def _lattice_out(v, code, *, g, unit, out_dtype):
     return ((index + noise).astype(jnp.float64) * g).astype(out_dtype), pending
 
 
-def _laplace_release(key, start, values, t, shift, g, unit, out_dtype):
-    """The one-scale Laplace lattice release: device codes, the rare flagged records completed on the host."""
+@functools.partial(jax.jit, static_argnames=("n", "nvar"))
+def _threefry_gaussian_code(key, start, *, n, nvar):
+    """The fixed-trip discrete Gaussian of variance nvar for n records, packed (:func:`fast.gaussian_code`)."""
+    return fast.gaussian_code(ThreefryWords(key, (n,), start), n, nvar)
+
+
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
+    """The one-scale lattice release (discrete Laplace t/2^shift, or discrete Gaussian of variance t): device
+    codes and one elementwise jit; the rare flagged records completed exactly on the host."""
     n = values.size
-    code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
+    if kind == "dl":
+        code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
+        record_fn = lambda w: fast.exact_record(w, t, shift)  # noqa: E731
+    else:
+        code = _threefry_gaussian_code(key, jnp.uint32(start), n=n, nvar=t)
+        record_fn = lambda w: fast.exact_gaussian_record(w, t)  # noqa: E731
     out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
     if bool(pending):
         words = ThreefryWords(key, (n,), start)
-        k0, k1, s0 = int(words._k0), int(words._k1), int(start)
-        code = np.asarray(code)
-        z = fast.resolve_on_host(code >> 8, (code & 1) == 1, lambda i: lambda j: fast.threefry_word(k0, k1, j, s0 + i),
-                                 t, shift)
+        z = fast.complete_codes(code, int(words._k0), int(words._k1), int(start), record_fn)
         out, _ = _lattice_out(values, jnp.asarray(np.asarray(z, np.int64) * 256), g=g, unit=unit, out_dtype=out_dtype)
     return out
 
@@ -334,7 +343,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(np.asarray(lat.param), shape)
     shift = np.broadcast_to(np.asarray(lat.shift), shape)
-    if (kind == "dl" and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
+    if (kind in ("dl", "dg") and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
             and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
@@ -342,8 +351,8 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
             if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
                 raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
                                  f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
-            out = _laplace_release(key, start, values, int(param.flat[0]), int(shift.flat[0]), g0, unit,
-                                   jnp.dtype(in_dt if unit else out_float))
+            out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
+                                jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
     with jax.enable_x64(True):
         v = np.asarray(values)

@@ -284,7 +284,15 @@ def discrete_laplace(words, shape, t, shift=0, budget=None):
 
 
 def discrete_gaussian(words, shape, n, budget=None):
-    """Discrete Gaussian, pmf ∝ exp(−z²/(2n)), int64 of ``shape`` (CKS Algorithm 3)."""
+    """Discrete Gaussian, pmf ∝ exp(−z²/(2n)), int64 of ``shape`` (CKS Algorithm 3).
+
+    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.fast`."""
+    from dpjax.exact.bits import ThreefryWords
+    from dpjax.exact.fast import threefry_gaussian
+
+    if isinstance(words, ThreefryWords) and budget is None and np.ndim(n) == 0:
+        _check_range("n (sigma^2)", np.asarray(n, np.uint64), 1, 2**24)
+        return threefry_gaussian(words, int(np.prod(shape)), int(n)).reshape(shape)
     params = gaussian_params(n, shape)
     return run_machine("dg", params, _init(shape, _U), words, DEFAULT_BUDGET["dg"] if budget is None else budget)
 
