@@ -324,5 +324,70 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
     x = jnp.arange(-1000, 1000, dtype=jnp.int32)
     key = jax.random.key(4)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
+    jax.clear_caches()  # the route is fixed when the release compiles
     monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
-    np.testing.assert_array_equal(plain, np.asarray(dpjax.release(key, x, mech, numerics="exact")))
+    try:
+        lat = mech.exact_lattice()
+        with jax.enable_x64(True):
+            code = np.asarray(fast.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
+        assert (code & 1).sum() > 100  # the host path really runs
+        forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
+    finally:
+        jax.clear_caches()
+    np.testing.assert_array_equal(plain, forced)
+
+
+# -- the fixed-trip discrete Gaussian ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nvar", [5, 2**22 + 77])
+def test_fast_gaussian_device_equals_exact_host_path(nvar):
+    from dpjax.exact import fast
+
+    n = 40
+    with jax.enable_x64(True):
+        words = ThreefryWords(jax.random.key(6), (n,))
+        code = np.asarray(jax.jit(lambda: fast.gaussian_code(words, n, nvar))())
+        k0, k1 = int(words._k0), int(words._k1)
+    assert not (code & 1).any()
+    host = [fast.exact_gaussian_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
+    np.testing.assert_array_equal(code >> 8, host)
+
+
+def test_fast_gaussian_acceptance_table_is_exact():
+    """A[y] = ⌊2^64 exp(−(y t − n)²/(2 n t²))⌋, checked against 200-digit decimal arithmetic."""
+    import decimal
+
+    from dpjax.exact import fast
+
+    nvar = 1000
+    t = math.isqrt(nvar) + 1
+    table = fast.dg_table(nvar)
+    ctx = decimal.Context(prec=200)
+    for y in (0, 1, t, 3 * t, 7 * t, len(table) - 1):
+        x = ctx.divide(decimal.Decimal((y * t - nvar) ** 2), decimal.Decimal(2 * nvar * t * t))
+        want = int(ctx.multiply(ctx.exp(-x), decimal.Decimal(2**64)).to_integral_value(rounding=decimal.ROUND_FLOOR))
+        assert int(table[y]) == min(want, 2**64 - 1)
+
+
+def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
+    """Proposals past the acceptance table go to the host (forced for |y| ≥ t here): same release."""
+    from dpjax.exact import fast
+
+    mech = dpjax.Gaussian(3.0)
+    x = jnp.linspace(-50, 50, 100, dtype=jnp.float32)
+    key = jax.random.key(8)
+    plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
+    fast.dg_table.cache_clear()
+    jax.clear_caches()  # the tables are constants of the compiled release
+    monkeypatch.setattr(fast, "_DG_SPAN", 1)
+    try:
+        nvar = int(mech.exact_lattice().param)
+        with jax.enable_x64(True):
+            code = np.asarray(fast.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
+        assert (code & 1).sum() > 10  # the host path really runs
+        forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
+    finally:
+        fast.dg_table.cache_clear()
+        jax.clear_caches()
+    np.testing.assert_array_equal(plain, forced)
