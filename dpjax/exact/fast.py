@@ -1,14 +1,14 @@
-r"""Fixed-trip discrete Laplace: a few table look-ups per record, exact integer comparisons only.
+r"""Fixed-trip discrete Laplace and Gaussian: a few table look-ups per record, exact integer comparisons only.
 
 The law. For τ = t/2^shift the discrete Laplace has pmf ∝ q^|z|, q = exp(−1/τ) (CKS Algorithm 2's
 output law). It is drawn as Z = ±G with a fair sign and G ~ Geometric(q) (P(G = k) = (1 − q) q^k),
 rejecting (−, 0) and drawing again (CKS's own sign step). The binary digits of a geometric
 variable are independent, so G splits into independent parts:
 
-* G mod 2^m as ``nchunks`` chunks of ``CHUNK_BITS`` bits: chunk j is c_j ∈ [0, 2^B) with
-  P(c_j = c) ∝ r_j^c, r_j = q^(2^(Bj)) (a truncated geometric), so
-  F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^B));
-* H = G >> m ~ Geometric(R), R = q^(2^m) ≤ e^−2 (m = B·nchunks ≥ log2 τ + 1): P(H ≥ k) = R^k.
+* G mod 2^m, m = ⌈log2 τ + 1⌉, as chunks of near-equal widths w_j ≤ ``CHUNK_BITS`` at bit offsets
+  o_j (:func:`chunk_layout`): chunk j is c_j ∈ [0, 2^w_j) with P(c_j = c) ∝ r_j^c,
+  r_j = q^(2^o_j) (a truncated geometric), so F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^w_j));
+* H = G >> m ~ Geometric(R), R = q^(2^m) ≤ e^−2: P(H ≥ k) = R^k.
 
 Each part is an inverse-CDF draw from one uniform U ∈ [0, 1): c_j = min{c : U < F_j(c)}, and
 H = #{k ≥ 1 : U₂ < R^k} where the H word's top bit is the sign and its other 63 bits start U₂.
@@ -18,17 +18,28 @@ The host computes, once per (t, shift), the integer thresholds T = ⌊2^64 F⌋ 
 in rigorous interval arithmetic (``mpmath.iv``, precision raised until the floor is certain).
 Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and U ≥ u/2^64): every
 device decision is an integer comparison that is *correct*, not approximate. Only ``u == T`` (a
-tie, probability ≤ 2^B·2^−64 per word) leaves the comparison open, and so does H ≥ K (past the
+tie, probability ≤ 2^w·2^−64 per word) leaves the comparison open, and so does H ≥ K (past the
 table, probability ≤ 2^−40). The device flags those records; :func:`resolve_on_host` recomputes
 each flagged record from its own words, deciding every open comparison with further words of
 the same record against interval bounds of F at growing precision (terminates with probability
 1). Device and host compute the same function of the record's word stream, so the output law is
-exactly the discrete Laplace — no truncation, nothing charged to δ.
+exactly the discrete Laplace — no truncation. (Word indices are 32-bit: a record would need
+more than 2^25 words, after millions of rejected tries at probability ≤ 1/2 each, before any word
+were reused — a deviation below 2^(−10^6), not representable in any reported δ.)
 
-**Cost.** ``nchunks + 1`` words and ``B·nchunks`` table look-ups per record (τ ∈ [2^20, 2^21]:
-two 11-bit chunks, three words); rejected records (probability (1 − q)/2) run again with their
+**Cost.** ``nchunks + 1`` words per record and, per chunk, one guide-table look-up (bucket of the
+word's top 14 bits) plus a binary search as deep as the widest bucket — one step at the lattice
+scales (τ ∈ [2^20, 2^21]: chunks of 11 and 10 bits, three words); rejected records (probability (1 − q)/2) run again with their
 next words in a ``lax.while_loop`` over the few stragglers (τ < 2^11), or, where a rejection is
 as rare as a tie (τ ≥ 2^11, probability < 2^-12), on the host with the flagged records.
+
+**Discrete Gaussian** (:func:`gaussian_code`, CKS Algorithm 3): a try is one discrete Laplace try of
+scale t = ⌊√n⌋ + 1 plus one acceptance word compared with A[|y|] = ⌊2^64 exp(−(|y|t − n)²/(2nt²))⌋
+(:func:`dg_table`, exact floors; |y| ≥ 24t, probability e^−24, and ties go to the host, whose
+:func:`exact_gaussian_record` decides them with further words against ``mpmath.iv`` bounds). A
+failed sign or acceptance restarts the try (rejection sampling: the same law). Two tries per
+record are drawn at once and the first that did not fail is kept; the ≈ 6 % left run their next
+tries gathered in a compact batch.
 """
 
 from __future__ import annotations
@@ -43,7 +54,9 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "dl_tables", "discrete_laplace_fast", "resolve_on_host", "EXT_BASE"]
+__all__ = ["CHUNK_BITS", "chunk_layout", "dl_tables", "discrete_laplace_fast", "laplace_code", "resolve_on_host",
+           "dg_table", "gaussian_code", "exact_record", "exact_gaussian_record", "threefry_laplace", "threefry_gaussian",
+           "EXT_BASE"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11

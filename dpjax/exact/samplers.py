@@ -8,7 +8,8 @@ with integer comparisons only (no float enters an accept/reject decision):
 * :func:`discrete_laplace` — pmf ∝ exp(−|z|·s/t) for integers t, s = 2^shift (CKS Algorithm 2;
   for one scale and Threefry words, the fixed-trip table sampler of :mod:`dpjax.exact.fast`);
 * :func:`discrete_gaussian` — pmf ∝ exp(−z²/(2n)) for an integer variance n (CKS Algorithm 3,
-  rejection from the discrete Laplace of scale t = ⌊√n⌋ + 1);
+  rejection from the discrete Laplace of scale t = ⌊√n⌋ + 1; for one n and Threefry words, the
+  fixed-trip version of :mod:`dpjax.exact.fast`);
 * :func:`randomized_response` — keep the category iff a word is below an integer threshold,
   otherwise a uniform other category (Lemire's multiply-shift with rejection).
 
