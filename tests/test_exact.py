@@ -252,11 +252,11 @@ def test_fast_laplace_tie_is_decided_by_further_words():
     from dpjax.exact import fast
 
     t, shift = 3, 0
-    chunks, h, m = fast.dl_tables(t, shift)
+    chunks, h, _ = fast.dl_tables(t, shift)
     c = 2
     tie = int(chunks[0][c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
-        def word(j):
+        def word(j, ext=ext):
             if j == 0:
                 return int(h[0]) + 1  # sign +, H = 0 (strictly above S_1)
             if j == 1:
@@ -309,7 +309,7 @@ def test_fast_laplace_host_completion_equals_device_retries(monkeypatch):
         key = jax.random.key(9)
         device = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
         monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
-        z, flag = jax.jit(lambda k: fast.discrete_laplace_fast(ThreefryWords(k, (n,)), n, t, 0))(key)
+        _, flag = jax.jit(lambda k: fast.discrete_laplace_fast(ThreefryWords(k, (n,)), n, t, 0))(key)
         assert np.asarray(flag).sum() > 100  # the host path really runs
         host = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
     np.testing.assert_array_equal(device, host)

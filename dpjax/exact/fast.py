@@ -54,9 +54,9 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "chunk_layout", "dl_tables", "discrete_laplace_fast", "laplace_code", "resolve_on_host",
-           "dg_table", "gaussian_code", "exact_record", "exact_gaussian_record", "threefry_laplace", "threefry_gaussian",
-           "EXT_BASE"]
+__all__ = ["CHUNK_BITS", "EXT_BASE", "chunk_layout", "dg_table", "discrete_laplace_fast", "dl_tables",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "resolve_on_host",
+           "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11

@@ -259,12 +259,13 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
     """The one-scale lattice release (discrete Laplace t/2^shift, or discrete Gaussian of variance t): device
     codes and one elementwise jit; the rare flagged records completed exactly on the host."""
     n = values.size
+    def record_fn(word):
+        return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+
     if kind == "dl":
         code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
-        record_fn = lambda w: fast.exact_record(w, t, shift)  # noqa: E731
     else:
         code = _threefry_gaussian_code(key, jnp.uint32(start), n=n, nvar=t)
-        record_fn = lambda w: fast.exact_gaussian_record(w, t)  # noqa: E731
     out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
     if bool(pending):
         words = ThreefryWords(key, (n,), start)
