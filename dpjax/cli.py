@@ -351,24 +351,50 @@ def _print_rows(names, true, released, labels, show, output):
         print(f"... {len(names) - show} more groups" + (f" in {output}" if output else ""))
 
 
-def _release_values(key, true, mech):
+def _release_values(key, true, mech, numerics="float"):
     """``dpjax.release`` of the group answers: floats through a continuous mechanism; for a
     discrete one, the rounded answers as integers end to end (int32, or int64 in an x64 context
-    where a sum does not fit int32 with room for the noise), never through a float."""
+    where a sum does not fit int32 with room for the noise), never through a float.
+    ``numerics="exact"``: the exact tier (integer-only noise on a lattice), float64 answers in."""
     import jax
 
     import dpjax
 
     if not mech.discrete:
+        if numerics == "exact":
+            with jax.enable_x64(True):
+                return np.asarray(dpjax.release(key, true.astype(np.float64), mech, numerics="exact"), dtype=float)
         return np.asarray(dpjax.release(key, true.astype(np.float32), mech), dtype=float)
     ints = np.round(true)
     if np.abs(ints).max() < 2**30:
-        return np.asarray(dpjax.release(key, ints.astype(np.int32), mech)).astype(np.int64)
+        return np.asarray(dpjax.release(key, ints.astype(np.int32), mech, numerics=numerics)).astype(np.int64)
     if np.abs(ints).max() >= 2**62:
         raise ValueError(f"--statistic: a group's answer {np.abs(ints).max():.3g} is beyond the "
                          "int64 range of a discrete release")
     with jax.enable_x64(True):
-        return np.asarray(dpjax.release(key, ints.astype(np.int64), mech))
+        return np.asarray(dpjax.release(key, ints.astype(np.int64), mech, numerics=numerics))
+
+
+def _numerics(requested, mech):
+    """(tier, mechanism accounted): the exact tier and ``mech.exact_lattice()`` (the mechanism actually
+    run) where ``mech`` has one, unless ``--numerics float``; ``--numerics exact`` on a mechanism
+    without an exact sampler is refused."""
+    if requested == "float":
+        return "float", mech
+    try:
+        return "exact", mech.exact_lattice()
+    except ValueError:
+        if requested == "exact":
+            raise
+        return "float", mech
+
+
+def _numerics_line(tier, mech, lattice) -> str:
+    if tier == "float":
+        return "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
+    g = float(np.asarray(lattice.granularity))
+    return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
+            f"{_describe(lattice.noise)} at the lattice sensitivity)")
 
 
 def build_composite(window, epsilon: float, activation: str = "rectangle", base: str = "uniform"):
@@ -451,8 +477,14 @@ def _release_command(args) -> int:
         releases = [("released", mech, None)]
     key = _key(args.seed)
     keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
-    released = [_release_values(k, true, mech) for k, (_, mech, _) in zip(keys, releases)]
-    privacy = None if args.mechanism == "boosted" else _privacy_spent(releases[0][1], sensitivity, args.delta)
+    if args.mechanism == "boosted":
+        if args.numerics == "exact":
+            releases[0][1].exact_lattice()  # refuses, naming the mechanism
+        tier, ran = "float", None
+    else:
+        tier, ran = _numerics(args.numerics, releases[0][1])
+    released = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
+    privacy = None if args.mechanism == "boosted" else _privacy_spent(ran, sensitivity, args.delta)
 
     labels = [label for label, _, _ in releases]
     if args.output:
@@ -470,10 +502,12 @@ def _release_command(args) -> int:
             extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
             print(f"{label}: {_describe(mech)}{extra}")
             print(f"  privacy: epsilon = {eps:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
+        print(_numerics_line("float", None, None))
     else:
         mech = releases[0][1]
         print(f"mechanism: {_describe(mech)}")
         print(f"privacy: {privacy}")
+        print(_numerics_line(tier, mech, ran))
         if args.mechanism in _MIXTURES:
             print(_mixture_line(mech, sensitivity))
     return 0
@@ -642,6 +676,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="public input window: values are clipped to it; every pair of it is neighbouring")
     k.add_argument("--activation", default="rectangle", help="rectangle (A1, default), half_sine (A2), triangle (A3)")
     k.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
+    r.add_argument("--numerics", choices=("exact", "float"),
+                   help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
+                        "mechanism has one) or float (idealized numerics; the default for boosted / mixture / custom)")
     r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
     r.add_argument("--output", help="write group,true,released rows to this CSV file")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.exact import samplers
+from dpjax.exact import fast, samplers
 from dpjax.exact.bits import HostBits, ThreefryWords
 from dpjax.mechanism import Mechanism, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
@@ -229,6 +229,51 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
+@functools.partial(jax.jit, static_argnames=("n", "t", "shift"))
+def _threefry_laplace_code(key, start, *, n, t, shift):
+    """The fixed-trip discrete Laplace of one scale t/2^shift for n records, packed (:func:`fast.laplace_code`)."""
+    return fast.laplace_code(ThreefryWords(key, (n,), start), n, t, shift)
+
+
+@functools.partial(jax.jit, static_argnames=("g", "unit", "out_dtype"))
+def _lattice_out(v, code, *, g, unit, out_dtype):
+    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two), and whether a
+    record of ``code`` awaits the host."""
+    noise = (code >> 8).reshape(v.shape)
+    pending = jnp.any((code & 1) == 1)
+    if unit:  # integers on ℤ: no rounding, no float
+        return (v.astype(jnp.int64) + noise).astype(out_dtype), pending
+    x = v.astype(jnp.float64) / g
+    f = jnp.floor(x)
+    index = (f + (x - f >= 0.5)).astype(jnp.int64)
+    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype), pending
+
+
+@functools.partial(jax.jit, static_argnames=("n", "nvar"))
+def _threefry_gaussian_code(key, start, *, n, nvar):
+    """The fixed-trip discrete Gaussian of variance nvar for n records, packed (:func:`fast.gaussian_code`)."""
+    return fast.gaussian_code(ThreefryWords(key, (n,), start), n, nvar)
+
+
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
+    """The one-scale lattice release (discrete Laplace t/2^shift, or discrete Gaussian of variance t): device
+    codes and one elementwise jit; the rare flagged records completed exactly on the host."""
+    n = values.size
+    def record_fn(word):
+        return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+
+    if kind == "dl":
+        code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
+    else:
+        code = _threefry_gaussian_code(key, jnp.uint32(start), n=n, nvar=t)
+    out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
+    if bool(pending):
+        words = ThreefryWords(key, (n,), start)
+        z = fast.complete_codes(code, int(words._k0), int(words._k1), int(start), record_fn)
+        out, _ = _lattice_out(values, jnp.asarray(np.asarray(z, np.int64) * 256), g=g, unit=unit, out_dtype=out_dtype)
+    return out
+
+
 @functools.partial(jax.jit, static_argnames=("kind",))
 def _host_block(params, state, block, *, kind):
     def step(i, s):
@@ -297,6 +342,19 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     kind = lat.sampler
     budget = samplers.DEFAULT_BUDGET[kind]
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
+    param = np.broadcast_to(np.asarray(lat.param), shape)
+    shift = np.broadcast_to(np.asarray(lat.shift), shape)
+    if (kind in ("dl", "dg") and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
+            and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
+        g0 = float(g.flat[0])
+        unit = bool(integer and g0 == 1.0)
+        with jax.enable_x64(True):
+            if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
+                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                                 f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
+            out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
+                                jnp.dtype(in_dt if unit else out_float))
+        return out.reshape(()) if squeeze else out
     with jax.enable_x64(True):
         v = np.asarray(values)
         if kind == "rr":
@@ -310,8 +368,6 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                                  f"(granularity {g.min()}), got {np.abs(v).max()}")
             f = np.floor(x)
             index = jnp.asarray((f + (x - f >= 0.5)).astype(np.int64))  # ⌊x/g + ½⌋, exactly
-        param = np.broadcast_to(np.asarray(lat.param), shape)
-        shift = np.broadcast_to(np.asarray(lat.shift), shape)
         params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
         if host:
             noise = _host_noise(key, params, state, kind, budget)

@@ -1,0 +1,508 @@
+r"""Fixed-trip discrete Laplace and Gaussian: a few table look-ups per record, exact integer comparisons only.
+
+The law. For τ = t/2^shift the discrete Laplace has pmf ∝ q^|z|, q = exp(−1/τ) (CKS Algorithm 2's
+output law). It is drawn as Z = ±G with a fair sign and G ~ Geometric(q) (P(G = k) = (1 − q) q^k),
+rejecting (−, 0) and drawing again (CKS's own sign step). The binary digits of a geometric
+variable are independent, so G splits into independent parts:
+
+* G mod 2^m, m = ⌈log2 τ + 1⌉, as chunks of near-equal widths w_j ≤ ``CHUNK_BITS`` at bit offsets
+  o_j (:func:`chunk_layout`): chunk j is c_j ∈ [0, 2^w_j) with P(c_j = c) ∝ r_j^c,
+  r_j = q^(2^o_j) (a truncated geometric), so F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^w_j));
+* H = G >> m ~ Geometric(R), R = q^(2^m) ≤ e^−2: P(H ≥ k) = R^k.
+
+Each part is an inverse-CDF draw from one uniform U ∈ [0, 1): c_j = min{c : U < F_j(c)}, and
+H = #{k ≥ 1 : U₂ < R^k} where the H word's top bit is the sign and its other 63 bits start U₂.
+
+**Exact comparisons.** A 64-bit word u is the first 64 bits of U (further bits: further words).
+The host computes, once per (t, shift), the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 R^k⌋ for H)
+in rigorous interval arithmetic (``mpmath.iv``, precision raised until the floor is certain).
+Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and U ≥ u/2^64): every
+device decision is an integer comparison that is *correct*, not approximate. Only ``u == T`` (a
+tie, probability ≤ 2^w·2^−64 per word) leaves the comparison open, and so does H ≥ K (past the
+table, probability ≤ 2^−40). The device flags those records; :func:`resolve_on_host` recomputes
+each flagged record from its own words, deciding every open comparison with further words of
+the same record against interval bounds of F at growing precision (terminates with probability
+1). Device and host compute the same function of the record's word stream, so the output law is
+exactly the discrete Laplace — no truncation. (Word indices are 32-bit: a record would need
+more than 2^25 words, after millions of rejected tries at probability ≤ 1/2 each, before any word
+were reused — a deviation below 2^(−10^6), not representable in any reported δ.)
+
+**Cost.** ``nchunks + 1`` words per record and, per chunk, one guide-table look-up (bucket of the
+word's top 14 bits) plus a binary search as deep as the widest bucket — one step at the lattice
+scales (τ ∈ [2^20, 2^21]: chunks of 11 and 10 bits, three words); rejected records (probability (1 − q)/2) run again with their
+next words in a ``lax.while_loop`` over the few stragglers (τ < 2^11), or, where a rejection is
+as rare as a tie (τ ≥ 2^11, probability < 2^-12), on the host with the flagged records.
+
+**Discrete Gaussian** (:func:`gaussian_code`, CKS Algorithm 3): a try is one discrete Laplace try of
+scale t = ⌊√n⌋ + 1 plus one acceptance word compared with A[|y|] = ⌊2^64 exp(−(|y|t − n)²/(2nt²))⌋
+(:func:`dg_table`, exact floors; |y| ≥ 24t, probability e^−24, and ties go to the host, whose
+:func:`exact_gaussian_record` decides them with further words against ``mpmath.iv`` bounds). A
+failed sign or acceptance restarts the try (rejection sampling: the same law). Two tries per
+record are drawn at once and the first that did not fail is kept; the ≈ 6 % left run their next
+tries gathered in a compact batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+
+__all__ = ["CHUNK_BITS", "EXT_BASE", "chunk_layout", "dg_table", "discrete_laplace_fast", "dl_tables",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "resolve_on_host",
+           "threefry_gaussian", "threefry_laplace"]
+
+#: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
+CHUNK_BITS = 11
+#: H table stops where P(H ≥ K) = R^K < 2^-40 (the rest is resolved on the host)
+_H_TAIL = 40
+#: word index of the first extension word of word j: EXT_BASE + 64 j + d (d = 0, 1, ...)
+EXT_BASE = 1 << 31
+_U64 = np.uint64
+
+
+def _ends(x):
+    """The endpoints of an ``mpmath.iv`` interval as exact Fractions (from the raw binary mantissas)."""
+    out = []
+    for sign, man, exp, _ in x._mpi_:
+        v = Fraction(man) * (Fraction(2) ** exp)
+        out.append(-v if sign else v)
+    return out
+
+
+def _iv_floor(x, scale_bits):
+    """⌊2^scale_bits · x⌋ for an mpmath ``iv`` interval x, or None when the interval straddles an integer."""
+    lo, hi = _ends(x)
+    a, b = math.floor(lo * 2**scale_bits), math.floor(hi * 2**scale_bits)
+    return a if a == b else None
+
+
+@contextlib.contextmanager
+def _prec(bits):
+    old = mpmath.iv.prec
+    mpmath.iv.prec = bits
+    try:
+        yield
+    finally:
+        mpmath.iv.prec = old
+
+
+class _Law:
+    """Interval-valued CDFs of the parts of G for τ = t/2^shift (exact rationals in, ``mpmath.iv`` out)."""
+
+    def __init__(self, t, shift):
+        self.t, self.shift = int(t), int(shift)
+
+    def _r(self, power):  # exp(−2^power / τ) = exp(−2^(power + shift) / t)
+        x = mpmath.iv.mpf(2) ** (power + self.shift) / self.t
+        return mpmath.iv.exp(-x)
+
+    def chunk_cdf(self, offset, c, width):  # chunk of bits offset .. offset + width − 1
+        r = self._r(offset)
+        return (1 - r ** (c + 1)) / (1 - r ** (1 << width))
+
+    def h_tail(self, m, k):  # P(H ≥ k) = R^k
+        return self._r(m) ** k
+
+
+def _threshold(fn, scale_bits):
+    """⌊2^scale_bits · fn()⌋ computed with ``mpmath.iv`` at precision raised until certain."""
+    for prec in (256, 512, 1024, 4096, 16384):
+        with _prec(prec):
+            v = _iv_floor(fn(), scale_bits)
+        if v is not None:
+            return min(max(v, 0), (1 << scale_bits) - 1)
+    raise ValueError("threshold undecidable at 16384 bits")  # F would have to be a dyadic rational
+
+
+@functools.lru_cache(maxsize=64)
+def chunk_layout(t, shift, bits=CHUNK_BITS):
+    """(offsets, widths) of the chunks of G mod 2^m: m = ⌈log2 τ + 1⌉ bits (so R = q^(2^m) ≤ e^-2) split into
+    ⌈m/bits⌉ chunks of near-equal widths (no chunk wider than the law needs: short, well-spread tables)."""
+    m = max(0, math.ceil(math.log2(int(t)) - int(shift) + 1))
+    k = -(-m // bits)
+    widths = tuple(m // k + (1 if j < m % k else 0) for j in range(k)) if k else ()
+    return tuple(sum(widths[:j]) for j in range(k)), widths
+
+
+@functools.lru_cache(maxsize=64)
+def dl_tables(t, shift, bits=CHUNK_BITS):
+    """(chunk thresholds: a tuple of uint64 [2^w_j − 1], H thresholds uint64 [K] (63-bit), m) for τ = t/2^shift."""
+    t, shift = int(t), int(shift)
+    law = _Law(t, shift)
+    offsets, widths = chunk_layout(t, shift, bits)
+    m = sum(widths)
+    chunks = tuple(np.array([_threshold(lambda o=o, c=c, w=w: law.chunk_cdf(o, c, w), 64) for c in range((1 << w) - 1)],
+                            dtype=_U64) for o, w in zip(offsets, widths))
+    h = []
+    for k in range(1, 200):
+        h.append(_threshold(lambda k=k: law.h_tail(m, k), 63))
+        if h[-1] < (1 << (63 - _H_TAIL)):
+            break
+    return chunks, np.array(h, dtype=_U64), m
+
+
+#: guide tables: bucket k of the top GUIDE_BITS bits of a word holds the thresholds [guide[k], guide[k+1])
+GUIDE_BITS = 14
+
+
+@functools.lru_cache(maxsize=64)
+def guides(t, shift, bits=CHUNK_BITS):
+    """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depths): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and,
+    per chunk, the binary-search depth that covers its widest bucket (a few steps instead of ``bits``)."""
+    ct, _, _ = dl_tables(t, shift, bits)
+    starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
+    g = np.array([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct], np.int32)
+    g = g.reshape(len(ct), (1 << GUIDE_BITS) + 1)
+    return g, tuple(int(np.max(np.diff(row))).bit_length() for row in g)
+
+
+def _count_le_guided(table, guide, depth, u):
+    """#{i : table[i] ≤ u} and the tie flag, searching only u's guide bucket (same result as
+    :func:`_count_le`: every threshold below the bucket is < u, every one past it is > u)."""
+    k = (u >> _U64(64 - GUIDE_BITS)).astype(jnp.int32)
+    lo, hi = guide[k], guide[k + 1]
+    for b in reversed(range(depth)):
+        mid = lo + (1 << b)
+        ok = (mid <= hi) & (table[jnp.minimum(mid, table.shape[0]) - 1] <= u)
+        lo = jnp.where(ok, mid, lo)
+    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
+    return lo, tie
+
+
+def _count_le(table, u):
+    """#{i : table[i] ≤ u} for a sorted table of 2^B − 1 entries (unrolled binary search), and whether
+    u equals table[count − 1] (a tie)."""
+    size = table.shape[0] + 1
+    bits = size.bit_length() - 1
+    lo = jnp.zeros(u.shape, jnp.int32)
+    for b in reversed(range(bits)):
+        mid = lo + (1 << b)
+        lo = jnp.where(table[mid - 1] <= u, mid, lo)
+    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
+    return lo, tie
+
+
+#: τ ≥ 2^this: rejected records go to the host instead of a device while loop
+_HOST_REJECT_LOG2_TAU = 11
+_MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
+
+
+def _attempt(words, chunks, htab, m, offsets, attempt, old_flag, guide, depth):
+    """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
+    XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
+    u = words(0)
+    neg = (u >> _U64(63)) == _U64(1)
+    v = u & _U64((1 << 63) - 1)
+    # H = #{k : v < S_k} (S decreasing); ties v == S_k and H = K go to the host
+    h = jnp.sum(v[..., None] < htab, axis=-1).astype(jnp.int64)
+    flag = old_flag | jnp.any(v[..., None] == htab, axis=-1) | (h == htab.shape[0])
+    g = h << m
+    for j in range(len(chunks)):
+        c, tie = _count_le_guided(chunks[j], guide[j], depth[j], words(1 + j))
+        g = g + (c.astype(jnp.int64) << offsets[j])
+        flag = flag | tie
+    rejected = neg & (g == 0)
+    flag = flag | (rejected & (attempt >= _MAX_ATTEMPT))
+    rejected = rejected & ~flag
+    z = jnp.where(neg, -g, g)
+    return z * 256 + attempt.astype(jnp.int64) * 4 + rejected.astype(jnp.int64) * 2 + flag.astype(jnp.int64)
+
+
+def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
+    """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``: (z int64 [n],
+    flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`."""
+    code = laplace_code(words, n, t, shift, bits)
+    return code >> 8, (code & 1) == 1
+
+
+def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
+    """:func:`discrete_laplace_fast` packed in one int64 per record (one fused output): z = code >> 8,
+    flagged = code & 1.
+
+    Word ``attempt·(1 + nchunks) + w`` of a record feeds word w of its try number ``attempt``; a
+    rejected record tries again with its next words (the while loop gathers the rejected records,
+    a 64th of the batch at a time), so a record's output depends on its own words only."""
+    ct, ht, m = dl_tables(int(t), int(shift), bits)
+    offsets = chunk_layout(int(t), int(shift), bits)[0]
+    chunks, htab = tuple(jnp.asarray(r) for r in ct), jnp.asarray(ht)
+    gd, depth = guides(int(t), int(shift), bits)
+    gd = jnp.asarray(gd)
+    width = 1 + len(ct)
+    records = words.records.reshape(-1)
+    zero = jnp.zeros((), jnp.int64)
+    code = _attempt(lambda w: words(w, records), chunks, htab, m, offsets, zero, jnp.zeros((), bool), gd, depth)
+    if int(t) >> int(shift) >= 1 << _HOST_REJECT_LOG2_TAU:
+        # a rejection ((1 − q)/2 < 2^-12 per record) is as rare as a tie: the host completes it (exact_record
+        # runs the same tries), and no while loop holds the batch
+        return code | ((code & 2) >> 1)
+    size = min(n, max(n // 64, 256))
+
+    def body(code):
+        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
+        safe = jnp.where(idx < n, idx, 0)
+        old = code[safe]
+        a = ((old >> 2) & 63) + 1
+        new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, offsets, a,
+                       (old & 1) == 1, gd, depth)
+        return code.at[idx].set(new, mode="drop")
+
+    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+
+
+# -- the host path: the same function of the word stream, every comparison decided exactly ----------
+class _Uniform:
+    """U = 0.(prefix of ``nbits`` bits = v)(extension words...) ; ``less(fn)`` decides U < fn() exactly."""
+
+    def __init__(self, v, nbits, ext):
+        self.v, self.nbits, self.ext, self.words = v, nbits, ext, []
+
+    def less(self, fn):
+        d = 0
+        while True:
+            num, den_bits = self.v, self.nbits
+            for w in self.words[:d]:
+                num, den_bits = (num << 64) | w, den_bits + 64
+            with _prec(den_bits + 64):
+                p_lo, p_hi = _ends(fn())
+            if Fraction(num + 1, 1 << den_bits) <= p_lo:  # U < (num+1)/2^den_bits ≤ p
+                return True
+            if Fraction(num, 1 << den_bits) >= p_hi:  # U ≥ num/2^den_bits ≥ p
+                return False
+            d += 1
+            if d > len(self.words):
+                self.words.append(self.ext(len(self.words)))
+
+
+def _ext_of(word, j):
+    return lambda d: word(EXT_BASE + 64 * j + d)
+
+
+def _exact_try(word, base, t, shift, bits):
+    """One discrete Laplace try from words base, base + 1, ...: (z, rejected), every comparison exact."""
+    ct, ht, m = dl_tables(int(t), int(shift), bits)
+    offsets, widths = chunk_layout(int(t), int(shift), bits)
+    law = _Law(t, shift)
+    u = word(base)
+    neg = u >> 63
+    v = u & ((1 << 63) - 1)
+    U2 = _Uniform(v, 63, _ext_of(word, base))
+    h = 0
+    while True:  # H = #{k ≥ 1 : U₂ < R^k}, R^k decreasing
+        k = h + 1
+        if k <= len(ht) and v != int(ht[k - 1]):
+            less = v < int(ht[k - 1])
+        else:
+            less = U2.less(lambda k=k: law.h_tail(m, k))
+        if not less:
+            break
+        h = k
+    g = h << m
+    for j in range(len(ct)):
+        w = word(base + 1 + j)
+        tab = ct[j]
+        c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
+        Uc = _Uniform(w, 64, _ext_of(word, base + 1 + j))
+        while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, j=j: law.chunk_cdf(offsets[j], c, widths[j])):
+            c += 1
+        g += c << offsets[j]
+    return (-g if neg else g), bool(neg and g == 0)
+
+
+def exact_record(word, t, shift, bits=CHUNK_BITS):
+    """One discrete Laplace draw from the word stream ``word(j)`` (ints in [0, 2^64)), every comparison
+    exact: the device's function of the stream, without its ties/table limit."""
+    width = 1 + len(dl_tables(int(t), int(shift), bits)[0])
+    a = 0
+    while True:
+        z, rejected = _exact_try(word, a * width, t, shift, bits)
+        if not rejected:
+            return z
+        a += 1
+
+
+def resolve_on_host(z, flag, word_of_record, t, shift, bits=CHUNK_BITS):
+    """Complete the flagged records on the host: ``word_of_record(i)`` gives record i's ``word(j)``."""
+    z = np.array(z)
+    for i in np.nonzero(np.asarray(flag))[0]:
+        z[i] = exact_record(word_of_record(int(i)), t, shift, bits)
+    return z
+
+
+def threefry_word(k0, k1, j, i):
+    """Word j of record i of :class:`~dpjax.exact.bits.ThreefryWords`, computed in numpy (the host path)."""
+    from dpjax.random import threefry2x32
+
+    with np.errstate(over="ignore"):
+        w0, w1 = threefry2x32(np.asarray([k0], np.uint32), np.asarray([k1], np.uint32), np.asarray([j], np.uint32),
+                              np.asarray([i], np.uint32))
+    return (int(w0[0]) << 32) | int(w1[0])
+
+
+def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
+    """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
+    completed on the host by a callback that runs only when a record is flagged (jit-able)."""
+    return _threefry_complete(words, laplace_code(words, n, t, shift, bits), lambda w: exact_record(w, t, shift, bits))
+
+
+def threefry_gaussian(words, n, nvar, bits=CHUNK_BITS):
+    """:func:`gaussian_code` on :class:`~dpjax.exact.bits.ThreefryWords`, completed like :func:`threefry_laplace`."""
+    return _threefry_complete(words, gaussian_code(words, n, nvar, bits), lambda w: exact_gaussian_record(w, nvar, bits))
+
+
+def complete_codes(code, k0, k1, r0, record_fn):
+    """z of packed codes, the flagged records recomputed exactly on the host from their Threefry words."""
+    code = np.asarray(code)
+    z = code >> 8
+    for i in np.nonzero((code & 1) == 1)[0]:
+        z[i] = record_fn(lambda j, i=int(i): threefry_word(k0, k1, j, r0 + i))
+    return z
+
+
+def _threefry_complete(words, code, record_fn):
+    code = jax.lax.optimization_barrier(code)  # computed once, read twice
+    r0 = words.records.reshape(-1)[0]  # ThreefryWords' records are r0, r0 + 1, ...
+
+    def host(code, k0, k1, r0):
+        out = complete_codes(code, int(k0), int(k1), int(r0), record_fn).astype(np.int64).view(np.uint64)
+        # two uint32 halves: the callback thread may run without x64, where an int64 result would be narrowed
+        return (out >> np.uint64(32)).astype(np.uint32), (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+    def fix(code):
+        half = jax.ShapeDtypeStruct(code.shape, jnp.uint32)
+        hi, lo = jax.pure_callback(host, (half, half), code, words._k0, words._k1, r0)
+        return ((hi.astype(jnp.uint64) << _U64(32)) | lo.astype(jnp.uint64)).astype(jnp.int64)
+
+    return jax.lax.cond(jnp.any((code & 1) == 1), fix, lambda code: code >> 8, code)
+
+
+# -- the discrete Gaussian: CKS Algorithm 3 with a fast proposal and an acceptance table -------------
+#: acceptance thresholds are tabulated for |y| below this many t (a proposal beyond: probability e^-24)
+_DG_SPAN = 24
+#: exp(−x) < 2^-64 for x above this (so ⌊2^64 exp(−x)⌋ = 0 without computing it)
+_X_ZERO = Fraction(4437, 100)  # 64 ln 2 = 44.36...
+
+
+def _isqrt_plus_one(n):
+    return math.isqrt(int(n)) + 1
+
+
+@functools.lru_cache(maxsize=16)
+def dg_table(n):
+    """A[y] = ⌊2^64 exp(−(y t − n)²/(2 n t²))⌋ for y in [0, _DG_SPAN·t), t = ⌊√n⌋ + 1 (CKS Algorithm 3's
+    acceptance probability of a proposal ±y): decimal exp at 60 digits (correctly rounded, relative error
+    < 10^-55 after the rounding of x), widened to an interval; an interval that straddles an integer is
+    recomputed in ``mpmath.iv`` arithmetic; x > 64 ln 2 gives 0 exactly."""
+    import decimal
+
+    n = int(n)
+    t = _isqrt_plus_one(n)
+    ctx = decimal.Context(prec=60)
+    two64 = decimal.Decimal(2) ** 64
+    eps = decimal.Decimal(10) ** -50
+    out = np.zeros(_DG_SPAN * t, np.uint64)
+    for y in range(_DG_SPAN * t):
+        x = Fraction((y * t - n) ** 2, 2 * n * t * t)
+        if x > _X_ZERO:
+            continue
+        v = ctx.exp(ctx.divide(-decimal.Decimal(x.numerator), decimal.Decimal(x.denominator)))
+        lo, hi = ctx.multiply(v * (1 - eps), two64), ctx.multiply(v * (1 + eps), two64)
+        a, b = int(lo.to_integral_value(decimal.ROUND_FLOOR)), int(hi.to_integral_value(decimal.ROUND_FLOOR))
+        if a != b:
+            a = _threshold(lambda x=x: mpmath.iv.exp(-mpmath.iv.mpf(x.numerator) / x.denominator), 64)
+        out[y] = a
+    return out
+
+
+_DG_MAX_ATTEMPT = 63
+#: tries drawn for every record at once (all fail with probability ≈ 0.3^K; those continue in a while loop)
+DG_OVERSAMPLE = 2
+
+
+def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
+    """Discrete Gaussian of integer variance ``nvar`` for ``n`` records, packed like :func:`laplace_code`
+    (z = code >> 8, flagged = code & 1). Try b of a record: a discrete Laplace try of scale t (words
+    b·W + 0..W−2, W = nchunks + 2) and an acceptance word b·W + W − 1 compared with A[|y|]; a rejected
+    Laplace sign or acceptance fails the try (both are rejection steps: restarting is the same law)."""
+    t = _isqrt_plus_one(nvar)
+    ct, ht, m = dl_tables(t, 0, bits)
+    offsets = chunk_layout(t, 0, bits)[0]
+    chunks, htab = tuple(jnp.asarray(r) for r in ct), jnp.asarray(ht)
+    gd, depth = guides(t, 0, bits)
+    gd = jnp.asarray(gd)
+    acc = jnp.asarray(dg_table(nvar))
+    span = acc.shape[0]
+    width = 2 + len(ct)
+    records = words.records.reshape(-1)
+
+    def attempt(b, recs, old_flag):
+        base = b.astype(jnp.uint32) * width
+        code = _attempt(lambda w: words(base + w, recs), chunks, htab, m, offsets, b, old_flag, gd, depth)
+        code = jax.lax.optimization_barrier(code)  # computed once (XLA would re-run the try per consumer)
+        z = code >> 8
+        y = jnp.abs(z)
+        inside = y < span
+        thr = acc[jnp.where(inside, y, 0)]
+        u = words(base + width - 1, recs)
+        flag = ((code & 1) == 1) | ~inside | (u == thr)
+        failed = ((code & 2) == 2) | (u > thr)
+        flag = flag | (failed & (b >= _DG_MAX_ATTEMPT))
+        failed = failed & ~flag
+        return jax.lax.optimization_barrier(
+            z * 256 + b.astype(jnp.int64) * 4 + failed.astype(jnp.int64) * 2 + flag.astype(jnp.int64))
+
+    # the oversampled batch: tries 0..K−1 of every record at once, the first that did not fail kept (a flagged
+    # try does not fail: the record goes to the host, which replays its tries in order)
+    code = attempt(jnp.asarray(DG_OVERSAMPLE - 1, jnp.int64), records, jnp.zeros((), bool))
+    for b in reversed(range(DG_OVERSAMPLE - 1)):
+        try_b = attempt(jnp.asarray(b, jnp.int64), records, jnp.zeros((), bool))
+        code = jnp.where((try_b & 2) == 2, code, try_b)
+    size = min(n, max(n // 16, 256))
+
+    def failed(c):
+        return (c & 2) == 2
+
+    def body(code):
+        # gather the stragglers once, run their next tries on the compact batch until all are done, scatter back
+        (idx,) = jnp.nonzero(failed(code), size=size, fill_value=n)
+        safe = jnp.where(idx < n, idx, 0)
+        sub = jnp.where(idx < n, code[safe], 0)
+        recs = records[safe]
+
+        def step(sub):
+            new = attempt(((sub >> 2) & 63) + 1, recs, (sub & 1) == 1)
+            return jnp.where(failed(sub), new, sub)
+
+        sub = jax.lax.while_loop(lambda c: jnp.any(failed(c)), step, sub)
+        return code.at[idx].set(sub, mode="drop")
+
+    return jax.lax.while_loop(lambda c: jnp.any(failed(c)), body, code)
+
+
+def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
+    """The host's exact version of :func:`gaussian_code` for one record's word stream."""
+    t = _isqrt_plus_one(nvar)
+    width = 2 + len(dl_tables(t, 0, bits)[0])
+    acc = dg_table(nvar)
+    b = 0
+    while True:
+        base = b * width
+        z, rejected = _exact_try(word, base, t, 0, bits)
+        if not rejected:
+            y = abs(z)
+            u = word(base + width - 1)
+            if y < acc.size and u != int(acc[y]):
+                accept = u < int(acc[y])
+            else:
+                x = Fraction((y * t - nvar) ** 2, 2 * nvar * t * t)
+                accept = _Uniform(u, 64, _ext_of(word, base + width - 1)).less(
+                    lambda x=x: mpmath.iv.exp(-mpmath.iv.mpf(x.numerator) / x.denominator))
+            if accept:
+                return z
+        b += 1
