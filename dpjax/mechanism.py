@@ -83,6 +83,16 @@ def flat_records(mech, value, shape, multiple: int = LANE_BLOCK):
     return jax.tree_util.tree_map(leaf, mech), flat, n
 
 
+def check_batch_shape(mech, shape) -> None:
+    """Refuse a mechanism whose batch shape does not broadcast to the values' ``shape``."""
+    try:
+        batch = jnp.broadcast_shapes(mech.batch_shape, shape)
+    except ValueError:
+        batch = None
+    if batch != tuple(shape):
+        raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
+
+
 def overrides(obj, name: str) -> bool:
     """Whether ``obj``'s class (or ``obj``, a class) overrides the optional hook ``name`` of
     :class:`Mechanism` (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dpjax.validation import check_finite_values, check_int, release_dtype
-from dpjax.mechanism import LANE_BLOCK, Mechanism, flat_records
+from dpjax.mechanism import LANE_BLOCK, Mechanism, check_batch_shape, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release", "checked_release"]
@@ -88,12 +88,7 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
     mech.validate_values(values)
     start = check_int("start", start, minimum=0)
     shape = values.shape
-    try:
-        batch = jnp.broadcast_shapes(mech.batch_shape, shape)
-    except ValueError:
-        batch = None
-    if batch != shape:
-        raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
+    check_batch_shape(mech, shape)
     n = math.prod(shape)
     if start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 
 import jax
@@ -26,18 +25,11 @@ import numpy as np
 import accounting
 import dpjax
 from accounting import mixture_paper as mp
+from _common import write_csv
 
 jax.config.update("jax_enable_x64", True)  # a script: float64 throughout
 
 _OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
-
-
-def _write(path, header, rows):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for r in rows:
-            w.writerow([f"{x:.6g}" if isinstance(x, (float, np.floating)) else x for x in r])
 
 
 def figures(out):
@@ -47,15 +39,15 @@ def figures(out):
            "Lap_m(1,10)": dpjax.LaplaceMixture.from_epsilon(1.0, 0.1, 4.5)}
     pdf = {k: np.exp(np.asarray(m.noise_log_prob(jnp.asarray(x)))) for k, m in lap.items()}
     cdf = {k: np.asarray(m.noise_cdf(jnp.asarray(x))) for k, m in lap.items()}
-    _write(os.path.join(out, "mixture_fig1_pdf.csv"), ["x"] + list(lap), zip(x, *pdf.values()))
-    _write(os.path.join(out, "mixture_fig2_cdf.csv"), ["x"] + list(lap), zip(x, *cdf.values()))
+    write_csv(os.path.join(out, "mixture_fig1_pdf.csv"), ["x"] + list(lap), zip(x, *pdf.values()))
+    write_csv(os.path.join(out, "mixture_fig2_cdf.csv"), ["x"] + list(lap), zip(x, *cdf.values()))
     k = np.arange(-20, 21.0)
     geo = {"Geom(1)": dpjax.DiscreteLaplace(1.0), "Geom(0.1)": dpjax.DiscreteLaplace(10.0),
            "Geom(0.2894)": dpjax.DiscreteLaplace(1 / 0.2894),
            "Geom_m(e^.1,e^1)": dpjax.GeometricMixture.from_epsilon(0.1, 10, 5),
            "Geom_m(e^1,e^.1)": dpjax.GeometricMixture.from_epsilon(1.0, 0.1, 5)}
     pmf = {n: np.exp(np.asarray(m.noise_log_prob(jnp.asarray(k)))) for n, m in geo.items()}
-    _write(os.path.join(out, "mixture_fig3_pmf.csv"), ["k"] + list(geo), zip(k, *pmf.values()))
+    write_csv(os.path.join(out, "mixture_fig3_pmf.csv"), ["k"] + list(geo), zip(k, *pmf.values()))
     fig1 = lap["Lap_m(10,1)"]
     print(f"Fig. 1: naive zeta of Lap_m(10, 1, c=4.5) = {float(mp.general_privacy_budget(fig1, form='naive')):.4f} "
           f"(paper 0.2975, NOT CERTIFIED); its exact pure epsilon = {float(fig1.pure_epsilon()):.4f}")
@@ -114,7 +106,7 @@ def table_one(out):
               "E_Geom_m", "E_Lap_m(rounded)", "E_Geom(zeta)", "E_Lap(eps_Lap)", "Var_Geom_m", "Var_Lap_m(rounded)",
               "Var_Geom", "Var_Lap", "H_Geom_m", "H_Lap_m", "H_Geom", "H_Lap", "EXACT_pure_eps_Geom_m",
               "EXACT_eps_Geom_m(1e-5)", "in_seed"]
-    _write(os.path.join(out, "mixture_table1.csv"), header, rows)
+    write_csv(os.path.join(out, "mixture_table1.csv"), header, rows)
     print(f"\nTABLE I ({len(rows)} rows; 69 in the seed): paper's zeta vs the exact privacy of the same Geom_m")
     print(f"{'c':>2} {'eps':>6} {'r*eps':>6} {'zeta':>7} {'eps_Lap':>7} {'E_Gm':>6} {'E_G':>6} "
           f"{'pure eps':>8} {'eps(1e-5)':>9}")
@@ -156,7 +148,7 @@ def simulation(out):
         pe = _clamped_err_pmf(p, ks, 50)
         print(f"  {'round Lap_m':12s} Pr={pe[: c + 1].sum():.4f}  MRE n=50: "
               f"{np.sum(np.arange(pe.size)[c + 1:] * pe[c + 1:]) / 50:.5f}  exact pure eps = {float(lm.pure_epsilon()):.3f}")
-    _write(os.path.join(out, "mixture_simulation.csv"),
+    write_csv(os.path.join(out, "mixture_simulation.csv"),
            ["config", "mechanism", "Pr(err<=c), n>=10"] + [f"MRE n={n}" for n in counts] + ["exact pure eps"], rows)
 
 

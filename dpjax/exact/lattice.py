@@ -40,7 +40,7 @@ import numpy as np
 
 from dpjax.exact import fast, samplers
 from dpjax.exact.bits import HostBits, ThreefryWords
-from dpjax.mechanism import Mechanism, default_float, overrides
+from dpjax.mechanism import Mechanism, check_batch_shape, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
 from dpjax.validation import check_finite_values, check_int, is_traced
@@ -327,12 +327,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     lat.validate_values(values)
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
-    try:
-        batch = jnp.broadcast_shapes(lat.batch_shape, shape)
-    except ValueError:
-        batch = None
-    if batch != shape:
-        raise ValueError(f"mech has batch shape {lat.batch_shape}, which does not broadcast to values shape {shape}")
+    check_batch_shape(lat, shape)
     n = math.prod(shape)
     if not is_traced(start) and start + n > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
