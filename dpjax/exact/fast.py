@@ -36,9 +36,8 @@ as rare as a tie (τ ≥ 2^11, probability < 2^-12), on the host with the flagge
 **Discrete Gaussian** (:func:`gaussian_code`): one word per record and no rejection. The law
 pmf ∝ exp(−z²/(2n)) of CKS's discrete Gaussian is drawn by inverse CDF of |Z| on the word's low 63
 bits against T[k] = ⌊2^63 P(|Z| ≤ k)⌋ (:func:`dg_icdf`: rigorous fixed-point bounds of the pmf sums,
-every floor certain), the top bit the sign (P(Z = ±k) = P(|Z| = k)/2 for k > 0). A guide on the top
-``GUIDE_BITS`` bits leaves ``DG_DEPTH`` search steps; the ≈ 3 % in wider (tail) buckets are searched
-again, gathered. Ties and words past the table (P(|Z| > K) < 2^-40) go to the host, whose
+every floor certain), the top bit the sign (P(Z = ±k) = P(|Z| = k)/2 for k > 0). A guide indexed by the
+word's leading ones (the tail level) and the next ``GUIDE_BITS`` bits leaves two bisection steps. Ties and words past the table (P(|Z| > K) < 2^-40) go to the host, whose
 :func:`exact_gaussian_record` decides them with further words against bounds of P(|Z| ≤ k) at growing
 precision. (The previous version, CKS Algorithm 3 — a discrete Laplace proposal and an acceptance
 word — needed ≈ 1.3 tries of four words per record: 3× slower.)
@@ -389,8 +388,6 @@ def _threefry_complete(words, code, record_fn):
 _DG_TAIL = 40
 #: fixed-point bits of the host's rigorous pmf sums (raised until every threshold is certain)
 _DG_PREC = 128
-#: binary-search steps inside a guide bucket on the first pass (wider buckets: a compact second pass)
-DG_DEPTH = 2
 
 
 def _dg_sums(nvar, prec):
@@ -454,27 +451,52 @@ def dg_icdf(nvar):
         prec *= 2
 
 
+#: bits of leading ones per guide level: level l serves the words whose top ``DG_LEVEL_BITS``·l bits are all
+#: ones (tail mass below 2^-3l), with buckets 2^-(3l) times finer, so a tail bucket holds as few thresholds as
+#: a central one
+DG_LEVEL_BITS = 3
+
+
+def _dg_levels():
+    return _DG_TAIL // DG_LEVEL_BITS + 2
+
+
 @functools.lru_cache(maxsize=16)
 def dg_guide(nvar):
-    """(guide int32 [2^GUIDE_BITS + 1] on the 63-bit word, full depth) for :func:`dg_icdf`'s table."""
-    tab = dg_icdf(nvar)
-    starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(63 - GUIDE_BITS)
-    g = np.append(np.searchsorted(tab, starts, side="left"), tab.size).astype(np.int32)
-    return g, int(np.max(np.diff(g))).bit_length()
+    """(guide int32 [levels·(2^GUIDE_BITS + 1)], depth) for :func:`dg_icdf`'s table: the row of level l holds
+    #{k : T[k] < s} at the bucket starts s = 2^63 − 2^(63 − 3l) + i 2^(63 − GUIDE_BITS − 3l) (and the table
+    size at the end); ``depth`` search steps cover the widest bucket a word can reach."""
+    tab = dg_icdf(int(nvar))
+    levels, b, lb = _dg_levels(), GUIDE_BITS, DG_LEVEL_BITS
+    rows, widest = [], 0
+    for lev in range(levels):
+        base = (1 << 63) - (1 << (63 - lb * lev))
+        starts = np.uint64(base) + (np.arange(1 << b, dtype=np.uint64) << np.uint64(63 - b - lb * lev))
+        row = np.append(np.searchsorted(tab, starts, side="left"), tab.size)
+        used = (1 << b) if lev == levels - 1 else (1 << b) - (1 << (b - lb))  # the rest belongs to level l + 1
+        widest = max(widest, int(np.max(np.diff(row)[:used])))
+        rows.append(row)
+    return np.concatenate(rows).astype(np.int32), widest.bit_length()
 
 
 def _dg_search(tab, guide, depth, v):
-    """(#{k : T[k] ≤ v}, tie, wide): the guided search with ``depth`` steps; ``wide``: the bucket holds
-    more than 2^depth − 1 thresholds, so the count is not final (the caller searches again deeper)."""
-    b = (v >> _U64(63 - GUIDE_BITS)).astype(jnp.int32)
-    lo, hi = guide[b], guide[b + 1]
-    wide = hi - lo >= (1 << depth)
+    """(#{k : T[k] ≤ v}, tie): the level of v (its leading ones), its bucket, ``depth`` bisection steps.
+    Thresholds are strictly increasing, so v ties the count's last threshold iff some successful step
+    loaded a threshold equal to v (the bucket's lower neighbour is below the bucket start ≤ v)."""
+    levels, b, lb = _dg_levels(), GUIDE_BITS, DG_LEVEL_BITS
+    ones = jax.lax.clz(~v & _U64((1 << 63) - 1)).astype(jnp.int32) - 1  # leading ones of the 63-bit v
+    lev = jnp.minimum(ones // lb, levels - 1)
+    i = ((v >> (_U64(63 - b) - lev.astype(jnp.uint64) * _U64(lb))) & _U64((1 << b) - 1)).astype(jnp.int32)
+    g = lev * ((1 << b) + 1) + i
+    lo, hi = guide[g], guide[g + 1]
+    tie = jnp.zeros(v.shape, bool)
     for s in reversed(range(depth)):
         mid = lo + (1 << s)
-        ok = (mid <= hi) & (tab[jnp.minimum(mid, tab.shape[0]) - 1] <= v)
+        t = tab[jnp.minimum(mid, tab.shape[0]) - 1]
+        ok = (mid <= hi) & (t <= v)
+        tie = tie | (ok & (t == v))
         lo = jnp.where(ok, mid, lo)
-    tie = (lo > 0) & (tab[jnp.maximum(lo - 1, 0)] == v)
-    return lo, tie, wide
+    return lo, tie
 
 
 def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
@@ -484,41 +506,17 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
     Word 0 of a record: top bit s, low 63 bits v (the start of a uniform V ∈ [0, 1)). |Z| = min{k : V <
     F(k)}, F(k) = P(|Z| ≤ k), decided by v against T[k] = ⌊2^63 F(k)⌋ (:func:`dg_icdf`: v < T proves V < F,
     v > T proves V ≥ F); Z = −|Z| when s = 1. P(Z = ±k) = P(|Z| = k)/2 for k > 0: the exact law, with no
-    rejection. Open cases (v equal to a threshold, or past the table, probability < 2^-40) are flagged for
-    :func:`exact_gaussian_record`. A guide on v's top ``GUIDE_BITS`` bits leaves ``DG_DEPTH`` search steps;
-    the records whose bucket is wider (the tails, a few per cent) are searched again in a compact batch."""
+    rejection and no loop. Open cases (v equal to a threshold, or past the table, probability < 2^-40) are
+    flagged for :func:`exact_gaussian_record`. A levelled guide (:func:`dg_guide`) leaves a few bisection
+    steps (two at the release's lattice variances 2^22 … 2^24)."""
     del bits
     tab = jnp.asarray(dg_icdf(int(nvar)))
-    gd, full = dg_guide(int(nvar))
-    gd = jnp.asarray(gd)
-    records = words.records.reshape(-1)
-    K = tab.shape[0]
-    depth = min(DG_DEPTH, full)
-
-    def finish(v, neg, cnt, tie):
-        flag = tie | (cnt == K)
-        z = jnp.where(neg, -cnt, cnt).astype(jnp.int64)
-        return z * 256 + flag.astype(jnp.int64)
-
-    u = words(0, records)
+    gd, depth = dg_guide(int(nvar))
+    u = words(0, words.records.reshape(-1))
     neg = (u >> _U64(63)) == _U64(1)
-    v = u & _U64((1 << 63) - 1)
-    cnt, tie, wide = _dg_search(tab, gd, depth, v)
-    code = finish(v, neg, cnt, tie) | (wide.astype(jnp.int64) * 2)
-    if depth == full:
-        return code
-    size = min(n, max(n // 16, 256))
-
-    def body(code):
-        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
-        safe = jnp.where(idx < n, idx, 0)
-        u = words(0, records[safe])
-        neg = (u >> _U64(63)) == _U64(1)
-        v = u & _U64((1 << 63) - 1)
-        cnt, tie, _ = _dg_search(tab, gd, full, v)
-        return code.at[idx].set(finish(v, neg, cnt, tie), mode="drop")
-
-    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+    cnt, tie = _dg_search(tab, jnp.asarray(gd), depth, u & _U64((1 << 63) - 1))
+    flag = tie | (cnt == tab.shape[0])
+    return jnp.where(neg, -cnt, cnt).astype(jnp.int64) * 256 + flag.astype(jnp.int64)
 
 
 class _UniformBounds(_Uniform):
