@@ -166,14 +166,21 @@ def guides(t, shift, bits=CHUNK_BITS):
 
 def _count_le_guided(table, guide, depth, u):
     """#{i : table[i] ≤ u} and the tie flag, searching only u's guide bucket (same result as
-    :func:`_count_le`: every threshold below the bucket is < u, every one past it is > u)."""
+    :func:`_count_le`: every threshold below the bucket is < u, every one past it is > u).
+
+    Two look-ups fewer than a plain bounded bisection: a probe past the bucket's end reads a threshold
+    ≥ the next bucket's start > u, so only the table's end needs a guard; and u ties the count's last
+    threshold iff a successful probe read a threshold equal to u (that is the last successful probe's
+    threshold; with none, the bucket's lower neighbour is below the bucket start ≤ u)."""
     k = (u >> _U64(64 - GUIDE_BITS)).astype(jnp.int32)
-    lo, hi = guide[k], guide[k + 1]
+    lo = guide[k]
+    tie = jnp.zeros(u.shape, bool)
     for b in reversed(range(depth)):
         mid = lo + (1 << b)
-        ok = (mid <= hi) & (table[jnp.minimum(mid, table.shape[0]) - 1] <= u)
+        t = table[jnp.minimum(mid, table.shape[0]) - 1]
+        ok = (mid <= table.shape[0]) & (t <= u)
+        tie = tie | (ok & (t == u))
         lo = jnp.where(ok, mid, lo)
-    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
     return lo, tie
 
 
@@ -488,12 +495,12 @@ def _dg_search(tab, guide, depth, v):
     lev = jnp.minimum(ones // lb, levels - 1)
     i = ((v >> (_U64(63 - b) - lev.astype(jnp.uint64) * _U64(lb))) & _U64((1 << b) - 1)).astype(jnp.int32)
     g = lev * ((1 << b) + 1) + i
-    lo, hi = guide[g], guide[g + 1]
+    lo = guide[g]  # a probe past the bucket reads a threshold > v (see :func:`_count_le_guided`)
     tie = jnp.zeros(v.shape, bool)
     for s in reversed(range(depth)):
         mid = lo + (1 << s)
         t = tab[jnp.minimum(mid, tab.shape[0]) - 1]
-        ok = (mid <= hi) & (t <= v)
+        ok = (mid <= tab.shape[0]) & (t <= v)
         tie = tie | (ok & (t == v))
         lo = jnp.where(ok, mid, lo)
     return lo, tie
