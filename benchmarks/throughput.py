@@ -8,6 +8,7 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
     python benchmarks/throughput.py --n 1e9    # on a GPU
     python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
     python benchmarks/throughput.py --exact --n 1e6          # the exact tier (dpjax.exact) rows
+                                                             # (and OpenDP's sampler if installed)
 
 The load average is printed before and after: on a shared machine, ratios are only
 comparable within one run.
@@ -75,9 +76,13 @@ def extra_cases():
 def exact_rows(n, repeats, key):
     """The exact tier: integer discrete Laplace samples/s (lattice scale 2^20, Threefry words), and
     exact Laplace/Gaussian releases against the float releases of the same mechanism; OpenDP's exact
-    discrete Laplace sampler (``opendp.measurements.make_laplace`` on integers) when it is installed."""
+    discrete Laplace sampler (``opendp.measurements.make_laplace`` on a vector of integers, same scale, same
+    n) when it is installed — a benchmark-only dependency (``pip install opendp``; measured with 0.16.0),
+    not one of dpjax's."""
     from dpjax.exact import ThreefryWords, samplers
 
+    print(f"machine: {platform.processor() or platform.machine()}, {jax.devices()[0].platform}; jax {jax.__version__}; "
+          f"n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
     rates = {}
     with jax.enable_x64(True):
         f = jax.jit(lambda k: samplers.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
@@ -91,18 +96,23 @@ def exact_rows(n, repeats, key):
             rates[f"{name} release, numerics={numerics}"] = n / t
     try:
         import opendp.prelude as dp
-
-        dp.enable_features("contrib")
-        m = dp.m.make_laplace(dp.atom_domain(T=int), dp.absolute_distance(T=int), scale=2.0)
-        m_n = max(n // 100, 1000)
-        t = _best(lambda: [m(0) for _ in range(m_n)], 1)
-        rates["OpenDP exact discrete Laplace samples/s (1 core)"] = m_n / t
     except ImportError:
-        pass
+        dp = None
+    if dp is not None:
+        # the same law and scale (discrete Laplace, scale 2^20) on the same n integers, one vector call (the
+        # sampling loop runs in OpenDP's Rust core, one thread); slow, so one timed run after the warm-up
+        dp.enable_features("contrib")
+        m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(1 << 20))
+        zeros = [0] * n
+        rates["OpenDP exact discrete Laplace (scale=2^20) samples/s"] = n / _best(lambda: m(zeros), 1)
     for name, r in rates.items():
         print(f"{name:<60}{r:>14.3e}")
     for name in ("Laplace(scale=1)", "Gaussian(sigma=1)"):
         print(f"{name} exact/float release: {rates[f'{name} release, numerics=exact'] / rates[f'{name} release, numerics=float']:.3f}x")
+    if dp is not None:
+        ratio = rates["exact discrete Laplace (t=2^20) samples/s"] / rates["OpenDP exact discrete Laplace (scale=2^20) samples/s"]
+        print(f"exact discrete Laplace, dpjax / OpenDP: {ratio:.0f}x")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return rates
 
 

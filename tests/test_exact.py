@@ -37,7 +37,17 @@ CASES = {
     "discrete_laplace(t/s=7/4)": (lambda w, s: samplers.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
     "discrete_gaussian(n=5)": (lambda w, s: samplers.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
     "discrete_gaussian(n=1)": (lambda w, s: samplers.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
+    # the one-word inverse-CDF discrete Gaussian of the releases (flagged records are < 2^-40 per record: none here)
+    "fast_gaussian(n=5)": (lambda w, s: _fast_gauss(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
+    "fast_gaussian(n=200)": (lambda w, s: _fast_gauss(w, s, 200), lambda z: np.exp(-z * z / 400.0)),
 }
+
+
+def _fast_gauss(words, shape, nvar):
+    from dpjax.exact import fast
+
+    code = fast.gaussian_code(words, shape[0], nvar)
+    return jnp.where((code & 1) == 1, 10**6, code >> 8)  # a flagged record would fail the fit
 
 
 def _check_sampler(name, n, seed):
@@ -49,7 +59,7 @@ def _check_sampler(name, n, seed):
     assert p > 1e-4, (name, p)
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_gaussian(n=5)"])
+@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_gaussian(n=5)", "fast_gaussian(n=200)"])
 def test_integer_samplers_fit_their_pmf(name):
     _check_sampler(name, 100_000, 11)
 
@@ -354,40 +364,48 @@ def test_fast_gaussian_device_equals_exact_host_path(nvar):
     np.testing.assert_array_equal(code >> 8, host)
 
 
-def test_fast_gaussian_acceptance_table_is_exact():
-    """A[y] = ⌊2^64 exp(−(y t − n)²/(2 n t²))⌋, checked against 200-digit decimal arithmetic."""
+def test_fast_gaussian_icdf_table_is_exact():
+    """T[k] = ⌊2^63 P(|Z| ≤ k)⌋ of the discrete Gaussian (pmf ∝ exp(−z²/(2n))), checked against 200-digit
+    decimal sums, and the table ends where P(|Z| > K) < 2^-40."""
     import decimal
 
     from dpjax.exact import fast
 
     nvar = 1000
-    t = math.isqrt(nvar) + 1
-    table = fast.dg_table(nvar)
+    table = fast.dg_icdf(nvar)
     ctx = decimal.Context(prec=200)
-    for y in (0, 1, t, 3 * t, 7 * t, len(table) - 1):
-        x = ctx.divide(decimal.Decimal((y * t - nvar) ** 2), decimal.Decimal(2 * nvar * t * t))
-        want = int(ctx.multiply(ctx.exp(-x), decimal.Decimal(2**64)).to_integral_value(rounding=decimal.ROUND_FLOOR))
-        assert int(table[y]) == min(want, 2**64 - 1)
+    p = [ctx.exp(ctx.divide(decimal.Decimal(-k * k), decimal.Decimal(2 * nvar))) for k in range(3000)]
+    s = ctx.add(p[0], ctx.multiply(decimal.Decimal(2), sum(p[1:], decimal.Decimal(0))))
+    cum = [p[0]]
+    for k in range(1, 3000):
+        cum.append(ctx.add(cum[-1], ctx.multiply(decimal.Decimal(2), p[k])))
+    for k in (0, 1, 17, 31, 100, len(table) - 2, len(table) - 1):
+        want = int(ctx.multiply(ctx.divide(cum[k], s), decimal.Decimal(2**63)).to_integral_value(rounding=decimal.ROUND_FLOOR))
+        assert int(table[k]) == want
+    tail = lambda k: ctx.divide(ctx.subtract(s, cum[k]), s)
+    assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
 
 
 def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
-    """Proposals past the acceptance table go to the host (forced for |y| ≥ t here): same release."""
+    """Words past the |Z| table go to the host (forced for P(|Z| > K) ≥ 2^-3 here): the same release."""
     from dpjax.exact import fast
 
     mech = dpjax.Gaussian(3.0)
     x = jnp.linspace(-50, 50, 100, dtype=jnp.float32)
     key = jax.random.key(8)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    fast.dg_table.cache_clear()
+    fast.dg_icdf.cache_clear()
+    fast.dg_guide.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(fast, "_DG_SPAN", 1)
+    monkeypatch.setattr(fast, "_DG_TAIL", 3)
     try:
         nvar = int(mech.exact_lattice().param)
         with jax.enable_x64(True):
             code = np.asarray(fast.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
-        assert (code & 1).sum() > 10  # the host path really runs
+        assert (code & 1).sum() > 5  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
-        fast.dg_table.cache_clear()
+        fast.dg_icdf.cache_clear()
+        fast.dg_guide.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
