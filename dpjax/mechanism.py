@@ -93,6 +93,18 @@ def check_batch_shape(mech, shape) -> None:
         raise ValueError(f"mech has batch shape {mech.batch_shape}, which does not broadcast to values shape {shape}")
 
 
+def as_records(values, mech):
+    """``(values, squeeze)``: ``values`` as an array of records (a scalar as one record) checked
+    against ``mech`` (its input domain and batch shape)."""
+    values = jnp.asarray(values)
+    squeeze = values.ndim == 0
+    if squeeze:
+        values = values.reshape(1)
+    mech.validate_values(values)
+    check_batch_shape(mech, values.shape)
+    return values, squeeze
+
+
 def overrides(obj, name: str) -> bool:
     """Whether ``obj``'s class (or ``obj``, a class) overrides the optional hook ``name`` of
     :class:`Mechanism` (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dpjax.validation import check_finite_values, check_int, release_dtype
-from dpjax.mechanism import LANE_BLOCK, Mechanism, check_batch_shape, flat_records
+from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release", "checked_release"]
@@ -81,14 +81,9 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
     key = check_key(key)
     values = release_dtype("values", values)
     check_finite_values("values", values)
-    values = jnp.asarray(values)
-    squeeze = values.ndim == 0
-    if squeeze:
-        values = values.reshape(1)
-    mech.validate_values(values)
+    values, squeeze = as_records(values, mech)
     start = check_int("start", start, minimum=0)
     shape = values.shape
-    check_batch_shape(mech, shape)
     n = math.prod(shape)
     if start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")

@@ -173,7 +173,12 @@ def _count_le_guided(table, guide, depth, u):
     threshold iff a successful probe read a threshold equal to u (that is the last successful probe's
     threshold; with none, the bucket's lower neighbour is below the bucket start ≤ u)."""
     k = (u >> _U64(64 - GUIDE_BITS)).astype(jnp.int32)
-    lo = guide[k]
+    return _probe(table, u, guide[k], depth)
+
+
+def _probe(table, u, lo, depth):
+    """``depth`` unrolled bisection steps from a guide's bucket start ``lo``: (#{i : table[i] ≤ u},
+    whether a successful probe read a threshold equal to u — a tie)."""
     tie = jnp.zeros(u.shape, bool)
     for b in reversed(range(depth)):
         mid = lo + (1 << b)
@@ -500,15 +505,8 @@ def _dg_search(tab, guide, depth, v):
     lev = jnp.minimum(ones // lb, levels - 1)
     i = ((v >> (_U64(63 - b) - lev.astype(jnp.uint64) * _U64(lb))) & _U64((1 << b) - 1)).astype(jnp.int32)
     g = lev * ((1 << b) + 1) + i
-    lo = guide[g]  # a probe past the bucket reads a threshold > v (see :func:`_count_le_guided`)
-    tie = jnp.zeros(v.shape, bool)
-    for s in reversed(range(depth)):
-        mid = lo + (1 << s)
-        t = tab[jnp.minimum(mid, tab.shape[0]) - 1]
-        ok = (mid <= tab.shape[0]) & (t <= v)
-        tie = tie | (ok & (t == v))
-        lo = jnp.where(ok, mid, lo)
-    return lo, tie
+    # a probe past the bucket reads a threshold > v (see :func:`_count_le_guided`)
+    return _probe(tab, v, guide[g], depth)
 
 
 def gaussian_code(words, n, nvar, bits=CHUNK_BITS):

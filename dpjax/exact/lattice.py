@@ -40,7 +40,7 @@ import numpy as np
 
 from dpjax.exact import fast, samplers
 from dpjax.exact.bits import HostBits, ThreefryWords
-from dpjax.mechanism import Mechanism, check_batch_shape, default_float, overrides
+from dpjax.mechanism import Mechanism, as_records, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
 from dpjax.validation import check_finite_values, check_int, is_traced
@@ -320,14 +320,9 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
         key = check_key(key)
     if not flat:
         check_finite_values("values", values)
-    values = jnp.asarray(values)
-    squeeze = values.ndim == 0
-    if squeeze:
-        values = values.reshape(1)
-    lat.validate_values(values)
+    values, squeeze = as_records(values, lat)
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
-    check_batch_shape(lat, shape)
     n = math.prod(shape)
     if not is_traced(start) and start + n > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
