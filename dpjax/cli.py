@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import sys
-import tempfile
 
 import numpy as np
+
+from dpjax.tables import check_output, read_table, write_csv
 
 __all__ = ["main", "aggregate", "build_mechanism"]
 
@@ -45,133 +45,6 @@ KERNELS = ("gaussian", "laplace", "discrete-laplace", "discrete-gaussian")
 _KERNEL_ALIASES = {"gaussian": "Gaussian", "laplace": "Laplace", "discrete-laplace": "DiscreteLaplace",
                    "discrete-gaussian": "DiscreteGaussian"}
 REGIONS = ("relative", "absolute")
-_PROGRESS_MIN_BYTES = 8 << 20
-
-
-def _progress(done: int, total: int, label: str) -> None:
-    width = 30
-    frac = min(done / total, 1.0) if total else 1.0
-    bar = "#" * int(frac * width)
-    sys.stderr.write(f"\r{label} [{bar:<{width}}] {frac:6.1%}")
-    if frac >= 1.0:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def _open_input(path: str):
-    """A text handle on ``path`` (``-``: standard input), UTF-8 with an optional BOM."""
-    if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline=""), 0
-    if os.path.isdir(path):
-        raise ValueError(f"--input: {path!r} is a directory, not a CSV file")
-    if not os.path.exists(path):
-        raise ValueError(f"--input: no such file {path!r}")
-    return open(path, newline="", encoding="utf-8-sig"), os.path.getsize(path)
-
-
-def _read_table(path: str | None, value_column: str, group_by: str | None, *, budget_column: str | None = None):
-    """Read (groups, values) columns — (groups, values, budgets) with ``budget_column`` — from a
-    CSV file (``-``: standard input) or the embedded dataset, in one pass. Blank lines are skipped; a short row, a malformed field or text that is not UTF-8
-    is refused with its line number."""
-    if path is None:
-        from dpjax.data import load_steps
-
-        handle, total = io.StringIO(load_steps()), 0
-    else:
-        handle, total = _open_input(path)
-    show = total >= _PROGRESS_MIN_BYTES
-    consumed = [0]
-
-    def lines():
-        for line in handle:
-            consumed[0] += len(line)
-            yield line
-
-    reader = csv.reader(lines())
-    try:
-        with handle:
-            header = next((row for row in reader if any(c.strip() for c in row)), None)
-            if header is None:
-                raise ValueError("--input: the file is empty")
-            cols = {name.strip(): i for i, name in enumerate(header)}
-            if value_column not in cols:
-                raise ValueError(f"--value-column: {value_column!r} is not a column of the input (columns: {header})")
-            if group_by is not None and group_by not in cols:
-                raise ValueError(f"--group-by: {group_by!r} is not a column of the input (columns: {header})")
-            if budget_column is not None and budget_column not in cols:
-                raise ValueError(f"--per-record-budget: {budget_column!r} is not a column of the input "
-                                 f"(columns: {header})")
-            vi, gi = cols[value_column], (cols[group_by] if group_by else None)
-            bi = cols[budget_column] if budget_column is not None else None
-            need = max(i for i in (vi, gi, bi, 0) if i is not None)
-            values, groups, budgets = [], [], []
-            for n, row in enumerate(reader):
-                if not any(c.strip() for c in row):
-                    continue
-                if len(row) <= need:
-                    raise ValueError(f"--input: line {reader.line_num} has {len(row)} fields, "
-                                     f"the header has {len(header)}")
-                values.append(row[vi])
-                groups.append(row[gi] if gi is not None else "all")
-                if bi is not None:
-                    budgets.append(row[bi])
-                if show and n % 200_000 == 0:
-                    _progress(consumed[0], total, "reading")
-            if show:
-                _progress(total, total, "reading")
-    except csv.Error as exc:
-        raise ValueError(f"--input: line {reader.line_num}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"--input: line {reader.line_num + 1}: not UTF-8 text") from None
-    if not values:
-        raise ValueError("--input: the table has no rows")
-    arr = _numeric_column(values, value_column, "--value-column")
-    if budget_column is None:
-        return np.asarray(groups), arr
-    return np.asarray(groups), arr, _numeric_column(budgets, budget_column, "--per-record-budget")
-
-
-def _numeric_column(cells, name: str, flag: str):
-    try:
-        arr = np.asarray(cells, dtype=float)
-    except ValueError as exc:
-        raise ValueError(f"{flag}: column {name!r} is not numeric ({exc})") from None
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{flag}: column {name!r} contains NaN or infinite values")
-    return arr
-
-
-def _check_output(output: str | None, inputs) -> None:
-    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written."""
-    if output is None:
-        return
-    if os.path.isdir(output):
-        raise ValueError(f"--output: {output!r} is a directory")
-    for path in inputs:
-        if path not in (None, "-") and os.path.exists(output) and os.path.samefile(path, output):
-            raise ValueError(f"--output: {output!r} is the input file; it is never overwritten")
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise ValueError(f"--output: cannot write to the folder {folder!r}")
-    if os.path.exists(output) and not os.access(output, os.W_OK):
-        raise ValueError(f"--output: {output!r} is not writable")
-
-
-def _write_csv(path: str, header, rows) -> None:
-    """Write a CSV file atomically: a temporary file beside it, renamed over it when complete."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".dpjax-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            w.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _key(seed):
     """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
     import jax
@@ -389,7 +262,7 @@ def _numerics(requested, mech):
         return "float", mech
 
 
-def _numerics_line(tier, mech, lattice) -> str:
+def _numerics_line(tier, lattice) -> str:
     if tier == "float":
         return "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
     g = float(np.asarray(lattice.granularity))
@@ -424,15 +297,15 @@ def _composite_command(args) -> int:
         raise ValueError(f"--statistic: --mechanism composite releases group means, got {args.statistic!r}")
     mech = build_composite(args.window, args.epsilon, args.activation, args.base)
     lo, hi = (float(x) for x in args.window)
-    _check_output(args.output, [args.input])
-    groups, values = _read_table(args.input, args.value_column, args.group_by)
+    check_output(args.output, [args.input])
+    groups, values = read_table(args.input, args.value_column, args.group_by)
     names, inverse = np.unique(groups, return_inverse=True)
     clipped = np.clip(values, lo, hi)
     true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
     released = _release_values(_key(args.seed), true, mech)
     star = accounting.composite.epsilon_star(mech)
     if args.output:
-        _write_csv(args.output, ["group", "true_mean", "released_mean"], zip(names, true, released))
+        write_csv(args.output, ["group", "true_mean", "released_mean"], zip(names, true, released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
     print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
     _print_rows(names, true, [released], ["released"], args.show, args.output)
@@ -460,8 +333,8 @@ def _release_command(args) -> int:
     if args.statistic == "mean":
         raise ValueError("--statistic mean: only with --mechanism composite (a mean is released on a public window)")
     args.statistic = args.statistic or "sum"
-    _check_output(args.output, [args.input])
-    groups, values = _read_table(args.input, args.value_column, args.group_by)
+    check_output(args.output, [args.input])
+    groups, values = read_table(args.input, args.value_column, args.group_by)
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
     if args.mechanism == "boosted":
         region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
@@ -477,19 +350,14 @@ def _release_command(args) -> int:
         releases = [("released", mech, None)]
     key = _key(args.seed)
     keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
-    if args.mechanism == "boosted":
-        if args.numerics == "exact":
-            releases[0][1].exact_lattice()  # refuses, naming the mechanism
-        tier, ran = "float", None
-    else:
-        tier, ran = _numerics(args.numerics, releases[0][1])
+    tier, ran = _numerics(args.numerics, releases[0][1])  # PB-DP has no exact sampler: float, or refused
     released = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
     privacy = None if args.mechanism == "boosted" else _privacy_spent(ran, sensitivity, args.delta)
 
     labels = [label for label, _, _ in releases]
     if args.output:
         cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
-        _write_csv(args.output, ["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols],
+        write_csv(args.output, ["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols],
                    zip(names, true, *released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
     print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
@@ -502,12 +370,12 @@ def _release_command(args) -> int:
             extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
             print(f"{label}: {_describe(mech)}{extra}")
             print(f"  privacy: epsilon = {eps:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
-        print(_numerics_line("float", None, None))
+        print(_numerics_line("float", None))
     else:
         mech = releases[0][1]
         print(f"mechanism: {_describe(mech)}")
         print(f"privacy: {privacy}")
-        print(_numerics_line(tier, mech, ran))
+        print(_numerics_line(tier, ran))
         if args.mechanism in _MIXTURES:
             print(_mixture_line(mech, sensitivity))
     return 0
@@ -532,7 +400,7 @@ PRDP_METHODS = ("framework", "extension")
 def _prdp_table(args):
     """(groups, values, budgets) for a per-record-budget release; the embedded table has ``privacy_budget``."""
     if args.input is not None:
-        return _read_table(args.input, args.value_column, args.group_by, budget_column=args.per_record_budget)
+        return read_table(args.input, args.value_column, args.group_by, budget_column=args.per_record_budget)
     from dpjax.data import BUDGET_MENU, load_steps_with_budgets
 
     rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
@@ -563,7 +431,7 @@ def _prdp_release_command(args) -> int:
     import accounting
     from dpjax import prdp
 
-    _check_output(args.output, [args.input])
+    check_output(args.output, [args.input])
     groups, values, budgets = _prdp_table(args)
     if args.eps_min is None or args.eps_max is None:
         raise ValueError("--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
@@ -599,7 +467,7 @@ def _prdp_release_command(args) -> int:
     released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
 
     if args.output:
-        _write_csv(args.output, ["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
+        write_csv(args.output, ["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
                                  f"naive_{args.statistic}"],
                    zip(names, true, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released))
     source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users, with their budgets"

@@ -85,9 +85,9 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
     start = check_int("start", start, minimum=0)
     shape = values.shape
     n = math.prod(shape)
-    if start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:
-        raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     devices = jax.devices()
+    if start + n + LANE_BLOCK * len(devices) > MAX_RECORDS:
+        raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     shards = len(devices) if len(devices) > 1 and n >= SHARD_MIN_RECORDS else 1
     if shards == 1:
         out = _release_whole(key, values, mech, jnp.uint32(start))

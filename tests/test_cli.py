@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from dpjax import cli
+from dpjax import cli, tables
 from dpjax.data import load_steps, make_steps_table
 
 
@@ -70,7 +70,7 @@ def test_nan_in_input_is_refused(tmp_path, capsys):
 
 
 def test_progress_bar_on_large_inputs(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_PROGRESS_MIN_BYTES", 10)
+    monkeypatch.setattr(tables, "_PROGRESS_MIN_BYTES", 10)
     path = tmp_path / "in.csv"
     path.write_text("g,v\n" + "".join(f"{i % 3},{i}\n" for i in range(1000)))
     assert cli.main(["release", "--input", str(path), "--value-column", "v", "--group-by", "g", "--seed", "0"]) == 0
