@@ -152,10 +152,10 @@ def release_dtype(name: str, values):
     if is_traced(values) or isinstance(values, jax.Array):
         return values
     arr = np.asarray(values)
-    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4 or str(arr.dtype) == "bfloat16":
+    if (arr.dtype.kind == "f" and arr.dtype.itemsize < 4) or str(arr.dtype) == "bfloat16":
         return arr.astype(np.float32)
     x64 = _default_float().itemsize == 8
-    if arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 and not x64 or arr.dtype == np.uint32 and not x64:
+    if not x64 and arr.dtype.kind in "iu" and (arr.dtype.itemsize == 8 or arr.dtype == np.uint32):
         info = np.iinfo(np.int32)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
             raise ValueError(f"{name}: {arr.dtype} values up to {np.abs(arr).max()} do not fit int32, JAX's integer "

@@ -274,5 +274,6 @@ class PrivacyBoosted(Mechanism):
 
     def traced_checks(self, values):
         rho = jnp.asarray(self.rho)
+        # the kernel's own checks (its scale > 0) less its first, the values' check already made
         return super().traced_checks(values) + self.kernel.traced_checks(values)[1:] + [
             (jnp.all((rho > 0) & (rho <= 1)), "rho must lie in (0, 1]")]
