@@ -24,6 +24,7 @@ from accounting._construct import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAUL
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
 from accounting._pld import _check_floor, analytic_gaussian, capped_by_pure, mech_pure, pld
 from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from dpjax import multihost
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 
@@ -342,6 +343,22 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
                         pessimistic, tail_mass_truncation, output_cells, progress)
 
 
+def _across_processes(query, mech, arg, **options):
+    """A batch of mechanisms whose parameters are global arrays spread over JAX processes: each process
+    answers the batch of its own shards (the same numbers as one process answering every member), the
+    processes agree on errors and arguments, and the answers come back as a global float64 array with
+    the parameters' sharding."""
+    if np.ndim(arg) != 0:
+        raise ValueError(f"{query.__name__}: a batch of mechanisms across processes takes a single "
+                         f"{'delta' if query is get_epsilon else 'epsilon'}, got shape {np.shape(arg)}")
+    if is_traced(mech):
+        raise ValueError("mech: a batch across processes needs concrete parameters (call it outside jit)")
+    first = next(leaf for leaf in jax.tree_util.tree_leaves(mech) if multihost.is_global(leaf))
+    extra = {"arg": float(arg), **{k: repr(v) for k, v in options.items() if k != "progress"}}
+    return multihost.map_shards(f"accounting.{query.__name__}", lambda local, _: np.asarray(query(local, arg, **options)),
+                                mech, first.shape, first.sharding, extra=extra)
+
+
 @x64
 def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
                 value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
@@ -356,6 +373,11 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     batch + δ.shape. NaN marks a ``delta`` below the round-off floor.
     """
     check_probability("delta", delta, high_open=True)
+    if multihost.is_global(mech):
+        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
+                                 sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
+                                 pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation,
+                                 output_cells=output_cells, use_analytic=use_analytic, progress=progress)
     return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
                         pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
 
@@ -367,5 +389,10 @@ def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
               progress=None):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
+    if multihost.is_global(mech):
+        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
+                                 sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
+                                 pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation,
+                                 output_cells=output_cells, use_analytic=use_analytic, progress=progress)
     return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
                         pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)

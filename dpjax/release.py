@@ -3,10 +3,11 @@
 The noise of record ``i`` (flat, row-major position plus ``start``) is a
 function of ``(key, i)`` only (:mod:`dpjax.random`), so a release is bitwise
 identical whether it runs whole, in slices (pass each slice's ``start``), or
-sharded over several devices. With more than one device and a large input, the
+sharded over several devices or processes. With more than one device and a large input, the
 records are sharded over a 1-D device mesh with :mod:`jax.sharding`; the
 computation is elementwise, so each device generates the noise of its own
-records and nothing is communicated.
+records and nothing is communicated. A global array spread over several JAX processes is
+released by :mod:`dpjax.multihost` (each process its own shards, the validation agreed by all).
 
 A mechanism with batch shape equal to (or broadcastable to) ``values.shape``
 gives per-query parameters: record ``i`` is released with mechanism ``i``.
@@ -22,6 +23,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from dpjax import multihost
 from dpjax.validation import check_finite_values, check_int, release_dtype
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, flat_records
 from dpjax.random import MAX_RECORDS, check_key
@@ -72,6 +74,10 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
     """
     if numerics not in ("float", "exact"):
         raise ValueError(f"numerics must be 'float' or 'exact', got {numerics!r}")
+    if multihost.active():  # several JAX processes: a global array is released shard by shard, agreed by all
+        out = multihost.release(key, values, mech, start=start, numerics=numerics)
+        if out is not None:
+            return out
     if numerics == "exact":
         from dpjax.exact.lattice import release_exact
 

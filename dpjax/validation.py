@@ -25,6 +25,7 @@ __all__ = [
     "check_scale",
     "check_categories",
     "release_dtype",
+    "host_array",
 ]
 
 
@@ -33,11 +34,21 @@ def is_traced(x) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
+def host_array(x) -> np.ndarray:
+    """``x`` as a numpy array; for a global ``jax.Array`` spread over several processes, the entries
+    this process holds (its addressable shards, flattened): each process validates its own records,
+    and :mod:`dpjax.multihost` makes the processes agree on the verdict."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        parts = [np.asarray(s.data).reshape(-1) for s in x.addressable_shards]
+        return np.concatenate(parts) if parts else np.zeros((0,), x.dtype)
+    return np.asarray(x)
+
+
 def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{name} must be a real number or array of real numbers, got {x!r}")
     try:
-        arr = np.asarray(x)
+        arr = host_array(x)
     except Exception as exc:  # pragma: no cover - numpy raises many types
         raise ValueError(f"{name} must be a real number or array, got {type(x).__name__}") from exc
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
@@ -62,7 +73,7 @@ def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = 
     if is_traced(x):
         return x
     check_real(name, x, finite=not allow_inf)
-    arr = np.asarray(x)
+    arr = host_array(x)
     bad = arr < 0 if allow_zero else arr <= 0
     if bad.any():
         rng = "[0, inf)" if allow_zero else "(0, inf)"
@@ -75,7 +86,7 @@ def check_probability(name: str, x, *, low_open: bool = True, high_open: bool = 
     if is_traced(x):
         return x
     check_real(name, x)
-    arr = np.asarray(x)
+    arr = host_array(x)
     lo_bad = arr <= 0 if low_open else arr < 0
     hi_bad = arr >= 1 if high_open else arr > 1
     if lo_bad.any() or hi_bad.any():
@@ -114,7 +125,7 @@ def check_index_values(name: str, values, size: int, size_name: str) -> None:
     mechanism's parameter ``size_name`` (skipped under tracing)."""
     if is_traced(values):
         return
-    arr = np.asarray(values)
+    arr = host_array(values)
     if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
         raise ValueError(f"{name} must be integer indices in [0, {size_name}) = [0, {size})")
     if arr.size and (arr.min() < 0 or arr.max() >= size):
@@ -136,7 +147,7 @@ def check_scale(name: str, x, *, discrete: bool = False):
         return x
     fi = np.finfo(_default_float())
     lo, hi = (2.0**-20, 2.0 ** (fi.nmant - 1)) if discrete else (float(fi.tiny) * 2.0**24, float(fi.max) * 2.0**-16)
-    arr = np.asarray(x, np.float64)
+    arr = host_array(x).astype(np.float64)
     if (arr < lo).any() or (arr > hi).any():
         mode = "" if fi.bits == 64 else " (JAX runs in 32-bit mode; jax.enable_x64 widens it)"
         raise ValueError(f"{name} must lie in [{lo:.3g}, {hi:.3g}] for a {'discrete' if discrete else 'continuous'} "

@@ -1,0 +1,122 @@
+"""Start a local multi-process JAX run: ``python -m dpjax.launch --processes 2 script.py [args…]``.
+
+Each of the ``--processes`` children runs ``script.py`` as ``__main__`` after
+:func:`initialize` has connected it to the others: ``jax.distributed.initialize`` with a
+coordinator on a free port of 127.0.0.1, its process id, CPU devices
+(``--devices-per-process`` each) and Gloo collectives
+(``jax_cpu_collectives_implementation = "gloo"``). This is for development and tests on one
+machine; on a cluster the same script runs under the cluster's launcher (SLURM, a TPU pod), where
+:func:`initialize` lets ``jax.distributed.initialize`` detect the cluster.
+
+A child that fails makes the launcher stop the others after ``--grace`` seconds (a peer blocked in
+a collective would otherwise wait for it); the launcher exits with the first non-zero status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import socket
+import subprocess
+import sys
+import time
+
+__all__ = ["initialize", "free_port", "main"]
+
+_ENV = ("DPJAX_COORDINATOR", "DPJAX_NUM_PROCESSES", "DPJAX_PROCESS_ID")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def initialize(**kwargs) -> None:
+    """Join the multi-process run: under ``dpjax.launch`` with the coordinator and process id it set
+    (CPU, Gloo collectives); elsewhere ``jax.distributed.initialize(**kwargs)`` (cluster detection:
+    SLURM, TPU pods, …). A second call, or a call in a one-process run started without a launcher
+    and without arguments, does nothing."""
+    import jax
+    from jax._src import distributed
+
+    if distributed.global_state.client is not None:
+        return
+    if all(name in os.environ for name in _ENV):
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=os.environ["DPJAX_COORDINATOR"],
+                                   num_processes=int(os.environ["DPJAX_NUM_PROCESSES"]),
+                                   process_id=int(os.environ["DPJAX_PROCESS_ID"]),
+                                   initialization_timeout=int(os.environ.get("DPJAX_INIT_TIMEOUT", "60")),
+                                   shutdown_timeout_seconds=int(os.environ.get("DPJAX_SHUTDOWN_TIMEOUT", "30")),
+                                   **kwargs)
+        return
+    if kwargs or any(v in os.environ for v in ("SLURM_JOB_ID", "TPU_WORKER_HOSTNAMES", "OMPI_COMM_WORLD_SIZE")):
+        jax.distributed.initialize(**kwargs)
+
+
+def _child(script: str, args: list[str]) -> None:
+    initialize()
+    sys.argv = [script] + args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dpjax.launch", description=__doc__.split("\n\n")[0])
+    p.add_argument("--processes", type=int, required=True, help="number of JAX processes (>= 1)")
+    p.add_argument("--devices-per-process", type=int, default=1, help="CPU devices in each process (default 1)")
+    p.add_argument("--grace", type=float, default=10.0,
+                   help="seconds the others may run on after one process failed (default 10)")
+    p.add_argument("--timeout", type=float, default=None, help="stop every process after this many seconds")
+    p.add_argument("script", help="the Python script every process runs")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    return p
+
+
+def main(argv=None) -> int:
+    opts = _parser().parse_args(argv)
+    if opts.processes < 1:
+        raise SystemExit("--processes must be an integer >= 1")
+    if opts.devices_per_process < 1:
+        raise SystemExit("--devices-per-process must be an integer >= 1")
+    if not os.path.isfile(opts.script):
+        raise SystemExit(f"script: no such file {opts.script!r}")
+    coordinator = f"127.0.0.1:{free_port()}"
+    procs = []
+    for pid in range(opts.processes):
+        env = dict(os.environ, DPJAX_COORDINATOR=coordinator, DPJAX_NUM_PROCESSES=str(opts.processes),
+                   DPJAX_PROCESS_ID=str(pid), JAX_PLATFORMS="cpu")
+        flag = f"--xla_force_host_platform_device_count={opts.devices_per_process}"
+        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                    if not f.startswith("--xla_force_host_platform_device_count")) + " " + flag
+        code = "import sys; from dpjax.launch import _child; _child(sys.argv[1], sys.argv[2:])"
+        procs.append(subprocess.Popen([sys.executable, "-c", code, opts.script, *opts.args], env=env))
+    deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
+    status, failed_at = 0, None
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        for p in procs:
+            if p.returncode not in (None, 0) and status == 0:
+                status, failed_at = p.returncode, now
+        if (failed_at is not None and now - failed_at > opts.grace) or (deadline is not None and now > deadline):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            if status == 0:
+                print(f"dpjax.launch: --timeout {opts.timeout} s passed; processes stopped", file=sys.stderr)
+                status = 124
+            break
+        time.sleep(0.05)
+    for p in procs:
+        p.wait()
+        if status == 0 and p.returncode != 0:
+            status = p.returncode
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
