@@ -9,6 +9,7 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
     python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
     python benchmarks/throughput.py --exact --n 1e6          # the exact tier (dpjax.exact) rows
                                                              # (and OpenDP's sampler if installed)
+    python benchmarks/throughput.py --processes 2 --n 1e8    # 1 vs 2 JAX processes (benchmarks/multiprocess.py)
 
 The load average is printed before and after: on a shared machine, ratios are only
 comparable within one run.
@@ -124,8 +125,14 @@ def main(argv=None):
     p.add_argument("--only", default="", help="run only the cases whose name contains this text "
                    "(the Gaussian(sigma=1) anchor always runs)")
     p.add_argument("--exact", action="store_true", help="only the exact tier's rows (dpjax.exact)")
+    p.add_argument("--processes", type=int, default=0, help="compare 1 process with this many JAX processes "
+                   "(local CPU, dpjax.launch) on a Laplace release of n values")
     args = p.parse_args(argv)
     n = int(args.n)
+    if args.processes:
+        from multiprocess import compare
+
+        return compare(n, args.processes, args.repeats)
     if args.exact:
         return exact_rows(n, args.repeats, jax.random.key(0))
     dev = jax.devices()[0]
