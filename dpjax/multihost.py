@@ -93,11 +93,11 @@ def agree(tag: str, payload: dict, *, timeout: float | None = None) -> list[dict
     return out
 
 
-def _refuse_if_any(tag, payloads, field="error"):
-    """Raise on every process the first process's error (``payload[field]``), naming it."""
+def _refuse_if_any(tag, payloads):
+    """Raise on every process the first process's error (its payload's ``"error"``), naming it."""
     for p, pay in enumerate(payloads):
-        if pay.get(field):
-            raise ValueError(f"{tag} refused on every process: process {p} reports: {pay[field]}")
+        if pay.get("error"):
+            raise ValueError(f"{tag} refused on every process: process {p} reports: {pay['error']}")
 
 
 def key_fingerprint(key) -> str:
@@ -119,12 +119,13 @@ def _tree_fingerprint(tree) -> str:
 
 
 def _row_offset(index, shape) -> int:
-    """Flat index of a shard's first record, or a ValueError when the shard is not whole rows."""
+    """Flat index of a shard's first record (``index`` from :func:`_slices`), or a ValueError when the
+    shard is not whole rows."""
     for axis, (sl, size) in enumerate(zip(index[1:], shape[1:]), start=1):
-        if (sl.start or 0) != 0 or (sl.stop if sl.stop is not None else size) != size:
-            raise ValueError(f"values: a global array is released record-row by record-row: it must be partitioned "
-                             f"along axis 0 only, but axis {axis} is split (shard {index})")
-    return (index[0].start or 0) * math.prod(shape[1:]) if index else 0
+        if (sl.start, sl.stop) != (0, size):
+            raise ValueError(f"values: a global array is released row by row: it must be partitioned along axis 0 "
+                             f"only, but axis {axis} is split (shard {index})")
+    return index[0].start * math.prod(shape[1:]) if index else 0
 
 
 def _local_tree(tree, device, index, shape):
