@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 
 __all__ = ["initialize", "free_port", "main"]
 
@@ -62,7 +63,15 @@ def _child(script: str, args: list[str]) -> None:
     initialize()
     sys.argv = [script] + args
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except BaseException as exc:  # a failed process leaves at once: at a normal exit JAX's shutdown barrier
+        if isinstance(exc, SystemExit) and exc.code in (None, 0):  # would wait for the others
+            raise
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,7 +106,7 @@ def main(argv=None) -> int:
         procs.append(subprocess.Popen([sys.executable, "-c", code, opts.script, *opts.args], env=env))
     deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
     status, failed_at = 0, None
-    while any(p.poll() is None for p in procs):
+    while [p.poll() for p in procs].count(None):  # poll every child (any() would stop at the first running)
         now = time.monotonic()
         for p in procs:
             if p.returncode not in (None, 0) and status == 0:

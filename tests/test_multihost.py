@@ -169,15 +169,27 @@ def _child_refusals(outdir):
 
 
 # -- the tests ---------------------------------------------------------------------------------
-def _launch(group, outdir):
+def _child_fails(outdir):
+    import jax
+
+    from dpjax import multihost
+
+    if jax.process_index() == 1:
+        raise RuntimeError("process 1 fails before the agreement")
+    multihost.agree("never", {}, timeout=600)  # process 1 never comes: the launcher must stop this process
+
+
+def _launch(group, outdir, *options, status=0):
     import time
 
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "dpjax.launch", "--processes", "2", "--timeout", "240", __file__, group, str(outdir)]
+    cmd = [sys.executable, "-m", "dpjax.launch", "--processes", "2", "--timeout", "240", *options, __file__, group,
+           str(outdir)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
+    assert res.returncode == status, res.stdout[-3000:] + res.stderr[-6000:]
     print(f"{group}: two processes took {time.monotonic() - t0:.1f} s")
+    return res
 
 
 def _assembled(outdir, name):
@@ -223,5 +235,10 @@ def test_bad_input_refused_on_every_process(tmp_path):
     assert m0["absent_peer"].startswith("TimeoutError") and "process 1 did not arrive" in m0["absent_peer"]
 
 
+def test_launcher_stops_the_others_when_one_process_fails(tmp_path):
+    res = _launch("fails", tmp_path, "--grace", "1", status=1)
+    assert "process 1 fails before the agreement" in res.stderr
+
+
 if __name__ == "__main__":  # a process of a scenario group, under dpjax.launch
-    {"good": _child_good, "refusals": _child_refusals}[sys.argv[1]](sys.argv[2])
+    {"good": _child_good, "refusals": _child_refusals, "fails": _child_fails}[sys.argv[1]](sys.argv[2])
