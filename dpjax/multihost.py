@@ -281,12 +281,13 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     from dpjax.release import _release_whole
 
     outs = []
-    for device, (vals, m, offset) in plans:
+    for i, (device, (vals, m, offset)) in enumerate(plans):
+        shard_key = key if i == 0 else jax.random.clone(key)  # each shard's records are disjoint: not a reuse
         squeeze = vals.ndim == 0
         vals = jax.device_put(vals.reshape(1) if squeeze else vals, device)
         if numerics == "exact":
-            out = release_exact(key, vals, m, start=start + offset)
+            out = release_exact(shard_key, vals, m, start=start + offset)
         else:
-            out = _release_whole(key, vals, m, np.uint32(start + offset))
+            out = _release_whole(shard_key, vals, m, np.uint32(start + offset))
         outs.append(jax.device_put(out.reshape(()) if squeeze else out, device))
     return jax.make_array_from_single_device_arrays(shape, values.sharding, outs)
