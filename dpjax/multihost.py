@@ -30,6 +30,7 @@ give each process its own key).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -39,7 +40,7 @@ import threading
 import jax
 import numpy as np
 
-from dpjax.validation import check_finite_values, check_int
+from dpjax.validation import check_finite_values, check_int, is_global
 
 __all__ = ["active", "is_global", "agree", "global_records", "map_shards", "release", "key_fingerprint",
            "AGREE_TIMEOUT"]
@@ -60,11 +61,6 @@ def _client():
 def active() -> bool:
     """True in a run of several JAX processes joined by ``jax.distributed.initialize``."""
     return jax.process_count() > 1 and _client() is not None
-
-
-def is_global(x) -> bool:
-    """``x`` (or a leaf of the pytree ``x``) is a ``jax.Array`` with shards on other processes."""
-    return any(isinstance(leaf, jax.Array) and not leaf.is_fully_addressable for leaf in jax.tree_util.tree_leaves(x))
 
 
 def agree(tag: str, payload: dict, *, timeout: float | None = None) -> list[dict]:
@@ -154,12 +150,23 @@ def _slices(index, shape):
     return tuple(slice(s.start or 0, s.stop if s.stop is not None else n) for s, n in zip(index, shape))
 
 
+def _rebuilt(obj):
+    """A (pytree) dataclass built again through its constructor, children first: its validation, deferred
+    for global arrays (:func:`dpjax.validation.is_global`), runs on the shard's own entries."""
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return obj
+    return dataclasses.replace(obj, **{f.name: _rebuilt(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                                       if f.init})
+
+
 def _each_shard(tree, shape, sharding, fn):
-    """``[(device, fn(local_tree, offset))]`` over the addressable shards of ``sharding`` (local work)."""
+    """``[(device, fn(local_tree, offset))]`` over the addressable shards of ``sharding`` (local work; every
+    mechanism in ``tree`` rebuilt on the shard's parameters, so that its constructor validates them)."""
     out = []
     for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
         index = _slices(index, shape)
-        out.append((device, fn(_local_tree(tree, device, index, shape), _row_offset(index, shape))))
+        local = jax.tree_util.tree_map(_rebuilt, _local_tree(tree, device, index, shape), is_leaf=dataclasses.is_dataclass)
+        out.append((device, fn(local, _row_offset(index, shape))))
     return out
 
 

@@ -4,7 +4,8 @@ Every public constructor and entry point calls these helpers before any traced
 computation starts, so that invalid input raises a ``ValueError`` that names the
 parameter and its allowed range instead of producing a silent, wrong release.
 Traced values (inside ``jit``/``grad``/``vmap``) cannot be inspected and are let
-through: they were validated where they were created.
+through: they were validated where they were created. So are global arrays with shards on
+other processes: :mod:`dpjax.multihost` validates each process's shards where they are used.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 __all__ = [
     "is_traced",
+    "is_global",
     "check_real",
     "check_positive",
     "check_probability",
@@ -25,7 +27,6 @@ __all__ = [
     "check_scale",
     "check_categories",
     "release_dtype",
-    "host_array",
 ]
 
 
@@ -34,21 +35,23 @@ def is_traced(x) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
-def host_array(x) -> np.ndarray:
-    """``x`` as a numpy array; for a global ``jax.Array`` spread over several processes, the entries
-    this process holds (its addressable shards, flattened): each process validates its own records,
-    and :mod:`dpjax.multihost` makes the processes agree on the verdict."""
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
-        parts = [np.asarray(s.data).reshape(-1) for s in x.addressable_shards]
-        return np.concatenate(parts) if parts else np.zeros((0,), x.dtype)
-    return np.asarray(x)
+def is_global(x) -> bool:
+    """``x`` (or a leaf of the pytree ``x``) is a ``jax.Array`` with shards on other processes."""
+    return any(isinstance(leaf, jax.Array) and not leaf.is_fully_addressable for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _deferred(x) -> bool:
+    """``x`` cannot be inspected here: traced, or a global array with shards on other processes (then
+    :mod:`dpjax.multihost` validates every process's shards where the array is used, and the processes
+    agree on the verdict)."""
+    return is_traced(x) or is_global(x)
 
 
 def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{name} must be a real number or array of real numbers, got {x!r}")
     try:
-        arr = host_array(x)
+        arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises many types
         raise ValueError(f"{name} must be a real number or array, got {type(x).__name__}") from exc
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
@@ -58,7 +61,7 @@ def _as_array(name: str, x) -> np.ndarray:
 
 def check_real(name: str, x, *, finite: bool = True):
     """Validate a real scalar/array; return it unchanged. NaN is always refused."""
-    if is_traced(x):
+    if _deferred(x):
         return x
     arr = _as_array(name, x)
     if np.isnan(arr).any():
@@ -70,10 +73,10 @@ def check_real(name: str, x, *, finite: bool = True):
 
 def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = False):
     """Validate ``x > 0`` (or ``>= 0``) elementwise, finite unless ``allow_inf``."""
-    if is_traced(x):
+    if _deferred(x):
         return x
     check_real(name, x, finite=not allow_inf)
-    arr = host_array(x)
+    arr = np.asarray(x)
     bad = arr < 0 if allow_zero else arr <= 0
     if bad.any():
         rng = "[0, inf)" if allow_zero else "(0, inf)"
@@ -83,10 +86,10 @@ def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = 
 
 def check_probability(name: str, x, *, low_open: bool = True, high_open: bool = False):
     """Validate that ``x`` lies in the interval (0, 1] (open/closed ends as asked)."""
-    if is_traced(x):
+    if _deferred(x):
         return x
     check_real(name, x)
-    arr = host_array(x)
+    arr = np.asarray(x)
     lo_bad = arr <= 0 if low_open else arr < 0
     hi_bad = arr >= 1 if high_open else arr > 1
     if lo_bad.any() or hi_bad.any():
@@ -107,7 +110,7 @@ def check_int(name: str, x, *, minimum: int | None = None) -> int:
 
 def check_finite_values(name: str, values) -> None:
     """Refuse empty, NaN or infinite data before it is released."""
-    if is_traced(values):
+    if _deferred(values):
         return
     arr = _as_array(name, values)
     if arr.size == 0:
@@ -123,9 +126,9 @@ def check_finite_values(name: str, values) -> None:
 def check_index_values(name: str, values, size: int, size_name: str) -> None:
     """Refuse values that are not integer indices in ``[0, size)``, ``size`` being the
     mechanism's parameter ``size_name`` (skipped under tracing)."""
-    if is_traced(values):
+    if _deferred(values):
         return
-    arr = host_array(values)
+    arr = np.asarray(values)
     if not (np.issubdtype(arr.dtype, np.integer) or np.all(np.round(arr) == arr)):
         raise ValueError(f"{name} must be integer indices in [0, {size_name}) = [0, {size})")
     if arr.size and (arr.min() < 0 or arr.max() >= size):
@@ -143,11 +146,11 @@ def check_scale(name: str, x, *, discrete: bool = False):
     in the float the sampler draws it in) or the dtype's largest value / 2^16 (continuous: the
     noise would overflow to ±inf)."""
     check_positive(name, x)
-    if is_traced(x):
+    if _deferred(x):
         return x
     fi = np.finfo(_default_float())
     lo, hi = (2.0**-20, 2.0 ** (fi.nmant - 1)) if discrete else (float(fi.tiny) * 2.0**24, float(fi.max) * 2.0**-16)
-    arr = host_array(x).astype(np.float64)
+    arr = np.asarray(x, np.float64)
     if (arr < lo).any() or (arr > hi).any():
         mode = "" if fi.bits == 64 else " (JAX runs in 32-bit mode; jax.enable_x64 widens it)"
         raise ValueError(f"{name} must lie in [{lo:.3g}, {hi:.3g}] for a {'discrete' if discrete else 'continuous'} "

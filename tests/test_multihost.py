@@ -161,6 +161,9 @@ def _child_refusals(outdir):
     attempt("mech_differs", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0 + p)))
     attempt("exact_unsupported", lambda: dpjax.release(jax.random.key(1), good, dpjax.PrivacyBoosted(
         dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9), numerics="exact"))
+    sigma = d["sigma"][p * ROWS:(p + 1) * ROWS].copy()
+    sigma[3] = -1.0 if p == 1 else sigma[3]  # the constructor cannot see it; the release validates each shard
+    attempt("sigma_invalid_on_one", lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma))))
     os.environ["DPJAX_AGREE_TIMEOUT"] = "3"
     if p == 0:  # process 1 never calls: process 0 must time out, not hang
         attempt("absent_peer", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0)))
@@ -229,7 +232,8 @@ def test_bad_input_refused_on_every_process(tmp_path):
                            ("local_on_one", "global array on processes [0] but a process-local array on processes [1]"),
                            ("rows_differ", "same number of rows"),
                            ("mech_differs", "different mechanisms"),
-                           ("exact_unsupported", "no exact (integer-only) sampler")):
+                           ("exact_unsupported", "no exact (integer-only) sampler"),
+                           ("sigma_invalid_on_one", "process 1 reports: sigma must lie in (0, inf)")):
         for p, m in enumerate((m0, m1)):
             assert m[name] is not None and fragment in m[name], (name, p, m[name])
     assert m0["absent_peer"].startswith("TimeoutError") and "process 1 did not arrive" in m0["absent_peer"]
