@@ -9,7 +9,7 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
     python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
     python benchmarks/throughput.py --exact --n 1e6          # the exact tier (dpjax.exact) rows
                                                              # (and OpenDP's sampler if installed)
-    python benchmarks/throughput.py --processes 2 --n 1e8    # 1 vs 2 JAX processes (benchmarks/multiprocess.py)
+    python benchmarks/throughput.py --processes 2 --n 1e8    # 1 vs 2 JAX processes (benchmarks/processes.py)
 
 The load average is printed before and after: on a shared machine, ratios are only
 comparable within one run.
@@ -130,7 +130,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     n = int(args.n)
     if args.processes:
-        from multiprocess import compare
+        from processes import compare
 
         return compare(n, args.processes, args.repeats)
     if args.exact:
