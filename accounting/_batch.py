@@ -355,7 +355,8 @@ def _across_processes(query, mech, arg, **options):
         raise ValueError("mech: a batch across processes needs concrete parameters (call it outside jit)")
     first = next(leaf for leaf in jax.tree_util.tree_leaves(mech) if multihost.is_global(leaf))
     extra = {"arg": float(arg), **{k: repr(v) for k, v in options.items() if k != "progress"}}
-    return multihost.map_shards(f"accounting.{query.__name__}", lambda local, _: np.asarray(query(local, arg, **options)),
+    return multihost.map_shards(f"accounting.{query.__name__}",
+                                lambda local, _: np.asarray(query(local, arg, **options)),
                                 mech, first.shape, first.sharding, extra=extra)
 
 
@@ -374,10 +375,10 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     """
     check_probability("delta", delta, high_open=True)
     if multihost.is_global(mech):
-        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
-                                 sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
-                                 pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation,
-                                 output_cells=output_cells, use_analytic=use_analytic, progress=progress)
+        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                                 tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
+                                 use_analytic=use_analytic, progress=progress)
     return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
                         pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
 
@@ -390,9 +391,9 @@ def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
     if multihost.is_global(mech):
-        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
-                                 sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
-                                 pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation,
-                                 output_cells=output_cells, use_analytic=use_analytic, progress=progress)
+        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                                 tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
+                                 use_analytic=use_analytic, progress=progress)
     return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
                         pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)

@@ -165,7 +165,8 @@ def _each_shard(tree, shape, sharding, fn):
     out = []
     for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
         index = _slices(index, shape)
-        local = jax.tree_util.tree_map(_rebuilt, _local_tree(tree, device, index, shape), is_leaf=dataclasses.is_dataclass)
+        local = jax.tree_util.tree_map(_rebuilt, _local_tree(tree, device, index, shape),
+                                       is_leaf=dataclasses.is_dataclass)
         out.append((device, fn(local, _row_offset(index, shape))))
     return out
 
@@ -206,7 +207,8 @@ def global_records(local_values, *, mesh=None) -> jax.Array:
     if len(set(rows)) > 1 or len({(tuple(p["row"]), p["dtype"]) for p in pays}) > 1:
         raise ValueError(f"local_values: every process must hold the same number of rows of the same shape and dtype, "
                          f"got rows {rows}, row shapes {[tuple(p['row']) for p in pays]}, dtypes "
-                         f"{[p['dtype'] for p in pays]} (the process count must divide the data: pad or split it first)")
+                         f"{[p['dtype'] for p in pays]} (the process count must divide the data: pad or split it "
+                         "first)")
     if rows[0] % info["devices"]:
         raise ValueError(f"local_values: each process's {rows[0]} rows must split evenly over its {info['devices']} "
                          "devices")
@@ -226,8 +228,6 @@ def map_shards(tag, fn, tree, shape, sharding, *, extra=None) -> jax.Array:
 def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     """:func:`dpjax.release` in a multi-process run (collective; see the module docstring). Returns
     ``None`` when every process passed process-local values (each then releases its own)."""
-    from jax.sharding import NamedSharding
-
     from dpjax.exact.bits import HostBits
     from dpjax.mechanism import LANE_BLOCK, Mechanism, check_batch_shape
     from dpjax.random import MAX_RECORDS, check_key
@@ -275,15 +275,12 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
         check_int("start", start, minimum=0)
         if start + n + LANE_BLOCK > MAX_RECORDS:
             raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
-        if not isinstance(values.sharding, NamedSharding):
-            raise ValueError(f"values: a global array with a NamedSharding is expected, got "
-                             f"{type(values.sharding).__name__}")
         if isinstance(mech, Mechanism):
             check_batch_shape(mech, shape)
         return _each_shard((values, mech), shape, values.sharding, prepare)
 
-    plans = _agreed("dpjax.release", work, mech, {"shape": list(shape), "dtype": str(values.dtype), "start": start,
-                                                 "numerics": numerics})
+    options = {"shape": list(shape), "dtype": str(values.dtype), "start": repr(start), "numerics": numerics}
+    plans = _agreed("dpjax.release", work, mech, options)
     from dpjax.exact.lattice import release_exact
     from dpjax.release import _release_whole
 

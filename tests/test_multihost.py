@@ -163,7 +163,8 @@ def _child_refusals(outdir):
         dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9), numerics="exact"))
     sigma = d["sigma"][p * ROWS:(p + 1) * ROWS].copy()
     sigma[3] = -1.0 if p == 1 else sigma[3]  # the constructor cannot see it; the release validates each shard
-    attempt("sigma_invalid_on_one", lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma))))
+    attempt("sigma_invalid_on_one",
+            lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma))))
     os.environ["DPJAX_AGREE_TIMEOUT"] = "3"
     if p == 0:  # process 1 never calls: process 0 must time out, not hang
         attempt("absent_peer", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0)))
