@@ -375,7 +375,8 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     """
     check_probability("delta", delta, high_open=True)
     if multihost.is_global(mech):
-        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity, sampling_prob=sampling_prob,
+        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
+                                 sampling_prob=sampling_prob,
                                  value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
                                  tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
                                  use_analytic=use_analytic, progress=progress)
@@ -391,7 +392,8 @@ def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
     if multihost.is_global(mech):
-        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity, sampling_prob=sampling_prob,
+        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
+                                 sampling_prob=sampling_prob,
                                  value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
                                  tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
                                  use_analytic=use_analytic, progress=progress)
