@@ -86,6 +86,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _supervise(procs, grace, timeout) -> int:
+    """Wait for the children; ``grace`` seconds after the first failure (or at ``timeout``) kill the rest.
+    The first failure's status (124 at the timeout), else 0."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    status, failed_at = 0, None
+    while [p.poll() for p in procs].count(None):  # poll every child (any() would stop at the first running)
+        now = time.monotonic()
+        for p in procs:
+            if p.returncode not in (None, 0) and status == 0:
+                status, failed_at = p.returncode, now
+        if (failed_at is not None and now - failed_at > grace) or (deadline is not None and now > deadline):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            if status == 0:
+                print(f"dpjax.launch: --timeout {timeout} s passed; processes stopped", file=sys.stderr)
+                status = 124
+            return status
+        time.sleep(0.05)
+    return status
+
+
 def main(argv=None) -> int:
     opts = _parser().parse_args(argv)
     if opts.processes < 1:
@@ -104,22 +126,12 @@ def main(argv=None) -> int:
                                     if not f.startswith("--xla_force_host_platform_device_count")) + " " + flag
         code = "import sys; from dpjax.launch import _child; _child(sys.argv[1], sys.argv[2:])"
         procs.append(subprocess.Popen([sys.executable, "-c", code, opts.script, *opts.args], env=env))
-    deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
-    status, failed_at = 0, None
-    while [p.poll() for p in procs].count(None):  # poll every child (any() would stop at the first running)
-        now = time.monotonic()
+    try:
+        status = _supervise(procs, opts.grace, opts.timeout)
+    finally:  # interrupted (Ctrl-C): no child outlives the launcher
         for p in procs:
-            if p.returncode not in (None, 0) and status == 0:
-                status, failed_at = p.returncode, now
-        if (failed_at is not None and now - failed_at > opts.grace) or (deadline is not None and now > deadline):
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            if status == 0:
-                print(f"dpjax.launch: --timeout {opts.timeout} s passed; processes stopped", file=sys.stderr)
-                status = 124
-            break
-        time.sleep(0.05)
+            if p.poll() is None:
+                p.kill()
     for p in procs:
         p.wait()
         if status == 0 and p.returncode != 0:
