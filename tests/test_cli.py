@@ -5,7 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from dpjax import cli, tables
+from dpjax import cli
+from dpjax.cli import io as tables
 from dpjax.data import load_steps, make_steps_table
 
 

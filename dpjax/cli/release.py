@@ -32,7 +32,7 @@ import sys
 
 import numpy as np
 
-from dpjax.tables import check_output, read_table, write_csv
+from dpjax.cli.io import check_output, read_table, write_csv
 
 __all__ = ["main", "aggregate", "build_mechanism"]
 
