@@ -1,50 +1,55 @@
-"""``dpjax`` command line: ``dpjax release`` aggregates a table by group and releases it with noise.
+"""``dpjax release``: aggregate a table by group and release it with noise.
 
-With no arguments it releases the embedded default dataset (weekly-average
-daily step counts of 4000 synthetic health-app users, :mod:`dpjax.data`): the
-sum of steps per age group, each user's contribution clipped to ``--clip``.
-Groups are disjoint, so the whole table costs the privacy of one release
-(parallel composition); the privacy spent is computed exactly by
-:mod:`accounting` from the mechanism's output law.
+With no arguments it releases the embedded default dataset (weekly-average daily step counts of
+4000 synthetic health-app users, :mod:`dpjax.data`): the sum of steps per age group, each
+user's contribution clipped to ``--clip``. Groups are disjoint, so the whole table costs the
+privacy of one release (parallel composition); the privacy spent is computed exactly by
+:mod:`accounting` from the output law of the mechanism actually run.
 
-``--mechanism boosted`` states a utility constraint instead of a budget: the release
-lies in the preferred region ``S(Q)`` (relative error ``--theta`` plus ``--tau``, or
-absolute error ``--tau``) with probability ``--rho``. The command tunes the scale of the
-privacy-boosted mechanism's (PB-DP) kernel (``--kernel``: Gaussian by default, Laplace,
-discrete Laplace, discrete Gaussian, or any kernel class as ``package.module:Class``) for
-the least exact ε at ``--delta`` and prints it next to the plain kernel that meets the
-same constraint, both released and both with their exact ε. A kernel class also works
-as ``--mechanism package.module:Class --scale B``.
+Mechanisms come from the kernel registry (:func:`dpjax.kernels.by_name`) or a kernel class
+``package.module:Class``, calibrated by the class's own calibrator unless its scale is given.
+``--mechanism boosted`` states a utility constraint instead of a budget: the release lies in
+the preferred region ``S(Q)`` with probability ``--rho``; the command tunes the scale of the
+privacy-boosted (PB-DP) kernel (``--kernel``) for the least exact ε at ``--delta`` and prints
+it next to the plain kernel meeting the same constraint. ``--mechanism composite --window LO
+HI`` releases group means with the bounded, unbiased composite mechanism and prints its true
+worst-case ε*. ``--per-record-budget COLUMN`` releases under per-record DP (:mod:`dpjax.prdp`).
 
-``--mechanism composite --window LO HI`` releases the group means of the value column
-clipped to the public window with the bounded, unbiased composite mechanism
-(:class:`dpjax.Composite`, ``--activation``/``--base``, parameters tuned by
-:func:`optimize.tune_composite`): every release lies in a bounded interval, and the true
-worst-case ε* over every pair of the window is printed next to the nominal ε.
+What is released and what is not: the output file holds the group names and the released
+values only; the true values are written only with ``--include-true-values`` (a demo: a
+warning says the file is then no release). On screen the true values are shown beside the
+released ones for the embedded demo dataset (synthetic) and with ``--include-true-values``;
+for the user's own ``--input`` only the released values are shown. A flag that does not apply
+to the chosen mechanism is refused, naming it.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import csv
 import io
 import sys
 
 import numpy as np
 
+from dpjax.cli._common import (calibrated_kernel, calibration_parameters, describe, emit, given, kernel_class,
+                               kernel_names, parameters, progress, refuse_flags, scale_flag)
 from dpjax.cli.io import check_output, read_table, write_csv
 
-__all__ = ["main", "aggregate", "build_mechanism"]
+__all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
 
-MECHANISMS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian", "boosted", "laplace-mixture",
-              "geometric-mixture", "composite")
-#: the piecewise mixtures (issue 10): ``--epsilon E --r R --c C`` is the paper's Lap_m / Geom_m(ε, rε), breakpoint c
-_MIXTURES = {"laplace-mixture": "LaplaceMixture", "geometric-mixture": "GeometricMixture"}
-KERNELS = ("gaussian", "laplace", "discrete-laplace", "discrete-gaussian")
-#: the CLI's alias table: built-in kernels by their CLI name
-_KERNEL_ALIASES = {"gaussian": "Gaussian", "laplace": "Laplace", "discrete-laplace": "DiscreteLaplace",
-                   "discrete-gaussian": "DiscreteGaussian"}
 REGIONS = ("relative", "absolute")
+PRDP_METHODS = ("framework", "extension")
+#: flags every release takes
+_COMMON = {"input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
+           "include_true_values", "json"}
+_PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
+_BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
+_COMPOSITE = {"window", "activation", "base"}
+_EVERY = _COMMON | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "scale", "sigma", "r", "c", "numerics"}
+_DEMO = "embedded dataset: daily steps of 4000 synthetic health-app users"
+
+
 def _key(seed):
     """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
     import jax
@@ -56,6 +61,11 @@ def _key(seed):
     if not 0 <= seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
     return jax.random.key(seed)
+
+
+def _allow(args, allowed, why: str) -> None:
+    """Refuse every given flag outside ``allowed`` (and the common ones), naming it."""
+    refuse_flags(args, sorted(_EVERY - _COMMON - set(allowed)), why)
 
 
 def aggregate(groups, values, statistic: str, clip: float):
@@ -71,96 +81,50 @@ def aggregate(groups, values, statistic: str, clip: float):
     return names, np.bincount(inverse, weights=clipped, minlength=len(names)), float(clip)
 
 
-def kernel_class(spec: str):
-    """The kernel class a ``--kernel`` / ``--mechanism`` value names: a built-in alias
-    (``gaussian``, ``laplace``, ``discrete-laplace``, ``discrete-gaussian``) or
-    ``package.module:Class``, an additive kernel (a ``dpjax.AdditiveMechanism`` subclass)."""
-    import importlib
+def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, **shape):
+    """The kernel ``name`` (a registry name or ``package.module:Class``) at ``scale`` if given, else
+    calibrated to (ε, δ) at ``sensitivity`` by its class (a piecewise mixture: the paper's
+    parametrisation ε, r, c, given as ``shape``)."""
+    cls = kernel_class(name, "--mechanism")
+    if scale is not None:
+        return cls(**{cls.scale_name: scale})
+    missing = [f"--{p}" for p in calibration_parameters(cls) if shape.get(p) is None]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)}: --mechanism {name} is calibrated from --epsilon with "
+                         f"{', '.join(missing)} (the paper's parametrisation)")
+    return calibrated_kernel(cls, epsilon, delta, sensitivity,
+                             **{p: shape[p] for p in calibration_parameters(cls)})
 
-    import dpjax
 
-    spec = str(spec)
-    if spec.replace("_", "-") in _KERNEL_ALIASES:
-        return getattr(dpjax, _KERNEL_ALIASES[spec.replace("_", "-")])
-    if ":" not in spec:
-        raise ValueError(f"--kernel must be one of {KERNELS} or package.module:Class, got {spec!r}")
-    module, _, name = spec.partition(":")
+def _clip_text(args, sensitivity) -> str:
+    if args.statistic == "count":
+        return "the count's sensitivity 1"
+    return f"--clip {args.clip:g} (the sensitivity {sensitivity:g})"
+
+
+@contextlib.contextmanager
+def _named(origin: str):
+    """Re-raise a ``ValueError`` that names an internal parameter as one naming the flag it came from."""
     try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"--kernel: cannot load {spec!r} ({exc})") from None
-    if not (isinstance(cls, type) and issubclass(cls, dpjax.AdditiveMechanism)):
-        raise ValueError(f"--kernel: {spec!r} is not a dpjax.AdditiveMechanism subclass")
-    return cls
+        yield
+    except ValueError as exc:
+        if str(exc).startswith("--"):
+            raise
+        raise ValueError(f"{origin}: {exc}") from None
 
 
-def make_kernel(spec: str, scale):
-    """The kernel ``spec`` at ``scale`` (its scale leaf, validated by its constructor)."""
-    cls = kernel_class(spec)
-    return cls(**{cls.scale_name: scale})
-
-
-def scale_flag(spec: str) -> str:
-    """The option that sets the kernel's scale: ``--sigma`` for a σ-scaled kernel, else ``--scale``."""
-    return "--sigma" if kernel_class(spec).scale_name == "sigma" else "--scale"
-
-
-def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, sigma=None, r=None,
-                    c=None):
-    """The mechanism a CLI user asked for, calibrated to (ε, δ) unless a scale/σ is given (a mixture:
-    the paper's parametrisation ε, r, c)."""
-    import dpjax
-
-    if name in _MIXTURES:
-        if r is None or c is None:
-            raise ValueError(f"--r and --c: --mechanism {name} needs the ratio r and the breakpoint c")
-        return getattr(dpjax, _MIXTURES[name]).from_epsilon(epsilon, r, c, sensitivity)
-    if name == "laplace":
-        return dpjax.Laplace(scale=scale) if scale is not None else dpjax.Laplace.from_epsilon(epsilon, sensitivity)
-    if name == "discrete-laplace":
-        if scale is not None:
-            return dpjax.DiscreteLaplace(scale=scale)
-        return dpjax.DiscreteLaplace.from_epsilon(epsilon, sensitivity)
-    if name == "gaussian":
-        if sigma is not None:
-            return dpjax.Gaussian(sigma=sigma)
-        return dpjax.Gaussian.from_epsilon_delta(epsilon, delta, sensitivity)
-    if name == "discrete-gaussian":
-        from dpjax.kernels import analytic_gaussian_sigma
-
-        return dpjax.DiscreteGaussian(sigma=sigma if sigma is not None else
-                                      analytic_gaussian_sigma(epsilon, delta, sensitivity))
-    if ":" in str(name):
-        given = scale if scale is not None else sigma
-        if given is None:
-            raise ValueError(f"--scale: a kernel class ({name}) is released at a given scale (--scale B)")
-        return make_kernel(name, given)
-    raise ValueError(f"--mechanism must be one of {MECHANISMS} or package.module:Class, got {name!r}")
-
-
-def _describe(obj) -> str:
-    """``Name(param=value, ...)`` of a mechanism or region, nested pytrees included."""
-    import dataclasses
-
-    import jax
-
-    parts = []
-    for field in dataclasses.fields(obj):
-        v = getattr(obj, field.name)
-        if isinstance(v, (float, jax.Array, np.ndarray)):
-            parts.append(f"{field.name}={float(np.asarray(v)):.6g}")
-        elif dataclasses.is_dataclass(v):
-            parts.append(_describe(v))
-    return f"{type(obj).__name__}({', '.join(parts)})"
-
-
-def _privacy_spent(mech, sensitivity: float, delta: float) -> str:
+def _privacy_spent(mech, sensitivity: float, delta: float):
+    """(ε at δ, pure ε or inf) of one release of ``mech`` at ``sensitivity``: the exact PLD, pessimistic."""
     import accounting
 
     pld = accounting.pld(mech, sensitivity=sensitivity)
     eps = float(np.asarray(pld.get_epsilon_for_delta(delta)))
     pure = getattr(pld, "pure_epsilon", None)
     pure = float(np.asarray(pure() if callable(pure) else pure)) if pure is not None else float("inf")
+    return eps, pure
+
+
+def _privacy_text(eps, pure, delta) -> str:
     text = f"epsilon = {eps:.4f} at delta = {delta:g} (exact PLD accounting, pessimistic)"
     if np.isfinite(pure):
         text += f"; pure epsilon = {pure:.4f}"
@@ -199,13 +163,15 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
         raise ValueError(f"--rho must lie in (0, 1), got {rho}")
     if not (0.0 < delta < 1.0):
         raise ValueError(f"--delta must lie in (0, 1), got {delta}")
-    template = make_kernel(kernel, 1.0)
+    cls = kernel_class(kernel)
+    template = cls(**{cls.scale_name: 1.0})
     if scale is None:
-        scale = float(optimize.tune_boosted(kernel=template, region=region, rho=rho, sensitivity=sensitivity,
-                                            delta=delta).sigma)
+        with progress("tuning the PB-DP kernel scale"):
+            scale = float(optimize.tune_boosted(kernel=template, region=region, rho=rho, sensitivity=sensitivity,
+                                                delta=delta).sigma)
 
     def boost(s):  # the kernel at scale s, boosted
-        mech = dpjax.PrivacyBoosted(make_kernel(kernel, s), region, rho)
+        mech = dpjax.PrivacyBoosted(cls(**{cls.scale_name: s}), region, rho)
         return mech, float(exact.epsilon(mech, delta, sensitivity))
 
     boosted, eps = boost(scale)
@@ -215,13 +181,19 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
 
 
 def _print_rows(names, true, released, labels, show, output):
-    header = f"{'group':<14}{'true':>16}" + "".join(f"{label:>16}{'rel. error':>12}" for label in labels)
-    print(header)
-    for i, (name, t) in enumerate(zip(names[:show], true[:show])):
-        cells = "".join(f"{float(r[i]):>16,.1f}{abs(r[i] - t) / max(abs(t), 1e-12):>12.3%}" for r in released)
-        print(f"{str(name):<14}{t:>16,.1f}{cells}")
+    """The first ``show`` groups: released values, with the true ones and the relative errors when
+    ``true`` is given (the demo dataset or ``--include-true-values``)."""
+    if true is None:
+        print(f"{'group':<14}" + "".join(f"{label:>16}" for label in labels))
+        for i, name in enumerate(names[:show]):
+            print(f"{str(name):<14}" + "".join(f"{float(r[i]):>16,.1f}" for r in released))
+    else:
+        print(f"{'group':<14}{'true':>16}" + "".join(f"{label:>16}{'rel. error':>12}" for label in labels))
+        for i, (name, t) in enumerate(zip(names[:show], true[:show])):
+            cells = "".join(f"{float(r[i]):>16,.1f}{abs(r[i] - t) / max(abs(t), 1e-12):>12.3%}" for r in released)
+            print(f"{str(name):<14}{t:>16,.1f}{cells}")
     if len(names) > show:
-        print(f"... {len(names) - show} more groups" + (f" in {output}" if output else ""))
+        print(f"... {len(names) - show} more groups" + (f" in {output}" if output not in (None, "-") else ""))
 
 
 def _release_values(key, true, mech, numerics="float"):
@@ -251,14 +223,14 @@ def _release_values(key, true, mech, numerics="float"):
 def _numerics(requested, mech):
     """(tier, mechanism accounted): the exact tier and ``mech.exact_lattice()`` (the mechanism actually
     run) where ``mech`` has one, unless ``--numerics float``; ``--numerics exact`` on a mechanism
-    without an exact sampler is refused."""
+    without an exact sampler is refused, naming the flag."""
     if requested == "float":
         return "float", mech
     try:
         return "exact", mech.exact_lattice()
-    except ValueError:
+    except ValueError as exc:
         if requested == "exact":
-            raise
+            raise ValueError(f"--numerics exact: {exc}") from None
         return "float", mech
 
 
@@ -267,9 +239,39 @@ def _numerics_line(tier, lattice) -> str:
         return "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
     g = float(np.asarray(lattice.granularity))
     return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
-            f"{_describe(lattice.noise)} at the lattice sensitivity)")
+            f"{describe(lattice.noise)} at the lattice sensitivity)")
 
 
+def _true_shown(args):
+    """Whether the true values are shown on screen: for the synthetic demo dataset, or on request."""
+    return args.input is None or args.include_true_values
+
+
+def _write(args, header, rows, true_column) -> None:
+    """The release file: group and released columns; the true column only with ``--include-true-values``."""
+    if args.output is None:
+        return
+    if args.include_true_values:
+        print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
+              "the file is no longer a differentially private release", file=sys.stderr)
+        header = [header[0], true_column[0]] + header[1:]
+        rows = [(r[0], t) + tuple(r[1:]) for r, t in zip(rows, true_column[1])]
+    write_csv(args.output, header, rows)
+
+
+@contextlib.contextmanager
+def _report(args):
+    """Where the human-readable report goes: stdout, or stderr when the CSV itself goes to stdout."""
+    if args.output == "-":
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    else:
+        yield
+
+
+# ----------------------------------------------------------------------------------
+# composite
+# ----------------------------------------------------------------------------------
 def build_composite(window, epsilon: float, activation: str = "rectangle", base: str = "uniform"):
     """``--mechanism composite``: the least-variance :class:`dpjax.Composite` at ``epsilon`` on the
     public ``window`` (variance at the window's centre, the paper's objective), built with
@@ -293,9 +295,12 @@ def _composite_command(args) -> int:
 
     import accounting
 
+    _allow(args, _COMPOSITE | {"epsilon", "numerics"}, "to --mechanism composite (a bounded release of means on "
+                                                      "--window; its privacy is the exact ε*, no δ)")
     if args.statistic not in (None, "mean"):
         raise ValueError(f"--statistic: --mechanism composite releases group means, got {args.statistic!r}")
     mech = build_composite(args.window, args.epsilon, args.activation, args.base)
+    tier, _ = _numerics(args.numerics, mech)
     lo, hi = (float(x) for x in args.window)
     check_output(args.output, [args.input])
     groups, values = read_table(args.input, args.value_column, args.group_by)
@@ -304,25 +309,65 @@ def _composite_command(args) -> int:
     true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
     released = _release_values(_key(args.seed), true, mech)
     star = accounting.composite.epsilon_star(mech)
-    if args.output:
-        write_csv(args.output, ["group", "true_mean", "released_mean"], zip(names, true, released))
-    source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
-    print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-    _print_rows(names, true, [released], ["released"], args.show, args.output)
+    _write(args, ["group", "released_mean"], list(zip(names, released)), ("true_mean", true))
     width = hi - lo
     with jax.enable_x64(True):
         out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
         var = float(np.asarray(mech.variance(0.5 * (lo + hi))))
-    print(f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours (W = {width:g}); "
-          "groups are disjoint (parallel composition)")
-    print(f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
-          f"m={float(mech.m):.6g}, y={float(mech.y):.6g}); unbiased, every release in [{out_lo:,.1f}, {out_hi:,.1f}]")
     lap = 2.0 * (width / args.epsilon) ** 2
-    print(f"variance at the window's centre {var:.4g} (Laplace(W/eps) on the same window: {lap:.4g}, "
-          f"ratio {var / lap:.3f})")
-    print(f"privacy: epsilon* = {float(star.epsilon):.4f} (exact worst pair over the window, never below the truth); "
-          f"nominal epsilon = {float(star.nominal):.4f}")
+    payload = {"statistic": "mean", "mechanism": parameters(mech), "epsilon_star": float(star.epsilon),
+               "nominal_epsilon": float(star.nominal), "numerics": tier, "output_range": [out_lo, out_hi],
+               "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, released)]}
+    with _report(args):
+        if args.json:
+            return emit(args, payload, ()) or 0
+        source = args.input or _DEMO
+        print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
+        _print_rows(names, true if _true_shown(args) else None, [released], ["released"], args.show, args.output)
+        print(f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours "
+              f"(W = {width:g}); groups are disjoint (parallel composition)")
+        print(f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
+              f"m={float(mech.m):.6g}, y={float(mech.y):.6g}); unbiased, every release in "
+              f"[{out_lo:,.1f}, {out_hi:,.1f}]")
+        print(f"variance at the window's centre {var:.4g} (Laplace(W/eps) on the same window: {lap:.4g}, "
+              f"ratio {var / lap:.3f})")
+        print(f"privacy: epsilon* = {float(star.epsilon):.4f} (exact worst pair over the window, never below the "
+              f"truth); nominal epsilon = {float(star.nominal):.4f}")
+        print(_numerics_line(tier, None))
     return 0
+
+
+# ----------------------------------------------------------------------------------
+# kernels and PB-DP
+# ----------------------------------------------------------------------------------
+def _check_kernel_flags(args):
+    """Refuse the flags that do not apply to ``--mechanism``; return its class (None for boosted)."""
+    if args.mechanism == "boosted":
+        cls = kernel_class(args.kernel)
+        own = {"sigma" if cls.scale_name == "sigma" else "scale"}
+        for dest in ({"scale", "sigma"} - own) & set(given(args)):
+            raise ValueError(f"{given(args)[dest]} does not apply to a {args.kernel} kernel: its scale is "
+                             f"{scale_flag(cls)}")
+        if args.region != "relative":
+            refuse_flags(args, ["theta"], f"to --region {args.region} (theta is the relative region's)")
+        _allow(args, _BOOSTED | own | {"delta", "numerics"},
+               "to --mechanism boosted (a utility constraint --region/--tau/--rho instead of a budget; the "
+               "kernel's scale is tuned, or given by " + scale_flag(cls) + ")")
+        return None
+    cls = kernel_class(args.mechanism, "--mechanism")
+    flag = scale_flag(cls)
+    own = "sigma" if flag == "--sigma" else "scale"
+    if own not in given(args) and "scale" not in given(args) and "sigma" not in given(args):
+        shape = set(calibration_parameters(cls))
+        _allow(args, {"epsilon", "delta", "numerics"} | shape, f"to --mechanism {args.mechanism}")
+        return cls
+    if ({"scale", "sigma"} - {own}) & set(given(args)):
+        other = "--scale" if own == "sigma" else "--sigma"
+        raise ValueError(f"{given(args).get(other.strip('-'), other)} does not apply to --mechanism "
+                         f"{args.mechanism}: its scale is {flag}")
+    _allow(args, {own, "delta", "numerics"}, f"to --mechanism {args.mechanism} with {flag} (the scale is given, "
+                                             "not calibrated)")
+    return cls
 
 
 def _release_command(args) -> int:
@@ -332,71 +377,98 @@ def _release_command(args) -> int:
         return _composite_command(args)
     if args.statistic == "mean":
         raise ValueError("--statistic mean: only with --mechanism composite (a mean is released on a public window)")
+    cls = _check_kernel_flags(args)
     args.statistic = args.statistic or "sum"
     check_output(args.output, [args.input])
     groups, values = read_table(args.input, args.value_column, args.group_by)
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
+    origin = _clip_text(args, sensitivity)
     if args.mechanism == "boosted":
+        import dpjax
+
         region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
-        flag = scale_flag(args.kernel)
-        given, wrong = (args.sigma, args.scale) if flag == "--sigma" else (args.scale, args.sigma)
-        if wrong is not None:
-            other = "--scale" if flag == "--sigma" else "--sigma"
-            raise ValueError(f"{other} does not apply to a {args.kernel} kernel: its scale is {flag}")
-        releases = build_boosted(region, args.rho, sensitivity, args.delta, given, args.kernel)
+        kcls = kernel_class(args.kernel)
+        # the exact tier is a capability of the mechanism: refused before any tuning where it has none
+        tier, _ = _numerics(args.numerics, dpjax.PrivacyBoosted(kcls(**{kcls.scale_name: 1.0}), region,
+                                                                min(max(args.rho, 1e-3), 0.999)))
+        given_scale = args.sigma if kcls.scale_name == "sigma" else args.scale
+        with _named(origin):
+            releases = build_boosted(region, args.rho, sensitivity, args.delta, given_scale, args.kernel)
+        runs = [_numerics(tier, mech)[1] for _, mech, _ in releases]
     else:
-        mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, args.scale, args.sigma,
-                               args.r, args.c)
+        user_scale = args.sigma if cls.scale_name == "sigma" else args.scale
+        with _named(scale_flag(cls) if user_scale is not None else f"{origin} with --epsilon {args.epsilon:g}"):
+            mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, user_scale,
+                                   r=args.r, c=args.c)
         releases = [("released", mech, None)]
+        tier, ran = _numerics(args.numerics, mech)
+        runs = [ran]
+        try:
+            with _named(origin):
+                eps, pure = _privacy_spent(ran, sensitivity, args.delta)
+        except ValueError as exc:
+            if tier != "exact":
+                raise
+            raise ValueError(f"{exc}; the exact tier's lattice mechanism cannot be accounted here: use "
+                             f"--numerics float or a larger {scale_flag(cls)}") from None
     key = _key(args.seed)
     keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
-    tier, ran = _numerics(args.numerics, releases[0][1])  # PB-DP has no exact sampler: float, or refused
     released = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
-    privacy = None if args.mechanism == "boosted" else _privacy_spent(ran, sensitivity, args.delta)
 
     labels = [label for label, _, _ in releases]
-    if args.output:
-        cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
-        write_csv(args.output, ["group", f"true_{args.statistic}"] + [f"{c}_{args.statistic}" for c in cols],
-                   zip(names, true, *released))
-    source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users"
-    print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-    _print_rows(names, true, released, labels, args.show, args.output)
-    print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are disjoint (parallel composition)")
+    cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
+    _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *released)),
+           (f"true_{args.statistic}", true))
+    payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
+               "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run),
+                             "values": {str(n): float(v) for n, v in zip(names, vals)}}
+                            for (label, mech, _), run, vals in zip(releases, runs, released)]}
     if args.mechanism == "boosted":
-        region = releases[0][1].region
-        print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {_describe(region)}")
-        for label, mech, eps in releases:
-            extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
-            print(f"{label}: {_describe(mech)}{extra}")
-            print(f"  privacy: epsilon = {eps:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
-        print(_numerics_line("float", None))
+        for entry, (_, _, e) in zip(payload["releases"], releases):
+            entry["epsilon"] = e
     else:
-        mech = releases[0][1]
-        print(f"mechanism: {_describe(mech)}")
-        print(f"privacy: {privacy}")
-        print(_numerics_line(tier, ran))
-        if args.mechanism in _MIXTURES:
-            print(_mixture_line(mech, sensitivity))
+        payload["releases"][0].update(epsilon=eps, pure_epsilon=pure)
+    with _report(args):
+        if args.json:
+            return emit(args, payload, ()) or 0
+        source = args.input or _DEMO
+        print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
+        _print_rows(names, true if _true_shown(args) else None, released, labels, args.show, args.output)
+        print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are disjoint "
+              "(parallel composition)")
+        if args.mechanism == "boosted":
+            region = releases[0][1].region
+            print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {describe(region)}")
+            for label, mech, e in releases:
+                extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
+                print(f"{label}: {describe(mech)}{extra}")
+                print(f"  privacy: epsilon = {e:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
+            print(_numerics_line(tier, runs[0] if tier == "exact" else None))
+        else:
+            print(f"mechanism: {describe(mech)}")
+            print(f"privacy: {_privacy_text(eps, pure, args.delta)}")
+            print(_numerics_line(tier, ran))
+            if calibration_parameters(type(mech)):
+                print(_mixture_line(mech, sensitivity))
     return 0
 
 
 def _mixture_line(mech, sensitivity: float) -> str:
     """The exact pure ε next to the paper's general privacy budget ζ (NOT CERTIFIED)."""
+    import jax
+
     from accounting import mixture_paper
 
     zeta = float(np.asarray(mixture_paper.general_privacy_budget(mech, sensitivity)))
-    import jax
-
     with jax.enable_x64(True):
         pure = float(np.asarray(mech.pure_epsilon(sensitivity)))
     return (f"exact pure epsilon = {pure:.4f} (tight); the paper's general privacy budget zeta = {zeta:.4f} "
             "(NOT CERTIFIED: an average of the loss, not a DP guarantee)")
 
 
-PRDP_METHODS = ("framework", "extension")
-
-
+# ----------------------------------------------------------------------------------
+# per-record DP
+# ----------------------------------------------------------------------------------
 def _prdp_table(args):
     """(groups, values, budgets) for a per-record-budget release; the embedded table has ``privacy_budget``."""
     if args.input is not None:
@@ -417,20 +489,34 @@ def _prdp_table(args):
             np.asarray([float(r[args.per_record_budget]) for r in rows]))
 
 
+def _size_buckets(sizes):
+    """Groups bucketed by their size rounded up to a power of two: ``[(width, group indices), ...]``.
+    Each bucket is padded to its width only, so the padded rows are fewer than twice the table's
+    (not groups × largest group), and there is one compiled program per width."""
+    widths = 2 ** np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64)
+    return [(int(w), np.flatnonzero(widths == w)) for w in np.unique(widths)]
+
+
 def _prdp_release_command(args) -> int:
     """``dpjax release --per-record-budget COLUMN``: per-record DP releases (dpjax.prdp), one per group.
 
     Each row r may be charged at most its own budget E(r) (the column). The budget range
     ``[--eps-min, --eps-max]`` must be public and data-independent (for the embedded dataset: the
-    app's menu of settings). The groups are padded to one size and released in one vmapped call;
-    groups are disjoint, so a row is charged only by its own group's release (parallel composition).
-    The naive release at the global minimum ε̌ is shown alongside.
+    app's menu of settings). Groups of similar sizes are padded to one size and released in one
+    vmapped call (memory proportional to the rows); groups are disjoint, so a row is charged only
+    by its own group's release (parallel composition). The naive release at the global minimum
+    ε̌ is shown alongside.
     """
     import jax
 
     import accounting
     from dpjax import prdp
 
+    _allow(args, _PRDP, "to a per-record-budget release (--per-record-budget: each row's own budget, no "
+                        "--mechanism to choose)")
+    if args.statistic == "mean":
+        raise ValueError("--per-record-budget: releases sums or counts, not means")
+    args.statistic = args.statistic or "sum"
     check_output(args.output, [args.input])
     groups, values, budgets = _prdp_table(args)
     if args.eps_min is None or args.eps_max is None:
@@ -443,14 +529,11 @@ def _prdp_release_command(args) -> int:
     ledger = accounting.PrDPLedger(eps_min=args.eps_min, eps_max=args.eps_max)
     share = ledger.record(1.0, label=f"{args.statistic} by {args.group_by or '(all)'}")
     names, inverse = np.unique(groups, return_inverse=True)
-    size = int(np.bincount(inverse).max())
-    shape = (len(names), size)
-    mask, vals, buds = np.zeros(shape, bool), np.zeros(shape), np.full(shape, float(args.eps_max))
-    for g in range(len(names)):
-        rows = inverse == g
-        k = int(rows.sum())
-        mask[g, :k], vals[g, :k], buds[g, :k] = True, np.clip(values[rows], 0.0, args.clip), budgets[rows]
-    true = (mask.sum(1) if args.statistic == "count" else vals.sum(1)).astype(float)
+    order = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse, minlength=len(names))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    vals_sorted = np.clip(values[order], 0.0, args.clip)
+    buds_sorted = np.asarray(share.budgets(budgets[order]))
     kw = dict(eps_min=share.eps_min, eps_max=share.eps_max)
 
     def both(key, v, b, m):
@@ -460,75 +543,102 @@ def _prdp_release_command(args) -> int:
         return (prdp.sum(k_prdp, v, b, beta=args.beta, upper=args.clip, method=args.prdp_method, mask=m, **kw),
                 prdp.naive_sum(k_naive, v, b, beta=args.beta, upper=args.clip, mask=m, **kw))
 
-    key = _key(args.seed)
-    with jax.enable_x64(True):
-        res, naive = jax.jit(jax.vmap(both))(jax.random.split(key, len(names)), vals, share.budgets(buds), mask)
+    keys = jax.random.split(_key(args.seed), len(names))
+    run = jax.jit(jax.vmap(both))
+    parts = []
+    for width, idx in _size_buckets(sizes):
+        col = np.arange(width)
+        mask = col[None, :] < sizes[idx, None]
+        rows = np.where(mask, starts[idx, None] + col[None, :], 0)
+        vals = np.where(mask, vals_sorted[rows], 0.0)
+        buds = np.where(mask, buds_sorted[rows], float(args.eps_max))
+        with jax.enable_x64(True):
+            parts.append((idx, jax.tree.map(np.asarray, run(keys[idx], vals, buds, mask))))
+    where = np.concatenate([idx for idx, _ in parts])
+    back = np.argsort(where)
+    res, naive = jax.tree.map(lambda *x: np.concatenate(x)[back], *[p for _, p in parts])
     ledger.verify(res)
+    true = (sizes if args.statistic == "count" else np.bincount(inverse, weights=np.clip(values, 0.0, args.clip),
+                                                                minlength=len(names))).astype(float)
     released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
 
-    if args.output:
-        write_csv(args.output, ["group", f"true_{args.statistic}", f"prdp_{args.statistic}", "epsilon_tau", "level",
-                                 f"naive_{args.statistic}"],
-                   zip(names, true, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released))
-    source = args.input or "embedded dataset: daily steps of 4000 synthetic health-app users, with their budgets"
-    method = "Algorithm 1" if args.statistic == "count" else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]"
-    print(f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} "
-          f"({source})")
-    print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
-          f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
-    _print_rows(names, true, [released, naive_released], ["PrDP", "naive"], args.show, args.output)
-    lev = np.asarray(res.level)
-    print("selected level per group (eps_tau = its floor): "
-          + ", ".join(f"{n}: {int(lv)} ({float(t):g})" for n, lv, t in zip(names[:args.show], lev,
-                                                                          np.asarray(res.epsilon_tau))))
-    print("privacy ledger (pure epsilon per privacy level; a row of level i has budget >= its floor; groups are "
-          "disjoint, so each row pays only its group's release):")
-    print(f"{'level':>6}{'budgets':>22}{'floor':>10}{'charged':>10}{'spent (max over groups)':>26}")
+    _write(args, ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
+           list(zip(names, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
+           (f"true_{args.statistic}", true))
     spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
-    for i, floor in enumerate(ledger.floors):
-        top = min(2 * floor, args.eps_max)
-        rng = f"[{floor:g}, {top:g}]" if i == 0 else f"({floor:g}, {top:g}]"
-        print(f"{i + 1:>6}{rng:>22}{floor:>10.4g}{ledger.spent[i]:>10.4g}{spent[i]:>26.4g}")
-    print(f"remaining on every level: {ledger.remaining.max():g} (this release used each row's whole budget)")
+    payload = {"statistic": args.statistic, "eps_min": args.eps_min, "eps_max": args.eps_max, "beta": args.beta,
+               "groups": [{"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv),
+                           "naive": float(nv)}
+                          for n, r, t, lv, nv in zip(names, released, np.asarray(res.epsilon_tau),
+                                                     np.asarray(res.level), naive_released)],
+               "ledger": [{"level": i + 1, "floor": float(f), "charged": float(ledger.spent[i]),
+                           "spent": float(spent[i])} for i, f in enumerate(ledger.floors)]}
+    with _report(args):
+        if args.json:
+            return emit(args, payload, ()) or 0
+        source = args.input or f"{_DEMO}, with their budgets"
+        method = ("Algorithm 1" if args.statistic == "count"
+                  else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]")
+        print(f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by "
+              f"{args.group_by or '(all)'} ({source})")
+        print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
+              f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
+        _print_rows(names, true if _true_shown(args) else None, [released, naive_released], ["PrDP", "naive"],
+                    args.show, args.output)
+        lev = np.asarray(res.level)
+        print("selected level per group (eps_tau = its floor): "
+              + ", ".join(f"{n}: {int(lv)} ({float(t):g})" for n, lv, t in zip(names[:args.show], lev,
+                                                                              np.asarray(res.epsilon_tau))))
+        print("privacy ledger (pure epsilon per privacy level; a row of level i has budget >= its floor; groups "
+              "are disjoint, so each row pays only its group's release):")
+        print(f"{'level':>6}{'budgets':>22}{'floor':>10}{'charged':>10}{'spent (max over groups)':>26}")
+        for i, floor in enumerate(ledger.floors):
+            top = min(2 * floor, args.eps_max)
+            rng = f"[{floor:g}, {top:g}]" if i == 0 else f"({floor:g}, {top:g}]"
+            print(f"{i + 1:>6}{rng:>22}{floor:>10.4g}{ledger.spent[i]:>10.4g}{spent[i]:>26.4g}")
+        print(f"remaining on every level: {ledger.remaining.max():g} (this release used each row's whole budget)")
     return 0
 
 
-def _add_prdp_arguments(r) -> None:
-    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget")
-    g.add_argument("--per-record-budget", metavar="COLUMN",
-                   help="column with each row's privacy budget E(r); releases --statistic per group under "
-                        "per-record DP (embedded dataset: privacy_budget)")
-    g.add_argument("--eps-min", type=float,
-                   help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
-    g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
-    g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
-    g.add_argument("--prdp-method", choices=PRDP_METHODS, default="framework",
-                   help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
+# ----------------------------------------------------------------------------------
+# the command line
+# ----------------------------------------------------------------------------------
+def run(args) -> int:
+    if args.show < 0:
+        raise ValueError(f"--show must be a non-negative number of groups, got {args.show}")
+    if args.clip <= 0 or not np.isfinite(args.clip):
+        raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
+    if args.per_record_budget is not None:
+        return _prdp_release_command(args)
+    refuse_flags(args, sorted(_PRDP - {"per_record_budget"}), "without --per-record-budget")
+    return _release_command(args)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dpjax", description="Differentially private batch releases on JAX.")
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("release", help="aggregate a table by group and release it with calibrated noise")
-    r.add_argument("--input", help="CSV file with a header row (default: the embedded step-count dataset)")
+def add_parser(sub) -> None:
+    kernels = kernel_names()
+    mechanisms = kernels + ("boosted", "composite")
+    r = sub.add_parser("release", help="aggregate a table by group and release it with calibrated noise",
+                       description=__doc__.split("\n\n")[0])
+    r.add_argument("--input", help="CSV file with a header row, - for standard input (default: the embedded "
+                                   "step-count dataset)")
     r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
     r.add_argument("--group-by", default="age_group", help="column to group by (default: age_group)")
     r.add_argument("--statistic", choices=("sum", "count", "mean"),
                    help="sum (default) or count; mean with --mechanism composite (its default)")
     r.add_argument("--clip", type=float, default=20000.0, help="per-row clipping bound for sums (default 20000)")
-    r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(MECHANISMS) + ",package.module:Class}",
-                   help="noise mechanism (default laplace); a kernel class is released at --scale")
+    r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
+                   help="noise mechanism (default laplace); a kernel class is calibrated by its own "
+                        "from_epsilon, or released at its --scale/--sigma")
     r.add_argument("--epsilon", type=float, default=1.0, help="target epsilon for calibration (default 1)")
     r.add_argument("--delta", type=float, default=1e-6, help="delta for Gaussian calibration and reporting")
     r.add_argument("--scale", type=float,
-                   help="Laplace / discrete Laplace scale (overrides --epsilon); boosted: the Laplace kernel's "
-                        "scale (no tuning)")
+                   help="the kernel's scale for a scale-parametrised kernel (instead of --epsilon); boosted: the "
+                        "kernel's scale (no tuning)")
     r.add_argument("--sigma", type=float,
-                   help="Gaussian / discrete Gaussian sigma (overrides --epsilon); boosted: the Gaussian kernel's "
-                        "sigma (no tuning)")
+                   help="the kernel's sigma for a Gaussian-type kernel (instead of --epsilon); boosted: the "
+                        "kernel's sigma (no tuning)")
     b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget")
-    b.add_argument("--kernel", type=lambda s: s if ":" in s else s.replace("_", "-"), default="gaussian",
-                   metavar="{" + ",".join(KERNELS) + ",package.module:Class}",
+    b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernels) + ",package.module:Class}",
                    help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
                         "(default gaussian); any dpjax.AdditiveMechanism subclass as package.module:Class")
     b.add_argument("--region", choices=REGIONS, default="relative",
@@ -546,38 +656,22 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
     r.add_argument("--numerics", choices=("exact", "float"),
                    help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
-                        "mechanism has one) or float (idealized numerics; the default for boosted / mixture / custom)")
+                        "mechanism has one) or float (idealized numerics; the default where it has none)")
     r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
-    r.add_argument("--output", help="write group,true,released rows to this CSV file")
+    r.add_argument("--output", help="write the released values (group,released) to this CSV file; - for standard "
+                                    "output (the report then goes to stderr)")
+    r.add_argument("--include-true-values", action="store_true",
+                   help="demo only: also write the true, unprotected values (a warning says so)")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
-    _add_prdp_arguments(r)
-    return p
-
-
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "release":
-            if args.clip <= 0 or not np.isfinite(args.clip):
-                raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
-            if args.per_record_budget is not None:
-                if args.statistic == "mean" or args.mechanism == "composite":
-                    raise ValueError("--per-record-budget: releases sums or counts, not composite means")
-                args.statistic = args.statistic or "sum"
-                return _prdp_release_command(args)
-            return _release_command(args)
-    except (ValueError, OverflowError, OSError) as exc:
-        print(f"dpjax: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 — one line, never a traceback, for any input
-        print(f"dpjax: internal error ({type(exc).__name__}): {_one_line(exc)}; please report it", file=sys.stderr)
-        return 70
-    return 1
-
-
-def _one_line(exc) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
+    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget")
+    g.add_argument("--per-record-budget", metavar="COLUMN",
+                   help="column with each row's privacy budget E(r); releases --statistic per group under "
+                        "per-record DP (embedded dataset: privacy_budget)")
+    g.add_argument("--eps-min", type=float,
+                   help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
+    g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
+    g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
+    g.add_argument("--prdp-method", choices=PRDP_METHODS, default="framework",
+                   help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
+    r.set_defaults(run=run)
