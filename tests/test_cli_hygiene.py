@@ -56,11 +56,11 @@ def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
     reader.start()
     assert _release(table, "--output", str(fifo)) == 0
     reader.join(timeout=60)
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got[0].startswith("group,released_sum")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith("group,released_sum")
 
 
 def test_output_keeps_the_users_umask(table, tmp_path, capsys):
