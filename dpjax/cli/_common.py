@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 __all__ = ["Parser", "given", "refuse_flags", "kernel_class", "kernel_names", "scale_flag", "calibrated_kernel",
-           "describe", "emit", "progress", "check_positive", "check_probability", "check_steps"]
+           "describe", "emit", "reported", "progress", "check_positive", "check_probability", "check_steps"]
 
 
 class UsageError(Exception):
@@ -196,6 +196,15 @@ def _jsonable(x):
     if isinstance(x, float) and not np.isfinite(x):
         return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
     return x
+
+
+def reported(compute):
+    """A subcommand's ``run`` from ``compute(args) -> (payload, lines)``: :func:`emit`, exit status 0."""
+    def run(args) -> int:
+        emit(args, *compute(args))
+        return 0
+
+    return run
 
 
 def emit(args, payload: dict, lines) -> None:

@@ -19,10 +19,10 @@ import json
 
 import numpy as np
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, emit, kernel_class,
-                               kernel_names, parameters, progress, scale_flag)
+from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, kernel_class,
+                               kernel_names, parameters, progress, reported, scale_flag)
 
-__all__ = ["add_parser", "run", "plan_groups", "plan_accountant", "plan_rdp", "add_group_flags"]
+__all__ = ["add_parser", "plan_groups", "plan_accountant", "plan_rdp", "add_group_flags"]
 
 #: the flags of a group, in the order of the JSON plan's keys
 _GROUP = ("mechanism", "sigma", "scale", "sensitivity", "sampling_prob", "steps")
@@ -141,7 +141,7 @@ def _curve(acc):
     return out
 
 
-def run(args) -> int:
+def _account(args):
     import accounting
 
     if (args.delta is None) == (args.epsilon is None):
@@ -183,8 +183,7 @@ def run(args) -> int:
         lines.append(f"{'delta':>10}{'epsilon':>14}")
         lines += [f"{d:>10.0e}" + (f"{e:>14.6g}" if e is not None else "  below the PLD's round-off floor")
                   for d, e in curve]
-    emit(args, payload, lines)
-    return 0
+    return payload, lines
 
 
 def add_parser(sub) -> None:
@@ -196,7 +195,7 @@ def add_parser(sub) -> None:
     p.add_argument("--rdp", action="store_true", help="also the Renyi-DP bound (Poisson subsampling: Zhu & Wang 2019)")
     p.add_argument("--curve", action="store_true", help="also the epsilon-delta curve (delta = 1e-1 ... 1e-12)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.set_defaults(run=run, groups=None)
+    p.set_defaults(run=reported(_account))
 
 
 def add_group_flags(p, scales: bool) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, emit,
+from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, reported,
                                kernel_class, kernel_names, progress, refuse_flags)
 
-__all__ = ["add_parser", "run", "plan_scale"]
+__all__ = ["add_parser", "plan_scale"]
 
 #: relative tolerance on the common scale of a plan
 PLAN_RTOL = 1e-4
@@ -121,12 +121,6 @@ def _plan(args):
     return payload, lines
 
 
-def run(args) -> int:
-    payload, lines = (_dpsgd if args.target == "dpsgd" else _plan)(args)
-    emit(args, payload, lines)
-    return 0
-
-
 def add_parser(sub) -> None:
     from dpjax.cli.account import add_group_flags
 
@@ -145,11 +139,11 @@ def add_parser(sub) -> None:
     d.add_argument("--mechanism", metavar="{" + ",".join(kernel_names()) + ",package.module:Class}",
                    help="noise kernel (default gaussian; laplace, discrete-gaussian, or a class)")
     d.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    d.set_defaults(run=run)
+    d.set_defaults(run=reported(_dpsgd))
     q = targets.add_parser("plan", help="the common scale of a composed plan",
                            description="Groups as in dpjax account, without their scales.")
     q.add_argument("--epsilon", type=float, required=True, help="target epsilon")
     q.add_argument("--delta", type=float, required=True, help="at this delta")
     add_group_flags(q, scales=False)
     q.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    q.set_defaults(run=run)
+    q.set_defaults(run=reported(_plan))

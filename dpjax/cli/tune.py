@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, emit, kernel_class,
-                               kernel_names, parameters, progress, refuse_flags)
+from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, kernel_class,
+                               kernel_names, parameters, progress, refuse_flags,
+                               reported)
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser"]
 
 
 def _f(x) -> float:
@@ -117,12 +118,6 @@ def _composite(args):
     return payload, lines
 
 
-def run(args) -> int:
-    payload, lines = {"boosted": _boosted, "mixture": _mixture, "composite": _composite}[args.tuner](args)
-    emit(args, payload, lines)
-    return 0
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("tune", help="the PB-DP, mixture and composite tuners, beside their baselines",
                        description=__doc__.split("\n\n")[0])
@@ -150,6 +145,6 @@ def add_parser(sub) -> None:
     c.add_argument("--activation", default="rectangle", help="rectangle (A1, default), half_sine (A2), triangle (A3)")
     c.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
     c.add_argument("--objective", help="centre (default), worst or average")
-    for q in (b, m, c):
+    for q, compute in ((b, _boosted), (m, _mixture), (c, _composite)):
         q.add_argument("--json", action="store_true", help="print the result as one JSON object")
-        q.set_defaults(run=run)
+        q.set_defaults(run=reported(compute))
