@@ -47,9 +47,13 @@ def test_output_through_a_symlink_writes_the_target_and_keeps_the_link(table, tm
     assert target.read_text().startswith("group,released_sum")
 
 
-def test_output_onto_a_character_device_is_written_through(table, capsys):
-    assert _release(table, "--output", os.devnull) == 0
-    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+def test_output_onto_a_character_device_is_written_through(table, tmp_path, capsys):
+    """Through a link of the test's own (code that replaces what it writes to replaces the link,
+    never the system's /dev/null, which a run as root would otherwise destroy)."""
+    link = tmp_path / "null"
+    link.symlink_to(os.devnull)
+    assert _release(table, "--output", str(link)) == 0
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
@@ -150,6 +154,7 @@ def test_show_must_not_be_negative(capsys):
     (["--clip", "1e300"], "--clip 1e+300"),
     (["--mechanism", "geometric-mixture", "--r", "5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
     (["--mechanism", "gaussian", "--sigma", "1"], "--numerics float"),
+    (["--mechanism", "laplace-mixture", "--scale", "3"], "--scale: --mechanism laplace-mixture has more parameters"),
 ])
 def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
     assert main(["release", "--seed", "0", *args]) == 2
@@ -243,3 +248,21 @@ def test_no_readme_or_docs_text_points_outside_the_repository():
     texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     assert not [p.name for p in texts if "shared/specs" in p.read_text() or "../shared" in p.read_text()]
     assert ".[examples]" in (ROOT / "README.md").read_text()
+
+
+class _TerminalErr(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_indicator_only_on_a_terminal():
+    import time
+
+    from dpjax.cli._common import progress
+
+    tty, pipe = _TerminalErr(), io.StringIO()
+    for stream in (tty, pipe):
+        with progress("tuning", stream):
+            time.sleep(0.6)
+    assert "tuning" in tty.getvalue() and tty.getvalue().endswith("\r")
+    assert pipe.getvalue() == ""

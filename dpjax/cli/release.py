@@ -87,7 +87,12 @@ def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float,
     parametrisation ε, r, c, given as ``shape``)."""
     cls = kernel_class(name, "--mechanism")
     if scale is not None:
-        return cls(**{cls.scale_name: scale})
+        try:
+            return cls(**{cls.scale_name: scale})
+        except TypeError:  # more parameters than its scale (a piecewise mixture)
+            raise ValueError(f"{scale_flag(cls)}: --mechanism {name} has more parameters than its scale; calibrate "
+                             f"it with --epsilon {' '.join('--' + p + ' …' for p in calibration_parameters(cls))}"
+                             ) from None
     missing = [f"--{p}" for p in calibration_parameters(cls) if shape.get(p) is None]
     if missing:
         raise ValueError(f"{' and '.join(missing)}: --mechanism {name} is calibrated from --epsilon with "
@@ -395,6 +400,10 @@ def _release_command(args) -> int:
         with _named(origin):
             releases = build_boosted(region, args.rho, sensitivity, args.delta, given_scale, args.kernel)
         runs = [_numerics(tier, mech)[1] for _, mech, _ in releases]
+        if tier == "exact":  # the privacy of the lattice mechanisms actually run
+            with _named(origin):
+                releases = [(label, mech, _privacy_spent(run, sensitivity, args.delta)[0])
+                            for (label, mech, _), run in zip(releases, runs)]
     else:
         user_scale = args.sigma if cls.scale_name == "sigma" else args.scale
         with _named(scale_flag(cls) if user_scale is not None else f"{origin} with --epsilon {args.epsilon:g}"):
