@@ -89,10 +89,8 @@ def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float,
     if scale is not None:
         try:
             return cls(**{cls.scale_name: scale})
-        except TypeError:  # more parameters than its scale (a piecewise mixture)
-            raise ValueError(f"{scale_flag(cls)}: --mechanism {name} has more parameters than its scale; calibrate "
-                             f"it with --epsilon {' '.join('--' + p + ' …' for p in calibration_parameters(cls))}"
-                             ) from None
+        except TypeError as exc:  # a class with required parameters beyond its scale
+            raise ValueError(f"{scale_flag(cls)}: --mechanism {name} needs more than its scale ({exc})") from None
     missing = [f"--{p}" for p in calibration_parameters(cls) if shape.get(p) is None]
     if missing:
         raise ValueError(f"{' and '.join(missing)}: --mechanism {name} is calibrated from --epsilon with "
