@@ -87,6 +87,7 @@ def test_calibrate_dpsgd_noise_multiplier_as_the_api(capsys):
     assert got["epsilon"] <= 2.0
 
 
+@pytest.mark.slow
 def test_calibrate_dpsgd_steps_as_the_api(capsys):
     got = _json(capsys, ["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--sampling-prob", "0.01",
                          "--noise-multiplier", "2", "--mechanism", "laplace"])
