@@ -177,3 +177,15 @@ def test_the_cli_is_the_only_part_of_dpjax_that_imports_upward():
                     if name.startswith("dpjax.cli") and not rel.startswith("dpjax/cli/"):
                         into_cli.append(f"{rel}: {name}")
     assert upward == [] and into_cli == []
+
+
+def test_release_json_holds_the_released_values_and_their_privacy(tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    path.write_text("g,v\na,5\nb,7\na,9\n")
+    got = _json(capsys, ["release", "--input", str(path), "--group-by", "g", "--value-column", "v", "--clip", "10",
+                         "--scale", "20", "--numerics", "float", "--seed", "0"])
+    (entry,) = got["releases"]
+    assert set(entry["values"]) == {"a", "b"} and got["sensitivity"] == 10.0 and got["numerics"] == "float"
+    expected = float(accounting.pld(dpjax.Laplace(20.0), sensitivity=10.0).get_epsilon_for_delta(1e-6))
+    assert entry["epsilon"] == pytest.approx(expected, rel=1e-12) and entry["pure_epsilon"] == pytest.approx(0.5)
+    assert "true" not in json.dumps(got)  # the user's own data: no true value in the output
