@@ -31,8 +31,8 @@ import sys
 
 import numpy as np
 
-from dpjax.cli._common import (calibrated_kernel, calibration_parameters, describe, emit, given, kernel_class,
-                               kernel_names, parameters, progress, refuse_flags, scale_flag)
+from dpjax.cli._common import (calibrated_kernel, calibration_parameters, check_probability, describe, emit, given,
+                               kernel_class, kernel_names, parameters, progress, refuse_flags, scale_flag)
 from dpjax.cli.io import check_output, read_table, write_csv
 
 __all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
@@ -161,10 +161,8 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
     import optimize
     from accounting import exact
 
-    if not (0.0 < rho < 1.0):
-        raise ValueError(f"--rho must lie in (0, 1), got {rho}")
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"--delta must lie in (0, 1), got {delta}")
+    check_probability("--rho", rho)
+    check_probability("--delta", delta)
     cls = kernel_class(kernel)
     template = cls(**{cls.scale_name: 1.0})
     if scale is None:
@@ -390,9 +388,9 @@ def _release_command(args) -> int:
 
         region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
         kcls = kernel_class(args.kernel)
+        check_probability("--rho", args.rho)
         # the exact tier is a capability of the mechanism: refused before any tuning where it has none
-        tier, _ = _numerics(args.numerics, dpjax.PrivacyBoosted(kcls(**{kcls.scale_name: 1.0}), region,
-                                                                min(max(args.rho, 1e-3), 0.999)))
+        tier, _ = _numerics(args.numerics, dpjax.PrivacyBoosted(kcls(**{kcls.scale_name: 1.0}), region, args.rho))
         given_scale = args.sigma if kcls.scale_name == "sigma" else args.scale
         with _named(origin):
             releases = build_boosted(region, args.rho, sensitivity, args.delta, given_scale, args.kernel)
