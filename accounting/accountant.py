@@ -143,11 +143,18 @@ class _Entry:
 class Accountant:
     """Records releases and reports the privacy spent, refusing what would exceed a budget.
 
+    >>> import dpjax
     >>> acc = Accountant(epsilon_budget=3.0, delta=1e-5)
-    >>> acc.record(dpjax.Gaussian(sigma=2.0), sensitivity=1.0, count=4)
-    >>> acc.record(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01)   # one DP-SGD step
-    >>> acc.spent_epsilon()          # ε at the default δ
-    >>> acc.record(...)              # ValueError if ε would exceed the budget; nothing recorded
+    >>> round(acc.record(dpjax.Gaussian(sigma=4.0), sensitivity=1.0, count=4), 2)  # ε spent so far
+    1.99
+    >>> round(acc.record(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01), 2)  # one DP-SGD step
+    1.99
+    >>> acc.record(dpjax.Gaussian(sigma=1.0), count=10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon_budget: this release would bring ε to 18.1... > budget 3 (δ=1e-05); it was refused ...
+    >>> round(acc.spent_epsilon(), 2)  # nothing was recorded
+    1.99
 
     Composition is exact (pessimistic PLD): releases of the same kind are composed by count
     (one FFT power), kinds are composed with each other by convolution. Memory is one entry

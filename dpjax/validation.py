@@ -13,6 +13,7 @@ from __future__ import annotations
 import numbers
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
@@ -158,15 +159,21 @@ def check_scale(name: str, x, *, discrete: bool = False):
     return x
 
 
+def _half(dtype) -> bool:
+    """float16 or bfloat16: released as float32."""
+    return jnp.issubdtype(dtype, jnp.floating) and jnp.dtype(dtype).itemsize < 4
+
+
 def release_dtype(name: str, values):
     """``values`` as an array JAX can release exactly, or a ``ValueError``: float16/bfloat16 are
     widened to float32 (exact); 64-bit integers in 32-bit mode are narrowed to int32 only where
     every value fits; float64 data in 32-bit mode is rounded to float32 with a warning naming
     the largest change."""
     if is_traced(values) or isinstance(values, jax.Array):
-        return values
+        # widened here too (a JAX float16 array, traced or not, would otherwise come back float16)
+        return values.astype(jnp.float32) if _half(values.dtype) else values
     arr = np.asarray(values)
-    if (arr.dtype.kind == "f" and arr.dtype.itemsize < 4) or str(arr.dtype) == "bfloat16":
+    if _half(arr.dtype):
         return arr.astype(np.float32)
     x64 = _default_float().itemsize == 8
     if not x64 and arr.dtype.kind in "iu" and (arr.dtype.itemsize == 8 or arr.dtype == np.uint32):

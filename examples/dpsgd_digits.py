@@ -1,7 +1,7 @@
 """DP-SGD on a real dataset: handwritten digits, non-private vs ε ∈ {1, 3, 8} at δ = 1/n².
 
 The data are scikit-learn's bundled 8×8 digits (1797 images, UCI; shipped inside the
-package, no download): a fixed split into 1437 training and 360 test images. The model is
+package, no download; ``pip install -e '.[examples]'`` installs scikit-learn): a fixed split into 1437 training and 360 test images. The model is
 a softmax regression on the 64 pixels scaled by their public range (x/16), trained with
 ``optimize.dpsgd`` (per-example L2 clipping, Gaussian noise through the record-addressed
 stream, momentum) on Poisson batches of expected size 256 drawn by ``dpjax.PoissonSampler``
@@ -50,7 +50,11 @@ EPSILONS = (1.0, 3.0, 8.0)
 
 def load_digits(seed=0):
     """(x_train, y_train, x_test, y_test): pixels / 16 (their public range), a fixed 80/20 split."""
-    from sklearn.datasets import load_digits as sk_load
+    try:
+        from sklearn.datasets import load_digits as sk_load
+    except ImportError:
+        raise SystemExit("examples/dpsgd_digits.py trains on scikit-learn's bundled digits: "
+                         "pip install -e '.[examples]'") from None
 
     data = sk_load()
     x = (data.data / 16.0).astype(np.float32)

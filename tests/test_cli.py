@@ -5,7 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from dpjax import cli, tables
+from dpjax import cli
+from dpjax.cli import io as tables
 from dpjax.data import load_steps, make_steps_table
 
 
@@ -29,9 +30,9 @@ def test_release_with_each_mechanism_and_csv_output(mechanism, tmp_path, capsys)
     args = ["release", "--seed", "1", "--mechanism", mechanism, "--output", str(out_csv), "--group-by", "region"]
     assert cli.main(args) == 0
     rows = list(csv.reader(open(out_csv)))
-    assert rows[0] == ["group", "true_sum", "released_sum"]
+    assert rows[0] == ["group", "released_sum"]  # a release file holds only what is released
     assert {r[0] for r in rows[1:]} == {"north", "south", "east", "west"}
-    released = np.array([float(r[2]) for r in rows[1:]])
+    released = np.array([float(r[1]) for r in rows[1:]])
     assert np.isfinite(released).all()
     text = capsys.readouterr().out
     assert "epsilon" in text and "delta = 1e-06" in text
@@ -84,7 +85,7 @@ def _epsilons(text):
 def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--region", "absolute",
-                     "--output", str(out_csv)]) == 0
+                     "--output", str(out_csv), "--include-true-values"]) == 0
     text = capsys.readouterr().out
     assert "AbsoluteError(tau=40000)" in text and "boosting rate q" in text
     eps_boosted, eps_gauss = _epsilons(text)
@@ -130,7 +131,7 @@ def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_pat
     # the plain Laplace meeting P(|N| <= tau) = 1 - e^{-tau/b} = 0.9: exact ε = Δ/b − 2δ at δ = 1e-6
     assert eps_plain == pytest.approx(20000 * np.log(10) / 40000 - 2e-6, abs=1e-4)
     assert eps_boosted <= eps_plain  # the boost never costs privacy (here it buys almost nothing)
-    assert list(csv.reader(open(out_csv)))[0] == ["group", "true_sum", "pbdp_sum", "laplace_sum"]
+    assert list(csv.reader(open(out_csv)))[0] == ["group", "pbdp_sum", "laplace_sum"]
 
 
 def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, capsys):
@@ -140,8 +141,8 @@ def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, caps
     text = capsys.readouterr().out
     assert "PrivacyBoosted(DiscreteLaplace(scale=" in text and "DiscreteLaplace: DiscreteLaplace(scale=" in text
     rows = list(csv.reader(open(out_csv)))
-    assert rows[0] == ["group", "true_count", "pbdp_count", "discretelaplace_count"]
-    released = np.array([[float(r[2]), float(r[3])] for r in rows[1:]])
+    assert rows[0] == ["group", "pbdp_count", "discretelaplace_count"]
+    released = np.array([[float(r[1]), float(r[2])] for r in rows[1:]])
     assert np.array_equal(released, np.round(released))
     eps_boosted, eps_plain = _epsilons(text)
     assert eps_boosted <= eps_plain

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpjax import cli
+from dpjax.cli import release
 
 GOOD = "age_group,steps\n18-29,5000\n30-44,7000\n18-29,9000\n"
 
@@ -88,7 +89,7 @@ def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch)
     def boom(*a, **k):
         raise ValueError("accounting failed")
 
-    monkeypatch.setattr(cli, "_privacy_spent", boom)
+    monkeypatch.setattr(release, "_privacy_spent", boom)
     assert cli.main(["release", "--seed", "0", "--output", str(tmp_path / "out.csv")]) == 2
     assert os.listdir(tmp_path) == []
 
@@ -97,7 +98,7 @@ def test_output_is_replaced_atomically(tmp_path, capsys):
     out = tmp_path / "out.csv"
     out.write_text("old\n")
     assert cli.main(["release", "--seed", "0", "--output", str(out)]) == 0
-    assert out.read_text().startswith("group,true_sum,released_sum")
+    assert out.read_text().startswith("group,released_sum")
     assert os.listdir(tmp_path) == ["out.csv"]
 
 
@@ -112,7 +113,8 @@ def test_bom_blank_lines_and_crlf_are_tolerated(tmp_path, capsys):
 def test_standard_input(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(GOOD.encode())))
     out = tmp_path / "out.csv"
-    assert cli.main(["release", "--input", "-", "--seed", "0", "--output", str(out), "--statistic", "count"]) == 0
+    assert cli.main(["release", "--input", "-", "--seed", "0", "--output", str(out), "--statistic", "count",
+                     "--include-true-values"]) == 0
     rows = list(csv.reader(open(out)))
     assert [r[:2] for r in rows[1:]] == [["18-29", "2.0"], ["30-44", "1.0"]]
 
@@ -130,5 +132,5 @@ def test_discrete_sums_beyond_int32_are_released_in_int64(tmp_path, capsys):
     args = ["release", "--input", path, "--group-by", "g", "--value-column", "v", "--clip", str(10**9),
             "--mechanism", "discrete-laplace", "--scale", "2", "--seed", "0", "--output", str(out)]
     assert cli.main(args) == 0
-    got = {r[0]: float(r[2]) for r in list(csv.reader(open(out)))[1:]}
+    got = {r[0]: float(r[1]) for r in list(csv.reader(open(out)))[1:]}
     assert abs(got["a"] - 3e9) < 100 and got["a"] == np.round(got["a"])

@@ -378,11 +378,13 @@ def test_tune_composite_validation():
 # command line
 # ----------------------------------------------------------------------------------
 def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys, tuned):
-    from dpjax import cli, tables
+    from dpjax import cli
+    from dpjax.cli import io as tables
+    from dpjax.cli import release
 
     out = tmp_path / "means.csv"
     assert cli.main(["release", "--mechanism", "composite", "--window", "0", "20000", "--seed", "3",
-                     "--output", str(out)]) == 0
+                     "--output", str(out), "--include-true-values"]) == 0
     text = capsys.readouterr().out
     assert "epsilon* = 1.0000" in text and "nominal epsilon = 1.0000" in text and "A1B1" in text
     rows = np.genfromtxt(out, delimiter=",", names=True, dtype=None, encoding="utf-8")
@@ -390,7 +392,7 @@ def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys
     for g, t, r in zip(rows["group"], rows["true_mean"], rows["released_mean"]):
         assert t == pytest.approx(np.mean(np.clip(values[groups == g], 0, 20000)), rel=1e-12)
         assert -30884 < r < 50884  # the output range [mid − L/C, mid + L/C] of the tuned A1B1 (ε = 1)
-    mech = cli.build_composite((0, 20000), 1.0)
+    mech = release.build_composite((0, 20000), 1.0)
     np.testing.assert_allclose(float(mech.m), float(tuned.mechanism.m[4]), rtol=1e-6)  # the tuner's ε = 1 optimum
     assert cli.main(["release", "--mechanism", "composite", "--seed", "3"]) == 2  # no window
     assert cli.main(["release", "--mechanism", "composite", "--window", "5", "1"]) == 2

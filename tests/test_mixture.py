@@ -498,7 +498,7 @@ def test_validation_names_the_parameter():
 
 
 def test_cli_alias_builds_the_paper_mixture_and_prints_both_numbers():
-    from dpjax import cli
+    from dpjax.cli import release as cli
 
     m = cli.build_mechanism("laplace-mixture", 1.0, 0.2, 1e-6, r=5.0, c=5.0)
     assert isinstance(m, dpjax.LaplaceMixture) and float(m.inner_scale) == 5.0 and float(m.outer_scale) == 1.0

@@ -1,13 +1,16 @@
-"""CSV tables for the ``dpjax release`` command: the input read in one pass (a file, standard
-input or the embedded dataset; a BOM and blank lines tolerated; a short row, a malformed field
-or text that is not UTF-8 refused with its line number) and the output written atomically,
-never over an input, after a check made before any work."""
+"""CSV tables for the ``dpjax release`` command. The input is read in one pass (a file, standard
+input, announced on stderr when it is a terminal, or the embedded dataset; a BOM and blank lines
+tolerated; a short row, a malformed field or text that is not UTF-8 refused with its line
+number). The output is checked before any work and written atomically, never over an input
+(``-``: standard output; devices and FIFOs written through; a link followed, never replaced;
+the user's umask kept)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import os
+import stat
 import sys
 import tempfile
 
@@ -31,11 +34,15 @@ def _progress(done: int, total: int, label: str) -> None:
 def _open_input(path: str):
     """A text handle on ``path`` (``-``: standard input), UTF-8 with an optional BOM."""
     if path == "-":
+        if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
+            print("dpjax: reading standard input… (end it with Ctrl-D)", file=sys.stderr, flush=True)
         return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline=""), 0
     if os.path.isdir(path):
         raise ValueError(f"--input: {path!r} is a directory, not a CSV file")
     if not os.path.exists(path):
         raise ValueError(f"--input: no such file {path!r}")
+    if stat.S_ISFIFO(os.stat(path).st_mode) and sys.stderr.isatty():
+        print(f"dpjax: reading the pipe {path}… (waiting for a writer)", file=sys.stderr, flush=True)
     return open(path, newline="", encoding="utf-8-sig"), os.path.getsize(path)
 
 
@@ -111,31 +118,70 @@ def _numeric_column(cells, name: str, flag: str):
     return arr
 
 
+def _target(output: str) -> str:
+    """Where ``--output`` writes: the path itself, or the file a symbolic link points to (the link is
+    followed, never replaced)."""
+    return os.path.realpath(output)
+
+
 def check_output(output: str | None, inputs) -> None:
-    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written."""
-    if output is None:
+    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written:
+    a folder (``DIR/``), the input itself (also through a link), a socket, a missing or read-only
+    folder, a read-only file. ``-`` is standard output; devices and FIFOs are written through."""
+    if output is None or output == "-":
         return
-    if os.path.isdir(output):
-        raise ValueError(f"--output: {output!r} is a directory")
+    if output.endswith(("/", os.sep)) or os.path.isdir(output):
+        raise ValueError(f"--output: {output!r} is a directory; name a file in it")
+    target = _target(output)
     for path in inputs:
-        if path not in (None, "-") and os.path.exists(output) and os.path.samefile(path, output):
+        if path not in (None, "-") and os.path.exists(target) and os.path.samefile(path, target):
             raise ValueError(f"--output: {output!r} is the input file; it is never overwritten")
-    folder = os.path.dirname(os.path.abspath(output))
+    if os.path.exists(target):
+        mode = os.stat(target).st_mode
+        if stat.S_ISSOCK(mode):
+            raise ValueError(f"--output: {output!r} is a socket")
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"--output: {output!r} is not writable")
+        if not stat.S_ISREG(mode):
+            return  # a device or FIFO: written through
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise ValueError(f"--output: cannot write to the folder {folder!r}")
-    if os.path.exists(output) and not os.access(output, os.W_OK):
-        raise ValueError(f"--output: {output!r} is not writable")
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def write_csv(path: str, header, rows) -> None:
-    """Write a CSV file atomically: a temporary file beside it, renamed over it when complete."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".dpjax-", suffix=".tmp")
+    """Write a CSV table: ``-`` to standard output; a device or FIFO written through; a regular file
+    atomically (a temporary file beside it, renamed over it when complete) with the mode an
+    ordinary ``open`` would give it (the existing file's, else 0666 less the umask). A symbolic
+    link is followed: the file it points to is replaced, the link kept."""
+    if path == "-":
+        w = csv.writer(sys.stdout)
+        w.writerow(header)
+        w.writerows(rows)
+        sys.stdout.flush()
+        return
+    target = _target(path)
+    if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        with open(target, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(header)
+            w.writerows(rows)
+        return
+    mode = stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".dpjax-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows(rows)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

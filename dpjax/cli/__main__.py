@@ -1,0 +1,5 @@
+import sys
+
+from dpjax.cli import main
+
+sys.exit(main())
