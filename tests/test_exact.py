@@ -409,3 +409,32 @@ def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
         fast.dg_guide.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
+
+
+# -- scales the exact tier cannot carry are refused by name (issue 20) --------------------------------
+
+
+@pytest.mark.parametrize("mech,name", [(dpjax.Laplace(1e39), "scale"), (dpjax.DiscreteGaussian(1e39), "sigma"),
+                                       (dpjax.Gaussian(1e39), "sigma")])
+def test_exact_refuses_noise_that_overflows_the_output(mech, name):
+    """float32 output: noise of scale 1e39 released ±inf entries; refused like the float tier refuses it."""
+    with pytest.raises(ValueError, match=f"{name} must be at most .* float32 output"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.float32), mech, numerics="exact")
+    with jax.enable_x64(True):  # float64 output carries it
+        out = np.asarray(dpjax.release(jax.random.key(0), jnp.zeros(4), mech, numerics="exact"))
+    assert np.all(np.isfinite(out))
+
+
+def test_exact_refuses_integer_noise_that_wraps():
+    """int32 output of a discrete Laplace of scale 2^30: |noise| > 2^31 with probability e^-2 wrapped around."""
+    with pytest.raises(ValueError, match="scale must be at most .* int32 output"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.int32), dpjax.DiscreteLaplace(2.0**30), numerics="exact")
+    out = dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.float32), dpjax.DiscreteLaplace(2.0**30), numerics="exact")
+    assert np.all(np.isfinite(np.asarray(out)))
+
+
+@pytest.mark.parametrize("mech,name", [(dpjax.Laplace(1e-320), "scale"), (dpjax.Gaussian(1e-320), "sigma")])
+def test_exact_refuses_scales_below_its_lattice(mech, name):
+    """Laplace(1e-320) was refused as "scale must be finite, got inf" (its lattice granularity underflowed)."""
+    with pytest.raises(ValueError, match=f"{name} must be at least .*granularity"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4), mech, numerics="exact")

@@ -144,10 +144,23 @@ def _elementwise(fn, *arrays):
     return res
 
 
+#: float64's smallest power of two, 2^-1074 (a subnormal)
+_MIN_EXPONENT = -1074
+
+
+def _check_granularity(name, scale, exponent):
+    """Refuse a scale whose lattice granularity 2^exponent is below float64's smallest power of two."""
+    if np.any(exponent < _MIN_EXPONENT):
+        low = float(np.ldexp(1.0, int(_MIN_EXPONENT - np.min(exponent - np.frexp(scale)[1]))))
+        raise ValueError(f"{name} must be at least {low:.3g} for numerics='exact' (its lattice granularity would "
+                         f"underflow float64), got {np.min(scale)!r}")
+
+
 def laplace_lattice(scale, lattice_kernel):
     """Laplace(b) → discrete Laplace ``lattice_kernel(scale=t)`` on gℤ, g = 2^(⌊log2 b⌋ − 20), t = ⌈b/g⌉."""
     b = _concrete("scale", scale)
     _, e = np.frexp(b)  # b = m 2^e, m in [1/2, 1)
+    _check_granularity("scale", b, e - 1 - LAPLACE_BITS)
     g = np.ldexp(1.0, e - 1 - LAPLACE_BITS)
     t = np.ceil(b / g)
     return _make(lattice_kernel(scale=t), g, t, 0, "dl")
@@ -183,6 +196,7 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     shift = e - GAUSSIAN_BITS
     if integer:
         shift = np.maximum(shift, 0)
+    _check_granularity("sigma", s, shift)
     g = np.ldexp(1.0, shift)
     n, sig = _elementwise(lambda x: (lambda q: (q, _sigma_below(q)))(math.ceil(Fraction(float(x)) ** 2)), s / g)
     return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
@@ -306,6 +320,26 @@ def _host_noise(bits, params, state, kind, budget):
     return jnp.asarray(flat["out"]).reshape(shape)
 
 
+#: the noise scale may reach the output's largest value over 2^this: |noise| beyond it has probability
+#: below e^-512 (Laplace tails; Gaussian ones far below), and a float output keeps the float tier's bound
+_RANGE_BITS = {"f": 16, "i": 9}
+
+
+def _check_output_range(lat, param, shift, g, out_dtype):
+    """Refuse a scale whose noise would overflow the output dtype (±inf, or wrapped integers)."""
+    dt = np.dtype(out_dtype)
+    top = float(np.finfo(dt).max) if dt.kind == "f" else float(np.iinfo(dt).max)
+    hi = top * 2.0 ** -_RANGE_BITS["f" if dt.kind == "f" else "i"]
+    p = np.asarray(param, np.float64)
+    scale = (np.ldexp(p, -np.asarray(shift, np.int64)) if lat.sampler == "dl" else np.sqrt(p)) * g
+    if scale.size and np.max(scale) > hi:
+        wider = "float values, or int64 ones inside jax.enable_x64(True)" if dt.kind != "f" else \
+            "float64 values inside jax.enable_x64(True)"
+        hint = f"; release {wider}" if dt.itemsize < 8 else ""
+        raise ValueError(f"{lat.noise.scale_name} must be at most {hi:.3g} for numerics='exact' with {dt} output (the "
+                         f"noise would overflow it{hint}), got {float(np.max(scale)):.3g}")
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -334,6 +368,8 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(np.asarray(lat.param), shape)
     shift = np.broadcast_to(np.asarray(lat.shift), shape)
+    if kind != "rr":
+        _check_output_range(lat, param, shift, g, in_dt if integer and np.all(g == 1.0) else out_float)
     if (kind in ("dl", "dg") and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
             and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
