@@ -35,6 +35,9 @@ def _chi2_pvalue(samples, support, pmf):
 CASES = {
     "discrete_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
     "discrete_laplace(t/s=7/4)": (lambda w, s: samplers.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
+    "discrete_laplace(t/s=1/8)": (lambda w, s: samplers.discrete_laplace(w, s, 1, 3), lambda z: np.exp(-np.abs(z) * 8.0)),
+    # the state machine (the per-record route)
+    "machine_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3, budget=16), lambda z: np.exp(-np.abs(z) / 3.0)),
     "discrete_gaussian(n=5)": (lambda w, s: samplers.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
     "discrete_gaussian(n=1)": (lambda w, s: samplers.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
     # the one-word inverse-CDF discrete Gaussian of the releases (flagged records are < 2^-40 per record: none here)
@@ -59,7 +62,8 @@ def _check_sampler(name, n, seed):
     assert p > 1e-4, (name, p)
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_gaussian(n=5)", "fast_gaussian(n=200)"])
+@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_laplace(t/s=1/8)", "discrete_gaussian(n=5)",
+                                  "fast_gaussian(n=200)"])
 def test_integer_samplers_fit_their_pmf(name):
     _check_sampler(name, 100_000, 11)
 
@@ -223,7 +227,7 @@ def test_exact_refuses_what_it_cannot_run():
 # -- the fixed-trip discrete Laplace (dpjax.exact.fast): device = host, ties decided exactly ---------
 
 
-@pytest.mark.parametrize("t,shift", [(3, 0), (1 << 20, 0)])
+@pytest.mark.parametrize("t,shift", [(3, 0), (7, 3), (5000, 0), (1 << 20, 0), (1 << 30, 0)])
 def test_fast_laplace_device_equals_exact_host_path(t, shift):
     """The device output is the host's exact function of the same word stream (record by record)."""
     from dpjax.exact import fast
@@ -239,21 +243,28 @@ def test_fast_laplace_device_equals_exact_host_path(t, shift):
 
 
 def test_fast_laplace_tables_are_exact_floors():
-    """Each threshold is ⌊2^64 F⌋ of the exact CDF (checked against 300-digit decimal arithmetic)."""
+    """Each threshold is ⌊2^63 P(J ≤ j)⌋ / ⌊2^64 F⌋ of the exact CDFs (checked against 300-digit decimal arithmetic),
+    and J's table ends where P(J > j) < 2^-40."""
     import decimal
 
     from dpjax.exact import fast
 
-    t = 5
-    chunks, h, m = fast.dl_tables(t, 0)
     ctx = decimal.Context(prec=300)
-    r = ctx.exp(decimal.Decimal(-1) / t)
-    (width,) = fast.chunk_layout(t, 0)[1]
-    for c in (0, 1, 7, (1 << width) - 2):
-        f = (1 - r ** (c + 1)) / (1 - r ** (1 << width))
-        assert int(chunks[0][c]) == int((f * 2**64).to_integral_value(rounding=decimal.ROUND_FLOOR))
-    R = ctx.exp(decimal.Decimal(-(2**m)) / t)
-    assert int(h[0]) == int((R * 2**63).to_integral_value(rounding=decimal.ROUND_FLOOR))
+    floor = lambda x, bits: int((x * 2**bits).to_integral_value(rounding=decimal.ROUND_FLOOR))  # noqa: E731
+    for t in (5, 5000):
+        offsets, widths, m = fast.chunk_layout(t, 0)
+        q = ctx.exp(decimal.Decimal(-1) / t)
+        R = ctx.exp(decimal.Decimal(-(2**m)) / t)
+        tail = lambda j: 2 * q / (1 + q) * R**j  # noqa: E731  P(J > j) = P(Z ≠ 0) R^j
+        table = fast.dl_icdf(t, 0)
+        for j in (0, 1, 7, len(table) - 2, len(table) - 1):
+            assert int(table[j]) == floor(1 - tail(j), 63)
+        assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
+        for (o, w), chunk in zip(zip(offsets, widths), fast.dl_tables(t, 0)):
+            r = q ** (2**o)
+            for c in (0, 1, (1 << w) - 2):
+                assert int(chunk[c]) == floor((1 - r ** (c + 1)) / (1 - r ** (1 << w)), 64)
+    assert fast.chunk_layout(5000, 0)[2] == 3 and fast.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
 
 
 def test_fast_laplace_tie_is_decided_by_further_words():
@@ -261,18 +272,19 @@ def test_fast_laplace_tie_is_decided_by_further_words():
     the chunk at c; U just below (T+1)/2^64 > F moves it to c + 1 (F irrational)."""
     from dpjax.exact import fast
 
-    t, shift = 3, 0
-    chunks, h, _ = fast.dl_tables(t, shift)
+    t, shift = 5000, 0
+    (chunk,) = fast.dl_tables(t, shift)
+    jtab = fast.dl_icdf(t, shift)
     c = 2
-    tie = int(chunks[0][c])
+    tie = int(chunk[c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
         def word(j, ext=ext):
             if j == 0:
-                return int(h[0]) + 1  # sign +, H = 0 (strictly above S_1)
+                return int(jtab[0]) + 1  # sign +, J = 1: Z ≠ 0 and H = 0
             if j == 1:
                 return tie
             return ext  # extension words of word 1
-        assert fast.exact_record(word, t, shift) == expect
+        assert fast.exact_record(word, t, shift) == 1 + expect
 
 
 # -- the CLI's data releases default to the exact tier -----------------------------------------------
@@ -309,33 +321,20 @@ def test_cli_exact_refused_for_boosted_float_kept(capsys):
     assert "PrivacyBoosted" in capsys.readouterr().err
 
 
-def test_fast_laplace_host_completion_equals_device_retries(monkeypatch):
-    """Rejected records completed on the host (the τ ≥ 2^11 route, forced here at t = 3) give exactly the
-    device while loop's output: both are the same function of each record's words."""
-    from dpjax.exact import fast
-
-    n, t = 3000, 3
-    with jax.enable_x64(True):
-        key = jax.random.key(9)
-        device = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
-        monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
-        _, flag = jax.jit(lambda k: fast.discrete_laplace_fast(ThreefryWords(k, (n,)), n, t, 0))(key)
-        assert np.asarray(flag).sum() > 100  # the host path really runs
-        host = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
-    np.testing.assert_array_equal(device, host)
-
-
 def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
-    """The release's host completion of flagged records (forced for every rejection here) reproduces the
-    release exactly: the noise is a function of each record's words, whichever route finished it."""
+    """Words past J's table go to the host (forced for P(J > K) ≥ 2^-3 here): the release is unchanged, the
+    noise being a function of each record's words whichever route finished it."""
     from dpjax.exact import fast
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.arange(-1000, 1000, dtype=jnp.int32)
     key = jax.random.key(4)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    jax.clear_caches()  # the route is fixed when the release compiles
-    monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
+    caches = (fast.dl_icdf, fast.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()  # the tables are constants of the compiled release
+    monkeypatch.setattr(fast, "_DL_TAIL", 3)
     try:
         lat = mech.exact_lattice()
         with jax.enable_x64(True):
@@ -343,6 +342,8 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
         assert (code & 1).sum() > 100  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
+        for f in caches:
+            f.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
 
