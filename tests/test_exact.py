@@ -439,3 +439,39 @@ def test_exact_refuses_scales_below_its_lattice(mech, name):
     """Laplace(1e-320) was refused as "scale must be finite, got inf" (its lattice granularity underflowed)."""
     with pytest.raises(ValueError, match=f"{name} must be at least .*granularity"):
         dpjax.release(jax.random.key(0), jnp.zeros(4), mech, numerics="exact")
+
+
+# -- exact releases sharded over local devices ---------------------------------------------------------
+
+_EXACT_SHARD_SCRIPT = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+import dpjax
+assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+n = (1 << 16) + 3  # sharded above 2^16 records; not a multiple of 4: padded
+x = jnp.linspace(-1000.0, 1000.0, n, dtype=jnp.float32)
+xi = jnp.arange(n, dtype=jnp.int32) - n // 2
+outs = [np.asarray(dpjax.release(jax.random.key(5), v, m, numerics="exact"), np.float64) for v, m in
+        ((x, dpjax.Laplace(1.0)), (x, dpjax.Gaussian(2.0)), (xi, dpjax.DiscreteLaplace(0.5)),
+         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)))]
+np.save(sys.argv[2], np.stack(outs))
+"""
+
+
+def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    script = tmp_path / "exact_shard.py"
+    script.write_text(_EXACT_SHARD_SCRIPT)
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    out = {}
+    for n in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu",
+                   PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+        subprocess.run([sys.executable, str(script), str(n), str(tmp_path / f"o{n}.npy")], check=True, env=env,
+                       timeout=600)
+        out[n] = np.load(tmp_path / f"o{n}.npy")
+    np.testing.assert_array_equal(out[1], out[4])

@@ -39,10 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.exact import fast, samplers
-from dpjax.exact.bits import HostBits, ThreefryWords
-from dpjax.mechanism import Mechanism, as_records, default_float, overrides
+from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
+from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
+from dpjax.release import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
@@ -243,49 +244,66 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "t", "shift"))
-def _threefry_laplace_code(key, start, *, n, t, shift):
-    """The fixed-trip discrete Laplace of one scale t/2^shift for n records, packed (:func:`fast.laplace_code`)."""
-    return fast.laplace_code(ThreefryWords(key, (n,), start), n, t, shift)
-
-
-@functools.partial(jax.jit, static_argnames=("g", "unit", "out_dtype"))
-def _lattice_out(v, code, *, g, unit, out_dtype):
-    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two), and whether a
-    record of ``code`` awaits the host."""
-    noise = (code >> 8).reshape(v.shape)
-    pending = jnp.any((code & 1) == 1)
+def _lattice_value(v, noise, g, unit, out_dtype):
+    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two)."""
     if unit:  # integers on ℤ: no rounding, no float
-        return (v.astype(jnp.int64) + noise).astype(out_dtype), pending
+        return (v.astype(jnp.int64) + noise).astype(out_dtype)
     x = v.astype(jnp.float64) / g
     f = jnp.floor(x)
     index = (f + (x - f >= 0.5)).astype(jnp.int64)
-    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype), pending
+    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "nvar"))
-def _threefry_gaussian_code(key, start, *, n, nvar):
-    """The fixed-trip discrete Gaussian of variance nvar for n records, packed (:func:`fast.gaussian_code`)."""
-    return fast.gaussian_code(ThreefryWords(key, (n,), start), n, nvar)
+def _sentinel(dtype):
+    """The output of a record that awaits the host: NaN (never a release's output), or the integer minimum
+    (a release may output it too: such a record is recomputed, to the same value)."""
+    return np.nan if jnp.issubdtype(dtype, jnp.floating) else np.iinfo(dtype).min
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
+def _fast_lattice(pair, start, values, *, kind, t, shift, g, unit, out_dtype):
+    """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
+    discrete Laplace t/2^shift (:func:`fast.laplace_code`) or discrete Gaussian of variance t
+    (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records."""
+    n = values.shape[0]
+    words = ThreefryWords(None, (n,), start, pair=pair)
+    code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
+    out = _lattice_value(values, code >> 8, g, unit, out_dtype)
+    return jnp.where((code & 1) == 1, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
+
+
+@jax.jit
+def _awaiting(out):
+    return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
 
 
 def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
-    """The one-scale lattice release (discrete Laplace t/2^shift, or discrete Gaussian of variance t): device
-    codes and one elementwise jit; the rare flagged records completed exactly on the host."""
+    """The one-scale lattice release: one device program over the records (sharded over the local devices
+    for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
+    bitwise the same on any number of devices); the rare flagged records completed exactly on the host."""
     n = values.size
-    def record_fn(word):
-        return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+    pair = key_pair(key)
+    flat = values.reshape(-1)
+    devices = jax.devices()
+    if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
+        flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
+    out = _fast_lattice(pair, jnp.uint32(start), flat, kind=kind, t=t, shift=shift, g=g, unit=unit,
+                        out_dtype=out_dtype)
+    if bool(_awaiting(out)):
+        host = np.asarray(out)
+        idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
+        idx = idx[idx < n]
+        k0, k1 = (int(w) for w in np.asarray(pair))
 
-    if kind == "dl":
-        code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
-    else:
-        code = _threefry_gaussian_code(key, jnp.uint32(start), n=n, nvar=t)
-    out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
-    if bool(pending):
-        words = ThreefryWords(key, (n,), start)
-        z = fast.complete_codes(code, int(words._k0), int(words._k1), int(start), record_fn)
-        out, _ = _lattice_out(values, jnp.asarray(np.asarray(z, np.int64) * 256), g=g, unit=unit, out_dtype=out_dtype)
-    return out
+        def record_fn(word):
+            return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+
+        z = [record_fn(lambda j, i=int(i): fast.threefry_word(k0, k1, j, start + i)) for i in idx]
+        fixed = _lattice_value(jnp.asarray(np.asarray(values).reshape(-1)[idx]), jnp.asarray(np.asarray(z, np.int64)),
+                               g, unit, out_dtype)
+        out = out.at[idx].set(fixed)
+    out = out if out.shape[0] == n else out[:n]
+    return out.reshape(values.shape)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
@@ -358,20 +376,21 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
-    if not is_traced(start) and start + n > MAX_RECORDS:
+    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:  # room for the padding
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     in_dt = values.dtype
     integer = jnp.issubdtype(in_dt, jnp.integer)
-    g = np.broadcast_to(np.asarray(lat.granularity, np.float64), shape)
+    g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
+    g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
     budget = samplers.DEFAULT_BUDGET[kind]
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
-    param = np.broadcast_to(np.asarray(lat.param), shape)
-    shift = np.broadcast_to(np.asarray(lat.shift), shape)
+    param = np.broadcast_to(param_own, shape)
+    shift = np.broadcast_to(shift_own, shape)
     if kind != "rr":
-        _check_output_range(lat, param, shift, g, in_dt if integer and np.all(g == 1.0) else out_float)
-    if (kind in ("dl", "dg") and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
-            and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
+        _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
+    one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
+    if kind in ("dl", "dg") and not host and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
         with jax.enable_x64(True):
