@@ -475,3 +475,28 @@ def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
                        timeout=600)
         out[n] = np.load(tmp_path / f"o{n}.npy")
     np.testing.assert_array_equal(out[1], out[4])
+
+
+def test_randomized_response_host_completion_is_the_record_function(monkeypatch):
+    """A rejected Lemire word (forced for about half the records here) is completed on the host with the
+    record's next words: the release equals the host's exact function of every record's words."""
+    from dpjax.exact import fast
+    from dpjax.exact.bits import key_pair
+
+    rr = dpjax.RandomizedResponse(0.5, 5)
+    n = 300
+    values = jnp.asarray(np.arange(n) % 5, jnp.int32)
+    monkeypatch.setattr(fast, "rr_threshold", lambda k1: 1 << 63)
+    jax.clear_caches()
+    try:
+        out = np.asarray(dpjax.release(jax.random.key(3), values, rr, numerics="exact"))
+    finally:
+        jax.clear_caches()
+    keep = int(rr.exact_lattice().param)
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
+    host = [fast.exact_rr_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
+            for i in range(n)]
+    np.testing.assert_array_equal(out, host)
+    assert sum(fast.threefry_word(k0, k1, 0, i) >= keep and fast.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
+               < (1 << 63) for i in range(n)) > 20  # the host path really ran

@@ -54,7 +54,8 @@ import numpy as np
 
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast",
            "dl_guide", "dl_icdf", "dl_tables", "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code",
-           "level_guide", "resolve_on_host", "threefry_gaussian", "threefry_laplace"]
+           "exact_rr_record", "level_guide", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian",
+           "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -543,3 +544,40 @@ def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
     c = _icdf_on_host(dg_icdf(int(nvar)), u & ((1 << 63) - 1), _ext_of(word, 0),
                       lambda prec, k: _dg_cdf_bounds(nvar, k, prec))
     return -c if u >> 63 else c
+
+
+# -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
+def rr_threshold(k1):
+    """2^64 mod k1: Lemire's rejection threshold for a uniform index in [0, k1) from a 64-bit word."""
+    return (1 << 64) % int(k1)
+
+
+def rr_code(words, values, keep, k1):
+    """Randomized response over k1 + 1 categories for the records' ``values``, packed like :func:`laplace_code`
+    (category = code >> 8, flagged = code & 1): word 0 keeps the value iff it is below ``keep`` (probability
+    keep/2^64 exactly); otherwise word 1 picks another category uniformly by Lemire's multiply-shift on 64
+    bits (index ⌊w·k1/2^64⌋, skipping the value), whose rejection (low half below 2^64 mod k1, probability
+    < k1/2^64) is flagged for :func:`exact_rr_record`."""
+    from dpjax.exact.samplers import mul_128
+
+    records = words.records.reshape(-1)
+    u = words(0, records)
+    hi, lo = mul_128(words(1, records), jnp.full(records.shape, k1, jnp.uint64))
+    r = hi.astype(jnp.int64)
+    v = values.astype(jnp.int64)
+    out = jnp.where(u < _U64(keep), v, r + (r >= v))
+    flag = (u >= _U64(keep)) & (lo < _U64(rr_threshold(k1)))
+    return out * 256 + flag.astype(jnp.int64)
+
+
+def exact_rr_record(word, value, keep, k1):
+    """:func:`rr_code` for one record's word stream, a rejected Lemire word retried with words 2, 3, ..."""
+    if word(0) < keep:
+        return int(value)
+    j = 1
+    while True:
+        m = word(j) * int(k1)
+        if m % (1 << 64) >= rr_threshold(k1):
+            r = m >> 64
+            return r + (r >= value)
+        j += 1

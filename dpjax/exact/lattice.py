@@ -267,8 +267,12 @@ def _fast_lattice(pair, start, values, *, kind, t, shift, g, unit, out_dtype):
     (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records."""
     n = values.shape[0]
     words = ThreefryWords(None, (n,), start, pair=pair)
-    code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
-    out = _lattice_value(values, code >> 8, g, unit, out_dtype)
+    if kind == "rr":  # t: the keep threshold, shift: the number of other categories
+        code = fast.rr_code(words, values, t, shift)
+        out = (code >> 8).astype(out_dtype)
+    else:
+        code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
+        out = _lattice_value(values, code >> 8, g, unit, out_dtype)
     return jnp.where((code & 1) == 1, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
 
@@ -295,12 +299,17 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
         idx = idx[idx < n]
         k0, k1 = (int(w) for w in np.asarray(pair))
 
-        def record_fn(word):
+        v = np.asarray(values).reshape(-1)[idx]
+
+        def record_fn(word, value):
+            if kind == "rr":
+                return fast.exact_rr_record(word, value, t, shift)
             return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
 
-        z = [record_fn(lambda j, i=int(i): fast.threefry_word(k0, k1, j, start + i)) for i in idx]
-        fixed = _lattice_value(jnp.asarray(np.asarray(values).reshape(-1)[idx]), jnp.asarray(np.asarray(z, np.int64)),
-                               g, unit, out_dtype)
+        z = np.asarray([record_fn(lambda j, i=int(i): fast.threefry_word(k0, k1, j, start + i), int(x))
+                        for i, x in zip(idx, v)], np.int64)
+        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
+                                                                                      unit, out_dtype)
         out = out.at[idx].set(fixed)
     out = out if out.shape[0] == n else out[:n]
     return out.reshape(values.shape)
@@ -390,6 +399,11 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if kind != "rr":
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
+    if kind == "rr" and not host and n and one_scale:  # one ε: one keep word, one Lemire word
+        with jax.enable_x64(True):
+            out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
+                                1.0, True, jnp.dtype(in_dt))
+        return out.reshape(()) if squeeze else out
     if kind in ("dl", "dg") and not host and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
