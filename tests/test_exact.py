@@ -500,3 +500,11 @@ def test_randomized_response_host_completion_is_the_record_function(monkeypatch)
     np.testing.assert_array_equal(out, host)
     assert sum(fast.threefry_word(k0, k1, 0, i) >= keep and fast.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
                < (1 << 63) for i in range(n)) > 20  # the host path really ran
+
+
+def test_exact_refuses_answers_off_the_lattice_index_range():
+    """|value| / granularity ≥ 2^62 (int64 lattice indices with room for the noise) is refused, nothing released."""
+    x = jnp.asarray([0.0, 1e30, 2.0], jnp.float32)
+    for mech in (dpjax.Laplace(1e-6), dpjax.Gaussian(1e-6)):
+        with pytest.raises(ValueError, match="granularity must be below 2\\*\\*62"):
+            dpjax.release(jax.random.key(0), x, mech, numerics="exact")

@@ -273,7 +273,9 @@ def _fast_lattice(pair, start, values, *, kind, t, shift, g, unit, out_dtype):
     else:
         code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
         out = _lattice_value(values, code >> 8, g, unit, out_dtype)
-    return jnp.where((code & 1) == 1, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
+    # the sentinel also marks an answer off the index range (the host refuses the release)
+    flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
+    return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
 
 @jax.jit
@@ -300,6 +302,9 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
         k0, k1 = (int(w) for w in np.asarray(pair))
 
         v = np.asarray(values).reshape(-1)[idx]
+        if not unit and v.size and np.max(np.abs(v.astype(np.float64))) / g >= _INDEX_MAX:
+            raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                             f"(granularity {g}), got {np.max(np.abs(v))}")
 
         def record_fn(word, value):
             if kind == "rr":
@@ -408,9 +413,6 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
         with jax.enable_x64(True):
-            if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
-                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                                 f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
             out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
                                 jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
