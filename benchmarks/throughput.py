@@ -121,6 +121,15 @@ def exact_rows(n, repeats, key):
             r = rate(mech, x, "exact")
         rates[name] = r
         print(f"{name:<46}{r:>16.3e}{r / ref:>22.3f}x")
+    from dpjax.exact import HostBits
+
+    t0 = time.perf_counter()
+    dpjax.release(HostBits(), data[jnp.int32], dpjax.DiscreteLaplace(3.0), numerics="exact").block_until_ready()
+    r = n / (time.perf_counter() - t0)  # one run: os.urandom's own rate bounds it
+    t0 = time.perf_counter()
+    os.urandom(8 * n)
+    print(f"{'DiscreteLaplace(scale 3), os.urandom words':<46}{r:>16.3e}{r / ref:>22.3f}x  (os.urandom alone: "
+          f"{8 * n / (time.perf_counter() - t0) / 1e6:.0f} MB/s, {n / (time.perf_counter() - t0):.3e} words/s)")
     boosted = dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(3.0), dpjax.AbsoluteError(5.0), 0.9)
     try:
         r = rate(boosted, data[jnp.int32], "exact")

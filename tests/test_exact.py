@@ -508,3 +508,30 @@ def test_exact_refuses_answers_off_the_lattice_index_range():
     for mech in (dpjax.Laplace(1e-6), dpjax.Gaussian(1e-6)):
         with pytest.raises(ValueError, match="granularity must be below 2\\*\\*62"):
             dpjax.release(jax.random.key(0), x, mech, numerics="exact")
+
+
+def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
+    """``HostBits`` words run the same fixed-trip samplers (a table of words per record fed to the device);
+    records past J's table (forced for P(J > K) ≥ 2^-3 here) continue on the host with fresh words: the law is
+    still the discrete Laplace (χ²)."""
+    from dpjax.exact import fast
+
+    rng = np.random.default_rng(0)  # a seeded source: deterministic test
+    bits = HostBits(lambda nbytes: rng.bytes(nbytes))
+    caches = (fast.dl_icdf, fast.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()
+    monkeypatch.setattr(fast, "_DL_TAIL", 3)
+    try:
+        n = 20_000
+        out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
+        lat = dpjax.DiscreteLaplace(3.0).exact_lattice()
+        tail = len(fast.dl_icdf(int(lat.param), int(lat.shift)))
+        assert (np.abs(out) >= tail).mean() > 0.05  # records past the shortened table: the host path ran
+    finally:
+        for f in caches:
+            f.cache_clear()
+        jax.clear_caches()
+    z = np.arange(-60, 61)
+    assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4

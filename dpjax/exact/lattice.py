@@ -260,13 +260,31 @@ def _sentinel(dtype):
     return np.nan if jnp.issubdtype(dtype, jnp.floating) else np.iinfo(dtype).min
 
 
+class _WordTable:
+    """Word j of every record from a table ``W[j, record]`` made on the host (:class:`HostBits` releases): the
+    fixed-trip samplers ask for the whole batch's word j at once."""
+
+    def __init__(self, table):
+        self.table = table
+        self.records = jnp.arange(table.shape[1], dtype=jnp.uint32)
+
+    def __call__(self, j, records=None):
+        return self.table[j]
+
+
+def _words_per_record(kind, t, shift):
+    """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
+    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
+
+
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
-def _fast_lattice(pair, start, values, *, kind, t, shift, g, unit, out_dtype):
+def _fast_lattice(source, start, values, *, kind, t, shift, g, unit, out_dtype):
     """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
     discrete Laplace t/2^shift (:func:`fast.laplace_code`) or discrete Gaussian of variance t
-    (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records."""
+    (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
+    the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records])."""
     n = values.shape[0]
-    words = ThreefryWords(None, (n,), start, pair=pair)
+    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (n,), start, pair=source)
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
         code = fast.rr_code(words, values, t, shift)
         out = (code >> 8).astype(out_dtype)
@@ -288,19 +306,36 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host."""
     n = values.size
-    pair = key_pair(key)
     flat = values.reshape(-1)
-    devices = jax.devices()
-    if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
-        flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
-    out = _fast_lattice(pair, jnp.uint32(start), flat, kind=kind, t=t, shift=shift, g=g, unit=unit,
+    if isinstance(key, HostBits):  # os.urandom words, made here for every record and fed to the device
+        table = key.words((_words_per_record(kind, t, shift), n))
+        source = jnp.asarray(table)
+        extra = {}
+
+        def word_of(i):  # record i's stream: its table words, then fresh words (drawn once, kept)
+            def word(j):
+                if j < table.shape[0]:
+                    return int(table[j, i])
+                if (j, i) not in extra:
+                    extra[(j, i)] = int(key.words((1,))[0])
+                return extra[(j, i)]
+
+            return word
+    else:
+        source = key_pair(key)
+        devices = jax.devices()
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
+            flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
+        k0, k1 = (int(w) for w in np.asarray(source))
+
+        def word_of(i):
+            return lambda j: fast.threefry_word(k0, k1, j, start + i)
+    out = _fast_lattice(source, jnp.uint32(start), flat, kind=kind, t=t, shift=shift, g=g, unit=unit,
                         out_dtype=out_dtype)
     if bool(_awaiting(out)):
         host = np.asarray(out)
         idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
         idx = idx[idx < n]
-        k0, k1 = (int(w) for w in np.asarray(pair))
-
         v = np.asarray(values).reshape(-1)[idx]
         if not unit and v.size and np.max(np.abs(v.astype(np.float64))) / g >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
@@ -311,8 +346,7 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
                 return fast.exact_rr_record(word, value, t, shift)
             return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
 
-        z = np.asarray([record_fn(lambda j, i=int(i): fast.threefry_word(k0, k1, j, start + i), int(x))
-                        for i, x in zip(idx, v)], np.int64)
+        z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
         fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
                                                                                       unit, out_dtype)
         out = out.at[idx].set(fixed)
@@ -404,12 +438,12 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if kind != "rr":
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
-    if kind == "rr" and not host and n and one_scale:  # one ε: one keep word, one Lemire word
+    if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):
             out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
                                 1.0, True, jnp.dtype(in_dt))
         return out.reshape(()) if squeeze else out
-    if kind in ("dl", "dg") and not host and n and one_scale:  # one scale: the fused fixed-trip release
+    if kind in ("dl", "dg") and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
         with jax.enable_x64(True):
