@@ -535,3 +535,24 @@ def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
         jax.clear_caches()
     z = np.arange(-60, 61)
     assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
+
+
+def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers():
+    """Per-record parameters with a few distinct scales (or ε): each record's noise is that of the one-scale
+    release of its own scale at the same record index (the fixed-trip samplers per group, record-addressed)."""
+    n = 5000
+    pick = np.arange(n) % 3 == 0
+    x = jnp.linspace(-5, 5, n, dtype=jnp.float32)
+    key = jax.random.key(1)
+    for mixed, a, b in ((dpjax.Laplace(jnp.asarray(np.where(pick, 1.0, 2.5))), dpjax.Laplace(1.0), dpjax.Laplace(2.5)),
+                        (dpjax.DiscreteGaussian(jnp.asarray(np.where(pick, 0.5, 40.0))), dpjax.DiscreteGaussian(0.5),
+                         dpjax.DiscreteGaussian(40.0))):
+        got = np.asarray(dpjax.release(key, x, mixed, numerics="exact", start=7))
+        want = np.where(pick, np.asarray(dpjax.release(key, x, a, numerics="exact", start=7)),
+                        np.asarray(dpjax.release(key, x, b, numerics="exact", start=7)))
+        np.testing.assert_array_equal(got, want)
+    xi = jnp.asarray(np.arange(n) % 4, jnp.int32)
+    rr = dpjax.RandomizedResponse(jnp.asarray(np.where(pick, 0.5, 2.0)), 4)
+    want = np.where(pick, np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
+                    np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")))
+    np.testing.assert_array_equal(np.asarray(dpjax.release(key, xi, rr, numerics="exact")), want)

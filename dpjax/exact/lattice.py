@@ -278,13 +278,16 @@ def _words_per_record(kind, t, shift):
 
 
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
-def _fast_lattice(source, start, values, *, kind, t, shift, g, unit, out_dtype):
+def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, unit, out_dtype):
     """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
     discrete Laplace t/2^shift (:func:`fast.laplace_code`) or discrete Gaussian of variance t
     (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
-    the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records])."""
+    the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records]);
+    ``records``: the records' indices (default ``start, start + 1, ...``)."""
     n = values.shape[0]
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (n,), start, pair=source)
+    if records is not None and source.ndim == 1:
+        words.records = records
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
         code = fast.rr_code(words, values, t, shift)
         out = (code >> 8).astype(out_dtype)
@@ -301,12 +304,14 @@ def _awaiting(out):
     return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
-    bitwise the same on any number of devices); the rare flagged records completed exactly on the host."""
+    bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
+    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded)."""
     n = values.size
     flat = values.reshape(-1)
+    rec = None if records is None else np.asarray(records, np.uint32)
     if isinstance(key, HostBits):  # os.urandom words, made here for every record and fed to the device
         table = key.words((_words_per_record(kind, t, shift), n))
         source = jnp.asarray(table)
@@ -324,14 +329,15 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
     else:
         source = key_pair(key)
         devices = jax.devices()
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS:
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None:
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
         def word_of(i):
-            return lambda j: fast.threefry_word(k0, k1, j, start + i)
-    out = _fast_lattice(source, jnp.uint32(start), flat, kind=kind, t=t, shift=shift, g=g, unit=unit,
-                        out_dtype=out_dtype)
+            r = start + i if rec is None else int(rec[i])
+            return lambda j: fast.threefry_word(k0, k1, j, r)
+    out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind, t=t,
+                        shift=shift, g=g, unit=unit, out_dtype=out_dtype)
     if bool(_awaiting(out)):
         host = np.asarray(out)
         idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
@@ -406,6 +412,28 @@ def _check_output_range(lat, param, shift, g, out_dtype):
                          f"noise would overflow it{hint}), got {float(np.max(scale)):.3g}")
 
 
+#: per-record parameters with at most this many distinct scales run the fixed-trip release per scale
+MAX_SCALE_GROUPS = 16
+
+
+def _scale_groups(shape, *params):
+    """[(first record, records)] of each distinct scale (the parameters broadcast to ``shape``), or None when
+    there are more than :data:`MAX_SCALE_GROUPS` (the state machine then runs every record)."""
+    cols = [np.broadcast_to(p, shape).reshape(-1) for p in params if np.size(p) > 1]
+    left = np.ones(math.prod(shape), bool)
+    groups = []
+    while left.any():
+        if len(groups) == MAX_SCALE_GROUPS:
+            return None
+        i = int(np.argmax(left))
+        mask = left.copy()
+        for c in cols:
+            mask &= c == c[i]
+        groups.append((i, np.flatnonzero(mask)))
+        left &= ~mask
+    return groups
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -438,6 +466,24 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if kind != "rr":
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
+    groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
+    if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
+            out_dt = jnp.dtype(in_dt if unit else out_float)
+            flat_v = values.reshape(-1)
+            out = np.empty(n, out_dt)
+            for first, idx in groups:
+                m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
+                pad = np.concatenate([idx, np.full(m - idx.size, idx[-1])])
+                t0, s0 = int(param.flat[first]), int(shift.flat[first])
+                if kind == "rr":
+                    s0 = lat.noise.num_categories - 1
+                part = _fast_release(key, start, flat_v[pad], kind, t0, s0, float(g.flat[first]), unit, out_dt,
+                                     records=start + pad)
+                out[idx] = np.asarray(part)[: idx.size]
+        out = jnp.asarray(out).reshape(shape)
+        return out.reshape(()) if squeeze else out
     if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):
             out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
