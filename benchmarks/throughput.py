@@ -7,8 +7,9 @@ Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
     python benchmarks/throughput.py            # 10^7 values
     python benchmarks/throughput.py --n 1e9    # on a GPU
     python benchmarks/throughput.py --only PrivacyBoosted   # PB-DP rows (and the Gaussian anchor)
-    python benchmarks/throughput.py --exact --n 1e6          # the exact tier (dpjax.exact) rows
-                                                             # (and OpenDP's sampler if installed)
+    python benchmarks/throughput.py --exact --n 4e6          # the exact tier through dpjax.release(numerics="exact")
+                                                             # against the float Laplace release (and OpenDP's
+                                                             # sampler if installed)
     python benchmarks/throughput.py --processes 2 --n 1e8    # 1 vs 2 JAX processes (benchmarks/processes.py)
 
 The load average is printed before and after: on a shared machine, ratios are only
@@ -74,27 +75,77 @@ def extra_cases():
     }
 
 
+def exact_table_cases(n):
+    """The rows of issue 21's table: (name, mechanism, values dtype) released through
+    ``dpjax.release(..., numerics="exact")`` against the float Laplace release of the same n."""
+    dl = [("DiscreteLaplace(scale 0.5)", dpjax.DiscreteLaplace(0.5)), ("DiscreteLaplace(scale 1)", dpjax.DiscreteLaplace(1.0)),
+          ("DiscreteLaplace(scale 3)", dpjax.DiscreteLaplace(3.0)), ("DiscreteLaplace(scale 100)", dpjax.DiscreteLaplace(100.0)),
+          ("DiscreteLaplace(scale 2^20)", dpjax.DiscreteLaplace(2.0**20))]
+    rows = [(name, m, jnp.int32) for name, m in dl]
+    rows += [("DiscreteLaplace(scale 2^30), float values", dpjax.DiscreteLaplace(2.0**30), jnp.float32),
+             ("Laplace(1) (lattice 2^-20)", dpjax.Laplace(1.0), jnp.float32),
+             ("Gaussian(1) (lattice 2^-12)", dpjax.Gaussian(1.0), jnp.float32),
+             ("Laplace with per-record scales 1..2", dpjax.Laplace(jnp.linspace(1.0, 2.0, n)), jnp.float32)]
+    rows += [(f"DiscreteGaussian(sigma {s:g})", dpjax.DiscreteGaussian(s), jnp.int32 if s < 1e4 else jnp.float32)
+             for s in (0.1, 1.0, 100.0, 1e6)]
+    rows += [("RandomizedResponse(eps 1, k 4)", dpjax.RandomizedResponse(1.0, 4), jnp.int32)]
+    return rows
+
+
 def exact_rows(n, repeats, key):
-    """The exact tier: integer discrete Laplace samples/s (lattice scale 2^20, Threefry words), and
-    exact Laplace/Gaussian releases against the float releases of the same mechanism; OpenDP's exact
-    discrete Laplace sampler (``opendp.measurements.make_laplace`` on a vector of integers, same scale, same
-    n) when it is installed — a benchmark-only dependency (``pip install opendp``; measured with 0.16.0),
-    not one of dpjax's."""
+    """The exact tier through the public call: every row of :func:`exact_table_cases` and the boosted discrete
+    release, each against the float Laplace release of the same n (and the float discrete Gaussian against
+    the float discrete Laplace); the integer discrete Laplace sampler alone (t = 2^20); OpenDP's exact discrete
+    Laplace sampler (``opendp.measurements.make_laplace`` on a vector of integers, same scale, same n) when it
+    is installed — a benchmark-only dependency (``pip install opendp``; measured with 0.16.0), not one of dpjax's.
+    Rows slower than 10^6 records/s (the state machine) are timed once after the warm-up."""
     from dpjax.exact import ThreefryWords, samplers
 
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.devices()[0].platform}; jax {jax.__version__}; "
-          f"n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
-    rates = {}
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
+          f"jax {jax.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
+    keys = iter(jax.random.split(key, 1000))
+    xf = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
+    data = {jnp.float32: xf, jnp.int32: xf.astype(jnp.int32)}
+
+    def rate(mech, x, numerics, reps=repeats):
+        return n / _best(lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready(), reps)
+
+    ref = rate(dpjax.Laplace(1.0), xf, "float")
+    print(f"reference: Laplace(1) float release {ref:.3e} records/s")
+    print(f"{'mechanism':<46}{'exact records/s':>16}{'exact / float Laplace':>23}")
+    rates = {"float Laplace": ref}
+    for name, mech, dt in exact_table_cases(n):
+        x = data[dt] % 4 if isinstance(mech, dpjax.RandomizedResponse) else data[dt]
+        t0 = time.perf_counter()
+        r = rate(mech, x, "exact", 1)
+        if time.perf_counter() - t0 < 5.0:
+            r = rate(mech, x, "exact")
+        rates[name] = r
+        print(f"{name:<46}{r:>16.3e}{r / ref:>22.3f}x")
+    from dpjax.exact import HostBits
+
+    t0 = time.perf_counter()
+    dpjax.release(HostBits(), data[jnp.int32], dpjax.DiscreteLaplace(3.0), numerics="exact").block_until_ready()
+    r = n / (time.perf_counter() - t0)  # one run: os.urandom's own rate bounds it
+    t0 = time.perf_counter()
+    os.urandom(8 * n)
+    print(f"{'DiscreteLaplace(scale 3), os.urandom words':<46}{r:>16.3e}{r / ref:>22.3f}x  (os.urandom alone: "
+          f"{8 * n / (time.perf_counter() - t0) / 1e6:.0f} MB/s, {n / (time.perf_counter() - t0):.3e} words/s)")
+    boosted = dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(3.0), dpjax.AbsoluteError(5.0), 0.9)
+    try:
+        r = rate(boosted, data[jnp.int32], "exact")
+        print(f"{'PrivacyBoosted(DiscreteGaussian(3), Abs 5, .9)':<46}{r:>16.3e}{r / ref:>22.3f}x")
+    except ValueError as e:
+        r = rate(boosted, data[jnp.int32], "float")
+        print(f"{'PrivacyBoosted(DiscreteGaussian(3), Abs 5, .9)':<46}{'refused':>16}  (float tier {r:.3e}/s, "
+              f"{r / ref:.3f}x; {str(e)[:60]}...)")
+    fdl = rate(dpjax.DiscreteLaplace(3.0), data[jnp.int32], "float")
+    fdg = rate(dpjax.DiscreteGaussian(3.0), data[jnp.int32], "float")
+    print(f"float DiscreteGaussian(3) {fdg:.3e}/s vs float DiscreteLaplace(3) {fdl:.3e}/s: {fdg / fdl:.3f}x")
     with jax.enable_x64(True):
         f = jax.jit(lambda k: samplers.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
-        keys = iter(jax.random.split(key, repeats + 2))
         rates["exact discrete Laplace (t=2^20) samples/s"] = n / _best(lambda: f(next(keys)).block_until_ready(), repeats)
-    x = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
-    for name, mech in (("Laplace(scale=1)", dpjax.Laplace(1.0)), ("Gaussian(sigma=1)", dpjax.Gaussian(1.0))):
-        for numerics in ("float", "exact"):
-            keys = iter(jax.random.split(key, repeats + 2))
-            t = _best(lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready(), repeats)
-            rates[f"{name} release, numerics={numerics}"] = n / t
+    print(f"exact discrete Laplace sampler alone (t = 2^20): {rates['exact discrete Laplace (t=2^20) samples/s']:.3e} samples/s")
     try:
         import opendp.prelude as dp
     except ImportError:
@@ -105,14 +156,9 @@ def exact_rows(n, repeats, key):
         dp.enable_features("contrib")
         m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(1 << 20))
         zeros = [0] * n
-        rates["OpenDP exact discrete Laplace (scale=2^20) samples/s"] = n / _best(lambda: m(zeros), 1)
-    for name, r in rates.items():
-        print(f"{name:<60}{r:>14.3e}")
-    for name in ("Laplace(scale=1)", "Gaussian(sigma=1)"):
-        print(f"{name} exact/float release: {rates[f'{name} release, numerics=exact'] / rates[f'{name} release, numerics=float']:.3f}x")
-    if dp is not None:
-        ratio = rates["exact discrete Laplace (t=2^20) samples/s"] / rates["OpenDP exact discrete Laplace (scale=2^20) samples/s"]
-        print(f"exact discrete Laplace, dpjax / OpenDP: {ratio:.0f}x")
+        od = n / _best(lambda: m(zeros), 1)
+        print(f"OpenDP exact discrete Laplace (scale 2^20): {od:.3e} samples/s; dpjax / OpenDP: "
+              f"{rates['exact discrete Laplace (t=2^20) samples/s'] / od:.0f}x")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return rates
 

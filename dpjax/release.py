@@ -42,11 +42,20 @@ def _release_flat(key, values, mech, start):
 
 @jax.jit
 def _release_whole(key, values, mech, start):
-    """One device: the layout into rows of :data:`LANE_BLOCK` records, the draw and the cut back
-    to ``values.shape`` in one program (as separate eager steps, the padding and slicing copies
-    took as long as the draw itself)."""
-    flat_mech, flat, n = flat_records(mech, values, values.shape, LANE_BLOCK)
-    return flat_mech.sample_records(key, flat, start).reshape(-1)[:n].reshape(values.shape)
+    """One device: the layout into rows of :data:`LANE_BLOCK` records and the draw in one program (as
+    separate eager steps, the padding copies took as long as the draw itself). The rows are returned
+    whole: cut back to ``values.shape`` in the same program, XLA fuses the cut into the draw and
+    emits it as one loop over the records, whose vector/scalar split differs from the rows' loop of
+    the sharded program (the float Gaussian's transcendental functions then differ in the last bit
+    on a few records: a release would depend on the device count)."""
+    flat_mech, flat, _ = flat_records(mech, values, values.shape, LANE_BLOCK)
+    return flat_mech.sample_records(key, flat, start)
+
+
+def _cut(rows, n, shape):
+    """The first ``n`` records of the rows, in ``shape`` (a bitcast when nothing was padded)."""
+    flat = rows.reshape(-1)
+    return (flat if flat.shape[0] == n else flat[:n]).reshape(shape)
 
 
 def _shard(x, devices):
@@ -96,15 +105,14 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     shards = len(devices) if len(devices) > 1 and n >= SHARD_MIN_RECORDS else 1
     if shards == 1:
-        out = _release_whole(key, values, mech, jnp.uint32(start))
+        out = _cut(_release_whole(key, values, mech, jnp.uint32(start)), n, shape)
         return out.reshape(()) if squeeze else out
     # every device's share a multiple of LANE_BLOCK records (padded records get indices past the
     # real ones and are dropped, so the real records' noise is unchanged)
     flat_mech, flat, _ = flat_records(mech, values, shape, LANE_BLOCK * shards)
     flat = _shard(flat, devices)
     flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
-    out = _release_flat(key, flat, flat_mech, jnp.uint32(start))
-    out = out.reshape(-1)[:n].reshape(shape)
+    out = _cut(_release_flat(key, flat, flat_mech, jnp.uint32(start)), n, shape)
     return out.reshape(()) if squeeze else out
 
 

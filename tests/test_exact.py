@@ -35,6 +35,9 @@ def _chi2_pvalue(samples, support, pmf):
 CASES = {
     "discrete_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
     "discrete_laplace(t/s=7/4)": (lambda w, s: samplers.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
+    "discrete_laplace(t/s=1/8)": (lambda w, s: samplers.discrete_laplace(w, s, 1, 3), lambda z: np.exp(-np.abs(z) * 8.0)),
+    # the state machine (the per-record route)
+    "machine_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3, budget=16), lambda z: np.exp(-np.abs(z) / 3.0)),
     "discrete_gaussian(n=5)": (lambda w, s: samplers.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
     "discrete_gaussian(n=1)": (lambda w, s: samplers.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
     # the one-word inverse-CDF discrete Gaussian of the releases (flagged records are < 2^-40 per record: none here)
@@ -59,7 +62,8 @@ def _check_sampler(name, n, seed):
     assert p > 1e-4, (name, p)
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_gaussian(n=5)", "fast_gaussian(n=200)"])
+@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_laplace(t/s=1/8)", "discrete_gaussian(n=5)",
+                                  "fast_gaussian(n=200)"])
 def test_integer_samplers_fit_their_pmf(name):
     _check_sampler(name, 100_000, 11)
 
@@ -223,7 +227,7 @@ def test_exact_refuses_what_it_cannot_run():
 # -- the fixed-trip discrete Laplace (dpjax.exact.fast): device = host, ties decided exactly ---------
 
 
-@pytest.mark.parametrize("t,shift", [(3, 0), (1 << 20, 0)])
+@pytest.mark.parametrize("t,shift", [(3, 0), (7, 3), (5000, 0), (1 << 20, 0), (1 << 30, 0)])
 def test_fast_laplace_device_equals_exact_host_path(t, shift):
     """The device output is the host's exact function of the same word stream (record by record)."""
     from dpjax.exact import fast
@@ -239,21 +243,28 @@ def test_fast_laplace_device_equals_exact_host_path(t, shift):
 
 
 def test_fast_laplace_tables_are_exact_floors():
-    """Each threshold is ⌊2^64 F⌋ of the exact CDF (checked against 300-digit decimal arithmetic)."""
+    """Each threshold is ⌊2^63 P(J ≤ j)⌋ / ⌊2^64 F⌋ of the exact CDFs (checked against 300-digit decimal arithmetic),
+    and J's table ends where P(J > j) < 2^-40."""
     import decimal
 
     from dpjax.exact import fast
 
-    t = 5
-    chunks, h, m = fast.dl_tables(t, 0)
     ctx = decimal.Context(prec=300)
-    r = ctx.exp(decimal.Decimal(-1) / t)
-    (width,) = fast.chunk_layout(t, 0)[1]
-    for c in (0, 1, 7, (1 << width) - 2):
-        f = (1 - r ** (c + 1)) / (1 - r ** (1 << width))
-        assert int(chunks[0][c]) == int((f * 2**64).to_integral_value(rounding=decimal.ROUND_FLOOR))
-    R = ctx.exp(decimal.Decimal(-(2**m)) / t)
-    assert int(h[0]) == int((R * 2**63).to_integral_value(rounding=decimal.ROUND_FLOOR))
+    floor = lambda x, bits: int((x * 2**bits).to_integral_value(rounding=decimal.ROUND_FLOOR))  # noqa: E731
+    for t in (5, 5000):
+        offsets, widths, m = fast.chunk_layout(t, 0)
+        q = ctx.exp(decimal.Decimal(-1) / t)
+        R = ctx.exp(decimal.Decimal(-(2**m)) / t)
+        tail = lambda j: 2 * q / (1 + q) * R**j  # noqa: E731  P(J > j) = P(Z ≠ 0) R^j
+        table = fast.dl_icdf(t, 0)
+        for j in (0, 1, 7, len(table) - 2, len(table) - 1):
+            assert int(table[j]) == floor(1 - tail(j), 63)
+        assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
+        for (o, w), chunk in zip(zip(offsets, widths), fast.dl_tables(t, 0)):
+            r = q ** (2**o)
+            for c in (0, 1, (1 << w) - 2):
+                assert int(chunk[c]) == floor((1 - r ** (c + 1)) / (1 - r ** (1 << w)), 64)
+    assert fast.chunk_layout(5000, 0)[2] == 3 and fast.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
 
 
 def test_fast_laplace_tie_is_decided_by_further_words():
@@ -261,18 +272,19 @@ def test_fast_laplace_tie_is_decided_by_further_words():
     the chunk at c; U just below (T+1)/2^64 > F moves it to c + 1 (F irrational)."""
     from dpjax.exact import fast
 
-    t, shift = 3, 0
-    chunks, h, _ = fast.dl_tables(t, shift)
+    t, shift = 5000, 0
+    (chunk,) = fast.dl_tables(t, shift)
+    jtab = fast.dl_icdf(t, shift)
     c = 2
-    tie = int(chunks[0][c])
+    tie = int(chunk[c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
         def word(j, ext=ext):
             if j == 0:
-                return int(h[0]) + 1  # sign +, H = 0 (strictly above S_1)
+                return int(jtab[0]) + 1  # sign +, J = 1: Z ≠ 0 and H = 0
             if j == 1:
                 return tie
             return ext  # extension words of word 1
-        assert fast.exact_record(word, t, shift) == expect
+        assert fast.exact_record(word, t, shift) == 1 + expect
 
 
 # -- the CLI's data releases default to the exact tier -----------------------------------------------
@@ -309,33 +321,20 @@ def test_cli_exact_refused_for_boosted_float_kept(capsys):
     assert "PrivacyBoosted" in capsys.readouterr().err
 
 
-def test_fast_laplace_host_completion_equals_device_retries(monkeypatch):
-    """Rejected records completed on the host (the τ ≥ 2^11 route, forced here at t = 3) give exactly the
-    device while loop's output: both are the same function of each record's words."""
-    from dpjax.exact import fast
-
-    n, t = 3000, 3
-    with jax.enable_x64(True):
-        key = jax.random.key(9)
-        device = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
-        monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
-        _, flag = jax.jit(lambda k: fast.discrete_laplace_fast(ThreefryWords(k, (n,)), n, t, 0))(key)
-        assert np.asarray(flag).sum() > 100  # the host path really runs
-        host = np.asarray(jax.jit(lambda k: fast.threefry_laplace(ThreefryWords(k, (n,)), n, t, 0))(key))
-    np.testing.assert_array_equal(device, host)
-
-
 def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
-    """The release's host completion of flagged records (forced for every rejection here) reproduces the
-    release exactly: the noise is a function of each record's words, whichever route finished it."""
+    """Words past J's table go to the host (forced for P(J > K) ≥ 2^-3 here): the release is unchanged, the
+    noise being a function of each record's words whichever route finished it."""
     from dpjax.exact import fast
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.arange(-1000, 1000, dtype=jnp.int32)
     key = jax.random.key(4)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    jax.clear_caches()  # the route is fixed when the release compiles
-    monkeypatch.setattr(fast, "_HOST_REJECT_LOG2_TAU", 0)
+    caches = (fast.dl_icdf, fast.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()  # the tables are constants of the compiled release
+    monkeypatch.setattr(fast, "_DL_TAIL", 3)
     try:
         lat = mech.exact_lattice()
         with jax.enable_x64(True):
@@ -343,6 +342,8 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
         assert (code & 1).sum() > 100  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
+        for f in caches:
+            f.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
 
@@ -409,3 +410,149 @@ def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
         fast.dg_guide.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
+
+
+# -- scales the exact tier cannot carry are refused by name (issue 20) --------------------------------
+
+
+@pytest.mark.parametrize("mech,name", [(dpjax.Laplace(1e39), "scale"), (dpjax.DiscreteGaussian(1e39), "sigma"),
+                                       (dpjax.Gaussian(1e39), "sigma")])
+def test_exact_refuses_noise_that_overflows_the_output(mech, name):
+    """float32 output: noise of scale 1e39 released ±inf entries; refused like the float tier refuses it."""
+    with pytest.raises(ValueError, match=f"{name} must be at most .* float32 output"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.float32), mech, numerics="exact")
+    with jax.enable_x64(True):  # float64 output carries it
+        out = np.asarray(dpjax.release(jax.random.key(0), jnp.zeros(4), mech, numerics="exact"))
+    assert np.all(np.isfinite(out))
+
+
+def test_exact_refuses_integer_noise_that_wraps():
+    """int32 output of a discrete Laplace of scale 2^30: |noise| > 2^31 with probability e^-2 wrapped around."""
+    with pytest.raises(ValueError, match="scale must be at most .* int32 output"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.int32), dpjax.DiscreteLaplace(2.0**30), numerics="exact")
+    out = dpjax.release(jax.random.key(0), jnp.zeros(4, jnp.float32), dpjax.DiscreteLaplace(2.0**30), numerics="exact")
+    assert np.all(np.isfinite(np.asarray(out)))
+
+
+@pytest.mark.parametrize("mech,name", [(dpjax.Laplace(1e-320), "scale"), (dpjax.Gaussian(1e-320), "sigma")])
+def test_exact_refuses_scales_below_its_lattice(mech, name):
+    """Laplace(1e-320) was refused as "scale must be finite, got inf" (its lattice granularity underflowed)."""
+    with pytest.raises(ValueError, match=f"{name} must be at least .*granularity"):
+        dpjax.release(jax.random.key(0), jnp.zeros(4), mech, numerics="exact")
+
+
+# -- exact releases sharded over local devices ---------------------------------------------------------
+
+_EXACT_SHARD_SCRIPT = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+import dpjax
+assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+n = (1 << 16) + 3  # sharded above 2^16 records; not a multiple of 4: padded
+x = jnp.linspace(-1000.0, 1000.0, n, dtype=jnp.float32)
+xi = jnp.arange(n, dtype=jnp.int32) - n // 2
+outs = [np.asarray(dpjax.release(jax.random.key(5), v, m, numerics="exact"), np.float64) for v, m in
+        ((x, dpjax.Laplace(1.0)), (x, dpjax.Gaussian(2.0)), (xi, dpjax.DiscreteLaplace(0.5)),
+         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)))]
+np.save(sys.argv[2], np.stack(outs))
+"""
+
+
+def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    script = tmp_path / "exact_shard.py"
+    script.write_text(_EXACT_SHARD_SCRIPT)
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    out = {}
+    for n in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu",
+                   PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+        subprocess.run([sys.executable, str(script), str(n), str(tmp_path / f"o{n}.npy")], check=True, env=env,
+                       timeout=600)
+        out[n] = np.load(tmp_path / f"o{n}.npy")
+    np.testing.assert_array_equal(out[1], out[4])
+
+
+def test_randomized_response_host_completion_is_the_record_function(monkeypatch):
+    """A rejected Lemire word (forced for about half the records here) is completed on the host with the
+    record's next words: the release equals the host's exact function of every record's words."""
+    from dpjax.exact import fast
+    from dpjax.exact.bits import key_pair
+
+    rr = dpjax.RandomizedResponse(0.5, 5)
+    n = 300
+    values = jnp.asarray(np.arange(n) % 5, jnp.int32)
+    monkeypatch.setattr(fast, "rr_threshold", lambda k1: 1 << 63)
+    jax.clear_caches()
+    try:
+        out = np.asarray(dpjax.release(jax.random.key(3), values, rr, numerics="exact"))
+    finally:
+        jax.clear_caches()
+    keep = int(rr.exact_lattice().param)
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
+    host = [fast.exact_rr_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
+            for i in range(n)]
+    np.testing.assert_array_equal(out, host)
+    assert sum(fast.threefry_word(k0, k1, 0, i) >= keep and fast.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
+               < (1 << 63) for i in range(n)) > 20  # the host path really ran
+
+
+def test_exact_refuses_answers_off_the_lattice_index_range():
+    """|value| / granularity ≥ 2^62 (int64 lattice indices with room for the noise) is refused, nothing released."""
+    x = jnp.asarray([0.0, 1e30, 2.0], jnp.float32)
+    for mech in (dpjax.Laplace(1e-6), dpjax.Gaussian(1e-6)):
+        with pytest.raises(ValueError, match="granularity must be below 2\\*\\*62"):
+            dpjax.release(jax.random.key(0), x, mech, numerics="exact")
+
+
+def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
+    """``HostBits`` words run the same fixed-trip samplers (a table of words per record fed to the device);
+    records past J's table (forced for P(J > K) ≥ 2^-3 here) continue on the host with fresh words: the law is
+    still the discrete Laplace (χ²)."""
+    from dpjax.exact import fast
+
+    rng = np.random.default_rng(0)  # a seeded source: deterministic test
+    bits = HostBits(lambda nbytes: rng.bytes(nbytes))
+    caches = (fast.dl_icdf, fast.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()
+    monkeypatch.setattr(fast, "_DL_TAIL", 3)
+    try:
+        n = 20_000
+        out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
+        lat = dpjax.DiscreteLaplace(3.0).exact_lattice()
+        tail = len(fast.dl_icdf(int(lat.param), int(lat.shift)))
+        assert (np.abs(out) >= tail).mean() > 0.05  # records past the shortened table: the host path ran
+    finally:
+        for f in caches:
+            f.cache_clear()
+        jax.clear_caches()
+    z = np.arange(-60, 61)
+    assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
+
+
+def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers():
+    """Per-record parameters with a few distinct scales (or ε): each record's noise is that of the one-scale
+    release of its own scale at the same record index (the fixed-trip samplers per group, record-addressed)."""
+    n = 5000
+    pick = np.arange(n) % 3 == 0
+    x = jnp.linspace(-5, 5, n, dtype=jnp.float32)
+    key = jax.random.key(1)
+    for mixed, a, b in ((dpjax.Laplace(jnp.asarray(np.where(pick, 1.0, 2.5))), dpjax.Laplace(1.0), dpjax.Laplace(2.5)),
+                        (dpjax.DiscreteGaussian(jnp.asarray(np.where(pick, 0.5, 40.0))), dpjax.DiscreteGaussian(0.5),
+                         dpjax.DiscreteGaussian(40.0))):
+        got = np.asarray(dpjax.release(key, x, mixed, numerics="exact", start=7))
+        want = np.where(pick, np.asarray(dpjax.release(key, x, a, numerics="exact", start=7)),
+                        np.asarray(dpjax.release(key, x, b, numerics="exact", start=7)))
+        np.testing.assert_array_equal(got, want)
+    xi = jnp.asarray(np.arange(n) % 4, jnp.int32)
+    rr = dpjax.RandomizedResponse(jnp.asarray(np.where(pick, 0.5, 2.0)), 4)
+    want = np.where(pick, np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
+                    np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")))
+    np.testing.assert_array_equal(np.asarray(dpjax.release(key, xi, rr, numerics="exact")), want)

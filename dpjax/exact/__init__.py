@@ -3,8 +3,9 @@
 * :mod:`dpjax.exact.samplers` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
   Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1–3) and randomized response, as state
   machines on raw 64-bit words with integer comparisons only;
-* :mod:`dpjax.exact.fast` — the fixed-trip discrete Laplace (exact integer threshold tables, a few
-  words per record; ties completed exactly on the host), used by one-scale Laplace releases;
+* :mod:`dpjax.exact.fast` — the fixed-trip discrete Laplace, discrete Gaussian and randomized response
+  (exact integer threshold tables, one or two words per record, no rejection; ties completed exactly on
+  the host), used by the one-scale releases (Threefry words), sharded over the local devices;
 * :mod:`dpjax.exact.bits` — the words: record-addressed Threefry (:class:`ThreefryWords`) or
   ``os.urandom`` on the host (:class:`HostBits`);
 * :mod:`dpjax.exact.lattice` — ``dpjax.release(key, values, mech, numerics="exact")`` and

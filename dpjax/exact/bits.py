@@ -24,14 +24,21 @@ import numpy as np
 
 from dpjax.random import threefry2x32
 
-__all__ = ["ThreefryWords", "HostBits"]
+__all__ = ["ThreefryWords", "HostBits", "key_pair"]
+
+
+def key_pair(key):
+    """The key's Threefry pair (``jax.random.bits(key, (2,))``: consumes the key once)."""
+    return jax.random.bits(key, (2,), jnp.uint32)
 
 
 class ThreefryWords:
     """Word ``j`` (traced or not) of every record: ``(w0 << 32) | w1`` of ``threefry2x32(key, (j, i))``."""
 
-    def __init__(self, key, shape, start=0):
-        words = jax.random.bits(key, (2,), jnp.uint32)  # consumes the key once
+    def __init__(self, key, shape, start=0, *, pair=None):
+        """``pair``: the key's two words (``key_pair(key)``) instead of ``key``, for a caller that needs them
+        again (the host completion of flagged records) without consuming the key twice."""
+        words = key_pair(key) if pair is None else pair
         self._k0, self._k1 = words[0], words[1]
         self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
         self.shape = tuple(shape)

@@ -1,37 +1,34 @@
 r"""Fixed-trip discrete Laplace and Gaussian: a few table look-ups per record, exact integer comparisons only.
 
 The law. For τ = t/2^shift the discrete Laplace has pmf ∝ q^|z|, q = exp(−1/τ) (CKS Algorithm 2's
-output law). It is drawn as Z = ±G with a fair sign and G ~ Geometric(q) (P(G = k) = (1 − q) q^k),
-rejecting (−, 0) and drawing again (CKS's own sign step). The binary digits of a geometric
-variable are independent, so G splits into independent parts:
+output law). It is drawn with no rejection: |Z| = 0 with probability p0 = (1 − q)/(1 + q), otherwise
+|Z| = 1 + G with G ~ Geometric(q) (P(G = k) = (1 − q) q^k) and a fair sign (P(Z = ±k) = P(|Z| = k)/2).
+The binary digits of a geometric variable are independent, so G splits into independent parts:
 
-* G mod 2^m, m = ⌈log2 τ + 1⌉, as chunks of near-equal widths w_j ≤ ``CHUNK_BITS`` at bit offsets
-  o_j (:func:`chunk_layout`): chunk j is c_j ∈ [0, 2^w_j) with P(c_j = c) ∝ r_j^c,
-  r_j = q^(2^o_j) (a truncated geometric), so F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^w_j));
-* H = G >> m ~ Geometric(R), R = q^(2^m) ≤ e^−2: P(H ≥ k) = R^k.
+* H = G >> m ~ Geometric(R), R = q^(2^m), with m = max(0, ⌈log2 τ⌉ − ``DL_TABLE_LOG2``) (so that
+  R ≤ exp(−2^-``DL_TABLE_LOG2``): H's table stays short);
+* G mod 2^m as chunks of near-equal widths w_j ≤ ``CHUNK_BITS`` at bit offsets o_j
+  (:func:`chunk_layout`): chunk j is c_j ∈ [0, 2^w_j) with P(c_j = c) ∝ r_j^c, r_j = q^(2^o_j)
+  (a truncated geometric), so F_j(c) = P(c_j ≤ c) = (1 − r_j^(c+1)) / (1 − r_j^(2^w_j)).
 
-Each part is an inverse-CDF draw from one uniform U ∈ [0, 1): c_j = min{c : U < F_j(c)}, and
-H = #{k ≥ 1 : U₂ < R^k} where the H word's top bit is the sign and its other 63 bits start U₂.
+The zero atom and H are one variable J (J = 0: Z = 0; J = h + 1: Z ≠ 0 and H = h), P(J > j) = (1 − p0) R^j,
+drawn like the discrete Gaussian's |Z| below: by inverse CDF from word 0 (the top bit the sign, the low 63
+bits against T[j] = ⌊2^63 P(J ≤ j)⌋, :func:`dl_icdf`, through the levelled guide of :func:`level_guide`);
+each chunk by inverse CDF from its own word (thresholds ⌊2^64 F_j(c)⌋, one guide-table look-up and a
+short bisection). One word per record for τ ≤ 2^``DL_TABLE_LOG2`` (every count at ε ≳ 10^-3), two at the
+Laplace lattice scales τ ∈ [2^20, 2^21].
 
 **Exact comparisons.** A 64-bit word u is the first 64 bits of U (further bits: further words).
-The host computes, once per (t, shift), the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 R^k⌋ for H)
-in rigorous interval arithmetic (``mpmath.iv``, precision raised until the floor is certain).
-Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and U ≥ u/2^64): every
-device decision is an integer comparison that is *correct*, not approximate. Only ``u == T`` (a
-tie, probability ≤ 2^w·2^−64 per word) leaves the comparison open, and so does H ≥ K (past the
-table, probability ≤ 2^−40). The device flags those records; :func:`resolve_on_host` recomputes
-each flagged record from its own words, deciding every open comparison with further words of
-the same record against interval bounds of F at growing precision (terminates with probability
-1). Device and host compute the same function of the record's word stream, so the output law is
-exactly the discrete Laplace — no truncation. (Word indices are 32-bit: a record would need
-more than 2^25 words, after millions of rejected tries at probability ≤ 1/2 each, before any word
-were reused — a deviation below 2^(−10^6), not representable in any reported δ.)
-
-**Cost.** ``nchunks + 1`` words per record and, per chunk, one guide-table look-up (bucket of the
-word's top 14 bits) plus a binary search as deep as the widest bucket — one step at the lattice
-scales (τ ∈ [2^20, 2^21]: chunks of 11 and 10 bits, three words); rejected records (probability (1 − q)/2) run again with their
-next words in a ``lax.while_loop`` over the few stragglers (τ < 2^11), or, where a rejection is
-as rare as a tie (τ ≥ 2^11, probability < 2^-12), on the host with the flagged records.
+The host computes, once per (t, shift), the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 F⌋ for J) from
+rigorous bounds (``mpmath.iv`` intervals or fixed-point chains with floors and ceilings, precision raised
+until the floor is certain). Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and
+U ≥ u/2^64): every device decision is an integer comparison that is *correct*, not approximate. Only
+``u == T`` (a tie, probability ≤ 2^-64 per threshold) leaves the comparison open, and so does J ≥ K
+(past the table, probability < 2^−40). The device flags those records; :func:`resolve_on_host`
+recomputes each flagged record from its own words, deciding every open comparison with further words
+of the same record against interval bounds of F at growing precision (terminates with probability 1).
+Device and host compute the same function of the record's word stream, so the output law is exactly
+the discrete Laplace — no truncation.
 
 **Discrete Gaussian** (:func:`gaussian_code`): one word per record and no rejection. The law
 pmf ∝ exp(−z²/(2n)) of CKS's discrete Gaussian is drawn by inverse CDF of |Z| on the word's low 63
@@ -55,14 +52,17 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "EXT_BASE", "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast", "dl_tables",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "resolve_on_host",
-           "threefry_gaussian", "threefry_laplace"]
+__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast",
+           "dl_guide", "dl_icdf", "dl_tables", "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code",
+           "exact_rr_record", "level_guide", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian",
+           "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
-#: H table stops where P(H ≥ K) = R^K < 2^-40 (the rest is resolved on the host)
-_H_TAIL = 40
+#: H = G >> m with m = max(0, ⌈log2 τ⌉ − this): J's table has about 28·2^this entries at most
+DL_TABLE_LOG2 = 10
+#: J's table stops where P(J > K) < 2^-this (the rest is resolved on the host)
+_DL_TAIL = 40
 #: word index of the first extension word of word j: EXT_BASE + 64 j + d (d = 0, 1, ...)
 EXT_BASE = 1 << 31
 _U64 = np.uint64
@@ -95,7 +95,7 @@ def _prec(bits):
 
 
 class _Law:
-    """Interval-valued CDFs of the parts of G for τ = t/2^shift (exact rationals in, ``mpmath.iv`` out)."""
+    """Interval-valued CDFs of the parts of Z for τ = t/2^shift (exact rationals in, ``mpmath.iv`` out)."""
 
     def __init__(self, t, shift):
         self.t, self.shift = int(t), int(shift)
@@ -108,8 +108,12 @@ class _Law:
         r = self._r(offset)
         return (1 - r ** (c + 1)) / (1 - r ** (1 << width))
 
-    def h_tail(self, m, k):  # P(H ≥ k) = R^k
-        return self._r(m) ** k
+    def j_tail0(self):  # P(J > 0) = P(Z ≠ 0) = 2q/(1 + q)
+        q = self._r(0)
+        return 2 * q / (1 + q)
+
+    def j_cdf(self, m, j):  # P(J ≤ j) = 1 − P(Z ≠ 0) R^j
+        return 1 - self.j_tail0() * self._r(m) ** j
 
 
 def _threshold(fn, scale_bits):
@@ -124,29 +128,60 @@ def _threshold(fn, scale_bits):
 
 @functools.lru_cache(maxsize=64)
 def chunk_layout(t, shift, bits=CHUNK_BITS):
-    """(offsets, widths) of the chunks of G mod 2^m: m = ⌈log2 τ + 1⌉ bits (so R = q^(2^m) ≤ e^-2) split into
+    """(offsets, widths, m) of the chunks of G mod 2^m, m = max(0, ⌈log2 τ⌉ − ``DL_TABLE_LOG2``), split into
     ⌈m/bits⌉ chunks of near-equal widths (no chunk wider than the law needs: short, well-spread tables)."""
-    m = max(0, math.ceil(math.log2(int(t)) - int(shift) + 1))
+    t, shift = int(t), int(shift)
+    m = max(0, (t - 1).bit_length() - shift - DL_TABLE_LOG2)  # ⌈log2 t⌉ − shift − DL_TABLE_LOG2
     k = -(-m // bits)
     widths = tuple(m // k + (1 if j < m % k else 0) for j in range(k)) if k else ()
-    return tuple(sum(widths[:j]) for j in range(k)), widths
+    return tuple(sum(widths[:j]) for j in range(k)), widths, m
 
 
 @functools.lru_cache(maxsize=64)
 def dl_tables(t, shift, bits=CHUNK_BITS):
-    """(chunk thresholds: a tuple of uint64 [2^w_j − 1], H thresholds uint64 [K] (63-bit), m) for τ = t/2^shift."""
+    """The chunk thresholds ⌊2^64 F_j(c)⌋ for τ = t/2^shift: a tuple of uint64 [2^w_j − 1], one per chunk."""
     t, shift = int(t), int(shift)
     law = _Law(t, shift)
-    offsets, widths = chunk_layout(t, shift, bits)
-    m = sum(widths)
-    chunks = tuple(np.array([_threshold(lambda o=o, c=c, w=w: law.chunk_cdf(o, c, w), 64) for c in range((1 << w) - 1)],
-                            dtype=_U64) for o, w in zip(offsets, widths))
-    h = []
-    for k in range(1, 200):
-        h.append(_threshold(lambda k=k: law.h_tail(m, k), 63))
-        if h[-1] < (1 << (63 - _H_TAIL)):
-            break
-    return chunks, np.array(h, dtype=_U64), m
+    offsets, widths, _ = chunk_layout(t, shift, bits)
+    return tuple(np.array([_threshold(lambda o=o, c=c, w=w: law.chunk_cdf(o, c, w), 64) for c in range((1 << w) - 1)],
+                          dtype=_U64) for o, w in zip(offsets, widths))
+
+
+def _dl_tail_chain(t, shift, m, prec):
+    """Fixed-point bounds (scale 2^prec) of P(J > j) = P(Z ≠ 0) R^j for j = 0, 1, ... until the upper bound is
+    below 2^-_DL_TAIL: floors for the lower chain, ceilings for the upper one (all factors positive)."""
+    law = _Law(t, shift)
+    with _prec(prec + 64):
+        a_lo, a_hi = (math.floor(f * 2**prec) for f in _ends(law.j_tail0()))
+        r_lo, r_hi = (math.floor(f * 2**prec) for f in _ends(law._r(m)))
+    a_hi, r_hi = a_hi + 1, r_hi + 1
+    lo, hi = [a_lo], [a_hi]
+    while (hi[-1] << _DL_TAIL) >= (1 << prec) or len(hi) < 2:
+        lo.append((lo[-1] * r_lo) >> prec)
+        hi.append(-((-hi[-1] * r_hi) >> prec))
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=64)
+def dl_icdf(t, shift, bits=CHUNK_BITS):
+    """T[j] = ⌊2^63 P(J ≤ j)⌋ for j = 0 .. K − 1 (J: 0 for Z = 0, H + 1 otherwise), K the first j with
+    P(J > j) < 2^-_DL_TAIL; each floor certain (precision doubled where a bound straddles an integer)."""
+    m = chunk_layout(t, shift, bits)[2]
+    prec = 128
+    while True:
+        lo, hi = _dl_tail_chain(int(t), int(shift), m, prec)
+        one = 1 << prec
+        a = [((one - h) << 63) >> prec for h in hi]  # ⌊2^63 (1 − upper tail)⌋
+        b = [((one - x) << 63) >> prec for x in lo]
+        if a == [min(x, (1 << 63) - 1) for x in b]:
+            return np.array(a, np.uint64)
+        prec *= 2
+
+
+def _dl_cdf_bounds(t, shift, m, j, prec):
+    """Exact Fraction bounds of P(J ≤ j) at about ``prec`` bits."""
+    with _prec(prec + 64):
+        return tuple(_ends(_Law(t, shift).j_cdf(m, j)))
 
 
 #: guide tables: bucket k of the top GUIDE_BITS bits of a word holds the thresholds [guide[k], guide[k+1])
@@ -157,7 +192,7 @@ GUIDE_BITS = 14
 def guides(t, shift, bits=CHUNK_BITS):
     """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depths): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and,
     per chunk, the binary-search depth that covers its widest bucket (a few steps instead of ``bits``)."""
-    ct, _, _ = dl_tables(t, shift, bits)
+    ct = dl_tables(t, shift, bits)
     starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
     g = np.array([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct], np.int32)
     g = g.reshape(len(ct), (1 << GUIDE_BITS) + 1)
@@ -189,50 +224,6 @@ def _probe(table, u, lo, depth):
     return lo, tie
 
 
-def _count_le(table, u):
-    """#{i : table[i] ≤ u} for a sorted table of 2^B − 1 entries (unrolled binary search), and whether
-    u equals table[count − 1] (a tie)."""
-    size = table.shape[0] + 1
-    bits = size.bit_length() - 1
-    lo = jnp.zeros(u.shape, jnp.int32)
-    for b in reversed(range(bits)):
-        mid = lo + (1 << b)
-        lo = jnp.where(table[mid - 1] <= u, mid, lo)
-    tie = (lo > 0) & (table[jnp.maximum(lo - 1, 0)] == u)
-    return lo, tie
-
-
-#: τ ≥ 2^this: rejected records go to the host instead of a device while loop
-_HOST_REJECT_LOG2_TAU = 11
-_MAX_ATTEMPT = 63  # a record rejected this many times goes to the host (probability ≤ 2^-63)
-
-
-def _attempt(words, chunks, htab, m, offsets, attempt, old_flag, guide, depth):
-    """One try from the words ``words(w)`` (w = 0 sign/H word, 1.. chunks), packed in one int64 so that
-    XLA fuses the whole try into one loop: ``z·256 + attempt·4 + rejected·2 + flagged``."""
-    u = words(0)
-    neg = (u >> _U64(63)) == _U64(1)
-    v = u & _U64((1 << 63) - 1)
-    # H = #{k : v < S_k} (S decreasing); ties v == S_k and H = K go to the host
-    # unrolled over the short table: a [records, K] broadcast-and-reduce ran 5x slower on XLA CPU
-    h = jnp.zeros(v.shape, jnp.int64)
-    flag = old_flag
-    for k in range(htab.shape[0]):
-        h = h + (v < htab[k]).astype(jnp.int64)
-        flag = flag | (v == htab[k])
-    flag = flag | (h == htab.shape[0])
-    g = h << m
-    for j in range(len(chunks)):
-        c, tie = _count_le_guided(chunks[j], guide[j], depth[j], words(1 + j))
-        g = g + (c.astype(jnp.int64) << offsets[j])
-        flag = flag | tie
-    rejected = neg & (g == 0)
-    flag = flag | (rejected & (attempt >= _MAX_ATTEMPT))
-    rejected = rejected & ~flag
-    z = jnp.where(neg, -g, g)
-    return z * 256 + attempt.astype(jnp.int64) * 4 + rejected.astype(jnp.int64) * 2 + flag.astype(jnp.int64)
-
-
 def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
     """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``: (z int64 [n],
     flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`."""
@@ -242,36 +233,28 @@ def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
 
 def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
     """:func:`discrete_laplace_fast` packed in one int64 per record (one fused output): z = code >> 8,
-    flagged = code & 1.
-
-    Word ``attempt·(1 + nchunks) + w`` of a record feeds word w of its try number ``attempt``; a
-    rejected record tries again with its next words (the while loop gathers the rejected records,
-    a 64th of the batch at a time), so a record's output depends on its own words only."""
-    ct, ht, m = dl_tables(int(t), int(shift), bits)
-    offsets = chunk_layout(int(t), int(shift), bits)[0]
-    chunks, htab = tuple(jnp.asarray(r) for r in ct), jnp.asarray(ht)
-    gd, depth = guides(int(t), int(shift), bits)
+    flagged = code & 1. Word 0 of a record gives the sign and J, word 1 + j chunk j (see the module
+    docstring); no rejection, no loop."""
+    del n
+    t, shift = int(t), int(shift)
+    offsets, _, m = chunk_layout(t, shift, bits)
+    jtab = jnp.asarray(dl_icdf(t, shift, bits))
+    jguide, jdepth = dl_guide(t, shift, bits)
+    chunks = tuple(jnp.asarray(r) for r in dl_tables(t, shift, bits))
+    gd, depth = guides(t, shift, bits)
     gd = jnp.asarray(gd)
-    width = 1 + len(ct)
     records = words.records.reshape(-1)
-    zero = jnp.zeros((), jnp.int64)
-    code = _attempt(lambda w: words(w, records), chunks, htab, m, offsets, zero, jnp.zeros((), bool), gd, depth)
-    if int(t) >> int(shift) >= 1 << _HOST_REJECT_LOG2_TAU:
-        # a rejection ((1 − q)/2 < 2^-12 per record) is as rare as a tie: the host completes it (exact_record
-        # runs the same tries), and no while loop holds the batch
-        return code | ((code & 2) >> 1)
-    size = min(n, max(n // 64, 256))
-
-    def body(code):
-        (idx,) = jnp.nonzero((code & 2) == 2, size=size, fill_value=n)
-        safe = jnp.where(idx < n, idx, 0)
-        old = code[safe]
-        a = ((old >> 2) & 63) + 1
-        new = _attempt(lambda w: words(a.astype(jnp.uint32) * width + w, records[safe]), chunks, htab, m, offsets, a,
-                       (old & 1) == 1, gd, depth)
-        return code.at[idx].set(new, mode="drop")
-
-    return jax.lax.while_loop(lambda c: jnp.any((c & 2) == 2), body, code)
+    u = words(0, records)
+    neg = (u >> _U64(63)) == _U64(1)
+    j, flag = _level_search(jtab, jnp.asarray(jguide), jdepth, u & _U64((1 << 63) - 1))
+    flag = flag | (j == jtab.shape[0])
+    g = (j.astype(jnp.int64) - 1) << m
+    for i in range(len(chunks)):
+        c, tie = _count_le_guided(chunks[i], gd[i], depth[i], words(1 + i, records))
+        g = g + (c.astype(jnp.int64) << offsets[i])
+        flag = flag | tie
+    a = jnp.where(j == 0, jnp.zeros((), jnp.int64), g + 1)
+    return jnp.where(neg, -a, a) * 256 + flag.astype(jnp.int64)
 
 
 # -- the host path: the same function of the word stream, every comparison decided exactly ----------
@@ -302,47 +285,27 @@ def _ext_of(word, j):
     return lambda d: word(EXT_BASE + 64 * j + d)
 
 
-def _exact_try(word, base, t, shift, bits):
-    """One discrete Laplace try from words base, base + 1, ...: (z, rejected), every comparison exact."""
-    ct, ht, m = dl_tables(int(t), int(shift), bits)
-    offsets, widths = chunk_layout(int(t), int(shift), bits)
-    law = _Law(t, shift)
-    u = word(base)
-    neg = u >> 63
-    v = u & ((1 << 63) - 1)
-    U2 = _Uniform(v, 63, _ext_of(word, base))
-    h = 0
-    while True:  # H = #{k ≥ 1 : U₂ < R^k}, R^k decreasing
-        k = h + 1
-        if k <= len(ht) and v != int(ht[k - 1]):
-            less = v < int(ht[k - 1])
-        else:
-            less = U2.less(lambda k=k: law.h_tail(m, k))
-        if not less:
-            break
-        h = k
-    g = h << m
-    for j in range(len(ct)):
-        w = word(base + 1 + j)
-        tab = ct[j]
-        c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
-        Uc = _Uniform(w, 64, _ext_of(word, base + 1 + j))
-        while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, j=j: law.chunk_cdf(offsets[j], c, widths[j])):
-            c += 1
-        g += c << offsets[j]
-    return (-g if neg else g), bool(neg and g == 0)
-
-
 def exact_record(word, t, shift, bits=CHUNK_BITS):
     """One discrete Laplace draw from the word stream ``word(j)`` (ints in [0, 2^64)), every comparison
-    exact: the device's function of the stream, without its ties/table limit."""
-    width = 1 + len(dl_tables(int(t), int(shift), bits)[0])
-    a = 0
-    while True:
-        z, rejected = _exact_try(word, a * width, t, shift, bits)
-        if not rejected:
-            return z
-        a += 1
+    exact: the device's function of the stream (:func:`laplace_code`), without its ties/table limit."""
+    t, shift = int(t), int(shift)
+    offsets, widths, m = chunk_layout(t, shift, bits)
+    law = _Law(t, shift)
+    u = word(0)
+    neg = u >> 63
+    v = u & ((1 << 63) - 1)
+    j = _icdf_on_host(dl_icdf(t, shift, bits), v, _ext_of(word, 0), lambda prec, j: _dl_cdf_bounds(t, shift, m, j, prec))
+    if j == 0:
+        return 0
+    g = (j - 1) << m
+    for i, tab in enumerate(dl_tables(t, shift, bits)):
+        w = word(1 + i)
+        c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
+        Uc = _Uniform(w, 64, _ext_of(word, 1 + i))
+        while c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, i=i: law.chunk_cdf(offsets[i], c, widths[i])):
+            c += 1
+        g += c << offsets[i]
+    return -(g + 1) if neg else g + 1
 
 
 def resolve_on_host(z, flag, word_of_record, t, shift, bits=CHUNK_BITS):
@@ -478,12 +441,10 @@ def _dg_levels():
     return _DG_TAIL // DG_LEVEL_BITS + 2
 
 
-@functools.lru_cache(maxsize=16)
-def dg_guide(nvar):
-    """(guide int32 [levels·(2^GUIDE_BITS + 1)], depth) for :func:`dg_icdf`'s table: the row of level l holds
-    #{k : T[k] < s} at the bucket starts s = 2^63 − 2^(63 − 3l) + i 2^(63 − GUIDE_BITS − 3l) (and the table
-    size at the end); ``depth`` search steps cover the widest bucket a word can reach."""
-    tab = dg_icdf(int(nvar))
+def level_guide(tab):
+    """(guide int32 [levels·(2^GUIDE_BITS + 1)], depth) for a table of 63-bit thresholds T[k] = ⌊2^63 F(k)⌋: the
+    row of level l holds #{k : T[k] < s} at the bucket starts s = 2^63 − 2^(63 − 3l) + i 2^(63 − GUIDE_BITS − 3l)
+    (and the table size at the end); ``depth`` search steps cover the widest bucket a word can reach."""
     levels, b, lb = _dg_levels(), GUIDE_BITS, DG_LEVEL_BITS
     rows, widest = [], 0
     for lev in range(levels):
@@ -496,7 +457,19 @@ def dg_guide(nvar):
     return np.concatenate(rows).astype(np.int32), widest.bit_length()
 
 
-def _dg_search(tab, guide, depth, v):
+@functools.lru_cache(maxsize=16)
+def dg_guide(nvar):
+    """:func:`level_guide` of :func:`dg_icdf`'s table."""
+    return level_guide(dg_icdf(int(nvar)))
+
+
+@functools.lru_cache(maxsize=64)
+def dl_guide(t, shift, bits=CHUNK_BITS):
+    """:func:`level_guide` of :func:`dl_icdf`'s table."""
+    return level_guide(dl_icdf(t, shift, bits))
+
+
+def _level_search(tab, guide, depth, v):
     """(#{k : T[k] ≤ v}, tie): the level of v (its leading ones), its bucket, ``depth`` bisection steps.
     Thresholds are strictly increasing, so v ties the count's last threshold iff some successful step
     loaded a threshold equal to v (the bucket's lower neighbour is below the bucket start ≤ v)."""
@@ -524,7 +497,7 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
     gd, depth = dg_guide(int(nvar))
     u = words(0, words.records.reshape(-1))
     neg = (u >> _U64(63)) == _U64(1)
-    cnt, tie = _dg_search(tab, jnp.asarray(gd), depth, u & _U64((1 << 63) - 1))
+    cnt, tie = _level_search(tab, jnp.asarray(gd), depth, u & _U64((1 << 63) - 1))
     flag = tie | (cnt == tab.shape[0])
     return jnp.where(neg, -cnt, cnt).astype(jnp.int64) * 256 + flag.astype(jnp.int64)
 
@@ -548,22 +521,63 @@ class _UniformBounds(_Uniform):
                 self.words.append(self.ext(len(self.words)))
 
 
-def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
-    """The host's exact version of :func:`gaussian_code` for one record's word stream: every comparison of
-    V with F(k) decided with further words (``EXT_BASE + d``) against rigorous bounds of F(k)."""
-    del bits
-    tab = dg_icdf(int(nvar))
-    u = word(0)
-    neg = u >> 63
-    v = u & ((1 << 63) - 1)
+def _icdf_on_host(tab, v, ext, bounds):
+    """min{k : V < F(k)} for V = 0.(63-bit v)(extension words ``ext(d)``...), F's floors ``tab`` deciding every
+    comparison they can and ``bounds(prec, k)`` (Fraction bounds of F(k)) the ties and the tail past the table."""
     c = int(np.searchsorted(tab, np.uint64(v), side="left"))  # #{T < v}: V ≥ F(k) certain for those
-    U = _UniformBounds(v, 63, _ext_of(word, 0))
+    U = _UniformBounds(v, 63, ext)
     while True:
         if c < tab.size and int(tab[c]) != v:
             less = v < int(tab[c])
         else:
-            less = U.less_bounds(lambda prec, c=c: _dg_cdf_bounds(nvar, c, prec))
+            less = U.less_bounds(lambda prec, c=c: bounds(prec, c))
         if less:
-            break
+            return c
         c += 1
-    return -c if neg else c
+
+
+def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
+    """The host's exact version of :func:`gaussian_code` for one record's word stream: every comparison of
+    V with F(k) decided with further words (``EXT_BASE + d``) against rigorous bounds of F(k)."""
+    del bits
+    u = word(0)
+    c = _icdf_on_host(dg_icdf(int(nvar)), u & ((1 << 63) - 1), _ext_of(word, 0),
+                      lambda prec, k: _dg_cdf_bounds(nvar, k, prec))
+    return -c if u >> 63 else c
+
+
+# -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
+def rr_threshold(k1):
+    """2^64 mod k1: Lemire's rejection threshold for a uniform index in [0, k1) from a 64-bit word."""
+    return (1 << 64) % int(k1)
+
+
+def rr_code(words, values, keep, k1):
+    """Randomized response over k1 + 1 categories for the records' ``values``, packed like :func:`laplace_code`
+    (category = code >> 8, flagged = code & 1): word 0 keeps the value iff it is below ``keep`` (probability
+    keep/2^64 exactly); otherwise word 1 picks another category uniformly by Lemire's multiply-shift on 64
+    bits (index ⌊w·k1/2^64⌋, skipping the value), whose rejection (low half below 2^64 mod k1, probability
+    < k1/2^64) is flagged for :func:`exact_rr_record`."""
+    from dpjax.exact.samplers import mul_128
+
+    records = words.records.reshape(-1)
+    u = words(0, records)
+    hi, lo = mul_128(words(1, records), jnp.full(records.shape, k1, jnp.uint64))
+    r = hi.astype(jnp.int64)
+    v = values.astype(jnp.int64)
+    out = jnp.where(u < _U64(keep), v, r + (r >= v))
+    flag = (u >= _U64(keep)) & (lo < _U64(rr_threshold(k1)))
+    return out * 256 + flag.astype(jnp.int64)
+
+
+def exact_rr_record(word, value, keep, k1):
+    """:func:`rr_code` for one record's word stream, a rejected Lemire word retried with words 2, 3, ..."""
+    if word(0) < keep:
+        return int(value)
+    j = 1
+    while True:
+        m = word(j) * int(k1)
+        if m % (1 << 64) >= rr_threshold(k1):
+            r = m >> 64
+            return r + (r >= value)
+        j += 1

@@ -39,10 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.exact import fast, samplers
-from dpjax.exact.bits import HostBits, ThreefryWords
-from dpjax.mechanism import Mechanism, as_records, default_float, overrides
+from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
+from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
+from dpjax.release import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
@@ -144,10 +145,23 @@ def _elementwise(fn, *arrays):
     return res
 
 
+#: float64's smallest power of two, 2^-1074 (a subnormal)
+_MIN_EXPONENT = -1074
+
+
+def _check_granularity(name, scale, exponent):
+    """Refuse a scale whose lattice granularity 2^exponent is below float64's smallest power of two."""
+    if np.any(exponent < _MIN_EXPONENT):
+        low = float(np.ldexp(1.0, int(_MIN_EXPONENT - np.min(exponent - np.frexp(scale)[1]))))
+        raise ValueError(f"{name} must be at least {low:.3g} for numerics='exact' (its lattice granularity would "
+                         f"underflow float64), got {np.min(scale)!r}")
+
+
 def laplace_lattice(scale, lattice_kernel):
     """Laplace(b) → discrete Laplace ``lattice_kernel(scale=t)`` on gℤ, g = 2^(⌊log2 b⌋ − 20), t = ⌈b/g⌉."""
     b = _concrete("scale", scale)
     _, e = np.frexp(b)  # b = m 2^e, m in [1/2, 1)
+    _check_granularity("scale", b, e - 1 - LAPLACE_BITS)
     g = np.ldexp(1.0, e - 1 - LAPLACE_BITS)
     t = np.ceil(b / g)
     return _make(lattice_kernel(scale=t), g, t, 0, "dl")
@@ -183,6 +197,7 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     shift = e - GAUSSIAN_BITS
     if integer:
         shift = np.maximum(shift, 0)
+    _check_granularity("sigma", s, shift)
     g = np.ldexp(1.0, shift)
     n, sig = _elementwise(lambda x: (lambda q: (q, _sigma_below(q)))(math.ceil(Fraction(float(x)) ** 2)), s / g)
     return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
@@ -229,49 +244,120 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return samplers.run_machine(kind, params, state, words, budget)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "t", "shift"))
-def _threefry_laplace_code(key, start, *, n, t, shift):
-    """The fixed-trip discrete Laplace of one scale t/2^shift for n records, packed (:func:`fast.laplace_code`)."""
-    return fast.laplace_code(ThreefryWords(key, (n,), start), n, t, shift)
-
-
-@functools.partial(jax.jit, static_argnames=("g", "unit", "out_dtype"))
-def _lattice_out(v, code, *, g, unit, out_dtype):
-    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two), and whether a
-    record of ``code`` awaits the host."""
-    noise = (code >> 8).reshape(v.shape)
-    pending = jnp.any((code & 1) == 1)
+def _lattice_value(v, noise, g, unit, out_dtype):
+    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two)."""
     if unit:  # integers on ℤ: no rounding, no float
-        return (v.astype(jnp.int64) + noise).astype(out_dtype), pending
+        return (v.astype(jnp.int64) + noise).astype(out_dtype)
     x = v.astype(jnp.float64) / g
     f = jnp.floor(x)
     index = (f + (x - f >= 0.5)).astype(jnp.int64)
-    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype), pending
+    return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "nvar"))
-def _threefry_gaussian_code(key, start, *, n, nvar):
-    """The fixed-trip discrete Gaussian of variance nvar for n records, packed (:func:`fast.gaussian_code`)."""
-    return fast.gaussian_code(ThreefryWords(key, (n,), start), n, nvar)
+def _sentinel(dtype):
+    """The output of a record that awaits the host: NaN (never a release's output), or the integer minimum
+    (a release may output it too: such a record is recomputed, to the same value)."""
+    return np.nan if jnp.issubdtype(dtype, jnp.floating) else np.iinfo(dtype).min
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype):
-    """The one-scale lattice release (discrete Laplace t/2^shift, or discrete Gaussian of variance t): device
-    codes and one elementwise jit; the rare flagged records completed exactly on the host."""
-    n = values.size
-    def record_fn(word):
-        return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+class _WordTable:
+    """Word j of every record from a table ``W[j, record]`` made on the host (:class:`HostBits` releases): the
+    fixed-trip samplers ask for the whole batch's word j at once."""
 
-    if kind == "dl":
-        code = _threefry_laplace_code(key, jnp.uint32(start), n=n, t=t, shift=shift)
+    def __init__(self, table):
+        self.table = table
+        self.records = jnp.arange(table.shape[1], dtype=jnp.uint32)
+
+    def __call__(self, j, records=None):
+        return self.table[j]
+
+
+def _words_per_record(kind, t, shift):
+    """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
+    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
+def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, unit, out_dtype):
+    """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
+    discrete Laplace t/2^shift (:func:`fast.laplace_code`) or discrete Gaussian of variance t
+    (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
+    the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records]);
+    ``records``: the records' indices (default ``start, start + 1, ...``)."""
+    n = values.shape[0]
+    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (n,), start, pair=source)
+    if records is not None and source.ndim == 1:
+        words.records = records
+    if kind == "rr":  # t: the keep threshold, shift: the number of other categories
+        code = fast.rr_code(words, values, t, shift)
+        out = (code >> 8).astype(out_dtype)
     else:
-        code = _threefry_gaussian_code(key, jnp.uint32(start), n=n, nvar=t)
-    out, pending = _lattice_out(values, code, g=g, unit=unit, out_dtype=out_dtype)
-    if bool(pending):
-        words = ThreefryWords(key, (n,), start)
-        z = fast.complete_codes(code, int(words._k0), int(words._k1), int(start), record_fn)
-        out, _ = _lattice_out(values, jnp.asarray(np.asarray(z, np.int64) * 256), g=g, unit=unit, out_dtype=out_dtype)
-    return out
+        code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
+        out = _lattice_value(values, code >> 8, g, unit, out_dtype)
+    # the sentinel also marks an answer off the index range (the host refuses the release)
+    flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
+    return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
+
+
+@jax.jit
+def _awaiting(out):
+    return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
+
+
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None):
+    """The one-scale lattice release: one device program over the records (sharded over the local devices
+    for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
+    bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
+    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded)."""
+    n = values.size
+    flat = values.reshape(-1)
+    rec = None if records is None else np.asarray(records, np.uint32)
+    if isinstance(key, HostBits):  # os.urandom words, made here for every record and fed to the device
+        table = key.words((_words_per_record(kind, t, shift), n))
+        source = jnp.asarray(table)
+        extra = {}
+
+        def word_of(i):  # record i's stream: its table words, then fresh words (drawn once, kept)
+            def word(j):
+                if j < table.shape[0]:
+                    return int(table[j, i])
+                if (j, i) not in extra:
+                    extra[(j, i)] = int(key.words((1,))[0])
+                return extra[(j, i)]
+
+            return word
+    else:
+        source = key_pair(key)
+        devices = jax.devices()
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None:
+            flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
+        k0, k1 = (int(w) for w in np.asarray(source))
+
+        def word_of(i):
+            r = start + i if rec is None else int(rec[i])
+            return lambda j: fast.threefry_word(k0, k1, j, r)
+    out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind, t=t,
+                        shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    if bool(_awaiting(out)):
+        host = np.asarray(out)
+        idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
+        idx = idx[idx < n]
+        v = np.asarray(values).reshape(-1)[idx]
+        if not unit and v.size and np.max(np.abs(v.astype(np.float64))) / g >= _INDEX_MAX:
+            raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                             f"(granularity {g}), got {np.max(np.abs(v))}")
+
+        def record_fn(word, value):
+            if kind == "rr":
+                return fast.exact_rr_record(word, value, t, shift)
+            return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+
+        z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
+        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
+                                                                                      unit, out_dtype)
+        out = out.at[idx].set(fixed)
+    out = out if out.shape[0] == n else out[:n]
+    return out.reshape(values.shape)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
@@ -306,6 +392,48 @@ def _host_noise(bits, params, state, kind, budget):
     return jnp.asarray(flat["out"]).reshape(shape)
 
 
+#: the noise scale may reach the output's largest value over 2^this: |noise| beyond it has probability
+#: below e^-512 (Laplace tails; Gaussian ones far below), and a float output keeps the float tier's bound
+_RANGE_BITS = {"f": 16, "i": 9}
+
+
+def _check_output_range(lat, param, shift, g, out_dtype):
+    """Refuse a scale whose noise would overflow the output dtype (±inf, or wrapped integers)."""
+    dt = np.dtype(out_dtype)
+    top = float(np.finfo(dt).max) if dt.kind == "f" else float(np.iinfo(dt).max)
+    hi = top * 2.0 ** -_RANGE_BITS["f" if dt.kind == "f" else "i"]
+    p = np.asarray(param, np.float64)
+    scale = (np.ldexp(p, -np.asarray(shift, np.int64)) if lat.sampler == "dl" else np.sqrt(p)) * g
+    if scale.size and np.max(scale) > hi:
+        wider = "float values, or int64 ones inside jax.enable_x64(True)" if dt.kind != "f" else \
+            "float64 values inside jax.enable_x64(True)"
+        hint = f"; release {wider}" if dt.itemsize < 8 else ""
+        raise ValueError(f"{lat.noise.scale_name} must be at most {hi:.3g} for numerics='exact' with {dt} output (the "
+                         f"noise would overflow it{hint}), got {float(np.max(scale)):.3g}")
+
+
+#: per-record parameters with at most this many distinct scales run the fixed-trip release per scale
+MAX_SCALE_GROUPS = 16
+
+
+def _scale_groups(shape, *params):
+    """[(first record, records)] of each distinct scale (the parameters broadcast to ``shape``), or None when
+    there are more than :data:`MAX_SCALE_GROUPS` (the state machine then runs every record)."""
+    cols = [np.broadcast_to(p, shape).reshape(-1) for p in params if np.size(p) > 1]
+    left = np.ones(math.prod(shape), bool)
+    groups = []
+    while left.any():
+        if len(groups) == MAX_SCALE_GROUPS:
+            return None
+        i = int(np.argmax(left))
+        mask = left.copy()
+        for c in cols:
+            mask &= c == c[i]
+        groups.append((i, np.flatnonzero(mask)))
+        left &= ~mask
+    return groups
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -324,24 +452,47 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
-    if not is_traced(start) and start + n > MAX_RECORDS:
+    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:  # room for the padding
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     in_dt = values.dtype
     integer = jnp.issubdtype(in_dt, jnp.integer)
-    g = np.broadcast_to(np.asarray(lat.granularity, np.float64), shape)
+    g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
+    g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
     budget = samplers.DEFAULT_BUDGET[kind]
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
-    param = np.broadcast_to(np.asarray(lat.param), shape)
-    shift = np.broadcast_to(np.asarray(lat.shift), shape)
-    if (kind in ("dl", "dg") and not host and n and np.all(param == param.flat[0]) and np.all(shift == shift.flat[0])
-            and np.all(g == g.flat[0])):  # one scale: the fused fixed-trip release
+    param = np.broadcast_to(param_own, shape)
+    shift = np.broadcast_to(shift_own, shape)
+    if kind != "rr":
+        _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
+    one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
+    groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
+    if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
+            out_dt = jnp.dtype(in_dt if unit else out_float)
+            flat_v = values.reshape(-1)
+            out = np.empty(n, out_dt)
+            for first, idx in groups:
+                m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
+                pad = np.concatenate([idx, np.full(m - idx.size, idx[-1])])
+                t0, s0 = int(param.flat[first]), int(shift.flat[first])
+                if kind == "rr":
+                    s0 = lat.noise.num_categories - 1
+                part = _fast_release(key, start, flat_v[pad], kind, t0, s0, float(g.flat[first]), unit, out_dt,
+                                     records=start + pad)
+                out[idx] = np.asarray(part)[: idx.size]
+        out = jnp.asarray(out).reshape(shape)
+        return out.reshape(()) if squeeze else out
+    if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
+        with jax.enable_x64(True):
+            out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
+                                1.0, True, jnp.dtype(in_dt))
+        return out.reshape(()) if squeeze else out
+    if kind in ("dl", "dg") and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
         with jax.enable_x64(True):
-            if not unit and float(jnp.max(jnp.abs(values))) / g0 >= _INDEX_MAX:
-                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                                 f"(granularity {g0}), got {float(jnp.max(jnp.abs(values)))}")
             out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
                                 jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
