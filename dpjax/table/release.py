@@ -217,7 +217,7 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
         kept = np.flatnonzero(noisy_units > tau)
         keys, words = keys.take(pa.array(kept)), words[kept]
         agg = {k: v[kept] for k, v in agg.items()}
-        order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in req.by], null_placement="at_end")
+        order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_end") for c in req.by])
         order = order.to_numpy()
         keys, words = keys.take(pa.array(order)), words[order]
         agg = {k: v[order] for k, v in agg.items()}
