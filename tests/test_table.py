@@ -1,6 +1,7 @@
 """dpjax.table (issue 18): bounding, privacy of the noise drawn, selection, input types, bad input."""
 
 import math
+import sys
 
 import jax
 import numpy as np
@@ -273,7 +274,7 @@ def test_bad_input_is_refused_before_any_noise(change, message, monkeypatch):
     def no_noise(*a, **k):
         raise AssertionError("noise drawn before validation")
 
-    monkeypatch.setattr("dpjax.table.release.draw", no_noise)
+    monkeypatch.setattr(sys.modules["dpjax.table.release"], "draw", no_noise)
     with pytest.raises(ValueError, match=message):
         table.release(jax.random.key(0), d, **kw)
 

@@ -197,7 +197,7 @@ def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
         width = 1 << (stat.depth - level)
         left = 2 * node
         children = np.stack([left, left + 1], axis=1)
-        counts = hist.reshape(g, -1, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
+        counts = hist.reshape(g, 1 << level, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
         elements = (1 << level) - 2 + children
         noisy = np.maximum(draw(kernel_for, pair, words, elements, counts), 0.0)
         total = noisy.sum(axis=1)
