@@ -32,11 +32,11 @@ def spark():
     session.stop()
 
 
-def _data(seed=0, n=3000):
+def _data(seed=0, n=6000):
     rng = np.random.default_rng(seed)
     g = rng.integers(0, 6, n).astype(float)
     g[::97] = np.nan  # a null key is a group of its own
-    return pa.table({"user_id": rng.integers(0, 300, n), "g": pa.array(g, from_pandas=True),
+    return pa.table({"user_id": rng.integers(0, 3000, n), "g": pa.array(g, from_pandas=True),
                      "steps": rng.integers(0, 20000, n).astype(np.float64)})
 
 
