@@ -6,8 +6,9 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 (:mod:`dpjax.table.keys`). Every draw is a function of (key, unit, group key, the multiset of
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
-units) keeps the same rows. Vectorised: three ``lexsort`` passes and element-wise hashes, no
-Python loop per row or unit.
+units) keeps the same rows. Vectorised: two ``argsort`` passes over the rows (units;
+then unit and pair priority), one ``lexsort`` over the rows of pairs with several rows only,
+element-wise hashes; no Python loop per row or unit.
 """
 
 from __future__ import annotations
@@ -54,26 +55,39 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     n = len(group)
     if unit is None:
         return np.arange(n), np.ones(n, bool)
-    value_keys = [values[:, j] for j in range(values.shape[1] - 1, -1, -1)]
-    order = np.lexsort((*value_keys, group, unit))
-    u, g = unit[order], group[order]
-    pair_start = _runs(u, g)
-    rank = _rank_in_runs(pair_start).astype(np.uint32)
-    gw = group_words[g]
-    uw = unit_words[order]
-    p0, p1 = _h(*_h(bound_key[0], bound_key[1], uw[:, 0], uw[:, 1]), gw[:, 0], gw[:, 1])
-    # the pairs: keep each unit's max_groups pairs of highest priority (ties: by the group's hash)
-    pair_id = np.cumsum(pair_start) - 1
+    # sort 1: the units, as dense codes
+    by_unit = np.argsort(unit)
+    code = np.empty(n, np.int64)
+    code[by_unit] = np.cumsum(_runs(unit[by_unit])) - 1
+    gw = group_words[group]
+    p0, p1 = _h(*_h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1]), gw[:, 0], gw[:, 1])
+    # sort 2: by unit, then pair priority; a unit's pairs come out in its order of choice
+    composite = (code << 32) | p0.astype(np.int64)
+    order = np.argsort(composite)
+    c, g = composite[order], group[order]
+    pair_start = _runs(c, g)
+    if (~_runs(c) & pair_start).any():  # two of a unit's pairs drew the same priority: order them by group hash
+        order = np.lexsort((gw[:, 1], gw[:, 0], composite))
+        c, g = composite[order], group[order]
+        pair_start = _runs(c, g)
     first_rows = np.flatnonzero(pair_start)
-    pu, pp, pg0, pg1 = u[first_rows], p0[first_rows], gw[first_rows, 0], gw[first_rows, 1]
-    porder = np.lexsort((pg1, pg0, pp, pu))
-    prank = np.empty(len(first_rows), np.int64)
-    prank[porder] = _rank_in_runs(_runs(pu[porder]))
-    pair_kept = prank < max_groups
-    # the rows of a kept pair: keep its max_rows rows of highest priority
-    row_priority, _ = _h(p0, p1, rank, np.full(n, 1, np.uint32))
-    rorder = np.lexsort((rank, row_priority, pair_id))
-    rrank = np.empty(n, np.int64)
-    rrank[rorder] = _rank_in_runs(_runs(pair_id[rorder]))
-    kept = pair_kept[pair_id] & (rrank < max_rows)
-    return order[kept], (rrank == 0)[kept]
+    pair_kept = _rank_in_runs(_runs(c[first_rows] >> 32)) < max_groups
+    pair_id = np.cumsum(pair_start) - 1
+    size = np.diff(np.append(first_rows, n))
+    kept = pair_kept[pair_id].copy()
+    first = np.ones(n, bool)
+    # pairs of several rows: rank the rows by value (the multiset decides), draw their priorities, keep M
+    multi = np.flatnonzero(size[pair_id] > 1)
+    if len(multi):
+        sub, pid = order[multi], pair_id[multi]
+        value_keys = [values[sub, j] for j in range(values.shape[1] - 1, -1, -1)]
+        by_value = np.lexsort((*value_keys, pid))
+        multi, sub, pid = multi[by_value], sub[by_value], pid[by_value]
+        rank = _rank_in_runs(_runs(pid)).astype(np.uint32)
+        priority, _ = _h(p0[sub], p1[sub], rank, np.full(len(sub), 1, np.uint32))
+        by_priority = np.lexsort((rank, priority, pid))
+        rrank = np.empty(len(sub), np.int64)
+        rrank[by_priority] = _rank_in_runs(_runs(pid[by_priority]))
+        kept[multi] &= rrank < max_rows
+        first[multi] = rrank == 0
+    return order[kept], first[kept]

@@ -122,6 +122,9 @@ def group_index(table: pa.Table, by: list[str]) -> Prepared:
         enc = pc.dictionary_encode(col.combine_chunks(), null_encoding="encode")
         codes.append(enc.indices.to_numpy().astype(np.int64))
         dicts.append(enc.dictionary)
+    if len(by) == 1:  # the dictionary's indices are already dense group indices
+        keys = pa.table({by[0]: dicts[0]})
+        return Prepared(codes[0], keys, key_hashes(keys))
     combined = codes[0]
     for c, d in zip(codes[1:], dicts[1:]):
         combined = combined * len(d) + c
