@@ -25,6 +25,7 @@ import numpy as np
 
 import accounting
 from dpjax.kernels import AdditiveMechanism, by_name
+from dpjax.mechanism import overrides
 
 __all__ = ["kernel_of", "Calibration", "calibrate"]
 
@@ -90,10 +91,13 @@ def calibrate(make, components, max_groups: int, selection: bool, epsilon: float
     """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`)."""
     runs = _runs(components, max_groups, selection)
     n = sum(runs.values())
-    guess = max(math.sqrt(n * 2 * math.log(1.25 / delta)) if delta > 0 else 0.0, n) / epsilon
-    lo, hi = guess / 64, guess * 64
-    grid = 24 if discrete else 48
-    for _ in range(8):
+    # Gaussian-like scales need about √(2N log(1.25/δ))/ε, pure-ε (Laplace-like) ones at most N/ε
+    gaussian = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else n / epsilon
+    analytic = overrides(make(1.0), "gaussian_pld_mu")  # the accountant keeps its PLD analytic: cheap points
+    lo, hi = (gaussian / 64, gaussian * 64) if analytic else (gaussian / 8, max(gaussian, n / epsilon) * 2)
+    grid = 48 if analytic else 12
+    best = best_eps = math.nan
+    for _ in range(12):
         ratios = np.geomspace(lo, hi, grid)
         eps = _epsilons(make, runs, ratios, delta, discrete)
         ok = np.flatnonzero(np.isfinite(eps) & (eps <= epsilon))
@@ -108,6 +112,6 @@ def calibrate(make, components, max_groups: int, selection: bool, epsilon: float
         if best_eps >= epsilon * (1 - TOLERANCE):
             return Calibration(best, best_eps, delta)
         lo, hi = ratios[i - 1], ratios[i]
-        grid = 8 if discrete else 16
+        grid = 16 if analytic else 12
     raise ValueError(f"epsilon: could not calibrate the noise to epsilon={epsilon}, delta={delta} "
                      f"(last ε {best_eps} at ratio {best})")
