@@ -318,3 +318,18 @@ def test_neighbouring_tables_full_release_event_frequencies():
         slack = 4 * math.sqrt(max(p, q, 1 / reps) / reps)
         assert p <= math.exp(ref.epsilon) * q + ref.delta + slack
         assert q <= math.exp(ref.epsilon) * p + ref.delta + slack
+
+
+def test_jitted_hash_is_the_numpy_hash():
+    """Large arrays hash through the fused XLA loop (padded); the bits must be numpy's."""
+    from dpjax.random import threefry2x32
+    from dpjax.table.keys import _JIT_MIN, _h
+
+    rng = np.random.default_rng(1)
+    n = _JIT_MIN + 3
+    k0, k1, x0, x1 = (rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for _ in range(4))
+    with np.errstate(over="ignore"):
+        want = threefry2x32(k0, k1, x0, x1)
+        want_scalar = threefry2x32(np.uint32(7), np.uint32(9), x0, x1)
+    assert all(np.array_equal(a, b) for a, b in zip(_h(k0, k1, x0, x1), want))
+    assert all(np.array_equal(a, b) for a, b in zip(_h(7, 9, x0, x1), want_scalar))

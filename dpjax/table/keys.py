@@ -33,11 +33,28 @@ __all__ = ["KeyWords", "canonical_bytes", "hash_values", "hash_int64", "GroupStr
 _BOUNDING, _NOISE, _INT_HASH = np.uint32(0x7AB1E001), np.uint32(0x7AB1E002), np.uint32(0x7AB1E003)
 
 
+#: from this many entries the hash runs as one fused XLA loop (5x numpy's 60 array passes)
+_JIT_MIN = 1 << 16
+_threefry_jit = jax.jit(threefry2x32)
+
+
 def _h(k0, k1, x0, x1):
-    """threefry2x32 on numpy ``uint32`` arrays (wrapping arithmetic, no warnings)."""
+    """threefry2x32 on ``uint32`` arrays (numpy in, numpy out, wrapping arithmetic). Large inputs
+    go through the jitted hash, padded to a power of two (one compilation per size class); the
+    bits are the same either way."""
+    k0, k1 = np.asarray(k0, np.uint32), np.asarray(k1, np.uint32)
+    x0, x1 = np.broadcast_arrays(np.asarray(x0, np.uint32), np.asarray(x1, np.uint32))
+    if x0.ndim == 1 and x0.size >= _JIT_MIN and k0.ndim <= 1 and k1.ndim <= 1:
+        n = x0.size
+        pad = (1 << (n - 1).bit_length()) - n
+
+        def padded(x):
+            return np.pad(x, (0, pad)) if x.ndim else x
+
+        a, b = _threefry_jit(padded(k0), padded(k1), padded(x0), padded(x1))
+        return np.asarray(a)[:n], np.asarray(b)[:n]
     with np.errstate(over="ignore"):
-        return threefry2x32(np.uint32(k0) if np.ndim(k0) == 0 else k0, np.uint32(k1) if np.ndim(k1) == 0 else k1,
-                            np.asarray(x0, np.uint32), np.asarray(x1, np.uint32))
+        return threefry2x32(k0, k1, x0, x1)
 
 
 class KeyWords:
