@@ -1,0 +1,93 @@
+"""Contribution bounding: each privacy unit keeps at most K groups and M rows per group.
+
+The choice is uniformly random and keyed: a unit's (unit, group) pairs are ranked by the
+priority ``H(H(bound key, unit), group)`` and the first ``K`` are kept; inside a kept pair the
+rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`` are kept
+(:mod:`dpjax.table.keys`). Every draw is a function of (key, unit, group key, the multiset of
+the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
+that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
+units) keeps the same rows. Vectorised: two ``argsort`` passes over the rows (units;
+then unit and pair priority), one ``lexsort`` over the rows of pairs with several rows only,
+element-wise hashes; no Python loop per row or unit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpjax.table.keys import _h
+
+__all__ = ["bound"]
+
+
+def _runs(*keys):
+    """Start flags of the runs of equal consecutive entries of the (sorted) ``keys``."""
+    n = len(keys[0])
+    start = np.zeros(n, bool)
+    if n:
+        start[0] = True
+        for k in keys:
+            start[1:] |= k[1:] != k[:-1]
+    return start
+
+
+def _rank_in_runs(start):
+    """0, 1, 2, … inside each run (``start`` flags the runs' first entries)."""
+    idx = np.arange(len(start))
+    return idx - np.maximum.accumulate(np.where(start, idx, 0))
+
+
+def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, group: np.ndarray,
+          group_words: np.ndarray, values: np.ndarray, max_groups: int, max_rows: int):
+    """The rows each unit keeps.
+
+    Args:
+      bound_key: the key pair of the bounding draws (:meth:`KeyWords.bounding`).
+      unit: ``uint64[n]`` unit identity per row (its 64-bit hash), or ``None``: each row its own unit.
+      unit_words: ``uint32[n, 2]`` the same hash as two words.
+      group: ``int64[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
+      values: ``float64[n, k]`` the value columns (ties of the row order are broken by them).
+
+    Returns:
+      ``(rows, first)``: indices of the kept rows, and for each whether it is its unit's first
+      kept row in its group (the one row a unit gives to a quantile; one per (unit, group)).
+    """
+    n = len(group)
+    if unit is None:
+        return np.arange(n), np.ones(n, bool)
+    # sort 1: the units, as dense codes
+    by_unit = np.argsort(unit)
+    code = np.empty(n, np.int64)
+    code[by_unit] = np.cumsum(_runs(unit[by_unit])) - 1
+    gw = group_words[group]
+    p0, p1 = _h(*_h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1]), gw[:, 0], gw[:, 1])
+    # sort 2: by unit, then pair priority; a unit's pairs come out in its order of choice
+    composite = (code << 32) | p0.astype(np.int64)
+    order = np.argsort(composite)
+    c, g = composite[order], group[order]
+    pair_start = _runs(c, g)
+    if (~_runs(c) & pair_start).any():  # two of a unit's pairs drew the same priority: order them by group hash
+        order = np.lexsort((gw[:, 1], gw[:, 0], composite))
+        c, g = composite[order], group[order]
+        pair_start = _runs(c, g)
+    first_rows = np.flatnonzero(pair_start)
+    pair_kept = _rank_in_runs(_runs(c[first_rows] >> 32)) < max_groups
+    pair_id = np.cumsum(pair_start) - 1
+    size = np.diff(np.append(first_rows, n))
+    kept = pair_kept[pair_id].copy()
+    first = np.ones(n, bool)
+    # pairs of several rows: rank the rows by value (the multiset decides), draw their priorities, keep M
+    multi = np.flatnonzero(size[pair_id] > 1)
+    if len(multi):
+        sub, pid = order[multi], pair_id[multi]
+        value_keys = [values[sub, j] for j in range(values.shape[1] - 1, -1, -1)]
+        by_value = np.lexsort((*value_keys, pid))
+        multi, sub, pid = multi[by_value], sub[by_value], pid[by_value]
+        rank = _rank_in_runs(_runs(pid)).astype(np.uint32)
+        priority, _ = _h(p0[sub], p1[sub], rank, np.full(len(sub), 1, np.uint32))
+        by_priority = np.lexsort((rank, priority, pid))
+        rrank = np.empty(len(sub), np.int64)
+        rrank[by_priority] = _rank_in_runs(_runs(pid[by_priority]))
+        kept[multi] &= rrank < max_rows
+        first[multi] = rrank == 0
+    return order[kept], first[kept]
