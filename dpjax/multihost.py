@@ -282,7 +282,7 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     options = {"shape": list(shape), "dtype": str(values.dtype), "start": repr(start), "numerics": numerics}
     plans = _agreed("dpjax.release", work, mech, options)
     from dpjax.exact.lattice import release_exact
-    from dpjax.release import _release_whole
+    from dpjax.release import _cut, _release_whole
 
     outs = []
     for i, (device, (vals, m, offset)) in enumerate(plans):
@@ -292,6 +292,7 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
         if numerics == "exact":
             out = release_exact(shard_key, vals, m, start=start + offset)
         else:
-            out = _release_whole(shard_key, vals, m, np.uint32(start + offset))
+            rows = _release_whole(shard_key, vals, m, np.uint32(start + offset))
+            out = _cut(rows, vals.size, vals.shape)
         outs.append(jax.device_put(out.reshape(()) if squeeze else out, device))
     return jax.make_array_from_single_device_arrays(shape, values.sharding, outs)
