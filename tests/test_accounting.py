@@ -256,6 +256,7 @@ def test_output_grid_path_matches_closed_form_laplace():
     assert _f(grid_p.get_epsilon_for_delta(1e-6)) == pytest.approx(e_ref, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_non_shift_invariant_hook_against_quadrature():
     _toy_check(optimistic=False)
 

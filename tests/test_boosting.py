@@ -345,6 +345,7 @@ def test_mixture_per_record_regions_slice_like_the_whole_release(mech):
 # ----------------------------------------------------------------------------------
 # pytree behaviour and release
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_release_batch_jit_vmap_grad():
     mech = PrivacyBoosted(
         dpjax.Gaussian(jnp.array([1.0, 2.0, 3.0])), AbsoluteError(jnp.array([1.0, 2.0, 0.5])), jnp.full(3, 0.9)

@@ -67,6 +67,7 @@ def test_closed_forms_match_scipy_quadrature(kernel, region):
                 assert float(rd(alpha, v, w)) == pytest.approx(ref / (alpha - 1), rel=1e-7, abs=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", [dpjax.DiscreteLaplace(2.0), pytest.param(dpjax.DiscreteGaussian(3.04), marks=SLOW)],
                          ids=lambda k: type(k).__name__)
 def test_discrete_closed_forms_match_sums(kernel):
@@ -93,6 +94,7 @@ def _grad_cases():
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region", _grad_cases())
 def test_hooks_gradients_finite_and_match_differences(kernel, region):
     """jax.grad of the exact δ(ε) and of D_α w.r.t. (σ or b, τ, θ, ρ): finite, = central differences."""
@@ -130,6 +132,7 @@ def test_hooks_gradients_finite_and_match_differences(kernel, region):
             assert np.all(np.abs(jac[:, 2]) > 1e-3)
 
 
+@pytest.mark.slow
 def test_discrete_hooks_gradients_finite():
     with jax.enable_x64(True):
         for kernel in (lambda s: dpjax.DiscreteLaplace(s), lambda s: dpjax.DiscreteGaussian(s, support_radius=60)):
@@ -144,6 +147,7 @@ def test_discrete_hooks_gradients_finite():
             np.testing.assert_allclose(g, fd, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_q_zero_is_the_kernel_and_absolute_pair_is_worst():
     with jax.enable_x64(True):
         g = dpjax.Gaussian(2.0)
@@ -240,6 +244,7 @@ TABLE_D = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [pytest.param(r, marks=() if i in (2, 4) else SLOW) for i, r in enumerate(TABLE_D)])
 def test_table_d_relative_error_exact(row):
     dq, rho, theta, size, sigma, ex_0, ex_all = row
@@ -325,6 +330,7 @@ PATH_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region", PATH_CASES)
 def test_answer_path_supremum_bounds_a_dense_answer_grid(kernel, region):
     """Regions that move with the answer: the reported δ(ε) and Rényi divergences bound the
@@ -342,6 +348,7 @@ def test_answer_path_supremum_bounds_a_dense_answer_grid(kernel, region):
         assert float(accounting.rdp(mech, order)) == pytest.approx(got, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_per_point_pairs_over_a_batch_match_direct_calls():
     """The accountant's per-point evaluation (every ε with its own pair, batched mechanisms)."""
     from accounting._pair_path import HOOKS, elementwise
@@ -368,6 +375,7 @@ def test_discrete_relative_region_lists_every_width_pair():
     assert PrivacyBoosted(dpjax.Gaussian(2.0), RelativeError(0.1, 3.0), 0.9).pair_path
 
 
+@pytest.mark.slow
 def test_answer_grid_maximum_alone_is_below_the_supremum():
     """Why the path bound exists: the grid's maximum misses the peak between answers."""
     mech = PrivacyBoosted(dpjax.Gaussian(3.368), RelativeError(0.2, 5.0), 0.9)

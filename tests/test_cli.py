@@ -82,6 +82,7 @@ def _epsilons(text):
     return [float(line.split("epsilon = ")[1].split()[0]) for line in text.splitlines() if "privacy: epsilon" in line]
 
 
+@pytest.mark.slow
 def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--region", "absolute",
@@ -100,6 +101,7 @@ def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, c
         assert np.isfinite(released).all() and not np.array_equal(released, true)
 
 
+@pytest.mark.slow
 def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
     import dpjax
     from accounting import exact

@@ -119,6 +119,7 @@ def test_standard_input(tmp_path, capsys, monkeypatch):
     assert [r[:2] for r in rows[1:]] == [["18-29", "2.0"], ["30-44", "1.0"]]
 
 
+@pytest.mark.slow
 def test_gaussian_at_epsilon_1000_is_calibrated_not_an_overflow(capsys):
     assert cli.main(["release", "--seed", "0", "--mechanism", "gaussian", "--epsilon", "1000"]) == 0
     assert "Gaussian(sigma=" in capsys.readouterr().out

@@ -215,6 +215,7 @@ def test_accounting_validation():
 # ----------------------------------------------------------------------------------
 # the odometer (issue 15): composition by count
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_accountant_composes_by_count_and_keeps_one_entry_per_kind():
     acc = accounting.Accountant(delta=1e-5)
     g = dpjax.Gaussian(sigma=1.0)

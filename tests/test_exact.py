@@ -311,6 +311,7 @@ def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
     assert "numerics: float" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_exact_refused_for_boosted_float_kept(capsys):
     from dpjax import cli
 

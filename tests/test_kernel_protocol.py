@@ -89,6 +89,7 @@ def test_boosted_logistic_meets_its_coverage():
         assert abs(inside - 0.9) < 4.0 * np.sqrt(0.09 / x.size)
 
 
+@pytest.mark.slow
 def test_boosted_logistic_exact_epsilon_matches_quadrature():
     """ε of PB(Logistic) at δ = 1e-6 against an independent root of the quadrature of the hockey-stick
     divergence of the worst pair (0, Δ) (absolute error: translation invariant): within 1e-4, never below."""
@@ -122,6 +123,7 @@ def test_logistic_release_and_accounting():
     assert 0.49 < eps <= 0.5 + 1e-3  # pure ε = Δ/s = 0.5: the output-grid PLD stays at or above the truth
 
 
+@pytest.mark.slow
 def test_cli_takes_a_kernel_class(capsys):
     code = cli.main(["release", "--mechanism", "boosted", "--kernel", "examples.custom_kernel:Logistic",
                      "--region", "absolute", "--seed", "0"])

@@ -429,6 +429,7 @@ def test_tune_mixture_variance_and_geometric():
         optimize.tune_mixture(1.0, objective="entropy")
 
 
+@pytest.mark.slow
 def test_tune_mixture_epsilon_delta_target():
     eps0, delta = 5.0, 1e-6
     res = optimize.tune_mixture(eps0, delta=delta)

@@ -87,6 +87,7 @@ def test_table_a_tuned_never_worse_than_plain_kernel(table_a_gradient):
     np.testing.assert_allclose(eps_g, r.baseline_epsilon, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_table_b_rdp_gradient_and_ternary_agree():
     g = _tune_b("gradient")
     t = _tune_b("ternary")
@@ -108,6 +109,7 @@ def test_table_a_gradient_and_ternary_agree(table_a_gradient):
     np.testing.assert_allclose(t.epsilon, TABLE_A[:, 5], rtol=5e-3)
 
 
+@pytest.mark.slow
 def test_exact_accountant_is_the_mechanism_hook():
     """optimize's exact δ / D_α are the mechanism's hooks (no second copy): worst pair, both directions."""
     with jax.enable_x64(True):
@@ -342,8 +344,10 @@ NEW_KERNELS = ["laplace", "discrete_laplace", "discrete_gaussian"]
 OBJECTIVES = {"dp": {"delta": 1e-5}, "rdp": {"order": 10.0}}
 
 
-@pytest.mark.parametrize("objective", ["dp", "rdp"])
-@pytest.mark.parametrize("kernel", NEW_KERNELS)
+#: one kernel and objective in the default suite; the other five combinations in the slow suite
+@pytest.mark.parametrize("kernel, objective", [
+    (k, o) if (k, o) == ("laplace", "dp") else pytest.param(k, o, marks=pytest.mark.slow)
+    for k in NEW_KERNELS for o in OBJECTIVES])
 def test_new_kernels_reach_dense_optimum(kernel, objective):
     g = _check_against_dense_scan(kernel, "absolute", False, **OBJECTIVES[objective])
     if objective == "rdp":  # the boost caps the large-order Rényi loss of every kernel here
@@ -364,6 +368,7 @@ def test_new_kernels_every_region_both_methods(kernel, region_kind, objective):
     _check_against_dense_scan(kernel, region_kind, True, **OBJECTIVES[objective])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", NEW_KERNELS)
 def test_base_sigma_meets_the_utility_exactly(kernel):
     """The baseline is the largest scale whose plain kernel has coverage ρ at the hardest answer."""
@@ -390,6 +395,7 @@ def test_base_sigma_meets_the_utility_exactly(kernel):
         np.testing.assert_allclose(b, -1.0 / math.log(0.4 / 1.6), rtol=1e-13)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", [dpjax.Laplace, dpjax.DiscreteLaplace])
 def test_pure_dp_epsilon_root_where_delta_reaches_zero(kernel):
     """δ(ε) of a pure-DP kernel is exactly 0 from its pure ε on (log δ = −∞): the root stays sound
@@ -420,6 +426,7 @@ def test_pure_dp_epsilon_root_where_delta_reaches_zero(kernel):
         assert np.isfinite(float(s0))
 
 
+@pytest.mark.slow
 def test_trimmed_sweep_equals_the_full_pair_list():
     """A discrete relative region lists one pair per width up to the kernel's reach; the tuner's
     list covers its largest scale, and its sweep stops past the evaluated kernel's reach."""

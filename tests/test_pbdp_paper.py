@@ -295,6 +295,7 @@ def test_table_d_formulas_at_printed_sigma():
     assert np.all(np.asarray(P.L1) > 0)
 
 
+@pytest.mark.slow
 def test_table_d_paper_optimum():
     sens, rho, region = _rel_setting()
     dp = pp.paper_tune(region, rho, sensitivity=sens, delta=1e-5)
@@ -306,6 +307,7 @@ def test_table_d_paper_optimum():
     _close(rdp.epsilon, _col(TABLE_D, 12), rel=1e-2)
 
 
+@pytest.mark.slow
 def test_relative_error_divergence():
     """§0.3(d) / §9.4: θ=0.2, |S|=20, ΔQ=1, ρ=0.9 at the paper's σ*: paper 0.563 < Gaussian 0.586 < exact 0.629.
 
@@ -410,6 +412,7 @@ TABLE_FA = _table("""
 """)  # half-width, p_S(edge), q, L1 PB, L1 bounded, PB paper at δ=1e-3/1e-5/1e-7, bounded paper at same
 
 
+@pytest.mark.slow
 def test_table_f_a_remark3():
     """Remark 3: δ(ε) = δ_Z(ε − L1), kernel ε0 = 0.1 at δ0 = 1e-5 (σ = 30.750), ΔQ = 1, ρ = 0.8 and ρ = 1 (bounded)."""
     sigma = float(dpjax.kernels.analytic_gaussian_sigma(0.1, 1e-5))
@@ -534,6 +537,7 @@ def test_corrected_weights_are_boosted_strip_masses():
     np.testing.assert_allclose(P.W2, cdf(1.2 + 2.5) - cdf(2.5), rtol=1e-10)  # (τ, (1+θ)Δ + τ]
 
 
+@pytest.mark.slow
 def test_ternary_agrees_with_grid():
     r1 = pp.paper_tune(dpjax.AbsoluteError(5.0), 0.8, sensitivity=4.0, delta=1e-5)
     r2 = pp.paper_tune(dpjax.AbsoluteError(5.0), 0.8, sensitivity=4.0, delta=1e-5, method="ternary")

@@ -130,6 +130,7 @@ def _all_releases(keys):
     return jax.vmap(one)(keys)
 
 
+@pytest.mark.slow
 def test_ledger_of_every_mechanism_A2():
     """A2 for the extension (sup v/cap_i = lo_i), PrLDP count (lo_i), the framework max and Algorithm 5
     (lo_i/2 + [i ≥ ℓ]·lo_ℓ/2) and the naive count (ε̌ everywhere); all within the floors."""
