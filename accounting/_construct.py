@@ -266,15 +266,17 @@ def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
         mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
         return vals[..., below:below + n], jnp.flip(mir, -1)
 
+    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
+    apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
         d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
                         pessimistic=pessimistic, plan=extra)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
-        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), None
+        return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
     dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
                       args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
     rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
     add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
-    return rem, add
+    return _grid.disjoint(rem, apart), _grid.disjoint(add, apart)

@@ -94,6 +94,14 @@ def from_profile(deltas, gaps, k0, step: float):
     return GridPmf(probs, offset, inf, roundoff, step)
 
 
+def disjoint(pmf: GridPmf, apart) -> GridPmf:
+    """``pmf`` with every batch member where ``apart`` replaced by the PLD of two laws with disjoint
+    supports (all mass at +∞: δ = 1 at every ε)."""
+    apart = jnp.broadcast_to(apart, pmf.inf_mass.shape)
+    return GridPmf(jnp.where(apart[..., None], 0.0, pmf.probs), pmf.offset, jnp.where(apart, 1.0, pmf.inf_mass),
+                   pmf.roundoff, pmf.step)
+
+
 # ----------------------------------------------------------------------------------
 # queries
 # ----------------------------------------------------------------------------------
