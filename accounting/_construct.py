@@ -97,6 +97,9 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     check_positive("sensitivity", sensitivity)
+    if jnp.ndim(sensitivity) != 0:
+        raise ValueError(f"sensitivity must be a scalar (one query for the whole batch: batch the mechanism's scale "
+                         f"instead, scale/Δ), got shape {jnp.shape(sensitivity)}")
     check_probability("sampling_prob", sampling_prob)
     check_positive("value_discretization_interval", value_discretization_interval)
     if not is_traced(value_discretization_interval) and float(value_discretization_interval) > 1.0:

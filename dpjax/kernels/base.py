@@ -130,6 +130,8 @@ class AdditiveMechanism(Mechanism):
         scale = getattr(self, self.scale_name)
         if isinstance(scale, (list, tuple)):
             object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
+        if not is_traced(scale) and np.size(scale) == 0:
+            raise ValueError(f"{self.scale_name} must not be empty (a batch of no mechanisms), got shape {np.shape(scale)}")
         check_positive(self.scale_name, scale)
 
     def validate_values(self, values) -> None:
