@@ -18,8 +18,8 @@ remove (M(D∪x) vs M(D)): δ_q(ε) = q·δ_{P‖Q}(log((e^ε−(1−q))/q)) for
 add (M(D) vs M(D∪x)): δ_q(ε) = c·δ_{Q‖P}(ε + log q − log c) with c = 1 − e^ε(1−q) > 0, else 0.
 The envelope is the pointwise max over pairs (each in both orders; along a ``pair_path``,
 a bound on the supremum between the pairs). Connect-the-dots turns it into a dominating
-PLD: its profile is at or above these values at the grid points (clipping negative masses
-only adds mass) and linear in e^ε between them, hence above the true profile, a supremum
+PLD: its profile is at or above these values at the grid points (negative masses are paid from
+the mass below them, which only raises δ and keeps the total) and linear in e^ε between them, hence above the true profile, a supremum
 of profiles, convex in e^ε.
 """
 
