@@ -97,6 +97,9 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     check_positive("sensitivity", sensitivity)
+    if jnp.ndim(sensitivity) != 0:
+        raise ValueError(f"sensitivity must be a scalar (one query for the whole batch: batch the mechanism's scale "
+                         f"instead, scale/Δ), got shape {jnp.shape(sensitivity)}")
     check_probability("sampling_prob", sampling_prob)
     check_positive("value_discretization_interval", value_discretization_interval)
     if not is_traced(value_discretization_interval) and float(value_discretization_interval) > 1.0:
@@ -266,15 +269,17 @@ def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
         mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
         return vals[..., below:below + n], jnp.flip(mir, -1)
 
+    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
+    apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
         d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
                         pessimistic=pessimistic, plan=extra)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
-        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), None
+        return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
     dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
                       args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
     rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
     add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
-    return rem, add
+    return _grid.disjoint(rem, apart), _grid.disjoint(add, apart)

@@ -57,9 +57,10 @@ def connect_the_dots(deltas, gaps, step: float):
     part 1 − e^ε contributes nothing, so masses where δ ≈ 1 and ε < 0 are taken from g
     (small, accurate) instead of δ (whose 1e-16 absolute error would be amplified by 1/step);
     at ε > 0, where g ≈ e^ε, from δ.
-    Returns ``(probs, inf_mass, clipped)``: negative round-off masses (zero-mean noise of
-    the second differences) are clipped to 0, which only adds mass; ``clipped`` is
-    their total magnitude, a measure of the round-off.
+    Returns ``(probs, inf_mass, clipped)``: negative masses (round-off noise of the second
+    differences, or profile values that are not exactly convex — an envelope of pairs bounded
+    point by point) are paid from the positive mass just below them (:func:`_pay_down`), which
+    keeps the total and only raises δ; ``clipped`` is their total magnitude.
     """
     d = jnp.clip(deltas, 0.0, 1.0)
     d = jax.lax.cummin(d, axis=d.ndim - 1)
@@ -79,7 +80,27 @@ def connect_the_dots(deltas, gaps, step: float):
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     p = jnp.concatenate([p0, mid, last], axis=-1)
     neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
-    return jnp.maximum(p, 0.0), d[..., -1], neg
+    return _pay_down(p), d[..., -1], neg
+
+
+def _pay_down(p):
+    """Masses ≥ 0 from signed ones, each negative mass cancelled against the positive mass nearest
+    below it (what cannot be paid, at the bottom, is dropped to 0: added mass).
+
+    Cancelling −m at loss ℓ_j against +m at ℓ_i < ℓ_j is moving mass m up from ℓ_i to ℓ_j: δ(ε)
+    rises at every ε and the total stays. Clipping instead (setting −m to 0) adds mass m, and a
+    PLD with more than probability 1 inflates every composition (mass^k). Greedy from the top, the
+    deficit carried below index i is the Lindley recursion D_i = max(D_{i+1} − p_i, 0), i.e.
+    D_i = S_i − min_{k≥i} S_k with S_i = −Σ_{k≥i} p_k (sums from the top: the small upper-tail
+    masses stay exact)."""
+    s = -_rcumsum(p)
+    zero = jnp.zeros(p.shape[:-1] + (1,), p.dtype)
+    s_next = jnp.concatenate([s[..., 1:], zero], -1)  # S_{i+1} (S_n = 0)
+    low = jax.lax.cummin(jnp.concatenate([s, zero], -1), axis=p.ndim - 1, reverse=True)
+    d = s - low[..., :-1]  # deficit below i
+    d_next = s_next - low[..., 1:]  # deficit arriving at i from above
+    paid = jnp.clip(d_next - d, 0.0, jnp.maximum(p, 0.0))
+    return jnp.where(p > 0, jnp.maximum(p - paid, 0.0), 0.0)
 
 
 def from_profile(deltas, gaps, k0, step: float):
@@ -92,6 +113,14 @@ def from_profile(deltas, gaps, k0, step: float):
     roundoff = 8.0 * EPS64 * math.sqrt(n) + jnp.zeros_like(inf)
     offset = jnp.broadcast_to(jnp.asarray(k0, jnp.float64), inf.shape)
     return GridPmf(probs, offset, inf, roundoff, step)
+
+
+def disjoint(pmf: GridPmf, apart) -> GridPmf:
+    """``pmf`` with every batch member where ``apart`` replaced by the PLD of two laws with disjoint
+    supports (all mass at +∞: δ = 1 at every ε)."""
+    apart = jnp.broadcast_to(apart, pmf.inf_mass.shape)
+    return GridPmf(jnp.where(apart[..., None], 0.0, pmf.probs), pmf.offset, jnp.where(apart, 1.0, pmf.inf_mass),
+                   pmf.roundoff, pmf.step)
 
 
 # ----------------------------------------------------------------------------------

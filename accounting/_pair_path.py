@@ -102,6 +102,11 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
     state = (index, best, best, best, jnp.ones_like(best))
     (centre, value, left, right, half), _ = jax.lax.scan(step, state, jnp.arange(ROUNDS + 1))
     margin = jnp.maximum(jnp.maximum(value - left, value - right), 0.0)
+    # at an end of the path the bracket is one-sided: the best point is the end itself, rising
+    # towards it from the inner neighbour (a peak inside the last final step would be narrower
+    # than a grid step), so the supremum is attained there; a margin would only over-state it
+    last = float(values.shape[-1] - 1)
+    margin = jnp.where((centre - half < 0.0) | (centre + half > last), 0.0, margin)
     if discrete:
         answers = pairs_at(values, nvalues, centre + half * jnp.asarray([-1.0, 0.0, 1.0]).reshape(
             (3,) + (1,) * centre.ndim), discrete)[0]

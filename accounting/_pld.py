@@ -369,7 +369,7 @@ def mech_pure(mech, sensitivity, q):
     fn = getattr(mech, "pure_epsilon", None)
     if fn is None:
         return None
-    eps = jnp.asarray(fn(sensitivity), jnp.float64)
+    eps = jnp.where(mech.off_lattice(sensitivity), jnp.inf, jnp.asarray(fn(sensitivity), jnp.float64))
     if q is not None:
         eps = jnp.log1p(q * jnp.expm1(eps))
     return jnp.broadcast_to(eps, tuple(mech.batch_shape))

@@ -18,8 +18,8 @@ remove (M(D∪x) vs M(D)): δ_q(ε) = q·δ_{P‖Q}(log((e^ε−(1−q))/q)) for
 add (M(D) vs M(D∪x)): δ_q(ε) = c·δ_{Q‖P}(ε + log q − log c) with c = 1 − e^ε(1−q) > 0, else 0.
 The envelope is the pointwise max over pairs (each in both orders; along a ``pair_path``,
 a bound on the supremum between the pairs). Connect-the-dots turns it into a dominating
-PLD: its profile is at or above these values at the grid points (clipping negative masses
-only adds mass) and linear in e^ε between them, hence above the true profile, a supremum
+PLD: its profile is at or above these values at the grid points (negative masses are paid from
+the mass below them, which only raises δ and keeps the total) and linear in e^ε between them, hence above the true profile, a supremum
 of profiles, convex in e^ε.
 """
 
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
-from accounting._pair_path import HOOKS, path_divergence, smooth_relative_margin, supremum
+from accounting._pair_path import HOOKS, pairs_at, path_divergence, smooth_relative_margin, supremum
 from dpjax.mechanism import overrides
 
 #: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
@@ -299,15 +299,36 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
     return rem, (None if eps_add is None else post_a(best[..., nr:]))
 
 
+#: every PATH_BLOCK-th grid point's worst path pair joins the fixed pairs of the pessimistic envelope
+PATH_BLOCK = 256
+
+
 def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     """The envelope at ``args`` raised to the supremum along the mechanism's pair path
     (see :mod:`accounting._pair_path`), both orders of every pair: its upper bound with a
-    smooth margin (pessimistic), or the best value found (optimistic)."""
+    smooth margin (pessimistic), or the best value found (optimistic).
+
+    Pessimistic: the bound is ``V·(1 + R)`` with V the max over a *fixed* set of pairs — the
+    nodes and the worst path pair found at every ``PATH_BLOCK``-th grid point — and R a smooth
+    relative margin covering, at every point, that point's own bound (best found + margin)
+    over V. A max of fixed pairs' profiles is exactly convex in e^ε; the point-by-point
+    supremum is not (each point has its own search, its error jitters from point to point),
+    and connect-the-dots turns a jitter η into masses ~η/step: finer grids drifted away from
+    the truth (PB-DP relative, Laplace kernel, k = 50: ε 13.9 / 18.2 / 26.0 at 2^-11/-13/-15)."""
     values = jnp.broadcast_to(jnp.asarray(values, jnp.float64), best.shape[:-1] + jnp.shape(values)[-1:])
     nvalues = jnp.broadcast_to(jnp.asarray(nvalues, jnp.float64), values.shape)
     div = path_divergence(HOOKS["hockey_stick"], mech, args, forward=is_symmetric(mech))
-    value, margin, _ = supremum(div, values, nvalues, best, arg, discrete=mech.discrete)
-    return smooth_relative_margin(value, margin) if pessimistic else value
+    value, margin, position = supremum(div, values, nvalues, best, arg, discrete=mech.discrete)
+    if not pessimistic:
+        return value
+    picks = jnp.moveaxis(jax.lax.stop_gradient(position)[..., ::PATH_BLOCK], -1, 0)  # (K,) + batch
+
+    def fixed(v_max, pos):
+        d = div(*pairs_at(values, nvalues, jnp.broadcast_to(pos[..., None], best.shape)[None], mech.discrete))[0]
+        return jnp.maximum(v_max, d), None
+
+    v_fixed, _ = jax.lax.scan(fixed, best, picks)
+    return smooth_relative_margin(v_fixed, jnp.maximum(value + margin - v_fixed, 0.0))
 
 
 def mech_batch(mech, eps):

@@ -62,6 +62,20 @@ def _worst(mech, kind, x, sensitivity, trim=False):
     for a larger kernel scale (a tuner's static list covers its whole search range) while
     each evaluation pays for its own scale. Forward-mode differentiable only (a while loop).
     """
+    return _charge_apart(mech, sensitivity, kind, _worst_pairs(mech, kind, x, sensitivity, trim))
+
+
+#: the divergences of two laws with disjoint supports: δ = 1 at every ε, D_α = ∞
+_APART = {"hockey_stick": 1.0, "renyi": jnp.inf}
+
+
+def _charge_apart(mech, sensitivity, kind, out):
+    """``out`` (an unbatched mechanism's) where the shift stays on the mechanism's lattice, the
+    disjoint laws' divergence where it leaves it (:meth:`dpjax.Mechanism.off_lattice`)."""
+    return jnp.where(mech.off_lattice(sensitivity), _APART[kind], out)
+
+
+def _worst_pairs(mech, kind, x, sensitivity, trim):
     v, nv = mech.neighbour_pairs(sensitivity)
     n = v.shape[-1]
     if not trim or mech.pair_path or n <= CHUNK:
@@ -137,7 +151,8 @@ def _worst_batch(m, x, sens, pairs, kind, directions):
 
     def one(mm, ss):
         v, nv = _pairs_of(mm, ss, pairs)
-        return worst_case(mm, kind, x, v, nv, directions=directions, path=pairs is None)[0]
+        out = worst_case(mm, kind, x, v, nv, directions=directions, path=pairs is None)[0]
+        return out if pairs is not None else _charge_apart(mm, ss, kind, out)
 
     return jax.vmap(one)(flat, s).reshape(shape + jnp.shape(x))
 
@@ -186,7 +201,8 @@ def _epsilon_batch(m, delta, sens, pairs):
     fn = functools.partial(_log_worst_delta, pairs is None)
 
     def one(mm, ss):
-        return epsilon_root(fn, (mm, ss, pairs), delta)
+        eps = epsilon_root(fn, (mm, ss, pairs), delta)
+        return eps if pairs is not None else jnp.where(mm.off_lattice(ss), jnp.inf, eps)
 
     return jax.vmap(one)(flat, s).reshape(shape + jnp.shape(delta))
 

@@ -84,8 +84,11 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
     values, nvalues = (jnp.asarray(x, jnp.float64) for x in m.neighbour_pairs(jnp.asarray(sensitivity, jnp.float64)))
     me = expand(m)
     kind = "closed_form" if overrides(m, "renyi_divergence") else ("discrete" if m.discrete else "grid")
+    # a shift off the mechanism's lattice separates the neighbours' supports: D_α = ∞
+    apart = m.off_lattice(jnp.asarray(sensitivity, jnp.float64)).reshape(tuple(m.batch_shape) + (1,) * len(shp))
     if kind == "closed_form":
-        return _closed_form(m, alpha, jnp.asarray(sensitivity, jnp.float64)).reshape(tuple(m.batch_shape) + shp)
+        out = _closed_form(m, alpha, jnp.asarray(sensitivity, jnp.float64)).reshape(tuple(m.batch_shape) + shp)
+        return jnp.where(apart, jnp.inf, out)
     if getattr(m, "pair_path", False):
         raise NotImplementedError(f"{type(m).__name__}.pair_path needs the closed form renyi_divergence")
     klo, count = None, 0
@@ -102,7 +105,7 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
         d = jnp.maximum(d1, d2)
         out = d if out is None else jnp.maximum(out, d)
     out = jnp.maximum(out, 0.0)
-    return out.reshape(tuple(m.batch_shape) + shp)
+    return jnp.where(apart, jnp.inf, out.reshape(tuple(m.batch_shape) + shp))
 
 
 @jax.jit

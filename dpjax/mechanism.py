@@ -122,6 +122,21 @@ class Mechanism:
 
     #: Outputs are integers (pmf/cdf on the integers).
     discrete: ClassVar[bool] = False
+    #: The lattice ``g·ℤ`` the release adds to the *unrounded* answer (``value + g·N``), or ``None``
+    #: (a continuous law, or one that rounds the answer first, as the exact tier does). Answers
+    #: ``Δ`` apart with ``Δ`` off the lattice then have disjoint output supports: the accountant
+    #: charges ∞ for them (:meth:`off_lattice`), never the privacy of a shift the release cannot have.
+    lattice_step: ClassVar[float | None] = None
+
+    def off_lattice(self, sensitivity) -> jax.Array:
+        """Where a shift by ``sensitivity`` leaves :attr:`lattice_step`'s lattice (boolean, broadcast
+        against the batch; traceable): neighbouring outputs there never coincide, δ = 1 at every ε.
+        Always false for a mechanism without a lattice."""
+        s = jnp.asarray(sensitivity)
+        if self.lattice_step is None:
+            return jnp.zeros(jnp.broadcast_shapes(jnp.shape(s), self.batch_shape), bool)
+        k = s / self.lattice_step
+        return jnp.broadcast_to(k != jnp.round(k), jnp.broadcast_shapes(jnp.shape(s), self.batch_shape))
 
     # -- shapes -------------------------------------------------------------------
     @property

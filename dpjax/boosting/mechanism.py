@@ -62,6 +62,11 @@ class PrivacyBoosted(Mechanism):
     def discrete(self) -> bool:
         return self.kernel.discrete
 
+    @property
+    def lattice_step(self):
+        """The kernel's: the output is the unrounded answer plus the kernel's noise."""
+        return self.kernel.lattice_step
+
     # -- region and boosting ----------------------------------------------------
     def interval(self, value):
         """``(lo, hi)``: the preferred region ``S(value)``."""

@@ -210,7 +210,7 @@ def _release_values(key, true, mech, numerics="float"):
             with jax.enable_x64(True):
                 return np.asarray(dpjax.release(key, true.astype(np.float64), mech, numerics="exact"), dtype=float)
         return np.asarray(dpjax.release(key, true.astype(np.float32), mech), dtype=float)
-    ints = np.round(true)
+    ints = np.floor(true + 0.5)  # half up: answers Δ apart stay ⌈Δ⌉ apart (half to even: 0.5, 1.5 → 0, 2)
     if np.abs(ints).max() < 2**30:
         return np.asarray(dpjax.release(key, ints.astype(np.int32), mech, numerics=numerics)).astype(np.int64)
     if np.abs(ints).max() >= 2**62:
@@ -382,6 +382,10 @@ def _release_command(args) -> int:
     check_output(args.output, [args.input])
     groups, values = read_table(args.input, args.value_column, args.group_by)
     names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
+    if (kernel_class(args.kernel) if args.mechanism == "boosted" else cls).discrete:
+        # a discrete release rounds the answers half up to the integers (_release_values): rounded
+        # neighbours differ by up to ⌈Δ⌉, the sensitivity the release has (calibrated and accounted)
+        sensitivity = float(np.ceil(sensitivity))
     origin = _clip_text(args, sensitivity)
     if args.mechanism == "boosted":
         import dpjax

@@ -121,10 +121,17 @@ class AdditiveMechanism(Mechanism):
     #: shifts a kernel that is not log-concave examines (a grid up to Δ, or the integers 1..Δ).
     num_shifts: ClassVar[int] = 64
 
+    @property
+    def lattice_step(self):
+        """1 for integer noise (``value + N`` keeps the answer's offset from ℤ), else ``None``."""
+        return 1.0 if self.discrete else None
+
     def __post_init__(self):
         scale = getattr(self, self.scale_name)
         if isinstance(scale, (list, tuple)):
             object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
+        if not is_traced(scale) and np.size(scale) == 0:
+            raise ValueError(f"{self.scale_name} must not be empty (a batch of no mechanisms), got shape {np.shape(scale)}")
         check_positive(self.scale_name, scale)
 
     def validate_values(self, values) -> None:
