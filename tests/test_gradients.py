@@ -83,3 +83,16 @@ def test_epsilon_star_refuses_to_be_differentiated():
 
     with pytest.raises(ValueError, match="cannot be differentiated"):
         jax.grad(fn)(1.0)
+
+
+def test_an_invalid_composite_is_refused_under_grad():
+    """Eager jax.grad traces the parameters but knows their values: validation runs on them (an
+    invalid width m = 2L returned a gradient of 0)."""
+    L = float(dpjax.Composite("rectangle", "uniform", 1.0, 0.481, 0.843, 0.280, window=(2.0, 5.0))._derived()["L"])
+
+    def fn(m):
+        mech = dpjax.Composite("rectangle", "uniform", 1.0, 0.481, m, 0.280, window=(2.0, 5.0))
+        return exact.epsilon(mech, 1e-6)
+
+    with jax.enable_x64(True), pytest.raises(ValueError, match="Constraint"):
+        jax.grad(fn)(2.0 * L)
