@@ -80,7 +80,10 @@ def connect_the_dots(deltas, gaps, step: float):
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     p = jnp.concatenate([p0, mid, last], axis=-1)
     neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
-    return _pay_down(p), d[..., -1], neg
+    # the pay-down's derivative is the signed mass's: a zero mass (a cell between a discrete law's
+    # atoms, at ±round-off) may be the one an atom is moving into, and a zero derivative there would
+    # lose the mass it takes from its other neighbour (the discrete Gaussian's ε read −1957 for −1.07)
+    return p + jax.lax.stop_gradient(_pay_down(p) - p), d[..., -1], neg
 
 
 def _pay_down(p):
@@ -205,7 +208,18 @@ def epsilon_for_delta(pmf: GridPmf, delta):
     eps = lj + safe_log(jnp.where(ok, num, 1.0)) - safe_log(jnp.where(ok, bj, 1.0))
     eps = jnp.where(ok, eps, lj)
     eps = jnp.where(inf >= delta, jnp.inf, eps)
-    return jnp.maximum(eps, 0.0)
+    eps = jax.lax.stop_gradient(jnp.maximum(eps, 0.0))
+    # the derivative: implicit, dε = (dδ_target − ∂δ/∂θ) / ∂δ/∂ε, both read at the grid point ℓ_i
+    # below the answer's cell, where the PLD's profile is its construction's (not a chord): δ(ℓ_i)
+    # and its left slope −B_i. Inside the cell the chord's derivative in θ is the mass moving
+    # between its two ends, which stands still while an atom inside it moves (the atom at a
+    # Laplace kernel's Δ/b read −0.33 for −1.24 composed five times)
+    i = jnp.maximum(jstar - 1, 0)
+    bi = jax.lax.stop_gradient(_at(b, i))
+    di = inf + _at(a, i) - _at(b, i)
+    live = (eps > 0) & jnp.isfinite(eps) & (bi > 0)
+    t = jnp.where(live, (di - delta) / jnp.where(live, bi, 1.0), 0.0)
+    return eps + (t - jax.lax.stop_gradient(t))
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
@@ -338,7 +352,11 @@ def _clip_roundoff(out, roundoff_in):
     """
     neg = -jnp.sum(jnp.minimum(out, 0.0), axis=-1)
     floor = EPS64 * out.shape[-1] * jnp.max(out, axis=-1)
-    return jnp.maximum(out, 0.0), roundoff_in + 2.0 * neg + floor
+    # derivative of the unclipped masses, as in :func:`connect_the_dots`; the round-off estimate is
+    # an error bar, not a function of the parameters: differentiated, the noise it sums (cells an
+    # atom moves into, at ±m/step) would shift the pessimistic δ − round-off (−6487 for −3.64)
+    roundoff = jax.lax.stop_gradient(roundoff_in + 2.0 * neg + floor)
+    return out + jax.lax.stop_gradient(jnp.maximum(out, 0.0) - out), roundoff
 
 
 def compose(a: GridPmf, b: GridPmf, pessimistic: bool) -> GridPmf:

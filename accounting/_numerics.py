@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.validation import is_traced
+from dpjax.validation import concrete  # noqa: F401 (the accounting modules import it from here)
 
 EPS64 = 2.0**-52
 
@@ -35,32 +35,6 @@ def to64(tree):
         return x
 
     return jax.tree_util.tree_map(cast, tree)
-
-
-def concrete(x):
-    """The concrete numpy value of ``x`` (also of a tracer under plain ``jax.grad``), or ``None``.
-
-    Static grid sizes are derived from concrete parameter values; under ``jit`` they
-    are unknown and the caller must pass them explicitly.
-    """
-    leaves = jax.tree_util.tree_leaves(x)
-    out = []
-    for leaf in leaves:
-        if not is_traced(leaf):
-            out.append(np.asarray(leaf))
-            continue
-        try:  # LinearizeTracer / JVPTracer carry a concrete primal under eager grad
-            from jax._src import core as _core
-
-            val = _core.to_concrete_value(leaf)
-        except Exception:  # pragma: no cover - private API moved
-            val = None
-        if val is None:
-            return None
-        out.append(np.asarray(val))
-    if not isinstance(x, (list, tuple)) and len(out) == 1 and len(leaves) == 1 and not hasattr(x, "__dataclass_fields__"):
-        return out[0]
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(x), out)
 
 
 def next_fast_len(n: int) -> int:

@@ -182,7 +182,7 @@ class PrivacyLossDistribution:
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
             # skips the exact profile's evaluation
-            eps = _exact_derivative(self.source, eps)
+            eps = _exact_derivative(self.source, eps, self.pure_eps)
         return eps.reshape(self.batch_shape + shp)
 
     def _epsilon_core(self, flat):
@@ -339,12 +339,18 @@ def _exact_tangent(source, eps):
     return jnp.where(ok & (slope < 0), -h / jnp.where(slope < 0, slope, -1.0), 0.0)
 
 
-def _exact_derivative(source, eps):
+def _exact_derivative(source, eps, pure):
     """``eps`` with the derivative of the mechanism's exact ε(δ) (the grid's loss locations do not
-    move with the parameters: a Laplace kernel's atom at Δ/b would give −0.07 for −Δ/b²)."""
+    move with the parameters: a Laplace kernel's atom at Δ/b would give −0.07 for −Δ/b²). An
+    answer at the pure-ε cap (``pure``, traced with the parameters) moves with the cap: the exact
+    profile is 0 there and has no implicit derivative (it read 0 for −Δ/b²)."""
     fixed = jax.lax.stop_gradient(eps)
     t = x64_vjp(lambda src: _exact_tangent(src, fixed))(source)
-    return fixed + (t - jax.lax.stop_gradient(t))
+    out = fixed + (t - jax.lax.stop_gradient(t))
+    if pure is None:
+        return out
+    cap = jnp.broadcast_to(jnp.asarray(pure)[..., None], out.shape)
+    return jnp.where(fixed >= jax.lax.stop_gradient(cap), cap, out)
 
 
 def capped_by_pure(kind, out, arg, pure):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -161,6 +162,11 @@ class Accountant:
     per distinct kind — never per release — and recording a kind already seen costs one
     composition and one query of compiled code (milliseconds). Single mechanisms only (no
     batched parameters).
+
+    Thread-safe: one lock serialises every check-and-record and every read, so threads
+    recording concurrently can never together pass the budget (each :meth:`record` sees the
+    ledger as every earlier record left it) and reads see a state between records, never
+    during one.
     """
 
     def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=DEFAULT_DISCRETIZATION):
@@ -178,18 +184,21 @@ class Accountant:
         # composition of every entry except one (key, PLD): what a repeated record of that key reuses
         self._rest = (None, None)
         self._total = None
+        self._lock = threading.RLock()
 
     @property
     def releases(self) -> tuple[Release, ...]:
         """One :class:`Release` per distinct kind recorded (counts summed), in order of first record."""
-        return tuple(e.release for e in self._entries.values())
+        with self._lock:
+            return tuple(e.release for e in self._entries.values())
 
     @property
     def pld(self) -> PrivacyLossDistribution | None:
         """The composed PLD of everything recorded (``None`` before the first record)."""
-        if self._total is None and self._entries:
-            self._total = self._compose(next(reversed(self._entries)), None)
-        return self._total
+        with self._lock:
+            if self._total is None and self._entries:
+                self._total = self._compose(next(reversed(self._entries)), None)
+            return self._total
 
     def _rest_of(self, key):
         """Composition of every entry but ``key`` (None if there is none), cached for repeated records."""
@@ -244,40 +253,45 @@ class Accountant:
         """True if recording this release would take ε past the budget."""
         if self.epsilon_budget is None:
             return False
-        new = self._candidate(mech, sensitivity, count, sampling_prob)[3]
-        return self._epsilon_of(new, None) > self.epsilon_budget
+        with self._lock:
+            new = self._candidate(mech, sensitivity, count, sampling_prob)[3]
+            return self._epsilon_of(new, None) > self.epsilon_budget
 
     def record(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> float:
         """Record ``count`` runs of ``mech``; returns the ε spent so far (at the budget's δ; NaN without one).
 
-        Raises ``ValueError`` (and records nothing) if the budget would be exceeded.
+        Raises ``ValueError`` (and records nothing) if the budget would be exceeded. The check and
+        the record are one step under the accountant's lock.
         """
-        key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
-        eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
-        if self.epsilon_budget is not None and eps > self.epsilon_budget:
-            raise ValueError(
-                f"epsilon_budget: this release would bring ε to {eps:.6g} > budget {self.epsilon_budget:.6g} "
-                f"(δ={self.delta:g}); it was refused and nothing was recorded"
-            )
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(rel, step)
-        entry.release = rel
-        self._total = new
-        return eps
+        with self._lock:
+            key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
+            eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
+            if self.epsilon_budget is not None and eps > self.epsilon_budget:
+                raise ValueError(
+                    f"epsilon_budget: this release would bring ε to {eps:.6g} > budget {self.epsilon_budget:.6g} "
+                    f"(δ={self.delta:g}); it was refused and nothing was recorded"
+                )
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(rel, step)
+            entry.release = rel
+            self._total = new
+            return eps
 
     def spent_epsilon(self, delta=None) -> float:
         """ε spent so far at ``delta`` (default: the budget's δ); 0 before any release."""
-        if not self._entries:
-            return 0.0
-        return self._epsilon_of(self.pld, delta)
+        with self._lock:
+            if not self._entries:
+                return 0.0
+            return self._epsilon_of(self.pld, delta)
 
     def spent_delta(self, epsilon) -> float:
         """δ spent so far at ``epsilon``."""
         check_positive("epsilon", epsilon, allow_zero=True)
-        if not self._entries:
-            return 0.0
-        return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
+        with self._lock:
+            if not self._entries:
+                return 0.0
+            return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
 
     def remaining_epsilon(self, delta=None) -> float:
         """Budget minus spent ε (``inf`` without a budget)."""

@@ -24,7 +24,7 @@ import numpy as np
 from accounting._numerics import to64, x64
 from accounting._pld import pld as _pld
 from dpjax.composite import Composite, privacy
-from dpjax.validation import check_int, check_positive
+from dpjax.validation import check_int, check_positive, is_traced
 
 __all__ = ["CompositePrivacy", "epsilon_star", "brute_force_epsilon", "pld"]
 
@@ -61,8 +61,14 @@ def _details_program():
 @x64
 def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
     """The exact worst-case ε* of one release; pairs are answers of the window at distance
-    ≤ ``sensitivity`` (default: every pair of the window, the paper's design W = Δf)."""
+    ≤ ``sensitivity`` (default: every pair of the window, the paper's design W = Δf).
+
+    Concrete parameters only (the result holds numpy arrays: the worst pair, the output): under
+    ``jax.grad`` / ``jit`` it refuses, naming the differentiable route, rather than read 0."""
     _check(mech, sensitivity)
+    if is_traced(sensitivity) or any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)):
+        raise ValueError("mech: epsilon_star takes concrete parameters and cannot be differentiated or traced; "
+                         "differentiate accounting.exact.epsilon(mech, delta) (ε at δ → 0 is ε*) instead")
     m = to64(mech)
     d = m._derived()
     sens = None if sensitivity is None else jnp.asarray(sensitivity, jnp.float64)

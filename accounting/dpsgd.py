@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -249,16 +250,19 @@ class _PldEvaluator:
 
 
 _EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
+_EVALUATORS_LOCK = threading.Lock()  # the cache is shared by every thread's queries
 
 
 def _evaluator(kind, z, q, steps, step):
     key = (kind, float(q), _ladder_floor(float(z)), _steps_rung(steps), float(step))
-    ev = _EVALUATORS.pop(key, None)
+    with _EVALUATORS_LOCK:
+        ev = _EVALUATORS.pop(key, None)
     if ev is None:
         ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4])
-    _EVALUATORS[key] = ev  # most recent last
-    while len(_EVALUATORS) > 16:
-        _EVALUATORS.pop(next(iter(_EVALUATORS)))
+    with _EVALUATORS_LOCK:
+        _EVALUATORS[key] = ev  # most recent last
+        while len(_EVALUATORS) > 16:
+            _EVALUATORS.pop(next(iter(_EVALUATORS)))
     return ev
 
 
@@ -565,6 +569,9 @@ class DpsgdAccountant:
     count: milliseconds per step); a step with another noise multiplier or rate (a schedule)
     is recorded as its own kind and composed exactly. The discrete Gaussian adds its per-step
     Rényi bound. ``steps`` counts noisy updates (logical batches), not micro-batches.
+
+    Thread-safe: a lock makes each :meth:`step` (check, record, step count) one indivisible
+    update and every read see a state between steps.
     """
 
     def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
@@ -580,6 +587,7 @@ class DpsgdAccountant:
         self.delta = float(delta)
         self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
         self.steps = 0
+        self._lock = threading.RLock()
         if self.kind.kind == "discrete_gaussian":
             self._rdp = {}  # (z, q) -> count
         else:
@@ -599,29 +607,31 @@ class DpsgdAccountant:
                                                                                        noise_multiplier))
         q = self.sampling_prob if sampling_prob is None else float(check_probability("sampling_prob",
                                                                                      sampling_prob))
-        if self.kind.kind != "discrete_gaussian":
-            with jax.enable_x64(True):
-                mech = step_mechanism(jnp.asarray(z, jnp.float64), self._mechanism)
-            eps = self._acc.record(mech, sampling_prob=q, count=count)
-        else:
-            counts = dict(self._rdp)
-            counts[(z, q)] = counts.get((z, q), 0) + count
-            eps = self._rdp_eps(counts, self.delta)
-            if self.epsilon_budget is not None and eps > self.epsilon_budget:
-                raise ValueError(f"epsilon_budget: this step would bring ε to {eps:.6g} > budget "
-                                 f"{self.epsilon_budget:.6g} (δ={self.delta:g}); it was refused and nothing was recorded")
-            self._rdp = counts
-        self.steps += count
-        return eps
+        with self._lock:
+            if self.kind.kind != "discrete_gaussian":
+                with jax.enable_x64(True):
+                    mech = step_mechanism(jnp.asarray(z, jnp.float64), self._mechanism)
+                eps = self._acc.record(mech, sampling_prob=q, count=count)
+            else:
+                counts = dict(self._rdp)
+                counts[(z, q)] = counts.get((z, q), 0) + count
+                eps = self._rdp_eps(counts, self.delta)
+                if self.epsilon_budget is not None and eps > self.epsilon_budget:
+                    raise ValueError(f"epsilon_budget: this step would bring ε to {eps:.6g} > budget "
+                                     f"{self.epsilon_budget:.6g} (δ={self.delta:g}); it was refused and nothing was recorded")
+                self._rdp = counts
+            self.steps += count
+            return eps
 
     def epsilon(self, delta=None) -> float:
         """ε spent so far at ``delta`` (default: the accountant's δ)."""
         d = self.delta if delta is None else float(check_probability("delta", delta, high_open=True))
-        if self.steps == 0:
-            return 0.0
-        if self.kind.kind == "discrete_gaussian":
-            return self._rdp_eps(self._rdp, d)
-        return self._acc.spent_epsilon(d)
+        with self._lock:
+            if self.steps == 0:
+                return 0.0
+            if self.kind.kind == "discrete_gaussian":
+                return self._rdp_eps(self._rdp, d)
+            return self._acc.spent_epsilon(d)
 
     def remaining_steps(self) -> int | None:
         """Steps at the current noise multiplier and rate left within the budget (None without one);
@@ -629,15 +639,16 @@ class DpsgdAccountant:
         answer may then be below the truth, never above."""
         if self.epsilon_budget is None:
             return None
-        lo, hi = 0, 1
-        while self._would_fit(hi):
-            lo, hi = hi, hi * 2
-            if hi > 10**7:
-                return lo
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if self._would_fit(mid) else (lo, mid)
-        return lo
+        with self._lock:
+            lo, hi = 0, 1
+            while self._would_fit(hi):
+                lo, hi = hi, hi * 2
+                if hi > 10**7:
+                    return lo
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if self._would_fit(mid) else (lo, mid)
+            return lo
 
     def _would_fit(self, count) -> bool:
         if self.kind.kind == "discrete_gaussian":

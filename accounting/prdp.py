@@ -26,6 +26,7 @@ realizes less on levels below its ℓ (``lo_i/2``, the ``level_epsilon`` of its 
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -72,6 +73,10 @@ class PrDPLedger:
     ...                      eps_max=share.eps_max, beta=0.1, upper=1e12)
     >>> ledger.verify(res); ledger.remaining          # floors − spent, per level
     >>> ledger.record(0.75)                           # ValueError: would exceed; nothing recorded
+
+    Thread-safe: a lock makes each :meth:`record` (check and charge) one indivisible step, so
+    concurrent grants can never together take a level past its floor, and reads see the
+    ledger between grants.
     """
 
     def __init__(self, *, eps_min, eps_max):
@@ -86,20 +91,24 @@ class PrDPLedger:
         self.num_levels, self.floors = _grid(self.eps_min, self.eps_max)
         self._spent = np.zeros(self.num_levels)
         self._shares: list[PrDPShare] = []
+        self._lock = threading.Lock()
 
     @property
     def spent(self) -> np.ndarray:
         """Pure ε charged so far to each level ``i = 1 … L`` (a copy)."""
-        return self._spent.copy()
+        with self._lock:
+            return self._spent.copy()
 
     @property
     def remaining(self) -> np.ndarray:
         """``lo_i − spent_i`` per level: what every record of level i has left, at least."""
-        return self.floors - self._spent
+        with self._lock:
+            return self.floors - self._spent
 
     @property
     def releases(self) -> tuple[PrDPShare, ...]:
-        return tuple(self._shares)
+        with self._lock:
+            return tuple(self._shares)
 
     def charge(self, fraction) -> np.ndarray:
         """Per-level pure ε of a release run on ``fraction·E`` (its floors mapped onto these levels)."""
@@ -110,7 +119,9 @@ class PrDPLedger:
 
     def would_exceed(self, fraction) -> bool:
         """True if granting ``fraction`` of every budget would take some level past its floor."""
-        return bool(np.any(self._spent + self.charge(fraction) > self.floors))
+        charge = self.charge(fraction)
+        with self._lock:
+            return bool(np.any(self._spent + charge > self.floors))
 
     def record(self, fraction=1.0, *, label: str = "") -> PrDPShare:
         """Grant ``fraction`` of every record's budget to the next release; returns its share.
@@ -120,19 +131,20 @@ class PrDPLedger:
         float64 with no tolerance (the check errs on refusing).
         """
         charge = self.charge(fraction)
-        over = self._spent + charge > self.floors
-        if over.any():
-            i = int(np.argmax(over))
-            raise ValueError(
-                f"fraction: granting {float(fraction):g} of every budget would spend "
-                f"{self._spent[i] + charge[i]:.6g} on level {i + 1} (floor lo = {self.floors[i]:.6g}, the least "
-                f"budget of its records); {int(over.sum())} level(s) would be over budget. The release was "
-                "refused and nothing was recorded")
-        share = PrDPShare(float(fraction), float(fraction) * self.eps_min, float(fraction) * self.eps_max,
-                          charge, label)
-        self._spent = self._spent + charge
-        self._shares.append(share)
-        return share
+        with self._lock:
+            over = self._spent + charge > self.floors
+            if over.any():
+                i = int(np.argmax(over))
+                raise ValueError(
+                    f"fraction: granting {float(fraction):g} of every budget would spend "
+                    f"{self._spent[i] + charge[i]:.6g} on level {i + 1} (floor lo = {self.floors[i]:.6g}, the least "
+                    f"budget of its records); {int(over.sum())} level(s) would be over budget. The release was "
+                    "refused and nothing was recorded")
+            share = PrDPShare(float(fraction), float(fraction) * self.eps_min, float(fraction) * self.eps_max,
+                              charge, label)
+            self._spent = self._spent + charge
+            self._shares.append(share)
+            return share
 
     def verify(self, result) -> None:
         """Check a :class:`dpjax.prdp.PrDPResult` (batched or not) against a recorded share.
@@ -143,7 +155,7 @@ class PrDPLedger:
         """
         eps_min = np.unique(np.asarray(result.eps_min, np.float64))
         eps_max = np.unique(np.asarray(result.eps_max, np.float64))
-        share = next((s for s in self._shares if eps_min.tolist() == [s.eps_min] and eps_max.tolist() == [s.eps_max]),
+        share = next((s for s in self.releases if eps_min.tolist() == [s.eps_min] and eps_max.tolist() == [s.eps_max]),
                      None)
         if share is None:
             raise ValueError(f"result: its budget range [{eps_min}, {eps_max}] is not a share recorded on this ledger")

@@ -48,6 +48,32 @@ def _deferred(x) -> bool:
     return is_traced(x) or is_global(x)
 
 
+def concrete(x):
+    """The concrete numpy value of ``x`` (also of a tracer under plain ``jax.grad``), or ``None``.
+
+    Static grid sizes are derived from concrete parameter values; under ``jit`` they
+    are unknown and the caller must pass them explicitly.
+    """
+    leaves = jax.tree_util.tree_leaves(x)
+    out = []
+    for leaf in leaves:
+        if not is_traced(leaf):
+            out.append(np.asarray(leaf))
+            continue
+        try:  # LinearizeTracer / JVPTracer carry a concrete primal under eager grad
+            from jax._src import core as _core
+
+            val = _core.to_concrete_value(leaf)
+        except Exception:  # pragma: no cover - private API moved
+            val = None
+        if val is None:
+            return None
+        out.append(np.asarray(val))
+    if not isinstance(x, (list, tuple)) and len(out) == 1 and len(leaves) == 1 and not hasattr(x, "__dataclass_fields__"):
+        return out[0]
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(x), out)
+
+
 def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{name} must be a real number or array of real numbers, got {x!r}")

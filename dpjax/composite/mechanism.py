@@ -25,8 +25,8 @@ import numpy as np
 
 from dpjax.composite import _laws, privacy
 from dpjax.mechanism import Mechanism
-from dpjax.pytree import pytree_dataclass, static_field
-from dpjax.validation import check_positive, check_real, is_traced
+from dpjax.pytree import pytree_dataclass, replace, static_field
+from dpjax.validation import check_positive, check_real, concrete, is_traced
 
 __all__ = ["Composite"]
 
@@ -79,11 +79,14 @@ class Composite(Mechanism):
             check_positive(name, getattr(self, name))
         check_real("window", lo)
         check_real("window", hi)
-        if any(is_traced(x) for x in (self.epsilon, self.k, self.m, self.y, lo, hi)):
+        # under eager jax.grad the parameters are tracers with known values: check those (an invalid
+        # m = 2L returned a gradient of 0); under jit they are unknown (dpjax.checked_release)
+        vals = [concrete(x) for x in (self.epsilon, self.k, self.m, self.y, lo, hi)]
+        if any(v is None for v in vals):
             return
-        if np.any(np.asarray(hi) <= np.asarray(lo)):
+        eps, k, m, y, lo_c, hi_c = (np.asarray(v, np.float64) for v in vals)
+        if np.any(hi_c <= lo_c):
             raise ValueError(f"window must have lo < hi, got {self.window!r}")
-        eps, k, m, y = (np.asarray(getattr(self, n), np.float64) for n in ("epsilon", "k", "m", "y"))
         s1 = _laws.area_factor(self.activation) * k * m
         if np.any(s1 >= 1.0):
             raise ValueError(f"k: the activation's area S1 = s·k·m must be < 1 (Constraint-1), got k={self.k!r}, "
@@ -94,7 +97,7 @@ class Composite(Mechanism):
                              f"{'; B2: t ≤ y' if self.base == 'quartic' else ''}), got k={self.k!r} with "
                              f"y={self.y!r}, epsilon={self.epsilon!r} (bound {kmax!r})")
         with jax.enable_x64(True):
-            L = np.asarray(self._derived(jnp.float64)["L"])
+            L = np.asarray(replace(self, epsilon=eps, k=k, m=m, y=y, window=(lo_c, hi_c))._derived(jnp.float64)["L"])
         if np.any(m >= 2.0 * L):
             raise ValueError(f"m: the activation must fit inside [−L, L] (m < 2L, Constraint-2), got m={self.m!r} "
                              f"with L={L!r}")
