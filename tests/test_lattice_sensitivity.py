@@ -11,6 +11,7 @@ import pytest
 import accounting
 import dpjax
 from dpjax import cli
+from dpjax.cli import release as cli_release
 
 _KERNEL = {
     "discrete_laplace": lambda: dpjax.DiscreteLaplace(2.0),
@@ -107,5 +108,5 @@ def test_cli_accounts_the_rounded_release(tmp_path, capsys):
 def test_cli_rounds_half_up():
     """Half-to-even rounding sends 0.5 → 0 and 1.5 → 2: answers 1 apart 2 apart after rounding."""
     key = __import__("jax").random.PRNGKey(0)
-    out = cli._release_values(key, np.asarray([0.5, 1.5, 2.5]), dpjax.DiscreteLaplace(1e-6))
+    out = cli_release._release_values(key, np.asarray([0.5, 1.5, 2.5]), dpjax.DiscreteLaplace(1e-6))
     np.testing.assert_array_equal(out, [1, 2, 3])
