@@ -203,6 +203,7 @@ def _spark_frame(path):
 
 
 def _dpjax_spark(path, public, repeats):
+    import dpjax.table  # noqa: F401  (fails before Spark starts when the table layer is absent)
     sdf, n = _spark_frame(path)
     return _dpjax_release(sdf, public, n, repeats, "pyspark DataFrame, local[*]")
 
