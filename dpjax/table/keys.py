@@ -1,0 +1,137 @@
+"""Keyed randomness of the table layer: what every draw depends on, and nothing else.
+
+The bounding draw of a row and the noise of a released value are functions of
+``(key, what they are about)`` only — never of row order, partitioning or which backend
+ran — so a run on pyarrow and a run on Spark give bitwise the same table:
+
+* a *value hash*: 64 bits (two ``uint32`` words) of a unit or group key, from its
+  canonical bytes (:func:`canonical_bytes`; integers also hashed vectorised, :func:`hash_int64`);
+* the *bounding priorities*: the Threefry hash (:func:`dpjax.random.threefry2x32`, the
+  engine's counter-based hash) of ``(unit, group, rank)`` under a key derived from the
+  release key — a unit's choice of groups and rows is uniformly random and depends on the
+  unit's own rows only;
+* the *noise* of statistic component ``c`` for group ``g``: its element ``e`` draws its
+  ``j``-th uniform from the hash of ``(j, e)`` under the pair ``H(H(key, c), g)``
+  (:class:`GroupStream`, a :class:`dpjax.random.UniformStream` addressed by group instead
+  of record position).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax.random import UniformStream, threefry2x32
+
+__all__ = ["KeyWords", "canonical_bytes", "hash_values", "hash_int64", "GroupStream"]
+
+# domain separators: the first counter word of each use of the release key
+_BOUNDING, _NOISE, _INT_HASH = np.uint32(0x7AB1E001), np.uint32(0x7AB1E002), np.uint32(0x7AB1E003)
+
+
+def _h(k0, k1, x0, x1):
+    """threefry2x32 on numpy ``uint32`` arrays (wrapping arithmetic, no warnings)."""
+    with np.errstate(over="ignore"):
+        return threefry2x32(np.uint32(k0) if np.ndim(k0) == 0 else k0, np.uint32(k1) if np.ndim(k1) == 0 else k1,
+                            np.asarray(x0, np.uint32), np.asarray(x1, np.uint32))
+
+
+class KeyWords:
+    """The release key consumed once, as two ``uint32`` words, and the sub-keys derived from it."""
+
+    def __init__(self, key):
+        words = np.asarray(jax.random.bits(key, (2,), jnp.uint32))
+        self.k0, self.k1 = np.uint32(words[0]), np.uint32(words[1])
+
+    def bounding(self):
+        """The key pair of the contribution-bounding draws."""
+        a, b = _h(self.k0, self.k1, _BOUNDING, np.uint32(0))
+        return np.uint32(a), np.uint32(b)
+
+    def component(self, name: str):
+        """The key pair of the noise of the statistic component called ``name``."""
+        w = hash_values([name])[0]
+        a, b = _h(*_h(self.k0, self.k1, _NOISE, np.uint32(0)), w[0], w[1])
+        return np.uint32(a), np.uint32(b)
+
+
+def canonical_bytes(value) -> bytes:
+    """A value's bytes, the same whichever backend produced it (numpy/pandas/Python scalars):
+    a type tag, then an integer's decimal digits, a float's ``hex`` (an integral float is an
+    integer), a string's UTF-8; ``None``/NaN/NaT is the null key."""
+    if value is None:
+        return b"N"
+    if isinstance(value, tuple):  # a group key of several columns: length-prefixed parts
+        return b"T" + b"".join(len(b).to_bytes(4, "little") + b for b in map(canonical_bytes, value))
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, bool):
+        return b"B1" if value else b"B0"
+    if isinstance(value, int):
+        return b"I" + str(value).encode()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return b"N"
+        return b"I" + str(int(value)).encode() if value.is_integer() else b"F" + value.hex().encode()
+    if isinstance(value, str):
+        return b"S" + value.encode("utf-8")
+    if isinstance(value, bytes):
+        return b"Y" + value
+    try:
+        import pandas as pd
+
+        if value is pd.NaT or value is pd.NA:
+            return b"N"
+    except ImportError:  # pragma: no cover
+        pass
+    return b"O" + str(value).encode("utf-8")
+
+
+def hash_values(values) -> np.ndarray:
+    """``uint32[n, 2]``: 64-bit hashes (BLAKE2b) of the canonical bytes of each value, one per
+    *distinct* value (callers hash a dictionary, never every row)."""
+    out = np.empty((len(values), 2), np.uint32)
+    for i, v in enumerate(values):
+        out[i] = np.frombuffer(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest(), np.uint32)
+    return out
+
+
+def hash_int64(values: np.ndarray) -> np.ndarray:
+    """``uint32[n, 2]``: 64-bit hashes of integers, vectorised (Threefry of the two words of the
+    int64 under a fixed key); used for integer unit ids, whose canonical form is the integer."""
+    v = np.asarray(values, np.int64).view(np.uint64)
+    lo, hi = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32), (v >> np.uint64(32)).astype(np.uint32)
+    a, b = _h(_INT_HASH, _INT_HASH, lo, hi)
+    return np.stack([a, b], axis=-1)
+
+
+def derive(pair, words: np.ndarray):
+    """Per-entry key pairs ``H(pair, words)`` for ``words`` of shape ``[n, 2]``."""
+    return _h(pair[0], pair[1], words[:, 0], words[:, 1])
+
+
+class GroupStream(UniformStream):
+    """Uniforms addressed by (group key pair, element): uniform ``j`` of element ``e`` of a group
+    is drawn like :class:`~dpjax.random.UniformStream`'s record ``e``, under the group's own pair
+    (``k0``, ``k1``: ``uint32`` arrays broadcasting against ``elements``)."""
+
+    def __init__(self, k0, k1, elements, dtype):
+        self._k0, self._k1 = jnp.asarray(k0, jnp.uint32), jnp.asarray(k1, jnp.uint32)
+        self._elements = jnp.asarray(elements, jnp.uint32)
+        self.shape = tuple(self._elements.shape)
+        self.size = math.prod(self.shape)
+        self.dtype = jnp.dtype(dtype)
+        self._cache = {}
+
+    def _words(self, j):
+        if isinstance(j, int) and j in self._cache:
+            return self._cache[j]
+        words = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), self.shape),
+                             self._elements)
+        if isinstance(j, int):
+            self._cache[j] = words
+        return words

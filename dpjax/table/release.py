@@ -1,0 +1,307 @@
+"""``dpjax.table.release``: several statistics per group of a table, under one exact budget.
+
+Steps (each its own module): read the input columnar (:mod:`.data`); bound each unit's
+contributions (:mod:`.bounding`); aggregate per group as exact integers (:mod:`.aggregate`);
+calibrate one noise ratio on the composed PLD (:mod:`.calibration`); select groups privately
+(:mod:`.selection`) or take the public ones; add the noise keyed by (key, component, group)
+(:mod:`.noise`); post-process into the statistics (:mod:`.statistics`). Every check runs
+before any noise is drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dpjax.random import check_key
+from dpjax.table import data as _data
+from dpjax.table.aggregate import aggregate, component_values
+from dpjax.table.bounding import bound
+from dpjax.table.calibration import calibrate, kernel_of
+from dpjax.table.keys import KeyWords
+from dpjax.table.noise import draw
+from dpjax.table.selection import selection_delta, threshold
+from dpjax.table.statistics import Statistic
+
+__all__ = ["release", "TableRelease", "Request"]
+
+#: the share of δ that private selection gets (the rest goes to the noisy statistics)
+SELECTION_DELTA_SHARE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRelease:
+    """The result of :func:`release` (immutable).
+
+    ``table``: the group column(s), then one column per statistic. ``epsilon``, ``delta``: the
+    exact privacy of the whole release (every statistic and the group selection), ≤ the
+    request. ``row_level``: ``True`` when no privacy unit was given — each row is then taken as
+    a different person (the guarantee is per row, not per person). ``scales``: the noise scale of
+    each component; ``threshold``: the selection threshold τ on the noisy unit count (``None``
+    with public groups).
+    """
+
+    table: pa.Table
+    epsilon: float
+    delta: float
+    row_level: bool
+    privacy_unit: str | None
+    max_groups_per_unit: int
+    max_rows_per_group: int
+    noise: str
+    scales: dict
+    threshold: float | None
+    selection_delta: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A validated release request (what the Spark backend needs besides the data)."""
+
+    by: list
+    statistics: list
+    privacy_unit: str | None
+    max_groups: int
+    max_rows: int
+    epsilon: float
+    delta: float
+    make: object
+    discrete: bool
+    noise_name: str
+
+    @property
+    def value_columns(self):
+        return sorted({s.column for s in self.statistics if s.column is not None})
+
+    @property
+    def columns(self):
+        cols = list(self.by) + ([self.privacy_unit] if self.privacy_unit else []) + self.value_columns
+        return list(dict.fromkeys(cols))
+
+    def components(self):
+        """The distinct noisy components and, for each, the statistic that defines it."""
+        out = {}
+        for s in self.statistics:
+            for c in s.components(self.max_rows, self.discrete):
+                out.setdefault(c.name, (c, s))
+        return out
+
+
+def _positive_int(name, x):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
+        raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    return int(x)
+
+
+def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
+             noise) -> Request:
+    """Every argument check of :func:`release` (nothing about the data's content)."""
+    by = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else by
+    if not isinstance(by, list) or not by or not all(isinstance(c, str) and c for c in by):
+        raise ValueError(f"by must be a column name or a non-empty list of column names, got {by!r}")
+    if len(set(by)) != len(by):
+        raise ValueError(f"by: duplicated column in {by}")
+    if not isinstance(statistics, (list, tuple)) or not statistics:
+        raise ValueError("statistics must be a non-empty list (table.count(), table.sum(col, low, high), ...)")
+    for s in statistics:
+        if not isinstance(s, Statistic):
+            raise ValueError(f"statistics: {s!r} is not a table statistic (table.count(), table.mean(...), ...)")
+    names = [s.name for s in statistics]
+    if len(set(names)) != len(names):
+        raise ValueError(f"statistics: duplicated statistic in {names}")
+    for s in statistics:
+        if s.column is not None and s.column in by:
+            raise ValueError(f"statistics: {s.name} uses the group column {s.column!r} as a value")
+    if privacy_unit is None:
+        for name, v in (("max_groups_per_unit", max_groups_per_unit), ("max_rows_per_group", max_rows_per_group)):
+            if v is not None and _positive_int(name, v) != 1:
+                raise ValueError(f"{name}: without privacy_unit each row is its own unit (one group, one row); "
+                                 f"got {v!r}")
+        k = m = 1
+    else:
+        if not isinstance(privacy_unit, str) or not privacy_unit:
+            raise ValueError(f"privacy_unit must be a column name or None, got {privacy_unit!r}")
+        if privacy_unit in by:
+            raise ValueError(f"privacy_unit {privacy_unit!r} is also a group column")
+        if max_groups_per_unit is None or max_rows_per_group is None:
+            raise ValueError("max_groups_per_unit and max_rows_per_group are required with a privacy_unit")
+        k = _positive_int("max_groups_per_unit", max_groups_per_unit)
+        m = _positive_int("max_rows_per_group", max_rows_per_group)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
+            not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+    if groups is None and delta == 0:
+        raise ValueError("delta must be positive when groups are selected privately (groups=None); "
+                         "pass the public groups to release with delta=0")
+    make = kernel_of(noise)
+    probe = make(1.0)
+    if probe.discrete:
+        for s in statistics:
+            if s.low is not None and not (float(s.low).is_integer() and float(s.high).is_integer()):
+                raise ValueError(f"statistics: {s.name} needs integer low/high with the integer-valued noise "
+                                 f"{type(probe).__name__} (values are rounded to integers)")
+    noise_name = noise if isinstance(noise, str) else type(probe).__name__
+    return Request(by, list(statistics), privacy_unit, k, m, float(epsilon), float(delta), make,
+                   bool(probe.discrete), noise_name)
+
+
+def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
+    """(keys, group hashes, integer aggregates) of a pyarrow table: the local backend."""
+    prep = _data.group_index(table, req.by)
+    values = {c: _data.value_column(table, c) for c in req.value_columns}
+    unit_words = _data.unit_hashes(table, req.privacy_unit) if req.privacy_unit else None
+    group, keys, words = prep.group, prep.keys, prep.group_words
+    if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
+        pub_words = _data.key_hashes(public)
+        pub_u64 = _data.words_to_u64(pub_words)
+        order = np.argsort(pub_u64)
+        pos = np.searchsorted(pub_u64[order], _data.words_to_u64(words))
+        pos = np.minimum(pos, len(order) - 1)
+        found = pub_u64[order][pos] == _data.words_to_u64(words)
+        to_public = np.where(found, order[pos], -1)
+        rows = to_public[group] >= 0
+        group = to_public[group][rows]
+        values = {c: v[rows] for c, v in values.items()}
+        unit_words = unit_words[rows] if unit_words is not None else None
+        keys, words = public, pub_words
+    matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
+    unit = _data.words_to_u64(unit_words) if unit_words is not None else None
+    kept, first = bound(bound_key, unit, unit_words, group, words, matrix, req.max_groups, req.max_rows)
+    agg = aggregate(req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words),
+                    req.discrete)
+    return keys, words, agg
+
+
+def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
+    """The noisy-tree descent of :mod:`dpjax.table.statistics` for every group at once."""
+    g = hist.shape[0]
+    node = np.zeros(g, np.int64)
+    rank = np.full(g, quantile_rank)
+    for level in range(1, stat.depth + 1):
+        width = 1 << (stat.depth - level)
+        left = 2 * node
+        children = np.stack([left, left + 1], axis=1)
+        counts = hist.reshape(g, -1, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
+        elements = (1 << level) - 2 + children
+        noisy = np.maximum(draw(kernel_for, pair, words, elements, counts), 0.0)
+        total = noisy.sum(axis=1)
+        go_left = np.where(total > 0, rank * total <= noisy[:, 0], rank <= 0.5)
+        rank = np.where(total > 0,
+                        np.where(go_left, rank * total / np.where(noisy[:, 0] > 0, noisy[:, 0], 1.0),
+                                 (rank * total - noisy[:, 0]) / np.where(noisy[:, 1] > 0, noisy[:, 1], 1.0)),
+                        rank)
+        rank = np.clip(rank, 0.0, 1.0)
+        node = np.where(go_left, left, left + 1)
+    leaf_width = (stat.high - stat.low) / (1 << stat.depth)
+    return stat.low + (node + rank) * leaf_width
+
+
+def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict,
+           public: bool) -> TableRelease:
+    """Selection, noise and post-processing, from the integer aggregates (both backends)."""
+    components = req.components()
+    scales = {name: cal.ratio * c.sensitivity for name, (c, _) in components.items()}
+    tau, d_sel = None, 0.0
+    if not public:
+        sel_kernel = req.make(cal.ratio)
+        tau = threshold(sel_kernel, req.max_groups, req.epsilon, req.delta * SELECTION_DELTA_SHARE)
+        d_sel = selection_delta(sel_kernel, tau, req.max_groups, cal.epsilon)
+        noisy_units = draw(sel_kernel, key_words.component("selection"), words, np.zeros((len(words), 1)),
+                           agg["units"].astype(np.float64)[:, None])[:, 0]
+        kept = np.flatnonzero(noisy_units > tau)
+        keys, words = keys.take(pa.array(kept)), words[kept]
+        agg = {k: v[kept] for k, v in agg.items()}
+        order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_end") for c in req.by])
+        order = order.to_numpy()
+        keys, words = keys.take(pa.array(order)), words[order]
+        agg = {k: v[order] for k, v in agg.items()}
+        scales["selection"] = cal.ratio
+    noisy = {}
+    columns = {c: keys.column(c) for c in req.by}
+    for s in req.statistics:
+        parts = []
+        for c in s.components(req.max_rows, req.discrete):
+            if c.name not in noisy:
+                kernel = req.make(scales[c.name])
+                pair = key_words.component(c.name)
+                if c.name.startswith("tree:"):
+                    noisy[c.name] = (kernel, pair)
+                else:
+                    values = component_values(c, s, agg, req.discrete)[:, None]
+                    noisy[c.name] = draw(kernel, pair, words, np.zeros(values.shape), values)[:, 0]
+            parts.append(noisy[c.name])
+        if s.kind == "quantile":
+            kernel, pair = parts[0]
+            out = _quantile(s, kernel, pair, words, agg[f"tree:{s.bounds_key()}:{s.depth}"], s.q)
+        else:
+            out = s.finish(parts, req.discrete)
+        if req.discrete and s.kind in ("count", "count_units", "sum"):
+            out = np.rint(out).astype(np.int64)
+        columns[s.name] = pa.array(out)
+    table = pa.table(columns)
+    # the composition's δ share plus selection's K·p·e^ε at the reported ε (≤ the requested ε, so ≤ its share)
+    return TableRelease(table, cal.epsilon, cal.delta + d_sel, req.privacy_unit is None, req.privacy_unit,
+                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel)
+
+
+def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
+            epsilon, delta=0.0, groups=None, noise="gaussian") -> TableRelease:
+    """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
+
+    Args:
+      key: a Threefry PRNG key, consumed once.
+      data: a pyarrow Table, a pandas/Polars DataFrame, a dict of numpy arrays, a CSV/Parquet
+        path, or a ``pyspark.sql.DataFrame`` (bounding and aggregation then run in Spark).
+      by: the group column, or a list of them. A null key is a group of its own.
+      statistics: ``[table.count(), table.count_units(), table.sum(col, low, high),
+        table.mean(...), table.variance(...), table.quantile(col, q, low, high)]`` (any subset).
+      privacy_unit: the column identifying a person; ``None``: each row is a different person
+        (``TableRelease.row_level`` says so).
+      max_groups_per_unit, max_rows_per_group: the contribution bounds (required with a unit).
+      epsilon, delta: the budget of the whole release; ``delta > 0`` when groups are selected.
+      groups: ``None`` (private selection), or the public groups: a list of keys (tuples for
+        several columns), a dict column → list of values (their cross product), or a table of keys.
+      noise: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``,
+        a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
+
+    Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
+    raises ``ValueError`` before any noise is drawn.
+    """
+    req = validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
+                   noise)
+    key = check_key(key)
+    public = _data.public_groups(groups, req.by) if groups is not None else None
+    cal = calibrate(req.make, [c for c, _ in req.components().values()], req.max_groups, public is None,
+                    req.epsilon, req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta,
+                    req.discrete)
+    key_words = KeyWords(key)
+    if type(data).__module__.startswith("pyspark"):
+        from dpjax.table.spark import spark_aggregates
+
+        keys, words, agg = spark_aggregates(req, data, public, key_words.bounding())
+    else:
+        table = _data.read(data, req.columns)
+        keys, words, agg = _local_aggregates(req, table, public, key_words.bounding())
+    return finish(req, key_words, cal, keys, words, agg, public is not None)
+
+
+def release_file(key, path, *, by, statistics, **options) -> TableRelease:
+    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``by`` a column
+    name or a comma-separated list, ``statistics`` statistics or their spellings
+    (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
+    string for several); ``groups`` may be the path of a CSV/Parquet file of public keys.
+    Only the columns the release uses are read."""
+    from dpjax.table.statistics import parse
+
+    if isinstance(by, str):
+        by = [c.strip() for c in by.split(",") if c.strip()]
+    if isinstance(statistics, str):
+        statistics = [s for s in statistics.split(",") if s.strip()]
+    statistics = [parse(s) if isinstance(s, str) else s for s in statistics]
+    return release(key, path, by=by, statistics=statistics, **options)

@@ -1,0 +1,53 @@
+"""Private partition selection: a group is released when its noisy unit count clears a threshold.
+
+Desfontaines, Voss, Gipson & Mandayam, "Differentially private partition selection", PoPETs
+2022 (§3, thresholding; as PipelineDP's Laplace/Gaussian thresholding). The selection count
+of a group is its number of units (after bounding) plus the release kernel's noise at scale
+``t`` (sensitivity 1); the group is kept when that exceeds ``τ``.
+
+Privacy. Let D, D' differ by one unit, which is in at most K groups. Groups present in both
+tables see their selection counts move by at most 1 (composed in the release's PLD,
+:mod:`dpjax.table.calibration`). A group present only in D (the unit is its only one) is
+released with probability ``p = Pr[1 + Z > τ]``; nothing of it appears in D's neighbour.
+Writing D's output law as ``(1 − a)·P₁ + a·P₂`` with ``a ≤ K·p`` the probability that one of
+those groups is released and ``P₁`` the law of the common groups' output,
+``δ_{P‖Q}(ε) ≤ δ_{P₁‖Q}(ε) + a`` and ``δ_{Q‖P}(ε) ≤ δ_{Q‖P₁}(ε) + a·e^ε``. So the selection adds
+``δ_sel = K · p · e^ε`` to the composition's δ, with ``p`` the kernel's exact tail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["threshold", "selection_delta"]
+
+
+def _log_tail(kernel, x):
+    """``log Pr[Z > x]`` of the kernel's noise, float64."""
+    with jax.enable_x64(True):
+        return float(kernel.noise_log_sf(jnp.asarray(x, jnp.float64)))
+
+
+def threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:
+    """The smallest threshold ``τ`` (to 1e-9 relative) with ``K · Pr[1 + Z > τ] · e^ε ≤ delta_share``."""
+    target = math.log(delta_share) - math.log(max_groups) - epsilon
+    lo, hi = 0.0, 1.0
+    while _log_tail(kernel, hi) > target:
+        lo, hi = hi, hi * 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _log_tail(kernel, mid) > target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-9 * hi:
+            break
+    return 1.0 + hi
+
+
+def selection_delta(kernel, tau: float, max_groups: int, epsilon: float) -> float:
+    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ."""
+    return max_groups * math.exp(_log_tail(kernel, tau - 1.0) + epsilon)
