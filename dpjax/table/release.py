@@ -31,6 +31,9 @@ __all__ = ["release", "TableRelease", "Request"]
 
 #: the share of δ that private selection gets (the rest goes to the noisy statistics)
 SELECTION_DELTA_SHARE = 0.5
+#: the largest per-group sensitivity an integer-valued kernel is calibrated for (the discrete
+#: accountant's window grows with the shift)
+MAX_DISCRETE_SENSITIVITY = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +149,13 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
             if s.low is not None and not (float(s.low).is_integer() and float(s.high).is_integer()):
                 raise ValueError(f"statistics: {s.name} needs integer low/high with the integer-valued noise "
                                  f"{type(probe).__name__} (values are rounded to integers)")
+        for s in statistics:
+            for c in s.components(m, True):
+                if c.sensitivity > MAX_DISCRETE_SENSITIVITY:
+                    raise ValueError(f"statistics: {s.name} has sensitivity {c.sensitivity:g} per group, above "
+                                     f"{MAX_DISCRETE_SENSITIVITY} for the integer-valued noise {type(probe).__name__} "
+                                     "(its exact accounting sums atoms over the shift); narrow low/high or use "
+                                     "noise='gaussian' or 'laplace'")
     noise_name = noise if isinstance(noise, str) else type(probe).__name__
     return Request(by, list(statistics), privacy_unit, k, m, float(epsilon), float(delta), make,
                    bool(probe.discrete), noise_name)
@@ -187,7 +197,7 @@ def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
         width = 1 << (stat.depth - level)
         left = 2 * node
         children = np.stack([left, left + 1], axis=1)
-        counts = hist.reshape(g, -1, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
+        counts = hist.reshape(g, 1 << level, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
         elements = (1 << level) - 2 + children
         noisy = np.maximum(draw(kernel_for, pair, words, elements, counts), 0.0)
         total = noisy.sum(axis=1)
