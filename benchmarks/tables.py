@@ -18,7 +18,9 @@ imports, threads or memory; the clock starts once the table is in memory in the 
 (PipelineDP's local backend: a list of row tuples; OpenDP: a Polars DataFrame; dpjax: a pyarrow Table)
 and stops when the released table is materialised; the building of that input is not timed (it favours
 PipelineDP most: its list of tuples is the slowest to build). dpjax's first call (JIT compilation) is
-reported apart from its warm calls (best of ``--repeats``, each with a fresh key).
+reported apart from its warm calls (best of ``--repeats``, each with a fresh key). Peak RSS is the
+worker process's ``ru_maxrss`` (with Spark, the Python driver's only: the JVM and Python workers are
+other processes).
 
 PipelineDP, OpenDP, polars and pyspark are benchmark-only installs (``pip install -e '.[bench]'``), not
 dpjax dependencies. OpenDP's Polars plugin only runs with the exact polars version it was built
@@ -155,41 +157,38 @@ def _opendp_polars(path, public, repeats):
     return _timed(run, repeats, n, lambda out: {"groups": out.height})
 
 
-def _dpjax_release(data, public, n, repeats, backend):
+def _dpjax_release(data, public, n, repeats):
     import jax
 
     from dpjax import table
 
     keys = iter(jax.random.split(jax.random.key(SEED), repeats + 1))
 
-    def run():
-        rel = table.release(
+    def run():  # the released pyarrow Table is materialised when release returns
+        return table.release(
             next(keys), data, by="group",
             statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
             privacy_unit="user_id", max_groups_per_unit=MAX_GROUPS_PER_UNIT, max_rows_per_group=MAX_ROWS_PER_GROUP,
             epsilon=EPSILON, delta=DELTA, groups=list(range(GROUPS)) if public else None, noise="laplace")
-        rel.table.num_rows  # materialised: a pyarrow Table
-        return rel
 
     t = time.perf_counter()
-    first = run()
+    run()
     cold = time.perf_counter() - t
     res = _timed(run, repeats, n, lambda rel: {"groups": rel.table.num_rows, "epsilon": rel.epsilon, "delta": rel.delta})
-    res.update(cold_s=cold, cold_rows_per_s=n / cold, backend=backend)
-    del first
+    res.update(cold_s=cold, cold_rows_per_s=n / cold)
     return res
 
 
 def _dpjax_arrow(path, public, repeats):
     import pyarrow.parquet as pq
     t = pq.read_table(path)
-    return _dpjax_release(t, public, t.num_rows, repeats, "pyarrow Table in memory")
+    return _dpjax_release(t, public, t.num_rows, repeats)
 
 
 def _dpjax_path(path, public, repeats):
     import pyarrow.parquet as pq
     n = pq.ParquetFile(path).metadata.num_rows
-    return _dpjax_release(str(path), public, n, repeats, "Parquet path (read by the release)")
+    return _dpjax_release(str(path), public, n, repeats)
 
 
 def _spark_session():
@@ -208,7 +207,7 @@ def _spark_frame(path):
 def _dpjax_spark(path, public, repeats):
     import dpjax.table  # noqa: F401  (fails before Spark starts when the table layer is absent)
     sdf, n = _spark_frame(path)
-    return _dpjax_release(sdf, public, n, repeats, "pyspark DataFrame, local[*]")
+    return _dpjax_release(sdf, public, n, repeats)
 
 
 def _pipelinedp_spark(path, public, repeats):
