@@ -40,7 +40,7 @@ __all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
 REGIONS = ("relative", "absolute")
 PRDP_METHODS = ("framework", "extension")
 #: flags every release takes
-_COMMON = {"input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
+_COMMON = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
            "include_true_values", "json"}
 _PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
 _BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
@@ -483,10 +483,16 @@ def run(args) -> int:
     if args.clip <= 0 or not np.isfinite(args.clip):
         raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
     if args.per_record_budget is not None:
+        if args.statistic not in (None, "sum", "count", "mean"):
+            raise ValueError(f"--statistic: --per-record-budget releases one of sum, count, mean, got {args.statistic!r}")
         from dpjax.cli.release_prdp import release_per_record
 
         return release_per_record(args)
     refuse_flags(args, sorted(_PRDP - {"per_record_budget"}), "without --per-record-budget")
+    from dpjax.cli import release_table
+
+    if release_table.wanted(args):
+        return release_table.release_table(args, _key(args.seed))
     return _release_command(args)
 
 
@@ -499,8 +505,10 @@ def add_parser(sub) -> None:
                                    "step-count dataset)")
     r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
     r.add_argument("--group-by", default="age_group", help="column to group by (default: age_group)")
-    r.add_argument("--statistic", choices=("sum", "count", "mean"),
-                   help="sum (default) or count; mean with --mechanism composite (its default)")
+    r.add_argument("--statistic",
+                   help="sum (default) or count; mean with --mechanism composite (its default); several, comma-"
+                        "separated (count,count_units,sum,mean,variance or sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH), "
+                        "go through the table layer")
     r.add_argument("--clip", type=float, default=20000.0, help="per-row clipping bound for sums (default 20000)")
     r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
                    help="noise mechanism (default laplace); a kernel class is calibrated by its own "
@@ -540,6 +548,11 @@ def add_parser(sub) -> None:
                    help="demo only: also write the true, unprotected values (a warning says so)")
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
     r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
+    t = r.add_argument_group("table release (dpjax.table): privacy unit, contribution bounds, group selection")
+    t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
+    t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
+    t.add_argument("--max-rows-per-group", type=int, metavar="M", help="rows a unit may contribute per group (default 1)")
+    t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
     g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget")
     g.add_argument("--per-record-budget", metavar="COLUMN",
                    help="column with each row's privacy budget E(r); releases --statistic per group under "
