@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.composite import _laws
+from dpjax.kernels.base import sort_small
 
 __all__ = ["epsilon_star", "epsilon_star_details", "hockey_stick", "neighbour_pairs", "NUM_PATH_PAIRS"]
 
@@ -176,7 +177,7 @@ def _cells(mech, d, a, a2):
     L, m = d["L"], d["m"]
     pts = [-L, a, a + 0.5 * m, a + m, a2, a2 + 0.5 * m, a2 + m, 0.0 * L, L]
     shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
-    b = jnp.sort(jnp.clip(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], -1), -L[..., None], L[..., None]), -1)
+    b = sort_small(jnp.clip(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], -1), -L[..., None], L[..., None]))
     n = 1 if (mech.activation == "rectangle" and mech.base == "uniform") else CELLS_PER_PIECE
     frac = jnp.arange(n, dtype=b.dtype) / n
     seg = b[..., :-1, None] + (b[..., 1:, None] - b[..., :-1, None]) * frac
