@@ -214,8 +214,14 @@ def hockey_stick(mech, epsilon, value, neighbour_value):
     return _profile_from_cells(loss, mass, jnp.asarray(epsilon))
 
 
+@jax.custom_jvp
 def _profile_from_cells(loss, mass, eps):
-    """Σ_c P_c (1 − e^{ε − ℓ_c})_+ for every ε, by sorting the cells once per pair."""
+    """Σ_c P_c (1 − e^{ε − ℓ_c})_+ for every ε, by sorting the cells once per pair.
+
+    Its tangent is the sum's own, cell by cell (selects and sums): the sort's and the
+    searchsorted gathers' transposes would build float64 zeros outside the accountant's x64
+    context (``jax.grad`` in JAX's 32-bit mode) and fail on the dtype mismatch.
+    """
     order = jnp.argsort(loss, axis=-1)
     ls = jnp.take_along_axis(loss, order, -1)
     ps = jnp.take_along_axis(mass, order, -1)
@@ -238,3 +244,15 @@ def _profile_from_cells(loss, mass, eps):
         return f(ls[..., 0, :], sp[..., 0, :], sq[..., 0, :], e).reshape(out_shape)
     e = jnp.broadcast_to(eps, out_shape)[..., None]
     return f(ls, sp, sq, e)[..., 0]
+
+
+@_profile_from_cells.defjvp
+def _profile_from_cells_jvp(primals, tangents):
+    loss, mass, eps = primals
+    dloss, dmass, deps = tangents
+    e = eps[..., None]
+    above = (loss > e) & jnp.isfinite(loss)
+    w = jnp.where(above, jnp.exp(jnp.where(above, e - loss, 0.0)), 0.0)  # e^{ε − ℓ_c} on ℓ_c > ε
+    dw = jnp.where(w > 0, mass * w * (dloss - deps[..., None]), 0.0)
+    out = jnp.sum(jnp.where(loss > e, dmass * (1.0 - w), 0.0) + dw, -1)
+    return _profile_from_cells(loss, mass, eps), out
