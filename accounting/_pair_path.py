@@ -206,7 +206,8 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
     d = jax.vmap(lambda v, nv: both(flat, v, nv))(v_all, nv_all)  # (pairs, points)
     best, index = jnp.max(d, axis=0), jnp.argmax(d, axis=0)
     if not (path and m.pair_path and v_all.size > 1):
-        return best.reshape(x.shape), (take_small(v_all, index).reshape(x.shape), take_small(nv_all, index).reshape(x.shape))
+        pair = (take_small(v_all, index), take_small(nv_all, index))
+        return best.reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
     me = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], m)
     div = path_divergence(hook, me, flat, forward)
     value, margin, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete)

@@ -138,8 +138,9 @@ class PrivacyLossDistribution:
             outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
                                                   pessimistic=self.pessimistic))(pmf))
         pure = None if self.pure_eps is None else self.pure_eps * count
-        return PrivacyLossDistribution(outs[0], outs[1] if len(outs) > 1 else None, None, pure, self.pessimistic, self.step,
-                                       atomic=self.atomic, composed=True)
+        add = outs[1] if len(outs) > 1 else None
+        return PrivacyLossDistribution(outs[0], add, None, pure, self.pessimistic, self.step, atomic=self.atomic,
+                                       composed=True)
 
     # -- queries -----------------------------------------------------------------------
     @x64
