@@ -39,7 +39,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from accounting._numerics import take_last
+from dpjax.kernels.base import take_small
 
 #: bisection rounds: the final step is 2^-ROUNDS of the grid's.
 ROUNDS = 12
@@ -53,8 +53,8 @@ def pairs_at(values, nvalues, position, discrete: bool):
     k = jnp.clip(jnp.floor(position), 0.0, float(max(last - 1, 0))).astype(jnp.int32)
     t = position - k
     k1 = jnp.minimum(k + 1, last)
-    v0, v1 = take_last(values, k), take_last(values, k1)
-    n0, n1 = take_last(nvalues, k), take_last(nvalues, k1)
+    v0, v1 = take_small(values, k), take_small(values, k1)
+    n0, n1 = take_small(nvalues, k), take_small(nvalues, k1)
     if discrete:
         v = jnp.round(v0 + t * (v1 - v0))
         return v, v + (n0 - v0)
@@ -89,7 +89,7 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
         five = jnp.stack([left, new[0], value, new[1], right])
         inner = five[1:4]
         j = jnp.argmax(inner, axis=0)  # 0, 1, 2 → positions −half/2, 0, +half/2
-        pick = lambda arr: jnp.take_along_axis(arr, j[None], 0)[0]  # noqa: E731
+        pick = lambda arr: jnp.where(j == 0, arr[0], jnp.where(j == 1, arr[1], arr[2]))  # noqa: E731
         moved = jnp.where(first, centre, centre + (j.astype(centre.dtype) - 1.0) * 0.5 * half)
         return (
             moved,
@@ -206,7 +206,8 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
     d = jax.vmap(lambda v, nv: both(flat, v, nv))(v_all, nv_all)  # (pairs, points)
     best, index = jnp.max(d, axis=0), jnp.argmax(d, axis=0)
     if not (path and m.pair_path and v_all.size > 1):
-        return best.reshape(x.shape), (v_all[index].reshape(x.shape), nv_all[index].reshape(x.shape))
+        pair = (take_small(v_all, index), take_small(nv_all, index))
+        return best.reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
     me = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], m)
     div = path_divergence(hook, me, flat, forward)
     value, margin, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete)

@@ -57,6 +57,9 @@ class PrivacyLossDistribution:
     # (mechanism, sensitivity, sampling_prob) of a single-step PLD built from a mechanism with
     # closed-form pair profiles: ε(δ) is differentiated through its exact privacy profile
     source: tuple | None = None
+    # built from a discrete (atomic) mechanism: composed, its grid ε(δ) / δ(ε) refuse derivatives
+    atomic: bool = static_field(default=False)
+    composed: bool = static_field(default=False)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -108,7 +111,8 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
-        return PrivacyLossDistribution(rem, add, None, _sum_pure(self.pure_eps, other.pure_eps), a.pessimistic, a.step)
+        return PrivacyLossDistribution(rem, add, None, _sum_pure(self.pure_eps, other.pure_eps), a.pessimistic, a.step,
+                                       atomic=self.atomic or other.atomic, composed=True)
 
     @x64
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
@@ -134,7 +138,9 @@ class PrivacyLossDistribution:
             outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
                                                   pessimistic=self.pessimistic))(pmf))
         pure = None if self.pure_eps is None else self.pure_eps * count
-        return PrivacyLossDistribution(outs[0], outs[1] if len(outs) > 1 else None, None, pure, self.pessimistic, self.step)
+        add = outs[1] if len(outs) > 1 else None
+        return PrivacyLossDistribution(outs[0], add, None, pure, self.pessimistic, self.step, atomic=self.atomic,
+                                       composed=True)
 
     # -- queries -----------------------------------------------------------------------
     @x64
@@ -147,7 +153,7 @@ class PrivacyLossDistribution:
                 raise ValueError(f"epsilon must not be NaN, got {epsilon!r}")
         shp = eps.shape
         flat = jnp.broadcast_to(eps.reshape(-1), self.batch_shape + (max(eps.size, 1),))[..., : eps.size]
-        return x64_vjp(_delta_core)(self, flat).reshape(self.batch_shape + shp)
+        return self._refuse_if_inexact(x64_vjp(_delta_core)(self, flat)).reshape(self.batch_shape + shp)
 
     def _delta_core(self, flat):
         if self.is_analytic:
@@ -183,7 +189,14 @@ class PrivacyLossDistribution:
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
             # skips the exact profile's evaluation
             eps = _exact_derivative(self.source, eps, self.pure_eps)
-        return eps.reshape(self.batch_shape + shp)
+        return self._refuse_if_inexact(eps).reshape(self.batch_shape + shp)
+
+    def _refuse_if_inexact(self, figure):
+        """``figure``, refusing to be differentiated where its grid derivative is wrong: a composed
+        PLD of an atomic (discrete) mechanism. Its atoms' losses are rounded to the grid, so the
+        grid's ε(δ) moves with the parameters only in steps and its derivative misses the atoms'
+        motion (DiscreteLaplace(2.4) × 10: −1.66 for −1.736)."""
+        return _no_derivative(figure) if self.atomic and self.composed else figure
 
     def _epsilon_core(self, flat):
         if self.is_analytic:
@@ -216,6 +229,20 @@ class PrivacyLossDistribution:
         if self.is_analytic:
             return jnp.zeros(self.batch_shape)
         return functools.reduce(jnp.maximum, [p.roundoff for p in self._directions()])
+
+
+@jax.custom_jvp
+def _no_derivative(x):
+    return x
+
+
+@_no_derivative.defjvp
+def _no_derivative_jvp(primals, tangents):
+    raise ValueError(
+        "a composed PLD of a discrete (atomic) mechanism cannot be differentiated: the grid rounds its "
+        "atoms' losses, so its derivative would be wrong. Differentiate a single-step PLD (exact, through "
+        "the mechanism's privacy profile), use central finite differences on concrete parameters, or "
+        "compose a continuous kernel (e.g. dpjax.Laplace) to tune by gradients")
 
 
 @jax.jit
@@ -420,7 +447,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     source = None
     if overrides(mech, "hockey_stick"):
         source = (mech, jnp.asarray(sensitivity), q)
-    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source)
+    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=bool(mech.discrete))
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):

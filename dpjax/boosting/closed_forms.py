@@ -22,6 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dpjax.kernels.base import sort_small
+
 __all__ = ["pieces", "hockey_stick", "renyi_divergence"]
 
 
@@ -45,7 +47,7 @@ def pieces(mech, v, nv, kinks: bool, spread=0.0):
         cuts += [a + k[..., i] for i in range(k.shape[-1]) for a in (v, nv)]
     shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in cuts])
     cuts = [jnp.broadcast_to(x, shape) for x in cuts]
-    inner = jnp.sort(jnp.concatenate(cuts, axis=-1), axis=-1)
+    inner = sort_small(jnp.concatenate(cuts, axis=-1))
     far = mech.kernel.noise_far() + spread
     first = jnp.minimum(jnp.minimum(inner[..., :1], v), nv) - far
     last = jnp.maximum(jnp.maximum(inner[..., -1:], v), nv) + far

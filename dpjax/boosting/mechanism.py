@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.boosting import closed_forms, sampler
-from dpjax.kernels.base import AdditiveMechanism
+from dpjax.kernels.base import AdditiveMechanism, sort_small
 from dpjax.mechanism import Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.regions import Region
@@ -227,7 +227,7 @@ class PrivacyBoosted(Mechanism):
         if self.discrete:
             pts = [jnp.ceil(lo) - 0.5, jnp.floor(hi) + 0.5, jnp.ceil(lo2) - 0.5, jnp.floor(hi2) + 0.5]
         shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
-        return jnp.sort(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], axis=-1), axis=-1)
+        return sort_small(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], axis=-1))
 
     @property
     def symmetric_pairs(self) -> bool:

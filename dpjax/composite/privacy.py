@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.composite import _laws
+from dpjax.kernels.base import sort_small
 
 __all__ = ["epsilon_star", "epsilon_star_details", "hockey_stick", "neighbour_pairs", "NUM_PATH_PAIRS"]
 
@@ -176,7 +177,7 @@ def _cells(mech, d, a, a2):
     L, m = d["L"], d["m"]
     pts = [-L, a, a + 0.5 * m, a + m, a2, a2 + 0.5 * m, a2 + m, 0.0 * L, L]
     shape = jnp.broadcast_shapes(*[jnp.shape(p) for p in pts])
-    b = jnp.sort(jnp.clip(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], -1), -L[..., None], L[..., None]), -1)
+    b = sort_small(jnp.clip(jnp.stack([jnp.broadcast_to(p, shape) for p in pts], -1), -L[..., None], L[..., None]))
     n = 1 if (mech.activation == "rectangle" and mech.base == "uniform") else CELLS_PER_PIECE
     frac = jnp.arange(n, dtype=b.dtype) / n
     seg = b[..., :-1, None] + (b[..., 1:, None] - b[..., :-1, None]) * frac
@@ -213,8 +214,14 @@ def hockey_stick(mech, epsilon, value, neighbour_value):
     return _profile_from_cells(loss, mass, jnp.asarray(epsilon))
 
 
+@jax.custom_jvp
 def _profile_from_cells(loss, mass, eps):
-    """Σ_c P_c (1 − e^{ε − ℓ_c})_+ for every ε, by sorting the cells once per pair."""
+    """Σ_c P_c (1 − e^{ε − ℓ_c})_+ for every ε, by sorting the cells once per pair.
+
+    Its tangent is the sum's own, cell by cell (selects and sums): the sort's and the
+    searchsorted gathers' transposes would build float64 zeros outside the accountant's x64
+    context (``jax.grad`` in JAX's 32-bit mode) and fail on the dtype mismatch.
+    """
     order = jnp.argsort(loss, axis=-1)
     ls = jnp.take_along_axis(loss, order, -1)
     ps = jnp.take_along_axis(mass, order, -1)
@@ -237,3 +244,15 @@ def _profile_from_cells(loss, mass, eps):
         return f(ls[..., 0, :], sp[..., 0, :], sq[..., 0, :], e).reshape(out_shape)
     e = jnp.broadcast_to(eps, out_shape)[..., None]
     return f(ls, sp, sq, e)[..., 0]
+
+
+@_profile_from_cells.defjvp
+def _profile_from_cells_jvp(primals, tangents):
+    loss, mass, eps = primals
+    dloss, dmass, deps = tangents
+    e = eps[..., None]
+    above = (loss > e) & jnp.isfinite(loss)
+    w = jnp.where(above, jnp.exp(jnp.where(above, e - loss, 0.0)), 0.0)  # e^{ε − ℓ_c} on ℓ_c > ε
+    dw = jnp.where(w > 0, mass * w * (dloss - deps[..., None]), 0.0)
+    out = jnp.sum(jnp.where(loss > e, dmass * (1.0 - w), 0.0) + dw, -1)
+    return _profile_from_cells(loss, mass, eps), out

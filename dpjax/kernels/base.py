@@ -73,6 +73,44 @@ def safe_log(x):
     return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
 
 
+# A gather's (or a sort's) tangent is a gather, and its transpose builds its zeros with
+# ``lax.full``, which truncates float64 to float32 when ``jax.grad`` runs the backward pass
+# outside the accountant's x64 context: ``lax.scatter requires arguments to have the same
+# dtypes``. A select and a sum transpose in the cotangent's own dtype, so the two helpers
+# below keep their gather for the value and take the tangent as a one-hot sum: forward
+# and reverse mode work in either precision. For short last axes only (the tangent costs
+# one entry per index and element).
+def _one_hot_take(t, idx):
+    return jnp.sum(jnp.where(jnp.arange(t.shape[-1]) == idx[..., None], t[..., None, :], 0.0), -1)
+
+
+@jax.custom_jvp
+def take_small(arr, idx):
+    """``arr[..., idx]`` along a short last axis, batched integer ``idx`` of shape (..., m)."""
+    shape = jnp.broadcast_shapes(arr.shape[:-1], idx.shape[:-1])
+    return jnp.take_along_axis(jnp.broadcast_to(arr, shape + arr.shape[-1:]),
+                               jnp.broadcast_to(idx, shape + idx.shape[-1:]), axis=-1)
+
+
+@take_small.defjvp
+def _take_small_jvp(primals, tangents):
+    arr, idx = primals
+    return take_small(arr, idx), _one_hot_take(tangents[0], idx)
+
+
+@jax.custom_jvp
+def sort_small(x):
+    """``jnp.sort(x, axis=-1)`` of a short last axis (breakpoints)."""
+    return jnp.sort(x, axis=-1)
+
+
+@sort_small.defjvp
+def _sort_small_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    order = jnp.argsort(x, axis=-1)
+    return take_small(x, order), _one_hot_take(t, order)
+
+
 def round_up_to_default_float(x) -> jax.Array:
     """``x`` stored in the default float dtype, rounded towards +inf (more noise is the safe side)."""
     dt = jax.dtypes.canonicalize_dtype(jnp.float64)

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float, safe_log
+from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float, safe_log, sort_small
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.validation import check_positive
 
@@ -175,7 +175,7 @@ class _Piecewise(AdditiveMechanism):
                                      jnp.shape(self.outer_scale))
         d = jnp.broadcast_to(d, shape)
         c = jnp.broadcast_to(c, shape)
-        b = jnp.sort(jnp.stack([-c, jnp.zeros_like(c), c, d - c, d, d + c], -1), axis=-1)
+        b = sort_small(jnp.stack([-c, jnp.zeros_like(c), c, d - c, d, d + c], -1))
         inf = jnp.full(shape + (1,), jnp.inf, b.dtype)
         if self.discrete:
             lo = jnp.concatenate([-inf, b], -1)
