@@ -44,9 +44,10 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
 
     Args:
       bound_key: the key pair of the bounding draws (:meth:`KeyWords.bounding`).
-      unit: ``int64[n]`` unit code per row (any codes in ``[0, 2**31)`` naming the units, e.g. the
-        indices of a dictionary encoding), or ``None``: each row its own unit.
-      unit_words: ``uint32[U, 2]`` the 64-bit hash of each unit code's unit id.
+      unit: ``int64[n]`` unit code per row, an index into ``unit_words`` (one code per distinct
+        unit id, below ``2**31``: the indices of a dictionary encoding), or ``None``: each row
+        its own unit.
+      unit_words: ``uint32[U, 2]`` the 64-bit hash of each code's unit id.
       group: ``int64[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
       values: ``float64[n, k]`` the value columns (ties of the row order are broken by them).
 
