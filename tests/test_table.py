@@ -15,7 +15,7 @@ from dpjax import table
 from dpjax.table import noise as table_noise
 from dpjax.table.aggregate import aggregate
 from dpjax.table.bounding import bound
-from dpjax.table.data import group_index, hash_int64, words_to_u64
+from dpjax.table.data import group_index, unit_hashes
 from dpjax.table.keys import KeyWords
 
 STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
@@ -31,8 +31,8 @@ def _data(n=4000, users=400, groups=8, seed=0):
 def _bounded_counts(d, key, k, m, groups):
     t = pa.table(d)
     prep = group_index(t, ["g"])
-    words = hash_int64(d["user_id"])
-    kept, first = bound(KeyWords(key).bounding(), words_to_u64(words), words, prep.group, prep.group_words,
+    code, words = unit_hashes(t, "user_id")
+    kept, first = bound(KeyWords(key).bounding(), code, words, prep.group, prep.group_words,
                         d["steps"][:, None], k, m)
     agg = aggregate([], prep.group[kept], first, {}, len(prep.group_words), False)
     keys = prep.keys.column("g").to_pylist()
@@ -76,10 +76,10 @@ def test_bounding_choice_is_uniform():
     d = {"user_id": np.zeros(4, np.int64), "g": np.arange(4), "steps": np.zeros(4)}
     t = pa.table(d)
     prep = group_index(t, ["g"])
-    words = hash_int64(d["user_id"])
+    code, words = unit_hashes(t, "user_id")
     hits = np.zeros(4)
     for seed in range(400):
-        kept, _ = bound(KeyWords(jax.random.key(seed)).bounding(), words_to_u64(words), words, prep.group,
+        kept, _ = bound(KeyWords(jax.random.key(seed)).bounding(), code, words, prep.group,
                         prep.group_words, d["steps"][:, None], 1, 1)
         hits[prep.group[kept]] += 1
     assert sps.chisquare(hits).pvalue > 1e-3

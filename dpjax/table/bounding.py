@@ -6,8 +6,9 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 (:mod:`dpjax.table.keys`). Every draw is a function of (key, unit, group key, the multiset of
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
-units) keeps the same rows. Vectorised: two ``argsort`` passes over the rows (units;
-then unit and pair priority), one ``lexsort`` over the rows of pairs with several rows only,
+units) keeps the same rows. Vectorised: the units come as dictionary codes (a hash pass, no
+sort), the unit hashes are taken per distinct unit; one ``argsort`` over the rows (unit code and
+pair priority, packed in one int64), one ``lexsort`` over the rows of pairs with several rows only,
 element-wise hashes; no Python loop per row or unit.
 """
 
@@ -43,8 +44,10 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
 
     Args:
       bound_key: the key pair of the bounding draws (:meth:`KeyWords.bounding`).
-      unit: ``uint64[n]`` unit identity per row (its 64-bit hash), or ``None``: each row its own unit.
-      unit_words: ``uint32[n, 2]`` the same hash as two words.
+      unit: ``int64[n]`` unit code per row, an index into ``unit_words`` (one code per distinct
+        unit id, below ``2**31``: the indices of a dictionary encoding), or ``None``: each row
+        its own unit.
+      unit_words: ``uint32[U, 2]`` the 64-bit hash of each code's unit id.
       group: ``int64[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
       values: ``float64[n, k]`` the value columns (ties of the row order are broken by them).
 
@@ -55,13 +58,12 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     n = len(group)
     if unit is None:
         return np.arange(n), np.ones(n, bool)
-    # sort 1: the units, as dense codes
-    by_unit = np.argsort(unit)
-    code = np.empty(n, np.int64)
-    code[by_unit] = np.cumsum(_runs(unit[by_unit])) - 1
+    code = np.asarray(unit, np.int64)
     gw = group_words[group]
-    p0, p1 = _h(*_h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1]), gw[:, 0], gw[:, 1])
-    # sort 2: by unit, then pair priority; a unit's pairs come out in its order of choice
+    u0, u1 = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
+    p0, p1 = _h(u0[code], u1[code], gw[:, 0], gw[:, 1])
+    # one sort: by unit, then pair priority; a unit's pairs come out in its order of choice (the
+    # order of the units among themselves is irrelevant: aggregates are order-free integer sums)
     composite = (code << 32) | p0.astype(np.int64)
     order = np.argsort(composite)
     c, g = composite[order], group[order]

@@ -94,15 +94,17 @@ def value_column(table: pa.Table, name: str) -> np.ndarray:
     return x
 
 
-def unit_hashes(table: pa.Table, name: str) -> np.ndarray:
-    """``uint32[n, 2]``: the hash of each row's unit id (nulls refused)."""
+def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(code, words)``: each row's unit as a dictionary code (``int64[n]``) and the hash of each
+    distinct unit id (``uint32[U, 2]``; nulls refused). Hashing the dictionary, not the rows."""
     col = table.column(name)
     if col.null_count:
         raise ValueError(f"privacy_unit column {name!r} has {col.null_count} null id(s)")
-    if pa.types.is_integer(col.type):
-        return hash_int64(col.to_numpy())
     enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-    return hash_values(enc.dictionary.to_pylist())[enc.indices.to_numpy()]
+    code = enc.indices.to_numpy().astype(np.int64)
+    if pa.types.is_integer(col.type):
+        return code, hash_int64(enc.dictionary.to_numpy())
+    return code, hash_values(enc.dictionary.to_pylist())
 
 
 @dataclasses.dataclass

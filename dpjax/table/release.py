@@ -165,7 +165,7 @@ def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
     """(keys, group hashes, integer aggregates) of a pyarrow table: the local backend."""
     prep = _data.group_index(table, req.by)
     values = {c: _data.value_column(table, c) for c in req.value_columns}
-    unit_words = _data.unit_hashes(table, req.privacy_unit) if req.privacy_unit else None
+    unit, unit_words = _data.unit_hashes(table, req.privacy_unit) if req.privacy_unit else (None, None)
     group, keys, words = prep.group, prep.keys, prep.group_words
     if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
         pub_words = _data.key_hashes(public)
@@ -178,10 +178,9 @@ def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
         rows = to_public[group] >= 0
         group = to_public[group][rows]
         values = {c: v[rows] for c, v in values.items()}
-        unit_words = unit_words[rows] if unit_words is not None else None
+        unit = unit[rows] if unit is not None else None
         keys, words = public, pub_words
     matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
-    unit = _data.words_to_u64(unit_words) if unit_words is not None else None
     kept, first = bound(bound_key, unit, unit_words, group, words, matrix, req.max_groups, req.max_rows)
     agg = aggregate(req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words),
                     req.discrete)
