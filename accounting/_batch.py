@@ -374,14 +374,10 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     batch + δ.shape. NaN marks a ``delta`` below the round-off floor.
     """
     check_probability("delta", delta, high_open=True)
-    if multihost.is_global(mech):
-        return _across_processes(get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
-                                 sampling_prob=sampling_prob,
-                                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-                                 tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
-                                 use_analytic=use_analytic, progress=progress)
-    return _fused_query("epsilon", mech, delta, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
+    return _query("epsilon", get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
+                  sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
+                  pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
+                  use_analytic=use_analytic, progress=progress)
 
 
 @x64
@@ -391,11 +387,15 @@ def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
               progress=None):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
+    return _query("delta", get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
+                  sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
+                  pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
+                  use_analytic=use_analytic, progress=progress)
+
+
+def _query(kind, public, mech, target, **options):
+    """A batch query on this process, or on each process's members of a global batch (``public``
+    is the query itself, called again on the local members)."""
     if multihost.is_global(mech):
-        return _across_processes(get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
-                                 sampling_prob=sampling_prob,
-                                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-                                 tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
-                                 use_analytic=use_analytic, progress=progress)
-    return _fused_query("delta", mech, epsilon, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells, use_analytic, progress)
+        return _across_processes(public, mech, target, **options)
+    return _fused_query(kind, mech, target, **options)
