@@ -187,7 +187,7 @@ class RelativeError(Region):
     def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
         if discrete:
             return self._level_pairs(sensitivity, num)
-        # Pairs (Q, Q + Δ) on a grid of Q. The worst pair is NOT (0, Δ) (spec §9.4):
+        # Pairs (Q, Q + Δ) on a grid of Q. The worst pair is NOT (0, Δ):
         # the lower strip of S(Q) sits at θQ + τ below Q, where the kernel loss is
         # large. Beyond Q_max = (reach − τ)/θ + Δ both strips lie where the kernel
         # has no mass and the pair behaves like the kernel's own (0, Δ) pair.

@@ -1,8 +1,8 @@
-"""The ε-DP base max M of the PrDP framework: an exponential mechanism on ranks (spec §2.5.2).
+"""The ε-DP base max M of the PrDP framework: an exponential mechanism on ranks.
 
-The paper names an "exponential-based max-selection mechanism (asi2020instance;
-dong2023universal)" without specifying it; spec §2.5.2 reconstructs it (and reproduces
-the paper's rank errors with it when the domain is ``U_ℓ``, §4.13):
+Chen et al. (per-record DP, SIGMOD 2025) name an "exponential-based max-selection mechanism"
+(Asi & Duchi, NeurIPS 2020; Dong & Yi, PODS 2023) without specifying it; this is the
+reconstruction used here (it reproduces the paper's rank errors when the domain is ``U_ℓ``):
 
 * target rank ``c = ⌈(2/ε)·ln((B + 1)/β)⌉``;
 * utility ``u(y) = −|#{x > y} − c|`` on the integers ``y ∈ [0, B]`` (sensitivity 1 under
