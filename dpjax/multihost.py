@@ -282,7 +282,7 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     options = {"shape": list(shape), "dtype": str(values.dtype), "start": repr(start), "numerics": numerics}
     plans = _agreed("dpjax.release", work, mech, options)
     from dpjax.exact.lattice import release_exact
-    from dpjax.release import _cut, _release_whole
+    from dpjax._draw import _cut, _release_whole
 
     outs = []
     for i, (device, (vals, m, offset)) in enumerate(plans):

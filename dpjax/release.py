@@ -19,49 +19,14 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from dpjax import multihost
+from dpjax._draw import SHARD_MIN_RECORDS, _cut, _release_flat, _release_whole, _shard
 from dpjax.validation import check_finite_values, check_int, release_dtype
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release", "checked_release"]
-
-#: Inputs with fewer records than this are not worth sharding.
-SHARD_MIN_RECORDS = 1 << 16
-
-
-@jax.jit
-def _release_flat(key, values, mech, start):
-    # ``start`` is traced: no recompilation per slice
-    return mech.sample_records(key, values, start)
-
-
-@jax.jit
-def _release_whole(key, values, mech, start):
-    """One device: the layout into rows of :data:`LANE_BLOCK` records and the draw in one program (as
-    separate eager steps, the padding copies took as long as the draw itself). The rows are returned
-    whole: cut back to ``values.shape`` in the same program, XLA fuses the cut into the draw and
-    emits it as one loop over the records, whose vector/scalar split differs from the rows' loop of
-    the sharded program (the float Gaussian's transcendental functions then differ in the last bit
-    on a few records: a release would depend on the device count)."""
-    flat_mech, flat, _ = flat_records(mech, values, values.shape, LANE_BLOCK)
-    return flat_mech.sample_records(key, flat, start)
-
-
-def _cut(rows, n, shape):
-    """The first ``n`` records of the rows, in ``shape`` (a bitcast when nothing was padded)."""
-    flat = rows.reshape(-1)
-    return (flat if flat.shape[0] == n else flat[:n]).reshape(shape)
-
-
-def _shard(x, devices):
-    mesh = Mesh(np.asarray(devices), ("records",))
-    return jax.device_put(x, NamedSharding(mesh, P("records")))
-
 
 def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "float") -> jax.Array:
     """Release ``values`` through ``mech``: one independent draw per record.

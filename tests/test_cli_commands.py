@@ -155,30 +155,6 @@ def test_tune_bad_input(argv, words, capsys):
     assert words in err and err.count("\n") == 1
 
 
-def test_the_cli_is_the_only_part_of_dpjax_that_imports_upward():
-    """dpjax imports nothing of accounting or optimize, lazily or not, outside its command line
-    (dpjax/cli/) and the table-release layer (dpjax/table/); nothing imports the command line."""
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    upward, into_cli = [], []
-    for package in ("dpjax", "accounting", "optimize"):
-        for path in (root / package).rglob("*.py"):
-            rel = path.relative_to(root).as_posix()
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                for name in names:
-                    top = name.split(".")[0]
-                    if package == "dpjax" and top in ("accounting", "optimize") and not rel.startswith(
-                            ("dpjax/cli/", "dpjax/table")):
-                        upward.append(f"{rel}: {name}")
-                    if name.startswith("dpjax.cli") and not rel.startswith("dpjax/cli/"):
-                        into_cli.append(f"{rel}: {name}")
-    assert upward == [] and into_cli == []
-
-
 def test_release_json_holds_the_released_values_and_their_privacy(tmp_path, capsys):
     path = tmp_path / "in.csv"
     path.write_text("g,v\na,5\nb,7\na,9\n")

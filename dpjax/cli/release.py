@@ -27,44 +27,19 @@ to the chosen mechanism is refused, naming it.
 from __future__ import annotations
 
 import contextlib
-import sys
 
 import numpy as np
 
 from dpjax.cli._common import (calibrated_kernel, calibration_parameters, check_probability, describe, emit, given,
                                kernel_class, kernel_names, parameters, progress, refuse_flags, scale_flag)
-from dpjax.cli.io import check_output, read_table, write_csv
+from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, _PRDP, _allow, _key, _print_rows, _report,
+                                       _true_shown, _write)
+from dpjax.cli.io import check_output, read_table
 
 __all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
 
 REGIONS = ("relative", "absolute")
 PRDP_METHODS = ("framework", "extension")
-#: flags every release takes
-_COMMON = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
-           "include_true_values", "json"}
-_PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
-_BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
-_COMPOSITE = {"window", "activation", "base"}
-_EVERY = _COMMON | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "scale", "sigma", "r", "c", "numerics"}
-_DEMO = "embedded dataset: daily steps of 4000 synthetic health-app users"
-
-
-def _key(seed):
-    """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
-    import jax
-
-    import dpjax
-
-    if seed is None:
-        return dpjax.random.secure_key()
-    if not 0 <= seed < 2**63:
-        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
-    return jax.random.key(seed)
-
-
-def _allow(args, allowed, why: str) -> None:
-    """Refuse every given flag outside ``allowed`` (and the common ones), naming it."""
-    refuse_flags(args, sorted(_EVERY - _COMMON - set(allowed)), why)
 
 
 def aggregate(groups, values, statistic: str, clip: float):
@@ -180,22 +155,6 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
     return [("PB-DP", boosted, eps), (type(plain).__name__, plain, plain_eps)]
 
 
-def _print_rows(names, true, released, labels, show, output):
-    """The first ``show`` groups: released values, with the true ones and the relative errors when
-    ``true`` is given (the demo dataset or ``--include-true-values``)."""
-    if true is None:
-        print(f"{'group':<14}" + "".join(f"{label:>16}" for label in labels))
-        for i, name in enumerate(names[:show]):
-            print(f"{str(name):<14}" + "".join(f"{float(r[i]):>16,.1f}" for r in released))
-    else:
-        print(f"{'group':<14}{'true':>16}" + "".join(f"{label:>16}{'rel. error':>12}" for label in labels))
-        for i, (name, t) in enumerate(zip(names[:show], true[:show])):
-            cells = "".join(f"{float(r[i]):>16,.1f}{abs(r[i] - t) / max(abs(t), 1e-12):>12.3%}" for r in released)
-            print(f"{str(name):<14}{t:>16,.1f}{cells}")
-    if len(names) > show:
-        print(f"... {len(names) - show} more groups" + (f" in {output}" if output not in (None, "-") else ""))
-
-
 def _release_values(key, true, mech, numerics="float"):
     """``dpjax.release`` of the group answers: floats through a continuous mechanism; for a
     discrete one, the rounded answers as integers end to end (int32, or int64 in an x64 context
@@ -240,33 +199,6 @@ def _numerics_line(tier, lattice) -> str:
     g = float(np.asarray(lattice.granularity))
     return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
             f"{describe(lattice.noise)} at the lattice sensitivity)")
-
-
-def _true_shown(args):
-    """Whether the true values are shown on screen: for the synthetic demo dataset, or on request."""
-    return args.input is None or args.include_true_values
-
-
-def _write(args, header, rows, true_column) -> None:
-    """The release file: group and released columns; the true column only with ``--include-true-values``."""
-    if args.output is None:
-        return
-    if args.include_true_values:
-        print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
-              "the file is no longer a differentially private release", file=sys.stderr)
-        header = [header[0], true_column[0]] + header[1:]
-        rows = [(r[0], t) + tuple(r[1:]) for r, t in zip(rows, true_column[1])]
-    write_csv(args.output, header, rows)
-
-
-@contextlib.contextmanager
-def _report(args):
-    """Where the human-readable report goes: stdout, or stderr when the CSV itself goes to stdout."""
-    if args.output == "-":
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    else:
-        yield
 
 
 # ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 
 from dpjax.cli._common import emit
 from dpjax.cli.io import check_output, read_table
-from dpjax.cli.release import _DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write
+from dpjax.cli._release_common import _DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write
 
 __all__ = ["release_per_record"]
 

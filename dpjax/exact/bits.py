@@ -24,12 +24,25 @@ import numpy as np
 
 from dpjax.random import threefry2x32
 
-__all__ = ["ThreefryWords", "HostBits", "key_pair"]
+__all__ = ["ThreefryWords", "HostBits", "key_pair", "mul_128"]
+
+_M32 = np.uint64(0xFFFFFFFF)
 
 
 def key_pair(key):
     """The key's Threefry pair (``jax.random.bits(key, (2,))``: consumes the key once)."""
     return jax.random.bits(key, (2,), jnp.uint32)
+
+
+def mul_128(u, q):
+    """(hi, lo) of the 128-bit product of two uint64 arrays (32-bit limbs, no overflow)."""
+    u1, u0 = u >> np.uint64(32), u & _M32
+    q1, q0 = q >> np.uint64(32), q & _M32
+    p00, p01, p10, p11 = u0 * q0, u0 * q1, u1 * q0, u1 * q1
+    mid = (p00 >> np.uint64(32)) + (p01 & _M32) + (p10 & _M32)
+    lo = ((mid & _M32) << np.uint64(32)) | (p00 & _M32)
+    hi = p11 + (p01 >> np.uint64(32)) + (p10 >> np.uint64(32)) + (mid >> np.uint64(32))
+    return hi, lo
 
 
 class ThreefryWords:

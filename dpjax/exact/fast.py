@@ -558,7 +558,7 @@ def rr_code(words, values, keep, k1):
     keep/2^64 exactly); otherwise word 1 picks another category uniformly by Lemire's multiply-shift on 64
     bits (index ⌊w·k1/2^64⌋, skipping the value), whose rejection (low half below 2^64 mod k1, probability
     < k1/2^64) is flagged for :func:`exact_rr_record`."""
-    from dpjax.exact.samplers import mul_128
+    from dpjax.exact.bits import mul_128
 
     records = words.records.reshape(-1)
     u = words(0, records)

@@ -43,7 +43,7 @@ from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
-from dpjax.release import SHARD_MIN_RECORDS, _shard
+from dpjax._draw import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",

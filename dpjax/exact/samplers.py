@@ -38,11 +38,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.exact.bits import _M32, mul_128
+
 __all__ = ["bernoulli_exp", "discrete_laplace", "discrete_gaussian", "randomized_response", "run_machine",
            "DEFAULT_BUDGET"]
 
 U64 = jnp.uint64
-_M32 = np.uint64(0xFFFFFFFF)
 _K_CAP = np.uint64(1 << 13)
 #: the discrete Gaussian rejects proposals with |y| at or beyond this (see the module docstring)
 DG_Y_MAX = 1 << 19
@@ -56,17 +57,6 @@ DEFAULT_BUDGET = {"dl": 16, "dg": 24, "bexp": 8, "rr": 2}
 
 def _u(x):
     return jnp.asarray(x, U64)
-
-
-def mul_128(u, q):
-    """(hi, lo) of the 128-bit product of two uint64 arrays (32-bit limbs, no overflow)."""
-    u1, u0 = u >> np.uint64(32), u & _M32
-    q1, q0 = q >> np.uint64(32), q & _M32
-    p00, p01, p10, p11 = u0 * q0, u0 * q1, u1 * q0, u1 * q1
-    mid = (p00 >> np.uint64(32)) + (p01 & _M32) + (p10 & _M32)
-    lo = ((mid & _M32) << np.uint64(32)) | (p00 & _M32)
-    hi = p11 + (p01 >> np.uint64(32)) + (p10 >> np.uint64(32)) + (mid >> np.uint64(32))
-    return hi, lo
 
 
 def bernoulli_step(u, p, q):

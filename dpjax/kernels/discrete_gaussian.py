@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.kernels._gaussian_law import gaussian_loss_threshold, gaussian_tilted_exponent
 from dpjax.kernels.base import AdditiveMechanism, safe_log
-from dpjax.kernels.gaussian import gaussian_loss_threshold, gaussian_tilted_exponent
 from dpjax.pytree import pytree_dataclass, replace, static_field
 from dpjax.validation import check_int, is_traced
 

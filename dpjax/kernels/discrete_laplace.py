@@ -10,8 +10,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dpjax.kernels._laplace_law import LaplaceScale, laplace_tilted_log_integral
 from dpjax.kernels.base import AdditiveMechanism
-from dpjax.kernels.laplace import LaplaceScale, laplace_tilted_log_integral
 from dpjax.pytree import pytree_dataclass
 
 __all__ = ["DiscreteLaplace"]

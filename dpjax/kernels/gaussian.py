@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
+from dpjax.kernels._gaussian_law import gaussian_loss_threshold, gaussian_tilted_exponent
 from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float
 from dpjax.pytree import pytree_dataclass
 from dpjax.validation import check_positive, check_probability
@@ -99,20 +100,6 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
                 break
         out[idx] = float(sens_a[idx]) / lo  # lo satisfies δ_G ≤ δ: σ rounded up
     return out if out.shape else float(out)
-
-
-def gaussian_loss_threshold(sigma, t, v, nv):
-    """y* of the Gaussian pair loss ``((y − nv)² − (y − v)²)/(2σ²)``, linear in y:
-    ``(v + nv)/2 + σ² t/(v − nv)``; {loss > t} = {y < y*} (v < nv) or {y > y*} (v > nv)."""
-    d = v - nv
-    safe = jnp.where(d == 0, 1.0, d)
-    return 0.5 * (v + nv) + sigma**2 * t / safe
-
-
-def gaussian_tilted_exponent(sigma, v, nv, alpha):
-    """``(m, K)``: f(y−v)^α f(y−nv)^{1−α} = e^K φ_σ(y − m) with m = αv + (1−α)nv and
-    K = α(α−1)(v − nv)²/(2σ²) (the Rényi divergence's tilted law)."""
-    return alpha * v + (1.0 - alpha) * nv, alpha * (alpha - 1.0) * (v - nv) ** 2 / (2.0 * sigma**2)
 
 
 # Cephes' rational approximations of the normal quantile, the ones jax.scipy.special.ndtri

@@ -293,7 +293,7 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
     if type(data).__module__.startswith("pyspark"):
         from dpjax.table.spark import spark_aggregates
 
-        keys, words, agg = spark_aggregates(req, data, public, key_words.bounding())
+        keys, words, agg = spark_aggregates(req, data, public, key_words.bounding(), _local_aggregates)
     else:
         table = _data.read(data, req.columns)
         keys, words, agg = _local_aggregates(req, table, public, key_words.bounding())

@@ -51,14 +51,16 @@ def _check(req, df):
         raise ValueError(f"privacy_unit column {req.privacy_unit!r} has {row['__null_unit']} null id(s)")
 
 
-def spark_aggregates(req, df, public, bound_key):
-    """``(keys, group hashes, aggregates)`` of a Spark DataFrame, as the local backend gives them."""
+def spark_aggregates(req, df, public, bound_key, local_aggregates):
+    """``(keys, group hashes, aggregates)`` of a Spark DataFrame, as the local backend gives them;
+    ``local_aggregates(req, table, public, bound_key)`` is the local backend itself, run on each
+    bucket (passed in by :func:`dpjax.table.release.release`, so that this module does not import
+    its caller)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from dpjax.table.aggregate import needed
-    from dpjax.table.release import _local_aggregates
 
     _check(req, df)
     df = df.select(*req.columns)
@@ -81,7 +83,7 @@ def spark_aggregates(req, df, public, bound_key):
         table = table.cast(pa.schema([pa.field(f.name, key_schema.field(f.name).type) if f.name in req.by else f
                                       for f in table.schema]))
         pub = pa.table(public_dict, schema=public_schema) if public_dict is not None else None
-        keys, words, agg = _local_aggregates(req, table, pub, bound_key)
+        keys, words, agg = local_aggregates(req, table, pub, bound_key)
         present = np.flatnonzero(agg["units"] > 0) if pub is not None else np.arange(len(words))
         frame = {c: keys.column(c).take(pa.array(present)).to_pandas() for c in req.by}
         frame["__h0"] = words[present, 0].astype(np.int64)

@@ -1,0 +1,81 @@
+"""What every ``dpjax release`` path shares (the plain, boosted and composite releases of
+:mod:`dpjax.cli.release` and the per-record release of :mod:`dpjax.cli.release_prdp`): the flag
+sets each mechanism allows, the release key, and the report and release file."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from dpjax.cli._common import refuse_flags
+from dpjax.cli.io import write_csv
+
+#: flags every release takes
+_COMMON = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
+           "include_true_values", "json"}
+_PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
+_BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
+_COMPOSITE = {"window", "activation", "base"}
+_EVERY = _COMMON | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "scale", "sigma", "r", "c", "numerics"}
+_DEMO = "embedded dataset: daily steps of 4000 synthetic health-app users"
+
+
+def _key(seed):
+    """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
+    import jax
+
+    import dpjax
+
+    if seed is None:
+        return dpjax.random.secure_key()
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
+    return jax.random.key(seed)
+
+
+def _allow(args, allowed, why: str) -> None:
+    """Refuse every given flag outside ``allowed`` (and the common ones), naming it."""
+    refuse_flags(args, sorted(_EVERY - _COMMON - set(allowed)), why)
+
+
+def _print_rows(names, true, released, labels, show, output):
+    """The first ``show`` groups: released values, with the true ones and the relative errors when
+    ``true`` is given (the demo dataset or ``--include-true-values``)."""
+    if true is None:
+        print(f"{'group':<14}" + "".join(f"{label:>16}" for label in labels))
+        for i, name in enumerate(names[:show]):
+            print(f"{str(name):<14}" + "".join(f"{float(r[i]):>16,.1f}" for r in released))
+    else:
+        print(f"{'group':<14}{'true':>16}" + "".join(f"{label:>16}{'rel. error':>12}" for label in labels))
+        for i, (name, t) in enumerate(zip(names[:show], true[:show])):
+            cells = "".join(f"{float(r[i]):>16,.1f}{abs(r[i] - t) / max(abs(t), 1e-12):>12.3%}" for r in released)
+            print(f"{str(name):<14}{t:>16,.1f}{cells}")
+    if len(names) > show:
+        print(f"... {len(names) - show} more groups" + (f" in {output}" if output not in (None, "-") else ""))
+
+
+def _true_shown(args):
+    """Whether the true values are shown on screen: for the synthetic demo dataset, or on request."""
+    return args.input is None or args.include_true_values
+
+
+def _write(args, header, rows, true_column) -> None:
+    """The release file: group and released columns; the true column only with ``--include-true-values``."""
+    if args.output is None:
+        return
+    if args.include_true_values:
+        print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
+              "the file is no longer a differentially private release", file=sys.stderr)
+        header = [header[0], true_column[0]] + header[1:]
+        rows = [(r[0], t) + tuple(r[1:]) for r, t in zip(rows, true_column[1])]
+    write_csv(args.output, header, rows)
+
+
+@contextlib.contextmanager
+def _report(args):
+    """Where the human-readable report goes: stdout, or stderr when the CSV itself goes to stdout."""
+    if args.output == "-":
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    else:
+        yield
