@@ -1,4 +1,4 @@
-"""Exact privacy of a composite release (``dpjax.Composite``; spec ``composite.md`` §1.7).
+"""Exact privacy of a composite release (``dpjax.Composite``; Zhang et al., IEEE S&P 2024).
 
 * :func:`epsilon_star` — the true worst-case loss ε* over every neighbouring pair of the
   window (the 1-D reduction of :mod:`dpjax.composite.privacy`; never below the truth),
@@ -87,7 +87,7 @@ def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
 @x64
 def brute_force_epsilon(mech, sensitivity=None, *, num_answers=41, num_outputs=40001):
     """max over a grid of ``num_answers`` answers of the window (pairs at distance ≤ Δ) and
-    ``num_outputs`` outputs of the pointwise loss (spec §2.4's check): a lower estimate of ε*."""
+    ``num_outputs`` outputs of the pointwise loss (a numerical check): a lower estimate of ε*."""
     _check(mech, sensitivity)
     num_answers = check_int("num_answers", num_answers, minimum=2)
     num_outputs = check_int("num_outputs", num_outputs, minimum=2)

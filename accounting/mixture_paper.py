@@ -3,14 +3,14 @@
 .. warning::
 
    **NOTHING IN THIS MODULE IS A PRIVACY GUARANTEE.** The "general privacy budget" ζ is
-   an exponential *average* of the absolute privacy loss, not a DP parameter (spec §3.5,
+   an exponential *average* of the absolute privacy loss, not a DP parameter (docs/mixture.md,
    Lemma 1's converse is false). The paper's headline Geom_m(c = 5, ε = 0.2, rε = 1) has
    ζ = 0.328 but is exactly 1-DP, or (0.328, 0.0399)-DP; ten releases cost ε ≈ 6.69 at
    δ = 1e-6 (``accounting.pld(mech).self_compose(10)``), not Σζ = 3.28. For any guarantee
    use ``mech.pure_epsilon``, :mod:`accounting.exact` or ``accounting.pld`` (the default).
 
 Li, Yang, et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
-Distributions in Query Release" (arXiv:1707.01189v3; spec ``mixture.md``):
+Distributions in Query Release" (arXiv:1707.01189v3):
 
 * **Definition 5 / eqs. (24)–(27)** — :func:`general_privacy_budget`: ζ = ln E_P[e^{|L|}]
   for the shift Δ. Forms: ``"definition"`` (the integral/sum of eq. 24 in closed form over
@@ -22,7 +22,7 @@ Distributions in Query Release" (arXiv:1707.01189v3; spec ``mixture.md``):
 * **Proposition 1** — :func:`compose_budgets`: Σ ζ_i. The paper says "=", the truth is "≤"
   (triangle inequality), and neither is a DP composition.
 * **Theorems 2 and 4** — :func:`usefulness`: the tail radius t* with P(max_k |Y_k| ≥ t*) ≤ δ,
-  as printed (``corrected=False``) or as corrected in spec §3.3 (Theorem 4's proof uses
+  as printed (``corrected=False``) or as corrected (Theorem 4's proof uses
   a1,g e^{−rεt} for a tail that is 2α1/(α1+1) times larger).
 * :func:`rounded_moments` — E|round(Y)|, E round(Y)² of Lap_m and Laplace (TABLE I's "Lap_m"
   and "Lap" columns are moments of the rounded noise).
@@ -98,7 +98,7 @@ def _eq25(m):
 
 
 def _eq27(m):
-    """Eq. (27), +0.5e^{0.5ε} read as +0.5e^{−0.5ε} (spec E2): rounded Lap_m, Δ = 1, an approximation."""
+    """Eq. (27), +0.5e^{0.5ε} read as +0.5e^{−0.5ε} (a sign typo): rounded Lap_m, Δ = 1, an approximation."""
     eps, l1, c = m._l2, m._l1, m.breakpoint
     _, a2 = m.weights()
     kc = (1.0 - a2) / 2.0
@@ -145,7 +145,7 @@ def general_privacy_budget(mech, sensitivity=1.0, *, form="definition"):
 
 @x64
 def rounded_laplace_budget(epsilon):
-    """Eq. (26), typo fixed (spec E2): ζ of round(Lap(1/ε)), Δ = 1; exact. NOT CERTIFIED (ζ is not DP).
+    """Eq. (26), typo fixed: ζ of round(Lap(1/ε)), Δ = 1; exact. NOT CERTIFIED (ζ is not DP).
     ζ(0.332) = 0.309167."""
     check_positive("epsilon", epsilon)
     return _eq26(jnp.asarray(epsilon, jnp.float64))
@@ -207,7 +207,7 @@ def usefulness(mech, delta, *, k=1, corrected=True):
     Lap_m: t* = b1 ln(k a1/δ), valid when t* ≥ c (i.e. δ ≤ k P_out); the paper's "r/ln a1 times more
     useful than Laplace" is wrong (the ratio tends to r). Geom_m: printed (``corrected=False``)
     t* = b1 ln(k a1,g/δ), which understates the tail by 2α1/(α1 + 1); corrected: the smallest integer
-    ≥ max(c + 1, 1 + b1 ln(2k a1,g/((α1 + 1)δ))) (spec §3.3). NOT CERTIFIED (no privacy statement).
+    ≥ max(c + 1, 1 + b1 ln(2k a1,g/((α1 + 1)δ))) (Theorem 4, corrected). NOT CERTIFIED (no privacy statement).
     """
     if not isinstance(mech, (LaplaceMixture, GeometricMixture)):
         raise ValueError(f"mech must be a LaplaceMixture or GeometricMixture, got {type(mech).__name__}")

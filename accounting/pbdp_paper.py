@@ -17,11 +17,11 @@ Privacy-Boosting Approach", IEEE S&P 2025:
   (:func:`paper_privacy_profile`, :func:`paper_epsilon`);
 * **Proposition 2** — ``ε(α) = ε0(α) + L1 + log(W1 e^{(α−1)L2} + W2 e^{−(α−1)L2} + W3)/(α−1)``
   (:func:`paper_rdp`); Remark 4's RDP is this with ``L1 = 0``, *with its exponent fixed*
-  (the printed ``W e^{(α−1)}(e^{L2} + e^{−L2})`` is a typo, spec §8 item 21);
+  (the printed ``W e^{(α−1)}(e^{L2} + e^{−L2})`` is a typo);
 * **Theorem 2 / Proposition 3 / Algorithm 1** — T-fold composition,
   ``δ^T(ε) = Σ_k V_k δ_Z^{(T)}(ε − T L1 − k L2)`` with the trinomial law ``V`` of
   ``#(+L2) − #(−L2)`` (:func:`trinomial_weights`, :func:`paper_composed_privacy_profile`),
-  with the printed index bugs fixed (spec §8 items 9–11: ``V[e1−e2+T]``, a loop over the
+  with the printed index bugs fixed (``V[e1−e2+T]``, a loop over the
   2T+1 entries of V, and the weight ``V_k`` times the kernel profile shifted by
   ``T L1 + k L2`` instead of ``δ(ε − V[i−T])``);
 * **Propositions 4, 5, 6 / Remarks 3, 4** — the three region families
@@ -29,9 +29,9 @@ Privacy-Boosting Approach", IEEE S&P 2025:
   pair: ``(0, Δ)`` for absolute and relative error, ``(low, low + Δ)`` for a fixed region
   (clamped to ``(low, high)`` when ``Δ > high − low``: the answers lie in the region);
 * **Algorithm 2** — the paper's ε0 search, as a search over ``σ ∈ [σ_base, 50 σ_base]``
-  (spec §4.2, §8 item 40; :func:`paper_tune`).
+  (Algorithm 2 printed in ε0; :func:`paper_tune`).
 
-Why these formulas are not guarantees (spec §9): Theorem 1 measures the region strips
+Why these formulas are not guarantees (docs/pbdp.md, "Paper mode vs exact mode"): Theorem 1 measures the region strips
 under the *kernel* law instead of the boosted one and treats the kernel loss as
 independent of the strip. Consequences, with this engine's numbers:
 
@@ -50,7 +50,7 @@ Two weight conventions (``weights=``):
   (capped at ``Φ(τ) − Φ(−τ)`` when the regions separate, ``Δ > 2τ``); Proposition 4's
   ``W1 = Φ(θΔ+τ) − Φ(τ)``, ``W2 = Φ(θΔ−τ) − Φ(−τ)`` for relative error; ``W1 = W2 = 0``
   for a fixed region (Prop. 5 / Rem. 3). Kernel measure (eq. 6).
-* ``"corrected"`` — spec §0.3(c), §8 item 7, §9.7 item 2: the strips of the region
+* ``"corrected"`` — ours, not the paper's: the strips of the region
   definition for the pair (0, Δ), ``+L2``: ``[−τ, (1−θ)Δ − τ)`` (capped at ``τ``) and
   ``−L2``: ``(max(τ, (1−θ)Δ − τ), (1+θ)Δ + τ]``, measured under the *boosted* law:
   ``W1 = W1^ker/(1 − p̄ q)`` (strip inside S(X)), ``W2 = (1 − q) W2^ker/(1 − p̄ q)`` (strip
@@ -185,9 +185,9 @@ def _parameters(mech, d, weights):
             if isinstance(region, RelativeError):  # Prop. 4 as printed (strip widths θΔ)
                 W1 = F(theta * d + tau) - F(tau)
                 W2 = F(theta * d - tau) - F(-tau)
-            else:  # eq. (9): W1 = W2 = Φ(Δ − τ) − Φ(−τ), capped (spec §3.6.3)
+            else:  # eq. (9): W1 = W2 = Φ(Δ − τ) − Φ(−τ), capped (§4.3, Prop. 6, Remark 4)
                 W1 = W2 = inner
-        else:  # the true strips, under the boosted law of X (spec §8 item 7)
+        else:  # the true strips, under the boosted law of X
             z = jnp.exp(mech.log_normalizer(0.0, _l1mq=l1mq))
             outer = F((1.0 + theta) * d + tau) - F(jnp.maximum(tau, (1.0 - theta) * d - tau))
             W1 = inner / z
@@ -409,7 +409,7 @@ def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
 
     ``ε(α) = ε0(α) + L1 + log(W1 e^{(α−1)L2} + W2 e^{−(α−1)L2} + W3)/(α − 1)``, ``ε0(α)`` the
     kernel's Rényi divergence of (0, Δ). *Below* the true Rényi divergence for moderate α
-    (spec Table B): use ``accounting.exact.renyi`` / ``accounting.rdp`` for a guarantee.
+    (the paper's Prop. 2): use ``accounting.exact.renyi`` / ``accounting.rdp`` for a guarantee.
     T-fold composition is ``T ×`` this (Remark 2).
     """
     _check(mech, weights, sensitivity)
@@ -475,7 +475,7 @@ def _tune(kernel, region, rho, d, target, kind, T, weights, method, grid, max_ra
         _, _, u, v, base = jax.lax.fori_loop(0, iterations, stage, init)
         return PaperTuning(v, sb * jnp.exp(u), sb, base)
 
-    # Algorithm 2: ternary search on [0, log max_ratio] in u = log(σ/σ_base) (spec §8 item 40)
+    # Algorithm 2: ternary search on [0, log max_ratio] in u = log(σ/σ_base) (Algorithm 2, in log σ)
     def body(_, s):
         a, b = s
         x1, x2 = a + (b - a) / 3.0, b - (b - a) / 3.0
@@ -499,22 +499,22 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
 
     Minimises the paper's ε at ``delta`` (Prop. 1; Prop. 3 / Alg. 1 with ``compositions=T``)
     or its RDP at ``order`` (Prop. 2, times T) over the kernel scale, the boosting rate
-    following from ``rho`` (eq. 3). ``method="grid"`` (spec §7.1 convention, the tables'
+    following from ``rho`` (eq. 3). ``method="grid"`` (the convention of the tables'
     σ*): a log grid of ``grid`` points on ``[σ_base, max_ratio·σ_base]``, then ``iterations − 1``
     (default 3) finer grids over the two cells around the best point — robust to the
     saw-toothed composition objective. ``method="ternary"``: Algorithm 2 (ternary search,
-    ``iterations`` default 48), in ``log σ`` rather than ε0 (spec §8 item 40); it assumes
+    ``iterations`` default 48), in ``log σ`` rather than ε0; it assumes
     the objective is unimodal, as the paper does. Absolute- and relative-error regions (for a fixed region the
-    optimum is degenerate, σ → ∞: spec §9.5). Every numeric argument broadcasts.
+    optimum is degenerate, σ → ∞: docs/pbdp.md). Every numeric argument broadcasts.
 
     Paper mode only reproduces the paper's curves; ``optimize.tune_boosted`` tunes on the
     exact accountant. In composition the paper's optimum drifts to the grid edge (its ε
-    keeps falling as σ → ∞; spec §9.3).
+    keeps falling as σ → ∞; docs/pbdp.md).
     """
     if not isinstance(region, (AbsoluteError, RelativeError)):
         raise ValueError(
             "region must be AbsoluteError or RelativeError: the paper-mode optimum of a fixed region is "
-            f"degenerate (σ → ∞, spec §9.5), got {type(region).__name__}; evaluate a chosen σ with paper_epsilon"
+            f"degenerate (σ → ∞), got {type(region).__name__}; evaluate a chosen σ with paper_epsilon"
         )
     check_probability("rho", rho, high_open=True)
     check_positive("sensitivity", sensitivity)

@@ -1,4 +1,4 @@
-"""Per-record privacy ledger for PrDP releases (Chen, Sun, Xu, Dong, SIGMOD 2025; spec §5.3).
+"""Per-record privacy ledger for PrDP releases (Chen, Sun, Xu, Dong, SIGMOD 2025).
 
 Per-record DP is pure DP per record: a release is E_q-PrDP when it spends at most E_q(r) on
 record r, and releases on the same records compose sequentially, record by record:

@@ -1,7 +1,7 @@
 """Composite DP benchmark: tune_composite (gradient) vs the paper's 3-stage grid on the same
 objective, and release throughput against Laplace, in one run.
 
-The grid is the released code's (spec ``composite.md`` §3.3, ``optimize.composite.paper_grid_search``):
+The grid is the released code's (github.com/CompositeDP/CompositeDP, ``optimize.composite.paper_grid_search``):
 stage 1 ``y, k ∈ [0, 1)``, ``m ∈ [0, 2]`` by 0.1; stages 2 and 3 ``[best ± 0.1)`` by 0.01 and
 ``[best ± 0.01)`` by 0.001 in all three parameters — the number of points it scores is printed.
 Both methods are timed through ``optimize.tune_composite`` (A1B1, the paper's centre objective,

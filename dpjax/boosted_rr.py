@@ -21,7 +21,7 @@ printed ``x_i``), both unbiased (Prop. 8):
 * ``F̂_S = (C_S − N |S| p̄) / (p + (|S|−1) p_s − |S| p̄)``                (category counts)
 * ``F̂_x = (C_x − F̂_{S(x)} (p_s − p̄) − N p̄) / (p − p_s)``              (value counts)
 
-with closed-form variances (spec §5.1) given the true counts. ``F̂_x`` needs ``ε0 > 0``
+with closed-form variances (Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting Approach", IEEE S&P 2025, §4.4.2, eqs. (10)–(11), Prop. 8) given the true counts. ``F̂_x`` needs ``ε0 > 0``
 (``p = p_s`` at ``ε0 = 0``: its variance is infinite).
 """
 

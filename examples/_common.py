@@ -1,7 +1,7 @@
 """Shared helpers of the figure scripts: output folder, CSV/PNG writers, the four single-release curves.
 
-Paper mode = :mod:`accounting.pbdp_paper` (the paper's own, NOT CERTIFIED accountant, spec
-§3 / §9.7 item 1) with the conventions of spec §7.1: Gaussian kernel, analytic calibration,
+Paper mode = :mod:`accounting.pbdp_paper` (the paper's own, NOT CERTIFIED accountant, Jiang et al.,
+IEEE S&P 2025, §3) with these conventions: Gaussian kernel, analytic calibration,
 strip masses capped, Remark 4 with the exponent fixed, Algorithm 1 with its indices fixed;
 the paper's optimum is ``pbdp_paper.paper_tune`` (log grid over σ ∈ [σ_base, 50 σ_base],
 refined).

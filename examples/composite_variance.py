@@ -6,7 +6,7 @@ Prints (spec composite.md §6.1, §4.5, §4.6):
    with the exact ε* of each tuned mechanism next to its nominal ε;
 2. Table 2's H1 rates from the paper's 3-stage grid (``method="paper_grid"``) beside the
    continuous optimum's;
-   1b. the biased alternatives of spec §6.2 (clamped and truncated Laplace on the window and on
+   1b. the biased alternatives (docs/composite.md: clamped and truncated Laplace on the window and on
    the composite's own output range): MSE and bias at the window's edge and centre;
 3. synthetic §5 releases (1000 repetitions at the window's centre and edge): bias, RE (mean
    absolute error, eq. 42) and MSE (eq. 43), exact ε* column.
@@ -35,7 +35,7 @@ def label(a, b):
 def biased_laplace(kind, eps, f, lo, hi, n=400_001):
     """(MSE, bias) of clamped Laplace ``clip(f + Lap(1/ε), lo, hi)`` (ε-DP by post-processing) or of
     truncated Laplace (density ∝ exp(−|z − f|/b) on [lo, hi], b = 2/ε: ε-DP, the normaliser moves by
-    at most e^{W/b}) for the answer f, by the trapezoid rule (spec §6.2)."""
+    at most e^{W/b}) for the answer f, by the trapezoid rule."""
     if kind == "clamp":
         b = 1.0 / eps
         x = np.linspace(-60 * b, 60 * b, n)
@@ -67,7 +67,7 @@ def main():
               + "   ratio " + " ".join(f"{v:.3f}" for v in r.ratio) + "   eps* " + " ".join(f"{v:.4f}" for v in star))
     del q
 
-    print("\n1b. biased alternatives on the window [0, 1] (spec §6.2): MSE (bias) at f = 0 (edge) and 0.5 (centre);")
+    print("\n1b. biased alternatives on the window [0, 1] : MSE (bias) at f = 0 (edge) and 0.5 (centre);")
     print("    clamp = clip(f + Lap(1/eps)), trunc = Laplace(2/eps) renormalised; [l, u] = the A1B1 output range")
     a1 = optimize.tune_composite(EPS, window=(0.0, 1.0))
     lo_u, hi_u = (np.asarray(x) for x in a1.mechanism.output_range())

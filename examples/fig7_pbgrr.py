@@ -2,7 +2,7 @@
 
 ε = 5, d = 90 values in categories of |S| = 10 (a) or 5 (b), N = 45,222 users (UCI Adult's
 size). The closed-form variances of the unbiased estimators (eqs. 10–11) do not depend on
-the histogram (spec §5.1), so no data are needed: a uniform age histogram is used.
+the histogram (Jiang et al., IEEE S&P 2025, §4.4.2), so no data are needed: a uniform age histogram is used.
 ε0 = ε is plain GRR (best for values, worst for categories); ε0 → 0 is best for
 categories. Also marks the "tradeoff" optimum of MSE_S/min + MSE_x/min.
 Writes fig7.csv (+ fig7.png with matplotlib).

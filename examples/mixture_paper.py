@@ -1,11 +1,11 @@
-"""Reproduce the piecewise-mixture paper (arXiv:1707.01189; spec mixture.md) with the exact privacy beside it.
+"""Reproduce the piecewise-mixture paper (Li et al., arXiv:1707.01189v3) with the exact privacy beside it.
 
     python examples/mixture_paper.py [--out examples/out] [--table-only]
 
 * Figures 1–3: pdf / CDF of Lap(1), Lap(10), Lap(3.36), Lap_m(10, 1), Lap_m(1, 10) at c = 4.5, and
   pmf of Geom(1), Geom(0.1), Geom(0.2894), Geom_m(e^0.1, e^1), Geom_m(e^1, e^0.1) at c = 5
   (PNG if matplotlib is installed, and CSV);
-* TABLE I: the 76 rows (the 69 the seed prints and the 7 it lost) of spec §4.2, with the paper's
+* TABLE I: the 76 rows (the 69 the seed prints and the 7 it lost; docs/mixture.md), with the paper's
   ζ (eq. 25 / eq. 27, NOT CERTIFIED) and, beside them, the mechanisms' **exact** pure ε and
   exact ε at δ = 1e-5 (what the ζ-matched comparison hides);
 * §IV-B: the synthetic-count simulation (n = 1, 3, 10, 50, 200, 1000; clamping at 0), exact

@@ -1,13 +1,13 @@
-"""Batched runs of the PrDP experiments (Chen, Sun, Xu, Dong, SIGMOD 2025, §8 and App. B; spec §4).
+"""Batched runs of the PrDP experiments (Chen, Sun, Xu, Dong, SIGMOD 2025, §8 and App. B).
 
 Shared by the ``examples/prdp_*.py`` scripts and the slow acceptance tests. Every method runs all
 its repetitions as one ``jit(vmap(...))`` over keys, with the data, ε̌, ε̂ and the per-level value
 bounds passed as arguments (a static ``max_levels``), so one compiled program serves every dataset,
 privacy function and U of a given size n. Relative errors (RE) are ``|est − truth|/truth`` for count
-and sum and the rank error ``#{v > ŷ}/n`` for max (spec §2.5.2); the paper reports the mean after
+and sum and the rank error ``#{v > ŷ}/n`` for max (the paper's §8.1); the paper reports the mean after
 discarding the top and bottom 20 % of runs (:func:`trimmed_mean`).
 
-Synthetic data (spec §4.3): normal ``N(μ, σ)`` redrawn until n non-negative values, floored; Zipf
+Synthetic data (the paper's §8.1): normal ``N(μ, σ)`` redrawn until n non-negative values, floored; Zipf
 surrogates ``v = s·K``, ``K ~ zipf(b)`` (the paper's scale is unknown: qualitative only).
 """
 
@@ -38,7 +38,7 @@ METHODS = COUNT_METHODS + SUM_METHODS + ("max", "local_count", "local_count_pape
 
 
 def zipf_data(rng, n, b, scale):
-    """Zipf surrogate ``v = scale·K``, ``K ~ zipf(b)`` (support K ≥ 1), spec §4.3 item 2."""
+    """Zipf surrogate ``v = scale·K``, ``K ~ zipf(b)`` (support K ≥ 1), the paper's §8.1."""
     return scale * rng.zipf(b, n).astype(np.float64)
 
 

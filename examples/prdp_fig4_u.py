@@ -1,8 +1,8 @@
 """Figure 4 of the PrDP paper: sum estimation vs the global bound U.
 
-Normal(5·10⁴, 5·10⁴), n = 200 000, clipped to [0, U] (spec §4.3 item 3), inverse E = 10⁴/v,
+Normal(5·10⁴, 5·10⁴), n = 200 000, clipped to [0, U] (the paper's §8.1), inverse E = 10⁴/v,
 ε̌ = E(U), ε̂ = 100, β = 0.1, U = 10⁴ … 10¹⁶; naive, PDP, PrDP extension and framework, 50 runs.
-At U = 10⁴ every clipped record has E ≥ ε̌ = 1 and the naive sum is strong (spec §4.13).
+At U = 10⁴ every clipped record has E ≥ ε̌ = 1 and the naive sum is strong (docs/prdp.md).
 Writes prdp_fig4.csv (+ prdp_fig4.png with matplotlib).
 
     python examples/prdp_fig4_u.py [--out DIR]

@@ -1,7 +1,7 @@
 """Figure 5 of the PrDP paper: sum estimation vs data skew σ (absolute error).
 
 Normal(5·10⁴, σ), σ = 10² … 10⁵, n = 200 000, inverse E = 10⁴/v (the paper names no function for
-this figure; spec §4.8), U = 10¹², ε̂ = 100, β = 0.1; naive, PDP, PrDP extension and framework,
+this figure; the paper's §8.2, Figure 5), U = 10¹², ε̂ = 100, β = 0.1; naive, PDP, PrDP extension and framework,
 50 runs; the trimmed mean absolute error. Writes prdp_fig5.csv (+ prdp_fig5.png with matplotlib).
 
     python examples/prdp_fig5_sigma.py [--out DIR]

@@ -1,6 +1,6 @@
-"""NumPy reference of the PrDP mechanisms and baselines: spec ``prdp.md`` Appendix A (the parity oracle).
+"""NumPy reference of the PrDP mechanisms and baselines: an independent transcription of the paper's algorithms (Chen, Sun, Xu, Dong, SIGMOD 2025; the parity oracle).
 
-The spec's own re-implementation (the code behind its [S] numbers), kept as written except
+An independent re-implementation (the code behind the re-simulated numbers of docs/prdp.md), kept as written except
 that every function takes an explicit ``numpy.random.Generator`` instead of a module-level
 one. ``tests/test_prdp_parity.py`` compares the JAX engine with it in distribution, and
 ``benchmarks/prdp.py`` times it side by side with the engine. Single-attribute records

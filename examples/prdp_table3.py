@@ -1,6 +1,6 @@
 """Table 3 (synthetic columns) and Table 4 (normal column) of the PrDP paper, regenerated.
 
-Chen, Sun, Xu, Dong, SIGMOD 2025, §8 / App. B; spec §4.6, §4.9, §4.13. Inverse E = 10⁴/v,
+Chen, Sun, Xu, Dong, SIGMOD 2025, §8 / App. B, Tables 3–4. Inverse E = 10⁴/v,
 U = 10¹², ε̂ = 100, β = 0.1; 200 000 records per dataset: N1 = Normal(5·10⁴, 5·10⁴),
 N2 = Normal(5·10⁵, 5·10⁵), Z3/Z5 = Zipf surrogates (b = 3, scale 10³; b = 5, scale 10⁴ — the
 paper's Zipf scale is unknown, so those columns are qualitative). 50 runs per method, each

@@ -1,7 +1,7 @@
 """One-dimensional searches over the log kernel scale ``u = log(σ/σ_base)``.
 
 * :func:`ternary` — the paper's Algorithm 2 (ternary search, two objective values per
-  iteration, interval shrinking by 2/3), in ``u`` instead of ε0 (spec §4.2 / typo 40).
+  iteration, interval shrinking by 2/3), in ``u`` instead of ε0 (Jiang et al., IEEE S&P 2025, §3.4).
 * :func:`gradient` — optax descent on ``u`` with derivatives through the exact
   accountant; the default transformation :func:`scale_by_bracket` is a bracketing
   1-D quasi-Newton step (secant of the derivative, or tangent meeting point at kinks).

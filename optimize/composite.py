@@ -1,4 +1,4 @@
-"""Optimal composite-mechanism parameters (spec ``composite.md`` §2.5, §3).
+"""Optimal composite-mechanism parameters (Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §4.2, Algorithms 1–2).
 
 :func:`tune_composite` minimises the release variance of ``dpjax.Composite`` (Definition 4.1;
 at the window's centre — the paper's choice, Algorithm 1 with ``C_p = 0`` — at its ends, or
@@ -120,7 +120,7 @@ def _closed_form_program(activation, objective, iterations):
 @x64
 def closed_form_optimum(activation, epsilon, objective="centre", iterations=200):
     """(m*, Var*) of the canonical closed form by bisection on d Var/dm (unimodal in m ∈ (0, 2),
-    spec §2.5); W = 1 (scale Var by W²). Batched over ``epsilon``; one compiled program per
+    docs/composite.md); W = 1 (scale Var by W²). Batched over ``epsilon``; one compiled program per
     (activation, objective, iterations)."""
     activation = _laws.canonical_activation(activation)
     if objective not in _OBJECTIVES:
@@ -204,7 +204,7 @@ def _gradient_program(activation, base, objective, steps, learning_rate):
 
 
 def _paper_score(activation, base, eps, k, m, y, rho2):
-    """The released ``checkConstraints`` + ``reduceRate`` of arbitrary (k, m, y) (spec §3.3,
+    """The released ``checkConstraints`` + ``reduceRate`` of arbitrary (k, m, y) (github.com/CompositeDP/CompositeDP,
     Appendix A): ``(var_lap − var)/var_lap`` with ``var_lap = 2(sensitivity_Cp/ε)²`` and ``var``
     the variance in 𝓛 at ``C_p = ρ·C_p^max`` (the code's ``Cp_assume = 0``: ρ = 0), or ``None``
     if infeasible (k, m, y > 0; S1 < 1; the bump fits; k ≤ 1 − y; DP: B1 ``k ≤ y(e^ε − 1)``,
@@ -239,7 +239,7 @@ def _paper_score(activation, base, eps, k, m, y, rho2):
 
 
 def paper_grid_search(activation, base, epsilon, objective="centre"):
-    """The released 3-stage grid (spec §3.3; ``Mechanism/Parameter_Optimization.py`` of
+    """The released 3-stage grid (``Mechanism/Parameter_Optimization.py`` of
     github.com/CompositeDP/CompositeDP) for one ε, with its exact loop bounds: stage 1
     ``y, k ∈ [0, 1)``, ``m ∈ [0, 2]`` by 0.1; stage 2 ``[best − 0.1, best + 0.1)`` by 0.01;
     stage 3 ``[best − 0.01, best + 0.01)`` by 0.001; every loop by repeated ``+= step`` (float

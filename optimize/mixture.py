@@ -1,11 +1,11 @@
-"""Tuning a piecewise mixture (Lap_m / Geom_m) for utility at an exact pure-DP target (issue 10).
+"""Tuning a piecewise mixture (Lap_m / Geom_m) for utility at an exact pure-DP target.
 
 :func:`tune_mixture` minimises E|X| (``objective="mean_abs"``) or E X² (``"variance"``) of the
 noise over the mixture's parameters subject to its **exact** pure ε ≤ ``pure_epsilon``
 (``kernel.pure_epsilon(Δ) = max(λ1 Δ, φ(Δ))``, tight), and compares with the plain Laplace
 / geometric kernel at the same exact pure ε.
 
-Where the optimum can lie (spec §3.6 and its Erratum): when r ≥ 1, or c ≥ Δ, the mixture's
+Where the optimum can lie (docs/mixture.md): when r ≥ 1, or c ≥ Δ, the mixture's
 log density is λ-Lipschitz with λ Δ its pure ε, and the plain kernel at that ε dominates it
 stochastically (hazard rate ≤ λ): no mixture there beats the plain kernel in any monotone
 loss. The only region left is r < 1 with c < Δ (a steep centre narrower than the

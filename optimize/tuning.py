@@ -1,4 +1,4 @@
-"""Tuning the kernel scale of a privacy-boosted mechanism (PB-DP §3.4, spec §4).
+"""Tuning the kernel scale of a privacy-boosted mechanism (Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting Approach", IEEE S&P 2025, §3.4, Algorithm 2).
 
 The utility constraint fixes the boosting rate as a function of the kernel scale
 (``q`` is derived from ``rho`` by :class:`dpjax.PrivacyBoosted`, never searched), so the
@@ -6,7 +6,7 @@ only free parameter is the kernel's scale — σ of the Gaussian kernels, b of t
 ones (called ``sigma`` throughout, for every kernel). We search ``σ = σ_base·e^u`` with
 ``u ∈ [0, log sigma_max_ratio]``: ``σ_base`` is the plain kernel that meets the utility
 constraint on its own (``q = 0`` at ``u = 0``), so the tuned mechanism is never worse
-than that kernel (spec §4.1). Any kernel: an instance of a :class:`dpjax.AdditiveMechanism`
+than that kernel (the paper's §3.4). Any kernel: an instance of a :class:`dpjax.AdditiveMechanism`
 (its scale leaf is searched, through ``with_scale``) or a built-in's name (``"gaussian"``,
 ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``).
 

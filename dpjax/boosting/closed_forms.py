@@ -1,4 +1,4 @@
-r"""Exact privacy of a neighbouring pair of a privacy-boosted mechanism (PB-DP spec §3.8).
+r"""Exact privacy of a neighbouring pair of a privacy-boosted mechanism (the output law of Jiang et al., IEEE S&P 2025, eqs. (2)–(3); docs/pbdp.md).
 
 Between the region boundaries of both laws (and the kernel's kinks), the boosted privacy
 loss is the kernel's pair loss ``ℓ(y) = log f(y − v) − log f(y − v')`` plus a constant

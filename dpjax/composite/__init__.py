@@ -1,6 +1,6 @@
 """Bounded, unbiased composite DP (Zhang et al., IEEE S&P 2024): :class:`Composite`.
 
-See docs/composite.md and the spec ``composite.md``; the exact privacy is in
+See docs/composite.md; the exact privacy is in
 :mod:`dpjax.composite.privacy` (public wrappers in :mod:`accounting.composite`) and the
 parameter search in :mod:`optimize.composite`.
 """

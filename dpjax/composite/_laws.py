@@ -1,7 +1,7 @@
 """The six perturbation functions of the composite mechanism (Zhang et al., S&P 2024, Table 1/4).
 
 Pure, traceable functions of the parameters in the working domain 𝓛 = [−L, L]
-(spec ``composite.md`` §1.4, §2): activation ``H`` (A1 rectangle eq. 16, A2 half-sine
+(Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Table 1, eqs. 16–25): activation ``H`` (A1 rectangle eq. 16, A2 half-sine
 eq. 17–18, A3 triangle eq. 19–21) of height ``k`` and width ``m`` on ``[a, a + m]``;
 base ``G`` (B1 flat eq. 22, B2 quartic cap eq. 23–25) of height ``y`` (``t`` at ``±L``).
 Every function broadcasts its arguments.
@@ -37,12 +37,12 @@ def canonical_base(name) -> str:
 
 
 def area_factor(activation: str) -> float:
-    """``s`` with ``S1 = ∫H = s·k·m`` (spec §1.4): 1 (A1), 2/π (A2), 1/2 (A3)."""
+    """``s`` with ``S1 = ∫H = s·k·m`` (from eqs. 16–18): 1 (A1), 2/π (A2), 1/2 (A3)."""
     return {"rectangle": 1.0, "half_sine": 2.0 / math.pi, "triangle": 0.5}[activation]
 
 
 def shape_variance(activation: str) -> float:
-    """``c_σ``: variance of the normalised bump shape over m² (spec §2.1): 1/12, (π²−8)/(4π²), 1/24."""
+    """``c_σ``: variance of the normalised bump shape over m² (eqs. 16–18): 1/12, (π²−8)/(4π²), 1/24."""
     return {"rectangle": 1.0 / 12.0, "half_sine": (math.pi**2 - 8.0) / (4.0 * math.pi**2),
             "triangle": 1.0 / 24.0}[activation]
 
@@ -70,7 +70,7 @@ def bump(activation: str, u, k, m):
 
 
 def bump_cdf(activation: str, u, k, m):
-    """``∫_a^{a+u} H`` with ``u`` clipped to ``[0, m]`` (spec §1.6.2)."""
+    """``∫_a^{a+u} H`` with ``u`` clipped to ``[0, m]`` (closed form)."""
     u = jnp.clip(u, 0.0, m)
     if activation == "rectangle":
         return k * u
@@ -90,7 +90,7 @@ def base(base_name: str, x, y, t, L):
 
 
 def base_cdf(base_name: str, x, y, t, L):
-    """``∫_{−L}^{x} G`` for ``x`` in [−L, L] (spec §1.6.2)."""
+    """``∫_{−L}^{x} G`` for ``x`` in [−L, L] (closed form)."""
     if base_name == "uniform":
         return y * (x + L)
     r = x / L
@@ -98,7 +98,7 @@ def base_cdf(base_name: str, x, y, t, L):
 
 
 def base_second_moment(base_name: str, y, t, L):
-    """``M2_G = ∫x²G``: 2yL³/3 (B1), 2L³(4y + 3t)/21 (B2) (spec §1.4)."""
+    """``M2_G = ∫x²G``: 2yL³/3 (B1), 2L³(4y + 3t)/21 (B2) (eqs. 22–23)."""
     if base_name == "uniform":
         return 2.0 * y * L**3 / 3.0
     return 2.0 * L**3 * (4.0 * y + 3.0 * t) / 21.0

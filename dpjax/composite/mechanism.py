@@ -2,7 +2,7 @@
 
 The query value ``f`` in a public input window ``[lo, hi]`` (width ``W``, the paper's Δf)
 is mapped affinely to ``C_p = (f − mid)·C`` in ``[−C_p^max, C_p^max] ⊂ [−L, L]``
-(Definitions 3.2/3.4, eq. 10–13, in the centred form of spec §1.2); a point ``x`` is drawn
+(Definitions 3.2/3.4, eq. 10–13, in a centred form, Remark 3.1); a point ``x`` is drawn
 from ``P = H + G`` (Definition 3.3: an activation bump ``H`` of height ``k``, width ``m``,
 placed at ``a = C_p/S1 − m/2`` so that ``E[x] = C_p`` — Theorem 3.1 — over a base ``G`` of
 height ``y``) and released as ``mid + x/C`` ∈ ``[mid − L/C, mid + L/C]``. ``L`` follows from
@@ -12,7 +12,7 @@ height ``y``) and released as ``mid + x/C`` ∈ ``[mid − L/C, mid + L/C]``. ``
 It is not additive noise: the output law depends on where ``f`` sits in the window, so
 the mechanism is a :class:`dpjax.Mechanism` with its own accounting hooks
 (:mod:`dpjax.composite.privacy`): ε-DP holds between *any* two inputs of the window, and
-the true worst-case loss ε* (spec §1.7) can be below the nominal ε.
+the true worst-case loss ε* (docs/composite.md) can be below the nominal ε.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Composite(Mechanism):
         and requires ``t ≤ y`` (``t = y`` is B1). Also ``S1 = s·k·m < 1`` (Constraint-1) and
         ``m < 2L`` (the bump fits, Constraint-2). :func:`optimize.tune_composite` finds them.
       window: ``(lo, hi)``, the public, data-independent interval every query value lies in.
-        Any two values of the window are neighbours for the guarantee (spec §1.7); the noise
+        Any two values of the window are neighbours for the guarantee (the paper's Definition 3.3); the noise
         scales with its width, so it should be the sensitivity's width (the paper's design).
       clip: clip values into the window instead of refusing them (keeps DP; a clipped value
         is released unbiasedly for the *clipped* value, i.e. biased for the true one).
@@ -157,13 +157,13 @@ class Composite(Mechanism):
         return _laws.LABELS[self.activation] + _laws.LABELS[self.base]
 
     def output_range(self):
-        """``(l, u) = (mid − L/C, mid + L/C)``: every output lies in it (spec §1.2)."""
+        """``(l, u) = (mid − L/C, mid + L/C)``: every output lies in it (Definitions 3.2, 3.4)."""
         d = self._derived()
         half = d["L"] / d["C"]
         return d["mid"] - half, d["mid"] + half
 
     def _offset(self, value, d):
-        """``f − mid`` (computed before any scaling, spec §7), clipped into the window on request."""
+        """``f − mid`` (computed before any scaling), clipped into the window on request."""
         off = jnp.asarray(value) - d["mid"]
         if self.clip:
             off = jnp.clip(off, -0.5 * d["width"], 0.5 * d["width"])
@@ -185,7 +185,7 @@ class Composite(Mechanism):
         return jnp.where(jnp.abs(x) <= d["L"], p, 0.0)
 
     def cdf_x(self, x, value, *, _d=None):
-        """``∫_{−L}^{x} P`` (closed form, spec §1.6.2)."""
+        """``∫_{−L}^{x} P`` (closed form)."""
         d = self._derived() if _d is None else _d
         a = self.bump_start(value, _d=d)
         xc = jnp.clip(jnp.asarray(x), -d["L"], d["L"])
@@ -213,7 +213,7 @@ class Composite(Mechanism):
         return d["mid"] + self._offset(value, d) + 0.0 * d["C"]
 
     def variance(self, value):
-        """``Var[M(value)] = (M2_G + S1·c_σ·m² + C_p²(1/S1 − 1))/C²`` (spec §1.4; the corrected
+        """``Var[M(value)] = (M2_G + S1·c_σ·m² + C_p²(1/S1 − 1))/C²`` (the paper's variance, Table 1; the corrected
         Table 1/4 rows of §2.3) = Var(centre) + W²·H1·ρ²/4, ρ = C_p/C_p^max."""
         d = self._derived()
         cp = self._offset(value, d) * d["C"]
@@ -232,7 +232,7 @@ class Composite(Mechanism):
 
     # -- sampling ----------------------------------------------------------------------
     def _sample(self, uniform, value):
-        """Exact, rejection-free mixture sampler (spec §1.6.1): with probability S1 the bump
+        """Exact, rejection-free mixture sampler: with probability S1 the bump
         (uniform, inverse CDF of the half-sine, or a sum of two uniforms), otherwise the base
         (uniform; B2: its flat part of mass 2Lt or the quartic cap by ``±L·U·U'^{1/5}``).
         Mutually exclusive branches share uniforms."""
@@ -268,7 +268,7 @@ class Composite(Mechanism):
     # -- validation --------------------------------------------------------------------
     def validate_values(self, values) -> None:
         """Refuse values outside the window (unless ``clip``): the bump would leave [−L, L]
-        and the release would be neither unbiased nor private (spec §1.2)."""
+        and the release would be neither unbiased nor private (Definitions 3.2, 3.4)."""
         if self.clip or is_traced(values) or any(is_traced(x) for x in self.window):
             return
         v = np.asarray(values, np.float64)
@@ -280,7 +280,7 @@ class Composite(Mechanism):
 
     # -- privacy -----------------------------------------------------------------------
     def pure_epsilon(self, sensitivity=None):
-        """The true worst-case loss ε* over the neighbouring pairs of the window (spec §1.7; never
+        """The true worst-case loss ε* over the neighbouring pairs of the window (never
         below the truth, never above the nominal sup/inf bound): see :func:`dpjax.composite.privacy.epsilon_star`."""
         return privacy.epsilon_star(self, sensitivity)
 
@@ -290,7 +290,7 @@ class Composite(Mechanism):
         return self.base == "uniform"
 
     def neighbour_pairs(self, sensitivity=None):
-        """Edge pairs ``(lo, lo + s)`` (spec §1.7): A1 the single pair at ``s = min(Δ, W)`` (every pair with
+        """Edge pairs ``(lo, lo + s)``: A1 the single pair at ``s = min(Δ, W)`` (every pair with
         disjoint bump supports dominates; nearer bumps only lose mass, and the flat base makes the
         position irrelevant, B2's quartic base makes the edge the worst); A2/A3 eight shifts
         ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair (:func:`dpjax.composite.privacy.neighbour_pairs`). ``sensitivity=None``: the window's width."""
@@ -316,7 +316,7 @@ class Composite(Mechanism):
         return d["mid"][..., None] + x / d["C"][..., None]
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """δ(ε) of one pair: exact for A1B1 (piecewise constant laws: the 3-atom PLD of spec §1.7),
+        """δ(ε) of one pair: exact for A1B1 (piecewise constant laws: a 3-atom PLD),
         an upper bound from cells with pessimistic loss rounding otherwise
         (:func:`dpjax.composite.privacy.hockey_stick`)."""
         return privacy.hockey_stick(self, epsilon, value, neighbour_value)

@@ -1,4 +1,4 @@
-"""Exact privacy of the composite mechanism (spec ``composite.md`` §1.7).
+"""Exact privacy of the composite mechanism (Zhang et al., IEEE S&P 2024, Definition 3.3; docs/composite.md).
 
 The guarantee is local-DP-like: any two answers of the window at distance ≤ Δ are
 neighbours (with Δ ≥ W, every pair of the window). Three results, all traceable:

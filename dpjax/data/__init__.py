@@ -50,7 +50,7 @@ def load_steps() -> str:
 
 # Per-record privacy budgets (dpjax.prdp): each user picked a setting from the app's public menu
 # (strict, standard, relaxed: ε = 0.02, 1, 4). The menu is public and data-independent, so the
-# budget range [ε̌, ε̂] = [0.02, 4] is too; which setting a user chose stays private (PrDP, spec §1.3).
+# budget range [ε̌, ε̂] = [0.02, 4] is too; which setting a user chose stays private (PrDP: Chen, Sun, Xu, Dong, SIGMOD 2025, §3.3).
 BUDGET_MENU = {"strict": 0.02, "standard": 1.0, "relaxed": 4.0}
 BUDGETS_CSV = "budgets.csv"
 

@@ -36,8 +36,8 @@ bits against T[k] = ⌊2^63 P(|Z| ≤ k)⌋ (:func:`dg_icdf`: rigorous fixed-poi
 every floor certain), the top bit the sign (P(Z = ±k) = P(|Z| = k)/2 for k > 0). A guide indexed by the
 word's leading ones (the tail level) and the next ``GUIDE_BITS`` bits leaves two bisection steps. Ties and words past the table (P(|Z| > K) < 2^-40) go to the host, whose
 :func:`exact_gaussian_record` decides them with further words against bounds of P(|Z| ≤ k) at growing
-precision. (The previous version, CKS Algorithm 3 — a discrete Laplace proposal and an acceptance
-word — needed ≈ 1.3 tries of four words per record: 3× slower.)
+precision. (CKS Algorithm 3 — a discrete Laplace proposal and an acceptance word — needs ≈ 1.3
+tries of four words per record.)
 """
 
 from __future__ import annotations

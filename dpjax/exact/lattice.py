@@ -11,7 +11,7 @@ r"""Exact releases on a data-independent lattice (the float attack of Mironov 20
    post-processing of k + N; in float32 large lattice indices round to coarser points of gℤ).
 
 The set of possible outputs is gℤ whatever the data, so no output can rule out an input (the
-attack on float samplers, ``../shared/specs/anchors_mechanisms.md`` §2.3). Rounding moves two
+attack on float samplers: Mironov, "On Significance of the Least Significant Bits for Differential Privacy", ACM CCS 2012). Rounding moves two
 answers at distance ≤ Δ to lattice indices at distance ≤ ⌈Δ/g⌉ (≤ Δ/g + 1, i.e. the
 sensitivity is charged as Δ + g, exactly Δ/g when g divides Δ), and the integer noise is
 run at a scale rounded *up* to integers. :class:`ExactLattice` reports both: its accounting

@@ -1,9 +1,9 @@
-r"""Piecewise mixture kernels (Lap_m, Geom_m) of arXiv:1707.01189 (seed 002, spec ``mixture.md``).
+r"""Piecewise mixture kernels (Lap_m, Geom_m) of Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture Distributions in Query Release" (arXiv:1707.01189v3).
 
 Two Laplace (or two two-sided geometric) laws fused into one continuous, symmetric law:
 scale ``b2`` (the *inner* scale, the paper's Δ/ε) on ``|n| ≤ c`` and ``b1`` (the *outer*
 scale, Δ/(rε)) beyond the breakpoint ``c``, with the weights of eqs. (10)/(18) that make
-the density continuous at ±c. Everything is written in the spec's *potential form*
+the density continuous at ±c. Everything is written in a *potential form*
 (§1.2): with ``λ2 = 1/b2``, ``λ1 = 1/b1``,
 
 .. math::  f(n) = e^{-φ(|n|)}/Z,\qquad φ(t) = λ_2\min(t, c) + λ_1 (t - c)_+ ,
@@ -12,14 +12,14 @@ the density continuous at ±c. Everything is written in the spec's *potential fo
 ``Z_d = 1 + 2 q2 (1 − q2^c)/(1 − q2) + 2 q2^c q1/(1 − q1)`` (integers, ``q = e^{−λ}``), so
 that the paper's a1 = a2 e^{(r−1)εc}/r is never formed (it overflows).
 
-What is not in the paper, or corrected from it (spec §5):
+What is not in the paper, or corrected from it (docs/mixture.md):
 
 * the inverse-CDF sampler is one uniform through the symmetric quantile (Algorithm 1's
-  line 9 misses a minus sign, spec §2.1), branch-free (both branches computed, one
+  line 9 misses a minus sign), branch-free (both branches computed, one
   selected), continuous in the parameters;
-* the Geom_m moments are the verified sums of spec §3.2 (the printed eqs. 20–22 are wrong);
+* the Geom_m moments are verified sums (the printed eqs. 20–22 are wrong);
 * privacy is **exact**: the pure ε is ``max(λ1 Δ, φ(Δ))`` (Theorems 1/3 give max(ε, rε),
-  which is not tight for r < 1 and c < Δ: spec Erratum), the hockey-stick and Rényi
+  which is not tight for r < 1 and c < Δ; docs/mixture.md), the hockey-stick and Rényi
   divergences are closed forms (piecewise exponential integrals between the six kinks
   of the pair loss), and because the law is *not* log-concave for r < 1 the accountant
   examines every shift up to Δ (``log_concave = False``).
@@ -161,8 +161,8 @@ class _Piecewise(AdditiveMechanism):
     # -- exact privacy ---------------------------------------------------------------
     def pure_epsilon(self, sensitivity=1.0):
         r"""Tight pure ε of shifts up to Δ: sup_{t ≥ 0} φ(t + Δ) − φ(t) = max(λ1 Δ, φ(Δ)),
-        i.e. rε for r ≥ 1 (Theorems 1/3) and [ε·min(c, Δ) + rε·(Δ − c)_+]/Δ for r < 1 (spec
-        Erratum; below max(ε, rε) when c < Δ)."""
+        i.e. rε for r ≥ 1 (Theorems 1/3) and [ε·min(c, Δ) + rε·(Δ − c)_+]/Δ for r < 1 (ours: Theorems 1/3 do
+        not cover it; below max(ε, rε) when c < Δ)."""
         d = jnp.asarray(sensitivity)
         return jnp.maximum(self._l1 * d, self._phi(d))
 
@@ -308,7 +308,7 @@ class LaplaceMixture(_Piecewise):
         return a2 * (l2 / l1) * jnp.exp((l1 - l2) * c), a2
 
     def _log_sf_abs(self, t):
-        """log P(|N| > t), t ≥ 0 (no cancellation: the survival form of spec §1.2)."""
+        """log P(|N| > t), t ≥ 0 (no cancellation: the survival form of eqs. (9)–(10))."""
         l2, l1, c = self._l2, self._l1, self.breakpoint
         zh = self._half_z()
         outer = jnp.log(self.tail_mass()) - l1 * jnp.maximum(t - c, 0.0)
@@ -419,7 +419,7 @@ class GeometricMixture(_Piecewise):
     breakpoint: int = static_field(default=1)  # an integer: static (the law is not differentiable in c)
     discrete = True
 
-    # -- constants (spec §1.3, §3.2) ------------------------------------------------------
+    # -- constants (Definition 4, eqs. (17)–(18)) ------------------------------------------------------
     def _t0(self):
         return 1.0 / jnp.expm1(self._l1)  # q1/(1 − q1)
 
@@ -495,7 +495,7 @@ class GeometricMixture(_Piecewise):
         lp = jnp.log(self.tail_mass()) + 800.0
         return self.breakpoint + self.outer_scale * jnp.maximum(lp, 0.0) + 2.0
 
-    # -- moments (spec §3.2; the printed eqs. 20–22 are wrong) ------------------------------
+    # -- moments (the printed eqs. 20–22 are wrong; these are the sums) ------------------------------
     def _sums(self):
         l2, l1, c = self._l2, self._l1, self.breakpoint
         q2, q1 = jnp.exp(-l2), jnp.exp(-l1)

@@ -1,5 +1,5 @@
 """Per-record differential privacy (PrDP): Chen, Sun, Xu, Dong, "A General Framework for Per-record
-Differential Privacy", SIGMOD 2025 (spec ``specs/prdp.md``; docs/prdp.md).
+Differential Privacy", SIGMOD 2025 (PACMMOD 3(6), article 287; docs/prdp.md).
 
 Each record r has its own budget E(r), a public, data-independent function of the record
 (:class:`PrivacyFunction`), and a release may spend at most E(r) on r. The mechanisms cut

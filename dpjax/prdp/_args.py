@@ -28,7 +28,7 @@ from dpjax.validation import (
 __all__ = ["x64", "check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS",
            "MAX_CLIP_EXPONENT"]
 
-#: Levels are ``ε̌·2^j``; 64 covers every budget ratio ε̂/ε̌ ≤ 2^64 (spec §5.1).
+#: Levels are ``ε̌·2^j``; 64 covers every budget ratio ε̂/ε̌ ≤ 2^64.
 MAX_LEVELS = 64
 #: Clipping thresholds ``2^j`` of the universal sum go up to ``2^63``; larger value bounds are refused.
 MAX_CLIP_EXPONENT = 63

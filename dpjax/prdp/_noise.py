@@ -7,13 +7,12 @@ numbered streams: uniform ``i`` of stream ``s`` is built from the Threefry-2x32 
 whose two words give 52 random bits. Each use site takes its own stream number, so no
 randomness is shared between uses.
 
-Why not ``jax.random``: (1) budgets, thresholds and sums run in float64 (spec §5.1), traced
+Why not ``jax.random``: (1) budgets, thresholds and sums run in float64, traced
 inside ``jax.enable_x64(True)``; a caller may ``jit`` a mechanism with the global x64 flag off,
 and JAX's float64 samplers then emit 64-bit integer operations that do not lower — these
 samplers use float64 arithmetic on ``uint32`` words only, so a mechanism lowers with the flag
-on or off. (2) Every ``jax.random`` call site compiles its own Threefry loop (≈ 0.5 s of XLA
-time each on CPU); the unrolled hash fuses into its consumer and compiles several times
-faster, which keeps a mechanism with a dozen draws cheap to compile.
+on or off. (2) Every ``jax.random`` call site compiles its own Threefry loop; the unrolled hash
+fuses into its consumer and compiles faster (docs/performance.md), which keeps a mechanism with a dozen draws cheap to compile.
 """
 
 from __future__ import annotations

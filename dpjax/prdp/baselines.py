@@ -1,14 +1,14 @@
-"""Baselines of the paper's experiments (spec §2.7): the naive global-minimum mechanisms and the
+"""Baselines of the paper's experiments (Chen, Sun, Xu, Dong, SIGMOD 2025, §8.1): the naive global-minimum mechanisms and the
 personalized-DP (PDP) truncation of Sun et al. ("Personalized Truncation for Personalized Privacy").
 
-* Naive: any ε̌-DP mechanism is E-PrDP because ``ε̌ ≤ E(r)`` for every record (spec §1.3):
+* Naive: any ε̌-DP mechanism is E-PrDP because ``ε̌ ≤ E(r)`` for every record (the paper's §3.4):
   :func:`naive_count` (``n + Lap(1/ε̌)``) and :func:`naive_sum` (the universal sum at ε̌ on
   ``[0, U]``). Certified E-PrDP; their ledger charges ε̌ to every level.
 * PDP: :func:`pdp_count` and :func:`pdp_sum` treat each budget ``ε_j = E(r_j)`` as *public*.
   They are **NOT E-PrDP — NOT CERTIFIED under per-record DP**: their noise and truncation
-  depend on the budgets, which PrDP keeps private (spec §1.3), and the sum's ``t + 1``
+  depend on the budgets, which PrDP keeps private (the paper's §3.4), and the sum's ``t + 1``
   queries with noise calibrated for ``t`` spend ``(1 + 1/t)·ε_j`` on record j (the public
-  code's overshoot, kept for parity, spec §2.7). They return a bare estimate, no ledger,
+  code's overshoot, kept for parity). They return a bare estimate, no ledger,
   and exist only for the paper's side-by-side comparison.
 """
 
@@ -102,7 +102,7 @@ def _pdp_count(key, budgets, mask, eps_min, beta, *, t):
 
 @x64
 def pdp_count(key, budgets, *, eps_min, eps_max, beta, mask=None):
-    """Sun et al.'s PDP count with public budgets (spec §2.7). NOT CERTIFIED under PrDP (module doc).
+    """Sun et al.'s PDP count with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP (module doc).
 
     ``t = ⌈log2(ε̂/ε̌)⌉``; for ``k_i = 2^i ε̌``, ``i = 0 … t``:
     ``Ĉ_i = #{j : ε_j > k_i} + (t/k_i)·Lap(1) − (t/k_i)·ln(t/β)``; returns ``max(0, max_i Ĉ_i)``.
@@ -131,7 +131,7 @@ def _pdp_sum(key, values, budgets, mask, eps_min, eps_max, beta, *, t):
 
 @x64
 def pdp_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None):
-    """Sun et al.'s PDP sum with public budgets (spec §2.7). NOT CERTIFIED under PrDP (module doc).
+    """Sun et al.'s PDP sum with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP (module doc).
 
     ``t = ⌈log2(ε̂U/ε̌)⌉``; for ``g_i = 2^i/ε̂``, ``i = 0 … t``: ``Ŝ_i = Σ_j min(x_j, ⌊g_i ε_j⌋) +
     t g_i·Lap(1) − t g_i·ln(t/β)``; returns ``max(0, max_i Ŝ_i)``. O(n·t) work.

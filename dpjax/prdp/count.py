@@ -1,4 +1,4 @@
-"""Algorithm 1, PrDP Count (Chen, Sun, Xu, Dong, SIGMOD 2025, §5.1; spec §2.1).
+"""Algorithm 1, PrDP Count (Chen, Sun, Xu, Dong, SIGMOD 2025, §5.1).
 
 Every record lies in exactly one privacy-specified domain X_i (:mod:`dpjax.prdp.domains`).
 Each level count ``c_i = |D ∩ X_i|`` is released with ``Lap(1/lo_i)`` noise — ``lo_i``-DP
@@ -7,7 +7,7 @@ the disjoint levels the vector of noisy counts is E-PrDP (Lemma 3.11). The first
 noisy count reaches ``T_i = ln(L/β)/lo_i`` is ℓ ("heavy"); the estimate is the sum of the
 noisy counts of levels ℓ … L, and ``ε_τ = lo_ℓ`` estimates ε_min(D) (Theorem 5.1: with
 probability ≥ 1 − β, ``ε_τ ≥ ε_min(D)/2`` and the error is ``< 12·ln(L/β)/ε_min(D)``,
-spec §3.2). Selecting ℓ and summing are post-processing; the record count n is never used.
+the paper's Theorem 5.1). Selecting ℓ and summing are post-processing; the record count n is never used.
 """
 
 from __future__ import annotations

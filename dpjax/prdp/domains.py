@@ -1,6 +1,6 @@
 """Privacy-specified domain partitioning (Chen, Sun, Xu, Dong, SIGMOD 2025, §5.1).
 
-The budget range ``[ε̌, ε̂]`` is cut into ``L = ⌈log2(ε̂/ε̌)⌉`` levels (spec §0): level 1 is
+The budget range ``[ε̌, ε̂]`` is cut into ``L = ⌈log2(ε̂/ε̌)⌉`` levels (the paper's §5.1): level 1 is
 the closed interval ``[ε̌, 2ε̌]``, level ``i ≥ 2`` is ``(2^{i−1}ε̌, min(2^i ε̌, ε̂)]``. The
 *floor* of level ``i`` is ``lo_i = 2^{i−1}ε̌``, the least budget of its records; every noise
 scale on a level is calibrated to its floor, so a record is never charged more than its
@@ -131,7 +131,7 @@ def opaque(x, dtype=jnp.float64):
 
 
 def partition_records(budgets, mask, eps_min, eps_max, max_levels: int) -> Partition:
-    """Assign each record its level (spec §0). Records with a budget below ε̌ (or NaN), and
+    """Assign each record its level (the paper's §5.1). Records with a budget below ε̌ (or NaN), and
     padded records (``mask`` False), get weight 0: they are in no level, so no release
     depends on them and they spend nothing."""
     budgets = opaque(budgets)

@@ -1,4 +1,4 @@
-"""The PrDP sum "extension" of Algorithm 1 (Chen, Sun, Xu, Dong, SIGMOD 2025, §5.2, App. A; spec §2.3).
+"""The PrDP sum "extension" of Algorithm 1 (Chen, Sun, Xu, Dong, SIGMOD 2025, §5.2, App. A).
 
 Algorithm 1 with level *sums* instead of counts: ``s_i = Σ_{r ∈ D∩X_i} v(r)`` is released with
 ``Lap(cap_i)``, ``cap_i = sup_{r ∈ X_i} v(r)/E(r)``, computed over the domain (never from the
@@ -6,10 +6,10 @@ data); ℓ is the first level with ``S̃_i ≥ cap_i·ln(L/β)`` and the estimat
 
 ``cap_i = u_i / lo_i`` where ``u_i`` is the public bound of the values of level i (a scalar
 ``upper`` U on every level, or :meth:`PrivacyFunction.level_upper`, ``E^{-1}(lo_i)`` for a
-non-increasing E — spec §2.3's formula). Each value is clipped to its own level's bound
+non-increasing E — the paper's §5.2). Each value is clipped to its own level's bound
 before summing, so a record of level i moves ``s_i`` by at most ``u_i`` and loses at most
 ``u_i/cap_i = lo_i ≤ E(r)`` whatever the data: E-PrDP by parallel composition over the levels.
-A level whose bound is 0 carries no noise and is never heavy (spec §2.3).
+A level whose bound is 0 carries no noise and is never heavy.
 
 Theorem A.1: error ``O(E^{-1}(ε_min/2)/ε_min · log(log(ε̂/ε̌)/β))`` — ``Õ(Max/ε_min)`` for the
 inverse function but ``Õ(Max²/ε_min)`` for ``E = α/ln v`` (the framework keeps ``Õ(Max/ε_min)``).

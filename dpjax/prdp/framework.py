@@ -1,20 +1,20 @@
-"""Algorithm 2, the general PrDP framework (Chen, Sun, Xu, Dong, SIGMOD 2025, §6; spec §2.4).
+"""Algorithm 2, the general PrDP framework (Chen, Sun, Xu, Dong, SIGMOD 2025, §6).
 
 Any ε-DP mechanism M (add/remove neighbours, any input size) becomes E-PrDP:
 
 1. Part 1 — Algorithm 1 with ``E' = E/2`` and ``β/2``: the same levels, noise
    ``Lap(2/lo_i)``, thresholds ``T'_i = (2/lo_i)·ln(2L/β)``; ℓ is the first heavy level and
-   ``ε_τ = lo_ℓ`` (in units of E, spec §2.4 "unit convention").
+   ``ε_τ = lo_ℓ`` (in units of E, the paper's convention).
 2. Part 2 — M on ``D_ℓ = {r : level(r) ≥ ℓ}`` (membership by level index, so the closed
    level 1 keeps its ``E(r) = ε̌`` records when ℓ = 1) with budget ``ε_τ/2 = lo_ℓ/2`` and
    failure ``β/2``.
 
-Privacy (adaptive sequential composition, spec §2.4): part 1 costs a record of level i
+Privacy (adaptive sequential composition, the paper's §6): part 1 costs a record of level i
 ``lo_i/2 ≤ E(r)/2``; in part 2 a record outside D_ℓ costs nothing and one inside has
 ``E(r) ≥ lo_ℓ``, so it pays ``lo_ℓ/2 ≤ E(r)/2``. The per-level ledger of a run is
 therefore ``lo_i/2`` for ``i < ℓ`` and ``lo_i/2 + lo_ℓ/2 ≤ lo_i`` for ``i ≥ ℓ`` (A2).
 
-Domain tightening (spec §2.4, [C]): given the public ℓ, the records of D_ℓ have values
+Domain tightening (ours, not in the paper): given the public ℓ, the records of D_ℓ have values
 at most ``U_ℓ = max_{i ≥ ℓ} u_i`` where ``u_i`` is the public bound of the values of level i
 (``E^{-1}(lo_i)`` for a non-increasing E, :meth:`PrivacyFunction.level_upper`). M receives
 ``U_ℓ`` as its domain bound; with a scalar ``upper`` every ``u_i = U``.
@@ -45,7 +45,7 @@ def select_epsilon_tau(noise: Stream, part: Partition, beta):
 
 
 def framework_ledger(part: Partition, level):
-    """Pure ε spent per level by one run: ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2`` (spec §4.14, A2)."""
+    """Pure ε spent per level by one run: ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2`` (sequential composition of the two parts)."""
     idx = jnp.arange(part.floor.shape[0], dtype=jnp.int32)
     return part.floor / 2.0 + jnp.where(idx >= level, part.floor[level] / 2.0, 0.0)
 

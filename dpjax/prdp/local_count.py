@@ -1,4 +1,4 @@
-"""Per-record local DP count: Algorithms 3 and 4 (Chen, Sun, Xu, Dong, SIGMOD 2025, §7.2; spec §2.6).
+"""Per-record local DP count: Algorithms 3 and 4 (Chen, Sun, Xu, Dong, SIGMOD 2025, §7.2).
 
 *Privacy-specified query augmentation.* A noise scale that depended on E(r) would leak
 E(r), so every user sends all L levels: coordinate i is ``1[level(r) = i] + Lap(1/lo_i)``
@@ -11,17 +11,17 @@ The analyzer (Algorithm 4) sums the n messages per level and runs Algorithm 1's 
 thresholds grown by the aggregation of n noises:
 
 * ``"paper"``: ``T_i = √(8n)·ln(L/β)/lo_i`` as printed (valid but conservative; on the paper's
-  Normal(50k, 50k) data it gives ≈ 50 % error, not the published 9.84 %, spec §4.13);
-* ``"subgaussian"`` (default): the Chernoff threshold of spec §2.6. ``Lap(b)`` has
+  Normal(50k, 50k) data it gives ≈ 50 % error, not the published 9.84 %; docs/prdp.md);
+* ``"subgaussian"`` (default): a Chernoff threshold (sub-Gaussian tail of the Laplace sum). ``Lap(b)`` has
   ``E e^{λX} ≤ e^{2λ²b²}`` for ``|λ|b ≤ 1/√2``, so a sum of n noises exceeds
   ``b·√(8n·ln(2L/β))`` (either side) with probability ≤ β/L when ``n ≥ ln(2L/β)``;
-  otherwise ``√2·b·(n + ln(2L/β))``. This reproduces Table 4 (spec §4.13). (Spec
+  otherwise ``√2·b·(n + ln(2L/β))``. This reproduces the paper's Table 4 (App. B; docs/prdp.md). (The
   Appendix A's driver uses ``ln(L/β)`` — a one-sided bound; the two-sided form is the one
   the union bound over L levels needs, and it selects the same level on that data.)
 
 Simulating the protocol: ``per_user=True`` draws every user's L-vector (O(n·L));
 the default fast path draws the aggregate exactly — a sum of n i.i.d. ``Lap(b)`` is
-``b·(G − G')`` with ``G, G' ~ Gamma(n, 1)`` — in O(L) (spec §2.6, "simulation shortcut").
+``b·(G − G')`` with ``G, G' ~ Gamma(n, 1)`` — in O(L) (a simulation shortcut with the same law).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Per-record local DP sum: Algorithm 5 (the general PrLDP framework, Chen, Sun, Xu, Dong, SIGMOD 2025,
-§7.3) with the reference LDP sum protocol of spec §2.6 as its Round II.
+§7.3) with a reference LDP sum protocol as its Round II (the paper leaves Round II open).
 
 Round I (budget E/2, failure β/2): every user runs Algorithm 3 with ``E/2`` (noise
 ``Lap(2/lo_i)``) and the analyzer runs Algorithm 4, giving ℓ and ``ε_τ = lo_ℓ``, broadcast.
@@ -8,7 +8,7 @@ Round II (budget ``ε = ε_τ/2 ≤ E(r)/2``, failure β/2): a user of level ``<
 dummy ⊥ (value 0; the paper's "E(r_j) < ε_τ", here by level index as in the central
 framework), so its Round II output law is ⊥'s and it loses nothing; the others run an
 ε-LDP sum protocol. The paper defers that protocol to huang21mean and runs no experiment;
-this is spec §2.6's reference protocol ([C]):
+this is our reference protocol (not in the paper):
 
 * IIa (ε/2): user j gets a public uniform group ``k_j ∈ {0 … J}``, ``J = ⌈log2 U_ℓ⌉``, and sends
   ``RR_{ε/2}(1[x_j > 2^{k_j}])`` (⊥ sends the bit 0 through the same randomizer). The analyzer
@@ -97,7 +97,7 @@ def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold=
       threshold: Round I analyzer threshold, ``"subgaussian"`` or ``"paper"``
         (:mod:`dpjax.prdp.local_count`).
       per_user: draw every user's Laplace messages (O(n·L)) instead of the exact aggregates.
-      kappa: the constant κ of Round IIa's threshold (any κ is private; spec §2.6, [C]).
+      kappa: the constant κ of Round IIa's threshold (any κ is private; our choice, not the paper's).
 
     Returns:
       :class:`~dpjax.prdp.PrDPResult`, ledger ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2`` per level.

@@ -1,4 +1,4 @@
-"""PrDP max: ``dpjax.prdp.max``, Algorithm 2 with the exponential-mechanism max (spec §2.5.2)."""
+"""PrDP max: ``dpjax.prdp.max``, Algorithm 2 with the exponential-mechanism max (Asi & Duchi, "Instance-optimality in differential privacy via approximate inverse sensitivity mechanisms", NeurIPS 2020; Dong & Yi, PODS 2023)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def max(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None, max_l
     Part 1 finds ℓ with E/2; the EM max (target rank ``c = ⌈(2/ε)ln((U_ℓ+1)/β)⌉`` records above
     the output, ε = lo_ℓ/2, β/2) runs on ``D_ℓ`` over the integers ``[0, ⌊U_ℓ⌋]``. With per-level
     bounds (:meth:`PrivacyFunction.level_upper`) ``U_ℓ = E^{-1}(ε_τ)``, the reading that reproduces
-    the paper's rank errors (spec §4.13); with a scalar ``upper`` the domain stays ``[0, U]``.
+    the paper's rank errors (docs/prdp.md); with a scalar ``upper`` the domain stays ``[0, U]``.
     The released value is an integer (float64). It needs ``|D_ℓ| ≳ c`` records to be useful
     (the paper's "n > Õ(1/ε)").
 

@@ -1,13 +1,13 @@
-"""The paper's privacy budget functions E(v) (Chen, Sun, Xu, Dong, SIGMOD 2025, §8.1; spec §4.4).
+"""The paper's privacy budget functions E(v) (Chen, Sun, Xu, Dong, SIGMOD 2025, §8.1).
 
 A record's budget is a public, data-independent function of its value ``v ∈ [0, U]``
 (a balance, a salary), non-increasing (larger values get stronger protection) and capped
 at ε̂:
 
-* inverse ``E(v) = α/v``, α = 10⁴ (Eq. (1) with the typo of its second case fixed, spec §6 item 1);
+* inverse ``E(v) = α/v``, α = 10⁴ (Eq. (1) with the typo of its second case fixed: its printed second case cannot hold);
 * sqrt ``E(v) = α/√v``, α = 8;
 * log ``E(v) = α/log⁴ v``, α = 500 (base unspecified by the paper; natural log by default,
-  spec §4.4; ``E = ε̂`` for ``v ≤ 1``).
+  the paper's §8.1; ``E = ε̂`` for ``v ≤ 1``).
 
 ``ε̌ = E(U)`` (the least budget over the domain) and ``ε̂`` give the level grid. For the
 extension's noise and the framework's domain tightening, :meth:`PrivacyFunction.level_upper`
@@ -73,7 +73,7 @@ class PrivacyFunction:
 
     @classmethod
     def log(cls, upper, *, alpha=_DEFAULT_ALPHA["log"], eps_max=100.0, base=math.e):
-        """``E(v) = min(ε̂, α/log_base⁴ v)`` (``ε̂`` for v ≤ 1); α = 500, base e by default (spec §4.4)."""
+        """``E(v) = min(ε̂, α/log_base⁴ v)`` (``ε̂`` for v ≤ 1); α = 500, base e by default (the paper's §8.1)."""
         return cls(alpha=alpha, upper=upper, cap=eps_max, kind="log", log_base=float(base))
 
     @x64

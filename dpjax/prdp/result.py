@@ -26,7 +26,7 @@ class PrDPResult:
         the least budget of a record of level i.
       level_epsilon: the pure ε this release spent on a record of level i (0 on padded
         levels). Algorithm 1: ``lo_i``; Algorithm 2: ``lo_i/2`` for ``i < ℓ`` and
-        ``lo_i/2 + lo_ℓ/2`` for ``i ≥ ℓ``; extension: ``sup v/cap_i = lo_i`` (spec §4.14, A2).
+        ``lo_i/2 + lo_ℓ/2`` for ``i ≥ ℓ``; extension: ``sup v/cap_i = lo_i`` (sequential composition of the two parts).
       eps_min, eps_max: the budget range ``[ε̌, ε̂]`` the levels were built from.
     """
 

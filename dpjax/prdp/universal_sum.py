@@ -1,7 +1,7 @@
-"""The ε-DP base sum M of the PrDP framework: SVT-chosen clipping plus Laplace (spec §2.5.1).
+"""The ε-DP base sum M of the PrDP framework: SVT-chosen clipping plus Laplace (Dong & Yi, "Universal Private Estimators", PODS 2023).
 
 The paper cites "Laplace-based standard DP sum estimation (dong2023universal)" without
-specifying it; spec §2.5.1 reconstructs it from the co-authors' public code, with one
+specifying it; this is a reconstruction from the co-authors' public code, with one
 fix (clip at ``τ = 2^j``, not ``2^{j−1}``), and reproduces the paper's numbers with it:
 
 1. ``ε1 = ε2 = ε/2``, ``β1 = β/2``, public threshold ``θ = (6/ε1)·ln(2/β1)``;
@@ -11,7 +11,7 @@ fix (clip at ``τ = 2^j``, not ``2^{j−1}``), and reproduces the paper's number
 3. ``τ = 2^j``; release ``Σ min(x, τ) + Lap(τ/ε2)`` (sensitivity τ for x ≥ 0). ε2-DP.
 
 All J + 1 query noises are drawn up front and the first passing index is taken: the
-same law as the sequential scan, since unused noises are never released (spec §2.5.1).
+same law as the sequential scan, since unused noises are never released.
 The data enter only through a table of counts and sums per *bucket* ``b`` (the least
 ``b ≥ 0`` with ``x ≤ 2^b``): ``A_j = Σ_{b>j} count_b`` and
 ``Σ min(x, 2^j) = Σ_{b≤j} sum_b + 2^j·A_j``, both exact. The framework builds that table
