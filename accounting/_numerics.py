@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax._float64 import x64  # noqa: F401 (the accounting modules import it from here)
 from dpjax.validation import concrete  # noqa: F401 (the accounting modules import it from here)
 
 EPS64 = 2.0**-52
-
-
-def x64(fn):
-    """Run ``fn`` inside ``jax.enable_x64(True)``; the user's global flag is left untouched."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with jax.enable_x64(True):
-            return fn(*args, **kwargs)
-
-    return wrapper
 
 
 def to64(tree):

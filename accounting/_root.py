@@ -1,4 +1,5 @@
-r"""The one root solver of the accountants: ε at a target δ of a decreasing privacy profile.
+r"""The root solvers of the accountants: ε at a target δ of a decreasing privacy profile (traced,
+differentiable), and a scale at a target ε (on the host).
 
 :func:`epsilon_root` solves ``log δ(ε) = log δ_target`` for the smallest ε ≥ ``lower`` by
 bracketed Newton steps on ``log δ`` (concave for Gaussian-like tails: one overshoot, then
@@ -18,16 +19,21 @@ monotone quadratic convergence), elementwise over arrays:
 
 :func:`epsilon_and_slope` is the same iteration carrying a second tangent (a scalar
 parameter ``u``): the root and ``dε/du`` from one loop, the gradient tuner's fused step.
+
+:func:`log_bisect` is the host-side solver for a scale (a noise multiplier, a common scale of a
+plan) at which a decreasing, concrete function (an accountant's ε) meets a target: bisection in
+log space of a bracket the caller found, returning the end on the safe side.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["epsilon_root", "epsilon_and_slope", "ROOT_TOL", "ROOT_ITERS"]
+__all__ = ["epsilon_root", "epsilon_and_slope", "log_bisect", "ROOT_TOL", "ROOT_ITERS"]
 
 #: default tolerance on ε (absolute) and iteration cap.
 ROOT_TOL = 1e-12
@@ -159,3 +165,16 @@ def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, tol=ROOT_TOL, i
                                  tol, iters, aux0=jnp.zeros_like(u))
     dfx = jnp.where(dfx == 0, -1e-300, dfx)
     return x, jnp.where((x > 0) & jnp.isfinite(x), -dfu / dfx, 0.0)
+
+
+def log_bisect(fn, lo, hi, target, *, rtol):
+    """The root of the decreasing ``fn(x) = target`` in the bracket ``[lo, hi]`` (``0 < lo < hi``,
+    ``fn(lo) > target ≥ fn(hi)``), by bisection in log space until ``hi/lo − 1 < rtol``; returns
+    ``hi``, where ``fn ≤ target`` (the feasible end: a noise scale never below the one needed)."""
+    while hi / lo - 1.0 >= rtol:
+        mid = math.sqrt(lo * hi)
+        if fn(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -17,6 +17,8 @@ use Proposition 12 of Canonne, Kamath, Steinke (arXiv:2004.00010), as dp_account
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +29,7 @@ from accounting._profiles import discrete_plan, expand, output_interval
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.mechanism import Mechanism, overrides
 
-__all__ = ["rdp", "rdp_to_epsilon", "rdp_to_delta"]
+__all__ = ["rdp", "rdp_to_epsilon", "rdp_to_delta", "subsampled_rdp", "sampled_gaussian_rdp", "RDP_ORDERS"]
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
@@ -158,3 +160,53 @@ def rdp_to_delta(orders, rdp_values, epsilon):
     kl = 0.5 * jnp.log(-jnp.expm1(-jnp.maximum(r_, 1e-300)))
     logd = jnp.minimum(logd, kl)
     return jnp.minimum(jnp.exp(jnp.min(logd, axis=-1)), 1.0)
+
+
+# ----------------------------------------------------------------------------------
+# Poisson subsampling
+# ----------------------------------------------------------------------------------
+#: integer Rényi orders of the subsampled bounds (Zhu & Wang's Thm. 5 needs integers)
+RDP_ORDERS = np.concatenate([np.arange(2, 65), np.arange(72, 257, 8), [320, 384, 512]]).astype(float)
+_gammaln = np.vectorize(math.lgamma)
+_A = RDP_ORDERS[:, None]
+_K = np.arange(int(RDP_ORDERS.max()) + 1, dtype=float)[None, :]
+with np.errstate(invalid="ignore"):
+    #: log C(α, k) for every order α (rows) and k = 0..max α (columns); -inf where k > α
+    _LOG_BINOM = np.where(_K <= _A, _gammaln(_A + 1.0) - _gammaln(_K + 1.0) - _gammaln(np.maximum(_A - _K, 0) + 1.0),
+                          -np.inf)
+
+
+def _log1m(q):
+    return jnp.log1p(-jnp.minimum(q, 1.0 - 1e-16))
+
+
+def subsampled_rdp(base_rdp, sampling_prob):
+    """Zhu & Wang (ICML 2019) Thm. 5: an RDP bound at the integer :data:`RDP_ORDERS` of a mechanism
+    with RDP ``base_rdp(l)`` run on a Poisson sample of rate q; min'd with the base RDP.
+
+    ε_q(α) ≤ log[(1−q)^{α−1}(αq − q + 1) + C(α,2) q² (1−q)^{α−2} e^{ε(2)}
+    + 3 Σ_{l=3}^{α} C(α,l) (1−q)^{α−l} q^l e^{(l−1)ε(l)}] / (α−1).
+    ``base_rdp`` maps orders (an array broadcasting against ``sampling_prob``'s shape + (1, 1)) to RDP values.
+    """
+    q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
+    a, k = jnp.asarray(_A), jnp.asarray(_K)
+    ksafe = jnp.maximum(k, 2.0)
+    terms = (jnp.asarray(_LOG_BINOM) + (a - k) * _log1m(q) + k * jnp.log(q) + (ksafe - 1.0) * base_rdp(ksafe)
+             + jnp.where(k >= 3, math.log(3.0), 0.0))
+    terms = jnp.where(k >= 2, terms, -jnp.inf)
+    first = (a - 1.0) * _log1m(q) + jnp.log1p((a - 1.0) * q)
+    total = jax.nn.logsumexp(jnp.concatenate([first, terms], -1), axis=-1)
+    base = base_rdp(a)[..., 0]
+    return jnp.where(q[..., 0] >= 1.0, base, jnp.minimum(total / (a[..., 0] - 1.0), base))
+
+
+def sampled_gaussian_rdp(z, sampling_prob):
+    """RDP of the Poisson-subsampled Gaussian at the integer :data:`RDP_ORDERS`, exactly (Mironov,
+    Talwar, Zhang 2019, Sec. 3.3: A_α = Σ_k C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/2z²}; the add direction
+    is smaller, their Thm. 5)."""
+    z = jnp.asarray(z, jnp.float64)[..., None, None]
+    q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
+    a, k = jnp.asarray(_A), jnp.asarray(_K)
+    t = jnp.asarray(_LOG_BINOM) + (a - k) * _log1m(q) + k * jnp.log(q) + (k * k - k) / (2.0 * z * z)
+    t = jnp.where((q >= 1.0) & (k < a), -jnp.inf, t)
+    return jax.nn.logsumexp(t, axis=-1) / (a[..., 0] - 1.0)

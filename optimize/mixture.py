@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax._float64 import x64
 from dpjax.kernels import by_name
 from dpjax.kernels.mixture import GeometricMixture, LaplaceMixture
 import accounting
@@ -308,15 +309,15 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
                          improved.reshape(shape), kernel, objective)
 
 
+@x64
 def _tune_delta(targets, delta, sens, objective, grid):
     flat = targets.reshape(-1)
-    with jax.enable_x64(True):
-        rows = [_tune_approx(float(e), delta, sens, objective, grid) for e in flat]
-        kernels = [r[0] for r in rows]
-        # batched: a tuple (flat order), each row's own kernel — a plain Laplace row written as the
-        # r = 1, c = 0 mixture would be accounted along every shift, a hair above its exact ε(δ)
-        mech = kernels[0] if not targets.shape else tuple(kernels)
-        pure = np.asarray([float(_as_mixture(k).pure_epsilon(sens)) for k in kernels])
+    rows = [_tune_approx(float(e), delta, sens, objective, grid) for e in flat]
+    kernels = [r[0] for r in rows]
+    # batched: a tuple (flat order), each row's own kernel — a plain Laplace row written as the
+    # r = 1, c = 0 mixture would be accounted along every shift, a hair above its exact ε(δ)
+    mech = kernels[0] if not targets.shape else tuple(kernels)
+    pure = np.asarray([float(_as_mixture(k).pure_epsilon(sens)) for k in kernels])
     col = lambda j: np.asarray([r[j] for r in rows], float).reshape(targets.shape)  # noqa: E731
     improved = np.asarray([isinstance(k, LaplaceMixture) for k in kernels]).reshape(targets.shape)
     return MixtureTuning(mech, col(1), col(2), pure.reshape(targets.shape), improved, "laplace", objective,

@@ -36,6 +36,8 @@ import numpy as np
 
 import dpjax
 from accounting import exact
+from accounting._numerics import to64
+from dpjax._float64 import x64
 from optimize import _composed, _search
 
 __all__ = ["TuningResult", "tune_boosted", "base_sigma"]
@@ -177,6 +179,7 @@ def _base_scale(kernel, region, rho, terms):
 _base_jit = jax.jit(_base_scale, static_argnums=(3,))
 
 
+@x64
 def base_sigma(region, rho, kernel="gaussian"):
     """Scale of the plain ``kernel`` whose hardest answer has coverage exactly ``rho``: the
     largest scale (σ, b, or a user kernel's scale leaf) meeting the utility constraint alone.
@@ -190,9 +193,7 @@ def base_sigma(region, rho, kernel="gaussian"):
     """
     kernel = resolve_kernel(kernel)
     _check_region(region)
-    with jax.enable_x64(True):
-        to64 = lambda t: jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), t)  # noqa: E731
-        return _base_jit(to64(kernel), to64(region), jnp.asarray(rho, jnp.float64), _terms(kernel, region))
+    return _base_jit(to64(kernel), to64(region), jnp.asarray(rho, jnp.float64), _terms(kernel, region))
 
 
 @dataclasses.dataclass(frozen=True)

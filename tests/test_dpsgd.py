@@ -174,8 +174,8 @@ def test_discrete_gaussian_accounting_is_a_sound_bound():
     exact = np.asarray([rdp_mod._compute_rdp_poisson_subsampled_gaussian(0.01, 1.0, [a]) for a in
                         acc_dpsgd.RDP_ORDERS[:20]]).ravel()
     with jax.enable_x64(True):
-        dg_noise = acc_dpsgd._noise(dpjax.DiscreteGaussian)
-        bound = np.asarray(acc_dpsgd.subsampled_rdp(acc_dpsgd._renyi_bound(dg_noise, 1.0), 0.01))[:20]
+        dg_noise = acc_dpsgd.noise._noise(dpjax.DiscreteGaussian)
+        bound = np.asarray(acc_dpsgd.subsampled_rdp(acc_dpsgd.noise._renyi_bound(dg_noise, 1.0), 0.01))[:20]
     assert np.all(bound >= exact * (1 - 1e-12))
 
 

@@ -68,15 +68,15 @@ def _group(entry: dict, where: str, scale=None):
         raise ValueError(f"{scale_flag(cls)}: --mechanism {entry['mechanism']} needs its scale")
     scale = check_positive(scale_flag(cls), entry[own] if scale is None else scale)
     sensitivity = check_positive("--sensitivity", entry.get("sensitivity", 1.0))
-    q = entry.get("sampling_prob", 1.0)
-    if not (q == 1.0 or 0.0 < q < 1.0):
-        raise ValueError(f"--sampling-prob must lie in (0, 1], got {q}")
+    sampling_prob = entry.get("sampling_prob", 1.0)
+    if not (sampling_prob == 1.0 or 0.0 < sampling_prob < 1.0):
+        raise ValueError(f"--sampling-prob must lie in (0, 1], got {sampling_prob}")
     steps = check_steps("--steps", entry.get("steps", 1))
     try:
         mech = cls(**{cls.scale_name: scale})
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--mechanism {entry['mechanism']}: {exc}") from None
-    return mech, sensitivity, float(q), steps
+    return mech, sensitivity, float(sampling_prob), steps
 
 
 def plan_groups(args, scale=None):
@@ -103,8 +103,8 @@ def plan_accountant(groups, delta=None):
     import accounting
 
     acc = accounting.Accountant(delta=delta)
-    for mech, sensitivity, q, steps in groups:
-        acc.record(mech, sensitivity=sensitivity, count=steps, sampling_prob=q)
+    for mech, sensitivity, sampling_prob, steps in groups:
+        acc.record(mech, sensitivity=sensitivity, count=steps, sampling_prob=sampling_prob)
     return acc
 
 
@@ -120,11 +120,11 @@ def plan_rdp(groups):
 
     total = np.zeros(len(RDP_ORDERS))
     with jax.enable_x64(True):
-        for mech, sensitivity, q, steps in groups:
-            if q == 1.0:
+        for mech, sensitivity, sampling_prob, steps in groups:
+            if sampling_prob == 1.0:
                 r = accounting.rdp(mech, jnp.asarray(RDP_ORDERS), sensitivity=sensitivity)
             else:
-                r = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), q)
+                r = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), sampling_prob)
             total += steps * np.asarray(r, dtype=float)
     return RDP_ORDERS, total
 
@@ -165,16 +165,16 @@ def _account(args):
                               else accounting.rdp_to_delta(orders, total, args.epsilon))
     query = ("epsilon", value, "delta", args.delta) if args.delta is not None else ("delta", value, "epsilon",
                                                                                    args.epsilon)
-    payload = {"plan": [{"mechanism": parameters(m), "sensitivity": s, "sampling_prob": q, "steps": t}
-                        for m, s, q, t in groups],
+    payload = {"plan": [{"mechanism": parameters(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
+                        for m, s, sampling_prob, t in groups],
                query[2]: query[3], query[0]: value}
     if rdp_value is not None:
         payload[f"rdp_{query[0]}"] = rdp_value
     if curve is not None:
         payload["curve"] = [{"delta": d, "epsilon": e} for d, e in curve]
     lines = ["dpjax account — the exact privacy of the plan (pessimistic PLD, composed exactly)"]
-    for m, s, q, t in groups:
-        sampled = f", Poisson sampling rate {q:g}" if q < 1.0 else ""
+    for m, s, sampling_prob, t in groups:
+        sampled = f", Poisson sampling rate {sampling_prob:g}" if sampling_prob < 1.0 else ""
         lines.append(f"  {t} x {describe(m)} at sensitivity {s:g}{sampled}")
     lines.append(f"{query[0]} = {value:.6g} at {query[2]} = {query[3]:g} (exact PLD)")
     if rdp_value is not None:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import math
 
 from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, reported,
                                kernel_class, kernel_names, progress, refuse_flags)
@@ -45,14 +44,15 @@ def _dpsgd(args):
         raise ValueError("--sampling-prob: to calibrate the batch size give --num-examples N (q = B / N)")
     with progress("calibrating"):
         if what == "noise_multiplier":
-            q, steps = check_probability("--sampling-prob", args.sampling_prob), check_steps("--steps", args.steps)
-            value = float(accounting.calibrate_noise_multiplier(eps, delta, q, steps, mechanism=cls))
-            setting = dict(noise_multiplier=value, sampling_prob=q, steps=steps)
+            sampling_prob = check_probability("--sampling-prob", args.sampling_prob)
+            steps = check_steps("--steps", args.steps)
+            value = float(accounting.calibrate_noise_multiplier(eps, delta, sampling_prob, steps, mechanism=cls))
+            setting = dict(noise_multiplier=value, sampling_prob=sampling_prob, steps=steps)
         elif what == "steps":
             z = check_positive("--noise-multiplier", args.noise_multiplier)
-            q = check_probability("--sampling-prob", args.sampling_prob)
-            value = int(accounting.calibrate_num_steps(eps, delta, z, q, mechanism=cls))
-            setting = dict(noise_multiplier=z, sampling_prob=q, steps=value)
+            sampling_prob = check_probability("--sampling-prob", args.sampling_prob)
+            value = int(accounting.calibrate_num_steps(eps, delta, z, sampling_prob, mechanism=cls))
+            setting = dict(noise_multiplier=z, sampling_prob=sampling_prob, steps=value)
         else:
             z, steps = check_positive("--noise-multiplier", args.noise_multiplier), check_steps("--steps", args.steps)
             n = check_steps("--num-examples", args.num_examples)
@@ -80,7 +80,7 @@ def plan_scale(groups_at, epsilon: float, delta: float) -> float:
     """The smallest common scale s (to :data:`PLAN_RTOL`) at which the plan ``groups_at(s)`` spends at
     most ``epsilon`` at ``delta`` (its exact PLD): a doubling bracket, then a log-space bisection
     (ε decreases in every kernel's scale), returning the feasible end."""
-    from accounting.dpsgd import _bisect_log
+    from accounting._root import log_bisect
     from dpjax.cli.account import plan_accountant
 
     def eps(s):
@@ -96,8 +96,7 @@ def plan_scale(groups_at, epsilon: float, delta: float) -> float:
         lo, hi = lo / 4.0, lo
         if lo < 1e-12:
             raise ValueError(f"--epsilon: {epsilon:g} is met at every scale down to 1e-12")
-    iters = 1 + int(math.ceil(math.log2(math.log(hi / lo) / math.log1p(PLAN_RTOL))))
-    return _bisect_log(eps, lo, hi, epsilon, iters=iters)
+    return log_bisect(eps, lo, hi, epsilon, rtol=PLAN_RTOL)
 
 
 def _plan(args):
@@ -111,12 +110,13 @@ def _plan(args):
         groups = plan_groups(args, scale)
         spent = float(plan_accountant(groups).spent_epsilon(delta))
     payload = {"calibrated": "scale", "scale": scale, "target_epsilon": eps, "delta": delta, "epsilon": spent,
-               "plan": [{"mechanism": describe(m), "sensitivity": s, "sampling_prob": q, "steps": t}
-                        for m, s, q, t in groups]}
+               "plan": [{"mechanism": describe(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
+                        for m, s, sampling_prob, t in groups]}
     lines = [f"dpjax calibrate plan — the common scale for epsilon {eps:g} at delta {delta:g}",
              f"scale = {scale:.6g} (each kernel's scale leaf; the least feasible to a relative {PLAN_RTOL:g})"]
-    lines += [f"  {t} x {describe(m)} at sensitivity {s:g}" + (f", Poisson sampling rate {q:g}" if q < 1 else "")
-              for m, s, q, t in groups]
+    lines += [f"  {t} x {describe(m)} at sensitivity {s:g}" + (
+        f", Poisson sampling rate {sampling_prob:g}" if sampling_prob < 1 else "")
+              for m, s, sampling_prob, t in groups]
     lines.append(f"epsilon = {spent:.6g} at delta = {delta:g} (exact PLD, composed; never above the target)")
     return payload, lines
 
@@ -140,10 +140,10 @@ def add_parser(sub) -> None:
                    help="noise kernel (default gaussian; laplace, discrete-gaussian, or a class)")
     d.add_argument("--json", action="store_true", help="print the result as one JSON object")
     d.set_defaults(run=reported(_dpsgd))
-    q = targets.add_parser("plan", help="the common scale of a composed plan",
+    sampling_prob = targets.add_parser("plan", help="the common scale of a composed plan",
                            description="Groups as in dpjax account, without their scales.")
-    q.add_argument("--epsilon", type=float, required=True, help="target epsilon")
-    q.add_argument("--delta", type=float, required=True, help="at this delta")
-    add_group_flags(q, scales=False)
-    q.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    q.set_defaults(run=reported(_plan))
+    sampling_prob.add_argument("--epsilon", type=float, required=True, help="target epsilon")
+    sampling_prob.add_argument("--delta", type=float, required=True, help="at this delta")
+    add_group_flags(sampling_prob, scales=False)
+    sampling_prob.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    sampling_prob.set_defaults(run=reported(_plan))

@@ -9,7 +9,6 @@ below ε̌ get weight 0, values are clipped into ``[0, upper]``).
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -25,24 +24,13 @@ from dpjax.validation import (
     is_traced,
 )
 
-__all__ = ["x64", "check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS",
+__all__ = ["check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS",
            "MAX_CLIP_EXPONENT"]
 
 #: Levels are ``ε̌·2^j``; 64 covers every budget ratio ε̂/ε̌ ≤ 2^64.
 MAX_LEVELS = 64
 #: Clipping thresholds ``2^j`` of the universal sum go up to ``2^63``; larger value bounds are refused.
 MAX_CLIP_EXPONENT = 63
-
-
-def x64(fn):
-    """Run ``fn`` (and trace what it builds) inside ``jax.enable_x64(True)``; the global flag is untouched."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with jax.enable_x64(True):
-            return fn(*args, **kwargs)
-
-    return wrapper
 
 
 def _scalar(name, x):

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.prdp._noise import Stream
-from dpjax.prdp._args import check_common, x64
+from dpjax._float64 import x64
+from dpjax.prdp._args import check_common
 from dpjax.prdp.domains import Partition, first_heavy_level, partition_records, sum_from_level
 from dpjax.prdp.result import PrDPResult
 

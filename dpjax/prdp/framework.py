@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.prdp._noise import Stream
-from dpjax.prdp._args import check_common, check_upper, x64
+from dpjax._float64 import x64
+from dpjax.prdp._args import check_common, check_upper
 from dpjax.prdp.count import make_result, noisy_levels
 from dpjax.prdp.domains import Partition, opaque, partition_records
 from dpjax.prdp.result import PrDPResult

@@ -31,7 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.prdp._noise import Stream
-from dpjax.prdp._args import check_common, check_upper, check_values, x64
+from dpjax._float64 import x64
+from dpjax.prdp._args import check_common, check_upper, check_values
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import dyadic_exponent, opaque, partition_records, pow2
 from dpjax.prdp.framework import framework_ledger, kept_upper, level_upper_bounds

@@ -23,7 +23,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp._args import x64
+from dpjax._float64 import x64
 from dpjax.prdp.domains import level_floors, num_levels
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.validation import check_positive, is_traced
@@ -87,10 +87,10 @@ class PrivacyFunction:
         return self(self.upper)
 
     @property
+    @x64
     def eps_max(self):
         """ε̂, the cap (float64)."""
-        with jax.enable_x64(True):
-            return jnp.asarray(self.cap, jnp.float64)
+        return jnp.asarray(self.cap, jnp.float64)
 
     @x64
     def inverse_budget(self, epsilon):

@@ -7,7 +7,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dpjax.prdp._args import check_common, check_upper, check_values, x64
+from dpjax._float64 import x64
+from dpjax.prdp._args import check_common, check_upper, check_values
 from dpjax.prdp._noise import Stream
 from dpjax.prdp.count import make_result
 from dpjax.prdp.domains import opaque, partition_records

@@ -1,0 +1,167 @@
+"""ε and δ of T-fold DP-SGD on the exact PLD: one plan and FFT length per rung of noise multipliers,
+a bounded, thread-safe cache of them, and the batched, differentiable queries."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accounting._numerics import concrete, x64, x64_vjp
+from accounting._pld import DEFAULT_DISCRETIZATION, make_plan, pld
+from accounting.accountant import _bits, composition_sizes, self_compose_by_count
+from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism
+from accounting.rdp import RDP_ORDERS, rdp_to_delta, rdp_to_epsilon
+from dpjax.validation import check_positive, check_probability, check_real, is_traced
+
+__all__ = ["dpsgd_epsilon", "dpsgd_delta"]
+
+
+def _ladder_floor(z: float) -> float:
+    """The quarter-octave rung at or below z: the plan of every z on that rung."""
+    return 2.0 ** (math.floor(4.0 * math.log2(z) + 1e-9) / 4.0)
+
+
+def _steps_rung(steps: int) -> int:
+    """The power of two at or above ``steps``: the count range of one FFT length."""
+    return 1 << (max(int(steps), 1) - 1).bit_length()
+
+
+class _PldEvaluator:
+    """ε (or δ) of T-fold DP-SGD for the noise multipliers of one rung [z_plan, 2^{1/4} z_plan),
+    one rate q and counts up to a power of two, on one plan and one FFT length.
+
+    The plan (single-step loss grid) is built for the rung's bottom z_plan: a larger z has a
+    narrower loss range, inside it (mass outside the grid would go to +∞: sound either way).
+    The FFT length holds the widest composition window, that of z_plan at the largest count.
+    Which evaluator answers depends only on the setting (its rung), never on what was asked
+    before, so an answer is reproducible; settings sharing grid shapes share compiled code.
+    """
+
+    def __init__(self, noise, z_plan, sampling_prob, max_steps, step):
+        self.noise, self.sampling_prob, self.step = noise, sampling_prob, step
+        self.z_plan, self.max_steps = z_plan, max_steps
+        mech = step_mechanism(z_plan, noise.cls)
+        self.plan = make_plan(mech, sampling_prob=sampling_prob, value_discretization_interval=step)
+        widest = pld(mech, sampling_prob=sampling_prob, plan=self.plan)
+        # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
+        self.sizes = composition_sizes(widest, max_steps) if max_steps > 1 and not widest.is_analytic else None
+        self.bits = _bits(max_steps)
+
+    def composed(self, z, steps, sampling_prob):
+        """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
+        p = pld(step_mechanism(z, self.noise.cls), sampling_prob=sampling_prob, plan=self.plan)
+        if self.max_steps == 1:
+            return p
+        return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
+
+    def query(self, kind_query, z, steps, arg, sampling_prob):
+        c = self.composed(z, steps, sampling_prob)
+        arg = jnp.asarray(arg, jnp.float64).reshape(-1)
+        out = c.get_epsilon_for_delta(arg) if kind_query == "epsilon" else c.get_delta_for_epsilon(arg)
+        return jnp.diagonal(out)
+
+
+_EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
+_EVALUATORS_LOCK = threading.Lock()  # the cache is shared by every thread's queries
+
+
+def _evaluator(kind, z, sampling_prob, steps, step):
+    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), float(step))
+    with _EVALUATORS_LOCK:
+        ev = _EVALUATORS.pop(key, None)
+    if ev is None:
+        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4])
+    with _EVALUATORS_LOCK:
+        _EVALUATORS[key] = ev  # most recent last
+        while len(_EVALUATORS) > 16:
+            _EVALUATORS.pop(next(iter(_EVALUATORS)))
+    return ev
+
+
+def _chunk(size) -> int:
+    """Members per compiled call: bounded memory (a few complex arrays of the FFT length each)."""
+    return int(max(1, min(16, (1 << 21) // max(int(size or 1), 1))))
+
+
+def _validate_setting(noise_multiplier, sampling_prob, steps):
+    check_positive("noise_multiplier", noise_multiplier)
+    check_probability("sampling_prob", sampling_prob)
+    st = np.asarray(steps)
+    if is_traced(steps) or not np.issubdtype(st.dtype, np.integer) and not np.all(np.round(st) == st):
+        raise ValueError(f"steps must be concrete positive integers, got {steps!r}")
+    if np.any(st < 1):
+        raise ValueError(f"steps must be integers >= 1, got {steps!r}")
+
+
+def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, value_discretization_interval):
+    kind = _noise(mechanism)
+    _validate_setting(noise_multiplier, sampling_prob, steps)
+    check_positive("value_discretization_interval", value_discretization_interval)
+    z = jnp.asarray(noise_multiplier, jnp.float64)
+    sampling_prob = jnp.asarray(sampling_prob, jnp.float64)
+    a = jnp.asarray(arg, jnp.float64)
+    shape = jnp.broadcast_shapes(z.shape, sampling_prob.shape, np.shape(steps), a.shape)
+    z, sampling_prob, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
+    st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
+    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
+    core = functools.partial(_query_flat, kind_query, kind, st, float(value_discretization_interval))
+    return x64_vjp(core)(z, sampling_prob, a).reshape(shape)
+
+
+def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
+    if kind.kind == "discrete_gaussian":
+        rdp = _rdp_curve(kind, z, sampling_prob) * jnp.asarray(st, jnp.float64)[:, None]
+        fn = rdp_to_epsilon if kind_query == "epsilon" else rdp_to_delta
+        return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
+    zc, sampling_probs = concrete(z), concrete(sampling_prob)
+    if zc is None or sampling_probs is None:
+        raise ValueError("noise_multiplier: DP-SGD accounting plans its grids from concrete values; call it outside "
+                         "jit (jax.grad works)")
+    zc, sampling_probs = np.asarray(zc, float), np.asarray(sampling_probs, float)
+    groups: dict = {}
+    for i in range(zc.size):
+        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i])), []).append(i)
+    out = [None] * zc.size
+    for (prob, _, _), members in groups.items():
+        idx = np.asarray(members)
+        ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), step)
+        # a traced rate (jax.grad in q) goes one member at a time: the build takes one scalar rate
+        n = 1 if is_traced(sampling_prob) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
+                                       1 << (idx.size - 1).bit_length())
+        for s in range(0, idx.size, n):
+            part = idx[s:s + n]
+            pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
+            ix = jnp.asarray(pad)
+            res = ev.query(kind_query, z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], sampling_prob[pad[0]])
+            for j, i in enumerate(part):
+                out[i] = res[j]
+    return jnp.stack(out)
+
+
+@x64
+def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None,
+                  value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
+    clip·``noise_multiplier`` (add/remove neighbours, both directions).
+
+    Arrays broadcast together (a batch of settings; ``steps`` concrete integers); float64 result
+    of the broadcast shape. Gaussian noise: the exact pessimistic PLD (never below the truth);
+    Laplace: the randomized-response dominating pair; discrete Gaussian: an RDP bound (module
+    docstring). Differentiable in ``noise_multiplier`` and ``sampling_prob`` under ``jax.grad``
+    (not inside ``jit``: grid sizes are planned from concrete values).
+    """
+    check_probability("delta", delta, high_open=True)
+    return _query("epsilon", noise_multiplier, sampling_prob, steps, delta, mechanism, value_discretization_interval)
+
+
+@x64
+def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None,
+                value_discretization_interval=DEFAULT_DISCRETIZATION):
+    """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
+    check_real("epsilon", epsilon)
+    return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)
