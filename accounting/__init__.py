@@ -5,7 +5,7 @@
   Google's dp_accounting; pessimistic (dominating) by default, optimistic on request.
 * :func:`get_epsilon` / :func:`get_delta`: fused, memory-bounded batch queries.
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
-* :mod:`accounting.exact`: exact single-release privacy in closed form (``privacy_profile``,
+* :mod:`accounting.exact`: closed-form single-release privacy (``privacy_profile``,
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
 * :mod:`accounting.mixture_paper`: the piecewise-mixture paper's ζ, Proposition 1 and usefulness
   bounds — NOT CERTIFIED (reproduction only).

@@ -1,4 +1,7 @@
-r"""Exact single-release privacy of a mechanism with closed-form pair divergences.
+r"""Closed-form single-release privacy of a mechanism with closed-form pair divergences.
+
+(Not to be confused with the integer-noise tier :mod:`dpjax.exact` or with the PLD of
+:func:`accounting.pld`: this module discretises nothing and composes nothing.)
 
 For every mechanism whose pair divergences are closed forms (``hockey_stick``, and
 ``renyi_divergence`` for Rényi): a privacy-boosted mechanism with any kernel

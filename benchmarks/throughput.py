@@ -99,7 +99,7 @@ def exact_rows(n, repeats, key):
     Laplace sampler (``opendp.measurements.make_laplace`` on a vector of integers, same scale, same n) when it
     is installed — a benchmark-only dependency (``pip install opendp``; measured with 0.16.0), not one of dpjax's.
     Rows slower than 10^6 records/s (the state machine) are timed once after the warm-up."""
-    from dpjax.exact import ThreefryWords, samplers
+    from dpjax.exact import ThreefryWords, cks
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
           f"jax {jax.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
@@ -143,7 +143,7 @@ def exact_rows(n, repeats, key):
     fdg = rate(dpjax.DiscreteGaussian(3.0), data[jnp.int32], "float")
     print(f"float DiscreteGaussian(3) {fdg:.3e}/s vs float DiscreteLaplace(3) {fdl:.3e}/s: {fdg / fdl:.3f}x")
     with jax.enable_x64(True):
-        f = jax.jit(lambda k: samplers.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
+        f = jax.jit(lambda k: cks.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
         rates["exact discrete Laplace (t=2^20) samples/s"] = n / _best(lambda: f(next(keys)).block_until_ready(), repeats)
     print(f"exact discrete Laplace sampler alone (t = 2^20): {rates['exact discrete Laplace (t=2^20) samples/s']:.3e} samples/s")
     try:

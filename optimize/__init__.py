@@ -1,6 +1,6 @@
 """optimize: tuning mechanism parameters to minimise exact privacy loss.
 
-* :func:`tune_boosted` — the kernel scale of a privacy-boosted (PB-DP) mechanism, any kernel
+* :func:`tune_boosted` (:mod:`optimize.boosted`) — the kernel scale of a privacy-boosted (PB-DP) mechanism, any kernel
   (an :class:`dpjax.AdditiveMechanism` instance, or a built-in's name), that minimises the
   exact ε at a δ (single release or T-fold composition) or the exact Rényi divergence at an
   order, subject to the utility constraint (the boosting rate follows from ``rho``). Methods
@@ -26,7 +26,7 @@ from accounting.exact import privacy_profile as exact_delta
 from accounting.exact import renyi as exact_renyi
 from optimize._search import scale_by_bracket
 from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
-from optimize.tuning import TuningResult, base_sigma, tune_boosted
+from optimize.boosted import TuningResult, base_sigma, tune_boosted
 from optimize.mixture import MixtureTuning, tune_mixture
 from optimize.composite import CompositeTuning, tune_composite
 

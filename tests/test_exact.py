@@ -11,7 +11,7 @@ from scipy import stats
 
 import accounting
 import dpjax
-from dpjax.exact import HostBits, ThreefryWords, samplers
+from dpjax.exact import HostBits, ThreefryWords, cks
 
 # -- the integer samplers: chi-square goodness of fit ------------------------------------------------
 
@@ -33,13 +33,13 @@ def _chi2_pvalue(samples, support, pmf):
 
 
 CASES = {
-    "discrete_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
-    "discrete_laplace(t/s=7/4)": (lambda w, s: samplers.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
-    "discrete_laplace(t/s=1/8)": (lambda w, s: samplers.discrete_laplace(w, s, 1, 3), lambda z: np.exp(-np.abs(z) * 8.0)),
+    "discrete_laplace(t=3)": (lambda w, s: cks.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
+    "discrete_laplace(t/s=7/4)": (lambda w, s: cks.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
+    "discrete_laplace(t/s=1/8)": (lambda w, s: cks.discrete_laplace(w, s, 1, 3), lambda z: np.exp(-np.abs(z) * 8.0)),
     # the state machine (the per-record route)
-    "machine_laplace(t=3)": (lambda w, s: samplers.discrete_laplace(w, s, 3, budget=16), lambda z: np.exp(-np.abs(z) / 3.0)),
-    "discrete_gaussian(n=5)": (lambda w, s: samplers.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
-    "discrete_gaussian(n=1)": (lambda w, s: samplers.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
+    "machine_laplace(t=3)": (lambda w, s: cks.discrete_laplace(w, s, 3, budget=16), lambda z: np.exp(-np.abs(z) / 3.0)),
+    "discrete_gaussian(n=5)": (lambda w, s: cks.discrete_gaussian(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
+    "discrete_gaussian(n=1)": (lambda w, s: cks.discrete_gaussian(w, s, 1), lambda z: np.exp(-z * z / 2.0)),
     # the one-word inverse-CDF discrete Gaussian of the releases (flagged records are < 2^-40 per record: none here)
     "fast_gaussian(n=5)": (lambda w, s: _fast_gauss(w, s, 5), lambda z: np.exp(-z * z / 10.0)),
     "fast_gaussian(n=200)": (lambda w, s: _fast_gauss(w, s, 200), lambda z: np.exp(-z * z / 400.0)),
@@ -47,9 +47,9 @@ CASES = {
 
 
 def _fast_gauss(words, shape, nvar):
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
-    code = fast.gaussian_code(words, shape[0], nvar)
+    code = table_samplers.gaussian_code(words, shape[0], nvar)
     return jnp.where((code & 1) == 1, 10**6, code >> 8)  # a flagged record would fail the fit
 
 
@@ -77,7 +77,7 @@ def test_integer_samplers_fit_their_pmf_1e6(name):
 @pytest.mark.parametrize("num,den,n", [(3, 2, 100_000), pytest.param(1, 3, 1_000_000, marks=pytest.mark.slow),
                                        pytest.param(7, 1, 1_000_000, marks=pytest.mark.slow)])
 def test_bernoulli_exp_is_exp_minus_x(num, den, n):
-    x = _draw(lambda w, s: samplers.bernoulli_exp(w, s, num, den), n, 3)
+    x = _draw(lambda w, s: cks.bernoulli_exp(w, s, num, den), n, 3)
     p = math.exp(-num / den)
     assert set(np.unique(x)) <= {0, 1}
     assert abs(x.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
@@ -106,7 +106,7 @@ def test_bernoulli_step_decides_exactly():
             q = int(rng.integers(1, 2**62))
             p = int(rng.integers(0, q))
             u = int(rng.integers(0, 2**63)) * 2 + int(rng.integers(0, 2))
-            one, zero, res = samplers.bernoulli_step(jnp.uint64(u), jnp.uint64(p), jnp.uint64(q))
+            one, zero, res = cks.bernoulli_step(jnp.uint64(u), jnp.uint64(p), jnp.uint64(q))
             assert bool(one) == ((u + 1) * q <= p * 2**64)
             assert bool(zero) == (u * q >= p * 2**64)
             if not (bool(one) or bool(zero)):
@@ -224,20 +224,20 @@ def test_exact_refuses_what_it_cannot_run():
         dpjax.release(jax.random.key(0), jnp.zeros(3), dpjax.Laplace(1.0), numerics="fixed")
 
 
-# -- the fixed-trip discrete Laplace (dpjax.exact.fast): device = host, ties decided exactly ---------
+# -- the fixed-trip discrete Laplace (dpjax.exact.table_samplers): device = host, ties decided exactly ---------
 
 
 @pytest.mark.parametrize("t,shift", [(3, 0), (7, 3), (5000, 0), (1 << 20, 0), (1 << 30, 0)])
 def test_fast_laplace_device_equals_exact_host_path(t, shift):
     """The device output is the host's exact function of the same word stream (record by record)."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     n = 64
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        z, flag = jax.jit(lambda: fast.discrete_laplace_fast(words, n, t, shift))()
+        z, flag = jax.jit(lambda: table_samplers.discrete_laplace_fast(words, n, t, shift))()
         k0, k1 = int(words._k0), int(words._k1)
-    host = fast.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: fast.threefry_word(k0, k1, j, i), t, shift)
+    host = table_samplers.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: table_samplers.threefry_word(k0, k1, j, i), t, shift)
     np.testing.assert_array_equal(np.asarray(z), host)
     assert not np.asarray(flag).any()
 
@@ -247,34 +247,34 @@ def test_fast_laplace_tables_are_exact_floors():
     and J's table ends where P(J > j) < 2^-40."""
     import decimal
 
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     ctx = decimal.Context(prec=300)
     floor = lambda x, bits: int((x * 2**bits).to_integral_value(rounding=decimal.ROUND_FLOOR))  # noqa: E731
     for t in (5, 5000):
-        offsets, widths, m = fast.chunk_layout(t, 0)
+        offsets, widths, m = table_samplers.chunk_layout(t, 0)
         q = ctx.exp(decimal.Decimal(-1) / t)
         R = ctx.exp(decimal.Decimal(-(2**m)) / t)
         tail = lambda j: 2 * q / (1 + q) * R**j  # noqa: E731  P(J > j) = P(Z ≠ 0) R^j
-        table = fast.dl_icdf(t, 0)
+        table = table_samplers.dl_icdf(t, 0)
         for j in (0, 1, 7, len(table) - 2, len(table) - 1):
             assert int(table[j]) == floor(1 - tail(j), 63)
         assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
-        for (o, w), chunk in zip(zip(offsets, widths), fast.dl_tables(t, 0)):
+        for (o, w), chunk in zip(zip(offsets, widths), table_samplers.dl_tables(t, 0)):
             r = q ** (2**o)
             for c in (0, 1, (1 << w) - 2):
                 assert int(chunk[c]) == floor((1 - r ** (c + 1)) / (1 - r ** (1 << w)), 64)
-    assert fast.chunk_layout(5000, 0)[2] == 3 and fast.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
+    assert table_samplers.chunk_layout(5000, 0)[2] == 3 and table_samplers.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
 
 
 def test_fast_laplace_tie_is_decided_by_further_words():
     """A word equal to a threshold T = ⌊2^64 F⌋ is decided by the next words: U = T/2^64 + 0 < F keeps
     the chunk at c; U just below (T+1)/2^64 > F moves it to c + 1 (F irrational)."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     t, shift = 5000, 0
-    (chunk,) = fast.dl_tables(t, shift)
-    jtab = fast.dl_icdf(t, shift)
+    (chunk,) = table_samplers.dl_tables(t, shift)
+    jtab = table_samplers.dl_icdf(t, shift)
     c = 2
     tie = int(chunk[c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
@@ -284,7 +284,7 @@ def test_fast_laplace_tie_is_decided_by_further_words():
             if j == 1:
                 return tie
             return ext  # extension words of word 1
-        assert fast.exact_record(word, t, shift) == 1 + expect
+        assert table_samplers.exact_record(word, t, shift) == 1 + expect
 
 
 # -- the CLI's data releases default to the exact tier -----------------------------------------------
@@ -325,21 +325,21 @@ def test_cli_exact_refused_for_boosted_float_kept(capsys):
 def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
     """Words past J's table go to the host (forced for P(J > K) ≥ 2^-3 here): the release is unchanged, the
     noise being a function of each record's words whichever route finished it."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.arange(-1000, 1000, dtype=jnp.int32)
     key = jax.random.key(4)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    caches = (fast.dl_icdf, fast.dl_guide)
+    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(fast, "_DL_TAIL", 3)
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
     try:
         lat = mech.exact_lattice()
         with jax.enable_x64(True):
-            code = np.asarray(fast.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
+            code = np.asarray(table_samplers.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
         assert (code & 1).sum() > 100  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
@@ -354,15 +354,15 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
 
 @pytest.mark.parametrize("nvar", [5, 2**22 + 77])
 def test_fast_gaussian_device_equals_exact_host_path(nvar):
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     n = 40
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(6), (n,))
-        code = np.asarray(jax.jit(lambda: fast.gaussian_code(words, n, nvar))())
+        code = np.asarray(jax.jit(lambda: table_samplers.gaussian_code(words, n, nvar))())
         k0, k1 = int(words._k0), int(words._k1)
     assert not (code & 1).any()
-    host = [fast.exact_gaussian_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
+    host = [table_samplers.exact_gaussian_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
     np.testing.assert_array_equal(code >> 8, host)
 
 
@@ -371,10 +371,10 @@ def test_fast_gaussian_icdf_table_is_exact():
     decimal sums, and the table ends where P(|Z| > K) < 2^-40."""
     import decimal
 
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     nvar = 1000
-    table = fast.dg_icdf(nvar)
+    table = table_samplers.dg_icdf(nvar)
     ctx = decimal.Context(prec=200)
     p = [ctx.exp(ctx.divide(decimal.Decimal(-k * k), decimal.Decimal(2 * nvar))) for k in range(3000)]
     s = ctx.add(p[0], ctx.multiply(decimal.Decimal(2), sum(p[1:], decimal.Decimal(0))))
@@ -390,25 +390,25 @@ def test_fast_gaussian_icdf_table_is_exact():
 
 def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
     """Words past the |Z| table go to the host (forced for P(|Z| > K) ≥ 2^-3 here): the same release."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     mech = dpjax.Gaussian(3.0)
     x = jnp.linspace(-50, 50, 100, dtype=jnp.float32)
     key = jax.random.key(8)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    fast.dg_icdf.cache_clear()
-    fast.dg_guide.cache_clear()
+    table_samplers.dg_icdf.cache_clear()
+    table_samplers.dg_guide.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(fast, "_DG_TAIL", 3)
+    monkeypatch.setattr(table_samplers, "_DG_TAIL", 3)
     try:
         nvar = int(mech.exact_lattice().param)
         with jax.enable_x64(True):
-            code = np.asarray(fast.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
+            code = np.asarray(table_samplers.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
         assert (code & 1).sum() > 5  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
-        fast.dg_icdf.cache_clear()
-        fast.dg_guide.cache_clear()
+        table_samplers.dg_icdf.cache_clear()
+        table_samplers.dg_guide.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
 
@@ -481,13 +481,13 @@ def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
 def test_randomized_response_host_completion_is_the_record_function(monkeypatch):
     """A rejected Lemire word (forced for about half the records here) is completed on the host with the
     record's next words: the release equals the host's exact function of every record's words."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
     from dpjax.exact.bits import key_pair
 
     rr = dpjax.RandomizedResponse(0.5, 5)
     n = 300
     values = jnp.asarray(np.arange(n) % 5, jnp.int32)
-    monkeypatch.setattr(fast, "rr_threshold", lambda k1: 1 << 63)
+    monkeypatch.setattr(table_samplers, "rr_threshold", lambda k1: 1 << 63)
     jax.clear_caches()
     try:
         out = np.asarray(dpjax.release(jax.random.key(3), values, rr, numerics="exact"))
@@ -496,10 +496,10 @@ def test_randomized_response_host_completion_is_the_record_function(monkeypatch)
     keep = int(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
-    host = [fast.exact_rr_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
+    host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
             for i in range(n)]
     np.testing.assert_array_equal(out, host)
-    assert sum(fast.threefry_word(k0, k1, 0, i) >= keep and fast.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
+    assert sum(table_samplers.threefry_word(k0, k1, 0, i) >= keep and table_samplers.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
                < (1 << 63) for i in range(n)) > 20  # the host path really ran
 
 
@@ -515,20 +515,20 @@ def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
     """``HostBits`` words run the same fixed-trip samplers (a table of words per record fed to the device);
     records past J's table (forced for P(J > K) ≥ 2^-3 here) continue on the host with fresh words: the law is
     still the discrete Laplace (χ²)."""
-    from dpjax.exact import fast
+    from dpjax.exact import table_samplers
 
     rng = np.random.default_rng(0)  # a seeded source: deterministic test
     bits = HostBits(lambda nbytes: rng.bytes(nbytes))
-    caches = (fast.dl_icdf, fast.dl_guide)
+    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()
-    monkeypatch.setattr(fast, "_DL_TAIL", 3)
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
     try:
         n = 20_000
         out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
         lat = dpjax.DiscreteLaplace(3.0).exact_lattice()
-        tail = len(fast.dl_icdf(int(lat.param), int(lat.shift)))
+        tail = len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))
         assert (np.abs(out) >= tail).mean() > 0.05  # records past the shortened table: the host path ran
     finally:
         for f in caches:

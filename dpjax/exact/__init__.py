@@ -1,9 +1,10 @@
-"""The exact sampling tier: integer-only samplers and releases on a data-independent lattice.
+"""The integer-noise tier (``numerics="exact"``): integer-only samplers and releases on a data-independent
+lattice (not to be confused with :mod:`accounting.exact`, the closed-form single-release privacy).
 
-* :mod:`dpjax.exact.samplers` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
+* :mod:`dpjax.exact.cks` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
   Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1–3) and randomized response, as state
   machines on raw 64-bit words with integer comparisons only;
-* :mod:`dpjax.exact.fast` — the fixed-trip discrete Laplace, discrete Gaussian and randomized response
+* :mod:`dpjax.exact.table_samplers` — the fixed-trip discrete Laplace, discrete Gaussian and randomized response
   (exact integer threshold tables, one or two words per record, no rejection; ties completed exactly on
   the host), used by the one-scale releases (Threefry words), sharded over the local devices;
 * :mod:`dpjax.exact.bits` — the words: record-addressed Threefry (:class:`ThreefryWords`) or
@@ -12,10 +13,13 @@
   ``mech.exact_lattice()``, the discrete mechanism actually run (accounted honestly).
 """
 
-from dpjax.exact import samplers
+from dpjax.exact import cks
 from dpjax.exact.bits import HostBits, ThreefryWords
 from dpjax.exact.lattice import ExactLattice, release_exact
-from dpjax.exact.samplers import bernoulli_exp, discrete_gaussian, discrete_laplace, randomized_response
+from dpjax.exact.cks import bernoulli_exp, discrete_gaussian, discrete_laplace, randomized_response
 
-__all__ = ["HostBits", "ThreefryWords", "ExactLattice", "release_exact", "samplers", "bernoulli_exp",
+#: :mod:`dpjax.exact.cks` under the name it was first published as (``from dpjax.exact import samplers``)
+samplers = cks
+
+__all__ = ["HostBits", "ThreefryWords", "ExactLattice", "release_exact", "cks", "samplers", "bernoulli_exp",
            "discrete_laplace", "discrete_gaussian", "randomized_response"]

@@ -1,6 +1,6 @@
 """Raw random words for the exact tier: record-addressed Threefry, or the operating system's CSPRNG.
 
-Every integer sampler of :mod:`dpjax.exact.samplers` is a state machine that consumes one
+Every integer sampler of :mod:`dpjax.exact.cks` is a state machine that consumes one
 64-bit word per step. Word ``j`` of record ``i`` is either
 
 * :class:`ThreefryWords`: both output words of the Threefry-2x32 hash of the counter

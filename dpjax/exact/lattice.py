@@ -5,7 +5,7 @@ r"""Exact releases on a data-independent lattice (the float attack of Mironov 20
 
 1. the answer x is rounded to the lattice gℤ, g a power of two chosen from the scale alone
    (never from the data): k = ⌊x/g + ½⌋, computed exactly (x/g is a power-of-two scaling);
-2. integer noise N is drawn by an integer-only sampler (:mod:`dpjax.exact.samplers`) from raw
+2. integer noise N is drawn by an integer-only sampler (:mod:`dpjax.exact.cks`) from raw
    words (Threefry from the key, or ``os.urandom`` through :class:`~dpjax.exact.bits.HostBits`);
 3. the output is g·(k + N), an exact point of gℤ (converted once to the output float dtype, a
    post-processing of k + N; in float32 large lattice indices round to coarser points of gℤ).
@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.exact import fast, samplers
+from dpjax.exact import cks, table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
@@ -229,19 +229,19 @@ def rr_lattice(mech):
 def _prepare(kind, shape, param, shift, value, k_categories=None):
     """(machine params, initial state) on the host (exact integers)."""
     if kind == "dl":
-        return samplers.laplace_params(param, shift, shape), samplers._init(shape, samplers._U)
+        return cks.laplace_params(param, shift, shape), cks._init(shape, cks._U)
     if kind == "dg":
-        return samplers.gaussian_params(param, shape), samplers._init(shape, samplers._U)
+        return cks.gaussian_params(param, shape), cks._init(shape, cks._U)
     k1 = np.uint64(k_categories - 1)
     params = {"keep": jnp.asarray(np.broadcast_to(param, shape)), "k1": jnp.full(shape, k1),
-              "thr": jnp.full(shape, samplers.lemire_threshold(k1)), "value": jnp.asarray(value, jnp.int64)}
-    return params, samplers._init(shape, samplers._RR_KEEP)
+              "thr": jnp.full(shape, cks.lemire_threshold(k1)), "value": jnp.asarray(value, jnp.int64)}
+    return params, cks._init(shape, cks._RR_KEEP)
 
 
 @functools.partial(jax.jit, static_argnames=("kind", "budget"))
 def _threefry_noise(key, start, params, state, *, kind, budget):
     words = ThreefryWords(key, state["phase"].shape, start)
-    return samplers.run_machine(kind, params, state, words, budget)
+    return cks.run_machine(kind, params, state, words, budget)
 
 
 def _lattice_value(v, noise, g, unit, out_dtype):
@@ -274,14 +274,14 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
+    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
 
 
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
 def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, unit, out_dtype):
     """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
-    discrete Laplace t/2^shift (:func:`fast.laplace_code`) or discrete Gaussian of variance t
-    (:func:`fast.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
+    discrete Laplace t/2^shift (:func:`table_samplers.laplace_code`) or discrete Gaussian of variance t
+    (:func:`table_samplers.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
     the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records]);
     ``records``: the records' indices (default ``start, start + 1, ...``)."""
     n = values.shape[0]
@@ -289,10 +289,10 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     if records is not None and source.ndim == 1:
         words.records = records
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
-        code = fast.rr_code(words, values, t, shift)
+        code = table_samplers.rr_code(words, values, t, shift)
         out = (code >> 8).astype(out_dtype)
     else:
-        code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
+        code = table_samplers.laplace_code(words, n, t, shift) if kind == "dl" else table_samplers.gaussian_code(words, n, t)
         out = _lattice_value(values, code >> 8, g, unit, out_dtype)
     # the sentinel also marks an answer off the index range (the host refuses the release)
     flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
@@ -335,7 +335,7 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
 
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
-            return lambda j: fast.threefry_word(k0, k1, j, r)
+            return lambda j: table_samplers.threefry_word(k0, k1, j, r)
     out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind, t=t,
                         shift=shift, g=g, unit=unit, out_dtype=out_dtype)
     if bool(_awaiting(out)):
@@ -349,8 +349,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
 
         def record_fn(word, value):
             if kind == "rr":
-                return fast.exact_rr_record(word, value, t, shift)
-            return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
+                return table_samplers.exact_rr_record(word, value, t, shift)
+            return table_samplers.exact_record(word, t, shift) if kind == "dl" else table_samplers.exact_gaussian_record(word, t)
 
         z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
         fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
@@ -363,7 +363,7 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
 @functools.partial(jax.jit, static_argnames=("kind",))
 def _host_block(params, state, block, *, kind):
     def step(i, s):
-        nxt = samplers._step(kind, params, s, block[i])
+        nxt = cks._step(kind, params, s, block[i])
         nxt["j"] = s["j"]
         return nxt
 
@@ -379,12 +379,12 @@ def _host_noise(bits, params, state, kind, budget):
     fparams = jax.tree_util.tree_map(lambda x: np.asarray(jnp.broadcast_to(x, shape).reshape(-1)), params)
     flat["j"] = np.zeros(n, np.uint32)
     while True:
-        idx = np.nonzero(flat["phase"] != samplers._DONE)[0]
+        idx = np.nonzero(flat["phase"] != cks._DONE)[0]
         if idx.size == 0:
             break
         m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
         pad = np.concatenate([idx, np.full(m - idx.size, idx[0])])
-        sub = samplers._State({k: jnp.asarray(v[pad]) for k, v in flat.items()})
+        sub = cks._State({k: jnp.asarray(v[pad]) for k, v in flat.items()})
         sp = {k: jnp.asarray(v[pad]) for k, v in fparams.items()}
         sub = _host_block(sp, sub, jnp.asarray(bits.words((budget, m))), kind=kind)
         for k in flat:
@@ -459,7 +459,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
     g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
-    budget = samplers.DEFAULT_BUDGET[kind]
+    budget = cks.DEFAULT_BUDGET[kind]
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(param_own, shape)
     shift = np.broadcast_to(shift_own, shape)

@@ -1,4 +1,5 @@
-r"""Fixed-trip discrete Laplace and Gaussian: a few table look-ups per record, exact integer comparisons only.
+r"""The table samplers: fixed-trip discrete Laplace and Gaussian, a few table look-ups per record,
+exact integer comparisons only.
 
 The law. For τ = t/2^shift the discrete Laplace has pmf ∝ q^|z|, q = exp(−1/τ) (CKS Algorithm 2's
 output law). It is drawn with no rejection: |Z| = 0 with probability p0 = (1 − q)/(1 + q), otherwise
