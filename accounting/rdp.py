@@ -11,6 +11,11 @@ pair, of D_α(P_v‖P_v'):
   output grid and the mechanism's ``output_breakpoints``, on an interval widened by
   (α−1)|v−v'| on each side (the tilted law p^α q^{1−α} sits away from both laws).
 
+Poisson subsampling at the integer :data:`RDP_ORDERS`: :func:`subsampled_rdp` (Zhu & Wang,
+"Poisson Subsampled Rényi Differential Privacy", ICML 2019, Thm. 5: any mechanism) and
+:func:`sampled_gaussian_rdp` (Mironov, Talwar & Zhang, "Rényi Differential Privacy of the Sampled
+Gaussian Mechanism", 2019, Sec. 3.3: the Gaussian, exactly).
+
 RDP composes by addition (``T * rdp``); :func:`rdp_to_epsilon` / :func:`rdp_to_delta`
 use Proposition 12 of Canonne, Kamath, Steinke (arXiv:2004.00010), as dp_accounting does.
 """

@@ -61,8 +61,8 @@ def poisson_mask(key, num_examples, sampling_prob, *, step=0) -> jax.Array:
     num_examples = check_int("num_examples", num_examples, minimum=1)
     if num_examples > MAX_RECORDS:
         raise ValueError(f"num_examples must be at most 2**32, got {num_examples}")
-    q = realized_sampling_prob(sampling_prob)
-    return _mask(key, jnp.asarray(step, jnp.uint32), num_examples, jnp.float32(q))
+    realized = realized_sampling_prob(sampling_prob)
+    return _mask(key, jnp.asarray(step, jnp.uint32), num_examples, jnp.float32(realized))
 
 
 class PoissonSampler:

@@ -30,8 +30,8 @@ calibrators solve for one parameter with a handful of PLD evaluations on one com
 program (a plan built once for the bracket). :class:`DpsgdAccountant` is the odometer a
 training loop updates per step (an :class:`accounting.Accountant` underneath).
 
-The rooms: :mod:`accounting.dpsgd.noise` (how each kernel is accounted, the step mechanism, the
-step's Rényi bound), :mod:`accounting.dpsgd.epsilon` (the exact PLD queries),
+Where each part lives: :mod:`accounting.dpsgd.noise` (how each kernel is accounted, the step mechanism, the
+step's Rényi bound), :mod:`accounting.dpsgd.epsilon` (the PLD queries),
 :mod:`accounting.dpsgd.calibration` (the calibrators), :mod:`accounting.dpsgd.odometer`
 (:class:`DpsgdAccountant`); the Poisson-subsampled Rényi bounds are :mod:`accounting.rdp`'s.
 """
