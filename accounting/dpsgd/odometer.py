@@ -26,7 +26,7 @@ class DpsgdAccountant:
     ...     eps = acc.step()        # ValueError (nothing recorded) once the budget would be exceeded
 
     Gaussian and Laplace noise go through :class:`accounting.Accountant` (exact composition by
-    count: milliseconds per step); a step with another noise multiplier or rate (a schedule)
+    count); a step with another noise multiplier or rate (a schedule)
     is recorded as its own kind and composed exactly. The discrete Gaussian adds its per-step
     Rényi bound. ``steps`` counts noisy updates (logical batches), not micro-batches.
 

@@ -124,8 +124,8 @@ def opaque(x, dtype=jnp.float64):
     """``x`` as an array of ``dtype`` behind an optimization barrier.
 
     Data a caller closes over inside ``jit`` become compile-time constants, and XLA would
-    constant-fold the sorts and scatters of a mechanism on them (minutes for one sort of
-    2·10⁵ values); the barrier keeps them run-time values.
+    constant-fold the sorts and scatters of a mechanism on them (slowly, for large inputs); the
+    barrier keeps them run-time values.
     """
     return jax.lax.optimization_barrier(jnp.asarray(x, dtype))
 
