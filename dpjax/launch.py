@@ -41,9 +41,8 @@ def initialize(**kwargs) -> None:
     SLURM, TPU pods, …). A second call, or a call in a one-process run started without a launcher
     and without arguments, does nothing."""
     import jax
-    from jax._src import distributed
 
-    if distributed.global_state.client is not None:
+    if jax.distributed.is_initialized():
         return
     if all(name in os.environ for name in _ENV):
         jax.config.update("jax_platforms", "cpu")

@@ -6,9 +6,9 @@ whose shards live on the devices of different processes. :func:`dpjax.release` s
 run here. Every process handles only the shards it holds:
 
 * **validation** runs on the process's addressable shards (non-finite values, the mechanism's
-  domain, per-record parameters), and the processes then **agree** (:func:`agree`: each posts
-  its verdict, the fingerprint of its key, mechanism, shape and options to the coordinator's
-  key-value store and reads every other's, with a timeout): an error on one process refuses the
+  domain, per-record parameters), and the processes then **agree** (:func:`agree`: an all-gather
+  of each process's verdict and the fingerprints of its key, mechanism, shape and options, through
+  JAX's public collectives, with a timeout): an error on one process refuses the
   release on all, naming the process; so do mismatched keys, a process passing a process-local
   array where another passes a global one, and a process that never arrives (a timeout, never
   a hang);
@@ -36,6 +36,7 @@ import json
 import math
 import os
 import threading
+import zlib
 
 import jax
 import numpy as np
@@ -52,41 +53,67 @@ _lock = threading.Lock()
 _rounds: dict[str, int] = {}
 
 
-def _client():
-    from jax._src import distributed
-
-    return distributed.global_state.client
-
-
 def active() -> bool:
     """True in a run of several JAX processes joined by ``jax.distributed.initialize``."""
-    return jax.process_count() > 1 and _client() is not None
+    return jax.process_count() > 1
+
+
+def _gathered(header, data, timeout):
+    """Every process's ``header`` (uint32[2]) and ``data`` (bytes, the length in ``header[0]``), in process
+    order, through two all-gathers (``jax.experimental.multihost_utils.process_allgather``); raises
+    ``TimeoutError`` when they have not completed within ``timeout`` seconds."""
+    from jax.experimental import multihost_utils
+
+    result = {}
+
+    def run():
+        try:
+            headers = np.asarray(multihost_utils.process_allgather(header))
+            if len({int(h[1]) for h in headers}) == 1:  # the same call on every process: exchange the payloads
+                size = max(64, 1 << (int(headers[:, 0].max()) - 1).bit_length())  # few shapes, few compilations
+                buf = np.zeros(size, np.uint8)
+                buf[:len(data)] = np.frombuffer(data, np.uint8)
+                result["data"] = np.asarray(multihost_utils.process_allgather(buf))
+            result["headers"] = headers
+        except BaseException as exc:  # reported by the caller
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, name="dpjax-agree", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return None
+    if "error" in result:
+        raise result["error"]
+    return result["headers"], result.get("data")
 
 
 def agree(tag: str, payload: dict, *, timeout: float | None = None) -> list[dict]:
     """Post ``payload`` (JSON-able) for this process's next round of ``tag`` and return every process's
-    payload of that round, in process order. Rounds are counted per tag and per process (every
-    process calls in the same order; thread-safe). A process that does not post within ``timeout``
-    seconds (default :data:`AGREE_TIMEOUT`) raises ``TimeoutError`` naming it."""
-    client = _client()
+    payload of that round, in process order (collective: two all-gathers over every process). Rounds
+    are counted per tag and per process (every process calls in the same order; thread-safe); a
+    process at another tag or round makes every process raise ``ValueError``. When the exchange has
+    not completed within ``timeout`` seconds (default :data:`AGREE_TIMEOUT`; a process that never
+    calls, or that died) this process raises ``TimeoutError``: the run cannot go on (a collective is
+    left pending), stop it."""
     timeout = float(os.environ.get("DPJAX_AGREE_TIMEOUT", AGREE_TIMEOUT)) if timeout is None else timeout
     with _lock:
         n = _rounds.get(tag, 0)
         _rounds[tag] = n + 1
-    me, count = jax.process_index(), jax.process_count()
-    client.key_value_set(f"dpjax/{tag}/{n}/{me}", json.dumps(payload))
-    out = []
-    for p in range(count):
-        if p == me:
-            out.append(payload)
-            continue
-        try:
-            out.append(json.loads(client.blocking_key_value_get(f"dpjax/{tag}/{n}/{p}", int(timeout * 1000))))
-        except Exception as exc:  # the runtime raises its own error type on a timeout
-            raise TimeoutError(f"dpjax {tag} #{n}: process {p} did not arrive within {timeout:g} s (in a multi-process "
-                               f"run every process calls {tag}, in the same order; DPJAX_AGREE_TIMEOUT sets the "
-                               "wait)") from exc
-    return out
+    data = json.dumps(payload).encode()
+    call = f"{tag} #{n}"
+    header = np.array([len(data), zlib.crc32(call.encode())], np.uint32)
+    got = _gathered(header, data, timeout)
+    if got is None:
+        raise TimeoutError(f"dpjax {call}: the other processes did not all arrive within {timeout:g} s (in a "
+                           f"multi-process run every process calls {tag}, in the same order; DPJAX_AGREE_TIMEOUT "
+                           "sets the wait); this run cannot continue")
+    headers, gathered = got
+    if gathered is None:
+        raise ValueError(f"dpjax {call}: the processes are at different collective calls (call hashes "
+                         f"{[int(h[1]) for h in headers]}); every process must call the same dpjax functions in "
+                         "the same order")
+    return [json.loads(bytes(row[:int(h[0])]).decode()) for h, row in zip(headers, gathered)]
 
 
 def _refuse_if_any(tag, payloads):
@@ -229,6 +256,7 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     """:func:`dpjax.release` in a multi-process run (collective; see the module docstring). Returns
     ``None`` when every process passed process-local values (each then releases its own)."""
     from dpjax.exact.bits import HostBits
+    from dpjax.exact.lattice import check_index_range, release_exact
     from dpjax.mechanism import LANE_BLOCK, Mechanism, check_batch_shape
     from dpjax.random import MAX_RECORDS, check_key
 
@@ -268,6 +296,7 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
         check_finite_values("values", vals)
         if numerics == "exact":
             m = m.exact_lattice()
+            check_index_range(m, vals)
         m.validate_values(vals)
         return vals, m, offset
 
@@ -281,7 +310,6 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
 
     options = {"shape": list(shape), "dtype": str(values.dtype), "start": repr(start), "numerics": numerics}
     plans = _agreed("dpjax.release", work, mech, options)
-    from dpjax.exact.lattice import release_exact
     from dpjax._draw import _cut, _release_whole
 
     outs = []

@@ -63,16 +63,18 @@ class PrivateAggregateState(NamedTuple):
 
 def _clip_scales(leaves, clip, order, mask):
     """Per-example factors min(1, clip/‖g_i‖) (0 for masked examples and for examples whose norm is
-    not finite: a NaN or inf entry, or a norm overflowing the dtype), and whether any example was
-    non-finite. One reduction pass over the gradients."""
-    if order == 1:
-        norm = sum(jnp.sum(jnp.abs(g.reshape(g.shape[0], -1)), axis=1) for g in leaves)
-    else:
-        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in leaves))
+    not finite: a NaN or inf entry, or a norm overflowing the dtype). One pass over the gradients;
+    each example's norm is added in one fixed order (:func:`_pairwise_sum` over each leaf's entries,
+    then the leaves in order), element-wise code that does not depend on the batch's size or
+    partitioning (a reduction is compiled differently for different batch sizes)."""
+    terms = [(jnp.abs(g) if order == 1 else jnp.square(g)).reshape(g.shape[0], -1) for g in leaves]
+    norm = sum(_pairwise_sum(t, axis=1) for t in terms)
+    if order != 1:
+        norm = jnp.sqrt(norm)
     finite = jnp.isfinite(norm)
     keep = finite if mask is None else finite & jnp.asarray(mask, bool)
     scale = jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
-    return scale, ~jnp.all(finite)
+    return scale
 
 
 def _zero_nonfinite(leaves, scale):
@@ -88,22 +90,70 @@ def clip_per_example(per_example_grads, clip, *, order=2, mask=None):
     """Scale each example's gradient (leading axis) to global L``order`` norm ≤ ``clip``; examples
     with ``mask`` False or a non-finite norm become zero. Returns the clipped pytree."""
     leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
-    scale, _ = _clip_scales(leaves, clip, order, mask)
-    return jax.tree_util.tree_unflatten(
-        treedef, [g * _bcast(scale, g).astype(g.dtype) for g in _zero_nonfinite(leaves, scale)])
+    return jax.tree_util.tree_unflatten(treedef, _clipped(leaves, _clip_scales(leaves, clip, order, mask)))
+
+
+def _clipped(leaves, scale):
+    return [g * _bcast(scale, g).astype(g.dtype) for g in _zero_nonfinite(leaves, scale)]
+
+
+def _rounded(x, never):
+    """``x``, each entry rounded to its dtype where the compiler cannot see through: its bits XOR
+    ``never`` (False at run time, unknown to the compiler). Otherwise XLA contracts a product feeding
+    a sum into one fused multiply-add (rounded once instead of twice) wherever it fuses the two, and a
+    program partitioned over devices fuses them differently from a one-device program."""
+    uint = jnp.dtype(f"uint{8 * jnp.dtype(x.dtype).itemsize}")
+    bits = jax.lax.bitcast_convert_type(x, uint) ^ never.astype(uint)
+    return jax.lax.bitcast_convert_type(bits, x.dtype)
+
+
+#: rows added per fused step of :func:`_pairwise_sum` (a power of two: the order is the binary tree's)
+_PAIRWISE_BLOCK = 8
+
+
+def _pairwise_sum(x, axis=0):
+    """Σ over ``axis`` in one fixed order: the binary tree ((x₀+x₁)+(x₂+x₃))+…, the last entry carried
+    up a level while a level has an odd count. The order depends on the axis's size only, never on
+    how the array is partitioned: under ``jit`` with the batch sharded over devices or JAX processes
+    each shard adds its own subtrees (element-wise adds, which the compiler neither reassociates nor,
+    on rounded inputs (:func:`_rounded`), contracts) and only the few top levels cross shards, so the
+    sum is bitwise the one-device sum (a reduction or contraction over a sharded axis adds per-shard
+    partial sums instead, in an order that changes with the partitioning). Levels are fused
+    ``_PAIRWISE_BLOCK`` entries at a time."""
+    axis = axis % x.ndim
+    lead, tail = x.shape[:axis], x.shape[axis + 1:]
+
+    def take(a, i):
+        return jax.lax.index_in_dim(a, i, axis + 1, keepdims=False)
+
+    if x.shape[axis] == 0:
+        return jnp.zeros(lead + tail, x.dtype)
+    while x.shape[axis] > 1:
+        n = x.shape[axis]
+        if n % 2:
+            pairs = jax.lax.slice_in_dim(x, 0, n - 1, axis=axis).reshape(lead + (n // 2, 2) + tail)
+            x = jnp.concatenate([take(pairs, 0) + take(pairs, 1), jax.lax.slice_in_dim(x, n - 1, n, axis=axis)], axis)
+            continue
+        r = 2
+        while r < _PAIRWISE_BLOCK and n % (2 * r) == 0:
+            r *= 2
+        block = x.reshape(lead + (n // r, r) + tail)
+        parts = [take(block, i) for i in range(r)]
+        while len(parts) > 1:
+            parts = [parts[i] + parts[i + 1] for i in range(0, len(parts), 2)]
+        x = parts[0]
+    return x.reshape(lead + tail)
 
 
 def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
-    """Σ_i of the clipped per-example gradients, as one contraction with the clip factors (no
-    clipped copy of the gradients); the non-finite examples are zeroed first, when there are any."""
+    """Σ_i of the clipped per-example gradients (:func:`clip_per_example`), each rounded to its dtype
+    and added by :func:`_pairwise_sum`: the same bits whether the batch is on one device or sharded over
+    devices of several JAX processes (the mesh splitting the batch axis only)."""
     leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
-    scale, bad = _clip_scales(leaves, clip, order, mask)
-
-    def contract(gs):
-        return [jnp.einsum("i,i...->...", scale.astype(g.dtype), g) for g in gs]
-
-    sums = jax.lax.cond(bad, lambda gs: contract(_zero_nonfinite(gs, scale)), contract, leaves)
-    return jax.tree_util.tree_unflatten(treedef, sums)
+    scale = _clip_scales(leaves, clip, order, mask)
+    never = scale < 0  # the factors are never negative
+    return jax.tree_util.tree_unflatten(
+        treedef, [_pairwise_sum(_rounded(c, _bcast(never, c))) for c in _clipped(leaves, scale)])
 
 
 def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None,

@@ -453,3 +453,30 @@ def test_plugin_validation():
         optimize.private_aggregate(1.0, -1.0, jax.random.key(0))
     with pytest.raises(ValueError, match="mechanism"):
         optimize.private_aggregate(1.0, 1.0, jax.random.key(0), mechanism="gaussian")
+
+
+def _numpy_pairwise(x):
+    """The canonical order, in numpy: pairs (0, 1), (2, 3), …, the odd last row carried up."""
+    while x.shape[0] > 1:
+        n = x.shape[0]
+        s = x[0:n - n % 2:2] + x[1:n - n % 2:2]
+        x = np.concatenate([s, x[n - 1:]]) if n % 2 else s
+    return x[0]
+
+
+def test_clipped_sum_adds_in_the_canonical_pairwise_order():
+    """The order that makes DP-SGD across processes bitwise one process (tests/test_multihost.py):
+    a binary tree over the examples whatever the batch size, and over each example's entries for its
+    norm, each clipped example rounded before it is added (no fused multiply-add)."""
+    from optimize.dpsgd import _pairwise_sum
+
+    for n in (1, 2, 7, 24, 64):
+        x = np.asarray(jax.random.normal(jax.random.key(n), (n, 3, 5)))
+        np.testing.assert_array_equal(np.asarray(jax.jit(_pairwise_sum)(x)), _numpy_pairwise(x))
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: _pairwise_sum(a, axis=1))(x.transpose(1, 0, 2))),
+                                      _numpy_pairwise(x))
+    g = {"w": jax.random.normal(jax.random.key(3), (256, 1000)), "b": jax.random.normal(jax.random.key(4), (256,))}
+    clipped = jax.jit(optimize.clip_per_example)(g, 1.0)  # materialized: each product rounded
+    got = jax.jit(optimize.clipped_sum)(g, 1.0)  # fused with the sum
+    for leaf in ("w", "b"):
+        np.testing.assert_array_equal(np.asarray(got[leaf]), _numpy_pairwise(np.asarray(clipped[leaf])))

@@ -47,7 +47,7 @@ from dpjax._draw import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
-           "release_exact", "LAPLACE_BITS", "GAUSSIAN_BITS"]
+           "release_exact", "check_index_range", "LAPLACE_BITS", "GAUSSIAN_BITS"]
 
 #: the lattice scale of the Laplace noise is in [2^LAPLACE_BITS, 2^(LAPLACE_BITS+1)]
 LAPLACE_BITS = 20
@@ -113,6 +113,19 @@ class ExactLattice(Mechanism):
 
     def exact_lattice(self):
         return self
+
+
+def check_index_range(lat, values) -> None:
+    """Refuse values whose lattice index |value| / granularity reaches 2**62 (the int64 arithmetic of an
+    exact release) before anything is drawn: the multi-process release validates each shard with it, so
+    that the processes agree on the refusal (:mod:`dpjax.multihost`)."""
+    values = np.asarray(values)
+    g = np.asarray(lat.granularity, np.float64)
+    if lat.sampler == "rr" or not values.size or (np.issubdtype(values.dtype, np.integer) and np.all(g == 1.0)):
+        return
+    if np.max(np.abs(values.astype(np.float64)) / g) >= _INDEX_MAX:
+        raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+                         f"(granularity {g.min()}), got {np.abs(values).max()}")
 
 
 @functools.lru_cache(maxsize=None)
