@@ -1,0 +1,50 @@
+"""dpjax.table's first call: the calibration's search compiles a few accountant programs, not one per
+grid-length bucket and batch size of a wide grid of ratios (issue 18)."""
+
+import jax.monitoring
+import pytest
+
+from dpjax import table
+from dpjax.kernels import by_name
+from dpjax.table import calibration
+
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def _compiles(fn):
+    count = [0]
+
+    def listener(event, secs, **kwargs):
+        if event == _COMPILE:
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        out = fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return out, count[0]
+
+
+def test_calibration_compiles_few_programs():
+    """Laplace, count + sum, K = 3, a budget no other test uses (the cache cannot answer): the old
+    search (wide grids of 12 ratios, bucketed by the accountant) compiled 66 programs here; the
+    secant search, one ratio per query, about 20 (fewer when other tests compiled some)."""
+    laplace = by_name("laplace")
+    components = [c for s in (table.count(), table.sum("steps", 0, 20000)) for c in s.components(2, False)]
+    epsilon, delta = 0.987654, 3.21e-7
+    cal, compiles = _compiles(lambda: calibration.calibrate(lambda t: laplace(scale=t), components, 3, True,
+                                                            epsilon, delta, False))
+    assert compiles <= 30
+    assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
+
+
+@pytest.mark.parametrize("noise, k, epsilon, delta", [("laplace", 30, 0.5, 1e-5), ("gaussian", 1, 5.0, 1e-9),
+                                                     ("laplace", 1, 1.0, 0.0)])
+def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
+    """Far from the start (many runs; a tiny δ; pure ε) the search still lands within the tolerance."""
+    make = by_name(noise)
+    components = [c for s in (table.count(), table.sum("steps", 0, 50)) for c in s.components(2, False)]
+    cal = calibration.calibrate(lambda t: make(**{make.scale_name: t}), components, k, delta > 0, epsilon, delta,
+                                False)
+    assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
