@@ -48,3 +48,14 @@ def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
     cal = calibration.calibrate(lambda t: make(**{make.scale_name: t}), components, k, delta > 0, epsilon, delta,
                                 False)
     assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
+
+
+def test_selection_threshold_compiles_once_per_shape():
+    """The threshold search evaluates the kernel's tail through one jitted program per shape: op by op
+    it compiled 55 programs for the Gaussian (each operation, at each shape)."""
+    from dpjax.table.selection import selection_delta, threshold
+
+    gaussian = by_name("gaussian")(sigma=7.25)
+    d, compiles = _compiles(lambda: selection_delta(gaussian, threshold(gaussian, 3, 1.0, 5e-7), 3, 1.0))
+    assert compiles <= 8
+    assert 0.999 * 5e-7 <= d <= 5e-7
