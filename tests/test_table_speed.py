@@ -59,3 +59,36 @@ def test_selection_threshold_compiles_once_per_shape():
     d, compiles = _compiles(lambda: selection_delta(gaussian, threshold(gaussian, 3, 1.0, 5e-7), 3, 1.0))
     assert compiles <= 8
     assert 0.999 * 5e-7 <= d <= 5e-7
+
+
+def test_packed_sort_keeps_the_rows_of_the_full_sort(monkeypatch):
+    """The bounding's packed value sort (unit, the priority's top bits, row index) keeps the same rows
+    as the sort on all 32 bits of the priority (the same multiset of (unit, group, value, first): rows
+    equal in all of these are interchangeable) — also when only 2 top bits are packed, so that a
+    unit's pairs tie on them all the time and the search falls back to the full sort."""
+    import jax
+    import numpy as np
+    import pyarrow as pa
+
+    from dpjax.table import bounding
+    from dpjax.table.data import group_index, unit_hashes
+    from dpjax.table.keys import KeyWords
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    d = pa.table({"u": rng.integers(0, 300, n), "g": rng.integers(0, 40, n), "x": rng.integers(0, 5, n) * 1.0})
+    prep = group_index(d, ["g"])
+    code, words = unit_hashes(d, "u")
+    values = d.column("x").to_numpy()[:, None]
+
+    def kept(bits, minimum):
+        monkeypatch.setattr(bounding, "_priority_bits", lambda units, n: bits)
+        monkeypatch.setattr(bounding, "_MIN_PACKED_BITS", minimum)
+        rows, first = bounding.bound(KeyWords(jax.random.key(5)).bounding(), code, words, prep.group,
+                                     prep.group_words, values, 3, 2)
+        out = np.stack([code[rows], prep.group[rows], values[rows, 0], first], axis=1)
+        return out[np.lexsort(out.T[::-1])]
+
+    full = kept(32, 33)  # never packed: the argsort on all 32 bits
+    for bits in (2, 20):
+        assert np.array_equal(kept(bits, 1), full)
