@@ -71,12 +71,12 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     if unit is None:
         return np.arange(n), np.ones(n, bool)
     code = np.asarray(unit, np.int64)
-    gw = group_words[group]
+    # the group hash words per row, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
+    gw0, gw1 = (np.ascontiguousarray(group_words[:, j])[group] for j in (0, 1))
     u0, u1 = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
-    p0, p1 = _h(u0[code], u1[code], gw[:, 0], gw[:, 1])
+    p0, p1 = _h(u0[code], u1[code], gw0, gw1)
     # one sort: by unit, then pair priority; a unit's pairs come out in its order of choice (the
     # order of the units among themselves is irrelevant: aggregates are order-free integer sums)
-    composite = (code << 32) | p0.astype(np.int64)
     bits = _priority_bits(len(unit_words), n)
     if bits >= _MIN_PACKED_BITS:
         # a value sort (numpy's SIMD sort, about twice argsort's speed) of (unit code, the priority's
@@ -89,11 +89,12 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
         pair_start = _runs(c, g)
     if bits < _MIN_PACKED_BITS or (~_runs(c) & pair_start).any():  # or two pairs' top bits tied: all 32 bits
         bits = 32
+        composite = (code << 32) | p0.astype(np.int64)
         order = np.argsort(composite)
         c, g = composite[order], group[order]
         pair_start = _runs(c, g)
     if (~_runs(c) & pair_start).any():  # two of a unit's pairs drew the same priority: order them by group hash
-        order = np.lexsort((gw[:, 1], gw[:, 0], composite))
+        order = np.lexsort((gw1, gw0, composite))
         c, g = composite[order], group[order]
         pair_start = _runs(c, g)
     first_rows = np.flatnonzero(pair_start)
