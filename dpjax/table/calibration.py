@@ -7,13 +7,15 @@ of a component (``K`` groups, multiplicity ``m``), each by at most ``s``, so the
 dominated by the composition of ``K·m`` runs of ``kernel(t·s)`` at sensitivity ``s`` per
 component (plus ``K`` runs at sensitivity 1 for the selection). For a continuous kernel a run of
 ``kernel(t·s)`` at sensitivity ``s`` has the same PLD as ``kernel(t)`` at sensitivity 1, so the
-whole release is ``N = K·(Σ m + selection)`` runs of ``kernel(t)``: one batched query of
-``accounting.get_epsilon`` per refinement round. Integer-valued kernels (not scale-invariant)
+whole release is ``N = K·(Σ m + selection)`` runs of ``kernel(t)``: one query of
+``accounting.get_epsilon`` per ratio tried. Integer-valued kernels (not scale-invariant)
 compose one PLD per distinct sensitivity (``accounting.pld(...).self_compose(...).compose(...)``).
 
-``t`` is the smallest scale whose exact ε at the composition's δ share is ≤ the requested ε,
-found to a relative ε gap of 1e-3 (the reported ε is the accountant's, pessimistic, ≤ the
-request and ≥ (1 − 1e-3) of it).
+``t`` is a scale whose exact ε at the composition's δ share is ≤ the requested ε and within a
+relative gap of 1e-3 of it (the reported ε is the accountant's, pessimistic, ≤ the request and
+≥ (1 − 1e-3) of it), found by a secant search on ``log ε(log t)`` from the pure-ε or Gaussian
+estimate; a handful of nearby ratios, so the accountant compiles the programs of one or two
+grid lengths only.
 """
 
 from __future__ import annotations
@@ -114,29 +116,64 @@ def calibrate(make, components, max_groups: int, selection: bool, epsilon: float
     return hit
 
 
+def _start(make, n, epsilon, delta) -> float:
+    """A first ratio to try: Gaussian-like scales need about √(2N log(1.25/δ))/ε; a kernel with a
+    pure ε needs at most about N·ε₁/ε (ε₁ its pure ε at scale 1 and sensitivity 1; exact for
+    Laplace's scale family, where the composition's ε(δ) ≤ its pure ε)."""
+    t = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
+    probe = make(1.0)
+    if overrides(probe, "pure_epsilon"):
+        with jax.enable_x64(True):
+            pure = float(np.asarray(probe.pure_epsilon(1.0)))
+        if math.isfinite(pure) and pure > 0:
+            t = min(t, n * pure / epsilon)
+    return t if math.isfinite(t) else n / epsilon
+
+
 def _calibrate(make, runs, epsilon, delta, discrete) -> Calibration:
+    """A safeguarded secant search on ``log ε(t)`` against ``log t``, one ratio per accountant query.
+
+    One ratio at a time, each near the last, keeps the accountant on the few compiled programs of
+    the grid-length buckets it visits (a batch of ratios spanning many buckets compiles a program
+    per bucket and per batch size: the first release used to pay ≈ 95 compilations for it). The
+    secant aims at ``ε·(1 − TOLERANCE/4)``; a step leaving the current bracket (largest ratio over
+    the budget, smallest within it) is replaced by the bracket's geometric midpoint."""
     n = sum(runs.values())
-    # Gaussian-like scales need about √(2N log(1.25/δ))/ε, pure-ε (Laplace-like) ones at most N/ε
-    gaussian = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else n / epsilon
-    analytic = overrides(make(1.0), "gaussian_pld_mu")  # the accountant keeps its PLD analytic: cheap points
-    lo, hi = (gaussian / 64, gaussian * 64) if analytic else (gaussian / 8, max(gaussian, n / epsilon) * 2)
-    grid = 48 if analytic else 12
-    best = best_eps = math.nan
-    for _ in range(12):
-        ratios = np.geomspace(lo, hi, grid)
-        eps = _epsilons(make, runs, ratios, delta, discrete)
-        ok = np.flatnonzero(np.isfinite(eps) & (eps <= epsilon))
-        if not len(ok):
-            lo, hi = hi, hi * 4096
-            continue
-        i = ok[0]
-        if i == 0:
-            lo, hi = lo / 4096, lo
-            continue
-        best, best_eps = ratios[i], eps[i]
-        if best_eps >= epsilon * (1 - TOLERANCE):
-            return Calibration(best, best_eps, delta)
-        lo, hi = ratios[i - 1], ratios[i]
-        grid = 16 if analytic else 12
+    target = math.log(epsilon * (1 - TOLERANCE / 4))
+    over, under = 0.0, math.inf  # largest ratio found over the budget; smallest found within it
+    best_eps = math.nan
+    t = _start(make, n, epsilon, delta)
+    last = None  # (log t, log ε) of the previous finite evaluation
+    for _ in range(64):
+        e = float(_epsilons(make, runs, [t], delta, discrete)[0])
+        if math.isfinite(e) and e <= epsilon:
+            if t < under:
+                under, best_eps = t, e
+            if e >= epsilon * (1 - TOLERANCE):
+                return Calibration(t, e, delta)
+        else:
+            over = max(over, t)
+        step = None
+        if math.isfinite(e) and e > 0:
+            here = (math.log(t), math.log(e))
+            slope = -1.0  # ε ∝ 1/t for a pure-ε kernel, and about so for Gaussian-like ones
+            if last is not None and here[0] != last[0]:
+                s = (here[1] - last[1]) / (here[0] - last[0])
+                slope = s if s < 0 else slope
+            step = math.exp(here[0] + (target - here[1]) / slope)
+            last = here
+        if under < math.inf and over > 0:
+            if step is None or not over < step < under:
+                step = math.sqrt(over * under)
+            if under / over - 1 < 1e-12:
+                break
+        elif step is None:  # ε not finite: no feasible ratio seen yet, go up
+            step = t * 64
+        step = min(max(step, t / 64), t * 64)
+        if under == math.inf and step <= over:
+            step = over * 4
+        if over == 0 and step >= under:
+            step = under / 4
+        t = step
     raise ValueError(f"epsilon: could not calibrate the noise to epsilon={epsilon}, delta={delta} "
-                     f"(last ε {best_eps} at ratio {best})")
+                     f"(last ε {best_eps} at ratio {under})")

@@ -26,10 +26,17 @@ import numpy as np
 __all__ = ["threshold", "selection_delta"]
 
 
+@jax.jit
+def _log_sf(kernel, x):
+    return kernel.noise_log_sf(x)
+
+
 def _log_tail(kernel, x):
-    """``log Pr[Z > x]`` of the kernel's noise, float64 (``x`` a number or an array)."""
+    """``log Pr[Z > x]`` of the kernel's noise, float64 (``x`` a number or an array). One compiled
+    program per shape (a number, the search's grid), reused by every release of the kernel class:
+    run op by op, the first release compiled each of the tail's operations per shape (≈ 2.5 s)."""
     with jax.enable_x64(True):
-        return np.asarray(kernel.noise_log_sf(jnp.asarray(x, jnp.float64)), np.float64)
+        return np.asarray(_log_sf(kernel, jnp.asarray(x, jnp.float64)), np.float64)
 
 
 def threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:

@@ -1,0 +1,94 @@
+"""dpjax.table's first call: the calibration's search compiles a few accountant programs, not one per
+grid-length bucket and batch size of a wide grid of ratios (issue 18)."""
+
+import jax.monitoring
+import pytest
+
+from dpjax import table
+from dpjax.kernels import by_name
+from dpjax.table import calibration
+
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def _compiles(fn):
+    count = [0]
+
+    def listener(event, secs, **kwargs):
+        if event == _COMPILE:
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        out = fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return out, count[0]
+
+
+def test_calibration_compiles_few_programs():
+    """Laplace, count + sum, K = 3, a budget no other test uses (the cache cannot answer): the old
+    search (wide grids of 12 ratios, bucketed by the accountant) compiled 66 programs here; the
+    secant search, one ratio per query, about 20 (fewer when other tests compiled some)."""
+    laplace = by_name("laplace")
+    components = [c for s in (table.count(), table.sum("steps", 0, 20000)) for c in s.components(2, False)]
+    epsilon, delta = 0.987654, 3.21e-7
+    cal, compiles = _compiles(lambda: calibration.calibrate(lambda t: laplace(scale=t), components, 3, True,
+                                                            epsilon, delta, False))
+    assert compiles <= 30
+    assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
+
+
+@pytest.mark.parametrize("noise, k, epsilon, delta", [("laplace", 30, 0.5, 1e-5), ("gaussian", 1, 5.0, 1e-9),
+                                                     ("laplace", 1, 1.0, 0.0)])
+def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
+    """Far from the start (many runs; a tiny δ; pure ε) the search still lands within the tolerance."""
+    make = by_name(noise)
+    components = [c for s in (table.count(), table.sum("steps", 0, 50)) for c in s.components(2, False)]
+    cal = calibration.calibrate(lambda t: make(**{make.scale_name: t}), components, k, delta > 0, epsilon, delta,
+                                False)
+    assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
+
+
+def test_selection_threshold_compiles_once_per_shape():
+    """The threshold search evaluates the kernel's tail through one jitted program per shape: op by op
+    it compiled 55 programs for the Gaussian (each operation, at each shape)."""
+    from dpjax.table.selection import selection_delta, threshold
+
+    gaussian = by_name("gaussian")(sigma=7.25)
+    d, compiles = _compiles(lambda: selection_delta(gaussian, threshold(gaussian, 3, 1.0, 5e-7), 3, 1.0))
+    assert compiles <= 8
+    assert 0.999 * 5e-7 <= d <= 5e-7
+
+
+def test_packed_sort_keeps_the_rows_of_the_full_sort(monkeypatch):
+    """The bounding's packed value sort (unit, the priority's top bits, row index) keeps the same rows
+    as the sort on all 32 bits of the priority (the same multiset of (unit, group, value, first): rows
+    equal in all of these are interchangeable) — also when only 2 top bits are packed, so that a
+    unit's pairs tie on them all the time and the search falls back to the full sort."""
+    import jax
+    import numpy as np
+    import pyarrow as pa
+
+    from dpjax.table import bounding
+    from dpjax.table.data import group_index, unit_hashes
+    from dpjax.table.keys import KeyWords
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    d = pa.table({"u": rng.integers(0, 300, n), "g": rng.integers(0, 40, n), "x": rng.integers(0, 5, n) * 1.0})
+    prep = group_index(d, ["g"])
+    code, words = unit_hashes(d, "u")
+    values = d.column("x").to_numpy()[:, None]
+
+    def kept(bits, minimum):
+        monkeypatch.setattr(bounding, "_priority_bits", lambda units, n: bits)
+        monkeypatch.setattr(bounding, "_MIN_PACKED_BITS", minimum)
+        rows, first = bounding.bound(KeyWords(jax.random.key(5)).bounding(), code, words, prep.group,
+                                     prep.group_words, values, 3, 2)
+        out = np.stack([code[rows], prep.group[rows], values[rows, 0], first], axis=1)
+        return out[np.lexsort(out.T[::-1])]
+
+    full = kept(32, 33)  # never packed: the argsort on all 32 bits
+    for bits in (2, 20):
+        assert np.array_equal(kept(bits, 1), full)
