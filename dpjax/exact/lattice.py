@@ -47,7 +47,7 @@ from dpjax.release import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
-           "release_exact", "LAPLACE_BITS", "GAUSSIAN_BITS"]
+           "boosted_lattice", "release_exact", "LAPLACE_BITS", "GAUSSIAN_BITS"]
 
 #: the lattice scale of the Laplace noise is in [2^LAPLACE_BITS, 2^(LAPLACE_BITS+1)]
 LAPLACE_BITS = 20
@@ -105,7 +105,7 @@ class ExactLattice(Mechanism):
         return self.noise.privacy_loss(y, value, neighbour_value)
 
     def validate_values(self, values):
-        if self.sampler == "rr":
+        if self.sampler in ("rr", "pb"):
             self.noise.validate_values(values)
 
     def sample_records(self, key, value, start=0):
@@ -225,6 +225,51 @@ def rr_lattice(mech):
                  0, "rr")
 
 
+def boosted_lattice(mech):
+    """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly: the
+    boosted law itself (the kernel at its own σ or b, no rounding: the table of :func:`fast.pb_icdf` is built
+    from the float64 parameters as exact rationals) with the keep probability 1 − q that the accountant
+    computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted is ``mech`` itself."""
+    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
+    from dpjax.kernels.discrete_laplace import DiscreteLaplace
+    from dpjax.regions import AbsoluteError
+
+    name = type(mech).__name__
+    kernel = mech.kernel
+    if not isinstance(kernel, (DiscreteGaussian, DiscreteLaplace)):
+        raise ValueError(f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
+                         f"DiscreteLaplace kernels, got {type(kernel).__name__}")
+    if not isinstance(mech.region, AbsoluteError):
+        raise ValueError(f"numerics='exact': {name} has an exact sampler only with an AbsoluteError region (its "
+                         f"boosted noise law does not depend on the answer), got {type(mech.region).__name__}")
+    scale = _concrete(kernel.scale_name, getattr(kernel, kernel.scale_name))
+    for pname, x in ((kernel.scale_name, scale), ("tau", _concrete("tau", mech.region.tau)),
+                     ("rho", _concrete("rho", mech.rho))):
+        if np.size(x) != 1:
+            raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
+    if float(scale) > fast.PB_MAX_SCALE:
+        raise ValueError(f"{kernel.scale_name} must be at most {fast.PB_MAX_SCALE:g} for an exact {name} release, "
+                         f"got {float(scale)!r}")
+    with jax.enable_x64(True):
+        noise = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
+    return _make(noise, 1.0, 0, 0, "pb")
+
+
+def _pb_spec(mech):
+    """The static description of a boosted law for :func:`fast.pb_icdf` (exact rationals from float64s): the
+    keep probability is the float64 exp(log(1 − q)) of the accountant's formulas."""
+    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
+
+    with jax.enable_x64(True):
+        keep = float(jnp.exp(jnp.asarray(mech.log1m_boosting_rate, jnp.float64)))
+    kind = "dg" if isinstance(mech.kernel, DiscreteGaussian) else "dl"
+    s = Fraction(float(np.asarray(getattr(mech.kernel, mech.kernel.scale_name))))
+    scale = s * s if kind == "dg" else s
+    k = Fraction(keep)
+    radius = math.floor(float(np.asarray(mech.region.tau)))
+    return kind, scale.numerator, scale.denominator, radius, k.numerator, k.denominator.bit_length() - 1
+
+
 # -- the release ------------------------------------------------------------------------------
 def _prepare(kind, shape, param, shift, value, k_categories=None):
     """(machine params, initial state) on the host (exact integers)."""
@@ -274,7 +319,8 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
+    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1,
+            "rr": lambda: 2}[kind]()
 
 
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
@@ -292,7 +338,8 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
         code = fast.rr_code(words, values, t, shift)
         out = (code >> 8).astype(out_dtype)
     else:
-        code = fast.laplace_code(words, n, t, shift) if kind == "dl" else fast.gaussian_code(words, n, t)
+        code = {"dl": lambda: fast.laplace_code(words, n, t, shift), "dg": lambda: fast.gaussian_code(words, n, t),
+                "pb": lambda: fast.boosted_code(words, n, t)}[kind]()
         out = _lattice_value(values, code >> 8, g, unit, out_dtype)
     # the sentinel also marks an answer off the index range (the host refuses the release)
     flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
@@ -350,6 +397,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         def record_fn(word, value):
             if kind == "rr":
                 return fast.exact_rr_record(word, value, t, shift)
+            if kind == "pb":
+                return fast.exact_boosted_record(word, t)
             return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
 
         z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
@@ -459,11 +508,11 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
     g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
-    budget = samplers.DEFAULT_BUDGET[kind]
+    budget = samplers.DEFAULT_BUDGET.get(kind)  # (the state machine: not for "pb")
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(param_own, shape)
     shift = np.broadcast_to(shift_own, shape)
-    if kind != "rr":
+    if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most fast.PB_MAX_SCALE)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
     groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
@@ -489,13 +538,16 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
             out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
                                 1.0, True, jnp.dtype(in_dt))
         return out.reshape(()) if squeeze else out
-    if kind in ("dl", "dg") and n and one_scale:  # one scale: the fused fixed-trip release
+    if kind in ("dl", "dg", "pb") and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
+        t0 = _pb_spec(lat.noise) if kind == "pb" else int(param.flat[0])
         with jax.enable_x64(True):
-            out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
+            out = _fast_release(key, start, values, kind, t0, int(shift.flat[0]), g0, unit,
                                 jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
+    if kind == "pb":  # no records
+        return jnp.zeros(shape, in_dt if integer else out_float)
     with jax.enable_x64(True):
         v = np.asarray(values)
         if kind == "rr":
