@@ -454,7 +454,8 @@ x = jnp.linspace(-1000.0, 1000.0, n, dtype=jnp.float32)
 xi = jnp.arange(n, dtype=jnp.int32) - n // 2
 outs = [np.asarray(dpjax.release(jax.random.key(5), v, m, numerics="exact"), np.float64) for v, m in
         ((x, dpjax.Laplace(1.0)), (x, dpjax.Gaussian(2.0)), (xi, dpjax.DiscreteLaplace(0.5)),
-         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)))]
+         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)),
+         (xi, dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9)))]
 np.save(sys.argv[2], np.stack(outs))
 """
 

@@ -247,9 +247,9 @@ def boosted_lattice(mech):
                      ("rho", _concrete("rho", mech.rho))):
         if np.size(x) != 1:
             raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
-    if float(scale) > fast.PB_MAX_SCALE:
-        raise ValueError(f"{kernel.scale_name} must be at most {fast.PB_MAX_SCALE:g} for an exact {name} release, "
-                         f"got {float(scale)!r}")
+    top = fast.PB_MAX_SCALE["dg" if isinstance(kernel, DiscreteGaussian) else "dl"]
+    if float(scale) > top:
+        raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, got {float(scale)!r}")
     with jax.enable_x64(True):
         noise = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
     return _make(noise, 1.0, 0, 0, "pb")
