@@ -558,3 +558,116 @@ def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers()
     want = np.where(pick, np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
                     np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")))
     np.testing.assert_array_equal(np.asarray(dpjax.release(key, xi, rr, numerics="exact")), want)
+
+
+# -- per-record scales, any number of distinct values: the discrete Laplace's inverse CDF per record ------------
+
+
+def _per_record_host(key, t, shift):
+    from dpjax.exact import fast
+    from dpjax.exact.bits import key_pair
+
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
+    return [fast.exact_per_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i]))
+            for i in range(len(t))]
+
+
+def test_per_record_laplace_device_equals_exact_host_path():
+    """Scales from 1/8 to 2^30 mixed record by record: the device's code is the host's exact function of each
+    record's word stream (min{k : V < F(k)}, decided with further words against interval bounds of F)."""
+    from dpjax.exact import fast
+
+    base = [(1, 3), (7, 3), (3, 0), (5000, 0), (1 << 20, 0), ((1 << 21) - 5, 0), (1 << 30, 0), (123456789, 10)]
+    n = 400
+    t = np.asarray([base[i % len(base)][0] for i in range(n)], np.uint64)
+    shift = np.asarray([base[i % len(base)][1] for i in range(n)], np.uint64)
+    with jax.enable_x64(True):
+        words = ThreefryWords(jax.random.key(3), (n,))
+        code = np.asarray(jax.jit(lambda: fast.laplace_code_per_record(words, jnp.asarray(t), jnp.asarray(shift)))())
+    assert not (code & 1).any()
+    np.testing.assert_array_equal(code >> 8, _per_record_host(jax.random.key(3), t, shift))
+
+
+def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law():
+    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
+    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program."""
+    from dpjax.exact import lattice
+
+    n = 200_000
+    scales = np.linspace(0.5, 6.0, 40)
+    b = jnp.asarray(np.resize(scales, n))
+    lat = dpjax.DiscreteLaplace(b).exact_lattice()
+    assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
+    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+                                   numerics="exact"))
+    z = np.arange(-120, 121)
+    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[:40]  # the scales that ran
+    pmf = sum(np.tanh(0.5 / s) * np.exp(-np.abs(z) / s) for s in run) / len(run)
+    assert _chi2_pvalue(out, z, pmf) > 1e-4
+
+
+def test_per_record_host_completion_is_the_same_release(monkeypatch):
+    """With an error bound 2^38 times the assumed one most records are flagged and completed on the host: the
+    release equals the host's exact function of every record's words (device and host agree; the host path ran)."""
+    from dpjax.exact import fast
+
+    n = 300
+    b = jnp.asarray(np.linspace(0.7, 900.0, n))
+    lat = dpjax.DiscreteLaplace(b).exact_lattice()
+    monkeypatch.setattr(fast, "TRANSCENDENTAL_ERROR", 2.0**-8)
+    jax.clear_caches()
+    try:
+        with jax.enable_x64(True):
+            words = ThreefryWords(jax.random.key(5), (n,))
+            code = np.asarray(fast.laplace_code_per_record(words, jnp.asarray(np.asarray(lat.param)),
+                                                           jnp.asarray(np.asarray(lat.shift))))
+        out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+                                       numerics="exact"))
+    finally:
+        jax.clear_caches()
+    assert (code & 1).mean() > 0.3
+    np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
+
+
+def test_per_record_randomized_response_with_many_distinct_epsilons():
+    """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
+    exact record function."""
+    from dpjax.exact import fast
+    from dpjax.exact.bits import key_pair
+
+    n = 300
+    values = jnp.asarray(np.arange(n) % 4, jnp.int32)
+    rr = dpjax.RandomizedResponse(jnp.asarray(np.linspace(0.1, 3.0, n)), 4)
+    out = np.asarray(dpjax.release(jax.random.key(2), values, rr, numerics="exact"))
+    keep = np.asarray(rr.exact_lattice().param)
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(2))))
+    host = [fast.exact_rr_record(lambda j, i=i: fast.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
+            for i in range(n)]
+    np.testing.assert_array_equal(out, host)
+
+
+def test_float64_transcendentals_are_within_the_assumed_error():
+    """The per-record discrete Laplace's decisions assume XLA's float64 log, exp and log1p within
+    fast.TRANSCENDENTAL_ERROR (2^-46) relative: measured against 60-digit mpmath on the arguments it uses, they are
+    within 2^-50 here (16× headroom)."""
+    import mpmath
+
+    from dpjax.exact import fast
+
+    rng = np.random.default_rng(0)
+    s = np.concatenate([rng.uniform(0, 1, 3000), 2.0 ** -rng.uniform(0, 63, 3000), 1 - 2.0 ** -rng.uniform(1, 52, 1000)])
+    lam = np.concatenate([2.0 ** rng.uniform(-41, 5, 3000), rng.uniform(0, 10, 1000)])
+    with jax.enable_x64(True):
+        e = np.asarray(jax.jit(lambda x: jnp.exp(-x))(lam))
+        cases = (("log", s, np.asarray(jax.jit(jnp.log)(s)), mpmath.log),
+                 ("exp", -lam, e, mpmath.exp), ("log1p", e, np.asarray(jax.jit(jnp.log1p)(e)), mpmath.log1p))
+    worst = 0.0
+    with mpmath.workdps(60):
+        for _, args, got, fn in cases:
+            for a, g in zip(args, got):
+                ref = fn(mpmath.mpf(float(a)))
+                if ref != 0:
+                    worst = max(worst, float(abs((mpmath.mpf(float(g)) - ref) / ref)))
+    assert worst < 2.0**-50 and fast.TRANSCENDENTAL_ERROR >= 16 * 2.0**-50, worst

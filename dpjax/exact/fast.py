@@ -53,7 +53,7 @@ import mpmath
 import numpy as np
 
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
-           "dg_icdf", "discrete_laplace_fast", "dl_guide", "dl_icdf", "dl_tables", "exact_boosted_record",
+           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "TRANSCENDENTAL_ERROR", "dl_icdf", "dl_tables", "exact_boosted_record",
            "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "exact_rr_record", "level_guide",
            "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian", "threefry_laplace"]
 
@@ -668,6 +668,79 @@ def exact_boosted_record(word, spec):
     return _symmetric_record(word, pb_icdf(spec), lambda prec, k: _pb_cdf_bounds(spec, k, prec))
 
 
+# -- per-record scales: the discrete Laplace's inverse CDF computed per record, checked with error bounds --------
+#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (64 ulp; they are within
+#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``)
+TRANSCENDENTAL_ERROR = 2.0**-46
+
+
+def laplace_code_per_record(words, t, shift, small=False):
+    r"""Discrete Laplace of per-record scales τ = t/2^shift (uint64 arrays, one per record, any number of
+    distinct values), packed like :func:`laplace_code`, from one word per record with no table and no host work
+    per scale.
+
+    |Z| = min{k ≥ 0 : V < F(k)}, F(k) = P(|Z| ≤ k) = 1 − c q^k with c = 2q/(1 + q), q = e^{−1/τ}; with
+    S = 1 − V that is |Z| = max(0, ⌊x⌋ + 1), x = τ (log c − log S) (the same function of V as the tables'
+    inverse CDF with J = |Z|). Word 0: the sign (top bit; ignored for 0) and v, its low 63 bits, so that
+    S ∈ ((w − 1)/2^63, w/2^63] with w = 2^63 − v (the extension words refine it). The device evaluates x in
+    float64 at S = w/2^63 with a rigorous bound E of its rounding error (every operation's, the
+    transcendentals' at :data:`TRANSCENDENTAL_ERROR`, doubled), so the true x of every S in the word's interval
+    lies in [x_f − E, x_f + E + τ/(w − 1)]; when that interval has one floor (or lies below 0) |Z| is decided
+    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: about 2^-24 at τ = 2^20) and
+    :func:`exact_per_record` decides it from the record's further words against interval bounds of F.
+    ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
+    its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p."""
+    t = jnp.asarray(t, jnp.uint64)
+    shift = jnp.asarray(shift, jnp.uint64)
+    pow2 = jax.lax.bitcast_convert_type((_U64(1023) + shift) << _U64(52), jnp.float64)  # 2^shift, exactly
+    tf = t.astype(jnp.float64)
+    lam = pow2 / tf  # 1/τ (one rounding)
+    tau = tf * jax.lax.bitcast_convert_type((_U64(1023) - shift) << _U64(52), jnp.float64)  # exact
+    if small:
+        lam2 = lam * lam
+        lc = -0.5 * lam - lam2 * (0.125 - lam2 * (1.0 / 192.0))
+    else:
+        lc = math.log(2.0) - lam - jnp.log1p(jnp.exp(-lam))  # log c
+    u = words(0, words.records.reshape(-1))
+    neg = (u >> _U64(63)) == _U64(1)
+    w = _U64(1 << 63) - (u & _U64((1 << 63) - 1))  # in [1, 2^63]
+    ls = jnp.log(w.astype(jnp.float64) * 2.0**-63)
+    x = (lc - ls) * tau
+    d = TRANSCENDENTAL_ERROR
+    err = 2.0 * (tau * (d * (jnp.abs(ls) + 3.0) + 2.0**-48) + jnp.abs(x) * 2.0**-49)
+    # τ/(w − 1) ≤ τ 2^-⌊log2(w − 1)⌋ (an exact power of two from the leading bit: no division)
+    lead = _U64(63) - jax.lax.clz(jnp.maximum(w - _U64(1), _U64(1)))
+    wide = tau * jax.lax.bitcast_convert_type((_U64(1023) - lead) << _U64(52), jnp.float64)
+    lo, hi = jnp.floor(x - err), jnp.floor(x + err + wide)
+    ok = ((lo == hi) | (hi < 0)) & (w > _U64(1))
+    a = jnp.maximum(hi + 1.0, 0.0).astype(jnp.int64)
+    a = jnp.where(ok, a, 0)
+    return jnp.where(neg, -a, a) * 256 + (~ok).astype(jnp.int64)
+
+
+def exact_per_record(word, t, shift):
+    """:func:`laplace_code_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
+    candidate, every comparison of V with F decided by further words against interval bounds of F."""
+    t, shift = int(t), int(shift)
+    u = word(0)
+    v = u & ((1 << 63) - 1)
+    tau = t / 2.0**shift
+    lam = 2.0**shift / t
+    s = max((2**63 - v) / 2.0**63, 2.0**-64)
+    lc = math.log(2.0) - lam - math.log1p(math.exp(-lam))
+    k = max(0, int(math.floor((lc - math.log(s)) * tau)) + 1)
+    U = _UniformBounds(v, 63, _ext_of(word, 0))
+
+    def less(k):
+        return U.less_bounds(lambda prec: _dl_cdf_bounds(t, shift, 0, k, prec))
+
+    while k > 0 and less(k - 1):
+        k -= 1
+    while not less(k):
+        k += 1
+    return -k if u >> 63 else k
+
+
 # -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
 def rr_threshold(k1):
     """2^64 mod k1: Lemire's rejection threshold for a uniform index in [0, k1) from a 64-bit word."""
@@ -687,8 +760,9 @@ def rr_code(words, values, keep, k1):
     hi, lo = mul_128(words(1, records), jnp.full(records.shape, k1, jnp.uint64))
     r = hi.astype(jnp.int64)
     v = values.astype(jnp.int64)
-    out = jnp.where(u < _U64(keep), v, r + (r >= v))
-    flag = (u >= _U64(keep)) & (lo < _U64(rr_threshold(k1)))
+    kept = u < (keep if isinstance(keep, jax.Array) else _U64(keep))  # (a per-record array of thresholds, or one)
+    out = jnp.where(kept, v, r + (r >= v))
+    flag = ~kept & (lo < _U64(rr_threshold(k1)))
     return out * 256 + flag.astype(jnp.int64)
 
 

@@ -319,7 +319,7 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1,
+    return {"dl": lambda: 1 + len(fast.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1,
             "rr": lambda: 2}[kind]()
 
 
@@ -335,13 +335,30 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     if records is not None and source.ndim == 1:
         words.records = records
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
-        code = fast.rr_code(words, values, t, shift)
+        return _finish(fast.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
+    code = {"dl": lambda: fast.laplace_code(words, n, t, shift), "dg": lambda: fast.gaussian_code(words, n, t),
+            "pb": lambda: fast.boosted_code(words, n, t)}[kind]()
+    return _finish(code, values, kind, g, unit, out_dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "unit", "out_dtype"))
+def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, unit, out_dtype):
+    """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
+    float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
+    :func:`fast.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
+    ``t`` over ``k1`` other categories (kind "rr")."""
+    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
+    code = fast.rr_code(words, values, t, k1) if kind == "rr" else fast.laplace_code_per_record(words, t, shift, small)
+    return _finish(code, values, kind, g, unit, out_dtype)
+
+
+def _finish(code, values, kind, g, unit, out_dtype):
+    """The output of packed codes: the category (randomized response) or the lattice value, and the sentinel
+    for the flagged records and for answers off the index range (the host refuses the release)."""
+    if kind == "rr":
         out = (code >> 8).astype(out_dtype)
     else:
-        code = {"dl": lambda: fast.laplace_code(words, n, t, shift), "dg": lambda: fast.gaussian_code(words, n, t),
-                "pb": lambda: fast.boosted_code(words, n, t)}[kind]()
         out = _lattice_value(values, code >> 8, g, unit, out_dtype)
-    # the sentinel also marks an answer off the index range (the host refuses the release)
     flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
     return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
@@ -351,11 +368,12 @@ def _awaiting(out):
     return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None):
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
-    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded)."""
+    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
+    ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded)."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
@@ -376,34 +394,44 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     else:
         source = key_pair(key)
         devices = jax.devices()
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None:
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and scales is None:
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
             return lambda j: fast.threefry_word(k0, k1, j, r)
-    out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind, t=t,
-                        shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    if scales is None:
+        out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind,
+                            t=t, shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    else:
+        small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
+        out = _per_record_lattice(source, jnp.uint32(start), flat, *(jnp.asarray(a) for a in scales), kind=kind,
+                                  k1=shift, small=small, unit=unit, out_dtype=out_dtype)
     if bool(_awaiting(out)):
         host = np.asarray(out)
         idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
         idx = idx[idx < n]
         v = np.asarray(values).reshape(-1)[idx]
-        if not unit and v.size and np.max(np.abs(v.astype(np.float64))) / g >= _INDEX_MAX:
+        gi = g if scales is None else scales[2][idx]
+        if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                             f"(granularity {g}), got {np.max(np.abs(v))}")
+                             f"(granularity {np.min(gi)}), got {np.max(np.abs(v))}")
 
-        def record_fn(word, value):
+        def record_fn(word, value, i):
+            if scales is not None:
+                t_i = int(scales[0][i])
+                return fast.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
+                    fast.exact_per_record(word, t_i, int(scales[1][i]))
             if kind == "rr":
                 return fast.exact_rr_record(word, value, t, shift)
             if kind == "pb":
                 return fast.exact_boosted_record(word, t)
             return fast.exact_record(word, t, shift) if kind == "dl" else fast.exact_gaussian_record(word, t)
 
-        z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
-        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
-                                                                                      unit, out_dtype)
+        z = np.asarray([record_fn(word_of(int(i)), int(x), int(i)) for i, x in zip(idx, v)], np.int64)
+        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z),
+                                                                                      jnp.asarray(gi), unit, out_dtype)
         out = out.at[idx].set(fixed)
     out = out if out.shape[0] == n else out[:n]
     return out.reshape(values.shape)
@@ -467,8 +495,12 @@ MAX_SCALE_GROUPS = 16
 
 def _scale_groups(shape, *params):
     """[(first record, records)] of each distinct scale (the parameters broadcast to ``shape``), or None when
-    there are more than :data:`MAX_SCALE_GROUPS` (the state machine then runs every record)."""
+    there are more than :data:`MAX_SCALE_GROUPS` (the per-record samplers, or the state machine, then run every
+    record)."""
     cols = [np.broadcast_to(p, shape).reshape(-1) for p in params if np.size(p) > 1]
+    probe = np.stack([c[:: max(1, c.size // 4096)] for c in cols], axis=-1)  # a strided sample: many scales early
+    if len(np.unique(probe, axis=0)) > MAX_SCALE_GROUPS:
+        return None
     left = np.ones(math.prod(shape), bool)
     groups = []
     while left.any():
@@ -532,6 +564,14 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                                      records=start + pad)
                 out[idx] = np.asarray(part)[: idx.size]
         out = jnp.asarray(out).reshape(shape)
+        return out.reshape(()) if squeeze else out
+    if groups is None and not one_scale and n and kind in ("dl", "rr"):  # any number of distinct scales (or ε)
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
+            scales = tuple(np.ascontiguousarray(a).reshape(-1) for a in (param, shift, g))
+            out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
+                                lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit,
+                                jnp.dtype(in_dt if unit else out_float), scales=scales)
         return out.reshape(()) if squeeze else out
     if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):
