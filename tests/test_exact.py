@@ -671,3 +671,22 @@ def test_float64_transcendentals_are_within_the_assumed_error():
                 if ref != 0:
                     worst = max(worst, float(abs((mpmath.mpf(float(g)) - ref) / ref)))
     assert worst < 2.0**-50 and fast.TRANSCENDENTAL_ERROR >= 16 * 2.0**-50, worst
+
+
+def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
+    """The float tier's discrete Gaussian: one σ by inverse CDF of the |Z| tail table (float32 and float64
+    uniforms), per-record σ by the CKS rejection sampler; each fits pmf ∝ exp(−z²/(2σ²)) (χ²)."""
+    from dpjax.kernels import discrete_gaussian as dgk
+
+    n = 200_000
+    z = np.arange(-60, 61)
+    pmf = np.exp(-z.astype(float) ** 2 / (2 * 2.5**2))
+    one = dpjax.DiscreteGaussian(2.5)
+    assert one.support_radius <= dgk.ICDF_MAX_RADIUS
+    for dt in (jnp.float32, jnp.float64):
+        with jax.enable_x64(dt == jnp.float64):
+            out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
+        assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
+    per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
+    out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
+    assert _chi2_pvalue(out, z, pmf) > 1e-4
