@@ -686,7 +686,7 @@ def laplace_code_per_record(words, t, shift, small=False):
     float64 at S = w/2^63 with a rigorous bound E of its rounding error (every operation's, the
     transcendentals' at :data:`TRANSCENDENTAL_ERROR`, doubled), so the true x of every S in the word's interval
     lies in [x_f − E, x_f + E + τ/(w − 1)]; when that interval has one floor (or lies below 0) |Z| is decided
-    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: about 2^-24 at τ = 2^20) and
+    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: 3·10^-7 at τ ∈ [2^20, 2^21]) and
     :func:`exact_per_record` decides it from the record's further words against interval bounds of F.
     ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
     its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p."""
