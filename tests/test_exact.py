@@ -687,6 +687,16 @@ def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
         with jax.enable_x64(dt == jnp.float64):
             out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
         assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
+    # no correction step: most batches take the full search, which must give the same draws
+    steps = dgk.ICDF_STEPS
+    try:
+        dgk.ICDF_STEPS = 0
+        jax.clear_caches()
+        full = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one))
+    finally:
+        dgk.ICDF_STEPS = steps
+        jax.clear_caches()
+    np.testing.assert_array_equal(full, np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one)))
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
     assert _chi2_pvalue(out, z, pmf) > 1e-4

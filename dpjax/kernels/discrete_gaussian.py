@@ -150,7 +150,7 @@ class DiscreteGaussian(AdditiveMechanism):
             for _ in range(ICDF_STEPS):
                 c = jnp.where(u < a[c + 1], c + 1, jnp.where(u >= a[c], c - 1, c))
             done = (u < a[c]) & (u >= a[c + 1])
-            c = jax.lax.cond(jnp.all(done), lambda: c, lambda: (r + 2 - jnp.searchsorted(a[::-1], u, side="left")
+            c = jax.lax.cond(jnp.all(done), lambda: c, lambda: (r + 2 - jnp.searchsorted(a[::-1], u, side="right")
                                                                  ).astype(jnp.int32))
             mag = c.astype(dt)
             return jnp.where(uniform(1) < 0.5, -mag, mag)
