@@ -454,7 +454,8 @@ x = jnp.linspace(-1000.0, 1000.0, n, dtype=jnp.float32)
 xi = jnp.arange(n, dtype=jnp.int32) - n // 2
 outs = [np.asarray(dpjax.release(jax.random.key(5), v, m, numerics="exact"), np.float64) for v, m in
         ((x, dpjax.Laplace(1.0)), (x, dpjax.Gaussian(2.0)), (xi, dpjax.DiscreteLaplace(0.5)),
-         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)))]
+         (xi, dpjax.DiscreteLaplace(5000.0)), (xi, dpjax.DiscreteGaussian(1.5)),
+         (xi, dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9)))]
 np.save(sys.argv[2], np.stack(outs))
 """
 
@@ -557,3 +558,145 @@ def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers()
     want = np.where(pick, np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
                     np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")))
     np.testing.assert_array_equal(np.asarray(dpjax.release(key, xi, rr, numerics="exact")), want)
+
+
+# -- per-record scales, any number of distinct values: the discrete Laplace's inverse CDF per record ------------
+
+
+def _per_record_host(key, t, shift):
+    from dpjax.exact import table_samplers
+    from dpjax.exact.bits import key_pair
+
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
+    return [table_samplers.exact_per_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i]))
+            for i in range(len(t))]
+
+
+def test_per_record_laplace_device_equals_exact_host_path():
+    """Scales from 1/8 to 2^30 mixed record by record: the device's code is the host's exact function of each
+    record's word stream (min{k : V < F(k)}, decided with further words against interval bounds of F)."""
+    from dpjax.exact import table_samplers
+
+    base = [(1, 3), (7, 3), (3, 0), (5000, 0), (1 << 20, 0), ((1 << 21) - 5, 0), (1 << 30, 0), (123456789, 10)]
+    n = 400
+    t = np.asarray([base[i % len(base)][0] for i in range(n)], np.uint64)
+    shift = np.asarray([base[i % len(base)][1] for i in range(n)], np.uint64)
+    with jax.enable_x64(True):
+        words = ThreefryWords(jax.random.key(3), (n,))
+        code = np.asarray(jax.jit(lambda: table_samplers.laplace_code_per_record(words, jnp.asarray(t), jnp.asarray(shift)))())
+    assert not (code & 1).any()
+    np.testing.assert_array_equal(code >> 8, _per_record_host(jax.random.key(3), t, shift))
+
+
+def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law():
+    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
+    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program."""
+    from dpjax.exact import lattice
+
+    n = 200_000
+    scales = np.linspace(0.5, 6.0, 40)
+    b = jnp.asarray(np.resize(scales, n))
+    lat = dpjax.DiscreteLaplace(b).exact_lattice()
+    assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
+    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+                                   numerics="exact"))
+    z = np.arange(-120, 121)
+    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[:40]  # the scales that ran
+    pmf = sum(np.tanh(0.5 / s) * np.exp(-np.abs(z) / s) for s in run) / len(run)
+    assert _chi2_pvalue(out, z, pmf) > 1e-4
+
+
+def test_per_record_host_completion_is_the_same_release(monkeypatch):
+    """With an error bound 2^38 times the assumed one most records are flagged and completed on the host: the
+    release equals the host's exact function of every record's words (device and host agree; the host path ran)."""
+    from dpjax.exact import table_samplers
+
+    n = 300
+    b = jnp.asarray(np.linspace(0.7, 900.0, n))
+    lat = dpjax.DiscreteLaplace(b).exact_lattice()
+    monkeypatch.setattr(table_samplers, "TRANSCENDENTAL_ERROR", 2.0**-8)
+    jax.clear_caches()
+    try:
+        with jax.enable_x64(True):
+            words = ThreefryWords(jax.random.key(5), (n,))
+            code = np.asarray(table_samplers.laplace_code_per_record(words, jnp.asarray(np.asarray(lat.param)),
+                                                           jnp.asarray(np.asarray(lat.shift))))
+        out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+                                       numerics="exact"))
+    finally:
+        jax.clear_caches()
+    assert (code & 1).mean() > 0.3
+    np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
+
+
+def test_per_record_randomized_response_with_many_distinct_epsilons():
+    """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
+    exact record function."""
+    from dpjax.exact import table_samplers
+    from dpjax.exact.bits import key_pair
+
+    n = 300
+    values = jnp.asarray(np.arange(n) % 4, jnp.int32)
+    rr = dpjax.RandomizedResponse(jnp.asarray(np.linspace(0.1, 3.0, n)), 4)
+    out = np.asarray(dpjax.release(jax.random.key(2), values, rr, numerics="exact"))
+    keep = np.asarray(rr.exact_lattice().param)
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(2))))
+    host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
+            for i in range(n)]
+    np.testing.assert_array_equal(out, host)
+
+
+def test_float64_transcendentals_are_within_the_assumed_error():
+    """The per-record discrete Laplace's decisions assume XLA's float64 log, exp and log1p within
+    table_samplers.TRANSCENDENTAL_ERROR (2^-46) relative: measured against 60-digit mpmath on the arguments it uses, they are
+    within 2^-50 here (16× headroom)."""
+    import mpmath
+
+    from dpjax.exact import table_samplers
+
+    rng = np.random.default_rng(0)
+    s = np.concatenate([rng.uniform(0, 1, 3000), 2.0 ** -rng.uniform(0, 63, 3000), 1 - 2.0 ** -rng.uniform(1, 52, 1000)])
+    lam = np.concatenate([2.0 ** rng.uniform(-41, 5, 3000), rng.uniform(0, 10, 1000)])
+    with jax.enable_x64(True):
+        e = np.asarray(jax.jit(lambda x: jnp.exp(-x))(lam))
+        cases = (("log", s, np.asarray(jax.jit(jnp.log)(s)), mpmath.log),
+                 ("exp", -lam, e, mpmath.exp), ("log1p", e, np.asarray(jax.jit(jnp.log1p)(e)), mpmath.log1p))
+    worst = 0.0
+    with mpmath.workdps(60):
+        for _, args, got, fn in cases:
+            for a, g in zip(args, got):
+                ref = fn(mpmath.mpf(float(a)))
+                if ref != 0:
+                    worst = max(worst, float(abs((mpmath.mpf(float(g)) - ref) / ref)))
+    assert worst < 2.0**-50 and table_samplers.TRANSCENDENTAL_ERROR >= 16 * 2.0**-50, worst
+
+
+def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
+    """The float tier's discrete Gaussian: one σ by inverse CDF of the |Z| tail table (float32 and float64
+    uniforms), per-record σ by the CKS rejection sampler; each fits pmf ∝ exp(−z²/(2σ²)) (χ²)."""
+    from dpjax.kernels import discrete_gaussian as dgk
+
+    n = 200_000
+    z = np.arange(-60, 61)
+    pmf = np.exp(-z.astype(float) ** 2 / (2 * 2.5**2))
+    one = dpjax.DiscreteGaussian(2.5)
+    assert one.support_radius <= dgk.ICDF_MAX_RADIUS
+    for dt in (jnp.float32, jnp.float64):
+        with jax.enable_x64(dt == jnp.float64):
+            out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
+        assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
+    # no correction step: most batches take the full search, which must give the same draws
+    steps = dgk.ICDF_STEPS
+    try:
+        dgk.ICDF_STEPS = 0
+        jax.clear_caches()
+        full = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one))
+    finally:
+        dgk.ICDF_STEPS = steps
+        jax.clear_caches()
+    np.testing.assert_array_equal(full, np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one)))
+    per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
+    out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
+    assert _chi2_pvalue(out, z, pmf) > 1e-4

@@ -194,6 +194,14 @@ class PrivacyBoosted(Mechanism):
         keep = jnp.exp(log1mq).astype(dt)  # (the hardest answers may be float64)
         return v + sampler.mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, mech.region.symmetric_noise)
 
+    def exact_lattice(self):
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): over a discrete Gaussian or discrete Laplace
+        kernel with an absolute-error region, this boosted law sampled with integers only (one exact inverse-CDF
+        table of the boosted |N|, the keep probability that of the accountant); other kernels and regions refuse."""
+        from dpjax.exact.lattice import boosted_lattice
+
+        return boosted_lattice(self)
+
     # -- accounting hooks -----------------------------------------------------
     def neighbour_pairs(self, sensitivity=1.0):
         """``(values, neighbour_values)``: answer pairs (trailing axis) containing the worst pair.

@@ -6,7 +6,9 @@ lattice (not to be confused with :mod:`accounting.exact`, the closed-form single
   machines on raw 64-bit words with integer comparisons only;
 * :mod:`dpjax.exact.table_samplers` — the fixed-trip discrete Laplace, discrete Gaussian and randomized response
   (exact integer threshold tables, one or two words per record, no rejection; ties completed exactly on
-  the host), used by the one-scale releases (Threefry words), sharded over the local devices;
+  the host), used by the one-scale releases (Threefry words), sharded over the local devices; per-record
+  discrete Laplace scales (any number of distinct values) by an inverse CDF evaluated per record with a
+  rigorous float64 error bound; PB-DP over the discrete kernels (absolute-error region) by one exact table;
 * :mod:`dpjax.exact.bits` — the words: record-addressed Threefry (:class:`ThreefryWords`) or
   ``os.urandom`` on the host (:class:`HostBits`);
 * :mod:`dpjax.exact.lattice` — ``dpjax.release(key, values, mech, numerics="exact")`` and

@@ -47,7 +47,7 @@ from dpjax._draw import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
-           "release_exact", "check_index_range", "LAPLACE_BITS", "GAUSSIAN_BITS"]
+           "boosted_lattice", "release_exact", "check_index_range", "LAPLACE_BITS", "GAUSSIAN_BITS"]
 
 #: the lattice scale of the Laplace noise is in [2^LAPLACE_BITS, 2^(LAPLACE_BITS+1)]
 LAPLACE_BITS = 20
@@ -105,7 +105,7 @@ class ExactLattice(Mechanism):
         return self.noise.privacy_loss(y, value, neighbour_value)
 
     def validate_values(self, values):
-        if self.sampler == "rr":
+        if self.sampler in ("rr", "pb"):
             self.noise.validate_values(values)
 
     def sample_records(self, key, value, start=0):
@@ -238,6 +238,51 @@ def rr_lattice(mech):
                  0, "rr")
 
 
+def boosted_lattice(mech):
+    """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly: the
+    boosted law itself (the kernel at its own σ or b, no rounding: the table of :func:`table_samplers.pb_icdf` is built
+    from the float64 parameters as exact rationals) with the keep probability 1 − q that the accountant
+    computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted is ``mech`` itself."""
+    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
+    from dpjax.kernels.discrete_laplace import DiscreteLaplace
+    from dpjax.regions import AbsoluteError
+
+    name = type(mech).__name__
+    kernel = mech.kernel
+    if not isinstance(kernel, (DiscreteGaussian, DiscreteLaplace)):
+        raise ValueError(f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
+                         f"DiscreteLaplace kernels, got {type(kernel).__name__}")
+    if not isinstance(mech.region, AbsoluteError):
+        raise ValueError(f"numerics='exact': {name} has an exact sampler only with an AbsoluteError region (its "
+                         f"boosted noise law does not depend on the answer), got {type(mech.region).__name__}")
+    scale = _concrete(kernel.scale_name, getattr(kernel, kernel.scale_name))
+    for pname, x in ((kernel.scale_name, scale), ("tau", _concrete("tau", mech.region.tau)),
+                     ("rho", _concrete("rho", mech.rho))):
+        if np.size(x) != 1:
+            raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
+    top = table_samplers.PB_MAX_SCALE["dg" if isinstance(kernel, DiscreteGaussian) else "dl"]
+    if float(scale) > top:
+        raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, got {float(scale)!r}")
+    with jax.enable_x64(True):
+        noise = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
+    return _make(noise, 1.0, 0, 0, "pb")
+
+
+def _pb_spec(mech):
+    """The static description of a boosted law for :func:`table_samplers.pb_icdf` (exact rationals from float64s): the
+    keep probability is the float64 exp(log(1 − q)) of the accountant's formulas."""
+    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
+
+    with jax.enable_x64(True):
+        keep = float(jnp.exp(jnp.asarray(mech.log1m_boosting_rate, jnp.float64)))
+    kind = "dg" if isinstance(mech.kernel, DiscreteGaussian) else "dl"
+    s = Fraction(float(np.asarray(getattr(mech.kernel, mech.kernel.scale_name))))
+    scale = s * s if kind == "dg" else s
+    k = Fraction(keep)
+    radius = math.floor(float(np.asarray(mech.region.tau)))
+    return kind, scale.numerator, scale.denominator, radius, k.numerator, k.denominator.bit_length() - 1
+
+
 # -- the release ------------------------------------------------------------------------------
 def _prepare(kind, shape, param, shift, value, k_categories=None):
     """(machine params, initial state) on the host (exact integers)."""
@@ -287,7 +332,8 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "rr": lambda: 2}[kind]()
+    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1,
+            "rr": lambda: 2}[kind]()
 
 
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
@@ -302,12 +348,30 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     if records is not None and source.ndim == 1:
         words.records = records
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
-        code = table_samplers.rr_code(words, values, t, shift)
+        return _finish(table_samplers.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
+    code = {"dl": lambda: table_samplers.laplace_code(words, n, t, shift), "dg": lambda: table_samplers.gaussian_code(words, n, t),
+            "pb": lambda: table_samplers.boosted_code(words, n, t)}[kind]()
+    return _finish(code, values, kind, g, unit, out_dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "unit", "out_dtype"))
+def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, unit, out_dtype):
+    """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
+    float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
+    :func:`table_samplers.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
+    ``t`` over ``k1`` other categories (kind "rr")."""
+    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
+    code = table_samplers.rr_code(words, values, t, k1) if kind == "rr" else table_samplers.laplace_code_per_record(words, t, shift, small)
+    return _finish(code, values, kind, g, unit, out_dtype)
+
+
+def _finish(code, values, kind, g, unit, out_dtype):
+    """The output of packed codes: the category (randomized response) or the lattice value, and the sentinel
+    for the flagged records and for answers off the index range (the host refuses the release)."""
+    if kind == "rr":
         out = (code >> 8).astype(out_dtype)
     else:
-        code = table_samplers.laplace_code(words, n, t, shift) if kind == "dl" else table_samplers.gaussian_code(words, n, t)
         out = _lattice_value(values, code >> 8, g, unit, out_dtype)
-    # the sentinel also marks an answer off the index range (the host refuses the release)
     flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
     return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
@@ -317,11 +381,12 @@ def _awaiting(out):
     return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None):
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
-    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded)."""
+    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
+    ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded)."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
@@ -342,32 +407,44 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     else:
         source = key_pair(key)
         devices = jax.devices()
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None:
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and scales is None:
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
             return lambda j: table_samplers.threefry_word(k0, k1, j, r)
-    out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind, t=t,
-                        shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    if scales is None:
+        out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind,
+                            t=t, shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    else:
+        small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
+        out = _per_record_lattice(source, jnp.uint32(start), flat, *(jnp.asarray(a) for a in scales), kind=kind,
+                                  k1=shift, small=small, unit=unit, out_dtype=out_dtype)
     if bool(_awaiting(out)):
         host = np.asarray(out)
         idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
         idx = idx[idx < n]
         v = np.asarray(values).reshape(-1)[idx]
-        if not unit and v.size and np.max(np.abs(v.astype(np.float64))) / g >= _INDEX_MAX:
+        gi = g if scales is None else scales[2][idx]
+        if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                             f"(granularity {g}), got {np.max(np.abs(v))}")
+                             f"(granularity {np.min(gi)}), got {np.max(np.abs(v))}")
 
-        def record_fn(word, value):
+        def record_fn(word, value, i):
+            if scales is not None:
+                t_i = int(scales[0][i])
+                return table_samplers.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
+                    table_samplers.exact_per_record(word, t_i, int(scales[1][i]))
             if kind == "rr":
                 return table_samplers.exact_rr_record(word, value, t, shift)
+            if kind == "pb":
+                return table_samplers.exact_boosted_record(word, t)
             return table_samplers.exact_record(word, t, shift) if kind == "dl" else table_samplers.exact_gaussian_record(word, t)
 
-        z = np.asarray([record_fn(word_of(int(i)), int(x)) for i, x in zip(idx, v)], np.int64)
-        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z), g,
-                                                                                      unit, out_dtype)
+        z = np.asarray([record_fn(word_of(int(i)), int(x), int(i)) for i, x in zip(idx, v)], np.int64)
+        fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z),
+                                                                                      jnp.asarray(gi), unit, out_dtype)
         out = out.at[idx].set(fixed)
     out = out if out.shape[0] == n else out[:n]
     return out.reshape(values.shape)
@@ -431,8 +508,12 @@ MAX_SCALE_GROUPS = 16
 
 def _scale_groups(shape, *params):
     """[(first record, records)] of each distinct scale (the parameters broadcast to ``shape``), or None when
-    there are more than :data:`MAX_SCALE_GROUPS` (the state machine then runs every record)."""
+    there are more than :data:`MAX_SCALE_GROUPS` (the per-record samplers, or the state machine, then run every
+    record)."""
     cols = [np.broadcast_to(p, shape).reshape(-1) for p in params if np.size(p) > 1]
+    probe = np.stack([c[:: max(1, c.size // 4096)] for c in cols], axis=-1)  # a strided sample: many scales early
+    if len(np.unique(probe, axis=0)) > MAX_SCALE_GROUPS:
+        return None
     left = np.ones(math.prod(shape), bool)
     groups = []
     while left.any():
@@ -472,11 +553,11 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
     g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
-    budget = cks.DEFAULT_BUDGET[kind]
+    budget = cks.DEFAULT_BUDGET.get(kind)  # (the state machine: not for "pb")
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(param_own, shape)
     shift = np.broadcast_to(shift_own, shape)
-    if kind != "rr":
+    if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most table_samplers.PB_MAX_SCALE)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
     groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
@@ -497,18 +578,29 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                 out[idx] = np.asarray(part)[: idx.size]
         out = jnp.asarray(out).reshape(shape)
         return out.reshape(()) if squeeze else out
+    if groups is None and not one_scale and n and kind in ("dl", "rr"):  # any number of distinct scales (or ε)
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
+            scales = tuple(np.ascontiguousarray(a).reshape(-1) for a in (param, shift, g))
+            out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
+                                lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit,
+                                jnp.dtype(in_dt if unit else out_float), scales=scales)
+        return out.reshape(()) if squeeze else out
     if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):
             out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
                                 1.0, True, jnp.dtype(in_dt))
         return out.reshape(()) if squeeze else out
-    if kind in ("dl", "dg") and n and one_scale:  # one scale: the fused fixed-trip release
+    if kind in ("dl", "dg", "pb") and n and one_scale:  # one scale: the fused fixed-trip release
         g0 = float(g.flat[0])
         unit = bool(integer and g0 == 1.0)
+        t0 = _pb_spec(lat.noise) if kind == "pb" else int(param.flat[0])
         with jax.enable_x64(True):
-            out = _fast_release(key, start, values, kind, int(param.flat[0]), int(shift.flat[0]), g0, unit,
+            out = _fast_release(key, start, values, kind, t0, int(shift.flat[0]), g0, unit,
                                 jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
+    if kind == "pb":  # no records
+        return jnp.zeros(shape, in_dt if integer else out_float)
     with jax.enable_x64(True):
         v = np.asarray(values)
         if kind == "rr":

@@ -53,10 +53,10 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast",
-           "dl_guide", "dl_icdf", "dl_tables", "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code",
-           "exact_rr_record", "level_guide", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian",
-           "threefry_laplace"]
+__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
+           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "TRANSCENDENTAL_ERROR", "dl_icdf", "dl_tables", "exact_boosted_record",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "exact_rr_record", "level_guide",
+           "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -494,8 +494,14 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
     flagged for :func:`exact_gaussian_record`. A levelled guide (:func:`dg_guide`) leaves a few bisection
     steps (two at the release's lattice variances 2^22 … 2^24)."""
     del bits
-    tab = jnp.asarray(dg_icdf(int(nvar)))
-    gd, depth = dg_guide(int(nvar))
+    return _symmetric_code(words, dg_icdf(int(nvar)), *dg_guide(int(nvar)))
+
+
+def _symmetric_code(words, tab, gd, depth):
+    """A symmetric integer law from one word per record: |Z| by the 63-bit inverse-CDF table ``tab`` of |Z|
+    (guide ``gd``, ``depth`` steps: :func:`level_guide`), the word's top bit the sign; packed codes, flagged
+    on a tie or past the table."""
+    tab = jnp.asarray(tab)
     u = words(0, words.records.reshape(-1))
     neg = (u >> _U64(63)) == _U64(1)
     cnt, tie = _level_search(tab, jnp.asarray(gd), depth, u & _U64((1 << 63) - 1))
@@ -541,10 +547,199 @@ def exact_gaussian_record(word, nvar, bits=CHUNK_BITS):
     """The host's exact version of :func:`gaussian_code` for one record's word stream: every comparison of
     V with F(k) decided with further words (``EXT_BASE + d``) against rigorous bounds of F(k)."""
     del bits
+    return _symmetric_record(word, dg_icdf(int(nvar)), lambda prec, k: _dg_cdf_bounds(nvar, k, prec))
+
+
+def _symmetric_record(word, tab, bounds):
+    """:func:`_symmetric_code` for one record's word stream on the host, ``bounds(prec, k)`` deciding ties and
+    the tail past ``tab`` exactly."""
     u = word(0)
-    c = _icdf_on_host(dg_icdf(int(nvar)), u & ((1 << 63) - 1), _ext_of(word, 0),
-                      lambda prec, k: _dg_cdf_bounds(nvar, k, prec))
+    c = _icdf_on_host(tab, u & ((1 << 63) - 1), _ext_of(word, 0), bounds)
     return -c if u >> 63 else c
+
+
+# -- PB-DP over the discrete kernels: one word per record, an exact inverse-CDF table of the boosted |N| ------
+#: the largest kernel scale of an exact boosted release, σ of the discrete Gaussian or b of the discrete Laplace:
+#: the table of |N| has about 7.4σ (28 b) entries, built from about 12σ (61 b) terms in ≈ 2 s per 40 000 σ
+PB_MAX_SCALE = {"dg": 2.0**17, "dl": 2.0**13}
+
+
+def _iv_fraction(x):
+    return mpmath.iv.mpf(x.numerator) / x.denominator
+
+
+def _pb_sums(spec, prec):
+    """Rigorous fixed-point bounds of the boosted |N| law's unnormalised cumulative weights.
+
+    ``spec = (kind, scale_num, scale_den, radius, keep_num, keep_log2den)``: the kernel's one-sided masses
+    p_j = exp(−j²/(2v)) (kind "dg", v = σ² = scale) or exp(−j/b) (kind "dl", b = scale), weighted w_j = 2^E
+    for j ≤ radius (inside the region) and M beyond it, keep = M/2^E (the accountant's keep probability 1 − q,
+    a float64, exactly). C(k) = w_0 p_0 + 2 Σ_{1≤j≤k} w_j p_j at scale 2^prec (floors for the lower chain,
+    ceilings for the upper; p_{j+1} = p_j a_j with a_{j+1} = a_j b for "dg", a constant ratio for "dl"), until the
+    tail past the last term is below 2^-(prec − 40) of the total; its upper bound (Σ_{j>k} p_j ≤ p_k v/k for
+    "dg", p_k q/(1 − q) ≤ p_k b for "dl") closes the total's. Returns (c_lo, c_hi, s_lo, s_hi)."""
+    kind, sn, sd, radius, keep_m, keep_e = spec
+    scale = Fraction(sn, sd)
+    with _prec(prec + 64):
+        if kind == "dg":
+            a = mpmath.iv.exp(-1 / (2 * _iv_fraction(scale)))
+            b = mpmath.iv.exp(-1 / _iv_fraction(scale))
+        else:
+            a = b = mpmath.iv.exp(-1 / _iv_fraction(scale))
+        a_lo, a_hi = (math.floor(f * 2**prec) for f in _ends(a))
+        b_lo, b_hi = (math.floor(f * 2**prec) for f in _ends(b))
+    a_hi, b_hi = a_hi + 1, b_hi + 1
+    one, w_in = 1 << prec, 1 << keep_e
+    p_lo = p_hi = one
+    c_lo, c_hi = [one * w_in], [one * w_in]
+    bound = math.ceil(scale) + 1  # v or b, rounded up
+    k = 0
+    while True:
+        w_out = keep_m if k >= radius else w_in
+        tail = 2 * w_out * (p_hi * bound // max(k, 1) + 2) if kind == "dg" else 2 * w_out * (p_hi * bound + 2)
+        if k >= 1 and (tail << (prec - 40)) < c_lo[-1]:
+            return c_lo, c_hi, c_lo[-1], c_hi[-1] + tail
+        p_lo, p_hi = (p_lo * a_lo) >> prec, -((-p_hi * a_hi) >> prec)
+        if kind == "dg":
+            a_lo, a_hi = (a_lo * b_lo) >> prec, -((-a_hi * b_hi) >> prec)
+        k += 1
+        w = w_in if k <= radius else keep_m
+        c_lo.append(c_lo[-1] + 2 * w * p_lo)
+        c_hi.append(c_hi[-1] + 2 * w * p_hi)
+
+
+_pb_sums_cached = functools.lru_cache(maxsize=8)(_pb_sums)
+
+
+def _pb_cdf_bounds(spec, k, prec):
+    """Exact Fraction bounds of P(|N| ≤ k) for the boosted law ``spec`` (1 exactly where only the region's
+    weights remain: keep = 0 and k ≥ radius)."""
+    if spec[4] == 0 and k >= spec[3]:
+        return Fraction(1), Fraction(1)
+    c_lo, c_hi, s_lo, s_hi = _pb_sums_cached(spec, int(prec))
+    if k >= len(c_lo):
+        return Fraction(c_lo[-1], s_hi), Fraction(1)
+    return Fraction(c_lo[k], s_hi), min(Fraction(c_hi[k], s_lo), Fraction(1))
+
+
+@functools.lru_cache(maxsize=16)
+def pb_icdf(spec):
+    """T[k] = ⌊2^63 P(|N| ≤ k)⌋ of the boosted discrete law ``spec`` (:func:`_pb_sums`) for k = 0 .. K − 1, K the
+    first k with P(|N| > k) < 2^-40 certain (or with P(|N| ≤ k) = 1 exactly: T = 2^63, above every 63-bit word);
+    each floor certain (precision doubled where a bound straddles an integer)."""
+    prec = _DG_PREC
+    while True:
+        c_lo, c_hi, s_lo, s_hi = _pb_sums_cached(spec, prec)
+        out, ok = [], True
+        for k in range(len(c_lo)):
+            if spec[4] == 0 and k >= spec[3]:
+                out.append(1 << 63)
+                break
+            a, b = (c_lo[k] << 63) // s_hi, min((c_hi[k] << 63) // s_lo, (1 << 63) - 1)
+            if a != b:
+                ok = False
+                break
+            out.append(a)
+            if ((s_hi - c_lo[k]) << _DG_TAIL) < s_lo and k >= 1:
+                break
+        if ok:
+            return np.array(out, np.uint64)
+        prec *= 2
+
+
+@functools.lru_cache(maxsize=16)
+def pb_guide(spec):
+    """:func:`level_guide` of :func:`pb_icdf`'s table."""
+    return level_guide(pb_icdf(spec))
+
+
+def boosted_code(words, n, spec):
+    """PB-DP noise over a discrete kernel (``spec``: :func:`_pb_sums`) for ``n`` records, packed like
+    :func:`laplace_code`, from one word per record: the boosted law of N is symmetric (the region |N| ≤ radius
+    and both kernels are), so |N| is one inverse-CDF look-up of the exact table :func:`pb_icdf` and the word's
+    top bit the sign — the three-component mixture (below / inside / above, weights keep·P_lo, P_in,
+    keep·P_hi) in one comparison chain, with no rejection. Ties and words past the table are flagged for
+    :func:`exact_boosted_record`."""
+    del n
+    return _symmetric_code(words, pb_icdf(spec), *pb_guide(spec))
+
+
+def exact_boosted_record(word, spec):
+    """The host's exact version of :func:`boosted_code` for one record's word stream."""
+    return _symmetric_record(word, pb_icdf(spec), lambda prec, k: _pb_cdf_bounds(spec, k, prec))
+
+
+# -- per-record scales: the discrete Laplace's inverse CDF computed per record, checked with error bounds --------
+#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (64 ulp; they are within
+#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``)
+TRANSCENDENTAL_ERROR = 2.0**-46
+
+
+def laplace_code_per_record(words, t, shift, small=False):
+    r"""Discrete Laplace of per-record scales τ = t/2^shift (uint64 arrays, one per record, any number of
+    distinct values), packed like :func:`laplace_code`, from one word per record with no table and no host work
+    per scale.
+
+    |Z| = min{k ≥ 0 : V < F(k)}, F(k) = P(|Z| ≤ k) = 1 − c q^k with c = 2q/(1 + q), q = e^{−1/τ}; with
+    S = 1 − V that is |Z| = max(0, ⌊x⌋ + 1), x = τ (log c − log S) (the same function of V as the tables'
+    inverse CDF with J = |Z|). Word 0: the sign (top bit; ignored for 0) and v, its low 63 bits, so that
+    S ∈ ((w − 1)/2^63, w/2^63] with w = 2^63 − v (the extension words refine it). The device evaluates x in
+    float64 at S = w/2^63 with a rigorous bound E of its rounding error (every operation's, the
+    transcendentals' at :data:`TRANSCENDENTAL_ERROR`, doubled), so the true x of every S in the word's interval
+    lies in [x_f − E, x_f + E + τ/(w − 1)]; when that interval has one floor (or lies below 0) |Z| is decided
+    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: 3·10^-7 at τ ∈ [2^20, 2^21]) and
+    :func:`exact_per_record` decides it from the record's further words against interval bounds of F.
+    ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
+    its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p."""
+    t = jnp.asarray(t, jnp.uint64)
+    shift = jnp.asarray(shift, jnp.uint64)
+    pow2 = jax.lax.bitcast_convert_type((_U64(1023) + shift) << _U64(52), jnp.float64)  # 2^shift, exactly
+    tf = t.astype(jnp.float64)
+    lam = pow2 / tf  # 1/τ (one rounding)
+    tau = tf * jax.lax.bitcast_convert_type((_U64(1023) - shift) << _U64(52), jnp.float64)  # exact
+    if small:
+        lam2 = lam * lam
+        lc = -0.5 * lam - lam2 * (0.125 - lam2 * (1.0 / 192.0))
+    else:
+        lc = math.log(2.0) - lam - jnp.log1p(jnp.exp(-lam))  # log c
+    u = words(0, words.records.reshape(-1))
+    neg = (u >> _U64(63)) == _U64(1)
+    w = _U64(1 << 63) - (u & _U64((1 << 63) - 1))  # in [1, 2^63]
+    ls = jnp.log(w.astype(jnp.float64) * 2.0**-63)
+    x = (lc - ls) * tau
+    d = TRANSCENDENTAL_ERROR
+    err = 2.0 * (tau * (d * (jnp.abs(ls) + 3.0) + 2.0**-48) + jnp.abs(x) * 2.0**-49)
+    # τ/(w − 1) ≤ τ 2^-⌊log2(w − 1)⌋ (an exact power of two from the leading bit: no division)
+    lead = _U64(63) - jax.lax.clz(jnp.maximum(w - _U64(1), _U64(1)))
+    wide = tau * jax.lax.bitcast_convert_type((_U64(1023) - lead) << _U64(52), jnp.float64)
+    lo, hi = jnp.floor(x - err), jnp.floor(x + err + wide)
+    ok = ((lo == hi) | (hi < 0)) & (w > _U64(1))
+    a = jnp.maximum(hi + 1.0, 0.0).astype(jnp.int64)
+    a = jnp.where(ok, a, 0)
+    return jnp.where(neg, -a, a) * 256 + (~ok).astype(jnp.int64)
+
+
+def exact_per_record(word, t, shift):
+    """:func:`laplace_code_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
+    candidate, every comparison of V with F decided by further words against interval bounds of F."""
+    t, shift = int(t), int(shift)
+    u = word(0)
+    v = u & ((1 << 63) - 1)
+    tau = t / 2.0**shift
+    lam = 2.0**shift / t
+    s = max((2**63 - v) / 2.0**63, 2.0**-64)
+    lc = math.log(2.0) - lam - math.log1p(math.exp(-lam))
+    k = max(0, int(math.floor((lc - math.log(s)) * tau)) + 1)
+    U = _UniformBounds(v, 63, _ext_of(word, 0))
+
+    def less(k):
+        return U.less_bounds(lambda prec: _dl_cdf_bounds(t, shift, 0, k, prec))
+
+    while k > 0 and less(k - 1):
+        k -= 1
+    while not less(k):
+        k += 1
+    return -k if u >> 63 else k
 
 
 # -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
@@ -566,8 +761,9 @@ def rr_code(words, values, keep, k1):
     hi, lo = mul_128(words(1, records), jnp.full(records.shape, k1, jnp.uint64))
     r = hi.astype(jnp.int64)
     v = values.astype(jnp.int64)
-    out = jnp.where(u < _U64(keep), v, r + (r >= v))
-    flag = (u >= _U64(keep)) & (lo < _U64(rr_threshold(k1)))
+    kept = u < (keep if isinstance(keep, jax.Array) else _U64(keep))  # (a per-record array of thresholds, or one)
+    out = jnp.where(kept, v, r + (r >= v))
+    flag = ~kept & (lo < _U64(rr_threshold(k1)))
     return out * 256 + flag.astype(jnp.int64)
 
 
