@@ -238,18 +238,27 @@ def rr_lattice(mech):
                  0, "rr")
 
 
+def _integer_kernel_sampler(kernel):
+    """"dl" or "dg": the exact sampler of an integer-noise kernel (discrete Laplace or discrete Gaussian, as
+    its own :meth:`exact_lattice` declares), or None for any other kernel. Asked of the kernel, not of its
+    class (the kernels import this module)."""
+    if not (kernel.discrete and overrides(kernel, "exact_lattice")):
+        return None
+    kind = kernel.exact_lattice().sampler
+    return kind if kind in ("dl", "dg") else None
+
+
 def boosted_lattice(mech):
     """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly: the
     boosted law itself (the kernel at its own σ or b, no rounding: the table of :func:`table_samplers.pb_icdf` is built
     from the float64 parameters as exact rationals) with the keep probability 1 − q that the accountant
     computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted is ``mech`` itself."""
-    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
-    from dpjax.kernels.discrete_laplace import DiscreteLaplace
     from dpjax.regions import AbsoluteError
 
     name = type(mech).__name__
     kernel = mech.kernel
-    if not isinstance(kernel, (DiscreteGaussian, DiscreteLaplace)):
+    kind = _integer_kernel_sampler(kernel)
+    if kind is None:
         raise ValueError(f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
                          f"DiscreteLaplace kernels, got {type(kernel).__name__}")
     if not isinstance(mech.region, AbsoluteError):
@@ -260,7 +269,7 @@ def boosted_lattice(mech):
                      ("rho", _concrete("rho", mech.rho))):
         if np.size(x) != 1:
             raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
-    top = table_samplers.PB_MAX_SCALE["dg" if isinstance(kernel, DiscreteGaussian) else "dl"]
+    top = table_samplers.PB_MAX_SCALE[kind]
     if float(scale) > top:
         raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, got {float(scale)!r}")
     with jax.enable_x64(True):
@@ -271,11 +280,9 @@ def boosted_lattice(mech):
 def _pb_spec(mech):
     """The static description of a boosted law for :func:`table_samplers.pb_icdf` (exact rationals from float64s): the
     keep probability is the float64 exp(log(1 − q)) of the accountant's formulas."""
-    from dpjax.kernels.discrete_gaussian import DiscreteGaussian
-
     with jax.enable_x64(True):
         keep = float(jnp.exp(jnp.asarray(mech.log1m_boosting_rate, jnp.float64)))
-    kind = "dg" if isinstance(mech.kernel, DiscreteGaussian) else "dl"
+    kind = _integer_kernel_sampler(mech.kernel)
     s = Fraction(float(np.asarray(getattr(mech.kernel, mech.kernel.scale_name))))
     scale = s * s if kind == "dg" else s
     k = Fraction(keep)
