@@ -120,9 +120,17 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
-        return PrivacyLossDistribution(rem, add, None, _sum_pure(self.pure_eps, other.pure_eps), a.pessimistic, a.step,
-                                       atomic=self.atomic or other.atomic, composed=True,
-                                       adaptive=a.adaptive and b.adaptive)
+        return a.composed_as(rem, add, _sum_pure(self.pure_eps, other.pure_eps), b)
+
+    def composed_as(self, remove, add, pure_eps, other=None):
+        """The PLD of a composition of this one (and ``other``) with the given grid directions: the one
+        route that carries the flags — ``atomic`` (a composed discrete mechanism refuses derivatives),
+        ``adaptive``, the step — whoever composes (``compose``, ``self_compose``, the odometer's
+        count-traced composition)."""
+        others = () if other is None else (other,)
+        return PrivacyLossDistribution(remove, add, None, pure_eps, self.pessimistic, remove.step,
+                                       atomic=self.atomic or any(o.atomic for o in others), composed=True,
+                                       adaptive=self.adaptive and all(o.adaptive for o in others))
 
     def _coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting._grid.coarsen`)."""
@@ -167,8 +175,7 @@ class PrivacyLossDistribution:
                                                   pessimistic=self.pessimistic))(pmf))
         pure = None if self.pure_eps is None else self.pure_eps * count
         add = outs[1] if len(outs) > 1 else None
-        return PrivacyLossDistribution(outs[0], add, None, pure, self.pessimistic, src.step, atomic=self.atomic,
-                                       composed=True, adaptive=self.adaptive)
+        return src.composed_as(outs[0], add, pure)
 
     # -- queries -----------------------------------------------------------------------
     @x64
