@@ -80,10 +80,13 @@ def connect_the_dots(deltas, gaps, step: float):
     g01 = jnp.where(finite, g[..., :2], 0.0)
     p0 = -g01[..., :1] + (g01[..., 1:2] - g01[..., :1]) / em1
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
-    # a grid starting above e^700 has no finite gap: the first mass is what the others leave of 1
-    # (all mass below the grid lifted to its first point)
+    # the first mass is at least what the others leave of 1: all P-mass below the grid is lifted to its
+    # first point. From the gap alone (the other side's normalisation) an envelope of pair profiles
+    # (not itself a profile) can leave less, and mass dropped at the bottom lowers composed δ (PB-DP
+    # relative Laplace: total 0.99996 at 2^-11, ε(1e-6) × 50 12.78 against 12.93 at 2^-13). A grid
+    # starting above e^700 has no finite gap: there it is all the first mass is.
     rest = 1.0 - d[..., -1:] - jnp.sum(mid, -1, keepdims=True) - last
-    p0 = jnp.where(finite, p0, jnp.maximum(rest, 0.0))
+    p0 = jnp.where(finite, jnp.maximum(p0, rest), jnp.maximum(rest, 0.0))
     p = jnp.concatenate([p0, mid, last], axis=-1)
     neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
     # the pay-down's derivative is the signed mass's: a zero mass (a cell between a discrete law's
