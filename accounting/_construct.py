@@ -37,26 +37,43 @@ DEFAULT_TAIL_MASS = 1e-16
 _PROFILE_TAIL = 1e-20
 #: lower cut: δ(ε_lo) − (1 − e^{ε_lo}) ≤ this (mass below ε_lo is raised to ε_lo).
 _LOWER_TAIL = 1e-16
-#: the loss grid stays inside [−LOSS_LIMIT, LOSS_LIMIT] (e^ε is finite in float64 there): mass at
-#: larger losses goes to the +∞ atom, mass at smaller ones is lifted to the grid (pessimistic);
-#: queries then fall back on the mechanism's pure ε where it declares one.
-LOSS_LIMIT = 700.0
+#: the range finder looks for losses in [−LOSS_LIMIT, LOSS_LIMIT]: mass at larger losses goes to the
+#: +∞ atom, mass at smaller ones is lifted to the grid (pessimistic). The grid itself holds any loss
+#: (its values are computed relative to the grid, e^{ε−ℓ}, never e^ε alone).
+LOSS_LIMIT = 1e8
 #: largest single-step loss grid / FFT length accepted before asking for a coarser step.
 MAX_GRID = 2**25
+#: adaptive step (``value_discretization_interval=None``): at most this many points across the
+#: single-step loss range (a wider range takes a coarser step than the default) ...
+AUTO_RANGE_POINTS = 2**18
+#: ... and at least this many per loss scale (√(2∫_0^∞ δ(ε)dε) ≈ √E[L₊²], the root mean square of the
+#: positive losses): per composition connect-the-dots raises the mean loss by ≤ step²/8 and its
+#: variance by ≤ step²/4, a 1/(8·32²) and 1/(4·32²) fraction of the loss scale's
+AUTO_SCALE_POINTS = 32
+#: adaptive PLDs are coarsened (by powers of two, :func:`accounting._grid.coarsen`) before a
+#: composition whose window would exceed this length
+AUTO_WINDOW = 2**23
 #: δ below this multiple of the estimated round-off is refused.
 ROUNDOFF_FACTOR = 10.0
 #: default number of output cells for mechanisms without a closed-form profile.
 DEFAULT_OUTPUT_CELLS = 2**16
 
 
-def _coarse_eps(n=8193):
+def _coarse_eps(n=8193, extend=True):
     u = np.linspace(-7.0, 7.0, n)
-    return np.sign(u) * np.expm1(np.abs(u))
+    eps = np.sign(u) * np.expm1(np.abs(u))
+    if not extend:
+        return eps
+    # tiny losses (down to 1e-13) and large ones (up to LOSS_LIMIT), a few % apart: the range and the
+    # loss scale of a PLD whose losses are all far below the linear part's first point or above its last
+    tiny, big = np.geomspace(1e-13, eps[n // 2 + 1], 600, endpoint=False), np.geomspace(eps[-1], LOSS_LIMIT, 600)[1:]
+    pos = np.concatenate([tiny, eps[n // 2 + 1:], big])
+    return np.concatenate([-pos[::-1], [0.0], pos])
 
 
 _COARSE = _coarse_eps()
 #: coarser range-finding grid of the batch queries (one per mechanism of the batch)
-_COARSE_BATCH = _coarse_eps(2049)
+_COARSE_BATCH = _coarse_eps(2049, extend=False)
 
 
 # ----------------------------------------------------------------------------------
@@ -101,6 +118,8 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
         raise ValueError(f"sensitivity must be a scalar (one query for the whole batch: batch the mechanism's scale "
                          f"instead, scale/Δ), got shape {jnp.shape(sensitivity)}")
     check_probability("sampling_prob", sampling_prob)
+    if value_discretization_interval is None:  # adaptive
+        return
     check_positive("value_discretization_interval", value_discretization_interval)
     if not is_traced(value_discretization_interval) and float(value_discretization_interval) > 1.0:
         raise ValueError(f"value_discretization_interval must be <= 1, got {value_discretization_interval}")
@@ -127,8 +146,10 @@ def _row_bounds(d, d_other_neg, eps):
     d = np.asarray(d).reshape(-1, eps.size)
     floor = d[:, -1:] + _PROFILE_TAIL
     hi_idx = np.argmax(d <= floor, axis=1)
-    g = np.exp(np.minimum(eps, 700.0)) * np.asarray(d_other_neg).reshape(-1, eps.size)
-    below = (g <= _LOWER_TAIL) & (np.arange(eps.size) <= hi_idx[:, None])
+    with np.errstate(over="ignore", invalid="ignore"):
+        g = np.where(eps > 700.0, np.inf, np.exp(np.minimum(eps, 700.0)) * np.asarray(d_other_neg).reshape(-1, eps.size))
+    # at ε > 0 the gap (≈ e^ε) cannot be small; there P[L ≤ ε] ≤ 1 − δ(ε) bounds the mass below ε
+    below = ((g <= _LOWER_TAIL) | ((eps > 0) & (1.0 - d <= _LOWER_TAIL))) & (np.arange(eps.size) <= hi_idx[:, None])
     lo_idx = np.where(below.any(axis=1), eps.size - 1 - np.argmax(below[:, ::-1], axis=1), 0)
     lo_idx = np.minimum(lo_idx, np.maximum(hi_idx - 1, 0))
     return np.maximum(eps[lo_idx], -LOSS_LIMIT), np.minimum(eps[hi_idx], LOSS_LIMIT)
@@ -141,12 +162,14 @@ def _bounds(d, d_other_neg, eps):
 
 
 @x64
-def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=DEFAULT_DISCRETIZATION,
+def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=None,
               pessimistic=True, output_cells=DEFAULT_OUTPUT_CELLS) -> Plan:
-    """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values."""
+    """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values.
+
+    ``value_discretization_interval=None`` chooses the step from the loss range and scale
+    (:func:`auto_step`); a number is the step, rounded down to a power of two."""
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     output_cells = check_int("output_cells", output_cells, minimum=16)
-    step = pow2_floor(float(value_discretization_interval))
     m = concrete(to64(mech))
     sens = concrete(sensitivity)
     qc = concrete(sampling_prob)
@@ -163,13 +186,19 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     if source_kind(m) == "discrete":
         extra.update(discrete_plan(me, values, nvalues))
     rem, add = _coarse_jit(me, values, nvalues, q, extra.get("klo"), output_cells, int(extra.get("count", 0)))
-    dirs = []
     other = {0: rem if add is None else add, 1: rem}
-    for i, d in enumerate((rem, add)):
+    ranges = [None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
+              for i, d in enumerate((rem, add))]
+    if value_discretization_interval is None:
+        step = auto_step(ranges, [d for d in (rem, add) if d is not None])
+    else:
+        step = pow2_floor(float(value_discretization_interval))
+    dirs = []
+    for d, r in zip((rem, add), ranges):
         if d is None:
             dirs.append(None)
             continue
-        lo, hi = _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
+        lo, hi = r
         k0, k1 = math.floor(lo / step), math.ceil(hi / step)
         # lengths on the bucket ladder (the grid extends upwards, where δ ≈ δ(∞)): shared compiles
         n = bucket_len(max(k1 - k0 + 1, 3))
@@ -179,11 +208,44 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
         if n > MAX_GRID:
             raise ValueError(
                 f"value_discretization_interval: the loss range [{lo:.4g}, {hi:.4g}] needs {n} grid points at step "
-                f"{step:.3g}; use a coarser value_discretization_interval (or a less extreme mechanism)"
+                f"{step:.3g}; use a coarser value_discretization_interval (or None: a step that follows the losses)"
             )
         dirs.append((k0, n, ng))
     klo = tuple(float(x) for x in np.atleast_1d(np.asarray(extra.get("klo", ()))))
     return Plan(step, dirs[0], dirs[1], output_cells, int(extra.get("count", 0)), klo, _mirrors(dirs))
+
+
+def pow2_ceil(x: float) -> float:
+    """Smallest power of two >= x."""
+    return 2.0 ** math.ceil(math.log2(x) - 1e-12)
+
+
+def loss_scale(d, eps=_COARSE):
+    """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) from profile rows on the coarse grid, the smallest over rows
+    (∞ if no row has positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε =
+    L − 1 + e^{−L} ≈ L²/2), the size of the losses the grid must resolve."""
+    d = np.asarray(d).reshape(-1, eps.size)
+    pos = eps >= 0
+    x, y = eps[pos], np.clip(d[:, pos] - d[:, -1:], 0.0, None)
+    area = np.sum(0.5 * (y[:, 1:] + y[:, :-1]) * np.diff(x), axis=-1)
+    area = area[area > 0]
+    return float(np.sqrt(2.0 * np.min(area))) if area.size else math.inf
+
+
+def auto_step(ranges, profiles):
+    """The adaptive loss-grid step: the default 2^-13, unless the single-step loss range needs more
+    than AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
+    finite), or the loss scale (:func:`loss_scale`) is below AUTO_SCALE_POINTS default steps (then
+    scale/AUTO_SCALE_POINTS, but no finer than the range allows): a grid much coarser than the
+    losses spreads each loss over a whole step, and composed the spread adds up (RR(10⁻⁶) composed
+    10⁶ times read 14× the truth)."""
+    width = max(r[1] - r[0] for r in ranges if r is not None)
+    floor = pow2_ceil(max(width, 1e-300) / AUTO_RANGE_POINTS)
+    scale = min(loss_scale(d) for d in profiles)
+    step = DEFAULT_DISCRETIZATION
+    if scale / AUTO_SCALE_POINTS < step:
+        step = pow2_floor(scale / AUTO_SCALE_POINTS)
+    return max(step, floor)
 
 
 def _pow2(n):
@@ -247,8 +309,9 @@ def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
     # the gap g(ε) = e^ε δ_other(−ε) is needed only where δ may exceed 1/2 (the first ng points)
 
     def gaps(d, eps, ng, dother):
-        g = jnp.exp(eps[..., :ng]) * dother
-        rest = d[..., ng:] - (1.0 - jnp.exp(eps[..., ng:]))  # unused by connect_the_dots (δ ≤ 1/2 there)
+        e = eps[..., :ng]  # (beyond e^700 the gap is never the small side: connect-the-dots reads δ)
+        g = jnp.where(e > 700.0, jnp.inf, jnp.exp(jnp.minimum(e, 700.0)) * dother)
+        rest = d[..., ng:] - (1.0 - jnp.exp(jnp.minimum(eps[..., ng:], 700.0)))  # unused by connect_the_dots (δ ≤ 1/2 there)
         return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
     def args(k0, n, eps, k0o, g, eps_o, ext):

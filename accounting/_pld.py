@@ -14,6 +14,7 @@ configuration is never changed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -23,8 +24,8 @@ import numpy as np
 from jax.scipy.special import ndtri
 
 from accounting import _grid
-from accounting._construct import (DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS, MAX_GRID,
-                                   ROUNDOFF_FACTOR, Plan, build, make_plan, pairs, sampling_rate, validate)
+from accounting._construct import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
+                                   MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan, pairs, sampling_rate, validate)
 from accounting._profiles import envelope, expand
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
@@ -60,6 +61,9 @@ class PrivacyLossDistribution:
     # built from a discrete (atomic) mechanism: composed, its grid ε(δ) / δ(ε) refuse derivatives
     atomic: bool = static_field(default=False)
     composed: bool = static_field(default=False)
+    # the step was chosen by the engine (value_discretization_interval=None): compositions may
+    # coarsen it (:func:`accounting._grid.coarsen`) to bound their FFT length
+    adaptive: bool = static_field(default=False)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -80,7 +84,9 @@ class PrivacyLossDistribution:
         """The grid (connect-the-dots) PLD of an analytic one (needs concrete μ)."""
         if not self.is_analytic:
             return self
-        step = self.step if value_discretization_interval is None else pow2_floor(float(value_discretization_interval))
+        step = None if self.adaptive else self.step
+        if value_discretization_interval is not None:
+            step = pow2_floor(float(value_discretization_interval))
         mu = concrete(self.gaussian_mu)
         if mu is None:
             raise ValueError("to_grid: μ is traced; call outside jit or pass plan= to accounting.pld")
@@ -98,21 +104,43 @@ class PrivacyLossDistribution:
         check_positive("tail_mass_truncation", tail_mass_truncation)
         if self.is_analytic and other.is_analytic:
             mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
-            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step)
-        a = self.to_grid(other.step if self.is_analytic else None)
-        b = other.to_grid(a.step)
+            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
+                                           adaptive=self.adaptive and other.adaptive)
+        a = self.to_grid(None if self.adaptive or other.adaptive else other.step)
+        b = other.to_grid(None if a.adaptive or other.adaptive else a.step)
         if a.step != b.step:
-            raise ValueError(
-                f"other: discretization intervals differ ({a.step} vs {b.step}); build both with the same "
-                "value_discretization_interval"
-            )
+            if not (a.adaptive or b.adaptive):
+                raise ValueError(
+                    f"other: discretization intervals differ ({a.step} vs {b.step}); build both with the same "
+                    "value_discretization_interval (or leave it None: adaptive PLDs meet on the coarser grid)"
+                )
+            a, b = a._coarsened(max(a.step, b.step)), b._coarsened(max(a.step, b.step))
         rem = _compose_trim(a.remove, b.remove, a.pessimistic, float(tail_mass_truncation))
         if a.add is None and b.add is None:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
-        return PrivacyLossDistribution(rem, add, None, _sum_pure(self.pure_eps, other.pure_eps), a.pessimistic, a.step,
-                                       atomic=self.atomic or other.atomic, composed=True)
+        return a.composed_as(rem, add, _sum_pure(self.pure_eps, other.pure_eps), b)
+
+    def composed_as(self, remove, add, pure_eps, other=None):
+        """The PLD of a composition of this one (and ``other``) with the given grid directions: the one
+        route that carries the flags — ``atomic`` (a composed discrete mechanism refuses derivatives),
+        ``adaptive``, the step — whoever composes (``compose``, ``self_compose``, the odometer's
+        count-traced composition)."""
+        others = () if other is None else (other,)
+        return PrivacyLossDistribution(remove, add, None, pure_eps, self.pessimistic, remove.step,
+                                       atomic=self.atomic or any(o.atomic for o in others), composed=True,
+                                       adaptive=self.adaptive and all(o.adaptive for o in others))
+
+    def _coarsened(self, step):
+        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting._grid.coarsen`)."""
+        if step == self.step:
+            return self
+        factor = int(round(step / self.step))
+        dirs = [_grid.pad_to(x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
+                             bucket_len(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
+        return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step,
+                                   source=None)
 
     @x64
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
@@ -129,18 +157,25 @@ class PrivacyLossDistribution:
             return self
         if self.is_analytic:
             mu = jnp.asarray(self.gaussian_mu) * math.sqrt(count)
-            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step)
+            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
+                                           adaptive=self.adaptive)
         tail = float(tail_mass_truncation)
+        src = self
+        if self.adaptive and size is None:  # coarsen until the window fits AUTO_WINDOW
+            need = max(_grid.required_window(_primal(p), count, tail) for p in self._directions())
+            factor = 1
+            while need > AUTO_WINDOW * factor:
+                factor *= 2
+            src = self._coarsened(self.step * factor)
         outs = []
-        for pmf in self._directions():
+        for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
             outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
                                                   pessimistic=self.pessimistic))(pmf))
         pure = None if self.pure_eps is None else self.pure_eps * count
         add = outs[1] if len(outs) > 1 else None
-        return PrivacyLossDistribution(outs[0], add, None, pure, self.pessimistic, self.step, atomic=self.atomic,
-                                       composed=True)
+        return src.composed_as(outs[0], add, pure)
 
     # -- queries -----------------------------------------------------------------------
     @x64
@@ -268,16 +303,22 @@ def _check_floor(delta, floor):
         )
 
 
-def _window_size(pmf, count, tail):
+def _primal(pmf):
+    """``pmf`` on concrete values (eager ``jax.grad``: plan on the primal values)."""
     conc = concrete(pmf.probs)
-    if conc is not None and is_traced(pmf.probs):  # eager jax.grad: plan on the primal values
-        pmf = _grid.GridPmf(jnp.asarray(conc), jnp.asarray(concrete(pmf.offset)), jnp.asarray(concrete(pmf.inf_mass)),
-                            jnp.asarray(concrete(pmf.roundoff)), pmf.step)
     if conc is None:
         raise ValueError(
             "size: the PLD is traced (inside jit); pass self_compose(count, size=...) with a static FFT length "
             "(take it from a concrete run: pld.self_compose(count).remove.size)"
         )
+    if is_traced(pmf.probs):
+        pmf = _grid.GridPmf(jnp.asarray(conc), jnp.asarray(concrete(pmf.offset)), jnp.asarray(concrete(pmf.inf_mass)),
+                            jnp.asarray(concrete(pmf.roundoff)), pmf.step)
+    return pmf
+
+
+def _window_size(pmf, count, tail):
+    pmf = _primal(pmf)
     need = _grid.required_window(pmf, count, tail)
     size = bucket_len(max(need, pmf.size))
     if size > MAX_GRID:
@@ -291,6 +332,11 @@ def _window_size(pmf, count, tail):
 @functools.partial(jax.jit, static_argnames=("count", "size", "tail", "pessimistic"))
 def _self_compose_jit(pmf, count, size, tail, pessimistic):
     return _grid.self_compose(pmf, count, size, tail, pessimistic)
+
+
+@functools.partial(jax.jit, static_argnames=("factor",))
+def _coarsen_jit(pmf, factor):
+    return _grid.coarsen(pmf, factor)
 
 
 @functools.partial(jax.jit, static_argnames=("pessimistic",))
@@ -412,13 +458,17 @@ def analytic_gaussian(mech, q) -> bool:
 
 
 @x64
-def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=DEFAULT_DISCRETIZATION,
+def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=None,
         pessimistic=True, use_analytic=True, output_cells=DEFAULT_OUTPUT_CELLS, plan: Plan | None = None):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
     * ``sampling_prob``: Poisson subsampling rate q (add/remove neighbours; remove and add
       directions kept apart).
-    * ``value_discretization_interval``: loss-grid step, rounded down to a power of two.
+    * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
+      (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
+      scale) or their range much wider (the step widens to hold them), see
+      :func:`accounting._construct.auto_step`; compositions of adaptive PLDs coarsen the step (by
+      powers of two, dominating) when their FFT would exceed 2^23.
     * ``pessimistic``: dominating PLD (never below the true δ); ``False`` gives an
       optimistic estimate (never above), so the pair brackets the truth.
     * ``use_analytic``: keep the plain Gaussian mechanism as the exact Gaussian PLD.
@@ -429,16 +479,19 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     A mechanism with batched parameters gives a batch of PLDs.
     """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
-    step = pow2_floor(float(value_discretization_interval))
+    adaptive = value_discretization_interval is None
+    step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     q = sampling_rate(sampling_prob)
     if use_analytic and analytic_gaussian(mech, q):
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
-        return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step)
+        return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
     if plan is None:
         plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                         value_discretization_interval=step, pessimistic=pessimistic, output_cells=output_cells)
-    elif plan.step != step:
+                         value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                         output_cells=output_cells)
+    elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
+    step = plan.step
     rem, add = x64_vjp(lambda m, s, qq: build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
         mech, jnp.asarray(sensitivity), q)
     pure = None
@@ -447,7 +500,8 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     source = None
     if overrides(mech, "hockey_stick"):
         source = (mech, jnp.asarray(sensitivity), q)
-    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=bool(mech.discrete))
+    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=bool(mech.discrete),
+                                   adaptive=adaptive)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):

@@ -51,7 +51,7 @@ def _compose_core(p, count, sizes, bits, tail):
     count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
     dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
     pure = None if p.pure_eps is None else p.pure_eps * count
-    return PrivacyLossDistribution(dirs[0], dirs[1] if len(dirs) > 1 else None, None, pure, p.pessimistic, p.step)
+    return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, pure)
 
 
 @functools.partial(jax.jit, static_argnames=("sizes", "bits", "tail"))
@@ -100,7 +100,7 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
     """
     if p.is_analytic:
         mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
-        return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step)
+        return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step, adaptive=p.adaptive)
     if sizes is None:
         sizes = composition_sizes(p, count, tail)
     bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)

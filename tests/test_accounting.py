@@ -470,8 +470,9 @@ def test_query_validation():
         p.self_compose(0)
     with pytest.raises(ValueError, match="orders"):
         accounting.rdp(dpjax.Gaussian(sigma=1.0), [0.5])
-    with pytest.raises(ValueError, match="discretization"):
-        p.compose(accounting.pld(dpjax.Laplace(scale=2.0), value_discretization_interval=2.0**-10))
+    with pytest.raises(ValueError, match="discretization"):  # two explicit steps that differ
+        accounting.pld(dpjax.Laplace(scale=1.0), value_discretization_interval=2.0**-13).compose(
+            accounting.pld(dpjax.Laplace(scale=2.0), value_discretization_interval=2.0**-10))
 
 
 def test_accountant_records_and_refuses():

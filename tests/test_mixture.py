@@ -157,7 +157,10 @@ def test_icdf_inverts_cdf_and_gradients_are_finite():
     with jax.enable_x64(True):
         u = jnp.asarray([1e-7, 0.003, 0.05, 0.3, 0.5, 0.51, 0.9, 0.97, 1 - 1e-7], jnp.float64)
         ms = [lapm(*HEAD), lapm(1.0, 0.1, 4.5), lapm(9.0, 0.3, 0.375)]
-        m = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *ms)  # one batched kernel: one compilation
+        # one batched kernel (one compilation), built from stacked parameters: members differ in their
+        # static log-concavity (r ≥ 1 or not), the batch's is that of every member
+        m = dpjax.LaplaceMixture(*(jnp.stack([getattr(k, n) for k in ms])
+                                   for n in ("inner_scale", "outer_scale", "breakpoint")))
         back = jax.jit(lambda mm: mm.noise_cdf(mm.noise_icdf(u[:, None])))(m)
         np.testing.assert_allclose(back, np.broadcast_to(np.asarray(u)[:, None], back.shape), rtol=1e-10)
         g = jax.jit(jax.grad(lambda mm: jnp.sum(mm.mean_abs() + mm.entropy() + jnp.sum(mm.noise_icdf(u[:, None]), 0))))(m)

@@ -22,7 +22,8 @@ What is not in the paper, or corrected from it (docs/mixture.md):
   which is not tight for r < 1 and c < Δ; docs/mixture.md), the hockey-stick and Rényi
   divergences are closed forms (piecewise exponential integrals between the six kinks
   of the pair loss), and because the law is *not* log-concave for r < 1 the accountant
-  examines every shift up to Δ (``log_concave = False``).
+  examines every shift up to Δ there (``log_concave``, decided per instance: see
+  :func:`log_concave_at`).
 
 The paper's own quantities (the general privacy budget ζ, Proposition 1, Theorems 2 and 4)
 live in :mod:`accounting.mixture_paper`, labelled NOT CERTIFIED.
@@ -38,7 +39,7 @@ import numpy as np
 
 from dpjax.kernels.base import AdditiveMechanism, round_up_to_default_float, safe_log, sort_small
 from dpjax.pytree import pytree_dataclass, static_field
-from dpjax.validation import check_positive
+from dpjax.validation import check_positive, concrete
 
 __all__ = ["LaplaceMixture", "GeometricMixture", "piecewise_log_integral"]
 
@@ -72,11 +73,27 @@ def piecewise_log_integral(g_ref, slope, ref, lo, hi, discrete):
     return jnp.where(empty, -jnp.inf, jnp.where(flat, flat_val, geo))
 
 
+def log_concave_at(inner_scale, outer_scale, breakpoint) -> bool:
+    """Whether the mixture's noise law is log-concave, decided on concrete parameters (every member
+    of a batch); traced ones (inside ``jit``) give ``False``, the sound default (every shift is examined).
+
+    log f(n) = −φ(|n|) − log Z with φ(t) = λ2·min(t, c) + λ1·(t − c)_+ piecewise linear, slopes λ2 on
+    [0, c] and λ1 beyond. −φ(|n|) is concave iff φ is convex on [0, ∞) (the kink at 0 is concave
+    for λ2 > 0), i.e. iff its slopes do not decrease: λ1 ≥ λ2 (outer scale ≤ inner scale, the
+    paper's r ≥ 1), or c = 0 (one Laplace law). On the integers (Geom_m) the same: sampled at the
+    integers a convex φ stays discrete-convex, and for λ1 < λ2, c > 0, the second difference of φ at
+    the integer n = ⌈c⌉ ≥ 1 is λ1 − λ2(c − n + 1) − λ1(n − c) = (λ1 − λ2)(c − n + 1) < 0."""
+    vals = concrete((inner_scale, outer_scale, breakpoint))
+    if vals is None:
+        return False
+    b2, b1, c = (np.asarray(v, float) for v in vals)
+    return bool(np.all((b1 <= b2) | (c == 0)))
+
+
 class _Piecewise(AdditiveMechanism):
     """Shared law of the mixtures: parameters, potential, pair segments, closed-form privacy."""
 
     scale_name = "inner_scale"
-    log_concave = False  # concave for r ≥ 1, but not for r < 1: examine every shift up to Δ
     symmetric_pairs = True
 
     # -- construction ----------------------------------------------------------------
@@ -90,6 +107,7 @@ class _Piecewise(AdditiveMechanism):
                 raise ValueError(f"breakpoint of GeometricMixture must be one integer >= 0 (static), "
                                  f"got {self.breakpoint!r}")
             object.__setattr__(self, "breakpoint", int(c))
+        object.__setattr__(self, "log_concave", log_concave_at(self.inner_scale, self.outer_scale, self.breakpoint))
 
     @classmethod
     def from_epsilon(cls, epsilon, r, c, sensitivity=1.0):
@@ -127,6 +145,7 @@ class _Piecewise(AdditiveMechanism):
         object.__setattr__(obj, "inner_scale", inner)
         object.__setattr__(obj, "outer_scale", outer)
         object.__setattr__(obj, "breakpoint", c)
+        object.__setattr__(obj, "log_concave", log_concave_at(inner, outer, c))
         return obj
 
     def as_mixture(self):
@@ -287,6 +306,8 @@ class LaplaceMixture(_Piecewise):
     inner_scale: jax.Array
     outer_scale: jax.Array = 0.2  # defaults: the paper's headline shape (r = 5, c = b2) at b2 = 1
     breakpoint: jax.Array = 1.0
+    #: the law is log-concave (:func:`log_concave_at`): the worst shift is Δ itself
+    log_concave: bool = static_field(default=False, init=False)
 
     # -- constants -------------------------------------------------------------------
     def _half_z(self):
@@ -417,6 +438,8 @@ class GeometricMixture(_Piecewise):
     inner_scale: jax.Array
     outer_scale: jax.Array = 0.2  # defaults: the paper's headline shape (r = 5, c = b2) at b2 = 1
     breakpoint: int = static_field(default=1)  # an integer: static (the law is not differentiable in c)
+    #: the law is log-concave (:func:`log_concave_at`): the worst shift is Δ itself
+    log_concave: bool = static_field(default=False, init=False)
     discrete = True
 
     # -- constants (Definition 4, eqs. (17)–(18)) ------------------------------------------------------

@@ -1,0 +1,100 @@
+"""The adaptive loss grid (``value_discretization_interval=None``, the default): large finite losses
+stay finite, tiny losses are resolved, and both stay at or above the truth (issue 20)."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import stats
+
+import accounting
+import dpjax
+
+
+def _gaussian_truth(mu, delta):
+    """ε of the Gaussian PLD of μ at δ (Balle & Wang 2018, Thm 8) at 50 digits."""
+    mpmath.mp.dps = 50
+    mu = mpmath.mpf(mu)
+    d = lambda e: mpmath.ncdf(mu / 2 - e / mu) - mpmath.e ** e * mpmath.ncdf(-mu / 2 - e / mu)  # noqa: E731
+    x0 = mu * mu / 2 + mu * abs(float(stats.norm.ppf(delta)))
+    return float(mpmath.findroot(lambda e: d(e) - mpmath.mpf(delta), x0))
+
+
+def test_large_losses_are_finite_and_sound():
+    # μ = 1000: every loss lies near μ²/2 = 5·10⁵, far beyond e^700 (it read ∞)
+    truth = _gaussian_truth(1000.0, 1e-6)  # 504 752.4267
+    hi = float(accounting.pld(dpjax.Gaussian(1e-3), use_analytic=False).get_epsilon_for_delta(1e-6))
+    lo = float(accounting.pld(dpjax.Gaussian(1e-3), use_analytic=False, pessimistic=False).get_epsilon_for_delta(1e-6))
+    assert lo <= truth <= hi <= truth * (1 + 1e-5)
+    # the analytic Gaussian meeting a grid PLD (it raised, then read ∞): at least both parts
+    both = float(accounting.pld(dpjax.Gaussian(1e-3)).compose(accounting.pld(dpjax.Laplace(1.0)))
+                 .get_epsilon_for_delta(1e-6))
+    assert truth <= both <= truth + 1.0 + 1e-3
+
+
+def test_randomized_response_many_compositions_is_tight():
+    eps0, k, delta = 1e-6, 10**6, 1e-6
+    got = float(accounting.pld(dpjax.RandomizedResponse(eps0, 2)).self_compose(k).get_epsilon_for_delta(delta))
+    # exact: the loss is (2j − k)ε₀ with j ~ Binomial(k, p); δ(ε) = Σ_j P(j)(1 − e^{ε − ℓ_j})_+
+    p = 1.0 / (1.0 + math.exp(-eps0))
+    j = np.arange(k + 1)
+    pmf, loss = stats.binom.pmf(j, k, p), (2.0 * j - k) * eps0
+
+    def delta_at(e):
+        return float(np.sum(pmf * -np.expm1(np.minimum(e - loss, 0.0))))
+
+    lo, hi = 0.0, 0.1
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if delta_at(mid) > delta else (lo, mid)
+    assert hi <= got <= 1.02 * hi  # 0.0027182; the 2^-13 grid read 0.0375
+
+
+def test_laplace_tiny_losses_are_tight():
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import privacy_loss_distribution as dpa
+
+    got = float(accounting.pld(dpjax.Laplace(1e6)).self_compose(1000).get_epsilon_for_delta(1e-6))
+    lower = dpa.from_laplace_mechanism(1e6, sensitivity=1, pessimistic_estimate=False,
+                                       value_discretization_interval=1e-8).self_compose(1000).get_epsilon_for_delta(1e-6)
+    assert lower <= got <= 1.02 * lower  # 4.6365e-5; the 2^-13 grid read 8.5e-4
+
+
+def test_subsampled_gaussian_small_rate_is_tight():
+    got = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
+    # dp_accounting's connect-the-dots PLD at interval 1e-8 (pessimistic, 131 s): 7.01796e-5;
+    # its privacy-buckets (optimistic) 6.518e-5; the 2^-13 grid read 7.3e-4
+    assert 6.5e-5 <= got <= 1.02 * 7.01796e-5
+
+
+@pytest.mark.slow
+def test_subsampled_gaussian_small_rate_against_dp_accounting():
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import privacy_loss_distribution as dpa
+
+    got = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
+    ref = dpa.from_gaussian_mechanism(1.0, sensitivity=1, pessimistic_estimate=True, value_discretization_interval=1e-8,
+                                      sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6)
+    assert 0.98 * ref <= got <= 1.02 * ref
+
+
+def test_default_cases_keep_the_default_step():
+    for p in (accounting.pld(dpjax.Gaussian(1.0), use_analytic=False), accounting.pld(dpjax.Laplace(1.0)),
+              accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01)):
+        assert p.step == accounting.DEFAULT_DISCRETIZATION
+    # an explicit step is kept
+    assert accounting.pld(dpjax.Laplace(1e6), value_discretization_interval=2.0**-10).step == 2.0**-10
+
+
+def test_adaptive_composition_coarsens_the_finer_grid_soundly():
+    fine = accounting.pld(dpjax.Laplace(1e3))  # losses ≤ 10⁻³: a fine adaptive step
+    coarse = accounting.pld(dpjax.Laplace(1.0))
+    assert fine.step < coarse.step
+    both = fine.compose(coarse)
+    assert both.step == coarse.step
+    mass = float(np.sum(np.asarray(both.remove.probs)) + float(both.remove.inf_mass))
+    assert mass <= 1.0 + 1e-9
+    # at least Laplace(1)'s own ε, at most that plus the pure ε 10⁻³ of the other
+    e1 = float(coarse.get_epsilon_for_delta(1e-6))
+    assert e1 <= float(both.get_epsilon_for_delta(1e-6)) <= e1 + 1e-3 + 2 * coarse.step
