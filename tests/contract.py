@@ -79,8 +79,11 @@ CASES = [
          invalid=((lambda: dpjax.RandomizedResponse(1.0, 1), "num_categories"),)),
     Case("BoostedRandomizedResponse", lambda: dpjax.BoostedRandomizedResponse(2.0, 1.0, 6, 2), values=(0, 3),
          categorical=True, invalid=((lambda: dpjax.BoostedRandomizedResponse(1.0, 2.0, 6, 2), "epsilon0"),)),
+    # heavy (~50 s of accountant-level checks): the absolute region's exact accountant stays in the
+    # default suite through tests/test_accounting_soundness.py (ε = 430.42 and its gradient)
     Case("PB-Gaussian-Absolute", _pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0)),
-         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),)),
+         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),),
+         heavy=True),
     Case("PB-Laplace-Relative", _pb(lambda: dpjax.Laplace(2.0), lambda: dpjax.RelativeError(0.2, 2.0)),
          values=(0.0, 6.0), scan=(-0.5, 0.0, 2.0, 5.0, 10.0, 20.0),
          invalid=((lambda: dpjax.RelativeError(-0.1, 1.0), "theta"),), heavy=True),
