@@ -43,8 +43,9 @@ class Case:
     constructor with the parameter name its error must carry; ``scan`` gives the answers
     ``Q`` of the pair scan (pairs ``(Q, Q + d)``, ``0 < d ≤ Δ``); ``points``, the outputs where
     the law of ``values[1]`` is evaluated, for a law on a bounded output range (default
-    ``values[1] ± 6``); ``heavy`` cases (PB-DP variants whose region or kernel another case
-    already covers) take the accountant-level checks in the slow suite only."""
+    ``values[1] ± 6``); ``heavy`` cases (the PB-DP variants, whose closed forms other default
+    tests check against quadrature and inside the PLD) take the accountant-level checks in the
+    slow suite only."""
 
     id: str
     build: Callable
@@ -90,8 +91,11 @@ CASES = [
     Case("PB-Gaussian-Fixed", _pb(lambda: dpjax.Gaussian(4.0), lambda: dpjax.FixedInterval(-2.0, 10.0)),
          values=(-2.0, 4.0), scan=(-2.0, 0.0, 4.0, 9.0),
          invalid=((lambda: dpjax.FixedInterval(1.0, 0.0), "high"),), heavy=True),
+    # heavy (~35 s): PB-DP's closed forms stay in the default suite against quadrature
+    # (tests/test_boosting_exact.py) and inside the PLD (test_accounting_soundness.py, test_pld_mass.py)
     Case("PB-DiscreteLaplace-Relative", _pb(lambda: dpjax.DiscreteLaplace(1.5), lambda: dpjax.RelativeError(0.25, 1.5)),
-         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),)),
+         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),),
+         heavy=True),
     Case("PB-DiscreteGaussian-Absolute", _pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5)),
          values=(0, 4), sensitivity=2.0,
          invalid=((_pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5), 0.0), "rho"),), heavy=True),
