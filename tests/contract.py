@@ -43,8 +43,9 @@ class Case:
     constructor with the parameter name its error must carry; ``scan`` gives the answers
     ``Q`` of the pair scan (pairs ``(Q, Q + d)``, ``0 < d ≤ Δ``); ``points``, the outputs where
     the law of ``values[1]`` is evaluated, for a law on a bounded output range (default
-    ``values[1] ± 6``); ``heavy`` cases (PB-DP variants whose region or kernel another case
-    already covers) take the accountant-level checks in the slow suite only."""
+    ``values[1] ± 6``); ``heavy`` cases (the PB-DP variants, whose closed forms other default
+    tests check against quadrature and inside the PLD) take the accountant-level checks in the
+    slow suite only."""
 
     id: str
     build: Callable
@@ -79,16 +80,22 @@ CASES = [
          invalid=((lambda: dpjax.RandomizedResponse(1.0, 1), "num_categories"),)),
     Case("BoostedRandomizedResponse", lambda: dpjax.BoostedRandomizedResponse(2.0, 1.0, 6, 2), values=(0, 3),
          categorical=True, invalid=((lambda: dpjax.BoostedRandomizedResponse(1.0, 2.0, 6, 2), "epsilon0"),)),
+    # heavy (~50 s of accountant-level checks): the absolute region's exact accountant stays in the
+    # default suite through tests/test_accounting_soundness.py (ε = 430.42 and its gradient)
     Case("PB-Gaussian-Absolute", _pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0)),
-         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),)),
+         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),),
+         heavy=True),
     Case("PB-Laplace-Relative", _pb(lambda: dpjax.Laplace(2.0), lambda: dpjax.RelativeError(0.2, 2.0)),
          values=(0.0, 6.0), scan=(-0.5, 0.0, 2.0, 5.0, 10.0, 20.0),
          invalid=((lambda: dpjax.RelativeError(-0.1, 1.0), "theta"),), heavy=True),
     Case("PB-Gaussian-Fixed", _pb(lambda: dpjax.Gaussian(4.0), lambda: dpjax.FixedInterval(-2.0, 10.0)),
          values=(-2.0, 4.0), scan=(-2.0, 0.0, 4.0, 9.0),
          invalid=((lambda: dpjax.FixedInterval(1.0, 0.0), "high"),), heavy=True),
+    # heavy (~35 s): PB-DP's closed forms stay in the default suite against quadrature
+    # (tests/test_boosting_exact.py) and inside the PLD (test_accounting_soundness.py, test_pld_mass.py)
     Case("PB-DiscreteLaplace-Relative", _pb(lambda: dpjax.DiscreteLaplace(1.5), lambda: dpjax.RelativeError(0.25, 1.5)),
-         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),)),
+         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),),
+         heavy=True),
     Case("PB-DiscreteGaussian-Absolute", _pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5)),
          values=(0, 4), sensitivity=2.0,
          invalid=((_pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5), 0.0), "rho"),), heavy=True),

@@ -382,6 +382,7 @@ def _fd(f, x, h):
     return (f(x + h) - f(x - h)) / (2 * h)
 
 
+@pytest.mark.slow  # the default suite differentiates the subsampled Gaussian in tests/test_accounting_soundness.py
 def test_gradients_match_finite_differences():
     # subsampled Gaussian (grid path, one fixed grid): d δ(ε)/dσ and d ε(δ)/dσ
     plan = accounting.make_plan(dpjax.Gaussian(sigma=1.1), sampling_prob=0.05)
@@ -405,21 +406,24 @@ def test_gradients_match_finite_differences():
     assert _f(jax.grad(fn)(2.0)) == pytest.approx(_f(_fd(lambda s: _f(fn(s)), 2.0, 1e-4)), rel=1e-4)
 
 
-def test_mirrored_gap_points_share_the_grid_evaluation():
+@pytest.mark.parametrize("make, q", [(lambda: dpjax.Gaussian(sigma=0.9), 0.02),
+                                     pytest.param(lambda: dpjax.Laplace(scale=1.0), 1.0, marks=pytest.mark.slow)],
+                         ids=["subsampled_gaussian", "laplace"])
+def test_mirrored_gap_points_share_the_grid_evaluation(make, q):
     # the gaps g(ε) = e^ε δ_other(−ε) read from one extended grid evaluation (plan.mirror) are the
     # same numbers as evaluating the mirrored points apart (mirror=(None, None))
     import dataclasses
 
-    for mech, q in ((dpjax.Gaussian(sigma=0.9), 0.02), (dpjax.Laplace(scale=1.0), 1.0)):
-        for pess in (True, False):
-            plan = accounting.make_plan(mech, sampling_prob=q, pessimistic=pess)
-            assert plan.mirror[0] is not None
-            apart = dataclasses.replace(plan, mirror=(None, None))
-            a = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=plan)
-            b = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=apart)
-            for x, y in zip(a._directions(), b._directions()):
-                np.testing.assert_array_equal(np.asarray(x.probs), np.asarray(y.probs))
-                assert _f(x.inf_mass) == _f(y.inf_mass)
+    mech = make()
+    for pess in (True, False):
+        plan = accounting.make_plan(mech, sampling_prob=q, pessimistic=pess)
+        assert plan.mirror[0] is not None
+        apart = dataclasses.replace(plan, mirror=(None, None))
+        a = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=plan)
+        b = accounting.pld(mech, sampling_prob=q, pessimistic=pess, plan=apart)
+        for x, y in zip(a._directions(), b._directions()):
+            np.testing.assert_array_equal(np.asarray(x.probs), np.asarray(y.probs))
+            assert _f(x.inf_mass) == _f(y.inf_mass)
 
 
 def test_jit_with_static_plan():

@@ -146,7 +146,8 @@ def _check_case(rng, index):
         assert pure == math.inf, f"{what}: a Gaussian is not pure-DP, pure ε {pure}"
 
 
-@pytest.mark.parametrize("seed", range(6))
+#: seeds 0, 2 and 4 draw the costliest cases (11-13 s each): slow, beside the 40 seeds of the wide run
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.slow) if s % 2 == 0 else s for s in range(6)])
 def test_accountants_never_below_the_truth(seed):
     rng = np.random.default_rng(1000 + seed)
     for i in range(2):

@@ -123,6 +123,7 @@ def test_boosted_bad_arguments(args, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the default suite tunes a boosted kernel through the CLI in the discrete-kernel test below
 def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--region", "absolute",

@@ -51,7 +51,8 @@ def test_dpsgd_epsilon_matches_dp_accounting_and_prv_brackets():
     assert eps[0] == pytest.approx(ref, rel=1e-8)
 
 
-@pytest.mark.parametrize("case", [(0.001, 0.8, 100000), (0.05, 2.0, 10000)])
+# T = 1e5 compositions is slow (the default suite keeps the large rate and T = 1e4)
+@pytest.mark.parametrize("case", [pytest.param((0.001, 0.8, 100000), marks=pytest.mark.slow), (0.05, 2.0, 10000)])
 def test_dpsgd_epsilon_small_and_large_rates(case):
     q, z, t = case
     e = _f(accounting.dpsgd_epsilon(z, q, t, 1e-5))
