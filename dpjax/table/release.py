@@ -161,12 +161,11 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                    bool(probe.discrete), noise_name)
 
 
-def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
-    """(keys, group hashes, integer aggregates) of a pyarrow table: the local backend."""
-    prep = _data.group_index(table, req.by)
-    values = {c: _data.value_column(table, c) for c in req.value_columns}
-    unit, unit_words = _data.unit_hashes(table, req.privacy_unit) if req.privacy_unit else (None, None)
-    group, keys, words = prep.group, prep.keys, prep.group_words
+def _local_aggregates(req: Request, data, public, bound_key):
+    """(keys, group hashes, integer aggregates) of ``data`` read by pyarrow: the local backend."""
+    prepared = _data.rows(data, req.by, req.privacy_unit, req.value_columns)
+    values, unit, unit_words = prepared.values, prepared.unit, prepared.unit_words
+    group, keys, words = prepared.group, prepared.keys, prepared.group_words
     if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
         pub_words = _data.key_hashes(public)
         pub_u64 = _data.words_to_u64(pub_words)
@@ -295,8 +294,7 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
 
         keys, words, agg = spark_aggregates(req, data, public, key_words.bounding())
     else:
-        table = _data.read(data, req.columns)
-        keys, words, agg = _local_aggregates(req, table, public, key_words.bounding())
+        keys, words, agg = _local_aggregates(req, data, public, key_words.bounding())
     return finish(req, key_words, cal, keys, words, agg, public is not None)
 
 
