@@ -247,15 +247,17 @@ def _true_shown(args):
     return args.input is None or args.include_true_values
 
 
-def _write(args, header, rows, true_column) -> None:
-    """The release file: group and released columns; the true column only with ``--include-true-values``."""
+def _write(args, header, rows, true_columns, keys: int = 1) -> None:
+    """The release file: key and released columns; the true columns ``[(name, values), ...]``, after
+    the ``keys`` key columns, only with ``--include-true-values``."""
     if args.output is None:
         return
     if args.include_true_values:
         print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
               "the file is no longer a differentially private release", file=sys.stderr)
-        header = [header[0], true_column[0]] + header[1:]
-        rows = [(r[0], t) + tuple(r[1:]) for r, t in zip(rows, true_column[1])]
+        header = header[:keys] + [name for name, _ in true_columns] + header[keys:]
+        rows = [tuple(r[:keys]) + tuple(t) + tuple(r[keys:])
+                for r, t in zip(rows, zip(*(values for _, values in true_columns)))]
     write_csv(args.output, header, rows)
 
 
@@ -309,7 +311,7 @@ def _composite_command(args) -> int:
     true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
     released = _release_values(_key(args.seed), true, mech)
     star = accounting.composite.epsilon_star(mech)
-    _write(args, ["group", "released_mean"], list(zip(names, released)), ("true_mean", true))
+    _write(args, ["group", "released_mean"], list(zip(names, released)), [("true_mean", true)])
     width = hi - lo
     with jax.enable_x64(True):
         out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
@@ -426,7 +428,7 @@ def _release_command(args) -> int:
     labels = [label for label, _, _ in releases]
     cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
     _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *released)),
-           (f"true_{args.statistic}", true))
+           [(f"true_{args.statistic}", true)])
     payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
                "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run),
                              "values": {str(n): float(v) for n, v in zip(names, vals)}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -299,11 +300,12 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
 
 
 def release_file(key, path, *, by, statistics, **options) -> TableRelease:
-    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``by`` a column
+    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``path`` a file
+    (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input; ``by`` a column
     name or a comma-separated list, ``statistics`` statistics or their spellings
     (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
     string for several); ``groups`` may be the path of a CSV/Parquet file of public keys.
-    Only the columns the release uses are read."""
+    Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`)."""
     from dpjax.table.statistics import parse
 
     if isinstance(by, str):
@@ -311,4 +313,8 @@ def release_file(key, path, *, by, statistics, **options) -> TableRelease:
     if isinstance(statistics, str):
         statistics = [s for s in statistics.split(",") if s.strip()]
     statistics = [parse(s) if isinstance(s, str) else s for s in statistics]
+    if path == "-":
+        if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
+            print("dpjax: reading standard input… (end it with Ctrl-D)", file=sys.stderr, flush=True)
+        path = sys.stdin.buffer
     return release(key, path, by=by, statistics=statistics, **options)
