@@ -74,7 +74,9 @@ def statistics(args):
 def _flag(message: str, args, by, unit) -> str:
     """The flag a table-layer error comes from."""
     named = re.findall(r"'([^']+)'", message)
-    if "unknown column" in message or message.startswith("column "):
+    if message.startswith("column "):  # the content of a value column
+        return "--value-column" if args.value_column in named else "--statistic"
+    if "unknown column" in message:
         if any(n in by for n in named):
             return "--group-by"
         if unit is not None and unit in named:
@@ -195,9 +197,10 @@ def release_table(args, key) -> int:
               file=sys.stderr)
         options = {}
     else:
+        k, m = (EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS) if embedded else (1, 1)
         options = dict(privacy_unit=unit,
-                       max_groups_per_unit=args.max_groups_per_unit or (EMBEDDED_MAX_GROUPS if embedded else 1),
-                       max_rows_per_group=args.max_rows_per_group or (EMBEDDED_MAX_ROWS if embedded else 1))
+                       max_groups_per_unit=k if args.max_groups_per_unit is None else args.max_groups_per_unit,
+                       max_rows_per_group=m if args.max_rows_per_group is None else args.max_rows_per_group)
     path = str(resources.files("dpjax.data").joinpath(EMBEDDED)) if embedded else args.input
     try:
         rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,

@@ -76,7 +76,8 @@ def _csv_batches(source, label: str, columns: list[str], value_columns):
         if isinstance(exc, (KeyError, pa.ArrowKeyError)) and "include_columns" in text:
             return ValueError(f"data: unknown column(s) in {label}: {text}")
         if "conversion error to double" in text:
-            return ValueError(f"data: column(s) {list(value_columns)} must be numeric ({label}: {text})")
+            names = ", ".join(repr(c) for c in value_columns)
+            return ValueError(f"column {names} must be numeric ({label}: {text})")
         return ValueError(f"data: {label} is not a readable CSV table ({text})")
 
     try:

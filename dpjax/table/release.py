@@ -180,7 +180,10 @@ def _local_aggregates(req: Request, data, public, bound_key):
         values = {c: v[rows] for c, v in values.items()}
         unit = unit[rows] if unit is not None else None
         keys, words = public, pub_words
-    matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
+    if len(values) == 1:  # a view, not a copy
+        matrix = next(iter(values.values()))[:, None]
+    else:
+        matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
     kept, first = bound(bound_key, unit, unit_words, group, words, matrix, req.max_groups, req.max_rows)
     agg = aggregate(req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words),
                     req.discrete)
