@@ -150,3 +150,24 @@ def test_table_errors_are_one_line_naming_the_flag(tmp_path, capsys, extra, flag
     assert main([*args, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dpjax: error: {flag}") and err.count("\n") == 1, err
+
+
+def test_true_values_are_every_rows_statistics_per_group():
+    import numpy as np
+    import pyarrow as pa
+
+    from dpjax import table
+    from dpjax.cli.release_table import true_values
+
+    rng = np.random.default_rng(0)
+    d = {"g": rng.integers(0, 3, 500), "u": rng.integers(0, 40, 500), "x": rng.normal(5, 2, 500)}
+    stats = [table.count(), table.count_units(), table.sum("x", 0, 1), table.mean("x", 0, 1),
+             table.variance("x", 0, 1), table.quantile("x", 0.3, 0, 1)]
+    keys = pa.table({"g": [2, 0, 7]})  # 7: a public group without rows
+    got = true_values(d, ["g"], stats, "u", keys)
+    for i, g in enumerate([2, 0]):
+        x = d["x"][d["g"] == g]
+        assert got["count"][i] == len(x) and got["count_units"][i] == len(set(d["u"][d["g"] == g]))
+        np.testing.assert_allclose([got["sum_x"][i], got["mean_x"][i], got["variance_x"][i], got["quantile_0.3_x"][i]],
+                                   [x.sum(), x.mean(), x.var(), np.quantile(x, 0.3)], rtol=1e-12)
+    assert got["count"][2] == 0 and got["sum_x"][2] == 0 and np.isnan(got["mean_x"][2])

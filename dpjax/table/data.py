@@ -140,8 +140,8 @@ class _Codes:
     """Dictionary codes of one key column over record batches: each batch dictionary-encoded as it
     comes (``int32`` codes and its distinct values), the dictionaries unified at the end."""
 
-    def __init__(self, name: str):
-        self.name, self.chunks, self.nulls = name, [], 0
+    def __init__(self):
+        self.chunks, self.nulls = [], 0
 
     def add(self, col) -> None:
         self.nulls += col.null_count
@@ -189,8 +189,8 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
     float64; nulls in the unit or a value column, NaN values and an empty table refused by name."""
     value_columns = list(value_columns)
     columns = list(dict.fromkeys(list(by) + ([privacy_unit] if privacy_unit else []) + value_columns))
-    keys = {c: _Codes(c) for c in by}
-    unit = _Codes(privacy_unit) if privacy_unit else None
+    keys = {c: _Codes() for c in by}
+    unit = _Codes() if privacy_unit else None
     values = {c: [] for c in value_columns}
     nulls = dict.fromkeys(value_columns, 0)
     nans = dict.fromkeys(value_columns, 0)
@@ -232,7 +232,7 @@ def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _encoded(table: pa.Table, name: str) -> _Codes:
-    codes = _Codes(name)
+    codes = _Codes()
     for batch in table.select([name]).to_batches():
         codes.add(batch.column(0))
     return codes
