@@ -25,7 +25,7 @@ def test_default_release_prints_table_mechanism_and_privacy(capsys):
 
 
 @pytest.mark.parametrize("mechanism,statistic", [("gaussian", "sum"), ("discrete-laplace", "count"),
-                                                 ("discrete-gaussian", "count")])
+                                                 pytest.param("discrete-gaussian", "count", marks=pytest.mark.slow)])
 def test_release_with_each_mechanism_and_csv_output(mechanism, statistic, tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
     args = ["release", "--seed", "1", "--mechanism", mechanism, "--output", str(out_csv), "--group-by", "region",
