@@ -11,6 +11,7 @@ own partition selection (``--public-groups``: the 1000 groups given as public ke
     python benchmarks/tables.py                    # 10^6 rows: PipelineDP, OpenDP, dpjax in one run
     python benchmarks/tables.py --rows 1e5         # smaller
     python benchmarks/tables.py --parquet 1e8      # dpjax on a 10^8-row Parquet path: time, peak RSS
+    python benchmarks/tables.py --csv 2e9          # `dpjax release` on a 2 GB CSV, from the file and stdin
     python benchmarks/tables.py --spark            # 10^7 rows as a pyspark DataFrame: dpjax, PipelineDP
 
 Each tool runs in a fresh Python process (this script with ``--worker``) so that none inherits another's
@@ -27,6 +28,14 @@ dpjax dependencies. OpenDP's Polars plugin only runs with the exact polars versi
 against (0.16.0: polars==1.36.1); when the installed polars is another, the OpenDP worker is given
 that version from ``out/opendp-polars`` (made with ``pip install --no-deps --target out/opendp-polars
 polars==1.36.1 polars-runtime-32==1.36.1``) and is skipped, saying so, when that folder is absent.
+
+The scale modes write their file once under ``/tmp`` (a fresh folder, deleted at the end, never
+inside the repository): ``--parquet N`` an N-row Parquet file (the table above, 10^7-row chunks),
+timed through ``dpjax.table.release`` on its path (the input streamed in record batches);
+``--csv BYTES`` a CSV of about that size with the columns of a real export (string user ids, a
+date, a string group among 1000, three value columns, a free-text column), released by the
+command line — ``dpjax release --input FILE`` and ``--input -`` with the file on standard input —
+each in a fresh process whose peak RSS (``wait4``) and wall time are printed.
 
 The load average is printed with every figure: on a shared machine, ratios are only comparable within
 one run.
@@ -73,25 +82,133 @@ def _chunk(rng, n, users):
     })
 
 
-def table_path(rows):
-    """The cached Parquet file of ``rows`` rows (``rows // 10`` users), written in chunks of 10^7 rows
-    (never the whole table in memory) on the first call."""
+def _write_parquet(path, rows):
     import pyarrow.parquet as pq
-    path = CACHE / f"rows{rows}_seed{SEED}.parquet"
-    if path.exists():
-        return path
-    CACHE.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(SEED)
     users = max(rows // 10, 1)
-    tmp = path.with_suffix(".part")
-    t = time.perf_counter()
     writer = None
     for start in range(0, rows, CHUNK):
         chunk = _chunk(rng, min(CHUNK, rows - start), users)
         if writer is None:
-            writer = pq.ParquetWriter(tmp, chunk.schema)
+            writer = pq.ParquetWriter(path, chunk.schema)
         writer.write_table(chunk, row_group_size=1 << 20)
     writer.close()
+
+
+CSV_ROWS_PER_CHUNK = 2_000_000
+
+
+def _csv_chunk(rng, n, users):
+    """Rows of a realistic export: about 75 bytes of text each."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    groups = pa.array([f"region-{g:04d}" for g in range(GROUPS)])
+    devices = pa.array(["android phone", "ios phone", "wrist band v2", "smart watch (beta)"])
+    user = rng.integers(0, users, n)
+    return pa.table({
+        "user_id": pc.binary_join_element_wise("user-", pc.cast(pa.array(user), pa.string()), ""),
+        "date": pa.array((np.datetime64("2026-01-01") + rng.integers(0, 365, n)).astype("datetime64[D]")),
+        "group": groups.take(pa.array(rng.integers(0, GROUPS, n))),
+        "steps": pa.array(rng.integers(0, 25000, n)),
+        "active_minutes": pa.array(rng.integers(0, 300, n)),
+        "heart_rate": pa.array(rng.normal(72, 9, n).round(1)),
+        "device": devices.take(pa.array(rng.integers(0, len(devices), n))),
+    })
+
+
+def _write_csv(path, size):
+    """A CSV of about ``size`` bytes, written chunk by chunk; returns its number of rows."""
+    import pyarrow.csv as pacsv
+    rng = np.random.default_rng(SEED)
+    rows = 0
+    with open(path, "wb") as f:
+        writer = None
+        while f.tell() < size:
+            chunk = _csv_chunk(rng, CSV_ROWS_PER_CHUNK, users=max(int(size / 75 / 10), 1))
+            if writer is None:
+                writer = pacsv.CSVWriter(f, chunk.schema)
+            writer.write_table(chunk)
+            rows += chunk.num_rows
+            f.flush()
+        writer.close()
+    return rows
+
+
+def _child(cmd, stdin=None):
+    """Run ``cmd``; (exit status, wall seconds, peak RSS MiB, last line of stderr) of that process alone."""
+    import tempfile
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = (err.read().decode(errors="replace").strip().splitlines() or [""])[-1]
+    return p.returncode, wall, usage.ru_maxrss / 1024, tail
+
+
+def csv_scale(size):
+    """``dpjax release`` on a CSV of about ``size`` bytes, from the file and from standard input."""
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="dpjax-tables-", dir="/tmp")
+    try:
+        path = os.path.join(folder, "export.csv")
+        t = time.perf_counter()
+        rows = _write_csv(path, size)
+        print(f"  wrote {path}: {os.path.getsize(path) / 1e9:.2f} GB, {rows:.3e} rows in {time.perf_counter() - t:.0f} s")
+        root = Path(__file__).resolve().parent.parent
+        cmd = [sys.executable, "-m", "dpjax.cli", "release", "--seed", "0", "--group-by", "group",
+               "--privacy-unit", "user_id", "--max-groups-per-unit", str(MAX_GROUPS_PER_UNIT),
+               "--max-rows-per-group", str(MAX_ROWS_PER_GROUP), "--statistic", "count,sum",
+               "--value-column", "steps", "--window", str(LOW), str(HIGH), "--epsilon", str(EPSILON),
+               "--delta", str(DELTA), "--output", os.path.join(folder, "released.csv")]
+        env_path = os.pathsep.join([p for p in (os.environ.get("PYTHONPATH"), str(root)) if p])
+        os.environ["PYTHONPATH"] = env_path
+        out = {}
+        for label, extra, stdin in (("from the file", ["--input", path], None), ("from stdin", ["--input", "-"], path)):
+            load = os.getloadavg()[0]
+            if stdin is None:
+                code, wall, rss, tail = _child(cmd + extra, subprocess.DEVNULL)
+            else:
+                with open(stdin, "rb") as handle:
+                    code, wall, rss, tail = _child(cmd + extra, handle)
+            status = "ok" if code == 0 else f"exit {code}: {tail}"
+            print(f"  dpjax release {label:<14} {wall:8.1f} s  peak RSS {rss:7.0f} MiB  "
+                  f"({rows / wall:.3e} rows/s)  load {load:.2f}  {status}")
+            out[label] = {"seconds": wall, "peak_rss_mib": rss, "rows": rows, "load": load, "exit": code}
+        return out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def parquet_scale(rows, args):
+    """``dpjax.table.release`` on the path of an ``rows``-row Parquet file written under /tmp (deleted after)."""
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="dpjax-tables-", dir="/tmp")
+    try:
+        path = Path(folder) / f"rows{rows}.parquet"
+        t = time.perf_counter()
+        _write_parquet(path, rows)
+        print(f"Parquet, {rows:.0e} rows, {path.stat().st_size / 2**20:.0f} MiB written in "
+              f"{time.perf_counter() - t:.0f} s; load {os.getloadavg()[0]:.2f}")
+        return run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path)")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def table_path(rows):
+    """The cached Parquet file of ``rows`` rows (``rows // 10`` users), written in chunks of 10^7 rows
+    (never the whole table in memory) on the first call."""
+    path = CACHE / f"rows{rows}_seed{SEED}.parquet"
+    if path.exists():
+        return path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    t = time.perf_counter()
+    _write_parquet(tmp, rows)
     tmp.rename(path)
     print(f"  wrote {path} ({path.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s")
     return path
@@ -328,6 +445,9 @@ def main(argv=None):
     p.add_argument("--public-groups", action="store_true", help="the 1000 groups as public keys in every tool")
     p.add_argument("--parquet", type=float, default=0, metavar="N",
                    help="instead: dpjax.table.release on the path of an N-row Parquet file (time, peak RSS)")
+    p.add_argument("--csv", type=float, default=0, metavar="BYTES",
+                   help="instead: `dpjax release` on a CSV of about BYTES (from the file and from stdin): time, "
+                        "peak RSS")
     p.add_argument("--spark", action="store_true",
                    help="instead: 10^7 rows (or --rows if given) as a local-Spark DataFrame, dpjax and PipelineDP")
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -342,9 +462,10 @@ def main(argv=None):
           + ("public (all 1000)" if args.public_groups else "selected privately by each tool"))
     rates = {}
     if args.parquet:
-        path = table_path(int(args.parquet))
-        print(f"Parquet, {int(args.parquet):.0e} rows, {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
-        rates["dpjax"] = run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path)")
+        rates["dpjax"] = parquet_scale(int(args.parquet), args)
+    elif args.csv:
+        print(f"CSV of about {args.csv / 1e9:.2f} GB through the command line; load {os.getloadavg()[0]:.2f}")
+        rates["cli"] = csv_scale(int(args.csv))
     elif args.spark:
         rows = int(args.rows or 1e7)
         path = table_path(rows)

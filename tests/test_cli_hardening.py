@@ -90,7 +90,7 @@ def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch)
         raise ValueError("accounting failed")
 
     monkeypatch.setattr(release, "_privacy_spent", boom)
-    assert cli.main(["release", "--seed", "0", "--output", str(tmp_path / "out.csv")]) == 2
+    assert cli.main(["release", "--seed", "0", "--scale", "20000", "--output", str(tmp_path / "out.csv")]) == 2
     assert os.listdir(tmp_path) == []
 
 
@@ -98,7 +98,7 @@ def test_output_is_replaced_atomically(tmp_path, capsys):
     out = tmp_path / "out.csv"
     out.write_text("old\n")
     assert cli.main(["release", "--seed", "0", "--output", str(out)]) == 0
-    assert out.read_text().startswith("group,released_sum")
+    assert out.read_text().startswith("age_group,sum_steps")
     assert os.listdir(tmp_path) == ["out.csv"]
 
 

@@ -112,7 +112,7 @@ def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys)
 @pytest.mark.parametrize("args,flag", [
     (["--mechanism", "gaussian", "--scale", "3"], "--scale"),
     (["--sigma", "3"], "--sigma"),
-    (["--window", "0", "1"], "--window"),
+    (["--mechanism", "gaussian", "--sigma", "3", "--window", "0", "1"], "--window"),
     (["--r", "2"], "--r"),
     (["--rho", "0.5"], "--rho"),
     (["--beta", "0.5"], "--beta"),
@@ -151,7 +151,7 @@ def test_show_must_not_be_negative(capsys):
 # errors name the flag
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,words", [
-    (["--clip", "1e300"], "--clip 1e+300"),
+    (["--clip", "1e300", "--numerics", "float"], "--clip 1e+300"),
     (["--mechanism", "geometric-mixture", "--r", "5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
     (["--mechanism", "gaussian", "--sigma", "1"], "--numerics float"),
 ])

@@ -59,15 +59,17 @@ def _true_shown(args):
     return args.input is None or args.include_true_values
 
 
-def _write(args, header, rows, true_column) -> None:
-    """The release file: group and released columns; the true column only with ``--include-true-values``."""
+def _write(args, header, rows, true_columns, keys: int = 1) -> None:
+    """The release file: key and released columns; the true columns ``[(name, values), ...]``, after
+    the ``keys`` key columns, only with ``--include-true-values``."""
     if args.output is None:
         return
     if args.include_true_values:
         print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
               "the file is no longer a differentially private release", file=sys.stderr)
-        header = [header[0], true_column[0]] + header[1:]
-        rows = [(r[0], t) + tuple(r[1:]) for r, t in zip(rows, true_column[1])]
+        header = header[:keys] + [name for name, _ in true_columns] + header[keys:]
+        rows = [tuple(r[:keys]) + tuple(t) + tuple(r[keys:])
+                for r, t in zip(rows, zip(*(values for _, values in true_columns)))]
     write_csv(args.output, header, rows)
 
 

@@ -241,7 +241,7 @@ def _composite_command(args) -> int:
     true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
     released = _release_values(_key(args.seed), true, mech)
     star = accounting.composite.epsilon_star(mech)
-    _write(args, ["group", "released_mean"], list(zip(names, released)), ("true_mean", true))
+    _write(args, ["group", "released_mean"], list(zip(names, released)), [("true_mean", true)])
     width = hi - lo
     with jax.enable_x64(True):
         out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
@@ -358,7 +358,7 @@ def _release_command(args) -> int:
     labels = [label for label, _, _ in releases]
     cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
     _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *released)),
-           (f"true_{args.statistic}", true))
+           [(f"true_{args.statistic}", true)])
     payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
                "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run),
                              "values": {str(n): float(v) for n, v in zip(names, vals)}}

@@ -110,7 +110,7 @@ def release_per_record(args) -> int:
 
     _write(args, ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
            list(zip(names, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
-           (f"true_{args.statistic}", true))
+           [(f"true_{args.statistic}", true)])
     spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
     payload = {"statistic": args.statistic, "eps_min": args.eps_min, "eps_max": args.eps_max, "beta": args.beta,
                "groups": [{"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv),

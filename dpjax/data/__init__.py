@@ -1,12 +1,17 @@
-"""The embedded default dataset: a week of daily step counts from a health app.
+"""The embedded default datasets: a week of daily step counts from a health app.
 
 PB-DP's motivating example (Jiang et al., S&P 2025, §1) is a health app that
 publishes aggregate activity statistics. ``steps.csv`` is a synthetic,
 deterministic stand-in: one row per user with the user's age group, region and
-average daily step count over one week. It was produced by
-:func:`make_steps_table` (seed 2025) and is checked against it by the tests, so
-the shipped file and its recipe cannot drift apart. (numpy's generator, seeded
-explicitly, only synthesises this fixed table; no release noise comes from it.)
+average daily step count over one week. ``steps_daily.csv`` is the app's log
+for the first 1000 of those users: one row per user and logged day (a user logs
+1 to 7 days of the week), so that a person has several rows and the privacy
+unit matters — the default ``dpjax release`` runs on it with ``user_id`` as the
+unit. Each was produced by its recipe (:func:`make_steps_table`, seed 2025;
+:func:`make_daily_steps_table`, seed 2026) and is checked against it by the
+tests, so the shipped files and their recipes cannot drift apart. (numpy's
+generator, seeded explicitly, only synthesises these fixed tables; no release
+noise comes from it.)
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV", "BUDGET_MENU",
+__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV", "DAILY_STEPS_CSV",
+           "make_daily_steps_table", "BUDGET_MENU",
            "BUDGETS_CSV", "make_budget_table", "load_budgets", "load_steps_with_budgets"]
 
 AGE_GROUPS = ("18-29", "30-44", "45-59", "60-74", "75+")
@@ -46,6 +52,30 @@ def make_steps_table(num_users: int = 4000, seed: int = 2025) -> str:
 def load_steps() -> str:
     """The shipped CSV text."""
     return resources.files(__package__).joinpath(STEPS_CSV).read_text()
+
+
+DAILY_STEPS_CSV = "steps_daily.csv"
+DAYS = 7
+
+
+def make_daily_steps_table(num_users: int = 1000, seed: int = 2026) -> str:
+    """CSV text ``user_id,day,age_group,region,steps``: the first ``num_users`` users of
+    :func:`make_steps_table`, each logging a random non-empty subset of the 7 days of the week
+    (each day with probability 0.75), a day's steps log-normal around the user's weekly average
+    (deterministic for a given seed)."""
+    users = list(csv.reader(io.StringIO(make_steps_table())))[1:num_users + 1]
+    rng = np.random.default_rng(seed)
+    logged = rng.random((num_users, DAYS)) < 0.75
+    logged[np.arange(num_users), rng.integers(0, DAYS, num_users)] = True
+    average = np.maximum(np.asarray([float(u[3]) for u in users]), 300.0)
+    daily = rng.lognormal(np.log(average)[:, None] - 0.5 * 0.35**2, 0.35, (num_users, DAYS))
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["user_id", "day", "age_group", "region", "steps"])
+    for i, (user_id, age_group, region, _) in enumerate(users):
+        for day in np.flatnonzero(logged[i]):
+            w.writerow([user_id, int(day) + 1, age_group, region, int(round(daily[i, day]))])
+    return out.getvalue()
 
 
 # Per-record privacy budgets (dpjax.prdp): each user picked a setting from the app's public menu

@@ -1,10 +1,16 @@
 """Reading and normalising the input of a table release (columnar, pyarrow).
 
 Accepted: a ``pyarrow.Table`` (or ``RecordBatch``), a pandas or Polars DataFrame, a dict of
-numpy arrays, a path to a CSV or Parquet file (``.csv``/``.csv.gz``/``.parquet``/``.pq``; only
-the columns the release uses are read, by pyarrow's multithreaded readers). Nothing is turned
-into a Python object per field: group keys and unit ids are dictionary-encoded and only their
-*distinct* values are hashed (:mod:`dpjax.table.keys`); integer unit ids are hashed vectorised.
+numpy arrays, a path to a CSV or Parquet file (``.csv``/``.csv.gz``/``.parquet``/``.pq``), or a
+binary CSV stream (standard input). The input is read in record batches — a Parquet file by
+``ParquetFile.iter_batches``, CSV text by ``pyarrow.csv.open_csv`` one block at a time — holding
+only the columns the release uses, and each batch is turned at once into compact arrays: group
+keys and unit ids dictionary-encoded (``int32`` codes and the batch's distinct values, the
+dictionaries unified at the end), values float64. Neither the text of the table nor a Python
+object per field is ever in memory: only the *distinct* keys and units are hashed
+(:mod:`dpjax.table.keys`; integer unit ids vectorised). The codes do not depend on how the input
+was cut into batches up to a relabelling, which no step of a release depends on: an in-memory
+table and the same table streamed from a file release bitwise the same.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import pyarrow.compute as pc
 
 from dpjax.table.keys import hash_int64, hash_values
 
-__all__ = ["read", "Prepared", "prepare", "public_groups", "words_to_u64"]
+__all__ = ["batches", "read", "rows", "Rows", "Prepared", "group_index", "unit_hashes", "public_groups",
+           "words_to_u64"]
 
 
 def words_to_u64(words: np.ndarray) -> np.ndarray:
@@ -27,84 +34,217 @@ def words_to_u64(words: np.ndarray) -> np.ndarray:
     return (words[:, 0].astype(np.uint64) << np.uint64(32)) | words[:, 1].astype(np.uint64)
 
 
-def _path_columns(path: str) -> list[str]:
-    if path.endswith((".parquet", ".pq")):
-        import pyarrow.parquet as pq
-
-        return list(pq.read_schema(path).names)
-    import pyarrow.csv as pacsv
-
-    with pacsv.open_csv(path) as reader:
-        return list(reader.schema.names)
+#: bytes of CSV text per record batch (the text of one block is in memory at a time)
+CSV_BLOCK_BYTES = 16 << 20
+#: rows per Parquet record batch
+PARQUET_BATCH_ROWS = 1 << 20
 
 
-def read(data, columns: list[str]) -> pa.Table:
-    """``data`` as a pyarrow Table holding exactly ``columns`` (unknown ones refused by name)."""
-    if isinstance(data, (str, os.PathLike)):
-        path = os.fspath(data)
-        if not os.path.exists(path):
-            raise ValueError(f"data: no such file {path!r}")
-        missing = [c for c in columns if c not in _path_columns(path)]
-        if missing:
-            raise ValueError(f"data: unknown column(s) {missing} in {path!r}")
-        if path.endswith((".parquet", ".pq")):
-            import pyarrow.parquet as pq
+def _is_parquet(path: str) -> bool:
+    return path.endswith((".parquet", ".pq"))
 
-            table = pq.read_table(path, columns=columns)
-        else:
-            import pyarrow.csv as pacsv
 
-            table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=columns))
-    elif isinstance(data, pa.Table):
-        table = data
-    elif isinstance(data, pa.RecordBatch):
-        table = pa.Table.from_batches([data])
-    elif isinstance(data, dict):
+def _in_memory(data) -> pa.Table:
+    """An in-memory input as a pyarrow Table."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, dict):
         try:
-            table = pa.table({k: np.asarray(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v
-                              for k, v in data.items()})
+            return pa.table({k: np.asarray(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v
+                             for k, v in data.items()})
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
             raise ValueError(f"data: a dict of equal-length arrays is needed ({exc})") from exc
-    elif type(data).__module__.startswith("pandas"):
-        table = pa.Table.from_pandas(data, preserve_index=False)
-    elif type(data).__module__.startswith("polars"):
-        table = data.to_arrow()
-    else:
-        raise ValueError("data must be a pyarrow Table, a pandas/Polars/Spark DataFrame, a dict of arrays or a "
-                         f"CSV/Parquet path, got {type(data).__name__}")
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if type(data).__module__.startswith("polars"):
+        return data.to_arrow()
+    raise ValueError("data must be a pyarrow Table, a pandas/Polars/Spark DataFrame, a dict of arrays, a "
+                     f"CSV/Parquet path or a binary CSV stream, got {type(data).__name__}")
+
+
+def _csv_batches(source, label: str, columns: list[str], value_columns):
+    """Record batches of a CSV file or binary stream, ``CSV_BLOCK_BYTES`` of text at a time, holding
+    only ``columns`` (the value columns parsed as float64); pyarrow's errors as ``ValueError``."""
+    import pyarrow.csv as pacsv
+
+    convert = pacsv.ConvertOptions(include_columns=columns, column_types={c: pa.float64() for c in value_columns})
+
+    def refused(exc):
+        text = str(exc).splitlines()[0]
+        if isinstance(exc, (KeyError, pa.ArrowKeyError)) and "include_columns" in text:
+            return ValueError(f"data: unknown column(s) in {label}: {text}")
+        if "conversion error to double" in text:
+            names = ", ".join(repr(c) for c in value_columns)
+            return ValueError(f"column {names} must be numeric ({label}: {text})")
+        return ValueError(f"data: {label} is not a readable CSV table ({text})")
+
+    try:
+        reader = pacsv.open_csv(source, read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+                                convert_options=convert)
+    except (pa.ArrowException, KeyError) as exc:
+        raise refused(exc) from None
+    with reader:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowException, KeyError) as exc:
+                raise refused(exc) from None
+            yield batch
+
+
+def batches(data, columns: list[str], value_columns=()):
+    """``data`` as an iterable of pyarrow record batches holding exactly ``columns`` (unknown ones
+    refused by name). A path is read lazily: Parquet by ``ParquetFile.iter_batches`` (only these
+    columns), CSV by ``pyarrow.csv.open_csv`` one block at a time; a binary stream (``read``) is
+    read as CSV the same way (standard input: ``sys.stdin.buffer``)."""
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+        if not os.path.isfile(path):
+            raise ValueError(f"data: no such file {path!r}")
+        if _is_parquet(path):
+            import pyarrow.parquet as pq
+
+            try:
+                reader = pq.ParquetFile(path)
+            except pa.ArrowException as exc:
+                raise ValueError(f"data: {path!r} is not a readable Parquet file ({exc})") from None
+            missing = [c for c in columns if c not in reader.schema_arrow.names]
+            if missing:
+                raise ValueError(f"data: unknown column(s) {missing} in {path!r}")
+            return reader.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
+        return _csv_batches(path, repr(path), columns, value_columns)
+    if hasattr(data, "read"):
+        return _csv_batches(data, "the input stream", columns, value_columns)
+    table = _in_memory(data)
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise ValueError(f"data: unknown column(s) {missing}; the table has {table.column_names}")
-    table = table.select(columns)
-    if table.num_rows == 0:
+    return table.select(columns).to_batches()
+
+
+def read(data, columns: list[str]) -> pa.Table:
+    """``data`` as a pyarrow Table holding exactly ``columns`` (unknown ones refused by name) —
+    for small inputs (public groups); a release streams its input (:func:`rows`)."""
+    parts = list(batches(data, columns))
+    table = pa.Table.from_batches(parts) if parts else None
+    if table is None or table.num_rows == 0:
         raise ValueError("data: the table is empty")
     return table
 
 
-def value_column(table: pa.Table, name: str) -> np.ndarray:
-    """A value column as float64, refusing non-numeric types and nulls (NaN included) by name."""
-    col = table.column(name)
+class _Codes:
+    """Dictionary codes of one key column over record batches: each batch dictionary-encoded as it
+    comes (``int32`` codes and its distinct values), the dictionaries unified at the end."""
+
+    def __init__(self):
+        self.chunks, self.nulls = [], 0
+
+    def add(self, col) -> None:
+        self.nulls += col.null_count
+        self.chunks.append(col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
+
+    def finish(self) -> tuple[np.ndarray, pa.Array]:
+        """``(code, dictionary)``: ``int64[n]`` codes into the distinct values; a null is one value
+        of its own, the dictionary's last."""
+        unified = pa.chunked_array(self.chunks, type=self.chunks[0].type).unify_dictionaries()
+        self.chunks = []
+        dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], unified.type.value_type)
+        code = np.concatenate([c.indices.fill_null(len(dictionary)).to_numpy().astype(np.int64)
+                               for c in unified.chunks])
+        if self.nulls:
+            dictionary = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
+        return code, dictionary
+
+
+def _values(col, name: str) -> np.ndarray:
+    """A value column of one batch as float64, refusing non-numeric types by name."""
     if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)):
         raise ValueError(f"column {name!r} must be numeric, got type {col.type}")
-    if col.null_count:
-        raise ValueError(f"column {name!r} has {col.null_count} null value(s); fill or drop them first")
-    x = col.to_numpy().astype(np.float64, copy=False)
-    if np.isnan(x).any():
-        raise ValueError(f"column {name!r} has NaN value(s); fill or drop them first")
-    return x
+    if pa.types.is_decimal(col.type):
+        return pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    return col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+@dataclasses.dataclass
+class Rows:
+    """The rows of a release as compact arrays: the group index of each row, the distinct group
+    keys (a table) and their hashes, the unit code of each row and the hash of each distinct unit
+    (``None`` without a unit), and each value column as float64."""
+
+    group: np.ndarray                # int64[n]
+    keys: pa.Table                   # G rows, the by-columns
+    group_words: np.ndarray          # uint32[G, 2]
+    unit: np.ndarray | None          # int64[n]
+    unit_words: np.ndarray | None    # uint32[U, 2]
+    values: dict                     # column -> float64[n]
+
+
+def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
+    """Read ``data`` batch by batch into :class:`Rows`: keys and units dictionary-encoded per batch
+    (no Python object per field; only the distinct values are hashed), values converted to
+    float64; nulls in the unit or a value column, NaN values and an empty table refused by name."""
+    value_columns = list(value_columns)
+    columns = list(dict.fromkeys(list(by) + ([privacy_unit] if privacy_unit else []) + value_columns))
+    keys = {c: _Codes() for c in by}
+    unit = _Codes() if privacy_unit else None
+    values = {c: [] for c in value_columns}
+    nulls = dict.fromkeys(value_columns, 0)
+    nans = dict.fromkeys(value_columns, 0)
+    n = 0
+    for batch in batches(data, columns, value_columns):
+        n += batch.num_rows
+        for c in by:
+            keys[c].add(batch.column(c))
+        if unit is not None:
+            unit.add(batch.column(privacy_unit))
+        for c in value_columns:
+            col = batch.column(c)
+            x = _values(col, c)
+            nulls[c] += col.null_count
+            nans[c] += int(np.count_nonzero(np.isnan(x))) - col.null_count
+            values[c].append(x)
+    if n == 0:
+        raise ValueError("data: the table is empty")
+    for c in value_columns:
+        if nulls[c]:
+            raise ValueError(f"column {c!r} has {nulls[c]} null value(s); fill or drop them first")
+        if nans[c]:
+            raise ValueError(f"column {c!r} has NaN value(s); fill or drop them first")
+    if unit is not None and unit.nulls:
+        raise ValueError(f"privacy_unit column {privacy_unit!r} has {unit.nulls} null id(s)")
+    merged = {}
+    for c in value_columns:
+        merged[c], values[c] = np.concatenate(values[c]), None
+    prep = _group_index([keys[c].finish() for c in by], by)
+    code, words = _unit_words(unit.finish()) if unit is not None else (None, None)
+    return Rows(prep.group, prep.keys, prep.group_words, code, words, merged)
+
+
+def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
+    code, dictionary = encoded
+    if pa.types.is_integer(dictionary.type):
+        return code, hash_int64(dictionary.to_numpy())
+    return code, hash_values(dictionary.to_pylist())
+
+
+def _encoded(table: pa.Table, name: str) -> _Codes:
+    codes = _Codes()
+    for batch in table.select([name]).to_batches():
+        codes.add(batch.column(0))
+    return codes
 
 
 def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(code, words)``: each row's unit as a dictionary code (``int64[n]``) and the hash of each
     distinct unit id (``uint32[U, 2]``; nulls refused). Hashing the dictionary, not the rows."""
-    col = table.column(name)
-    if col.null_count:
-        raise ValueError(f"privacy_unit column {name!r} has {col.null_count} null id(s)")
-    enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-    code = enc.indices.to_numpy().astype(np.int64)
-    if pa.types.is_integer(col.type):
-        return code, hash_int64(enc.dictionary.to_numpy())
-    return code, hash_values(enc.dictionary.to_pylist())
+    codes = _encoded(table, name)
+    if codes.nulls:
+        raise ValueError(f"privacy_unit column {name!r} has {codes.nulls} null id(s)")
+    return _unit_words(codes.finish())
 
 
 @dataclasses.dataclass
@@ -117,13 +257,14 @@ class Prepared:
 
 
 def group_index(table: pa.Table, by: list[str]) -> Prepared:
-    """Group index of every row (null is a key of its own) and the distinct keys."""
-    codes, dicts = [], []
-    for name in by:
-        col = table.column(name)
-        enc = pc.dictionary_encode(col.combine_chunks(), null_encoding="encode")
-        codes.append(enc.indices.to_numpy().astype(np.int64))
-        dicts.append(enc.dictionary)
+    """Group index of every row of ``table`` (null is a key of its own) and the distinct keys."""
+    return _group_index([_encoded(table, c).finish() for c in by], by)
+
+
+def _group_index(encoded, by: list[str]) -> Prepared:
+    """:class:`Prepared` from each by-column's ``(code, dictionary)``."""
+    codes = [c for c, _ in encoded]
+    dicts = [d for _, d in encoded]
     if len(by) == 1:  # the dictionary's indices are already dense group indices
         keys = pa.table({by[0]: dicts[0]})
         return Prepared(codes[0], keys, key_hashes(keys))

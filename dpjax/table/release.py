@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -161,12 +162,11 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                    bool(probe.discrete), noise_name)
 
 
-def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
-    """(keys, group hashes, integer aggregates) of a pyarrow table: the local backend."""
-    prep = _data.group_index(table, req.by)
-    values = {c: _data.value_column(table, c) for c in req.value_columns}
-    unit, unit_words = _data.unit_hashes(table, req.privacy_unit) if req.privacy_unit else (None, None)
-    group, keys, words = prep.group, prep.keys, prep.group_words
+def _local_aggregates(req: Request, data, public, bound_key):
+    """(keys, group hashes, integer aggregates) of ``data`` read by pyarrow: the local backend."""
+    prepared = _data.rows(data, req.by, req.privacy_unit, req.value_columns)
+    values, unit, unit_words = prepared.values, prepared.unit, prepared.unit_words
+    group, keys, words = prepared.group, prepared.keys, prepared.group_words
     if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
         pub_words = _data.key_hashes(public)
         pub_u64 = _data.words_to_u64(pub_words)
@@ -180,7 +180,10 @@ def _local_aggregates(req: Request, table: pa.Table, public, bound_key):
         values = {c: v[rows] for c, v in values.items()}
         unit = unit[rows] if unit is not None else None
         keys, words = public, pub_words
-    matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
+    if len(values) == 1:  # a view, not a copy
+        matrix = next(iter(values.values()))[:, None]
+    else:
+        matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
     kept, first = bound(bound_key, unit, unit_words, group, words, matrix, req.max_groups, req.max_rows)
     agg = aggregate(req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words),
                     req.discrete)
@@ -295,17 +298,17 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
 
         keys, words, agg = spark_aggregates(req, data, public, key_words.bounding(), _local_aggregates)
     else:
-        table = _data.read(data, req.columns)
-        keys, words, agg = _local_aggregates(req, table, public, key_words.bounding())
+        keys, words, agg = _local_aggregates(req, data, public, key_words.bounding())
     return finish(req, key_words, cal, keys, words, agg, public is not None)
 
 
 def release_file(key, path, *, by, statistics, **options) -> TableRelease:
-    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``by`` a column
+    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``path`` a file
+    (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input; ``by`` a column
     name or a comma-separated list, ``statistics`` statistics or their spellings
     (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
     string for several); ``groups`` may be the path of a CSV/Parquet file of public keys.
-    Only the columns the release uses are read."""
+    Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`)."""
     from dpjax.table.statistics import parse
 
     if isinstance(by, str):
@@ -313,4 +316,8 @@ def release_file(key, path, *, by, statistics, **options) -> TableRelease:
     if isinstance(statistics, str):
         statistics = [s for s in statistics.split(",") if s.strip()]
     statistics = [parse(s) if isinstance(s, str) else s for s in statistics]
+    if path == "-":
+        if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
+            print("dpjax: reading standard input… (end it with Ctrl-D)", file=sys.stderr, flush=True)
+        path = sys.stdin.buffer
     return release(key, path, by=by, statistics=statistics, **options)
