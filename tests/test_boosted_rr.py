@@ -28,7 +28,7 @@ def test_validation(build, param):
 
 
 def test_reference_probabilities_and_special_cases():
-    # spec §2.4 table: ε=5, d=90, |S|=10
+    # ε=5, d=90, |S|=10
     refs = {0.0: (0.094885, 0.094885, 0.000639, 0.948853), 2.5: (0.439020, 0.036037, 0.002958, 0.763353),
             5.0: (0.625126, 0.004212, 0.004212, 0.663035)}
     with jax.enable_x64(True):

@@ -86,7 +86,7 @@ def test_fixed_region_refuses_answers_outside():
 # boosting rate (eq. 3) and the law
 # ----------------------------------------------------------------------------------
 def test_boosting_rate_reference_values():
-    # spec §7.9 item 1: σ=7, τ=5, ρ=0.9 ⇒ p_S=0.524949, q=0.877218, coverage 0.9
+    # σ=7, τ=5, ρ=0.9 ⇒ p_S=0.524949, q=0.877218, coverage 0.9
     with jax.enable_x64(True):
         mech = PrivacyBoosted(dpjax.Gaussian(7.0), AbsoluteError(5.0), 0.9)
         p_s = float(mech.region_mass(0.0))
@@ -398,7 +398,7 @@ def test_neighbour_pairs_and_breakpoints():
         v, w = rel.neighbour_pairs(1.0)
         assert v.shape == w.shape == (101,)
         np.testing.assert_allclose(w - v, 1.0)
-        assert v[0] == -0.5 and v[-1] > 15.0  # covers the worst pair near Q ≈ 15 (spec §9.4)
+        assert v[0] == -0.5 and v[-1] > 15.0  # covers the worst pair near Q ≈ 15
         fixed = PrivacyBoosted(g, FixedInterval(-10.0, 10.0), 0.9, num_pairs=21)
         v, w = fixed.neighbour_pairs(1.0)
         assert v.min() == -10.0 and w.max() == 10.0

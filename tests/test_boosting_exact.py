@@ -22,7 +22,7 @@ def _rel(a, b, tol=1e-3):
 
 
 # ----------------------------------------------------------------------------------
-# closed forms against independent quadrature (spec §7.9 items 6-7)
+# closed forms against independent quadrature
 # ----------------------------------------------------------------------------------
 def test_spec_reference_values_relative_error_pair():
     # θ=0.2, τ=2.5, σ=3.04, ρ=0.9, Q=15, Q'=16, ε=2.2554: 0.0048066 / 0.0064609; Rényi α=2: 0.3177009
@@ -193,7 +193,7 @@ def test_discretised_accountant_relative_region():
 
 
 # ----------------------------------------------------------------------------------
-# spec §7 tables, exact columns
+# the acceptance tables, exact columns
 # ----------------------------------------------------------------------------------
 # Table A: (ΔQ, ρ, δ, |S|, σ*, ε_exact@σ*, σ_x, ε_exact^opt)
 TABLE_A = [

@@ -18,7 +18,7 @@ from optimize.composite import canonical_variance
 FUNCS = [(a, b) for a in ("rectangle", "half_sine", "triangle") for b in ("uniform", "quartic")]
 ids = [f"{a}-{b}" for a, b in FUNCS]
 funcs = pytest.mark.parametrize("act,base", FUNCS, ids=ids)
-PARAMS = [(1.0, 0.481, 0.843, 0.280), (2.0, 0.3, 1.0, 0.2)]  # spec §2.4 settings (ε; k, m, y)
+PARAMS = [(1.0, 0.481, 0.843, 0.280), (2.0, 0.3, 1.0, 0.2)]  # settings (ε; k, m, y)
 
 
 def mech64(act, base, eps=1.0, k=0.481, m=0.843, y=0.280, window=(2.0, 5.0)):
@@ -131,7 +131,7 @@ def test_sampler_matches_cdf_at_a_million_draws(act, base):
 
 
 def test_release_of_large_query_values_keeps_the_position():
-    """f − mid before scaling (spec §7): a window far from 0 in float32."""
+    """f − mid before scaling: a window far from 0 in float32."""
     mech = dpjax.Composite("rectangle", "uniform", 1.0, 0.5115, 0.7907, 0.2977, window=(1e6, 1e6 + 1.0))
     v = jnp.full((200000,), 1e6 + 0.75, jnp.float32)
     x = np.asarray(dpjax.release(jax.random.key(3), v, mech), np.float64)
@@ -191,7 +191,7 @@ def test_epsilon_star_never_below_brute_force_and_close(act, base, setting):
 
 
 def test_epsilon_star_spec_values():
-    """spec §1.7 / §2.4: A1B2 1.6926 (ε = 2), 0.1273 (ε = 0.2); A2B1 m/L = 1.422 → 0.972."""
+    """A1B2 1.6926 (ε = 2), 0.1273 (ε = 0.2); A2B1 m/L = 1.422 → 0.972."""
     r = accounting.composite.epsilon_star(dpjax.Composite("A1", "B2", 2.0, 0.3, 1.0, 0.2, window=(0, 1)))
     assert float(r.epsilon) == pytest.approx(1.6926, abs=1e-4)
     r = accounting.composite.epsilon_star(dpjax.Composite("A1", "B2", 0.2, 0.05, 1.5, 0.4, window=(0, 1)))
@@ -229,7 +229,7 @@ def test_a1b1_on_the_boundary_loses_epsilon_for_every_distinct_pair():
 
 
 def test_a1b1_pld_is_the_three_atoms():
-    """spec §1.7: δ(ε') = S1·e^ε/(e^ε − 1)·(1 − e^{ε'−ε}); ε = 1 optimum S1 = 0.4045."""
+    """δ(ε') = S1·e^ε/(e^ε − 1)·(1 − e^{ε'−ε}); ε = 1 optimum S1 = 0.4045."""
     eps, m = 1.0, 0.7907
     q = math.expm1(eps)
     y = 1 / (2 + q * m)
@@ -355,7 +355,7 @@ def test_paper_grid_is_close_to_the_gradient_optimum(tuned):
 
 @pytest.mark.slow
 def test_paper_grid_reproduces_table_2_h1_for_b1():
-    """The released grid's loop bounds (spec §3.3/§4.5): A1B1 and A3B1 all five ε exact, A2B1
+    """The released grid's loop bounds: A1B1 and A3B1 all five ε exact, A2B1
     four of five (ε = 0.2: the grid gives 14.429, the paper prints 15.308)."""
     eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0])
     table = {"rectangle": [9.382, 6.082, 4.447, 3.456, 1.466], "half_sine": [14.429, 9.103, 6.711, 5.166, 2.093],

@@ -106,7 +106,7 @@ def test_randomized_response_confusion_matrix(epsilon, k):
 
 
 def test_gaussian_analytic_calibration_reference_values():
-    # spec pbdp.md §2.3 (K1)
+    # the analytic Gaussian mechanism (Balle & Wang, ICML 2018, Theorem 8)
     assert dpjax.Gaussian.from_epsilon_delta(1.0, 1e-5).sigma == pytest.approx(3.73063, abs=1e-5)
     assert dpjax.Gaussian.from_epsilon_delta(0.1, 1e-5).sigma == pytest.approx(30.74957, abs=1e-4)
     g = dpjax.Gaussian(sigma=4.0)

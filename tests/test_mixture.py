@@ -1,4 +1,4 @@
-"""Piecewise mixture kernels (issue 10, spec ``mixture.md``): law, moments, exact privacy, paper mode, tuning."""
+"""Piecewise mixture kernels: law, moments, exact privacy, paper mode, tuning."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def geomm(eps, r, c, delta=1.0):
 
 
 def _ref_logpdf(x, eps, r, c, d=1.0):
-    """Independent numpy potential-form density (spec §8 reference implementation)."""
+    """Independent numpy potential-form density."""
     l2, l1 = eps / d, r * eps / d
     zh = -np.expm1(-l2 * c) / l2 + np.exp(-l2 * c) / l1
     ax = np.abs(x)

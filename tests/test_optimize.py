@@ -1,4 +1,4 @@
-"""Tuning of PB-DP kernels against the exact accountant (spec §4, Tables A/B/E)."""
+"""Tuning of PB-DP kernels against the exact accountant."""
 
 import functools
 import math
@@ -21,7 +21,7 @@ def _kernel(name, scale, support_radius=None):
     extra = {"support_radius": support_radius} if support_radius is not None else {}
     return cls(scale, **extra)
 
-# Table A (spec §7.2): ΔQ, ρ, δ, |S|, ε_G, ε_exact^opt, σ_x
+# Table A: ΔQ, ρ, δ, |S|, ε_G, ε_exact^opt, σ_x
 TABLE_A = np.array([
     [1, 0.9, 1e-5, 5, 2.7127, 1.7260, 2.160], [1, 0.9, 1e-5, 10, 1.2528, 1.0030, 3.606],
     [1, 0.9, 1e-5, 20, 0.5860, 0.5274, 6.583], [1, 0.9, 1e-5, 40, 0.2753, 0.2622, 12.607],
@@ -33,7 +33,7 @@ TABLE_A = np.array([
     [4, 0.8, 1e-7, 20, 2.5587, 1.4318, 12.954], [4, 0.8, 1e-7, 40, 1.2136, 0.8864, 20.527],
 ])
 
-# Table B (spec §7.3): ΔQ, ρ, α, |S|, ε_G, exact^opt, σ_x
+# Table B: ΔQ, ρ, α, |S|, ε_G, exact^opt, σ_x
 TABLE_B = np.array([
     [1, 0.9, 2, 5, 0.4329, 0.4154, 1.672], [1, 0.9, 2, 10, 0.1082, 0.1065, 3.171],
     [1, 0.9, 2, 20, 0.0271, 0.0268, 6.209], [1, 0.9, 10, 5, 2.1644, 1.3237, 1.972],
@@ -148,7 +148,7 @@ def test_exact_hooks_reference_values():
         mech = dpjax.PrivacyBoosted(dpjax.Gaussian(7.793), dpjax.AbsoluteError(5.0), 0.8)
         rel = dpjax.PrivacyBoosted(dpjax.Gaussian(3.04), dpjax.RelativeError(0.2, 2.5), 0.9)
         fixed = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-10.0, 10.0), 0.8)
-        # relative error (spec §7.9 item 7): the worst pair is far from (0, Δ)
+        # relative error: the worst pair is far from (0, Δ)
         np.testing.assert_allclose(rel.hockey_stick(2.2554, 15.0, 16.0), 0.0048086, rtol=1e-4)
         np.testing.assert_allclose(optimize.exact_renyi(mech, 10.0, 4.0),
                                    jnp.max(mech.renyi_divergence(10.0, jnp.array([0.0, 4.0]), jnp.array([4.0, 0.0]))),

@@ -1,7 +1,7 @@
 """Paper mode (accounting.pbdp_paper): the paper's own, NOT CERTIFIED accountant.
 
-Every expected number below is copied from the spec (pbdp.md §7 Tables A–F, §7.9, §8 item
-21, §9), never recomputed from the code under test. Tolerances: 1e-3 relative for closed
+Every expected number below is copied from the paper's tables and from independently
+computed acceptance tables (Tables A–F), never recomputed from the code under test. Tolerances: 1e-3 relative for closed
 formulas evaluated at printed parameters (or half a unit of the last printed digit when
 that is looser), 1% for the optimiser-dependent columns (σ*, and everything evaluated at
 the σ* this engine finds).
@@ -56,7 +56,7 @@ def _gauss_eps(sigma, delta, sens):
 
 
 # ----------------------------------------------------------------------------------
-# Table A — (ε,δ), absolute error, single release (spec §7.2)
+# Table A — (ε,δ), absolute error, single release
 # ΔQ ρ δ |S| σ_b ε_G ε_PB^paper σ* ε0* q* L2* W* ε_exact@σ*
 # ----------------------------------------------------------------------------------
 TABLE_A = _table("""
@@ -107,7 +107,7 @@ def test_table_a_formulas_at_printed_sigma():
 
 
 def test_table_a_paper_optimum(table_a_tuned):
-    """Remark 4 minimised over σ (spec §7.1 convention): ε_PB^paper, σ*, and the columns at σ* to 1%."""
+    """Remark 4 minimised over σ: ε_PB^paper, σ*, and the columns at σ* to 1%."""
     r = table_a_tuned
     sens, rho, delta, size = (_num(TABLE_A, j) for j in range(4))
     _close(r.sigma_base, _col(TABLE_A, 4))
@@ -135,7 +135,7 @@ def test_table_a_paper_is_conservative_single_release():
 
 
 # ----------------------------------------------------------------------------------
-# Table B — RDP, absolute error, single release (spec §7.3)
+# Table B — RDP, absolute error, single release
 # ΔQ ρ α |S| σ_b ε_G ε_PB^paper σ* ε0* q* L2* W* exact@σ*
 # ----------------------------------------------------------------------------------
 TABLE_B = _table("""
@@ -222,7 +222,7 @@ def test_remark4_exponent_fixed():
 
 
 # ----------------------------------------------------------------------------------
-# Table C — Fig. 3 analogue: S = [−10, 10], paper columns (spec §7.4)
+# Table C — Fig. 3 analogue: S = [−10, 10], paper columns
 # ΔQ ρ ε_G PB-paper PB-exact-opt RDP-ε_G(α=10) RDP-PB-paper RDP-PB-exact-opt
 # ----------------------------------------------------------------------------------
 TABLE_C = _table("""
@@ -262,7 +262,7 @@ def test_table_c_fig3_paper_columns():
 
 
 # ----------------------------------------------------------------------------------
-# Table D — relative error, Proposition 4 as printed (spec §7.5)
+# Table D — relative error, Proposition 4 as printed
 # ΔQ ρ θ |S| ε_G ε_PB^paper σ* q* L1* W1 W2 RDP-ε_G RDP-paper
 # ----------------------------------------------------------------------------------
 TABLE_D = _table("""
@@ -325,7 +325,7 @@ def test_relative_error_divergence():
 
 
 # ----------------------------------------------------------------------------------
-# Table E — composition, absolute error, |S|=10, ΔQ=3, ρ=0.9, δ=1e-5 (spec §7.6)
+# Table E — composition, absolute error, |S|=10, ΔQ=3, ρ=0.9, δ=1e-5
 # ----------------------------------------------------------------------------------
 SB_E = 5.0 / ndtri(0.95)  # σ_b = 3.0398
 TABLE_E = _table("""
@@ -403,7 +403,7 @@ def test_table_e_rdp_per_step():
 
 
 # ----------------------------------------------------------------------------------
-# Table F — fixed region (spec §7.7)
+# Table F — fixed region
 # ----------------------------------------------------------------------------------
 TABLE_FA = _table("""
 10 0.2423 0.9201 0.00715 0.00970 0.0556 0.1071 0.1438 0.0581 0.1097 0.1463

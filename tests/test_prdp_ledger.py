@@ -1,4 +1,4 @@
-"""``accounting.PrDPLedger``: composition of PrDP releases per privacy level (spec §5.3)."""
+"""``accounting.PrDPLedger``: composition of PrDP releases per privacy level."""
 
 from __future__ import annotations
 

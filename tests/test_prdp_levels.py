@@ -1,4 +1,4 @@
-"""Privacy-specified domains (spec §0, acceptance A1) and the paper's privacy functions (spec §4.4)."""
+"""Privacy-specified domains and the paper's privacy functions."""
 
 from __future__ import annotations
 

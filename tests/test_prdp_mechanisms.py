@@ -1,5 +1,5 @@
 """The PrDP mechanisms: API, jit/vmap, validation, the per-release ledger (A2), Algorithm 2's hand-off to
-M (A3), the PrLDP randomizer (A4) and the samplers (A5) of spec §4.14, and direct checks that the
+M (A3), the PrLDP randomizer (A4) and the samplers (A5), and direct checks that the
 noise sits at each level's *floor* and that M gets ``ε_τ/2`` (the two bugs of the spec's Erratum).
 
 Programs are compiled once per (mechanism, shapes): the tests share one small dataset and key batch.
@@ -99,7 +99,7 @@ def test_validation_names_the_parameter():
 
 
 def test_sweep_over_the_budget_range_with_padded_levels_and_records():
-    """vmap over ε̌ (static max_levels) and over datasets padded with a mask (spec §5.1): one program."""
+    """vmap over ε̌ (static max_levels) and over datasets padded with a mask: one program."""
     fn = jax.jit(jax.vmap(lambda lo, e, m: prdp.count(jax.random.key(1), e, eps_min=lo, eps_max=EPS_MAX, beta=BETA,
                                                        mask=m, max_levels=8), in_axes=(0, None, None)))
     res = fn(jnp.array([0.01, 0.04, 0.3]), E, np.ones(E.size, bool))

@@ -1,4 +1,4 @@
-"""The paper's numbers (spec §4.14, A9–A16) and its qualitative claims (A17–A21) on synthetic data.
+"""The paper's numbers and its qualitative claims (A17–A21) on synthetic data.
 
 Inverse E = 10⁴/v, U = 10¹², ε̂ = 100, β = 0.1, n = 200 000; 50 runs, 20 %/20 % trimmed mean (RE %).
 Bands are the spec's, tightened per its Erratum where it asks: count on N1 and framework sum on N1,
@@ -80,7 +80,7 @@ def test_A15_framework_max_rank_error():
 @pytest.mark.slow
 def test_A16_local_count():
     assert 5 <= _re("N1", "local_count") <= 20  # paper 9.84, sub-Gaussian threshold
-    assert 35 <= _re("N1", "local_count_paper") <= 65  # the printed threshold: the discrepancy of spec §4.13
+    assert 35 <= _re("N1", "local_count_paper") <= 65  # the printed threshold: the discrepancy
 
 
 def _sweep(points, runs=10, methods=ex.SUM_METHODS):

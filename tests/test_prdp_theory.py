@@ -1,4 +1,4 @@
-"""The utility theorems with explicit constants on adversarial level profiles (spec §3.2–3.4, A6–A8).
+"""The utility theorems with explicit constants on adversarial level profiles.
 
 Setting of the paper's experiments: ε̌ = 1e-8, ε̂ = 100, L = 34, β = 0.1. Profiles fill levels
 k … L (k = 20, where thresholds are ~10³ records) just under ``2T_i`` (Alg. 1's worst case for

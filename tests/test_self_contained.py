@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("dpjax", "accounting", "optimize", "examples", "benchmarks", "docs")
+SCANNED = ("dpjax", "accounting", "optimize", "examples", "benchmarks", "docs", "tests", ".ci")
 #: references to texts outside the repository: a sibling folder, the specification notes and
 #: paper dumps of the project's authors, their section marks, an absolute home or work path
 OUTSIDE = re.compile(r"\.\./shared|(?<![\w./-])(?:specs|seeds)/|\bspecs?\b\s*(?:§|``\w+\.md``)|"
@@ -18,7 +18,7 @@ def _texts():
     files = [ROOT / "README.md"]
     for folder in SCANNED:
         files += sorted(p for ext in ("*.py", "*.md") for p in (ROOT / folder).rglob(ext))
-    return files
+    return [p for p in files if p != Path(__file__).resolve()]  # (this file spells the patterns out)
 
 
 def outside_references(text):
