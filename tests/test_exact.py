@@ -630,6 +630,61 @@ def test_per_record_host_completion_is_the_same_release(monkeypatch):
     np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
 
 
+def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
+    """The per-record Laplace release builds t = ⌈b/g⌉ and g = 2^(⌊log2 b⌋ − 20) from the scales' bits in its
+    device program: the same integers and powers of two as laplace_lattice's numpy, on random scales over the
+    whole exponent range it takes and on the edges (powers of two and their neighbours, significands needing
+    no rounding or all of it, the smallest scale it takes, the largest float)."""
+    from dpjax.exact import lattice
+    from dpjax.kernels.discrete_laplace import DiscreteLaplace
+
+    rng = np.random.default_rng(7)
+    exps = np.arange(-1002, 1024)
+    edges = np.concatenate([np.ldexp(1.0, exps), np.nextafter(np.ldexp(1.0, exps[1:]), 0.0),
+                            np.nextafter(np.ldexp(1.0, exps), np.inf), np.ldexp(1.0 + 2.0**-21, exps[:-1]),
+                            np.ldexp(1.0 + 2.0**-20, exps[:-1]), [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1]])
+    b = np.concatenate([edges, np.ldexp(rng.uniform(1.0, 2.0, 20000), rng.integers(-1002, 1023, 20000))])
+    assert b.min() >= lattice._DEVICE_LAPLACE_MIN
+    host = lattice.laplace_lattice(b, DiscreteLaplace)
+    with jax.enable_x64(True):
+        t, g = jax.jit(lattice._laplace_lattice_bits)(jnp.asarray(b))
+    np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(host.granularity))
+
+
+def test_per_record_laplace_release_builds_its_lattice_on_the_device():
+    """A Laplace with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
+    exactly what its host-built lattice releases (the same key: bitwise), without building that lattice; a
+    scale too large for the output dtype is refused by the check of the largest scale, and tiny scales (a
+    lattice granularity below float64's normals) take the host lattice."""
+    from dpjax.exact import lattice
+
+    n = 3000
+    key = jax.random.key(4)
+    for scale in (np.linspace(1.0, 2.0, n), np.geomspace(1e-3, 1e9, n)):
+        with jax.enable_x64(True):
+            mech = dpjax.Laplace(jnp.asarray(scale))
+        calls = []
+        real = lattice.laplace_lattice
+        for x in (jnp.linspace(-50, 50, n, dtype=jnp.float32), jnp.arange(n, dtype=jnp.int32) - 1500):
+            want = np.asarray(dpjax.release(key, x, mech.exact_lattice(), numerics="exact", start=3))
+            lattice.laplace_lattice = lambda b, k: calls.append(np.size(b)) or real(b, k)
+            try:
+                got = np.asarray(dpjax.release(key, x, mech, numerics="exact", start=3))
+            finally:
+                lattice.laplace_lattice = real
+            np.testing.assert_array_equal(got, want)
+            assert max(calls) == 1  # only the largest scale's lattice was built on the host
+    out = dpjax.release(HostBits(), jnp.zeros(n, jnp.float32), mech, numerics="exact")
+    assert np.isfinite(np.asarray(out)).all()
+    with pytest.raises(ValueError, match="scale must be at most"):
+        dpjax.release(key, jnp.zeros(n, jnp.float32), dpjax.Laplace(jnp.linspace(1.0, 1e35, n)), numerics="exact")
+    with jax.enable_x64(True):
+        tiny = dpjax.Laplace(jnp.asarray(np.geomspace(2.0**-1010, 1.0, n)))
+        np.testing.assert_array_equal(np.asarray(dpjax.release(key, jnp.zeros(n), tiny, numerics="exact")),
+                                      np.asarray(dpjax.release(key, jnp.zeros(n), tiny.exact_lattice(), numerics="exact")))
+
+
 def test_per_record_randomized_response_with_many_distinct_epsilons():
     """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
     exact record function."""
