@@ -151,11 +151,14 @@ def _make(noise, granularity, param, shift, sampler):
                shift=np.asarray(shift, np.uint64), sampler=sampler)
 
 
-def _elementwise(fn, *arrays):
-    arrays = np.broadcast_arrays(*[np.asarray(a) for a in arrays])
-    out = [fn(*[a.flat[i] for a in arrays]) for i in range(arrays[0].size)]
-    res = tuple(np.asarray([o[j] for o in out]).reshape(arrays[0].shape) for j in range(len(out[0]))) if out else ()
-    return res
+def _elementwise(fn, x):
+    """The results of ``fn`` (a tuple of numbers) for every element of ``x``, as a tuple of arrays of x's shape:
+    ``fn`` (exact arithmetic in Python, microseconds a call) runs once per *distinct* value of x, so per-record
+    parameters cost their number of distinct values, not of records."""
+    x = np.asarray(x)
+    distinct, inverse = np.unique(x.reshape(-1), return_inverse=True)
+    out = [fn(v) for v in distinct]
+    return tuple(np.asarray([o[j] for o in out])[inverse].reshape(x.shape) for j in range(len(out[0]))) if out else ()
 
 
 #: float64's smallest power of two, 2^-1074 (a subnormal)
@@ -228,14 +231,13 @@ def rr_lattice(mech):
         t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
         t = max(1, min(t, 2**64 - 1))
         achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
-        return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+        return np.uint64(t), math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
 
     t, achieved = _elementwise(one, eps)
     from dpjax.pytree import replace
 
     noise = replace(mech, epsilon=np.asarray(achieved, np.float64))
-    return _make(noise, np.ones_like(eps), np.asarray([int(v) for v in np.ravel(t)], np.uint64).reshape(np.shape(t)),
-                 0, "rr")
+    return _make(noise, np.ones_like(eps), t, 0, "rr")
 
 
 def _integer_kernel_sampler(kernel):
