@@ -645,15 +645,18 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
                             np.ldexp(1.0 + 2.0**-20, exps[:-1]), [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1]])
     b = np.concatenate([edges, np.ldexp(rng.uniform(1.0, 2.0, 20000), rng.integers(-1002, 1023, 20000))])
     assert b.min() >= lattice._DEVICE_LAPLACE_MIN
-    host = lattice.laplace_lattice(b, DiscreteLaplace)
-    with jax.enable_x64(True):
-        t, g = jax.jit(lattice._laplace_lattice_bits)(jnp.asarray(b))
-    np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
-    np.testing.assert_array_equal(np.asarray(g), np.asarray(host.granularity))
+    integer = (b >= 2.0**-40) & (b < 2.0**31)  # the discrete Laplace's range
+    for bs, host, flag in ((b, lattice.laplace_lattice(b, DiscreteLaplace), False),
+                           (b[integer], lattice.discrete_laplace_lattice(b[integer], DiscreteLaplace), True)):
+        with jax.enable_x64(True):
+            t, shift, g = jax.jit(lambda x: lattice._laplace_lattice_bits(x, flag))(jnp.asarray(bs))
+        np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
+        np.testing.assert_array_equal(np.asarray(shift), np.broadcast_to(host.shift, bs.shape))
+        np.testing.assert_array_equal(np.asarray(g), np.broadcast_to(host.granularity, bs.shape))
 
 
 def test_per_record_laplace_release_builds_its_lattice_on_the_device():
-    """A Laplace with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
+    """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
     exactly what its host-built lattice releases (the same key: bitwise), without building that lattice; a
     scale too large for the output dtype is refused by the check of the largest scale, and tiny scales (a
     lattice granularity below float64's normals) take the host lattice."""
@@ -675,10 +678,20 @@ def test_per_record_laplace_release_builds_its_lattice_on_the_device():
                 lattice.laplace_lattice = real
             np.testing.assert_array_equal(got, want)
             assert max(calls) == 1  # only the largest scale's lattice was built on the host
+    with jax.enable_x64(True):
+        dmech = dpjax.DiscreteLaplace(jnp.asarray(np.geomspace(0.01, 1e6, n)))
+        small = dpjax.DiscreteLaplace(jnp.asarray(np.linspace(300.0, 9000.0, n)))  # every 1/τ ≤ 2^-8
+    for m, x in ((dmech, jnp.arange(n, dtype=jnp.int32)), (dmech, jnp.linspace(-50, 50, n, dtype=jnp.float32)),
+                 (small, jnp.arange(n, dtype=jnp.int32))):
+        np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, m, numerics="exact")),
+                                      np.asarray(dpjax.release(key, x, m.exact_lattice(), numerics="exact")))
     out = dpjax.release(HostBits(), jnp.zeros(n, jnp.float32), mech, numerics="exact")
     assert np.isfinite(np.asarray(out)).all()
     with pytest.raises(ValueError, match="scale must be at most"):
         dpjax.release(key, jnp.zeros(n, jnp.float32), dpjax.Laplace(jnp.linspace(1.0, 1e35, n)), numerics="exact")
+    for bad, match in ((np.linspace(1.0, 2.0**32, n), "below 2\\*\\*31"), (np.linspace(2.0**-45, 1.0, n), "at least 2")):
+        with jax.enable_x64(True), pytest.raises(ValueError, match=match):
+            dpjax.release(key, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(jnp.asarray(bad)), numerics="exact")
     with jax.enable_x64(True):
         tiny = dpjax.Laplace(jnp.asarray(np.geomspace(2.0**-1010, 1.0, n)))
         np.testing.assert_array_equal(np.asarray(dpjax.release(key, jnp.zeros(n), tiny, numerics="exact")),
