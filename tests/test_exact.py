@@ -655,7 +655,7 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
         np.testing.assert_array_equal(np.asarray(g), np.broadcast_to(host.granularity, bs.shape))
 
 
-def test_per_record_laplace_release_builds_its_lattice_on_the_device():
+def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch):
     """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
     exactly what its host-built lattice releases (the same key: bitwise), without building that lattice; a
     scale too large for the output dtype is refused by the check of the largest scale, and tiny scales (a
@@ -671,11 +671,9 @@ def test_per_record_laplace_release_builds_its_lattice_on_the_device():
         real = lattice.laplace_lattice
         for x in (jnp.linspace(-50, 50, n, dtype=jnp.float32), jnp.arange(n, dtype=jnp.int32) - 1500):
             want = np.asarray(dpjax.release(key, x, mech.exact_lattice(), numerics="exact", start=3))
-            lattice.laplace_lattice = lambda b, k: calls.append(np.size(b)) or real(b, k)
-            try:
+            with monkeypatch.context() as patch:
+                patch.setattr(lattice, "laplace_lattice", lambda b, k: calls.append(np.size(b)) or real(b, k))
                 got = np.asarray(dpjax.release(key, x, mech, numerics="exact", start=3))
-            finally:
-                lattice.laplace_lattice = real
             np.testing.assert_array_equal(got, want)
             assert max(calls) == 1  # only the largest scale's lattice was built on the host
     with jax.enable_x64(True):
