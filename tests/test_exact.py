@@ -631,6 +631,72 @@ def test_per_record_host_completion_is_the_same_release(monkeypatch):
     np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
 
 
+def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
+    """The per-record Laplace release builds t = ⌈b/g⌉ and g = 2^(⌊log2 b⌋ − 20) from the scales' bits in its
+    device program: the same integers and powers of two as laplace_lattice's numpy, on random scales over the
+    whole exponent range it takes and on the edges (powers of two and their neighbours, significands needing
+    no rounding or all of it, the smallest scale it takes, the largest float)."""
+    from dpjax.exact import lattice
+    from dpjax.kernels.discrete_laplace import DiscreteLaplace
+
+    rng = np.random.default_rng(7)
+    exps = np.arange(-1002, 1024)
+    edges = np.concatenate([np.ldexp(1.0, exps), np.nextafter(np.ldexp(1.0, exps[1:]), 0.0),
+                            np.nextafter(np.ldexp(1.0, exps), np.inf), np.ldexp(1.0 + 2.0**-21, exps[:-1]),
+                            np.ldexp(1.0 + 2.0**-20, exps[:-1]), [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1]])
+    b = np.concatenate([edges, np.ldexp(rng.uniform(1.0, 2.0, 20000), rng.integers(-1002, 1023, 20000))])
+    assert b.min() >= lattice._DEVICE_LAPLACE_MIN
+    integer = (b >= 2.0**-40) & (b < 2.0**31)  # the discrete Laplace's range
+    for bs, host, flag in ((b, lattice.laplace_lattice(b, DiscreteLaplace), False),
+                           (b[integer], lattice.discrete_laplace_lattice(b[integer], DiscreteLaplace), True)):
+        with jax.enable_x64(True):
+            t, shift, g = jax.jit(lambda x: lattice._laplace_lattice_bits(x, flag))(jnp.asarray(bs))
+        np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
+        np.testing.assert_array_equal(np.asarray(shift), np.broadcast_to(host.shift, bs.shape))
+        np.testing.assert_array_equal(np.asarray(g), np.broadcast_to(host.granularity, bs.shape))
+
+
+def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch):
+    """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
+    exactly what its host-built lattice releases (the same key: bitwise), without building that lattice; a
+    scale too large for the output dtype is refused by the check of the largest scale, and tiny scales (a
+    lattice granularity below float64's normals) take the host lattice."""
+    from dpjax.exact import lattice
+
+    n = 3000
+    key = jax.random.key(4)
+    for scale in (np.linspace(1.0, 2.0, n), np.geomspace(1e-3, 1e9, n)):
+        with jax.enable_x64(True):
+            mech = dpjax.Laplace(jnp.asarray(scale))
+        calls = []
+        real = lattice.laplace_lattice
+        for x in (jnp.linspace(-50, 50, n, dtype=jnp.float32), jnp.arange(n, dtype=jnp.int32) - 1500):
+            want = np.asarray(dpjax.release(key, x, mech.exact_lattice(), numerics="exact", start=3))
+            with monkeypatch.context() as patch:
+                patch.setattr(lattice, "laplace_lattice", lambda b, k: calls.append(np.size(b)) or real(b, k))
+                got = np.asarray(dpjax.release(key, x, mech, numerics="exact", start=3))
+            np.testing.assert_array_equal(got, want)
+            assert max(calls) == 1  # only the largest scale's lattice was built on the host
+    with jax.enable_x64(True):
+        dmech = dpjax.DiscreteLaplace(jnp.asarray(np.geomspace(0.01, 1e6, n)))
+        small = dpjax.DiscreteLaplace(jnp.asarray(np.linspace(300.0, 9000.0, n)))  # every 1/τ ≤ 2^-8
+    for m, x in ((dmech, jnp.arange(n, dtype=jnp.int32)), (dmech, jnp.linspace(-50, 50, n, dtype=jnp.float32)),
+                 (small, jnp.arange(n, dtype=jnp.int32))):
+        np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, m, numerics="exact")),
+                                      np.asarray(dpjax.release(key, x, m.exact_lattice(), numerics="exact")))
+    out = dpjax.release(HostBits(), jnp.zeros(n, jnp.float32), mech, numerics="exact")
+    assert np.isfinite(np.asarray(out)).all()
+    with pytest.raises(ValueError, match="scale must be at most"):
+        dpjax.release(key, jnp.zeros(n, jnp.float32), dpjax.Laplace(jnp.linspace(1.0, 1e35, n)), numerics="exact")
+    for bad, match in ((np.linspace(1.0, 2.0**32, n), "below 2\\*\\*31"), (np.linspace(2.0**-45, 1.0, n), "at least 2")):
+        with jax.enable_x64(True), pytest.raises(ValueError, match=match):
+            dpjax.release(key, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(jnp.asarray(bad)), numerics="exact")
+    with jax.enable_x64(True):
+        tiny = dpjax.Laplace(jnp.asarray(np.geomspace(2.0**-1010, 1.0, n)))
+        np.testing.assert_array_equal(np.asarray(dpjax.release(key, jnp.zeros(n), tiny, numerics="exact")),
+                                      np.asarray(dpjax.release(key, jnp.zeros(n), tiny.exact_lattice(), numerics="exact")))
+
+
 def test_per_record_randomized_response_with_many_distinct_epsilons():
     """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
     exact record function."""
@@ -647,6 +713,36 @@ def test_per_record_randomized_response_with_many_distinct_epsilons():
     host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
             for i in range(n)]
     np.testing.assert_array_equal(out, host)
+
+
+def test_per_record_keep_thresholds_are_the_exact_integers_once_per_distinct_epsilon(monkeypatch):
+    """Per-record ε whose keep thresholds T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1 straddle 2^63: every record's T is the
+    60-digit decimal integer itself (they were once stored through float64, rounded by up to 2^10 — upward
+    too, above the T the reported ε was computed from), and the exact arithmetic runs once per distinct
+    value, not per record (here: 7 values over 70 000 records; σ of a Gaussian likewise)."""
+    import decimal
+
+    from dpjax.exact import lattice
+
+    distinct = np.asarray([0.05, 0.3, 1.0, 1.0986, 1.1, 2.5, 6.0])
+    eps = np.resize(distinct, 70_000)
+    rr = dpjax.RandomizedResponse(jnp.asarray(eps), 4)
+    lat = rr.exact_lattice()
+    ctx = decimal.Context(prec=60)
+    for i in range(len(distinct)):
+        e = float(np.asarray(rr.epsilon)[i])  # (as stored: float32 outside x64)
+        ex = ctx.exp(decimal.Decimal(e))
+        want = int(ctx.divide(ex * 2**64, ex + 3).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
+        got = np.asarray(lat.param)[i :: len(distinct)]
+        assert got.dtype == np.uint64 and all(int(v) == want for v in got), (e, want, int(got[0]))
+        achieved = float(np.asarray(lat.noise.epsilon)[i])
+        assert achieved >= float(ctx.ln(decimal.Decimal(want * 3) / decimal.Decimal(2**64 - want)))
+    assert int(lat.param.min()) < 2**63 < int(lat.param.max())
+    calls = []
+    real = lattice._sigma_below
+    monkeypatch.setattr(lattice, "_sigma_below", lambda q: calls.append(q) or real(q))
+    lat = dpjax.Gaussian(jnp.asarray(np.resize([0.5, 3.0, 70.0], 70_000))).exact_lattice()
+    assert len(calls) == 3 and np.asarray(lat.param)[3] == np.asarray(lat.param)[0]
 
 
 def test_float64_transcendentals_are_within_the_assumed_error():

@@ -40,7 +40,7 @@ import numpy as np
 
 from dpjax.exact import cks, table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
-from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, default_float, overrides
+from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float, overrides
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
 from dpjax._draw import SHARD_MIN_RECORDS, _shard
@@ -151,11 +151,14 @@ def _make(noise, granularity, param, shift, sampler):
                shift=np.asarray(shift, np.uint64), sampler=sampler)
 
 
-def _elementwise(fn, *arrays):
-    arrays = np.broadcast_arrays(*[np.asarray(a) for a in arrays])
-    out = [fn(*[a.flat[i] for a in arrays]) for i in range(arrays[0].size)]
-    res = tuple(np.asarray([o[j] for o in out]).reshape(arrays[0].shape) for j in range(len(out[0]))) if out else ()
-    return res
+def _elementwise(fn, x):
+    """The results of ``fn`` (a tuple of numbers) for every element of ``x``, as a tuple of arrays of x's shape:
+    ``fn`` (exact arithmetic in Python, microseconds a call) runs once per *distinct* value of x, so per-record
+    parameters cost their number of distinct values, not of records."""
+    x = np.asarray(x)
+    distinct, inverse = np.unique(x.reshape(-1), return_inverse=True)
+    out = [fn(v) for v in distinct]
+    return tuple(np.asarray([o[j] for o in out])[inverse].reshape(x.shape) for j in range(len(out[0]))) if out else ()
 
 
 #: float64's smallest power of two, 2^-1074 (a subnormal)
@@ -228,14 +231,13 @@ def rr_lattice(mech):
         t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
         t = max(1, min(t, 2**64 - 1))
         achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
-        return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+        return np.uint64(t), math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
 
     t, achieved = _elementwise(one, eps)
     from dpjax.pytree import replace
 
     noise = replace(mech, epsilon=np.asarray(achieved, np.float64))
-    return _make(noise, np.ones_like(eps), np.asarray([int(v) for v in np.ravel(t)], np.uint64).reshape(np.shape(t)),
-                 0, "rr")
+    return _make(noise, np.ones_like(eps), t, 0, "rr")
 
 
 def _integer_kernel_sampler(kernel):
@@ -339,7 +341,7 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1,
+    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1, "lap": lambda: 1, "dlap": lambda: 1,
             "rr": lambda: 2}[kind]()
 
 
@@ -361,12 +363,40 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     return _finish(code, values, kind, g, unit, out_dtype)
 
 
+#: the smallest Laplace scale whose lattice :func:`_laplace_lattice_bits` builds (b and g = 2^(⌊log2 b⌋ − 20)
+#: normal floats: XLA may flush subnormals to zero); smaller ones are built on the host
+_DEVICE_LAPLACE_MIN = 2.0**-1002
+
+
+def _laplace_lattice_bits(b, integer=False):
+    """The (t, shift, g) of float64 scales b from their bits, in a device program: :func:`laplace_lattice`'s
+    (b ≥ :data:`_DEVICE_LAPLACE_MIN`) or, ``integer``, :func:`discrete_laplace_lattice`'s (2^-40 ≤ b < 2^31). With
+    b = M 2^(E − 52), M its 53-bit significand: the lattice g = 2^(E − 20), t = ⌈b/g⌉ = ⌈M/2^32⌉; the integers
+    g = 1, shift p = max(0, 20 − E), t = ⌈b 2^p⌉ = ⌈M/2^r⌉ with r = 32 (p > 0) or 52 − E. The same integers as
+    numpy's frexp/ldexp/ceil (``tests/test_exact.py``)."""
+    bits = jax.lax.bitcast_convert_type(b, jnp.uint64)
+    m = (bits & jnp.uint64((1 << 52) - 1)) | jnp.uint64(1 << 52)
+    biased = bits >> jnp.uint64(52)
+    if integer:
+        p = jnp.maximum(jnp.int64(1023 + LAPLACE_BITS) - biased.astype(jnp.int64), 0)
+        r = jnp.where(p > 0, jnp.int64(32), jnp.int64(1023 + 52) - biased.astype(jnp.int64)).astype(jnp.uint64)
+        return (m + (jnp.uint64(1) << r) - jnp.uint64(1)) >> r, p.astype(jnp.uint64), jnp.ones_like(b)
+    t = (m + jnp.uint64((1 << 32) - 1)) >> jnp.uint64(32)
+    g = jax.lax.bitcast_convert_type((biased - jnp.uint64(LAPLACE_BITS)) << jnp.uint64(52), jnp.float64)
+    return t, jnp.zeros_like(t), g
+
+
 @functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "unit", "out_dtype"))
 def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, unit, out_dtype):
     """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
     float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
     :func:`table_samplers.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
-    ``t`` over ``k1`` other categories (kind "rr")."""
+    ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
+    Laplace scales b themselves (float64; ``shift`` and ``g`` None), whose lattice parameters are built here
+    (:func:`_laplace_lattice_bits`)."""
+    if kind in ("lap", "dlap"):
+        t, shift, g = _laplace_lattice_bits(t, integer=kind == "dlap")
+        kind = "dlr"
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
     code = table_samplers.rr_code(words, values, t, k1) if kind == "rr" else table_samplers.laplace_code_per_record(words, t, shift, small)
     return _finish(code, values, kind, g, unit, out_dtype)
@@ -388,12 +418,15 @@ def _awaiting(out):
     return jnp.any(jnp.isnan(out)) if jnp.issubdtype(out.dtype, jnp.floating) else jnp.any(out == _sentinel(out.dtype))
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None):
+def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None, scales_at=None,
+                  small=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
     ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
-    ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded)."""
+    ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
+    "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
+    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_code_per_record`)."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
@@ -425,31 +458,34 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind,
                             t=t, shift=shift, g=g, unit=unit, out_dtype=out_dtype)
     else:
-        small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
-        out = _per_record_lattice(source, jnp.uint32(start), flat, *(jnp.asarray(a) for a in scales), kind=kind,
+        if small is None:
+            small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
+        out = _per_record_lattice(source, jnp.uint32(start), flat, *(None if a is None else jnp.asarray(a) for a in scales),
+                                  kind=kind,
                                   k1=shift, small=small, unit=unit, out_dtype=out_dtype)
     if bool(_awaiting(out)):
         host = np.asarray(out)
         idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
         idx = idx[idx < n]
         v = np.asarray(values).reshape(-1)[idx]
-        gi = g if scales is None else scales[2][idx]
+        at = None if scales is None else (scales_at or (lambda i: tuple(a[i] for a in scales)))(idx)
+        gi = g if scales is None else at[2]
         if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
                              f"(granularity {np.min(gi)}), got {np.max(np.abs(v))}")
 
-        def record_fn(word, value, i):
+        def record_fn(word, value, pos):
             if scales is not None:
-                t_i = int(scales[0][i])
+                t_i = int(at[0][pos])
                 return table_samplers.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
-                    table_samplers.exact_per_record(word, t_i, int(scales[1][i]))
+                    table_samplers.exact_per_record(word, t_i, int(at[1][pos]))
             if kind == "rr":
                 return table_samplers.exact_rr_record(word, value, t, shift)
             if kind == "pb":
                 return table_samplers.exact_boosted_record(word, t)
             return table_samplers.exact_record(word, t, shift) if kind == "dl" else table_samplers.exact_gaussian_record(word, t)
 
-        z = np.asarray([record_fn(word_of(int(i)), int(x), int(i)) for i, x in zip(idx, v)], np.int64)
+        z = np.asarray([record_fn(word_of(int(i)), int(x), pos) for pos, (i, x) in enumerate(zip(idx, v))], np.int64)
         fixed = jnp.asarray(z).astype(out_dtype) if kind == "rr" else _lattice_value(jnp.asarray(v), jnp.asarray(z),
                                                                                       jnp.asarray(gi), unit, out_dtype)
         out = out.at[idx].set(fixed)
@@ -535,6 +571,60 @@ def _scale_groups(shape, *params):
     return groups
 
 
+@jax.jit
+def _min_max(b):
+    return jnp.min(b), jnp.max(b)
+
+
+def _device_laplace_scales(mech):
+    """The per-record scales b of a Laplace or discrete Laplace ``mech`` (``exact_lattice_scale``, asked of the
+    class that defines the mechanism's ``exact_lattice``), a float64 device array, when its exact release builds
+    their lattice parameters in the device program — more than :data:`MAX_SCALE_GROUPS` distinct values (on a
+    strided sample, as :func:`_scale_groups`), the Laplace's all at least :data:`_DEVICE_LAPLACE_MIN` — with the
+    host lattices of the smallest and the largest (which refuse scales out of range, as a host lattice of all
+    would); otherwise None (the lattice is built on the host)."""
+    owner = next((c for c in type(mech).__mro__ if "exact_lattice_scale" in vars(c)), None)
+    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
+        return None
+    b = mech.exact_lattice_scale()
+    if is_traced(b) or np.ndim(b) == 0 or np.size(b) <= MAX_SCALE_GROUPS:
+        return None
+    from dpjax.pytree import replace
+
+    with jax.enable_x64(True):
+        b = jnp.asarray(b, jnp.float64)
+        flat_b = b.reshape(-1)
+        if len(np.unique(np.asarray(flat_b[:: max(1, flat_b.size // 4096)]))) <= MAX_SCALE_GROUPS:
+            return None
+        lo, top = (np.float64(v) for v in _min_max(b))
+        if not mech.discrete and lo < _DEVICE_LAPLACE_MIN:
+            return None
+        return b, replace(mech, scale=lo).exact_lattice(), replace(mech, scale=top).exact_lattice()
+
+
+def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt):
+    """The release of a Laplace or discrete Laplace with many per-record scales b (:func:`_device_laplace_scales`):
+    only b moves to the device program, which builds the lattice parameters; the output-range check is that of
+    the largest scale and the per-record sampler's ``small`` that of the smallest (the noise scale that runs, b
+    rounded up to 21 significant bits or to an integer, does not decrease with b); the rare flagged records get
+    their parameters from the host lattice of their own scales."""
+    from dpjax.pytree import replace
+
+    unit = bool(mech.discrete and jnp.issubdtype(in_dt, jnp.integer))
+    out_dtype = jnp.dtype(in_dt if unit or jnp.issubdtype(in_dt, jnp.floating) else default_float())
+    with jax.enable_x64(True):
+        _check_output_range(top_lat, top_lat.param, top_lat.shift, top_lat.granularity, out_dtype)
+        host_b = b.reshape(-1)
+
+        def scales_at(idx):
+            lat = replace(mech, scale=np.asarray(host_b[jnp.asarray(idx)], np.float64)).exact_lattice()
+            return np.asarray(lat.param), np.broadcast_to(lat.shift, idx.shape), np.asarray(lat.granularity)
+
+        small = bool(np.ldexp(1.0, int(low_lat.shift)) <= float(low_lat.param) * 2.0**-8)
+        return _fast_release(key, start, values, "dlap" if mech.discrete else "lap", None, 0, 1.0, unit, out_dtype,
+                             scales=(host_b, None, None), scales_at=scales_at, small=small)
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -543,13 +633,14 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     """
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
-    lat = mech.exact_lattice()
+    laplace_b = _device_laplace_scales(mech)
+    lat = mech.exact_lattice() if laplace_b is None else None  # (the lattice of the largest scale checks the records)
     host = isinstance(key, HostBits)
     if not host:
         key = check_key(key)
     if not flat:
         check_finite_values("values", values)
-    values, squeeze = as_records(values, lat)
+    values, squeeze = as_records(values, laplace_b[2] if lat is None else lat)
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
@@ -557,6 +648,12 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     in_dt = values.dtype
     integer = jnp.issubdtype(in_dt, jnp.integer)
+    if laplace_b is not None and laplace_b[0].shape == shape:
+        out = _release_laplace_scales(key, start, values, mech, *laplace_b, in_dt)
+        return out.reshape(()) if squeeze else out
+    if lat is None:  # scales broadcast to the records: the host lattice
+        lat = mech.exact_lattice()
+        check_batch_shape(lat, shape)
     g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
     g = np.broadcast_to(g_own, shape)
     kind = lat.sampler

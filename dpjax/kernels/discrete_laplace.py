@@ -104,3 +104,9 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         from dpjax.exact.lattice import discrete_laplace_lattice
 
         return discrete_laplace_lattice(self.scale, type(self))
+
+    def exact_lattice_scale(self):
+        """The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
+        per-record scales builds the same lattice parameters from them inside its device program
+        (:func:`dpjax.exact.lattice.release_exact`)."""
+        return self.scale

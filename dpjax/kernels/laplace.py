@@ -94,3 +94,9 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         from dpjax.kernels.discrete_laplace import DiscreteLaplace
 
         return laplace_lattice(self.scale, DiscreteLaplace)
+
+    def exact_lattice_scale(self):
+        """The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
+        per-record scales builds the same lattice parameters from them inside its device program
+        (:func:`dpjax.exact.lattice.release_exact`)."""
+        return self.scale
