@@ -4,7 +4,7 @@ Names follow Google's dp_accounting. A :class:`PrivacyLossDistribution` keeps th
 *remove* and *add* directions separately (they differ under Poisson subsampling) and
 reports the max. It is a pytree: a mechanism with batched parameters gives a batch of
 PLDs, and every query returns an array over that batch. :func:`pld` builds one
-(:mod:`accounting._construct`); a mechanism whose pair loss is exactly Gaussian
+(:mod:`accounting.privacy_loss.construction`); a mechanism whose pair loss is exactly Gaussian
 (``gaussian_pld_mu``, the plain Gaussian kernel) stays analytic — μ composes as √Σμ² —
 until it meets a grid PLD.
 
@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from accounting import _grid
-from accounting._construct import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
+from accounting.privacy_loss import grid as _grid
+from accounting.privacy_loss.construction import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
                                    MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan, pairs, sampling_rate, validate)
-from accounting._profiles import envelope, expand
+from accounting.privacy_loss.profiles import envelope, expand
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
@@ -62,7 +62,7 @@ class PrivacyLossDistribution:
     atomic: bool = static_field(default=False)
     composed: bool = static_field(default=False)
     # the step was chosen by the engine (value_discretization_interval=None): compositions may
-    # coarsen it (:func:`accounting._grid.coarsen`) to bound their FFT length
+    # coarsen it (:func:`accounting.privacy_loss.grid.coarsen`) to bound their FFT length
     adaptive: bool = static_field(default=False)
 
     # -- structure ---------------------------------------------------------------------
@@ -133,7 +133,7 @@ class PrivacyLossDistribution:
                                        adaptive=self.adaptive and all(o.adaptive for o in others))
 
     def _coarsened(self, step):
-        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting._grid.coarsen`)."""
+        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
         if step == self.step:
             return self
         factor = int(round(step / self.step))
@@ -467,7 +467,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
       (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
       scale) or their range much wider (the step widens to hold them), see
-      :func:`accounting._construct.auto_step`; compositions of adaptive PLDs coarsen the step (by
+      :func:`accounting.privacy_loss.construction.auto_step`; compositions of adaptive PLDs coarsen the step (by
       powers of two, dominating) when their FFT would exceed 2^23.
     * ``pessimistic``: dominating PLD (never below the true δ); ``False`` gives an
       optimistic estimate (never above), so the pair brackets the truth.

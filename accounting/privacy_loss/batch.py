@@ -17,13 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting import _grid
-from accounting._construct import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
+from accounting.privacy_loss import grid as _grid
+from accounting.privacy_loss.construction import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
                                    MAX_GRID, ROUNDOFF_FACTOR, _mirror_ext, _pow2, _row_bounds, build_core, make_plan, pairs,
                                    sampling_rate, validate)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting._pld import _check_floor, analytic_gaussian, capped_by_pure, mech_pure, pld
-from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from accounting.privacy_loss.distribution import _check_floor, analytic_gaussian, capped_by_pure, mech_pure, pld
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, source_kind
 from dpjax import multihost
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
-from accounting._pair_path import HOOKS, pairs_at, path_divergence, smooth_relative_margin, supremum
+from accounting.privacy_loss.pair_path import HOOKS, pairs_at, path_divergence, smooth_relative_margin, supremum
 from dpjax.mechanism import overrides
 
 #: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
@@ -305,7 +305,7 @@ PATH_BLOCK = 256
 
 def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     """The envelope at ``args`` raised to the supremum along the mechanism's pair path
-    (see :mod:`accounting._pair_path`), both orders of every pair: its upper bound with a
+    (see :mod:`accounting.privacy_loss.pair_path`), both orders of every pair: its upper bound with a
     smooth margin (pessimistic), or the best value found (optimistic).
 
     Pessimistic: the bound is ``V·(1 + R)`` with V the max over a *fixed* set of pairs — the

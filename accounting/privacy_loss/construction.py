@@ -3,10 +3,10 @@
 For every neighbouring pair the mechanism declares (``mech.neighbour_pairs(sensitivity)``),
 in both orders, the privacy profile δ(ε) is evaluated on a power-of-two loss grid —
 closed form where the mechanism has one (``hockey_stick``), exact atoms for discrete
-mechanisms, an output-space grid otherwise (:mod:`accounting._profiles`) — Poisson
+mechanisms, an output-space grid otherwise (:mod:`accounting.privacy_loss.profiles`) — Poisson
 subsampling is applied per pair, the pointwise max is taken (the supremum along the path
-for pairs sampling a path of answers, :mod:`accounting._pair_path`), and connect-the-dots
-turns it into a dominating pmf per direction (:func:`accounting._grid.from_profile`).
+for pairs sampling a path of answers, :mod:`accounting.privacy_loss.pair_path`), and connect-the-dots
+turns it into a dominating pmf per direction (:func:`accounting.privacy_loss.grid.from_profile`).
 
 The grid range comes from the envelope on a coarse grid (:func:`make_plan`): its static
 sizes are a :class:`Plan`, decided from concrete parameters, so that the build itself
@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting import _grid
+from accounting.privacy_loss import grid as _grid
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, source_kind
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -50,7 +50,7 @@ AUTO_RANGE_POINTS = 2**18
 #: positive losses): per composition connect-the-dots raises the mean loss by ≤ step²/8 and its
 #: variance by ≤ step²/4, a 1/(8·32²) and 1/(4·32²) fraction of the loss scale's
 AUTO_SCALE_POINTS = 32
-#: adaptive PLDs are coarsened (by powers of two, :func:`accounting._grid.coarsen`) before a
+#: adaptive PLDs are coarsened (by powers of two, :func:`accounting.privacy_loss.grid.coarsen`) before a
 #: composition whose window would exceed this length
 AUTO_WINDOW = 2**23
 #: δ below this multiple of the estimated round-off is refused.
