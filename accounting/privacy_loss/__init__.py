@@ -4,6 +4,9 @@ The public names are re-exported by :mod:`accounting` (``pld``, ``make_plan``, `
 ``PrivacyLossDistribution``, ``identity``, ``get_epsilon``, ``get_delta``); the modules here
 are the engine behind them, in the order a PLD is made:
 
+* :mod:`~accounting.privacy_loss.route` — the one decision of how a mechanism's PLD is
+  obtained: analytic Gaussian, closed-form profile, exact atoms (discrete) or output grid;
+  a pair path; the pure-ε cap.
 * :mod:`~accounting.privacy_loss.pair_path` — the supremum of a profile along a mechanism's
   path of neighbouring pairs.
 * :mod:`~accounting.privacy_loss.profiles` — privacy profiles δ(ε) of the neighbouring pairs
