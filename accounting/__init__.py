@@ -20,9 +20,9 @@ never touched). See docs/accounting.md for the mechanism hook.
 
 from accounting import composite, exact, mixture_paper
 from accounting.accountant import Accountant
-from accounting._batch import get_delta, get_epsilon
-from accounting._construct import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
-from accounting._pld import PrivacyLossDistribution, identity, pld
+from accounting.privacy_loss.batch import get_delta, get_epsilon
+from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
+from accounting.privacy_loss.distribution import PrivacyLossDistribution, identity, pld
 from accounting.rdp import rdp, rdp_to_delta, rdp_to_epsilon
 from accounting.prdp import PrDPLedger, PrDPShare
 from accounting.dpsgd import (

@@ -23,9 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting import _grid
+from accounting.privacy_loss import grid as _grid
 from accounting._numerics import x64, x64_vjp
-from accounting._pld import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, MAX_GRID, PrivacyLossDistribution, pld
+from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, MAX_GRID
+from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from accounting._pld import pld as _pld
+from accounting.privacy_loss.distribution import pld as _pld
 from dpjax.composite import Composite, privacy
 from dpjax.validation import check_int, check_positive, is_traced
 

@@ -10,7 +10,7 @@ response, or any mechanism that defines them. The privacy of one release is the 
 case over the mechanism's neighbouring pairs (``neighbour_pairs``), each in both
 directions, and where the pairs sample a path of answers (``pair_path``: relative and
 fixed regions, shifts of a kernel that is not log-concave) the supremum along the path,
-bounded from above (:mod:`accounting._pair_path`), never the grid's maximum.
+bounded from above (:mod:`accounting.privacy_loss.pair_path`), never the grid's maximum.
 
 Nothing is discretised: δ(ε) is the true hockey-stick divergence of the output laws, ε(δ)
 its root (:mod:`accounting._root`: bracketed Newton, never cut at a cap, reported on the
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from accounting._pair_path import worst_case
+from accounting.privacy_loss.pair_path import worst_case
 from accounting._root import epsilon_and_slope, epsilon_root
 from dpjax.mechanism import Mechanism, overrides
 from dpjax.validation import check_positive, check_probability, check_real, is_traced

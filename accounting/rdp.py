@@ -4,7 +4,7 @@
 pair, of D_α(P_v‖P_v'):
 
 * closed form where the mechanism overrides ``renyi_divergence`` (Gaussian, Laplace, RR,
-  privacy-boosted), through :func:`accounting._pair_path.worst_case` (the supremum along
+  privacy-boosted), through :func:`accounting.privacy_loss.pair_path.worst_case` (the supremum along
   the answers where the pairs sample a path: relative and fixed regions);
 * discrete mechanisms: the exact sum over the integers of p^α q^{1−α};
 * continuous mechanisms: Gauss–Legendre quadrature of p^α q^{1−α} over cells between the
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from accounting._pair_path import worst_case
-from accounting._profiles import discrete_plan, expand, output_interval
+from accounting.privacy_loss.pair_path import worst_case
+from accounting.privacy_loss.profiles import discrete_plan, expand, output_interval
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.mechanism import Mechanism, overrides
 

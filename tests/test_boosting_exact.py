@@ -352,7 +352,7 @@ def test_answer_path_supremum_bounds_a_dense_answer_grid(kernel, region):
 @pytest.mark.slow
 def test_per_point_pairs_over_a_batch_match_direct_calls():
     """The accountant's per-point evaluation (every ε with its own pair, batched mechanisms)."""
-    from accounting._pair_path import HOOKS, elementwise
+    from accounting.privacy_loss.pair_path import HOOKS, elementwise
 
     with jax.enable_x64(True):
         mech = PrivacyBoosted(dpjax.Gaussian(jnp.array([2.0, 3.0])), RelativeError(0.2, 2.5), 0.9)

@@ -18,7 +18,7 @@ from scipy import stats
 
 import accounting
 import dpjax
-from accounting import _profiles
+from accounting.privacy_loss import profiles as _profiles
 from dpjax.mechanism import overrides
 from contract import CASE_IDS, CASES, float64
 

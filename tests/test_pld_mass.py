@@ -49,7 +49,7 @@ def test_mixture_pld_mass_and_composition_converge_from_above():
 
 
 def test_pay_down_keeps_the_total_and_raises_delta():
-    from accounting import _grid
+    from accounting.privacy_loss import grid as _grid
 
     p = jnp.asarray([0.3, 0.2, -0.05, 0.4, -0.1, 0.25])
     out = np.asarray(_grid._pay_down(p))

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import x64
-from accounting._pld import DEFAULT_DISCRETIZATION
+from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION
 from accounting._root import log_bisect
 from accounting.dpsgd.epsilon import _query_flat, _validate_setting
 from accounting.dpsgd.noise import _noise, _rdp_curve

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import concrete, x64, x64_vjp
-from accounting._pld import DEFAULT_DISCRETIZATION, make_plan, pld
+from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, make_plan
+from accounting.privacy_loss.distribution import pld
 from accounting.accountant import _bits, composition_sizes, self_compose_by_count
 from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism
 from accounting.rdp import RDP_ORDERS, rdp_to_delta, rdp_to_epsilon

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from accounting._numerics import x64
-from accounting._pld import DEFAULT_DISCRETIZATION
+from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION
 from accounting.accountant import Accountant
 from accounting.dpsgd.epsilon import _validate_setting
 from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism

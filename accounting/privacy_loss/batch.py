@@ -17,13 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting import _grid
-from accounting._construct import (_COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
-                                   MAX_GRID, ROUNDOFF_FACTOR, _mirror_ext, _pow2, _row_bounds, build_core, make_plan, pairs,
-                                   sampling_rate, validate)
+from accounting.privacy_loss import grid as _grid
+from accounting.privacy_loss.construction import (COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
+                                                  DEFAULT_TAIL_MASS, MAX_GRID, ROUNDOFF_FACTOR, build_core, make_plan,
+                                                  mirror_extension, next_pow2, pairs, row_bounds, sampling_rate,
+                                                  validate)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting._pld import _check_floor, analytic_gaussian, capped_by_pure, mech_pure, pld
-from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from accounting.privacy_loss.distribution import check_floor, pld
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
+from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from dpjax import multihost
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
@@ -37,7 +39,7 @@ def _element_plans(flat, sens, q, step, cells, extra):
     """Per-mechanism grid (k0, n, ng) arrays of each direction, from a coarse envelope mapped in chunks."""
     count = int(extra.get("count", 0))
     klo = extra.get("klo")
-    rem, add = _coarse_map_jit(flat, sens, q, klo, jnp.asarray(_COARSE_BATCH), cells, count)
+    rem, add = _coarse_map_jit(flat, sens, q, klo, jnp.asarray(COARSE_BATCH), cells, count)
     rem = np.asarray(rem)
     add = None if add is None else np.asarray(add)
     other = {0: rem if add is None else add, 1: rem}
@@ -46,11 +48,11 @@ def _element_plans(flat, sens, q, step, cells, extra):
         if d is None:
             out.append(None)
             continue
-        lo, hi = _row_bounds(d, other[i][..., ::-1], _COARSE_BATCH)
+        lo, hi = row_bounds(d, other[i][..., ::-1], COARSE_BATCH)
         k0 = np.floor(lo / step)
         n = np.maximum(np.ceil(hi / step) - k0 + 1, 3)
         small = d < 0.25
-        big = np.where(small.any(axis=1), _COARSE_BATCH[np.argmax(small, axis=1)], hi)
+        big = np.where(small.any(axis=1), COARSE_BATCH[np.argmax(small, axis=1)], hi)
         ng = np.minimum(n, np.maximum(3, np.ceil(big / step) - k0 + 2))
         if np.max(n) > MAX_GRID:
             raise ValueError(
@@ -77,7 +79,7 @@ def _groups(dirs, step, cells, count, nklo):
     """Bucket the batch by (power-of-two) remove-grid length: {shape: indices}. One compile per
     bucket, no mechanism's remove grid padded beyond twice its own length."""
     rem, add = dirs
-    keys = [_pow2(rem[1][i]) for i in range(rem[1].size)]  # the add grid follows (fewer compiles)
+    keys = [next_pow2(rem[1][i]) for i in range(rem[1].size)]  # the add grid follows (fewer compiles)
     out = {}
     for key in sorted(set(keys)):
         idx = np.asarray([i for i, k in enumerate(keys) if k == key])
@@ -85,11 +87,12 @@ def _groups(dirs, step, cells, count, nklo):
         shp_r = (nr, int(min(nr, bucket_len(np.max(rem[2][idx])))))
         shp_a = None
         if add is not None:
-            na = _pow2(np.max(add[1][idx]))
+            na = next_pow2(np.max(add[1][idx]))
             shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
         k0r = rem[0][idx]
-        mir = (_mirror_ext(k0r, shp_r[0], k0r, shp_r[1]), None) if add is None else (
-            _mirror_ext(k0r, shp_r[0], add[0][idx], shp_a[1]), _mirror_ext(add[0][idx], shp_a[0], k0r, shp_r[1]))
+        mir = (mirror_extension(k0r, shp_r[0], k0r, shp_r[1]), None) if add is None else (
+            mirror_extension(k0r, shp_r[0], add[0][idx], shp_a[1]),
+            mirror_extension(add[0][idx], shp_a[0], k0r, shp_r[1]))
         out[(step, shp_r, shp_a, cells, count, nklo, mir)] = idx
     return out
 
@@ -137,7 +140,7 @@ def _sizes(widths, shape):
     return tuple(out)
 
 
-def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
                  tail_mass_truncation, output_cells, progress=None):
     """Batch query: mechanisms bucketed by their own grid length, each built once, mapped in chunks.
 
@@ -155,7 +158,7 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     sens = jnp.asarray(concrete(sensitivity), jnp.float64)
     q = sampling_rate(concrete(sampling_prob))
     extra = {"cells": output_cells}
-    if source_kind(m64) == "discrete":
+    if how.profile == "discrete":
         values, nvalues = pairs(m64, sens)
         extra.update(discrete_plan(expand(m64), values, nvalues))
     dirs = _element_plans(flat, sens, q, step, output_cells, extra)
@@ -205,7 +208,7 @@ def _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
             done += part.size
             report(done)
         _trim_heap()
-    pure = mech_pure(m64, sens, q)
+    pure = pure_cap(m64, sens, q) if how.pure_cap else None
     if pure is not None:
         result = np.asarray(capped_by_pure(kind, jnp.asarray(result), a, pure.reshape(-1) * count))
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
@@ -284,7 +287,7 @@ def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
     return functools.reduce(jnp.maximum, outs), functools.reduce(jnp.maximum, floors)
 
 
-def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
                  tail_mass_truncation, output_cells):
     """Concrete, small batch: ``pld(...).self_compose(count).get_*`` in three compiled calls
     (plan; build + windows; compose + query) with the same answer, no autodiff wrappers."""
@@ -311,8 +314,8 @@ def _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     flat = jnp.broadcast_to(a.reshape(-1), batch + (max(a.size, 1),))[..., : a.size]
     out, floor = _compose_query_jit(rem, add, count, sizes, tail, pess, kind, flat)
     if kind == "epsilon":
-        _check_floor(flat, floor)
-    pure = mech_pure(m64, jnp.asarray(sensitivity, jnp.float64), sampling_rate(sampling_prob))
+        check_floor(flat, floor)
+    pure = pure_cap(m64, jnp.asarray(sensitivity, jnp.float64), sampling_rate(sampling_prob)) if how.pure_cap else None
     out = capped_by_pure(kind, out, flat, None if pure is None else pure * count)
     return out.reshape(batch + a.shape)
 
@@ -322,15 +325,15 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
-    q = sampling_rate(sampling_prob)
+    how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     batched = (concrete(mech) is not None and concrete(sensitivity) is not None
                and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
                and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
     small = math.prod(mech.batch_shape) <= _SMALL_BATCH
-    if batched and small and not (use_analytic and analytic_gaussian(mech, q)):
-        return _fused_small(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+    if batched and small and not how.analytic:
+        return _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
                             pessimistic, tail_mass_truncation, output_cells)
-    if (use_analytic and analytic_gaussian(mech, q)) or small or not batched:
+    if how.analytic or small or not batched:
         p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
                 value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
                 output_cells=output_cells, use_analytic=use_analytic).self_compose(
@@ -339,7 +342,7 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
     if jnp.ndim(sampling_prob) > 0:
         raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
                          "(use accounting.pld for per-mechanism rates)")
-    return _fused_batch(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+    return _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
                         pessimistic, tail_mass_truncation, output_cells, progress)
 
 

@@ -1,6 +1,7 @@
 """Privacy profiles δ(ε) of a mechanism's neighbouring pairs, and their pessimistic envelope.
 
-Three sources, chosen per mechanism (see docs/accounting.md, "The mechanism hook"):
+Three sources, chosen per mechanism by :func:`accounting.privacy_loss.route.route` (see
+docs/accounting.md, "The mechanism hook"):
 
 * **closed form** — the mechanism overrides ``hockey_stick(epsilon, value, neighbour_value)``
   (Gaussian, Laplace, randomized response, privacy-boosted mechanisms);
@@ -31,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import safe_log, searchsorted_right, take_last
-from accounting._pair_path import HOOKS, pairs_at, path_divergence, smooth_relative_margin, supremum
+from accounting.privacy_loss.route import route
+from accounting.privacy_loss.pair_path import HOOKS, pairs_at, path_divergence, smooth_relative_margin, supremum
 from dpjax.mechanism import overrides
 
 #: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
@@ -42,14 +44,6 @@ def is_symmetric(mech) -> bool:
     """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs (the mechanism's ``symmetric_pairs``:
     symmetric additive noise, RR, an absolute-error region)."""
     return bool(mech.symmetric_pairs)
-
-
-def source_kind(mech) -> str:
-    if overrides(mech, "hockey_stick"):
-        return "closed_form"
-    if mech.discrete:
-        return "discrete"
-    return "output_grid"
 
 
 def expand(mech):
@@ -236,7 +230,8 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
     ``plan``: dict with the static sizes of the source (``cells`` or ``klo``/``count``).
     Returns (δ_rem, δ_add) on the given grids.
     """
-    kind = source_kind(mech)
+    how = route(mech)
+    kind = how.profile
     sym = is_symmetric(mech)
     vals = jnp.moveaxis(jnp.atleast_1d(values), -1, 0)
     nvals = jnp.moveaxis(jnp.atleast_1d(nvalues), -1, 0)
@@ -270,7 +265,7 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
 
     # the max over pairs and both orders of the *base* profile at every argument, and the pair
     # attaining it; the subsampling post-processing is increasing in δ, so it commutes with the max
-    refine = getattr(mech, "pair_path", False) and vals.shape[0] > 1
+    refine = how.pair_path and vals.shape[0] > 1
     if refine and kind != "closed_form":
         raise NotImplementedError(f"{type(mech).__name__}.pair_path needs the closed form hockey_stick")
 
@@ -305,7 +300,7 @@ PATH_BLOCK = 256
 
 def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     """The envelope at ``args`` raised to the supremum along the mechanism's pair path
-    (see :mod:`accounting._pair_path`), both orders of every pair: its upper bound with a
+    (see :mod:`accounting.privacy_loss.pair_path`), both orders of every pair: its upper bound with a
     smooth margin (pessimistic), or the best value found (optimistic).
 
     Pessimistic: the bound is ``V·(1 + R)`` with V the max over a *fixed* set of pairs — the

@@ -4,7 +4,7 @@ Names follow Google's dp_accounting. A :class:`PrivacyLossDistribution` keeps th
 *remove* and *add* directions separately (they differ under Poisson subsampling) and
 reports the max. It is a pytree: a mechanism with batched parameters gives a batch of
 PLDs, and every query returns an array over that batch. :func:`pld` builds one
-(:mod:`accounting._construct`); a mechanism whose pair loss is exactly Gaussian
+(:mod:`accounting.privacy_loss.construction`); a mechanism whose pair loss is exactly Gaussian
 (``gaussian_pld_mu``, the plain Gaussian kernel) stays analytic — μ composes as √Σμ² —
 until it meets a grid PLD.
 
@@ -23,14 +23,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from accounting import _grid
-from accounting._construct import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
-                                   MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan, pairs, sampling_rate, validate)
-from accounting._profiles import envelope, expand
+from accounting.privacy_loss import grid as _grid
+from accounting.privacy_loss.construction import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
+                                                  DEFAULT_TAIL_MASS, MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan,
+                                                  pairs, sampling_rate, validate)
+from accounting.privacy_loss.profiles import envelope, expand
+from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
-from dpjax.mechanism import Mechanism, overrides
+from dpjax.mechanism import Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -62,7 +64,7 @@ class PrivacyLossDistribution:
     atomic: bool = static_field(default=False)
     composed: bool = static_field(default=False)
     # the step was chosen by the engine (value_discretization_interval=None): compositions may
-    # coarsen it (:func:`accounting._grid.coarsen`) to bound their FFT length
+    # coarsen it (:func:`accounting.privacy_loss.grid.coarsen`) to bound their FFT length
     adaptive: bool = static_field(default=False)
 
     # -- structure ---------------------------------------------------------------------
@@ -133,7 +135,7 @@ class PrivacyLossDistribution:
                                        adaptive=self.adaptive and all(o.adaptive for o in others))
 
     def _coarsened(self, step):
-        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting._grid.coarsen`)."""
+        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
         if step == self.step:
             return self
         factor = int(round(step / self.step))
@@ -218,7 +220,7 @@ class PrivacyLossDistribution:
         flat = jnp.broadcast_to(dl.reshape(-1), self.batch_shape + (max(dl.size, 1),))[..., : dl.size]
         if not self.is_analytic:
             for pmf in self._directions():
-                _check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
+                check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
         eps = x64_vjp(_epsilon_core)(self, flat)
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
@@ -290,7 +292,8 @@ def _epsilon_core(p, flat):
     return p._epsilon_core(flat)
 
 
-def _check_floor(delta, floor):
+def check_floor(delta, floor):
+    """Refuse (ValueError naming ``delta``) a concrete δ below the round-off floor of a grid PLD."""
     if is_traced(delta) or is_traced(floor):
         return
     d, f = np.asarray(delta), np.asarray(floor)
@@ -426,35 +429,8 @@ def _exact_derivative(source, eps, pure):
     return jnp.where(fixed >= jax.lax.stop_gradient(cap), cap, out)
 
 
-def capped_by_pure(kind, out, arg, pure):
-    """A query's answer capped by the mechanisms' own pure ε (composed): ε ≤ pure ε, and δ(ε) = 0 at
-    ε ≥ pure ε. Where the loss grid cannot hold the losses (beyond ``LOSS_LIMIT``, carried to +∞)
-    this is what keeps a pure-DP mechanism's ε finite and exact; elsewhere it changes nothing
-    but the grid's rounding. (A NaN answer, below the round-off floor, stays NaN.)"""
-    if pure is None:
-        return out
-    p = jnp.asarray(pure, jnp.float64)[..., None]
-    if kind == "epsilon":
-        return jnp.where(jnp.isnan(out), out, jnp.minimum(out, p))
-    return jnp.where(arg >= p, 0.0, out)
-
-
 def _sum_pure(a, b):
     return None if a is None or b is None else a + b
-
-
-def mech_pure(mech, sensitivity, q):
-    """The mechanism's own pure-ε (``mech.pure_epsilon``), amplified by subsampling."""
-    fn = getattr(mech, "pure_epsilon", None)
-    if fn is None:
-        return None
-    eps = jnp.where(mech.off_lattice(sensitivity), jnp.inf, jnp.asarray(fn(sensitivity), jnp.float64))
-    if q is not None:
-        eps = jnp.log1p(q * jnp.expm1(eps))
-    return jnp.broadcast_to(eps, tuple(mech.batch_shape))
-def analytic_gaussian(mech, q) -> bool:
-    """The mechanism's PLD is exactly Gaussian (it declares ``gaussian_pld_mu``) and not subsampled."""
-    return q is None and overrides(mech, "gaussian_pld_mu")
 
 
 @x64
@@ -467,7 +443,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
       (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
       scale) or their range much wider (the step widens to hold them), see
-      :func:`accounting._construct.auto_step`; compositions of adaptive PLDs coarsen the step (by
+      :func:`accounting.privacy_loss.construction.auto_step`; compositions of adaptive PLDs coarsen the step (by
       powers of two, dominating) when their FFT would exceed 2^23.
     * ``pessimistic``: dominating PLD (never below the true δ); ``False`` gives an
       optimistic estimate (never above), so the pair brackets the truth.
@@ -482,7 +458,8 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     adaptive = value_discretization_interval is None
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     q = sampling_rate(sampling_prob)
-    if use_analytic and analytic_gaussian(mech, q):
+    how = route(mech, q, use_analytic=use_analytic)
+    if how.analytic:
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
     if plan is None:
@@ -495,12 +472,12 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     rem, add = x64_vjp(lambda m, s, qq: build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
         mech, jnp.asarray(sensitivity), q)
     pure = None
-    if getattr(mech, "pure_epsilon", None) is not None:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, qq: mech_pure(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
+    if how.pure_cap:  # (its gradient, like the grid's, in float64)
+        pure = x64_vjp(lambda m, s, qq: pure_cap(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
     source = None
-    if overrides(mech, "hockey_stick"):
+    if how.exact_derivative:
         source = (mech, jnp.asarray(sensitivity), q)
-    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=bool(mech.discrete),
+    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic,
                                    adaptive=adaptive)
 
 

@@ -3,14 +3,19 @@
 For every neighbouring pair the mechanism declares (``mech.neighbour_pairs(sensitivity)``),
 in both orders, the privacy profile δ(ε) is evaluated on a power-of-two loss grid —
 closed form where the mechanism has one (``hockey_stick``), exact atoms for discrete
-mechanisms, an output-space grid otherwise (:mod:`accounting._profiles`) — Poisson
+mechanisms, an output-space grid otherwise (:mod:`accounting.privacy_loss.profiles`) — Poisson
 subsampling is applied per pair, the pointwise max is taken (the supremum along the path
-for pairs sampling a path of answers, :mod:`accounting._pair_path`), and connect-the-dots
-turns it into a dominating pmf per direction (:func:`accounting._grid.from_profile`).
+for pairs sampling a path of answers, :mod:`accounting.privacy_loss.pair_path`), and connect-the-dots
+turns it into a dominating pmf per direction (:func:`accounting.privacy_loss.grid.from_profile`).
 
 The grid range comes from the envelope on a coarse grid (:func:`make_plan`): its static
 sizes are a :class:`Plan`, decided from concrete parameters, so that the build itself
 (:func:`build_core`) is one compiled program per plan *shape*, parameters traced.
+
+The batch queries (:mod:`accounting.privacy_loss.batch`) build through this module's public
+names: :func:`validate`, :func:`sampling_rate`, :func:`pairs`, :func:`make_plan`,
+:func:`build_core`, and, to plan a whole batch at once, :data:`COARSE_BATCH`,
+:func:`row_bounds`, :func:`mirror_extension`, :func:`next_pow2`.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting import _grid
+from accounting.privacy_loss import grid as _grid
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting._profiles import discrete_plan, envelope, expand, source_kind
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
+from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -50,7 +56,7 @@ AUTO_RANGE_POINTS = 2**18
 #: positive losses): per composition connect-the-dots raises the mean loss by ≤ step²/8 and its
 #: variance by ≤ step²/4, a 1/(8·32²) and 1/(4·32²) fraction of the loss scale's
 AUTO_SCALE_POINTS = 32
-#: adaptive PLDs are coarsened (by powers of two, :func:`accounting._grid.coarsen`) before a
+#: adaptive PLDs are coarsened (by powers of two, :func:`accounting.privacy_loss.grid.coarsen`) before a
 #: composition whose window would exceed this length
 AUTO_WINDOW = 2**23
 #: δ below this multiple of the estimated round-off is refused.
@@ -73,7 +79,7 @@ def _coarse_eps(n=8193, extend=True):
 
 _COARSE = _coarse_eps()
 #: coarser range-finding grid of the batch queries (one per mechanism of the batch)
-_COARSE_BATCH = _coarse_eps(2049, extend=False)
+COARSE_BATCH = _coarse_eps(2049, extend=False)
 
 
 # ----------------------------------------------------------------------------------
@@ -137,7 +143,7 @@ def pairs(mech, sensitivity):
     return jnp.asarray(v, jnp.float64), jnp.asarray(nv, jnp.float64)
 
 
-def _row_bounds(d, d_other_neg, eps):
+def row_bounds(d, d_other_neg, eps):
     """Per-row (ε_lo, ε_hi) arrays of one direction from the envelope on the coarse (symmetric) grid.
 
     ``d_other_neg`` is the other direction's profile at −ε, so that the gap
@@ -157,7 +163,7 @@ def _row_bounds(d, d_other_neg, eps):
 
 def _bounds(d, d_other_neg, eps):
     """(ε_lo, ε_hi) covering every row (a batch shares one grid)."""
-    lo, hi = _row_bounds(d, d_other_neg, eps)
+    lo, hi = row_bounds(d, d_other_neg, eps)
     return float(np.min(lo)), float(np.max(hi))
 
 
@@ -183,7 +189,7 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
     me = expand(m)
     extra = {"cells": output_cells}
-    if source_kind(m) == "discrete":
+    if route(m, q).profile == "discrete":
         extra.update(discrete_plan(me, values, nvalues))
     rem, add = _coarse_jit(me, values, nvalues, q, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
@@ -248,26 +254,27 @@ def auto_step(ranges, profiles):
     return max(step, floor)
 
 
-def _pow2(n):
+def next_pow2(n):
+    """Smallest power of two >= n (an int, at least 1): the grid lengths that share compiled code."""
     return 1 << (max(int(n), 1) - 1).bit_length()
 
 
-def _mirror_ext(k0, n, k0o, g):
+def mirror_extension(k0, n, k0o, g):
     """Static (below, above) extension of a grid (k0, n) holding the mirrored positions −(k0o + j),
     j < g, of the other grid, for either rounding shift (0 pessimistic, 1 optimistic); arrays are
     maxed over (a batch of offsets). Powers of two (shared compiles); None when evaluating the g
     mirrored points apart is no dearer."""
     below = int(np.max(np.asarray(k0) + np.asarray(k0o) + 2 + g - 1))
     above = int(np.max(-np.asarray(k0o) - np.asarray(k0) - n + 1))
-    below, above = (0 if x <= 0 else _pow2(x) for x in (below, above))
+    below, above = (0 if x <= 0 else next_pow2(x) for x in (below, above))
     return (below, above) if below + above < g else None
 
 
 def _mirrors(dirs):
     rem, add = dirs
     if add is None:
-        return (_mirror_ext(rem[0], rem[1], rem[0], rem[2]), None)
-    return (_mirror_ext(rem[0], rem[1], add[0], add[2]), _mirror_ext(add[0], add[1], rem[0], rem[2]))
+        return (mirror_extension(rem[0], rem[1], rem[0], rem[2]), None)
+    return (mirror_extension(rem[0], rem[1], add[0], add[2]), mirror_extension(add[0], add[1], rem[0], rem[2]))
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
