@@ -148,13 +148,22 @@ class _Codes:
         self.chunks.append(col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
 
     def finish(self) -> tuple[np.ndarray, pa.Array]:
-        """``(code, dictionary)``: ``int64[n]`` codes into the distinct values; a null is one value
-        of its own, the dictionary's last."""
+        """``(code, dictionary)``: ``int32[n]`` codes into the distinct values (written into one
+        array, each batch's encoding released once copied); a null is one value of its own, the
+        dictionary's last."""
         unified = pa.chunked_array(self.chunks, type=self.chunks[0].type).unify_dictionaries()
         self.chunks = []
         dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], unified.type.value_type)
-        code = np.concatenate([c.indices.fill_null(len(dictionary)).to_numpy().astype(np.int64)
-                               for c in unified.chunks])
+        if len(dictionary) + 1 >= 2**31:
+            raise ValueError(f"data: {len(dictionary)} distinct keys in one column, above 2**31 - 2")
+        code = np.empty(len(unified), np.int32)
+        chunks, at = unified.chunks, 0
+        del unified
+        for i, c in enumerate(chunks):
+            indices = c.indices
+            code[at:at + len(c)] = (indices.fill_null(len(dictionary)) if indices.null_count else indices).to_numpy()
+            at += len(c)
+            chunks[i] = None
         if self.nulls:
             dictionary = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
         return code, dictionary
@@ -175,10 +184,10 @@ class Rows:
     keys (a table) and their hashes, the unit code of each row and the hash of each distinct unit
     (``None`` without a unit), and each value column as float64."""
 
-    group: np.ndarray                # int64[n]
+    group: np.ndarray                # int32[n]
     keys: pa.Table                   # G rows, the by-columns
     group_words: np.ndarray          # uint32[G, 2]
-    unit: np.ndarray | None          # int64[n]
+    unit: np.ndarray | None          # int32[n]
     unit_words: np.ndarray | None    # uint32[U, 2]
     values: dict                     # column -> float64[n]
 
@@ -218,10 +227,22 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
         raise ValueError(f"privacy_unit column {privacy_unit!r} has {unit.nulls} null id(s)")
     merged = {}
     for c in value_columns:
-        merged[c], values[c] = np.concatenate(values[c]), None
+        merged[c], values[c] = _concatenate(values[c], n), None
     prep = _group_index([keys[c].finish() for c in by], by)
     code, words = _unit_words(unit.finish()) if unit is not None else (None, None)
     return Rows(prep.group, prep.keys, prep.group_words, code, words, merged)
+
+
+def _concatenate(parts: list, n: int) -> np.ndarray:
+    """``np.concatenate(parts)`` (``n`` entries), each part released once copied (the peak is the
+    result and one part, not twice the column)."""
+    out = np.empty(n, parts[0].dtype)
+    at = 0
+    for i, part in enumerate(parts):
+        out[at:at + len(part)] = part
+        at += len(part)
+        parts[i] = None
+    return out
 
 
 def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +260,7 @@ def _encoded(table: pa.Table, name: str) -> _Codes:
 
 
 def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(code, words)``: each row's unit as a dictionary code (``int64[n]``) and the hash of each
+    """``(code, words)``: each row's unit as a dictionary code (``int32[n]``) and the hash of each
     distinct unit id (``uint32[U, 2]``; nulls refused). Hashing the dictionary, not the rows."""
     codes = _encoded(table, name)
     if codes.nulls:
@@ -251,7 +272,7 @@ def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 class Prepared:
     """The rows as arrays: group index per row, the distinct group keys (a table) and their hashes."""
 
-    group: np.ndarray          # int64[n]
+    group: np.ndarray          # int32[n]
     keys: pa.Table             # G rows, the by-columns
     group_words: np.ndarray    # uint32[G, 2]
 
@@ -268,7 +289,7 @@ def _group_index(encoded, by: list[str]) -> Prepared:
     if len(by) == 1:  # the dictionary's indices are already dense group indices
         keys = pa.table({by[0]: dicts[0]})
         return Prepared(codes[0], keys, key_hashes(keys))
-    combined = codes[0]
+    combined = codes[0].astype(np.int64)
     for c, d in zip(codes[1:], dicts[1:]):
         combined = combined * len(d) + c
     uniq, group = np.unique(combined, return_inverse=True)
@@ -277,7 +298,7 @@ def _group_index(encoded, by: list[str]) -> Prepared:
         parts.append(d.take(pa.array(rest % len(d))))
         rest = rest // len(d)
     keys = pa.table(dict(zip(by, reversed(parts))))
-    return Prepared(group.astype(np.int64), keys, key_hashes(keys))
+    return Prepared(group.astype(np.int32), keys, key_hashes(keys))
 
 
 def key_hashes(keys: pa.Table) -> np.ndarray:
