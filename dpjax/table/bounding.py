@@ -50,9 +50,9 @@ def _priority_bits(units: int, n: int) -> int:
     return min(32, 63 - max(units - 1, 1).bit_length() - max(n - 1, 1).bit_length())
 
 
-#: rows per bucket of units: the bounding runs on one bucket of units at a time (its temporaries
-#: are a bucket's, and a bucket's unit codes and row indices leave most of an int64 to the priority)
-_BUCKET_ROWS = 1 << 22
+#: rows per bucket of units: the bounding runs on one bucket of units at a time (its temporaries, a few
+#: tens of MB, are a bucket's, and its unit codes and row indices leave most of an int64 to the priority)
+_BUCKET_ROWS = 1 << 20
 #: rows per chunk of the per-row hash (its gathers and words are a chunk's)
 _CHUNK = 1 << 20
 

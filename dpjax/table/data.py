@@ -230,6 +230,7 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
         merged[c], values[c] = _concatenate(values[c], n), None
     prep = _group_index([keys[c].finish() for c in by], by)
     code, words = _unit_words(unit.finish()) if unit is not None else (None, None)
+    pa.default_memory_pool().release_unused()  # the batches' buffers, freed, go back to the system
     return Rows(prep.group, prep.keys, prep.group_words, code, words, merged)
 
 
