@@ -7,10 +7,12 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
 units) keeps the same rows. Vectorised: the units come as dictionary codes (a hash pass, no
-sort), the unit hashes are taken per distinct unit; one value sort over the rows (unit code, the
-pair priority's top bits and the row index, packed in one int64; an ``argsort`` on all the
-priority's bits where those tie), one ``lexsort`` over the rows of pairs with several rows only,
-element-wise hashes; no Python loop per row or unit.
+sort), the unit hashes are taken per distinct unit; the rows are cut into buckets of consecutive
+unit codes (one radix sort of the bucket numbers) and each bucket gets one value sort over its rows
+(unit code, the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on
+all the priority's bits where those tie), one ``lexsort`` over the rows of kept pairs with several
+rows only, element-wise hashes in fixed chunks; no Python loop per row or unit, and no per-row
+temporary larger than a bucket's beside the bucket permutation (``int32``).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     # the group hash words per group, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
     gw0, gw1 = (np.ascontiguousarray(group_words[:, j]) for j in (0, 1))
     unit_pair = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
-    buckets = max(-(-n // _BUCKET_ROWS), 1)
+    buckets = max(min(-(-n // _BUCKET_ROWS), units, 1 << 16), 1)  # numbered in uint16
     if buckets == 1:
         rows, first = _bound_units(unit_pair, unit, group, gw0, gw1, values, max_groups, max_rows, units)
         return rows.astype(_index_dtype(n), copy=False), first
@@ -113,8 +115,7 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
         hi = (b + 1) * units // buckets + ((b + 1) * units % buckets > 0)
         pair = (unit_pair[0][lo:hi], unit_pair[1][lo:hi])
         code = unit[rows] - lo
-        sub = values[rows] if values.shape[1] else values[:len(rows)]
-        r, f = _bound_units(pair, code, group[rows], gw0, gw1, sub, max_groups, max_rows, hi - lo)
+        r, f = _bound_units(pair, code, group[rows], gw0, gw1, values[rows], max_groups, max_rows, hi - lo)
         kept.append(rows[r])
         firsts.append(f)
     return np.concatenate(kept), np.concatenate(firsts)
