@@ -138,20 +138,30 @@ def read(data, columns: list[str]) -> pa.Table:
 
 class _Codes:
     """Dictionary codes of one key column over record batches: each batch dictionary-encoded as it
-    comes (``int32`` codes and its distinct values), the dictionaries unified at the end."""
+    comes (``int32`` codes and its distinct values), the dictionaries unified at the end — or, for
+    an integer column whose first batch has many distinct values (unit ids: nearly one per row),
+    the batches kept as they are (8 bytes a row, less than a batch's codes and its nearly full
+    dictionary) and the whole column encoded once at the end (one hash pass, no unification)."""
 
     def __init__(self):
-        self.chunks, self.nulls = [], 0
+        self.chunks, self.nulls, self.raw = [], 0, None
 
     def add(self, col) -> None:
         self.nulls += col.null_count
-        self.chunks.append(col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
+        if self.raw:
+            self.chunks.append(col)
+            return
+        encoded = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+        if self.raw is None:
+            self.raw = pa.types.is_integer(col.type) and 4 * len(encoded.dictionary) > len(col)
+        self.chunks.append(col if self.raw else encoded)
 
     def finish(self) -> tuple[np.ndarray, pa.Array]:
         """``(code, dictionary)``: ``int32[n]`` codes into the distinct values (written into one
         array, each batch's encoding released once copied); a null is one value of its own, the
         dictionary's last."""
-        unified = pa.chunked_array(self.chunks, type=self.chunks[0].type).unify_dictionaries()
+        unified = pa.chunked_array(self.chunks, type=self.chunks[0].type)
+        unified = pc.dictionary_encode(unified) if self.raw else unified.unify_dictionaries()
         self.chunks = []
         dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], unified.type.value_type)
         if len(dictionary) + 1 >= 2**31:
