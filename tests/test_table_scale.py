@@ -64,3 +64,36 @@ def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
         want_scalar = threefry2x32(np.uint32(7), np.uint32(9), x0, x1)
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(k0, k1, x0, x1), want))
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(7, 9, x0, x1), want_scalar))
+
+
+def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):
+    """An integer column with nearly one distinct value per row (unit ids) is held as read and
+    encoded once at the end; a column of few values is encoded batch by batch. Either way each
+    row's code points at its own value (a null at the dictionary's null), and a Parquet file read
+    97 rows at a time releases bitwise what the table in memory releases."""
+    import pyarrow.parquet as pq
+
+    from dpjax.table import data as table_data
+
+    rng = np.random.default_rng(6)
+    n = 4000
+    ids = pa.array(rng.integers(0, 10**9, n), mask=rng.random(n) < 0.02)
+    few = pa.array(rng.integers(0, 5, n))
+    for col, raw in ((ids, True), (few, False)):
+        codes = table_data._Codes()
+        for start in range(0, n, 97):
+            codes.add(col.slice(start, 97))
+        assert codes.raw is raw
+        code, dictionary = codes.finish()
+        assert code.dtype == np.int32
+        assert dictionary.take(pa.array(code)).to_pylist() == col.to_pylist()
+
+    d = _data(seed=7).append_column("id", pa.array(rng.integers(0, 10**9, 400))
+                                   .take(pa.array(rng.integers(0, 400, 6000))))
+    path = tmp_path / "d.parquet"
+    pq.write_table(d, path)
+    kw = dict(by="g", statistics=[table.count(), table.count_units(), table.sum("x", low=0, high=3)],
+              privacy_unit="id", max_groups_per_unit=2, max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+    whole = table.release(jax.random.key(9), d, **kw).table
+    monkeypatch.setattr(table_data, "PARQUET_BATCH_ROWS", 97)
+    assert table.release(jax.random.key(9), str(path), **kw).table.equals(whole)
