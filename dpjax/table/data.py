@@ -6,7 +6,8 @@ binary CSV stream (standard input). The input is read in record batches — a Pa
 ``ParquetFile.iter_batches``, CSV text by ``pyarrow.csv.open_csv`` one block at a time — holding
 only the columns the release uses, and each batch is turned at once into compact arrays: group
 keys and unit ids dictionary-encoded (``int32`` codes and the batch's distinct values, the
-dictionaries unified at the end), values float64. Neither the text of the table nor a Python
+dictionaries unified at the end; an integer column of nearly one distinct value per row, such as
+unit ids, kept as read and encoded once at the end), values float64. Neither the text of the table nor a Python
 object per field is ever in memory: only the *distinct* keys and units are hashed
 (:mod:`dpjax.table.keys`; integer unit ids vectorised). The codes do not depend on how the input
 was cut into batches up to a relabelling, which no step of a release depends on: an in-memory
