@@ -72,7 +72,7 @@ def test_rows_are_compact_codes_and_the_distinct_values(tmp_path, small_batches)
     path = _csv(tmp_path)
     r = table_data.rows(str(path), ["city"], "user_id", ["steps"])
     memory = pacsv.read_csv(path)
-    assert r.group.dtype == np.int64 and r.unit.dtype == np.int64 and r.values["steps"].dtype == np.float64
+    assert r.group.dtype == np.int32 and r.unit.dtype == np.int32 and r.values["steps"].dtype == np.float64
     assert r.keys.column("city").to_pylist() == memory.column("city").unique().to_pylist()
     assert len(r.unit_words) == len(memory.column("user_id").unique())
     cities = np.asarray(r.keys.column("city").to_pylist(), dtype=object)[r.group]

@@ -113,7 +113,7 @@ def true_values(data, by, stats, unit, keys):
             if r.unit is None:
                 v = n
             else:
-                pairs = np.unique(r.group * (int(r.unit.max()) + 1) + r.unit)
+                pairs = np.unique(r.group.astype(np.int64) * (int(r.unit.max()) + 1) + r.unit)
                 v = np.bincount(pairs // (int(r.unit.max()) + 1), minlength=size).astype(np.float64)
         else:
             x = r.values[s.column]

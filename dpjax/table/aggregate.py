@@ -38,8 +38,10 @@ def _group_sum(group, weights, size):
 
 def encode(stat, x: np.ndarray, integer: bool) -> np.ndarray:
     """``a = round((clip(x) − low)/u)``: the stored integer of each clipped value."""
-    a = np.rint((np.clip(x, stat.low, stat.high) - stat.low) / stat.unit(integer))
-    return a.astype(np.int64)
+    a = np.clip(x, stat.low, stat.high)  # the one float64 temporary, worked on in place
+    a -= stat.low
+    a /= stat.unit(integer)
+    return np.rint(a, out=a).astype(np.int64)
 
 
 def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, size: int, integer: bool):
@@ -56,7 +58,7 @@ def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, s
             leaves = 1 << stat.depth
             t = np.clip((x[first] - stat.low) / (stat.high - stat.low), 0.0, 1.0)
             leaf = np.minimum((t * leaves).astype(np.int64), leaves - 1)
-            out[name] = np.bincount(group[first] * leaves + leaf, minlength=size * leaves).reshape(size, leaves)
+            out[name] = np.bincount(group[first].astype(np.int64) * leaves + leaf, minlength=size * leaves).reshape(size, leaves)
             continue
         a = encode(stat, x, integer)
         if kind == "S1":

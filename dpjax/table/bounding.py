@@ -7,10 +7,12 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
 units) keeps the same rows. Vectorised: the units come as dictionary codes (a hash pass, no
-sort), the unit hashes are taken per distinct unit; one value sort over the rows (unit code, the
-pair priority's top bits and the row index, packed in one int64; an ``argsort`` on all the
-priority's bits where those tie), one ``lexsort`` over the rows of pairs with several rows only,
-element-wise hashes; no Python loop per row or unit.
+sort), the unit hashes are taken per distinct unit; the rows are cut into buckets of consecutive
+unit codes (one radix sort of the bucket numbers) and each bucket gets one value sort over its rows
+(unit code, the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on
+all the priority's bits where those tie), one ``lexsort`` over the rows of kept pairs with several
+rows only, element-wise hashes in fixed chunks; no Python loop per row or unit, and no per-row
+temporary larger than a bucket's beside the bucket permutation (``int32``).
 """
 
 from __future__ import annotations
@@ -50,68 +52,128 @@ def _priority_bits(units: int, n: int) -> int:
     return min(32, 63 - max(units - 1, 1).bit_length() - max(n - 1, 1).bit_length())
 
 
+#: rows per bucket of units: the bounding runs on one bucket of units at a time (its temporaries, a few
+#: tens of MB, are a bucket's, and its unit codes and row indices leave most of an int64 to the priority)
+_BUCKET_ROWS = 1 << 20
+#: rows per chunk of the per-row hash (its gathers and words are a chunk's)
+_CHUNK = 1 << 20
+
+
+def _index_dtype(n: int):
+    return np.int32 if n < 2**31 else np.int64
+
+
+def _pair_priority(unit_pair, code, group, gw0, gw1):
+    """``(p0, p1)``: the priority ``H(H(bound key, unit), group)`` of each row's (unit, group) pair."""
+    return _h(unit_pair[0][code], unit_pair[1][code], gw0[group], gw1[group])
+
+
 def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, group: np.ndarray,
           group_words: np.ndarray, values: np.ndarray, max_groups: int, max_rows: int):
     """The rows each unit keeps.
 
     Args:
       bound_key: the key pair of the bounding draws (:meth:`KeyWords.bounding`).
-      unit: ``int64[n]`` unit code per row, an index into ``unit_words`` (one code per distinct
+      unit: ``int[n]`` unit code per row, an index into ``unit_words`` (one code per distinct
         unit id, below ``2**31``: the indices of a dictionary encoding), or ``None``: each row
         its own unit.
       unit_words: ``uint32[U, 2]`` the 64-bit hash of each code's unit id.
-      group: ``int64[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
+      group: ``int[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
       values: ``float64[n, k]`` the value columns (ties of the row order are broken by them).
 
     Returns:
-      ``(rows, first)``: indices of the kept rows, and for each whether it is its unit's first
-      kept row in its group (the one row a unit gives to a quantile; one per (unit, group)).
+      ``(rows, first)``: indices of the kept rows (``int32`` below ``2**31`` rows), and for each
+      whether it is its unit's first kept row in its group (the one row a unit gives to a
+      quantile; one per (unit, group)).
+
+    The units are cut into buckets of consecutive codes of about ``_BUCKET_ROWS`` rows (a radix
+    sort of the bucket numbers) and each bucket is bounded on its own: a unit's rows are all in one
+    bucket and its choice depends on them only, so the kept rows are the same whatever the cut —
+    only their order differs, which no aggregate depends on.
     """
     n = len(group)
     if unit is None:
-        return np.arange(n), np.ones(n, bool)
-    code = np.asarray(unit, np.int64)
-    # the group hash words per row, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
-    gw0, gw1 = (np.ascontiguousarray(group_words[:, j])[group] for j in (0, 1))
-    u0, u1 = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
-    p0, p1 = _h(u0[code], u1[code], gw0, gw1)
+        return np.arange(n, dtype=_index_dtype(n)), np.ones(n, bool)
+    units = len(unit_words)
+    # the group hash words per group, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
+    gw0, gw1 = (np.ascontiguousarray(group_words[:, j]) for j in (0, 1))
+    unit_pair = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
+    buckets = max(min(-(-n // _BUCKET_ROWS), units, 1 << 16), 1)  # numbered in uint16
+    if buckets == 1:
+        rows, first = _bound_units(unit_pair, unit, group, gw0, gw1, values, max_groups, max_rows, units)
+        return rows.astype(_index_dtype(n), copy=False), first
+    bucket = (np.asarray(unit, np.int64) * buckets // units).astype(np.uint16)
+    order = np.argsort(bucket, kind="stable").astype(_index_dtype(n))  # a radix sort: rows by bucket
+    ends = np.cumsum(np.bincount(bucket, minlength=buckets))
+    del bucket
+    kept, firsts = [], []
+    for b in range(buckets):
+        rows = order[ends[b - 1] if b else 0:ends[b]]
+        if not len(rows):
+            continue
+        lo = b * units // buckets + (b * units % buckets > 0)  # the bucket's first code: ceil(b·U/B)
+        hi = (b + 1) * units // buckets + ((b + 1) * units % buckets > 0)
+        pair = (unit_pair[0][lo:hi], unit_pair[1][lo:hi])
+        code = unit[rows] - lo
+        r, f = _bound_units(pair, code, group[rows], gw0, gw1, values[rows], max_groups, max_rows, hi - lo)
+        kept.append(rows[r])
+        firsts.append(f)
+    return np.concatenate(kept), np.concatenate(firsts)
+
+
+def _bound_units(unit_pair, code, group, gw0, gw1, values, max_groups: int, max_rows: int, units: int):
+    """:func:`bound` of rows whose unit codes are below ``units`` (``unit_pair``: each unit's key pair)."""
+    n = len(group)
+    code = np.asarray(code, np.int64)
     # one sort: by unit, then pair priority; a unit's pairs come out in its order of choice (the
     # order of the units among themselves is irrelevant: aggregates are order-free integer sums)
-    bits = _priority_bits(len(unit_words), n)
+    bits = _priority_bits(units, n)
     if bits >= _MIN_PACKED_BITS:
         # a value sort (numpy's SIMD sort, about twice argsort's speed) of (unit code, the priority's
         # top bits, row index) packed in one int64; the row index comes back as the permutation
         row_bits = max(n - 1, 1).bit_length()
-        packed = (code << (bits + row_bits)) | ((p0.astype(np.int64) >> (32 - bits)) << row_bits) | np.arange(n)
+        packed = np.empty(n, np.int64)
+        for s in range(0, n, _CHUNK):
+            sl = slice(s, s + _CHUNK)
+            p0 = _pair_priority(unit_pair, code[sl], group[sl], gw0, gw1)[0]
+            packed[sl] = (code[sl] << (bits + row_bits)) | ((p0.astype(np.int64) >> (32 - bits)) << row_bits) | \
+                np.arange(s, min(s + _CHUNK, n))
         packed.sort()
         order = packed & ((1 << row_bits) - 1)
-        c, g = packed >> row_bits, group[order]
+        packed >>= row_bits
+        c, g = packed, group[order]
+        del packed
         pair_start = _runs(c, g)
     if bits < _MIN_PACKED_BITS or (~_runs(c) & pair_start).any():  # or two pairs' top bits tied: all 32 bits
         bits = 32
-        composite = (code << 32) | p0.astype(np.int64)
+        composite = (code << 32) | _pair_priority(unit_pair, code, group, gw0, gw1)[0].astype(np.int64)
         order = np.argsort(composite)
         c, g = composite[order], group[order]
         pair_start = _runs(c, g)
-    if (~_runs(c) & pair_start).any():  # two of a unit's pairs drew the same priority: order them by group hash
-        order = np.lexsort((gw1, gw0, composite))
-        c, g = composite[order], group[order]
-        pair_start = _runs(c, g)
+        if (~_runs(c) & pair_start).any():  # two of a unit's pairs drew the same priority: order them by group hash
+            order = np.lexsort((gw1[group], gw0[group], composite))
+            c, g = composite[order], group[order]
+            pair_start = _runs(c, g)
+    del g
     first_rows = np.flatnonzero(pair_start)
     pair_kept = _rank_in_runs(_runs(c[first_rows] >> bits)) < max_groups
-    pair_id = np.cumsum(pair_start) - 1
-    size = np.diff(np.append(first_rows, n))
-    kept = pair_kept[pair_id].copy()
+    del c
+    pair_id = np.cumsum(pair_start, dtype=np.int64) - 1
+    kept = pair_kept[pair_id]
     first = np.ones(n, bool)
-    # pairs of several rows: rank the rows by value (the multiset decides), draw their priorities, keep M
-    multi = np.flatnonzero(size[pair_id] > 1)
+    # rows of kept pairs of several rows (a row is alone in its pair when it starts it and the next
+    # row starts the next one): rank them by value (the multiset decides), draw priorities, keep M
+    alone = pair_start & np.append(pair_start[1:], True)
+    multi = np.flatnonzero(kept & ~alone)
+    del alone, pair_start
     if len(multi):
         sub, pid = order[multi], pair_id[multi]
         value_keys = [values[sub, j] for j in range(values.shape[1] - 1, -1, -1)]
         by_value = np.lexsort((*value_keys, pid))
         multi, sub, pid = multi[by_value], sub[by_value], pid[by_value]
         rank = _rank_in_runs(_runs(pid)).astype(np.uint32)
-        priority, _ = _h(p0[sub], p1[sub], rank, np.full(len(sub), 1, np.uint32))
+        p0, p1 = _pair_priority(unit_pair, code[sub], group[sub], gw0, gw1)
+        priority, _ = _h(p0, p1, rank, np.full(len(sub), 1, np.uint32))
         by_priority = np.lexsort((rank, priority, pid))
         rrank = np.empty(len(sub), np.int64)
         rrank[by_priority] = _rank_in_runs(_runs(pid[by_priority]))

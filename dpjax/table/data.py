@@ -6,7 +6,8 @@ binary CSV stream (standard input). The input is read in record batches — a Pa
 ``ParquetFile.iter_batches``, CSV text by ``pyarrow.csv.open_csv`` one block at a time — holding
 only the columns the release uses, and each batch is turned at once into compact arrays: group
 keys and unit ids dictionary-encoded (``int32`` codes and the batch's distinct values, the
-dictionaries unified at the end), values float64. Neither the text of the table nor a Python
+dictionaries unified at the end; an integer column of nearly one distinct value per row, such as
+unit ids, kept as read and encoded once at the end), values float64. Neither the text of the table nor a Python
 object per field is ever in memory: only the *distinct* keys and units are hashed
 (:mod:`dpjax.table.keys`; integer unit ids vectorised). The codes do not depend on how the input
 was cut into batches up to a relabelling, which no step of a release depends on: an in-memory
@@ -138,23 +139,42 @@ def read(data, columns: list[str]) -> pa.Table:
 
 class _Codes:
     """Dictionary codes of one key column over record batches: each batch dictionary-encoded as it
-    comes (``int32`` codes and its distinct values), the dictionaries unified at the end."""
+    comes (``int32`` codes and its distinct values), the dictionaries unified at the end — or, for
+    an integer column whose first batch has many distinct values (unit ids: nearly one per row),
+    the batches kept as they are (8 bytes a row, less than a batch's codes and its nearly full
+    dictionary) and the whole column encoded once at the end (one hash pass, no unification)."""
 
     def __init__(self):
-        self.chunks, self.nulls = [], 0
+        self.chunks, self.nulls, self.raw = [], 0, None
 
     def add(self, col) -> None:
         self.nulls += col.null_count
-        self.chunks.append(col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
+        if self.raw:
+            self.chunks.append(col)
+            return
+        encoded = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+        if self.raw is None:
+            self.raw = pa.types.is_integer(col.type) and 4 * len(encoded.dictionary) > len(col)
+        self.chunks.append(col if self.raw else encoded)
 
     def finish(self) -> tuple[np.ndarray, pa.Array]:
-        """``(code, dictionary)``: ``int64[n]`` codes into the distinct values; a null is one value
-        of its own, the dictionary's last."""
-        unified = pa.chunked_array(self.chunks, type=self.chunks[0].type).unify_dictionaries()
+        """``(code, dictionary)``: ``int32[n]`` codes into the distinct values (written into one
+        array, each batch's encoding released once copied); a null is one value of its own, the
+        dictionary's last."""
+        unified = pa.chunked_array(self.chunks, type=self.chunks[0].type)
+        unified = pc.dictionary_encode(unified) if self.raw else unified.unify_dictionaries()
         self.chunks = []
         dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], unified.type.value_type)
-        code = np.concatenate([c.indices.fill_null(len(dictionary)).to_numpy().astype(np.int64)
-                               for c in unified.chunks])
+        if len(dictionary) + 1 >= 2**31:
+            raise ValueError(f"data: {len(dictionary)} distinct keys in one column, above 2**31 - 2")
+        code = np.empty(len(unified), np.int32)
+        chunks, at = unified.chunks, 0
+        del unified
+        for i, c in enumerate(chunks):
+            indices = c.indices
+            code[at:at + len(c)] = (indices.fill_null(len(dictionary)) if indices.null_count else indices).to_numpy()
+            at += len(c)
+            chunks[i] = None
         if self.nulls:
             dictionary = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
         return code, dictionary
@@ -175,10 +195,10 @@ class Rows:
     keys (a table) and their hashes, the unit code of each row and the hash of each distinct unit
     (``None`` without a unit), and each value column as float64."""
 
-    group: np.ndarray                # int64[n]
+    group: np.ndarray                # int32[n]
     keys: pa.Table                   # G rows, the by-columns
     group_words: np.ndarray          # uint32[G, 2]
-    unit: np.ndarray | None          # int64[n]
+    unit: np.ndarray | None          # int32[n]
     unit_words: np.ndarray | None    # uint32[U, 2]
     values: dict                     # column -> float64[n]
 
@@ -218,10 +238,23 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
         raise ValueError(f"privacy_unit column {privacy_unit!r} has {unit.nulls} null id(s)")
     merged = {}
     for c in value_columns:
-        merged[c], values[c] = np.concatenate(values[c]), None
+        merged[c], values[c] = _concatenate(values[c], n), None
     prep = _group_index([keys[c].finish() for c in by], by)
     code, words = _unit_words(unit.finish()) if unit is not None else (None, None)
+    pa.default_memory_pool().release_unused()  # the batches' buffers, freed, go back to the system
     return Rows(prep.group, prep.keys, prep.group_words, code, words, merged)
+
+
+def _concatenate(parts: list, n: int) -> np.ndarray:
+    """``np.concatenate(parts)`` (``n`` entries), each part released once copied (the peak is the
+    result and one part, not twice the column)."""
+    out = np.empty(n, parts[0].dtype)
+    at = 0
+    for i, part in enumerate(parts):
+        out[at:at + len(part)] = part
+        at += len(part)
+        parts[i] = None
+    return out
 
 
 def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +272,7 @@ def _encoded(table: pa.Table, name: str) -> _Codes:
 
 
 def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(code, words)``: each row's unit as a dictionary code (``int64[n]``) and the hash of each
+    """``(code, words)``: each row's unit as a dictionary code (``int32[n]``) and the hash of each
     distinct unit id (``uint32[U, 2]``; nulls refused). Hashing the dictionary, not the rows."""
     codes = _encoded(table, name)
     if codes.nulls:
@@ -251,7 +284,7 @@ def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 class Prepared:
     """The rows as arrays: group index per row, the distinct group keys (a table) and their hashes."""
 
-    group: np.ndarray          # int64[n]
+    group: np.ndarray          # int32[n]
     keys: pa.Table             # G rows, the by-columns
     group_words: np.ndarray    # uint32[G, 2]
 
@@ -268,7 +301,7 @@ def _group_index(encoded, by: list[str]) -> Prepared:
     if len(by) == 1:  # the dictionary's indices are already dense group indices
         keys = pa.table({by[0]: dicts[0]})
         return Prepared(codes[0], keys, key_hashes(keys))
-    combined = codes[0]
+    combined = codes[0].astype(np.int64)
     for c, d in zip(codes[1:], dicts[1:]):
         combined = combined * len(d) + c
     uniq, group = np.unique(combined, return_inverse=True)
@@ -277,7 +310,7 @@ def _group_index(encoded, by: list[str]) -> Prepared:
         parts.append(d.take(pa.array(rest % len(d))))
         rest = rest // len(d)
     keys = pa.table(dict(zip(by, reversed(parts))))
-    return Prepared(group.astype(np.int64), keys, key_hashes(keys))
+    return Prepared(group.astype(np.int32), keys, key_hashes(keys))
 
 
 def key_hashes(keys: pa.Table) -> np.ndarray:

@@ -35,24 +35,31 @@ _BOUNDING, _NOISE, _INT_HASH = np.uint32(0x7AB1E001), np.uint32(0x7AB1E002), np.
 
 #: from this many entries the hash runs as one fused XLA loop (5x numpy's 60 array passes)
 _JIT_MIN = 1 << 16
+#: entries per call of the jitted hash: a large input is hashed in chunks of this size into its
+#: output (never a padded copy of the whole input; the last chunk is padded to a power of two,
+#: so one compilation per size class up to this one)
+_JIT_CHUNK = 1 << 20
 _threefry_jit = jax.jit(threefry2x32)
 
 
 def _h(k0, k1, x0, x1):
     """threefry2x32 on ``uint32`` arrays (numpy in, numpy out, wrapping arithmetic). Large inputs
-    go through the jitted hash, padded to a power of two (one compilation per size class); the
-    bits are the same either way."""
+    go through the jitted hash in chunks of ``_JIT_CHUNK`` entries; the bits are the same either way."""
     k0, k1 = np.asarray(k0, np.uint32), np.asarray(k1, np.uint32)
     x0, x1 = np.broadcast_arrays(np.asarray(x0, np.uint32), np.asarray(x1, np.uint32))
     if x0.ndim == 1 and x0.size >= _JIT_MIN and k0.ndim <= 1 and k1.ndim <= 1:
         n = x0.size
-        pad = (1 << (n - 1).bit_length()) - n
+        out0, out1 = np.empty(n, np.uint32), np.empty(n, np.uint32)
+        for start in range(0, n, _JIT_CHUNK):
+            stop = min(start + _JIT_CHUNK, n)
+            pad = (1 << (stop - start - 1).bit_length()) - (stop - start)
 
-        def padded(x):
-            return np.pad(x, (0, pad)) if x.ndim else x
+            def part(x):
+                return np.pad(x[start:stop], (0, pad)) if x.ndim else x
 
-        a, b = _threefry_jit(padded(k0), padded(k1), padded(x0), padded(x1))
-        return np.asarray(a)[:n], np.asarray(b)[:n]
+            a, b = _threefry_jit(part(k0), part(k1), part(x0), part(x1))
+            out0[start:stop], out1[start:stop] = np.asarray(a)[:stop - start], np.asarray(b)[:stop - start]
+        return out0, out1
     with np.errstate(over="ignore"):
         return threefry2x32(k0, k1, x0, x1)
 

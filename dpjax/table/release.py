@@ -174,7 +174,7 @@ def _local_aggregates(req: Request, data, public, bound_key):
         pos = np.searchsorted(pub_u64[order], _data.words_to_u64(words))
         pos = np.minimum(pos, len(order) - 1)
         found = pub_u64[order][pos] == _data.words_to_u64(words)
-        to_public = np.where(found, order[pos], -1)
+        to_public = np.where(found, order[pos], -1).astype(group.dtype)
         rows = to_public[group] >= 0
         group = to_public[group][rows]
         values = {c: v[rows] for c, v in values.items()}
