@@ -152,7 +152,7 @@ def test_show_must_not_be_negative(capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,words", [
     (["--clip", "1e300", "--numerics", "float"], "--clip 1e+300"),
-    (["--mechanism", "geometric-mixture", "--r", "5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
+    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
     (["--mechanism", "gaussian", "--sigma", "1"], "--numerics float"),
 ])
 def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):

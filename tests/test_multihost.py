@@ -249,7 +249,7 @@ def test_bad_input_refused_on_every_process(tmp_path):
                            ("local_on_one", "global array on processes [0] but a process-local array on processes [1]"),
                            ("rows_differ", "same number of rows"),
                            ("mech_differs", "different mechanisms"),
-                           ("exact_unsupported", "no exact (integer-only) sampler"),
+                           ("exact_unsupported", "exact sampler only over DiscreteGaussian or DiscreteLaplace kernels"),
                            ("exact_range_on_one", "process 1 reports: values: |value| / granularity must be below 2**"),
                            ("sigma_invalid_on_one", "process 1 reports: sigma must lie in (0, inf)"),
                            ("calls_differ", "the processes are at different collective calls")):

@@ -442,7 +442,7 @@ class AdditiveMechanism(Mechanism):
         if self.discrete:
             if not is_traced(sensitivity) and float(np.max(np.asarray(sensitivity))) > self.num_shifts:
                 raise ValueError(f"sensitivity: {type(self).__name__} examines the integer shifts 1..Δ, at most "
-                                 f"num_shifts={self.num_shifts}, got Δ={sensitivity!r}")
+                                 f"num_shifts={self.num_shifts}, got Δ={float(np.max(np.asarray(sensitivity))):g}")
             shifts = jnp.minimum(k, jnp.ceil(s)[..., None])
         else:
             shifts = s[..., None] * k / self.num_shifts
