@@ -55,3 +55,21 @@ def _release_compiled_programs():
 
         jax.clear_caches()
         gc.collect()
+
+
+_SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+
+
+def _listed_slow():
+    with open(_SLOW_LIST, encoding="utf-8") as fh:
+        return {line.strip() for line in fh if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests listed in tests/slow_tests.txt ``slow`` (before ``-m`` selects): the default
+    suite's time budget, kept as data next to the tests rather than as markers spread over them."""
+    listed = _listed_slow()
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)

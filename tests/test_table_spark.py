@@ -21,7 +21,7 @@ def _spark():
     from pyspark.sql import SparkSession
 
     return (SparkSession.builder.master("local[2]").appName("dpjax-table-test")
-            .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
 
 
