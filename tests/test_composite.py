@@ -397,6 +397,6 @@ def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys
     assert cli.main(["release", "--mechanism", "composite", "--seed", "3"]) == 2  # no window
     assert cli.main(["release", "--mechanism", "composite", "--window", "5", "1"]) == 2
     assert cli.main(["release", "--mechanism", "composite", "--window", "0", "1", "--statistic", "count"]) == 2
-    assert cli.main(["release", "--statistic", "mean", "--seed", "3"]) == 2  # a mean needs the window
+    assert cli.main(["release", "--scale", "20000", "--statistic", "mean", "--seed", "3"]) == 2  # needs the window
     err = capsys.readouterr().err
     assert "--window" in err and "--statistic" in err
