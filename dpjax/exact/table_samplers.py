@@ -266,13 +266,17 @@ class _Uniform:
         self.v, self.nbits, self.ext, self.words = v, nbits, ext, []
 
     def less(self, fn):
+        return self.less_bounds(lambda prec: _ends_at(fn, prec - 32))
+
+    def less_bounds(self, bounds):
+        """Decide U < p for p given as ``bounds(prec) -> (lo, hi)`` Fractions, reading extension words
+        until the prefix of U lies on one side of [lo, hi]."""
         d = 0
         while True:
             num, den_bits = self.v, self.nbits
             for w in self.words[:d]:
                 num, den_bits = (num << 64) | w, den_bits + 64
-            with _prec(den_bits + 64):
-                p_lo, p_hi = _ends(fn())
+            p_lo, p_hi = bounds(den_bits + 96)
             if Fraction(num + 1, 1 << den_bits) <= p_lo:  # U < (num+1)/2^den_bits ≤ p
                 return True
             if Fraction(num, 1 << den_bits) >= p_hi:  # U ≥ num/2^den_bits ≥ p
@@ -280,6 +284,11 @@ class _Uniform:
             d += 1
             if d > len(self.words):
                 self.words.append(self.ext(len(self.words)))
+
+
+def _ends_at(fn, prec):
+    with _prec(prec):
+        return _ends(fn())
 
 
 def _ext_of(word, j):
@@ -509,30 +518,11 @@ def _symmetric_code(words, tab, gd, depth):
     return jnp.where(neg, -cnt, cnt).astype(jnp.int64) * 256 + flag.astype(jnp.int64)
 
 
-class _UniformBounds(_Uniform):
-    """:class:`_Uniform` against a target given as ``bounds(prec) -> (lo, hi)`` Fractions."""
-
-    def less_bounds(self, bounds):
-        d = 0
-        while True:
-            num, den_bits = self.v, self.nbits
-            for w in self.words[:d]:
-                num, den_bits = (num << 64) | w, den_bits + 64
-            p_lo, p_hi = bounds(den_bits + 96)
-            if Fraction(num + 1, 1 << den_bits) <= p_lo:
-                return True
-            if Fraction(num, 1 << den_bits) >= p_hi:
-                return False
-            d += 1
-            if d > len(self.words):
-                self.words.append(self.ext(len(self.words)))
-
-
 def _icdf_on_host(tab, v, ext, bounds):
     """min{k : V < F(k)} for V = 0.(63-bit v)(extension words ``ext(d)``...), F's floors ``tab`` deciding every
     comparison they can and ``bounds(prec, k)`` (Fraction bounds of F(k)) the ties and the tail past the table."""
     c = int(np.searchsorted(tab, np.uint64(v), side="left"))  # #{T < v}: V ≥ F(k) certain for those
-    U = _UniformBounds(v, 63, ext)
+    U = _Uniform(v, 63, ext)
     while True:
         if c < tab.size and int(tab[c]) != v:
             less = v < int(tab[c])
@@ -730,7 +720,7 @@ def exact_per_record(word, t, shift):
     s = max((2**63 - v) / 2.0**63, 2.0**-64)
     lc = math.log(2.0) - lam - math.log1p(math.exp(-lam))
     k = max(0, int(math.floor((lc - math.log(s)) * tau)) + 1)
-    U = _UniformBounds(v, 63, _ext_of(word, 0))
+    U = _Uniform(v, 63, _ext_of(word, 0))
 
     def less(k):
         return U.less_bounds(lambda prec: _dl_cdf_bounds(t, shift, 0, k, prec))
