@@ -140,15 +140,19 @@ def read(data, columns: list[str]) -> pa.Table:
 class _Codes:
     """Dictionary codes of one key column over record batches: each batch dictionary-encoded as it
     comes (``int32`` codes and its distinct values), the dictionaries unified at the end — or, for
-    an integer column whose first batch has many distinct values (unit ids: nearly one per row),
-    the batches kept as they are (8 bytes a row, less than a batch's codes and its nearly full
-    dictionary) and the whole column encoded once at the end (one hash pass, no unification)."""
+    an integer column held in memory anyway (``keep_integers``: the input was an in-memory table)
+    or whose first batch has many distinct values (unit ids: nearly one per row), the batches kept
+    as they are (8 bytes a row, less than a batch's codes and its nearly full dictionary) and the
+    whole column encoded once at the end (:func:`_dense_codes` when its values span a compact
+    range, else one hash pass; no unification)."""
 
-    def __init__(self):
-        self.chunks, self.nulls, self.raw = [], 0, None
+    def __init__(self, keep_integers: bool = False):
+        self.chunks, self.nulls, self.raw, self.keep_integers = [], 0, None, keep_integers
 
     def add(self, col) -> None:
         self.nulls += col.null_count
+        if self.raw is None and self.keep_integers and pa.types.is_integer(col.type):
+            self.raw = True
         if self.raw:
             self.chunks.append(col)
             return
@@ -162,8 +166,14 @@ class _Codes:
         array, each batch's encoding released once copied); a null is one value of its own, the
         dictionary's last."""
         unified = pa.chunked_array(self.chunks, type=self.chunks[0].type)
-        unified = pc.dictionary_encode(unified) if self.raw else unified.unify_dictionaries()
         self.chunks = []
+        if self.raw:
+            dense = _dense_codes(unified)
+            if dense is not None:
+                return dense
+            unified = pc.dictionary_encode(unified)
+        else:
+            unified = unified.unify_dictionaries()
         dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], unified.type.value_type)
         if len(dictionary) + 1 >= 2**31:
             raise ValueError(f"data: {len(dictionary)} distinct keys in one column, above 2**31 - 2")
@@ -178,6 +188,49 @@ class _Codes:
         if self.nulls:
             dictionary = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
         return code, dictionary
+
+
+#: an integer column whose values span at most this many entries per row (or 2**20 in all) is
+#: encoded by counting (:func:`_dense_codes`) instead of hashing
+_DENSE_SPAN_PER_ROW = 4
+
+
+def _dense_codes(column: pa.ChunkedArray):
+    """``(code, dictionary)`` of an integer column without nulls whose values span a compact range
+    (at most ``_DENSE_SPAN_PER_ROW`` per row, or 2**20): the present values in increasing order as
+    the dictionary, found by one count over the range — a few numpy passes, about 15× the hash
+    table of ``dictionary_encode`` on 10^6 unit ids. ``None`` when the column has nulls or a wider
+    range (the caller hashes it)."""
+    n = len(column)
+    if column.null_count or n == 0:
+        return None
+    bounds = pc.min_max(column)
+    lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+    span = hi - lo + 1
+    if span > max(_DENSE_SPAN_PER_ROW * n, 1 << 20):
+        return None
+    parts = [c.to_numpy() for c in column.chunks if len(c)]
+    base = np.array(lo, parts[0].dtype).astype(np.int64)  # wraps for uint64 above 2**63: so does every x
+
+    def offsets(x):  # x − lo, in [0, span): exact in wrapping int64 arithmetic, whatever the integer type
+        d = x.astype(np.int64)
+        d -= base
+        return d
+
+    counts = np.zeros(span, np.int64)
+    for x in parts:
+        counts += np.bincount(offsets(x), minlength=span)
+    present = np.flatnonzero(counts)
+    del counts
+    remap = np.zeros(span, np.int32)
+    remap[present] = np.arange(len(present), dtype=np.int32)
+    code = np.empty(n, np.int32)
+    at = 0
+    for x in parts:
+        code[at:at + len(x)] = remap[offsets(x)]
+        at += len(x)
+    dictionary = pa.array((present + base).astype(parts[0].dtype), type=column.type)
+    return code, dictionary
 
 
 def _values(col, name: str) -> np.ndarray:
@@ -209,8 +262,9 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
     float64; nulls in the unit or a value column, NaN values and an empty table refused by name."""
     value_columns = list(value_columns)
     columns = list(dict.fromkeys(list(by) + ([privacy_unit] if privacy_unit else []) + value_columns))
-    keys = {c: _Codes() for c in by}
-    unit = _Codes() if privacy_unit else None
+    in_memory = not (isinstance(data, (str, os.PathLike)) or hasattr(data, "read"))  # else read batch by batch
+    keys = {c: _Codes(keep_integers=in_memory) for c in by}
+    unit = _Codes(keep_integers=in_memory) if privacy_unit else None
     values = {c: [] for c in value_columns}
     nulls = dict.fromkeys(value_columns, 0)
     nans = dict.fromkeys(value_columns, 0)
@@ -265,7 +319,7 @@ def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _encoded(table: pa.Table, name: str) -> _Codes:
-    codes = _Codes()
+    codes = _Codes(keep_integers=True)
     for batch in table.select([name]).to_batches():
         codes.add(batch.column(0))
     return codes
