@@ -6,11 +6,14 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 (:mod:`dpjax.table.keys`). Every draw is a function of (key, unit, group key, the multiset of
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
-units) keeps the same rows. Vectorised: the units come as dictionary codes (a hash pass, no
-sort), the unit hashes are taken per distinct unit; the rows are cut into buckets of consecutive
-unit codes (one radix sort of the bucket numbers) and each bucket gets one value sort over its rows
-(unit code, the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on
-all the priority's bits where those tie), one ``lexsort`` over the rows of kept pairs with several
+units) keeps the same rows (a unit's pairs tied on the priority are ordered by their group's
+hash). Vectorised: the units come as dictionary codes (a hash pass or a count, no sort), the unit
+hashes are taken per distinct unit; the rows are cut into buckets of consecutive unit codes (one
+radix sort of the bucket numbers) and in each bucket a unit's K first pairs are found — for K ≤ 8
+by K rounds of a per-unit minimum of the rows' 64-bit order keys (priority, group rank), a few
+passes over the rows each and no sort; above, by one value sort over the bucket's rows (unit code,
+the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on all the
+priority's bits where those tie) — then one ``lexsort`` over the rows of kept pairs with several
 rows only, element-wise hashes in fixed chunks; no Python loop per row or unit, and no per-row
 temporary larger than a bucket's beside the bucket permutation (``int32``).
 """
