@@ -52,7 +52,8 @@ def test_release_per_bucket_is_bitwise_the_release_in_one_piece(monkeypatch):
 
 
 def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
-    """Inputs longer than a chunk are hashed chunk by chunk (the last one padded): numpy's bits."""
+    """Inputs longer than a chunk are hashed chunk by chunk (the last one padded), with or without
+    the gathers of their words fused in: numpy's bits."""
     from dpjax.random import threefry2x32
 
     monkeypatch.setattr(keys, "_JIT_CHUNK", keys._JIT_MIN)
@@ -64,6 +65,12 @@ def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
         want_scalar = threefry2x32(np.uint32(7), np.uint32(9), x0, x1)
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(k0, k1, x0, x1), want))
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(7, 9, x0, x1), want_scalar))
+    # the gathers fused into the jitted hash: tables of odd sizes (padded), indices in chunks
+    i, j = rng.integers(0, 1001, n), rng.integers(0, 37, n)
+    with np.errstate(over="ignore"):
+        want = threefry2x32(k0[:1001][i], k1[:1001][i], x0[:37][j], x1[:37][j])
+    got = keys._h_gathered(k0[:1001], k1[:1001], x0[:37], x1[:37], i, j)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
 def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):

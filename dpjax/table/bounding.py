@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax.table.keys import _h
+from dpjax.table.keys import _h, _h_gathered
 
 __all__ = ["bound"]
 
@@ -68,7 +68,7 @@ def _index_dtype(n: int):
 
 def _pair_priority(unit_pair, code, group, gw0, gw1):
     """``(p0, p1)``: the priority ``H(H(bound key, unit), group)`` of each row's (unit, group) pair."""
-    return _h(unit_pair[0][code], unit_pair[1][code], gw0[group], gw1[group])
+    return _h_gathered(unit_pair[0], unit_pair[1], gw0, gw1, code, group)
 
 
 def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, group: np.ndarray,
@@ -139,7 +139,6 @@ def _bound_units(unit_pair, code, group, gw0, gw1, grank, values, max_groups: in
     pair; ``grank``: each group's rank in the order of its hash words, which breaks ties of a unit's
     pair priorities). A unit keeps its ``max_groups`` pairs of smallest (priority, group rank), then
     inside each kept pair the rows of :func:`_rows_in_pairs`."""
-    code = np.asarray(code, np.int64)
     if max_groups <= _MAX_ROUNDS:
         rows, pid = _pairs_by_rounds(unit_pair, code, group, gw0, gw1, grank, max_groups, units)
     else:
@@ -169,7 +168,7 @@ def _pairs_by_rounds(unit_pair, code, group, gw0, gw1, grank, max_groups: int, u
         order_key[hit] = _TAKEN
     del order_key
     rows = np.flatnonzero(rnd < max_groups)
-    return rows, code[rows] * max_groups + rnd[rows]
+    return rows, code[rows].astype(np.int64) * max_groups + rnd[rows]
 
 
 def _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups: int, units: int):
@@ -177,6 +176,7 @@ def _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups: int, units: int
     rows by (unit, pair priority); a unit's pairs come out in its order of choice (the order of the
     units among themselves is irrelevant: aggregates are order-free integer sums)."""
     n = len(group)
+    code = np.asarray(code, np.int64)
     bits = _priority_bits(units, n)
     if bits >= _MIN_PACKED_BITS:
         # a value sort (numpy's SIMD sort, about twice argsort's speed) of (unit code, the priority's
