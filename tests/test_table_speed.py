@@ -103,3 +103,26 @@ def test_bounding_rounds_keep_the_rows_of_the_sorts(monkeypatch, coarse):
     assert len(by_rounds) < n  # the bounds did drop rows
     for bits, minimum in ((32, 33), (2, 1), (20, 1)):  # never packed: the argsort on all 32 bits; packed
         assert np.array_equal(kept(bits, minimum, rounds=0), by_rounds)
+
+
+def test_selection_threshold_is_remembered(monkeypatch):
+    """A release's selection threshold is a pure function of (kernel, K, ε, δ share): searched once per
+    configuration (the second call evaluates no tail), the same answer from concurrent threads, and a
+    kernel of another scale searched anew."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpjax.table import selection
+
+    laplace = by_name("laplace")
+    args = (3, 0.8765, 2.5e-7)
+    with ThreadPoolExecutor(4) as pool:
+        taus = list(pool.map(lambda _: selection.threshold(laplace(scale=4.321), *args), range(8)))
+    assert len(set(taus)) == 1
+
+    def no_search(*a):
+        raise AssertionError("the threshold was searched again")
+
+    monkeypatch.setattr(selection, "_log_tail", no_search)
+    assert selection.threshold(laplace(scale=4.321), *args) == taus[0]
+    with pytest.raises(AssertionError, match="searched again"):
+        selection.threshold(laplace(scale=4.322), *args)
