@@ -206,13 +206,18 @@ def _dense_codes(column: pa.ChunkedArray):
         return None
     bounds = pc.min_max(column)
     lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-    span = hi - lo + 1
-    if span > max(_DENSE_SPAN_PER_ROW * n, 1 << 20):
+    limit = max(_DENSE_SPAN_PER_ROW * n, 1 << 20)
+    if hi - lo + 1 > limit:
         return None
+    if 0 <= lo and hi < limit:  # counted from 0: int64 values index the counts as they are, no copy
+        lo = 0
+    span = hi - lo + 1
     parts = [c.to_numpy() for c in column.chunks if len(c)]
     base = np.array(lo, parts[0].dtype).astype(np.int64)  # wraps for uint64 above 2**63: so does every x
 
     def offsets(x):  # x − lo, in [0, span): exact in wrapping int64 arithmetic, whatever the integer type
+        if lo == 0 and x.dtype == np.int64:
+            return x
         d = x.astype(np.int64)
         d -= base
         return d

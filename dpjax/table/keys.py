@@ -144,10 +144,8 @@ def canonical_bytes(value) -> bytes:
 def hash_values(values) -> np.ndarray:
     """``uint32[n, 2]``: 64-bit hashes (BLAKE2b) of the canonical bytes of each value, one per
     *distinct* value (callers hash a dictionary, never every row)."""
-    out = np.empty((len(values), 2), np.uint32)
-    for i, v in enumerate(values):
-        out[i] = np.frombuffer(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest(), np.uint32)
-    return out
+    digests = b"".join(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest() for v in values)
+    return np.frombuffer(digests, np.uint32).reshape(len(values), 2).copy()
 
 
 def hash_int64(values: np.ndarray) -> np.ndarray:
