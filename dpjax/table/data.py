@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from dpjax.table.keys import hash_int64, hash_values
 
-__all__ = ["batches", "read", "rows", "Rows", "Prepared", "group_index", "unit_hashes", "public_groups",
+__all__ = ["batches", "csv_batches", "read", "rows", "Rows", "Prepared", "group_index", "unit_hashes", "public_groups",
            "words_to_u64"]
 
 
@@ -65,14 +65,25 @@ def _in_memory(data) -> pa.Table:
                      f"CSV/Parquet path or a binary CSV stream, got {type(data).__name__}")
 
 
-def _csv_batches(source, label: str, columns: list[str], value_columns):
+def csv_batches(source, columns: list[str], *, label: str = "the input stream", value_columns=(),
+                text_columns=(), column_names=None, invalid_row=None, quoted_newlines: bool = False,
+                refused=None):
     """Record batches of a CSV file or binary stream, ``CSV_BLOCK_BYTES`` of text at a time, holding
-    only ``columns`` (the value columns parsed as float64); pyarrow's errors as ``ValueError``."""
+    only ``columns``: ``value_columns`` parsed as float64, ``text_columns`` kept as strings, the
+    others typed by pyarrow. ``column_names``: the names of the columns, when the text has no
+    header line (the caller read it); ``invalid_row``: pyarrow's handler of a row of another width
+    (``"skip"`` or ``"error"``); ``quoted_newlines``: newlines inside quoted values (a slower
+    parse); ``refused(exc)``: pyarrow's error as a ``ValueError`` (by default, the table layer's
+    messages, naming ``label``)."""
     import pyarrow.csv as pacsv
 
-    convert = pacsv.ConvertOptions(include_columns=columns, column_types={c: pa.float64() for c in value_columns})
+    types = {c: pa.float64() for c in value_columns}
+    types.update({c: pa.string() for c in text_columns})
+    convert = pacsv.ConvertOptions(include_columns=columns, column_types=types)
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=column_names)
+    parse = pacsv.ParseOptions(invalid_row_handler=invalid_row, newlines_in_values=quoted_newlines)
 
-    def refused(exc):
+    def table_refused(exc):
         text = str(exc).splitlines()[0]
         if isinstance(exc, (KeyError, pa.ArrowKeyError)) and "include_columns" in text:
             return ValueError(f"data: unknown column(s) in {label}: {text}")
@@ -81,9 +92,9 @@ def _csv_batches(source, label: str, columns: list[str], value_columns):
             return ValueError(f"column {names} must be numeric ({label}: {text})")
         return ValueError(f"data: {label} is not a readable CSV table ({text})")
 
+    refused = refused or table_refused
     try:
-        reader = pacsv.open_csv(source, read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
-                                convert_options=convert)
+        reader = pacsv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, KeyError) as exc:
         raise refused(exc) from None
     with reader:
@@ -117,9 +128,9 @@ def batches(data, columns: list[str], value_columns=()):
             if missing:
                 raise ValueError(f"data: unknown column(s) {missing} in {path!r}")
             return reader.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
-        return _csv_batches(path, repr(path), columns, value_columns)
+        return csv_batches(path, columns, label=repr(path), value_columns=value_columns)
     if hasattr(data, "read"):
-        return _csv_batches(data, "the input stream", columns, value_columns)
+        return csv_batches(data, columns, value_columns=value_columns)
     table = _in_memory(data)
     missing = [c for c in columns if c not in table.column_names]
     if missing:
