@@ -106,9 +106,9 @@ def test_bounding_rounds_keep_the_rows_of_the_sorts(monkeypatch, coarse):
 
 
 def test_selection_threshold_is_remembered(monkeypatch):
-    """A release's selection threshold is a pure function of (kernel, K, ε, δ share): searched once per
-    configuration (the second call evaluates no tail), the same answer from concurrent threads, and a
-    kernel of another scale searched anew."""
+    """A release's selection threshold is a pure function of (kernel, K, ε, δ share), and its δ of
+    (kernel, τ, K, ε): each computed once per configuration (the second call evaluates no tail), the
+    same answer from concurrent threads, and a kernel of another scale searched anew."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dpjax.table import selection
@@ -122,7 +122,9 @@ def test_selection_threshold_is_remembered(monkeypatch):
     def no_search(*a):
         raise AssertionError("the threshold was searched again")
 
+    d = selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765)
     monkeypatch.setattr(selection, "_log_tail", no_search)
     assert selection.threshold(laplace(scale=4.321), *args) == taus[0]
+    assert selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765) == d <= 2.5e-7
     with pytest.raises(AssertionError, match="searched again"):
         selection.threshold(laplace(scale=4.322), *args)

@@ -63,5 +63,7 @@ def _threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> f
 
 
 def selection_delta(kernel, tau: float, max_groups: int, epsilon: float) -> float:
-    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ."""
-    return max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)) + epsilon)
+    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ (remembered, like
+    the threshold)."""
+    key = ("selection_delta", *kernel_key(kernel), float(tau), int(max_groups), float(epsilon))
+    return remembered(key, lambda: max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)) + epsilon))
