@@ -13,6 +13,7 @@ own partition selection (``--public-groups``: the 1000 groups given as public ke
     python benchmarks/tables.py --parquet 1e8      # dpjax on a 10^8-row Parquet path: time, peak RSS
     python benchmarks/tables.py --csv 2e9          # `dpjax release` on a 2 GB CSV, from the file and stdin
     python benchmarks/tables.py --spark            # 10^7 rows as a pyspark DataFrame: dpjax, PipelineDP
+    python benchmarks/tables.py --stages           # dpjax alone: the time of each stage of a warm release
 
 Each tool runs in a fresh Python process (this script with ``--worker``) so that none inherits another's
 imports, threads or memory; the clock starts once the table is in memory in the tool's own input form
@@ -274,7 +275,7 @@ def _opendp_polars(path, public, repeats):
     return _timed(run, repeats, n, lambda out: {"groups": out.height})
 
 
-def _dpjax_release(data, public, n, repeats):
+def _dpjax_release(data, public, n, repeats, after_first_call=None):
     import jax
 
     from dpjax import table
@@ -291,8 +292,52 @@ def _dpjax_release(data, public, n, repeats):
     t = time.perf_counter()
     run()
     cold = time.perf_counter() - t
+    if after_first_call is not None:
+        after_first_call()
     res = _timed(run, repeats, n, lambda rel: {"groups": rel.table.num_rows, "epsilon": rel.epsilon, "delta": rel.delta})
     res.update(cold_s=cold, cold_rows_per_s=n / cold)
+    return res
+
+
+#: the stages of a warm release timed by ``--stages``: (label, module, function) — each function
+#: wrapped in a timer where ``release`` looks it up
+_STAGES = [("read: columns, codes, hashes", "dpjax.table.release", "_data.rows"),
+           ("bound: keyed contribution bounding", "dpjax.table.release", "bound"),
+           ("aggregate: integer sums per group", "dpjax.table.release", "aggregate"),
+           ("calibrate (remembered)", "dpjax.table.release", "calibrate"),
+           ("selection threshold (remembered)", "dpjax.table.release", "threshold"),
+           ("selection delta", "dpjax.table.release", "selection_delta"),
+           ("noise draws", "dpjax.table.release", "draw"),
+           ("finish: selection, noise, output table", "dpjax.table.release", "finish")]
+
+
+def _dpjax_stages(path, public, repeats):
+    """Where a warm release's time goes: the mean over ``repeats`` warm calls of each stage of
+    :data:`_STAGES` (a stage's time includes the stages it calls: ``finish`` holds the noise)."""
+    import functools
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    spent = {}
+    for label, module, name in _STAGES:
+        owner = importlib.import_module(module)
+        *parents, attr = name.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        fn = getattr(owner, attr)
+
+        def timed(*a, _fn=fn, _label=label, **k):
+            t = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.perf_counter() - t
+
+        setattr(owner, attr, functools.wraps(fn)(timed))
+    t = pq.read_table(path)
+    res = _dpjax_release(t, public, t.num_rows, repeats, after_first_call=spent.clear)  # warm calls only
+    res["stages_ms"] = {label: 1000 * spent.get(label, 0.0) / repeats for label, _, _ in _STAGES}
     return res
 
 
@@ -347,6 +392,7 @@ def _pipelinedp_spark(path, public, repeats):
 WORKERS = {
     "pipelinedp": _pipelinedp_local, "opendp": _opendp_polars, "dpjax": _dpjax_arrow,
     "dpjax-parquet": _dpjax_path, "dpjax-spark": _dpjax_spark, "pipelinedp-spark": _pipelinedp_spark,
+    "dpjax-stages": _dpjax_stages,
 }
 
 
@@ -402,6 +448,11 @@ def run_tool(tool, path, args, label, env=None):
         return None
     res = json.loads(lines[-1][len("RESULT "):])
     extra = ""
+    if "stages_ms" in res:
+        for stage, ms in res["stages_ms"].items():
+            print(f"    {stage:<42}{ms:9.1f} ms")
+        print(f"    {'whole warm call (best)':<42}{1000 * res['seconds']:9.1f} ms  load {res['load']:.2f}")
+        return res
     if "cold_s" in res:
         extra = f"; first call (JIT) {res['cold_s']:.2f} s = {res['cold_rows_per_s']:.3e} rows/s; released eps={res['epsilon']:.4g} delta={res['delta']:.3g}"
     print(f"  {label:<34}{res['rows_per_s']:>12.3e} rows/s  {res['seconds']:8.2f} s  groups {res['groups']:>5}  "
@@ -448,6 +499,8 @@ def main(argv=None):
     p.add_argument("--csv", type=float, default=0, metavar="BYTES",
                    help="instead: `dpjax release` on a CSV of about BYTES (from the file and from stdin): time, "
                         "peak RSS")
+    p.add_argument("--stages", action="store_true",
+                   help="instead: dpjax alone, the mean time of each stage of a warm release (--repeats calls)")
     p.add_argument("--spark", action="store_true",
                    help="instead: 10^7 rows (or --rows if given) as a local-Spark DataFrame, dpjax and PipelineDP")
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -466,6 +519,10 @@ def main(argv=None):
     elif args.csv:
         print(f"CSV of about {args.csv / 1e9:.2f} GB through the command line; load {os.getloadavg()[0]:.2f}")
         rates["cli"] = csv_scale(int(args.csv))
+    elif args.stages:
+        rows = int(args.rows or 1e6)
+        print(f"dpjax stages, {rows:.0e} rows in memory; load {os.getloadavg()[0]:.2f}")
+        rates["dpjax"] = run_tool("dpjax-stages", table_path(rows), args, "dpjax.table (pyarrow, warm), per stage:")
     elif args.spark:
         rows = int(args.rows or 1e7)
         path = table_path(rows)

@@ -135,3 +135,38 @@ def test_discrete_sums_beyond_int32_are_released_in_int64(tmp_path, capsys):
     assert cli.main(args) == 0
     got = {r[0]: float(r[1]) for r in list(csv.reader(open(out)))[1:]}
     assert abs(got["a"] - 3e9) < 100 and got["a"] == np.round(got["a"])
+
+
+def test_plain_release_streams_the_csv_in_record_batches(tmp_path, capsys, monkeypatch):
+    """`dpjax release --input FILE` without table flags reads through the table layer's columnar
+    reader, one block of text at a time (here blocks of 256 bytes: many batches), and releases what
+    it releases from the file read in one block."""
+    from dpjax.table import data as table_data
+
+    rng = np.random.default_rng(4)
+    names = ['"a,b"'] + [f"g{g:02d}" for g in range(1, 12)]
+    lines = [f"{names[g]}, {v} ,x" for g, v in zip(rng.integers(0, 12, 400), rng.integers(0, 900, 400))]
+    path = _table(tmp_path, "\ufeffgroup, steps ,other\r\n" + "\r\n".join(lines[:200]) + "\r\n\r\n , ,\r\n"
+                  + "\r\n".join(lines[200:]) + "\r\n")
+    args = ["release", "--input", path, "--group-by", "group", "--seed", "1", "--statistic", "sum",
+            "--include-true-values"]
+
+    def released():
+        out = tmp_path / "out.csv"
+        assert cli.main(args + ["--output", str(out)]) == 0
+        return out.read_text()
+
+    whole = released()
+    seen = []
+    real = table_data.csv_batches
+
+    def spy(*a, **k):
+        for batch in real(*a, **k):
+            seen.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(table_data, "csv_batches", spy)
+    monkeypatch.setattr(table_data, "CSV_BLOCK_BYTES", 256)
+    assert released() == whole
+    assert len(seen) > 10 and sum(seen) == 401  # the blank-field row is read, then skipped
+    assert '"a,b"' in whole and "g11" in whole

@@ -52,7 +52,8 @@ def test_release_per_bucket_is_bitwise_the_release_in_one_piece(monkeypatch):
 
 
 def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
-    """Inputs longer than a chunk are hashed chunk by chunk (the last one padded): numpy's bits."""
+    """Inputs longer than a chunk are hashed chunk by chunk (the last one padded), with or without
+    the gathers of their words fused in: numpy's bits."""
     from dpjax.random import threefry2x32
 
     monkeypatch.setattr(keys, "_JIT_CHUNK", keys._JIT_MIN)
@@ -64,6 +65,12 @@ def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
         want_scalar = threefry2x32(np.uint32(7), np.uint32(9), x0, x1)
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(k0, k1, x0, x1), want))
     assert all(np.array_equal(a, b) for a, b in zip(keys._h(7, 9, x0, x1), want_scalar))
+    # the gathers fused into the jitted hash: tables of odd sizes (padded), indices in chunks
+    i, j = rng.integers(0, 1001, n), rng.integers(0, 37, n)
+    with np.errstate(over="ignore"):
+        want = threefry2x32(k0[:1001][i], k1[:1001][i], x0[:37][j], x1[:37][j])
+    got = keys._h_gathered(k0[:1001], k1[:1001], x0[:37], x1[:37], i, j)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
 def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):
@@ -97,3 +104,23 @@ def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):
     whole = table.release(jax.random.key(9), d, **kw).table
     monkeypatch.setattr(table_data, "PARQUET_BATCH_ROWS", 97)
     assert table.release(jax.random.key(9), str(path), **kw).table.equals(whole)
+
+
+def test_dense_integer_codes_point_at_their_values():
+    """An integer column held in memory is encoded by counting over its range (no hash table): each
+    row's code points at its own value, for narrow, negative and above-2**63 values, over several
+    chunks; a column with nulls or a range far wider than its rows is left to the hash encoding."""
+    from dpjax.table import data as table_data
+
+    rng = np.random.default_rng(8)
+    cases = [pa.array(rng.integers(-128, 128, 3000).astype(np.int8), pa.int8()),
+             pa.array(rng.integers(-(2**62), -(2**62) + 500, 3000), pa.int64()),
+             pa.array(rng.integers(0, 5000, 3000).astype(np.uint64) + np.uint64(2**64 - 6000), pa.uint64())]
+    for col in cases:
+        chunked = pa.chunked_array([col.slice(0, 1000), col.slice(1000, 0), col.slice(1000)])
+        code, dictionary = table_data._dense_codes(chunked)
+        assert code.dtype == np.int32 and dictionary.type == col.type
+        assert dictionary.to_pylist() == sorted(set(col.to_pylist()))
+        assert dictionary.take(pa.array(code)).to_pylist() == col.to_pylist()
+    assert table_data._dense_codes(pa.chunked_array([pa.array([1, None, 3])])) is None
+    assert table_data._dense_codes(pa.chunked_array([pa.array([0, 2**40])])) is None

@@ -64,11 +64,14 @@ def test_selection_threshold_compiles_once_per_shape():
     assert 0.999 * 5e-7 <= d <= 5e-7
 
 
-def test_packed_sort_keeps_the_rows_of_the_full_sort(monkeypatch):
-    """The bounding's packed value sort (unit, the priority's top bits, row index) keeps the same rows
-    as the sort on all 32 bits of the priority (the same multiset of (unit, group, value, first): rows
-    equal in all of these are interchangeable) — also when only 2 top bits are packed, so that a
-    unit's pairs tie on them all the time and the search falls back to the full sort."""
+@pytest.mark.parametrize("coarse", [False, True])
+def test_bounding_rounds_keep_the_rows_of_the_sorts(monkeypatch, coarse):
+    """The bounding's per-unit minimum rounds (K <= 8), its packed value sort (unit, the priority's
+    top bits, row index) and the sort on all 32 bits of the priority keep the same rows (the same
+    multiset of (unit, group, value, first): rows equal in all of these are interchangeable) — also
+    when only 2 top bits are packed, so that a unit's pairs tie on them all the time and the search
+    falls back to the full sort, and (``coarse``) when the priorities take 4 values only, so that a
+    unit's pairs tie on the whole priority and the group hashes order them."""
     import jax
     import numpy as np
     import pyarrow as pa
@@ -83,15 +86,45 @@ def test_packed_sort_keeps_the_rows_of_the_full_sort(monkeypatch):
     prep = group_index(d, ["g"])
     code, words = unit_hashes(d, "u")
     values = d.column("x").to_numpy()[:, None]
+    if coarse:
+        priority = bounding._pair_priority
+        monkeypatch.setattr(bounding, "_pair_priority", lambda *a: (priority(*a)[0] & 3, priority(*a)[1]))
 
-    def kept(bits, minimum):
+    def kept(bits, minimum, rounds=bounding._MAX_ROUNDS):
         monkeypatch.setattr(bounding, "_priority_bits", lambda units, n: bits)
         monkeypatch.setattr(bounding, "_MIN_PACKED_BITS", minimum)
+        monkeypatch.setattr(bounding, "_MAX_ROUNDS", rounds)
         rows, first = bounding.bound(KeyWords(jax.random.key(5)).bounding(), code, words, prep.group,
                                      prep.group_words, values, 3, 2)
         out = np.stack([code[rows], prep.group[rows], values[rows, 0], first], axis=1)
         return out[np.lexsort(out.T[::-1])]
 
-    full = kept(32, 33)  # never packed: the argsort on all 32 bits
-    for bits in (2, 20):
-        assert np.array_equal(kept(bits, 1), full)
+    by_rounds = kept(32, 33)
+    assert len(by_rounds) < n  # the bounds did drop rows
+    for bits, minimum in ((32, 33), (2, 1), (20, 1)):  # never packed: the argsort on all 32 bits; packed
+        assert np.array_equal(kept(bits, minimum, rounds=0), by_rounds)
+
+
+def test_selection_threshold_is_remembered(monkeypatch):
+    """A release's selection threshold is a pure function of (kernel, K, ε, δ share), and its δ of
+    (kernel, τ, K, ε): each computed once per configuration (the second call evaluates no tail), the
+    same answer from concurrent threads, and a kernel of another scale searched anew."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpjax.table import selection
+
+    laplace = by_name("laplace")
+    args = (3, 0.8765, 2.5e-7)
+    with ThreadPoolExecutor(4) as pool:
+        taus = list(pool.map(lambda _: selection.threshold(laplace(scale=4.321), *args), range(8)))
+    assert len(set(taus)) == 1
+
+    def no_search(*a):
+        raise AssertionError("the threshold was searched again")
+
+    d = selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765)
+    monkeypatch.setattr(selection, "_log_tail", no_search)
+    assert selection.threshold(laplace(scale=4.321), *args) == taus[0]
+    assert selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765) == d <= 2.5e-7
+    with pytest.raises(AssertionError, match="searched again"):
+        selection.threshold(laplace(scale=4.322), *args)

@@ -1,12 +1,13 @@
-"""CSV tables for the ``dpjax release`` command. The input is read in one pass (a file, standard
-input, announced on stderr when it is a terminal, or the embedded dataset; a BOM and blank lines
-tolerated; a short row, a malformed field or text that is not UTF-8 refused with its line
-number). The output is checked before any work and written atomically, never over an input
+"""CSV tables for the ``dpjax release`` command. The input is streamed in record batches by the
+table layer's columnar reader (a file, standard input, announced on stderr when it is a terminal,
+or the embedded dataset; a BOM and blank lines tolerated; a row of another width than the header
+refused with its line number, a malformed field or text that is not UTF-8 refused). The output is checked before any work and written atomically, never over an input
 (``-``: standard output; devices and FIFOs written through; a link followed, never replaced;
 the user's umask kept)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -32,86 +33,158 @@ def _progress(done: int, total: int, label: str) -> None:
 
 
 def _open_input(path: str):
-    """A text handle on ``path`` (``-``: standard input), UTF-8 with an optional BOM."""
+    """A binary handle on ``path`` (``-``: standard input) and its size in bytes (0: unknown)."""
     if path == "-":
         if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
             print("dpjax: reading standard input… (end it with Ctrl-D)", file=sys.stderr, flush=True)
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline=""), 0
+        return sys.stdin.buffer, 0
     if os.path.isdir(path):
         raise ValueError(f"--input: {path!r} is a directory, not a CSV file")
     if not os.path.exists(path):
         raise ValueError(f"--input: no such file {path!r}")
     if stat.S_ISFIFO(os.stat(path).st_mode) and sys.stderr.isatty():
         print(f"dpjax: reading the pipe {path}… (waiting for a writer)", file=sys.stderr, flush=True)
-    return open(path, newline="", encoding="utf-8-sig"), os.path.getsize(path)
+    return open(path, "rb"), os.path.getsize(path)
+
+
+def _header(handle):
+    """The first non-blank line of the binary ``handle`` parsed as CSV, its names stripped (a UTF-8
+    BOM dropped); ``None`` at the end of the text."""
+    lines = 0
+    for raw in iter(handle.readline, b""):
+        lines += 1
+        try:
+            text = raw.decode("utf-8-sig" if lines == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"--input: line {lines}: not UTF-8 text") from None
+        row = next(csv.reader([text]), [])
+        if any(c.strip() for c in row):
+            return [c.strip() for c in row]
+    return None
+
+
+def _line_of_bad_row(path: str, width: int):
+    """The line number of the first non-blank row of another width than the header's, found again
+    (an error path only) by the ``csv`` module; ``None`` when ``path`` cannot be read again."""
+    if path in (None, "-") or not os.path.isfile(path):
+        return None
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+        reader = csv.reader(handle)
+        header = False
+        for row in reader:
+            if not any(c.strip() for c in row):
+                continue
+            if header and len(row) != width:
+                return reader.line_num
+            header = True
+    return None
 
 
 def read_table(path: str | None, value_column: str, group_by: str | None, *, budget_column: str | None = None):
-    """Read (groups, values) columns — (groups, values, budgets) with ``budget_column`` — from a
-    CSV file (``-``: standard input) or the embedded dataset, in one pass. Blank lines are skipped; a short row, a malformed field or text that is not UTF-8
-    is refused with its line number."""
+    """Read ``(names, inverse, values)`` — ``(names, inverse, values, budgets)`` with
+    ``budget_column`` — from a CSV file (``-``: standard input) or the embedded dataset: the
+    distinct group texts in sorted order and each row's index into them (``np.unique(groups,
+    return_inverse=True)`` of the group column; one group ``"all"`` without ``group_by``), the
+    value column as float64. Streamed in record batches by the table layer's columnar reader
+    (:func:`dpjax.table.data.csv_batches`; only these columns, the groups dictionary-encoded per
+    batch and only the distinct ones sorted): memory for the columns, never for the text or a
+    Python object per field. Blank lines, and rows blank in every column read, are skipped; a row of
+    another width than the header, a field over the ``csv`` module's limit, a malformed field or
+    text that is not UTF-8 is refused."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dpjax.table import data as table_data
+
     if path is None:
         from dpjax.data import load_steps
 
-        handle, total = io.StringIO(load_steps()), 0
+        handle, total = io.BytesIO(load_steps().encode()), 0
     else:
         handle, total = _open_input(path)
     show = total >= _PROGRESS_MIN_BYTES
-    consumed = [0]
+    with handle if path not in (None, "-") else contextlib.nullcontext():
+        header = _header(handle)
+        if header is None:
+            raise ValueError("--input: the file is empty")
+        for flag, name in (("--value-column", value_column), ("--group-by", group_by),
+                           ("--per-record-budget", budget_column)):
+            if name is not None and name not in header:
+                raise ValueError(f"{flag}: {name!r} is not a column of the input (columns: {header})")
+        columns = list(dict.fromkeys(c for c in (value_column, group_by, budget_column) if c is not None))
+        bad = []
 
-    def lines():
-        for line in handle:
-            consumed[0] += len(line)
-            yield line
+        def invalid(row):
+            if not row.text.strip(" \t\r\n,"):  # a blank row: spaces and commas only
+                return "skip"
+            bad.append(row)
+            return "error"
 
-    reader = csv.reader(lines())
-    try:
-        with handle:
-            header = next((row for row in reader if any(c.strip() for c in row)), None)
-            if header is None:
-                raise ValueError("--input: the file is empty")
-            cols = {name.strip(): i for i, name in enumerate(header)}
-            if value_column not in cols:
-                raise ValueError(f"--value-column: {value_column!r} is not a column of the input (columns: {header})")
-            if group_by is not None and group_by not in cols:
-                raise ValueError(f"--group-by: {group_by!r} is not a column of the input (columns: {header})")
-            if budget_column is not None and budget_column not in cols:
-                raise ValueError(f"--per-record-budget: {budget_column!r} is not a column of the input "
-                                 f"(columns: {header})")
-            vi, gi = cols[value_column], (cols[group_by] if group_by else None)
-            bi = cols[budget_column] if budget_column is not None else None
-            need = max(i for i in (vi, gi, bi, 0) if i is not None)
-            values, groups, budgets = [], [], []
-            for n, row in enumerate(reader):
-                if not any(c.strip() for c in row):
-                    continue
-                if len(row) <= need:
-                    raise ValueError(f"--input: line {reader.line_num} has {len(row)} fields, "
-                                     f"the header has {len(header)}")
-                values.append(row[vi])
-                groups.append(row[gi] if gi is not None else "all")
-                if bi is not None:
-                    budgets.append(row[bi])
-                if show and n % 200_000 == 0:
-                    _progress(consumed[0], total, "reading")
+        def refused(exc):
+            text = str(exc).splitlines()[0]
+            if bad:
+                line = _line_of_bad_row(path, len(header))
+                where = f"line {line}" if line is not None else f"the row {bad[0].text!r}"
+                return ValueError(f"--input: {where} has {bad[0].actual_columns} fields, the header has "
+                                  f"{len(header)}")
+            if "UTF8" in text:
+                return ValueError(f"--input: not UTF-8 text ({text})")
+            if text.startswith("Empty CSV file"):  # nothing after the header
+                return ValueError("--input: the table has no rows")
+            return ValueError(f"--input: malformed CSV ({text})")
+
+        limit = csv.field_size_limit()
+        groups = table_data._Codes()
+        values, budgets = [], []
+        n = 0
+        for batch in table_data.csv_batches(handle, columns, label="--input", text_columns=columns,
+                                            column_names=header, invalid_row=invalid, quoted_newlines=True,
+                                            refused=refused):
+            for c in columns:
+                longest = pc.max(pc.binary_length(batch.column(c))).as_py()
+                if longest is not None and longest > limit:
+                    raise ValueError(f"--input: malformed CSV (a field of column {c!r} is larger than the field "
+                                     f"limit ({limit}))")
+            trimmed = {c: pc.utf8_trim_whitespace(batch.column(c)) for c in columns}
+            blank = None
+            for c in columns:
+                b = pc.equal(trimmed[c], "")
+                blank = b if blank is None else pc.and_(blank, b)
+            if pc.any(blank).as_py():  # a row blank in every column read (spaces only) is skipped
+                keep = pc.invert(blank)
+                batch = batch.filter(keep)
+                trimmed = {c: t.filter(keep) for c, t in trimmed.items()}
+            n += batch.num_rows
+            values.append(_numeric_column(trimmed[value_column], value_column, "--value-column"))
+            if group_by is not None:
+                groups.add(batch.column(group_by))
+            if budget_column is not None:
+                budgets.append(_numeric_column(trimmed[budget_column], budget_column, "--per-record-budget"))
             if show:
-                _progress(total, total, "reading")
-    except csv.Error as exc:
-        raise ValueError(f"--input: line {reader.line_num}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"--input: line {reader.line_num + 1}: not UTF-8 text") from None
-    if not values:
+                _progress(handle.tell(), total, "reading")
+        if show:
+            _progress(total, total, "reading")
+    if not n:
         raise ValueError("--input: the table has no rows")
-    arr = _numeric_column(values, value_column, "--value-column")
-    if budget_column is None:
-        return np.asarray(groups), arr
-    return np.asarray(groups), arr, _numeric_column(budgets, budget_column, "--per-record-budget")
+    if group_by is None:
+        names, inverse = np.asarray(["all"]), np.zeros(n, np.intp)
+    else:
+        code, dictionary = groups.finish()
+        names, remap = np.unique(np.asarray(dictionary.to_pylist()), return_inverse=True)
+        inverse = remap[code]
+    out = (names, inverse, table_data._concatenate(values, n))  # each batch's part freed once copied
+    return out if budget_column is None else out + (table_data._concatenate(budgets, n),)
 
 
-def _numeric_column(cells, name: str, flag: str):
+def _numeric_column(col, name: str, flag: str) -> np.ndarray:
+    """A text column of one batch (surrounding spaces dropped) as float64; a malformed, NaN or
+    infinite value refused, naming the column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     try:
-        arr = np.asarray(cells, dtype=float)
-    except ValueError as exc:
+        arr = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid as exc:
         raise ValueError(f"{flag}: column {name!r} is not numeric ({exc})") from None
     if not np.isfinite(arr).all():
         raise ValueError(f"{flag}: column {name!r} contains NaN or infinite values")

@@ -42,13 +42,13 @@ REGIONS = ("relative", "absolute")
 PRDP_METHODS = ("framework", "extension")
 
 
-def aggregate(groups, values, statistic: str, clip: float):
-    """Per-group sums of clipped values (or counts) and the query's L1 sensitivity.
+def aggregate(names, inverse, values, statistic: str, clip: float):
+    """Per-group sums of clipped values (or counts) and the query's L1 sensitivity (``names``, ``inverse``:
+    the groups as :func:`dpjax.cli.io.read_table` gives them).
 
     Values are clipped to ``[-clip, clip]`` so that adding or removing one row
     changes one group's sum by at most ``clip``; a count changes by at most 1.
     """
-    names, inverse = np.unique(groups, return_inverse=True)
     if statistic == "count":
         return names, np.bincount(inverse, minlength=len(names)).astype(float), 1.0
     clipped = np.clip(values, -clip, clip)
@@ -235,8 +235,7 @@ def _composite_command(args) -> int:
     tier, _ = _numerics(args.numerics, mech)
     lo, hi = (float(x) for x in args.window)
     check_output(args.output, [args.input])
-    groups, values = read_table(args.input, args.value_column, args.group_by)
-    names, inverse = np.unique(groups, return_inverse=True)
+    names, inverse, values = read_table(args.input, args.value_column, args.group_by)
     clipped = np.clip(values, lo, hi)
     true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
     released = _release_values(_key(args.seed), true, mech)
@@ -312,8 +311,8 @@ def _release_command(args) -> int:
     cls = _check_kernel_flags(args)
     args.statistic = args.statistic or "sum"
     check_output(args.output, [args.input])
-    groups, values = read_table(args.input, args.value_column, args.group_by)
-    names, true, sensitivity = aggregate(groups, values, args.statistic, args.clip)
+    names, inverse, values = read_table(args.input, args.value_column, args.group_by)
+    names, true, sensitivity = aggregate(names, inverse, values, args.statistic, args.clip)
     if (kernel_class(args.kernel) if args.mechanism == "boosted" else cls).discrete:
         # a discrete release rounds the answers half up to the integers (_release_values): rounded
         # neighbours differ by up to ⌈Δ⌉, the sensitivity the release has (calibrated and accounted)

@@ -16,7 +16,8 @@ __all__ = ["release_per_record"]
 
 
 def _prdp_table(args):
-    """(groups, values, budgets) for a per-record-budget release; the embedded table has ``privacy_budget``."""
+    """(group names, each row's group index, values, budgets) for a per-record-budget release; the embedded
+    table has ``privacy_budget``."""
     if args.input is not None:
         return read_table(args.input, args.value_column, args.group_by, budget_column=args.per_record_budget)
     from dpjax.data import BUDGET_MENU, load_steps_with_budgets
@@ -30,8 +31,8 @@ def _prdp_table(args):
         args.eps_min = min(BUDGET_MENU.values())
     if args.eps_max is None:
         args.eps_max = max(BUDGET_MENU.values())
-    groups = np.asarray([r[args.group_by] if args.group_by else "all" for r in rows])
-    return (groups, np.asarray([float(r[args.value_column]) for r in rows]),
+    names, inverse = np.unique([r[args.group_by] if args.group_by else "all" for r in rows], return_inverse=True)
+    return (names, inverse, np.asarray([float(r[args.value_column]) for r in rows]),
             np.asarray([float(r[args.per_record_budget]) for r in rows]))
 
 
@@ -64,7 +65,7 @@ def release_per_record(args) -> int:
         raise ValueError("--per-record-budget: releases sums or counts, not means")
     args.statistic = args.statistic or "sum"
     check_output(args.output, [args.input])
-    groups, values, budgets = _prdp_table(args)
+    names, inverse, values, budgets = _prdp_table(args)
     if args.eps_min is None or args.eps_max is None:
         raise ValueError("--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
                          "least budget, which is private)")
@@ -74,7 +75,6 @@ def release_per_record(args) -> int:
         raise ValueError(f"--per-record-budget: every budget must be a finite number >= --eps-min = {args.eps_min:g}")
     ledger = accounting.PrDPLedger(eps_min=args.eps_min, eps_max=args.eps_max)
     share = ledger.record(1.0, label=f"{args.statistic} by {args.group_by or '(all)'}")
-    names, inverse = np.unique(groups, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     sizes = np.bincount(inverse, minlength=len(names))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])

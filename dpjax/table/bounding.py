@@ -6,11 +6,14 @@ rows, sorted by their values, are ranked by ``H(pair, rank)`` and the first ``M`
 (:mod:`dpjax.table.keys`). Every draw is a function of (key, unit, group key, the multiset of
 the unit's rows) — not of row order, of how the rows were read or partitioned — so any backend
 that runs this function on all the rows of each unit (pyarrow here, a Spark task per bucket of
-units) keeps the same rows. Vectorised: the units come as dictionary codes (a hash pass, no
-sort), the unit hashes are taken per distinct unit; the rows are cut into buckets of consecutive
-unit codes (one radix sort of the bucket numbers) and each bucket gets one value sort over its rows
-(unit code, the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on
-all the priority's bits where those tie), one ``lexsort`` over the rows of kept pairs with several
+units) keeps the same rows (a unit's pairs tied on the priority are ordered by their group's
+hash). Vectorised: the units come as dictionary codes (a hash pass or a count, no sort), the unit
+hashes are taken per distinct unit; the rows are cut into buckets of consecutive unit codes (one
+radix sort of the bucket numbers) and in each bucket a unit's K first pairs are found — for K ≤ 8
+by K rounds of a per-unit minimum of the rows' 64-bit order keys (priority, group rank), a few
+passes over the rows each and no sort; above, by one value sort over the bucket's rows (unit code,
+the pair priority's top bits and the row index, packed in one int64; an ``argsort`` on all the
+priority's bits where those tie) — then one ``lexsort`` over the rows of kept pairs with several
 rows only, element-wise hashes in fixed chunks; no Python loop per row or unit, and no per-row
 temporary larger than a bucket's beside the bucket permutation (``int32``).
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax.table.keys import _h
+from dpjax.table.keys import _h, _h_gathered
 
 __all__ = ["bound"]
 
@@ -65,7 +68,7 @@ def _index_dtype(n: int):
 
 def _pair_priority(unit_pair, code, group, gw0, gw1):
     """``(p0, p1)``: the priority ``H(H(bound key, unit), group)`` of each row's (unit, group) pair."""
-    return _h(unit_pair[0][code], unit_pair[1][code], gw0[group], gw1[group])
+    return _h_gathered(unit_pair[0], unit_pair[1], gw0, gw1, code, group)
 
 
 def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, group: np.ndarray,
@@ -98,9 +101,11 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     # the group hash words per group, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
     gw0, gw1 = (np.ascontiguousarray(group_words[:, j]) for j in (0, 1))
     unit_pair = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
+    grank = np.empty(len(gw0), np.uint64)  # each group's rank by (gw0, gw1): a unit's pairs tie on it
+    grank[np.lexsort((gw1, gw0))] = np.arange(len(gw0), dtype=np.uint64)
     buckets = max(min(-(-n // _BUCKET_ROWS), units, 1 << 16), 1)  # numbered in uint16
     if buckets == 1:
-        rows, first = _bound_units(unit_pair, unit, group, gw0, gw1, values, max_groups, max_rows, units)
+        rows, first = _bound_units(unit_pair, unit, group, gw0, gw1, grank, values, max_groups, max_rows, units)
         return rows.astype(_index_dtype(n), copy=False), first
     bucket = (np.asarray(unit, np.int64) * buckets // units).astype(np.uint16)
     order = np.argsort(bucket, kind="stable").astype(_index_dtype(n))  # a radix sort: rows by bucket
@@ -115,18 +120,63 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
         hi = (b + 1) * units // buckets + ((b + 1) * units % buckets > 0)
         pair = (unit_pair[0][lo:hi], unit_pair[1][lo:hi])
         code = unit[rows] - lo
-        r, f = _bound_units(pair, code, group[rows], gw0, gw1, values[rows], max_groups, max_rows, hi - lo)
+        r, f = _bound_units(pair, code, group[rows], gw0, gw1, grank, values[rows], max_groups, max_rows, hi - lo)
         kept.append(rows[r])
         firsts.append(f)
     return np.concatenate(kept), np.concatenate(firsts)
 
 
-def _bound_units(unit_pair, code, group, gw0, gw1, values, max_groups: int, max_rows: int, units: int):
-    """:func:`bound` of rows whose unit codes are below ``units`` (``unit_pair``: each unit's key pair)."""
+#: up to this many groups per unit, a unit's groups are chosen by ``max_groups`` rounds of a per-unit
+#: minimum (:func:`_pairs_by_rounds`, no sort); above it, by one sort of the rows (:func:`_pairs_by_sort`)
+_MAX_ROUNDS = 8
+#: the 64-bit "no pair left" mark of a unit in a round (no order key reaches it: its low word is
+#: above any group rank) and the order key of a row already chosen
+_EMPTY, _TAKEN = np.uint64(2**64 - 2), np.uint64(2**64 - 1)
+
+
+def _bound_units(unit_pair, code, group, gw0, gw1, grank, values, max_groups: int, max_rows: int, units: int):
+    """:func:`bound` of rows whose unit codes are below ``units`` (``unit_pair``: each unit's key
+    pair; ``grank``: each group's rank in the order of its hash words, which breaks ties of a unit's
+    pair priorities). A unit keeps its ``max_groups`` pairs of smallest (priority, group rank), then
+    inside each kept pair the rows of :func:`_rows_in_pairs`."""
+    if max_groups <= _MAX_ROUNDS:
+        rows, pid = _pairs_by_rounds(unit_pair, code, group, gw0, gw1, grank, max_groups, units)
+    else:
+        rows, pid = _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups, units)
+    return _rows_in_pairs(unit_pair, code, group, gw0, gw1, values, rows, pid, max_rows)
+
+
+def _pairs_by_rounds(unit_pair, code, group, gw0, gw1, grank, max_groups: int, units: int):
+    """``(rows, pair id)`` of the rows of each unit's ``max_groups`` first pairs, in rounds: each
+    row's order key ``priority · 2^32 + group rank`` (equal for the rows of one pair, distinct
+    between a unit's pairs), and in round ``r`` each unit's smallest key not yet taken (an unbuffered
+    ``minimum.at`` over the units) marks its ``r``-th pair — a few passes over the rows per round
+    instead of a sort of them. The pair id is ``unit · max_groups + r``."""
+    n = len(group)
+    order_key = np.empty(n, np.uint64)
+    for s in range(0, n, _CHUNK):
+        sl = slice(s, s + _CHUNK)
+        p0 = _pair_priority(unit_pair, code[sl], group[sl], gw0, gw1)[0]
+        order_key[sl] = (p0.astype(np.uint64) << np.uint64(32)) | grank[group[sl]]
+    rnd = np.full(n, max_groups, np.int8)
+    smallest = np.empty(units, np.uint64)
+    for r in range(max_groups):
+        smallest.fill(_EMPTY)
+        np.minimum.at(smallest, code, order_key)
+        hit = order_key == smallest[code]
+        rnd[hit] = r
+        order_key[hit] = _TAKEN
+    del order_key
+    rows = np.flatnonzero(rnd < max_groups)
+    return rows, code[rows].astype(np.int64) * max_groups + rnd[rows]
+
+
+def _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups: int, units: int):
+    """``(rows, pair id)`` of the rows of each unit's ``max_groups`` first pairs, by one sort of the
+    rows by (unit, pair priority); a unit's pairs come out in its order of choice (the order of the
+    units among themselves is irrelevant: aggregates are order-free integer sums)."""
     n = len(group)
     code = np.asarray(code, np.int64)
-    # one sort: by unit, then pair priority; a unit's pairs come out in its order of choice (the
-    # order of the units among themselves is irrelevant: aggregates are order-free integer sums)
     bits = _priority_bits(units, n)
     if bits >= _MIN_PACKED_BITS:
         # a value sort (numpy's SIMD sort, about twice argsort's speed) of (unit code, the priority's
@@ -159,15 +209,20 @@ def _bound_units(unit_pair, code, group, gw0, gw1, values, max_groups: int, max_
     pair_kept = _rank_in_runs(_runs(c[first_rows] >> bits)) < max_groups
     del c
     pair_id = np.cumsum(pair_start, dtype=np.int64) - 1
-    kept = pair_kept[pair_id]
-    first = np.ones(n, bool)
-    # rows of kept pairs of several rows (a row is alone in its pair when it starts it and the next
-    # row starts the next one): rank them by value (the multiset decides), draw priorities, keep M
-    alone = pair_start & np.append(pair_start[1:], True)
-    multi = np.flatnonzero(kept & ~alone)
-    del alone, pair_start
+    kept = np.flatnonzero(pair_kept[pair_id])
+    return order[kept], pair_id[kept]
+
+
+def _rows_in_pairs(unit_pair, code, group, gw0, gw1, values, rows, pid, max_rows: int):
+    """``(rows, first)`` kept of the rows ``rows`` of the kept pairs (``pid``: their pair ids): a
+    pair's rows, sorted by their values (the multiset decides), draw priorities ``H(pair, rank)``
+    and the first ``max_rows`` are kept; ``first`` marks the first of each pair (a row alone in its
+    pair is kept, first)."""
+    multi = np.flatnonzero(np.bincount(pid)[pid] > 1)
+    keep = np.ones(len(rows), bool)
+    first = np.ones(len(rows), bool)
     if len(multi):
-        sub, pid = order[multi], pair_id[multi]
+        sub, pid = rows[multi], pid[multi]
         value_keys = [values[sub, j] for j in range(values.shape[1] - 1, -1, -1)]
         by_value = np.lexsort((*value_keys, pid))
         multi, sub, pid = multi[by_value], sub[by_value], pid[by_value]
@@ -177,6 +232,6 @@ def _bound_units(unit_pair, code, group, gw0, gw1, values, max_groups: int, max_
         by_priority = np.lexsort((rank, priority, pid))
         rrank = np.empty(len(sub), np.int64)
         rrank[by_priority] = _rank_in_runs(_runs(pid[by_priority]))
-        kept[multi] &= rrank < max_rows
+        keep[multi] = rrank < max_rows
         first[multi] = rrank == 0
-    return order[kept], first[kept]
+    return rows[keep], first[keep]

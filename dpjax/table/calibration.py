@@ -30,7 +30,7 @@ import accounting
 from dpjax.kernels import AdditiveMechanism, by_name
 from dpjax.mechanism import overrides
 
-__all__ = ["kernel_of", "Calibration", "calibrate"]
+__all__ = ["kernel_of", "Calibration", "calibrate", "kernel_key", "remembered"]
 
 #: relative ε gap the calibration stops at
 TOLERANCE = 1e-3
@@ -94,26 +94,36 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
-def calibrate(make, components, max_groups: int, selection: bool, epsilon: float, delta: float,
-              discrete: bool) -> Calibration:
-    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`).
+def kernel_key(kernel) -> tuple:
+    """A hashable identity of a kernel: its class, pytree structure and the bytes of its leaves."""
+    leaves = tuple(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(kernel))
+    return type(kernel), jax.tree_util.tree_structure(kernel), leaves
 
-    A pure function of the kernel family, the runs and the budget: remembered (thread-safe, the
-    last 256 answers), so repeated releases of one shape calibrate once."""
-    runs = _runs(components, max_groups, selection)
-    probe = make(1.0)
-    leaves = tuple(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(probe))
-    key = (type(probe), jax.tree_util.tree_structure(probe), leaves, tuple(sorted(runs.items())), float(epsilon),
-           float(delta), bool(discrete))
+
+def remembered(key, compute):
+    """``compute()``, remembered under ``key`` (thread-safe, the last 256 answers): for the pure
+    functions of a release's configuration (its calibration, its selection threshold)."""
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
     if hit is None:
-        hit = _calibrate(make, runs, epsilon, delta, discrete)
+        hit = compute()
         with _CACHE_LOCK:
             if len(_CACHE) >= _CACHE_SIZE:
                 _CACHE.pop(next(iter(_CACHE)))
             _CACHE[key] = hit
     return hit
+
+
+def calibrate(make, components, max_groups: int, selection: bool, epsilon: float, delta: float,
+              discrete: bool) -> Calibration:
+    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`).
+
+    A pure function of the kernel family, the runs and the budget: remembered (:func:`remembered`),
+    so repeated releases of one shape calibrate once."""
+    runs = _runs(components, max_groups, selection)
+    key = ("calibrate", *kernel_key(make(1.0)), tuple(sorted(runs.items())), float(epsilon), float(delta),
+           bool(discrete))
+    return remembered(key, lambda: _calibrate(make, runs, epsilon, delta, discrete))
 
 
 def _start(make, n, epsilon, delta) -> float:

@@ -42,26 +42,52 @@ _JIT_CHUNK = 1 << 20
 _threefry_jit = jax.jit(threefry2x32)
 
 
+@jax.jit
+def _threefry_gathered_jit(k0, k1, x0, x1, i, j):
+    return threefry2x32(k0[i], k1[i], x0[j], x1[j])
+
+
+def _chunked(fn, tables, rows, n):
+    """``fn(*tables, *rows)`` for ``rows`` of ``n`` entries (``None``: a scalar argument, passed as
+    is), in chunks of ``_JIT_CHUNK`` entries written into two ``uint32[n]`` outputs; the last chunk
+    is padded to a power of two (one compilation per size class)."""
+    out0, out1 = np.empty(n, np.uint32), np.empty(n, np.uint32)
+    for start in range(0, n, _JIT_CHUNK):
+        stop = min(start + _JIT_CHUNK, n)
+        pad = (1 << (stop - start - 1).bit_length()) - (stop - start)
+
+        def part(x):
+            return np.pad(x[start:stop], (0, pad)) if x.ndim else x
+
+        a, b = fn(*tables, *(part(x) for x in rows))
+        out0[start:stop], out1[start:stop] = np.asarray(a)[:stop - start], np.asarray(b)[:stop - start]
+    return out0, out1
+
+
 def _h(k0, k1, x0, x1):
     """threefry2x32 on ``uint32`` arrays (numpy in, numpy out, wrapping arithmetic). Large inputs
     go through the jitted hash in chunks of ``_JIT_CHUNK`` entries; the bits are the same either way."""
     k0, k1 = np.asarray(k0, np.uint32), np.asarray(k1, np.uint32)
     x0, x1 = np.broadcast_arrays(np.asarray(x0, np.uint32), np.asarray(x1, np.uint32))
     if x0.ndim == 1 and x0.size >= _JIT_MIN and k0.ndim <= 1 and k1.ndim <= 1:
-        n = x0.size
-        out0, out1 = np.empty(n, np.uint32), np.empty(n, np.uint32)
-        for start in range(0, n, _JIT_CHUNK):
-            stop = min(start + _JIT_CHUNK, n)
-            pad = (1 << (stop - start - 1).bit_length()) - (stop - start)
-
-            def part(x):
-                return np.pad(x[start:stop], (0, pad)) if x.ndim else x
-
-            a, b = _threefry_jit(part(k0), part(k1), part(x0), part(x1))
-            out0[start:stop], out1[start:stop] = np.asarray(a)[:stop - start], np.asarray(b)[:stop - start]
-        return out0, out1
+        return _chunked(_threefry_jit, (), (k0, k1, x0, x1), x0.size)
     with np.errstate(over="ignore"):
         return threefry2x32(k0, k1, x0, x1)
+
+
+def _h_gathered(k0, k1, x0, x1, i, j):
+    """``_h(k0[i], k1[i], x0[j], x1[j])`` (``uint32`` tables, integer indices): for large inputs the
+    gathers run inside the jitted hash (one pass, no gathered copies; each table padded to a power of
+    two, so that tables of nearby sizes share a compilation); the bits are the same either way."""
+    if len(i) < _JIT_MIN:
+        return _h(k0[i], k1[i], x0[j], x1[j])
+
+    def padded(t):
+        t = np.asarray(t, np.uint32)
+        return np.pad(t, (0, (1 << max(len(t) - 1, 1).bit_length()) - len(t)))
+
+    return _chunked(_threefry_gathered_jit, (padded(k0), padded(k1), padded(x0), padded(x1)),
+                    (np.asarray(i, np.int32), np.asarray(j, np.int32)), len(i))
 
 
 class KeyWords:
@@ -118,10 +144,8 @@ def canonical_bytes(value) -> bytes:
 def hash_values(values) -> np.ndarray:
     """``uint32[n, 2]``: 64-bit hashes (BLAKE2b) of the canonical bytes of each value, one per
     *distinct* value (callers hash a dictionary, never every row)."""
-    out = np.empty((len(values), 2), np.uint32)
-    for i, v in enumerate(values):
-        out[i] = np.frombuffer(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest(), np.uint32)
-    return out
+    digests = b"".join(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest() for v in values)
+    return np.frombuffer(digests, np.uint32).reshape(len(values), 2).copy()
 
 
 def hash_int64(values: np.ndarray) -> np.ndarray:

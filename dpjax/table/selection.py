@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.table.calibration import kernel_key, remembered
+
 __all__ = ["threshold", "selection_delta"]
 
 
@@ -41,7 +43,13 @@ def _log_tail(kernel, x):
 
 def threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:
     """The smallest threshold ``τ`` (to 1e-9 relative) with ``K · Pr[1 + Z > τ] · e^ε ≤ delta_share``:
-    a doubling bracket, then grids of 1024 points (three rounds narrow it 1e9-fold)."""
+    a doubling bracket, then grids of 1024 points (three rounds narrow it 1e9-fold). A pure function
+    of its arguments: remembered, so repeated releases of one configuration search once."""
+    key = ("threshold", *kernel_key(kernel), int(max_groups), float(epsilon), float(delta_share))
+    return remembered(key, lambda: _threshold(kernel, max_groups, epsilon, delta_share))
+
+
+def _threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:
     target = math.log(delta_share) - math.log(max_groups) - epsilon
     hi = 1.0
     while float(_log_tail(kernel, hi)) > target:
@@ -55,5 +63,7 @@ def threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> fl
 
 
 def selection_delta(kernel, tau: float, max_groups: int, epsilon: float) -> float:
-    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ."""
-    return max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)) + epsilon)
+    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ (remembered, like
+    the threshold)."""
+    key = ("selection_delta", *kernel_key(kernel), float(tau), int(max_groups), float(epsilon))
+    return remembered(key, lambda: max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)) + epsilon))
