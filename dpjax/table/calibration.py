@@ -11,6 +11,15 @@ whole release is ``N = K·(Σ m + selection)`` runs of ``kernel(t)``: one query 
 ``accounting.get_epsilon`` per ratio tried. Integer-valued kernels (not scale-invariant)
 compose one PLD per distinct sensitivity (``accounting.pld(...).self_compose(...).compose(...)``).
 
+On the exact tier (``exact``) every run is the kernel's lattice mechanism ``kernel(t·s).exact_lattice()``
+(:mod:`dpjax.exact.lattice`: the answer rounded to the lattice gℤ, integer noise at a scale rounded up),
+accounted at its lattice sensitivity ⌈s/g⌉ (``ExactLattice.neighbour_pairs``): one PLD per distinct
+sensitivity, as for integer-valued kernels — the privacy of the mechanism actually run, rounding included.
+The Laplace lattice (a discrete Laplace: closed-form hockey-stick) calibrates like the float kernel; the
+Gaussian lattice (a discrete Gaussian of σ ≈ 2^11…2^12 lattice steps, accounted from its atoms: seconds
+per PLD) starts from the float calibration (analytic; the lattice costs ≤ g/s ≈ 2^-11 σ/s relative in
+sensitivity), so that one or two lattice evaluations per distinct sensitivity remain.
+
 ``t`` is a scale whose exact ε at the composition's δ share is ≤ the requested ε and within a
 relative gap of 1e-3 of it (the reported ε is the accountant's, pessimistic, ≤ the request and
 ≥ (1 − 1e-3) of it), found by a secant search on ``log ε(log t)`` from the pure-ε or Gaussian
@@ -70,9 +79,12 @@ def _runs(components, max_groups, selection):
     return runs
 
 
-def _epsilons(make, runs, ratios, delta, discrete):
-    """The exact ε (at ``delta``; pure ε when ``delta`` is 0) of the release at each ratio."""
+def _epsilons(make, runs, ratios, delta, discrete, exact=False):
+    """The exact ε (at ``delta``; pure ε when ``delta`` is 0) of the release at each ratio (on the exact tier:
+    of the lattice mechanisms run)."""
     ratios = np.asarray(ratios, float)
+    if exact:
+        return _epsilons(lambda scale: make(scale).exact_lattice(), runs, ratios, delta, True)
     if not discrete:
         n = sum(runs.values())
         if delta == 0:
@@ -95,20 +107,26 @@ _CACHE_SIZE = 256
 
 
 def calibrate(make, components, max_groups: int, selection: bool, epsilon: float, delta: float,
-              discrete: bool) -> Calibration:
-    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`).
+              discrete: bool, exact: bool = False) -> Calibration:
+    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`), the noise
+    ``make(t·s)`` (``exact``: its lattice mechanism ``make(t·s).exact_lattice()``) on each component.
 
-    A pure function of the kernel family, the runs and the budget: remembered (thread-safe, the
+    A pure function of the kernel family, the runs, the budget and the tier: remembered (thread-safe, the
     last 256 answers), so repeated releases of one shape calibrate once."""
     runs = _runs(components, max_groups, selection)
     probe = make(1.0)
     leaves = tuple(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(probe))
     key = (type(probe), jax.tree_util.tree_structure(probe), leaves, tuple(sorted(runs.items())), float(epsilon),
-           float(delta), bool(discrete))
+           float(delta), bool(discrete), bool(exact))
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
     if hit is None:
-        hit = _calibrate(make, runs, epsilon, delta, discrete)
+        start = None
+        if exact and not discrete and not overrides(probe.exact_lattice(), "hockey_stick"):
+            # a lattice accounted from its atoms (the Gaussian's): start at the float calibration (analytic, within
+            # ≈ g/s of the lattice's ratio), so that few of its slow PLDs are built
+            start = calibrate(make, components, max_groups, selection, epsilon, delta, False).ratio
+        hit = _calibrate(make, runs, epsilon, delta, discrete, exact, start)
         with _CACHE_LOCK:
             if len(_CACHE) >= _CACHE_SIZE:
                 _CACHE.pop(next(iter(_CACHE)))
@@ -130,22 +148,23 @@ def _start(make, n, epsilon, delta) -> float:
     return t if math.isfinite(t) else n / epsilon
 
 
-def _calibrate(make, runs, epsilon, delta, discrete) -> Calibration:
+def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) -> Calibration:
     """A safeguarded secant search on ``log ε(t)`` against ``log t``, one ratio per accountant query.
 
     One ratio at a time, each near the last, keeps the accountant on the few compiled programs of
     the grid-length buckets it visits (a batch of ratios spanning many buckets compiles a program
-    per bucket and per batch size: the first release used to pay ≈ 95 compilations for it). The
+    per bucket and per batch size: the first release used to pay ≈ 95 compilations for it). ``start``:
+    the first ratio (default :func:`_start`). The
     secant aims at ``ε·(1 − TOLERANCE/4)``; a step leaving the current bracket (largest ratio over
     the budget, smallest within it) is replaced by the bracket's geometric midpoint."""
     n = sum(runs.values())
     target = math.log(epsilon * (1 - TOLERANCE / 4))
     over, under = 0.0, math.inf  # largest ratio found over the budget; smallest found within it
     best_eps = math.nan
-    t = _start(make, n, epsilon, delta)
+    t = _start(make, n, epsilon, delta) if start is None else start
     last = None  # (log t, log ε) of the previous finite evaluation
     for _ in range(64):
-        e = float(_epsilons(make, runs, [t], delta, discrete)[0])
+        e = float(_epsilons(make, runs, [t], delta, discrete, exact)[0])
         if math.isfinite(e) and e <= epsilon:
             if t < under:
                 under, best_eps = t, e
