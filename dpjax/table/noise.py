@@ -28,14 +28,11 @@ import numpy as np
 
 from dpjax.exact import ExactLattice, table_samplers
 from dpjax.exact.bits import GroupWords
+from dpjax.exact.lattice import check_index_range
 from dpjax.mechanism import LANE_BLOCK
 from dpjax.table.keys import GroupStream, derive
 
 __all__ = ["draw", "run_scale"]
-
-#: lattice indices |x/g| must stay below this (int64 arithmetic with room for the noise)
-_INDEX_MAX = 2.0**62
-
 
 @jax.jit
 def _draw(kernel, k0, k1, elements, values):
@@ -82,10 +79,8 @@ def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
     shape = values.shape
     n = values.size
     g = float(np.asarray(lat.granularity))
+    check_index_range(lat, values)
     x = np.asarray(values, np.float64).reshape(-1) / g  # exact: g is a power of two
-    if n and np.max(np.abs(x)) >= _INDEX_MAX:
-        raise ValueError(f"values: |value| / granularity must be below 2**62 on the exact tier (granularity {g:g}), "
-                         f"got {np.max(np.abs(values))}")
     f = np.floor(x)
     index = (f + (x - f >= 0.5)).astype(np.int64)  # ⌊x/g + ½⌋, exactly
     size = max(LANE_BLOCK, 1 << max(n - 1, 0).bit_length())  # a power of two: few compilations
