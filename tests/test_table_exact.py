@@ -193,3 +193,11 @@ def test_exact_gaussian_calibration_meets_the_budget_as_the_lattice_run():
         x = rel.table.column("count" if name == "rows" else "sum_steps").to_numpy() / g if name != "selection" else 0
         np.testing.assert_array_equal(x, np.round(x))
         assert math.ceil(sens / g) <= 2**12
+
+
+def test_cli_numerics_exact_is_refused_for_a_kernel_without_an_exact_sampler(capsys):
+    from dpjax.cli import main
+
+    assert main(["release", "--seed", "0", "--mechanism", "contract:Logistic", "--numerics", "exact"]) == 2
+    err = capsys.readouterr().err
+    assert "--numerics" in err and "exact sampler" in err and err.count("\n") == 1
