@@ -17,8 +17,11 @@ from dpjax.table.keys import KeyWords, hash_values
 
 from test_table_spark import _spark
 
-#: a count, a sum and a quantile (its tree's nodes: several elements per group); three lattice sensitivities
+#: a count, a sum and a quantile (its tree's nodes: several elements per group), private selection: one
+#: configuration for the tests below, so that its lattice calibration (seconds) runs once per process
 EXACT_STATS = [table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
+EXACT_KW = dict(statistics=EXACT_STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
+                epsilon=1.0, delta=1e-6, noise="laplace")
 
 
 def _data(n=4000, users=400, groups=8, seed=0):
@@ -66,30 +69,30 @@ def test_exact_table_noise_has_the_law_it_claims(kernel, lo, hi):
 
 
 def test_exact_is_the_default_for_laplace_and_its_outputs_lie_on_the_lattice():
-    kw = dict(by="g", statistics=[table.count(), table.sum("steps", 0, 20000)], privacy_unit="user_id",
-              max_groups_per_unit=2, max_rows_per_group=2, epsilon=1.0, delta=1e-6, groups=list(range(8)))
-    rel = table.release(jax.random.key(0), _data(), noise="laplace", **kw)
-    assert rel.numerics == "exact"
+    d = _data(n=20000, users=4000)  # ≈ 900 units per group: above the selection threshold (≈ 400)
+    rel = table.release(jax.random.key(0), d, by="g", **EXACT_KW)
+    assert rel.numerics == "exact" and 0.999 <= rel.epsilon <= 1.0 and rel.delta <= 1e-6
+    assert rel.table.num_rows >= 3
     for column, name in (("count", "rows"), ("sum_steps", "sum:('steps', 0.0, 20000.0)")):
         x = rel.table.column(column).to_numpy() / rel.granularity[name]
         np.testing.assert_array_equal(x, np.round(x))
-    assert table.release(jax.random.key(0), _data(), noise="laplace", numerics="float", **kw).numerics == "float"
-    assert table.release(jax.random.key(0), _data(), noise="gaussian", **kw).numerics == "float"
+    assert rel.threshold / rel.granularity["selection"] == round(rel.threshold / rel.granularity["selection"])
+    assert table.release(jax.random.key(0), d, by="g", **{**EXACT_KW, "numerics": "float"}).numerics == "float"
+    assert table.release(jax.random.key(0), d, by="g", **{**EXACT_KW, "noise": "gaussian"}).numerics == "float"
     with pytest.raises(ValueError, match="numerics"):
-        table.release(jax.random.key(0), _data(), noise="laplace", numerics="integer", **kw)
+        table.release(jax.random.key(0), d, by="g", **{**EXACT_KW, "numerics": "integer"})
 
 
 def test_exact_noise_is_invariant_to_row_order_and_to_the_other_groups():
     """A group's exact noise depends only on (key, statistic, group key, element): shuffled rows give the same
     table, and a group's draw is bitwise the same whichever other groups are drawn with it."""
-    d = _data(seed=1)
+    d = _data(n=20000, users=4000, seed=1)
     perm = np.random.default_rng(5).permutation(len(d["g"]))
     shuffled = {c: v[perm] for c, v in d.items()}
-    kw = dict(by="g", statistics=EXACT_STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=1.0, delta=1e-6, noise="laplace", numerics="exact")
-    a = table.release(jax.random.key(3), d, groups=list(range(8)), **kw).table
-    assert a.equals(table.release(jax.random.key(3), shuffled, groups=list(range(8)), **kw).table)
-    assert not a.equals(table.release(jax.random.key(4), d, groups=list(range(8)), **kw).table)
+    a = table.release(jax.random.key(3), d, by="g", numerics="exact", **EXACT_KW).table
+    assert a.num_rows >= 3
+    assert a.equals(table.release(jax.random.key(3), shuffled, by="g", numerics="exact", **EXACT_KW).table)
+    assert not a.equals(table.release(jax.random.key(4), d, by="g", numerics="exact", **EXACT_KW).table)
     # the draw of a group (its elements too) is the same whichever other groups are drawn beside it
     lat = dpjax.Laplace(3.0).exact_lattice()
     pair = KeyWords(jax.random.key(3)).component("tree:x")
@@ -151,10 +154,9 @@ def test_spark_equals_pyarrow_bitwise_on_the_exact_tier():
         g[::97] = np.nan
         t = pa.table({"user_id": rng.integers(0, 3000, 6000), "g": pa.array(g, from_pandas=True),
                       "steps": rng.integers(0, 20000, 6000).astype(np.float64)})
-        kw = dict(by="g", statistics=EXACT_STATS, privacy_unit="user_id", max_groups_per_unit=2,
-                  max_rows_per_group=3, epsilon=1.0, delta=1e-6, noise="laplace")
-        local = table.release(jax.random.key(5), t, **kw)
-        remote = table.release(jax.random.key(5), spark.createDataFrame(t.to_pandas()).repartition(3), **kw)
+        local = table.release(jax.random.key(5), t, by="g", **EXACT_KW)
+        remote = table.release(jax.random.key(5), spark.createDataFrame(t.to_pandas()).repartition(3), by="g",
+                               **EXACT_KW)
         assert local.numerics == remote.numerics == "exact"
         assert remote.table.equals(local.table)
         assert local.table.num_rows >= 3
