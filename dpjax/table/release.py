@@ -233,7 +233,7 @@ def _local_aggregates(req: Request, data, public, bound_key):
     return keys, words, agg
 
 
-def _quantile(stat, kernel, pair, words, hist, quantile_rank):
+def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
     """The noisy-tree descent of :mod:`dpjax.table.statistics` for every group at once."""
     g = hist.shape[0]
     node = np.zeros(g, np.int64)
@@ -244,7 +244,7 @@ def _quantile(stat, kernel, pair, words, hist, quantile_rank):
         children = np.stack([left, left + 1], axis=1)
         counts = hist.reshape(g, 1 << level, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
         elements = (1 << level) - 2 + children
-        noisy = np.maximum(draw(kernel, pair, words, elements, counts), 0.0)
+        noisy = np.maximum(draw(kernel_for, pair, words, elements, counts), 0.0)
         total = noisy.sum(axis=1)
         go_left = np.where(total > 0, rank * total <= noisy[:, 0], rank <= 0.5)
         rank = np.where(total > 0,
@@ -314,11 +314,11 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
             out = np.rint(out).astype(np.int64)
         columns[s.name] = pa.array(out)
     table = pa.table(columns)
-    # the composition's δ share plus selection's K·p·e^ε at the reported ε (≤ the requested ε, so ≤ its share)
     scales = {name: run_scale(k) for name, k in kernels.items()}
-    lattice = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if req.numerics == "exact" else {}
+    steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if req.numerics == "exact" else {}
+    # the composition's δ share plus selection's K·p·e^ε at the reported ε (≤ the requested ε, so ≤ its share)
     return TableRelease(table, cal.epsilon, cal.delta + d_sel, req.privacy_unit is None, req.privacy_unit,
-                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel, req.numerics, lattice)
+                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel, req.numerics, steps)
 
 
 def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
