@@ -190,11 +190,11 @@ def test_exact_gaussian_calibration_meets_the_budget_as_the_lattice_run():
                         max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0, delta=1e-6, noise="gaussian",
                         numerics="exact")
     assert rel.numerics == "exact" and 0.999 <= rel.epsilon <= 1.0
-    for name, sens in (("rows", 2.0), ("sum:('steps', 0.0, 20000.0)", 40000.0), ("selection", 1.0)):
+    for name, column, sens in (("rows", "count", 2.0), ("sum:('steps', 0.0, 20000.0)", "sum_steps", 40000.0)):
         g = rel.granularity[name]
-        x = rel.table.column("count" if name == "rows" else "sum_steps").to_numpy() / g if name != "selection" else 0
-        np.testing.assert_array_equal(x, np.round(x))
-        assert math.ceil(sens / g) <= 2**12
+        x = rel.table.column(column).to_numpy() / g
+        np.testing.assert_array_equal(x, np.round(x))  # points of gZ
+        assert math.ceil(sens / g) <= 2**12  # the lattice sensitivity: σ/g ∈ (2^11, 2^12], σ > Δ
 
 
 def test_cli_numerics_exact_is_refused_for_a_kernel_without_an_exact_sampler(capsys):
