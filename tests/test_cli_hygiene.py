@@ -151,7 +151,9 @@ def test_show_must_not_be_negative(capsys):
 # errors name the flag
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,words", [
-    (["--clip", "1e300", "--numerics", "float"], "--clip 1e+300"),
+    # (a kernel release: the input file of one row per person; the default run is a table release)
+    (["--clip", "1e300", "--numerics", "float", "--input", str(Path(dpjax.__file__).parent / "data" / "steps.csv")],
+     "--clip 1e+300"),
     (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
     (["--mechanism", "gaussian", "--sigma", "1"], "--numerics float"),
 ])

@@ -18,6 +18,8 @@ _BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
 _COMPOSITE = {"window", "activation", "base"}
 _EVERY = _COMMON | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "scale", "sigma", "r", "c", "numerics"}
 _DEMO = "embedded dataset: daily steps of 4000 synthetic health-app users"
+#: the report's numerics line of a float-tier release
+FLOAT_NUMERICS = "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
 
 
 def _key(seed):

@@ -32,8 +32,8 @@ import numpy as np
 
 from dpjax.cli._common import (calibrated_kernel, calibration_parameters, check_probability, describe, emit, given,
                                kernel_class, kernel_names, parameters, progress, refuse_flags, scale_flag)
-from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, _PRDP, _allow, _key, _print_rows, _report,
-                                       _true_shown, _write)
+from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, _PRDP, FLOAT_NUMERICS, _allow, _key, _print_rows,
+                                       _report, _true_shown, _write)
 from dpjax.cli.io import check_output, read_table
 
 __all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
@@ -195,7 +195,7 @@ def _numerics(requested, mech):
 
 def _numerics_line(tier, lattice) -> str:
     if tier == "float":
-        return "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
+        return FLOAT_NUMERICS
     g = float(np.asarray(lattice.granularity))
     return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
             f"{describe(lattice.noise)} at the lattice sensitivity)")

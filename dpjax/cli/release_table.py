@@ -15,6 +15,10 @@ columns the release uses (:mod:`dpjax.table.data`). The output file holds only r
 (the true ones too with ``--include-true-values``, a warning says so); on screen the true values
 (every row, unclipped, unbounded) are shown beside the released ones for the embedded dataset and
 with ``--include-true-values``. Errors name the flag they come from.
+
+Numerics: the exact tier (integer-only noise on each component's lattice, accounted as the mechanism
+run) wherever the kernel has one, as :func:`dpjax.table.release` decides (``--numerics exact|float``
+to choose); the report's ``numerics:`` line says which ran.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import sys
 import numpy as np
 
 from dpjax.cli._common import calibration_parameters, emit, given, kernel_class, refuse_flags
+from dpjax.cli._release_common import FLOAT_NUMERICS
 from dpjax.cli.io import check_output
 
 #: flags that send a release through the table layer
 TABLE_FLAGS = ("privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups")
-#: flags of the other releases (a kernel at a given scale, the exact tier, mixtures, PB-DP, composite)
-_REFUSED = ("scale", "sigma", "r", "c", "numerics", "kernel", "region", "theta", "tau", "rho", "activation",
+#: flags of the other releases (a kernel at a given scale, mixtures, PB-DP, composite)
+_REFUSED = ("scale", "sigma", "r", "c", "kernel", "region", "theta", "tau", "rho", "activation",
             "base", "per_record_budget", "eps_min", "eps_max", "prdp_method")
 #: the embedded dataset of the default run, its privacy unit and bounds (a user logs up to 7 days)
 EMBEDDED = "steps_daily.csv"
@@ -41,15 +46,14 @@ _DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app us
 def wanted(args) -> bool:
     """Whether this release goes through the table layer: a table flag, several or table-only
     statistics, a Parquet input, or the default run (the embedded dataset, a kernel calibrated by
-    ``--epsilon`` alone: none of ``--scale``/``--sigma``/``--numerics``, no mixture, PB-DP or
-    composite)."""
+    ``--epsilon`` alone: neither ``--scale`` nor ``--sigma``, no mixture, PB-DP or composite)."""
     stat = args.statistic or ""
     if (any(getattr(args, f) is not None for f in TABLE_FLAGS) or stat not in ("", "sum", "count", "mean")
             or str(args.input or "").endswith((".parquet", ".pq"))):
         return True
     if args.input is not None or args.mechanism in ("boosted", "composite"):
         return False
-    if set(given(args)) & {"scale", "sigma", "numerics", "r", "c"}:
+    if set(given(args)) & {"scale", "sigma", "r", "c"}:
         return False
     return not calibration_parameters(kernel_class(args.mechanism, "--mechanism"))
 
@@ -85,7 +89,7 @@ def _flag(message: str, args, by, unit) -> str:
     for prefix, flag in (("privacy_unit", "--privacy-unit"), ("max_groups_per_unit", "--max-groups-per-unit"),
                          ("max_rows_per_group", "--max-rows-per-group"), ("epsilon", "--epsilon"),
                          ("delta", "--delta"), ("groups", "--groups"), ("statistic", "--statistic"),
-                         ("noise", "--mechanism"), ("by", "--group-by")):
+                         ("noise", "--mechanism"), ("by", "--group-by"), ("numerics", "--numerics")):
         if message.startswith(prefix):
             return flag
     return "--input"
@@ -204,7 +208,7 @@ def release_table(args, key) -> int:
     path = str(resources.files("dpjax.data").joinpath(EMBEDDED)) if embedded else args.input
     try:
         rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,
-                                 groups=args.groups, noise=noise, **options)
+                                 groups=args.groups, noise=noise, numerics=args.numerics, **options)
     except ValueError as exc:
         message = str(exc)
         if message.startswith("--"):
@@ -219,6 +223,7 @@ def release_table(args, key) -> int:
     payload = {"by": by, "statistics": names, "privacy_unit": rel.privacy_unit, "row_level": rel.row_level,
                "max_groups_per_unit": rel.max_groups_per_unit, "max_rows_per_group": rel.max_rows_per_group,
                "groups": "public" if args.groups else "selected privately", "noise": rel.noise,
+               "numerics": rel.numerics, "granularity": rel.granularity,
                "epsilon": rel.epsilon, "delta": rel.delta, "requested": {"epsilon": args.epsilon, "delta": args.delta},
                "scales": rel.scales, "threshold": rel.threshold, "rows": t.to_pylist()}
     if true is not None:
@@ -239,6 +244,16 @@ def release_table(args, key) -> int:
                            f"selected privately (noisy unit count above {rel.threshold:.1f})"))
         print(f"noise {rel.noise}, scale per component: " +
               ", ".join(f"{name} {scale:,.4g}" for name, scale in rel.scales.items()))
+        print(numerics_line(rel))
         print(f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
               f"(composed exact PLD of every statistic and the group selection)")
     return 0
+
+
+def numerics_line(rel) -> str:
+    """The report's numerics line: the tier that ran and, on the exact tier, each component's lattice."""
+    if rel.numerics != "exact":
+        return FLOAT_NUMERICS
+    lattices = ", ".join(f"{name} {g:g}·Z" for name, g in rel.granularity.items())
+    return (f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
+            f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)")

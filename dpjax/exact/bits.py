@@ -11,6 +11,10 @@ Every integer sampler of :mod:`dpjax.exact.cks` is a state machine that consumes
 * :class:`HostBits`: words read from ``os.urandom`` on the host and fed to the device in
   blocks (for deployments that must not rely on a PRF; not reproducible by design).
 
+:class:`GroupWords` addresses words by an entry's own key pair and element instead of a record
+position (the exact tier of table releases, :mod:`dpjax.table.noise`): word ``j`` of an entry is
+the same hash of the counter ``(j, element)`` under that entry's pair.
+
 The samplers never see floats: only these words, compared with integer thresholds.
 """
 
@@ -24,7 +28,7 @@ import numpy as np
 
 from dpjax.random import threefry2x32
 
-__all__ = ["ThreefryWords", "HostBits", "key_pair", "mul_128"]
+__all__ = ["ThreefryWords", "GroupWords", "HostBits", "key_pair", "mul_128"]
 
 _M32 = np.uint64(0xFFFFFFFF)
 
@@ -59,6 +63,25 @@ class ThreefryWords:
     def __call__(self, j, records=None):
         r = self.records if records is None else records
         w0, w1 = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
+        return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
+
+
+class GroupWords:
+    """Word ``j`` of every entry under its own key pair: ``(w0 << 32) | w1`` of
+    ``threefry2x32((k0[i], k1[i]), (j, elements[i]))`` — :class:`ThreefryWords` addressed by (pair, element)
+    instead of (key, record), for the samplers of :mod:`dpjax.exact.table_samplers` (``records``: the elements,
+    the counter's second word). ``k0``, ``k1``, ``elements``: ``uint32`` arrays of one shape. On the host, word
+    ``j`` of entry ``i`` is ``table_samplers.threefry_word(k0[i], k1[i], j, elements[i])``."""
+
+    def __init__(self, k0, k1, elements):
+        self._k0, self._k1 = jnp.asarray(k0, jnp.uint32), jnp.asarray(k1, jnp.uint32)
+        self.records = jnp.asarray(elements, jnp.uint32)
+        self.shape = tuple(self.records.shape)
+
+    def __call__(self, j, records=None):
+        r = self.records if records is None else records
+        k0, k1 = self._k0.reshape(jnp.shape(r)), self._k1.reshape(jnp.shape(r))
+        w0, w1 = threefry2x32(k0, k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
         return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
 
 

@@ -1,34 +1,61 @@
 """The noise of a table release: element ``e`` of component ``c`` for group ``g`` draws from the
-uniform stream addressed by ``(key, c, g, e)`` (:class:`dpjax.table.keys.GroupStream`), through
-the kernel's own sampler (``_sample``, the protocol's inverse CDF or exact sampler).
+words addressed by ``(key, c, g, e)`` — under the pair ``H(H(key, c), g)`` (:func:`dpjax.table.keys.derive`),
+the counter ``(j, e)`` — so a group's noise depends only on (key, component, group key, element).
 
-Draws are laid out in rows of :data:`dpjax.mechanism.LANE_BLOCK` (padding past the real
-entries) so that no entry falls in XLA's scalar loop tail, whose ``log``/``exp`` may differ in
-the last bit from the vector lanes': a group's noise is the same bits whatever else is released.
+Two tiers (``dpjax.table.release(..., numerics=...)``):
+
+* ``"float"`` (:func:`draw` of a kernel): the kernel's own sampler (``_sample``, the protocol's inverse
+  CDF or exact-arithmetic sampler) on the uniforms of :class:`dpjax.table.keys.GroupStream`. Draws are
+  laid out in rows of :data:`dpjax.mechanism.LANE_BLOCK` (padding past the real entries) so that no entry
+  falls in XLA's scalar loop tail, whose ``log``/``exp`` may differ in the last bit from the vector lanes':
+  a group's noise is the same bits whatever else is released.
+* ``"exact"`` (:func:`draw` of ``kernel.exact_lattice()``, an :class:`~dpjax.exact.ExactLattice`): the
+  integer-only release of :mod:`dpjax.exact.lattice` — the true value rounded to the lattice gℤ
+  (k = ⌊x/g + ½⌋, exact: g is a power of two), plus integer noise N of the fixed-trip discrete Laplace or
+  discrete Gaussian table samplers (:mod:`dpjax.exact.table_samplers`) fed by
+  :class:`dpjax.exact.bits.GroupWords` (the same pair and element, raw 64-bit words); the rare flagged
+  entries (a tie with a threshold, a word past the table) are completed exactly on the host from further
+  words of the same entry. The output g·(k + N) is a point of gℤ whatever the data.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.exact import ExactLattice, table_samplers
+from dpjax.exact.bits import GroupWords
+from dpjax.exact.lattice import check_index_range
 from dpjax.mechanism import LANE_BLOCK
 from dpjax.table.keys import GroupStream, derive
 
-__all__ = ["draw"]
-
+__all__ = ["draw", "run_scale"]
 
 @jax.jit
 def _draw(kernel, k0, k1, elements, values):
     return kernel._sample(GroupStream(k0, k1, elements, jnp.float64), values)
 
 
+@functools.partial(jax.jit, static_argnames=("kind", "t", "shift"))
+def _codes(k0, k1, elements, *, kind, t, shift):
+    """Packed codes (z = code >> 8, flagged = code & 1) of the table samplers on group-addressed words."""
+    words = GroupWords(k0, k1, elements)
+    if kind == "dl":
+        return table_samplers.laplace_code(words, elements.shape[0], t, shift)
+    return table_samplers.gaussian_code(words, elements.shape[0], t)
+
+
 def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values + noise``, float64, for ``values[g, i]`` the true value of element ``elements[g, i]``
-    of group ``g`` (``group_words[g]`` its key hash) in the component keyed by ``component_pair``."""
+    of group ``g`` (``group_words[g]`` its key hash) in the component keyed by ``component_pair``.
+    ``kernel``: a noise kernel (the float tier) or its ``exact_lattice()`` (the exact tier)."""
     k0, k1 = derive(component_pair, group_words)
     shape = values.shape
+    if isinstance(kernel, ExactLattice):
+        return _draw_exact(kernel, k0, k1, elements, values)
     n = values.size
     pad = -n % LANE_BLOCK or (LANE_BLOCK if n == 0 else 0)
 
@@ -41,3 +68,45 @@ def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, 
         out = _draw(kernel, k0, k1, rows(np.broadcast_to(elements, shape), np.uint32), rows(values, np.float64))
         out = np.asarray(out, np.float64)
     return out.reshape(-1)[:n].reshape(shape)
+
+
+def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
+    """The exact tier's :func:`draw`: g·(⌊x/g + ½⌋ + N), N the lattice's integer noise (module docstring)."""
+    kind = lat.sampler
+    if kind not in ("dl", "dg") or np.size(lat.param) != 1:
+        raise ValueError(f"noise: the exact tier of a table release needs a one-scale discrete Laplace or discrete "
+                         f"Gaussian lattice, got {type(lat).__name__} (sampler {kind!r})")
+    shape = values.shape
+    n = values.size
+    g = float(np.asarray(lat.granularity))
+    check_index_range(lat, values)
+    x = np.asarray(values, np.float64).reshape(-1) / g  # exact: g is a power of two
+    f = np.floor(x)
+    index = (f + (x - f >= 0.5)).astype(np.int64)  # ⌊x/g + ½⌋, exactly
+    size = max(LANE_BLOCK, 1 << max(n - 1, 0).bit_length())  # a power of two: few compilations
+
+    def flat(a):
+        return np.pad(np.broadcast_to(a, shape).reshape(-1).astype(np.uint32), (0, size - n))
+
+    k0, k1, e = flat(k0[:, None]), flat(k1[:, None]), flat(elements)
+    t, shift = int(np.asarray(lat.param)), int(np.asarray(lat.shift))
+    with jax.enable_x64(True):
+        code = np.asarray(_codes(k0, k1, e, kind=kind, t=t, shift=shift if kind == "dl" else 0))[:n]
+    z = code >> 8
+    for i in np.flatnonzero(code & 1):  # ties and the far tail (probability ≲ 2^-40 each): exactly, on the host
+        a, b, c = int(k0[i]), int(k1[i]), int(e[i])
+
+        def word(j, a=a, b=b, c=c):
+            return table_samplers.threefry_word(a, b, j, c)
+
+        z[i] = table_samplers.exact_record(word, t, shift) if kind == "dl" else \
+            table_samplers.exact_gaussian_record(word, t)
+    return ((index + z).astype(np.float64) * g).reshape(shape)
+
+
+def run_scale(kernel) -> float:
+    """The scale of the noise ``kernel`` adds, in the values' units: the kernel's scale, or for a lattice g times
+    the scale of its integer noise as accounted (the discrete Laplace's t/2^p, the discrete Gaussian's σ')."""
+    noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
+    scale = float(np.asarray(getattr(noise, noise.scale_name)))
+    return scale * float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else scale

@@ -6,6 +6,12 @@ calibrate one noise ratio on the composed PLD (:mod:`.calibration`); select grou
 (:mod:`.selection`) or take the public ones; add the noise keyed by (key, component, group)
 (:mod:`.noise`); post-process into the statistics (:mod:`.statistics`). Every check runs
 before any noise is drawn.
+
+Numerics: on the exact tier (the default for Laplace and the integer-valued kernels) every noisy
+value — statistics and the selection's unit counts — is the kernel's lattice mechanism
+(``kernel.exact_lattice()``: the value rounded to the lattice gℤ plus integer-only noise,
+:mod:`dpjax.exact`), calibrated and accounted as that mechanism at its lattice sensitivity; on the
+float tier the kernel's float sampler runs (docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpjax.mechanism import overrides
 from dpjax.random import check_key
 from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
 from dpjax.table.calibration import calibrate, kernel_of
 from dpjax.table.keys import KeyWords
-from dpjax.table.noise import draw
+from dpjax.table.noise import draw, run_scale
 from dpjax.table.selection import selection_delta, threshold
 from dpjax.table.statistics import Statistic
 
@@ -45,8 +52,10 @@ class TableRelease:
     exact privacy of the whole release (every statistic and the group selection), ≤ the
     request. ``row_level``: ``True`` when no privacy unit was given — each row is then taken as
     a different person (the guarantee is per row, not per person). ``scales``: the noise scale of
-    each component; ``threshold``: the selection threshold τ on the noisy unit count (``None``
-    with public groups).
+    each component, as run (on the exact tier the lattice's: g times its integer noise's scale);
+    ``threshold``: the selection threshold τ on the noisy unit count (``None`` with public groups).
+    ``numerics``: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each component,
+    ``{name: g}``) or ``"float"`` (the kernel's float sampler; ``granularity`` empty).
     """
 
     table: pa.Table
@@ -60,6 +69,8 @@ class TableRelease:
     scales: dict
     threshold: float | None
     selection_delta: float
+    numerics: str = "float"
+    granularity: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +87,12 @@ class Request:
     make: object
     discrete: bool
     noise_name: str
+    numerics: str = "float"
+
+    def noise(self, scale):
+        """The noise run at ``scale``: the kernel, or on the exact tier its lattice mechanism."""
+        kernel = self.make(scale)
+        return kernel.exact_lattice() if self.numerics == "exact" else kernel
 
     @property
     def value_columns(self):
@@ -101,8 +118,34 @@ def _positive_int(name, x):
     return int(x)
 
 
+def numerics_of(probe, numerics) -> str:
+    """The tier a release runs: ``numerics`` (``"exact"`` refused for a kernel without an exact sampler: a
+    one-scale discrete Laplace or discrete Gaussian lattice, :meth:`exact_lattice`), or by default
+    ``"exact"`` where the kernel ``probe`` has one and its lattice calibrates about as fast as the kernel —
+    the integer-valued kernels, and a lattice with a closed-form hockey-stick (Laplace's discrete Laplace);
+    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms, seconds per
+    PLD) would turn a millisecond calibration into about a minute (``numerics="exact"`` runs it)."""
+    if numerics not in (None, "exact", "float"):
+        raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), "
+                         f"got {numerics!r}")
+    if numerics == "float":
+        return "float"
+    try:
+        lattice = probe.exact_lattice() if overrides(probe, "exact_lattice") else None
+    except ValueError:
+        lattice = None
+    if lattice is None or lattice.sampler not in ("dl", "dg"):
+        if numerics == "exact":
+            raise ValueError(f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
+                             f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}")
+        return "float"
+    if numerics == "exact" or probe.discrete or overrides(lattice, "hockey_stick"):
+        return "exact"
+    return "float"
+
+
 def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-             noise) -> Request:
+             noise, numerics=None) -> Request:
     """Every argument check of :func:`release` (nothing about the data's content)."""
     by = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else by
     if not isinstance(by, list) or not by or not all(isinstance(c, str) and c for c in by):
@@ -159,7 +202,7 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                                      "noise='gaussian' or 'laplace'")
     noise_name = noise if isinstance(noise, str) else type(probe).__name__
     return Request(by, list(statistics), privacy_unit, k, m, float(epsilon), float(delta), make,
-                   bool(probe.discrete), noise_name)
+                   bool(probe.discrete), noise_name, numerics_of(probe, numerics))
 
 
 def _local_aggregates(req: Request, data, public, bound_key):
@@ -214,16 +257,31 @@ def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
     return stat.low + (node + rank) * leaf_width
 
 
+def _selection(req: Request, cal):
+    """(noise, threshold τ, δ_sel) of private selection (:mod:`.selection`). On the exact tier the noisy
+    unit count is g·(k + N), k the lattice index of the count and N integer: a group of one unit
+    (k₁ = ⌊1/g + ½⌋) is kept when N > h, h the integer threshold of the lattice noise in lattice units, so
+    τ = g·(k₁ + h) and δ_sel = K·Pr[N > h]·e^ε."""
+    kernel = req.noise(cal.ratio)
+    share = req.delta * SELECTION_DELTA_SHARE
+    if req.numerics != "exact":
+        tau = threshold(kernel, req.max_groups, req.epsilon, share)
+        return kernel, tau, selection_delta(kernel, tau, req.max_groups, cal.epsilon)
+    g = float(np.asarray(kernel.granularity))
+    h = math.floor(threshold(kernel.noise, req.max_groups, req.epsilon, share) - 1.0)  # Pr[N > h] = Pr[N > ⌊h⌋]
+    return kernel, g * (math.floor(1.0 / g + 0.5) + h), selection_delta(kernel.noise, h + 1.0, req.max_groups,
+                                                                         cal.epsilon)
+
+
 def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict,
            public: bool) -> TableRelease:
     """Selection, noise and post-processing, from the integer aggregates (both backends)."""
     components = req.components()
-    scales = {name: cal.ratio * c.sensitivity for name, (c, _) in components.items()}
+    kernels = {name: req.noise(cal.ratio * c.sensitivity) for name, (c, _) in components.items()}
     tau, d_sel = None, 0.0
     if not public:
-        sel_kernel = req.make(cal.ratio)
-        tau = threshold(sel_kernel, req.max_groups, req.epsilon, req.delta * SELECTION_DELTA_SHARE)
-        d_sel = selection_delta(sel_kernel, tau, req.max_groups, cal.epsilon)
+        sel_kernel, tau, d_sel = _selection(req, cal)
+        kernels["selection"] = sel_kernel
         noisy_units = draw(sel_kernel, key_words.component("selection"), words, np.zeros((len(words), 1)),
                            agg["units"].astype(np.float64)[:, None])[:, 0]
         kept = np.flatnonzero(noisy_units > tau)
@@ -233,14 +291,13 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
         order = order.to_numpy()
         keys, words = keys.take(pa.array(order)), words[order]
         agg = {k: v[order] for k, v in agg.items()}
-        scales["selection"] = cal.ratio
     noisy = {}
     columns = {c: keys.column(c) for c in req.by}
     for s in req.statistics:
         parts = []
         for c in s.components(req.max_rows, req.discrete):
             if c.name not in noisy:
-                kernel = req.make(scales[c.name])
+                kernel = kernels[c.name]
                 pair = key_words.component(c.name)
                 if c.name.startswith("tree:"):
                     noisy[c.name] = (kernel, pair)
@@ -257,13 +314,15 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
             out = np.rint(out).astype(np.int64)
         columns[s.name] = pa.array(out)
     table = pa.table(columns)
+    scales = {name: run_scale(k) for name, k in kernels.items()}
+    steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if req.numerics == "exact" else {}
     # the composition's δ share plus selection's K·p·e^ε at the reported ε (≤ the requested ε, so ≤ its share)
     return TableRelease(table, cal.epsilon, cal.delta + d_sel, req.privacy_unit is None, req.privacy_unit,
-                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel)
+                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel, req.numerics, steps)
 
 
 def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
-            epsilon, delta=0.0, groups=None, noise="gaussian") -> TableRelease:
+            epsilon, delta=0.0, groups=None, noise="gaussian", numerics=None) -> TableRelease:
     """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
 
     Args:
@@ -281,17 +340,24 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
         several columns), a dict column → list of values (their cross product), or a table of keys.
       noise: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``,
         a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
+      numerics: ``"exact"`` — integer-only noise, each noisy value the kernel's lattice mechanism
+        (``kernel.exact_lattice()``: rounded to the lattice gℤ, discrete Laplace or discrete Gaussian noise
+        drawn by integer comparisons only), calibrated and accounted as that mechanism (lattice sensitivity
+        ⌈Δ/g⌉); ``"float"`` — the kernel's float sampler (docs/threat-model.md); ``None`` (default): exact
+        for ``"laplace"`` and the integer-valued kernels, float for ``"gaussian"`` (its exact lattice, a
+        discrete Gaussian accounted from its atoms, calibrates in about a minute: ask for it) and for
+        kernels without an exact sampler (:func:`numerics_of`). ``TableRelease.numerics`` says which ran.
 
     Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
     raises ``ValueError`` before any noise is drawn.
     """
     req = validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-                   noise)
+                   noise, numerics)
     key = check_key(key)
     public = _data.public_groups(groups, req.by) if groups is not None else None
     cal = calibrate(req.make, [c for c, _ in req.components().values()], req.max_groups, public is None,
                     req.epsilon, req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta,
-                    req.discrete)
+                    req.discrete, req.numerics == "exact")
     key_words = KeyWords(key)
     if type(data).__module__.startswith("pyspark"):
         from dpjax.table.spark import spark_aggregates
