@@ -799,3 +799,43 @@ def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
     assert _chi2_pvalue(out, z, pmf) > 1e-4
+
+
+class _CraftedWords:
+    """Word 0 of every record given (a uint64 array): ``halves`` as :class:`ThreefryWords` serves them."""
+
+    def __init__(self, u):
+        self.u = np.asarray(u, np.uint64)
+        self.records = jnp.arange(self.u.size, dtype=jnp.uint32)
+
+    def halves(self, j, records=None):
+        assert j == 0
+        return jnp.asarray((self.u >> np.uint64(32)).astype(np.uint32)), jnp.asarray(self.u.astype(np.uint32))
+
+
+@pytest.mark.parametrize("nvar", [5, 2**22 + 77])
+def test_device_search_on_32_bit_halves(nvar):
+    """The one-word search compares 32-bit halves: words whose high half equals a threshold's (just below it, on it,
+    just above it) are decided by the low halves in a long table (exactly: |Z| = #{T ≤ v}, open only on a tie) and
+    left open for the host in a short one (≤ EXACT_LOW_ABOVE thresholds); every decided record is the host's exact
+    value, and the host completes the open ones to the same function of the word."""
+    from dpjax.exact import table_samplers
+
+    tab = table_samplers.dg_icdf(nvar)
+    ks = np.linspace(0, tab.size - 1, 12).astype(np.int64)
+    near = np.concatenate([tab[ks] - np.uint64(1), tab[ks], tab[ks] + np.uint64(1)])
+    far = (tab[ks] & ~np.uint64(0xFFFFFFFF)) - np.uint64(1)  # below the threshold's high half: decided by it
+    v = np.concatenate([near, far[far < tab[ks]]])
+    u = np.concatenate([v, v | np.uint64(1 << 63)])  # both signs
+    with jax.enable_x64(True):
+        z, flag = (np.asarray(a) for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *table_samplers.dg_guide(nvar)))
+    host = np.array([table_samplers.exact_gaussian_record(lambda j, w=int(w): w, nvar) for w in u])
+    ties = np.isin(u & np.uint64((1 << 63) - 1), tab)  # (V against F: the further words decide)
+    count = np.searchsorted(tab, u & np.uint64((1 << 63) - 1), side="right")
+    np.testing.assert_array_equal(np.where(u >> np.uint64(63) == 1, -count, count)[~ties], host[~ties])
+    np.testing.assert_array_equal(z[~flag], host[~flag])
+    if tab.size > table_samplers.EXACT_LOW_ABOVE:
+        np.testing.assert_array_equal(flag, ties | (count == tab.size))  # a tie, or past the table
+    else:
+        same_high = np.isin((u & np.uint64((1 << 63) - 1)) >> np.uint64(32), tab >> np.uint64(32))
+        assert flag[same_high].all() and not flag[~same_high & (count < tab.size)].any()

@@ -358,9 +358,10 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
         words.records = records
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
         return _finish(table_samplers.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
-    code = {"dl": lambda: table_samplers.laplace_code(words, n, t, shift), "dg": lambda: table_samplers.gaussian_code(words, n, t),
-            "pb": lambda: table_samplers.boosted_code(words, n, t)}[kind]()
-    return _finish(code, values, kind, g, unit, out_dtype)
+    z, flag = {"dl": lambda: table_samplers.laplace_noise(words, t, shift),
+               "dg": lambda: table_samplers.symmetric_noise(words, table_samplers.dg_icdf(t), *table_samplers.dg_guide(t)),
+               "pb": lambda: table_samplers.symmetric_noise(words, table_samplers.pb_icdf(t), *table_samplers.pb_guide(t))}[kind]()
+    return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
 
 
 #: the smallest Laplace scale whose lattice :func:`_laplace_lattice_bits` builds (b and g = 2^(⌊log2 b⌋ − 20)
@@ -403,13 +404,21 @@ def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, 
 
 
 def _finish(code, values, kind, g, unit, out_dtype):
-    """The output of packed codes: the category (randomized response) or the lattice value, and the sentinel
-    for the flagged records and for answers off the index range (the host refuses the release)."""
+    """:func:`_finish_noise` of packed codes."""
+    return _finish_noise(code >> 8, (code & 1) == 1, values, kind, g, unit, out_dtype)
+
+
+def _finish_noise(z, flag, values, kind, g, unit, out_dtype):
+    """The output of the noise ``z`` (or category, randomized response) and the ``flag`` of the records that await
+    the host: the category or the lattice value, and the sentinel for the flagged records and for answers off the
+    index range (the host refuses the release)."""
     if kind == "rr":
-        out = (code >> 8).astype(out_dtype)
+        out = z.astype(out_dtype)
+    elif unit and values.dtype == out_dtype and jnp.issubdtype(out_dtype, jnp.integer):
+        out = values + z.astype(out_dtype)  # in the values' width: the same bits as the int64 sum, narrowed
     else:
-        out = _lattice_value(values, code >> 8, g, unit, out_dtype)
-    flag = ((code & 1) == 1) | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
+        out = _lattice_value(values, z, g, unit, out_dtype)
+    flag = flag | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
     return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
 
