@@ -57,7 +57,7 @@ import numpy as np
 
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
            "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "TRANSCENDENTAL_ERROR", "dl_icdf", "dl_tables", "exact_boosted_record",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "exact_rr_record", "level_guide",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
            "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
@@ -274,6 +274,11 @@ def _pack(z, flag):
     return z.astype(jnp.int64) * 256 + flag.astype(jnp.int64)
 
 
+def laplace_noise_dtype(t, shift, bits=CHUNK_BITS):
+    """The dtype of :func:`laplace_noise`'s z: int32 where every table-decided |Z| ≤ K 2^m is below 2^30."""
+    return jnp.int32 if dl_icdf(t, shift, bits).size << chunk_layout(t, shift, bits)[2] < 1 << 30 else jnp.int64
+
+
 def laplace_noise(words, t, shift, bits=CHUNK_BITS):
     """:func:`discrete_laplace_fast` unpacked and in 32-bit lanes: (z, flagged), z int32 where |Z| < 2^30
     certainly (every table-decided draw: J < K and the chunks below 2^m give |Z| ≤ K 2^m), else int64."""
@@ -286,7 +291,7 @@ def laplace_noise(words, t, shift, bits=CHUNK_BITS):
     hi, lo = _word_halves(words, 0, records)
     j, flag = _level_search(jtab, *dl_guide(t, shift, bits), hi, lo)
     flag = flag | (j == jtab.shape[0])
-    dt = jnp.int32 if jtab.shape[0] << m < 1 << 30 else jnp.int64
+    dt = laplace_noise_dtype(t, shift, bits)
     g = (j.astype(dt) - 1) << m
     for i in range(len(chunks)):
         c, undecided = _count_le_guided(chunks[i], gd[i], depth[i], *_word_halves(words, 1 + i, records))
