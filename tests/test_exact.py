@@ -786,16 +786,25 @@ def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
         with jax.enable_x64(dt == jnp.float64):
             out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
         assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
-    # no correction step: most batches take the full search, which must give the same draws
-    steps = dgk.ICDF_STEPS
+    # the short table's count, the guess with its correction step, and (no correction step: most batches take it)
+    # the full search give the same draws
+    wide = dpjax.DiscreteGaussian(9.0)
+    assert one.support_radius <= dgk.LINEAR_MAX_RADIUS < wide.support_radius
+    out = np.asarray(dpjax.release(jax.random.key(3), jnp.zeros(n, jnp.float32), wide))
+    assert _chi2_pvalue(out, z, np.exp(-z.astype(float) ** 2 / (2 * 9.0**2))) > 1e-4
+    steps, linear = dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS
+    draws = {}
     try:
-        dgk.ICDF_STEPS = 0
-        jax.clear_caches()
-        full = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one))
+        for s, lin in ((steps, linear), (steps, 0), (0, 0)):
+            dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = s, lin
+            jax.clear_caches()
+            draws[s, lin] = [np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), m)) for m in (one, wide)]
     finally:
-        dgk.ICDF_STEPS = steps
+        dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = steps, linear
         jax.clear_caches()
-    np.testing.assert_array_equal(full, np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one)))
+    for d in draws.values():
+        for a, b in zip(d, draws[steps, linear]):
+            np.testing.assert_array_equal(a, b)
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
     assert _chi2_pvalue(out, z, pmf) > 1e-4
