@@ -866,3 +866,42 @@ def test_lattice_value_in_32_bit_lanes_is_the_64_bit_one(mech):
     wide = np.asarray(dpjax.release(key, jnp.asarray(np.append(x, np.float32(2 * top))), mech, numerics="exact"))
     np.testing.assert_array_equal(narrow, wide[:-1])
     assert np.all(np.abs(narrow - x) < 1e3 * max(float(getattr(mech, "scale", 0.0)), float(getattr(mech, "sigma", 0.0))) + top * 2.0**-23)
+
+
+def test_host_completion_compiles_once_per_size_class(monkeypatch):
+    """Flagged records (forced: P(J > K) ≥ 2^-3) are completed on the host and written back by device steps padded
+    to a size class: a second release with another count of flagged records in the same class compiles nothing
+    (each count compiled its own small programs before, 0.1 s apiece: seconds per release)."""
+    from jax._src import monitoring
+
+    from dpjax.exact import table_samplers
+
+    mech = dpjax.DiscreteLaplace(3.0)
+    x = jnp.linspace(-100.0, 100.0, 1200, dtype=jnp.float32)  # float answers: the lattice value on the host side too
+    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
+    compiled = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    try:
+        first = np.asarray(dpjax.release(jax.random.key(1), x, mech, numerics="exact"))
+        monitoring.register_event_duration_secs_listener(listen)
+        try:
+            second = np.asarray(dpjax.release(jax.random.key(2), x, mech, numerics="exact"))
+        finally:
+            monitoring.unregister_event_duration_listener(listen)
+        lat = mech.exact_lattice()
+        counts = [int((np.abs(np.round(o - np.round(x))) >= len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))).sum())
+                  for o in (first, second)]
+    finally:
+        for f in caches:
+            f.cache_clear()
+        jax.clear_caches()
+    assert counts[0] != counts[1] and all(64 < c <= 128 for c in counts), counts  # one size class, two counts
+    assert compiled == []
