@@ -31,26 +31,24 @@ import numpy as np
 import dpjax
 
 
-def _best(fn, repeats):
+def _times(fn, repeats):
+    """Seconds of ``repeats`` timed runs of ``fn`` after one warm-up (JIT compile)."""
     fn()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def _best(fn, repeats):
+    return min(_times(fn, repeats))
 
 
 def _median(fn, repeats):
-    """The median of ``repeats`` timed runs after one warm-up (under load the best run flatters whichever row got
-    a quiet moment)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    """The median run (under load the best run flatters whichever row got a quiet moment)."""
+    return float(np.median(_times(fn, repeats)))
 
 
 def _device_program(call):
