@@ -2,7 +2,8 @@
 
 Both sides compute ``values + noise`` for the same float32 values (numpy draws
 float64 noise as its Generator does and casts; dpjax draws in the values' dtype).
-Timings are the best of ``--repeats`` runs after one warm-up (JIT compile).
+Timings are the best of ``--repeats`` runs after one warm-up (JIT compile); ``--exact`` reports medians and, beside
+each exact row, its device program alone (the same call without the host work around it).
 
     python benchmarks/throughput.py            # 10^7 values
     python benchmarks/throughput.py --n 1e9    # on a GPU
@@ -30,14 +31,57 @@ import numpy as np
 import dpjax
 
 
-def _best(fn, repeats):
+def _times(fn, repeats):
+    """Seconds of ``repeats`` timed runs of ``fn`` after one warm-up (JIT compile)."""
     fn()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def _best(fn, repeats):
+    return min(_times(fn, repeats))
+
+
+def _median(fn, repeats):
+    """The median run (under load the best run flatters whichever row got a quiet moment)."""
+    return float(np.median(_times(fn, repeats)))
+
+
+def _device_program(call):
+    """A function re-running the device program that the public ``call`` ran last (``lattice._fast_lattice`` or
+    ``lattice._per_record_lattice``, with the same arguments), or None when it ran neither: the program alone,
+    without the host work around it."""
+    from dpjax.exact import lattice
+
+    seen = {}
+    originals = {name: getattr(lattice, name) for name in ("_fast_lattice", "_per_record_lattice")}
+
+    def spy(name):
+        def run(*args, **kwargs):
+            seen["call"] = (originals[name], args, kwargs)
+            return originals[name](*args, **kwargs)
+        return run
+
+    for name in originals:
+        setattr(lattice, name, spy(name))
+    try:
+        call()
+    finally:
+        for name, fn in originals.items():
+            setattr(lattice, name, fn)
+    if "call" not in seen:
+        return None
+    fn, args, kwargs = seen["call"]
+
+    def again():
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs).block_until_ready()
+
+    return again
 
 
 def _numpy_cases(rng, x):
@@ -111,29 +155,47 @@ def exact_rows(n, repeats, key):
     data = {jnp.float32: xf, jnp.int32: xf.astype(jnp.int32)}
 
     def rate(mech, x, numerics, reps=repeats):
-        return n / _best(lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready(), reps)
+        return n / _median(lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready(), reps)
+
+    def call(mech, x, numerics="exact"):
+        return lambda: dpjax.release(next(keys), x, mech, numerics=numerics).block_until_ready()
+
+    reference = call(dpjax.Laplace(1.0), xf, "float")
+
+    def paired(fn, reps=repeats, anchor=reference):
+        """(anchor's median time, fn's median time) over ``reps`` alternating runs of both: under a moving load
+        each row is compared with the reference measured beside it, not once at the start."""
+        fn(), anchor()
+        times = ([], [])
+        for _ in range(reps):
+            for f, acc in zip((anchor, fn), times):
+                t = time.perf_counter()
+                f()
+                acc.append(time.perf_counter() - t)
+        return float(np.median(times[0])), float(np.median(times[1]))
 
     ref = rate(dpjax.Laplace(1.0), xf, "float")
-    print(f"reference: Laplace(1) float release {ref:.3e} records/s")
-    print(f"{'mechanism':<46}{'exact records/s':>16}{'exact / float Laplace':>23}")
+    print(f"reference: Laplace(1) float release {ref:.3e} records/s (medians of {repeats} runs; each row's ratio is "
+          f"against the reference re-measured in alternation with it)")
+    print(f"{'mechanism':<46}{'exact records/s':>16}{'exact / float Laplace':>23}{'device program alone':>22}")
     rates = {"float Laplace": ref}
-    for name, mech, dt in exact_table_cases(n):
-        x = data[dt] % 4 if isinstance(mech, dpjax.RandomizedResponse) else data[dt]
-        t0 = time.perf_counter()
-        r = rate(mech, x, "exact", 1)
-        if time.perf_counter() - t0 < 5.0:
-            r = rate(mech, x, "exact")
-        rates[name] = r
-        print(f"{name:<46}{r:>16.3e}{r / ref:>22.3f}x")
-    from dpjax.exact import HostBits, lattice
-    from dpjax.exact.bits import key_pair
 
-    with jax.enable_x64(True):  # where the per-record Laplace's time goes: its device program alone
-        b = jnp.asarray(jnp.linspace(1.0, 2.0, n, dtype=jnp.float32), jnp.float64)
-        prog = n / _best(lambda: lattice._per_record_lattice(
-            key_pair(next(keys)), jnp.uint32(0), xf, b, None, None, kind="lap", k1=0, small=True, unit=False,
-            out_dtype=jnp.dtype(jnp.float32)).block_until_ready(), repeats)
-    print(f"{'  its device program alone':<46}{prog:>16.3e}{prog / ref:>22.3f}x")
+    def row(name, mech, x):
+        t0 = time.perf_counter()
+        call(mech, x)()
+        reps = repeats if time.perf_counter() - t0 < 5.0 else 1
+        tr, te = paired(call(mech, x), reps)
+        rates[name] = n / te
+        prog = _device_program(call(mech, x))
+        alone = ""
+        if prog is not None:
+            tr_prog, tp = paired(prog, reps)
+            alone = f"{tr_prog / tp:>21.3f}x"
+        print(f"{name:<46}{n / te:>16.3e}{tr / te:>22.3f}x{alone}")
+
+    for name, mech, dt in exact_table_cases(n):
+        row(name, mech, data[dt] % 4 if isinstance(mech, dpjax.RandomizedResponse) else data[dt])
+    from dpjax.exact import HostBits
 
     t0 = time.perf_counter()
     dpjax.release(HostBits(), data[jnp.int32], dpjax.DiscreteLaplace(3.0), numerics="exact").block_until_ready()
@@ -148,16 +210,16 @@ def exact_rows(n, repeats, key):
                            dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9)),
                           ("PrivacyBoosted(DiscreteLaplace(7.5), Abs 2.5, .8)",
                            dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8))):
-        r = rate(boosted, data[jnp.int32], "exact")
-        rf = rate(boosted, data[jnp.int32], "float")
-        rates[name] = r
-        print(f"{name:<46}{r:>16.3e}{r / ref:>22.3f}x  (float tier {rf:.3e}/s, {rf / ref:.3f}x)")
-    fdl = rate(dpjax.DiscreteLaplace(3.0), data[jnp.int32], "float")
-    fdg = rate(dpjax.DiscreteGaussian(3.0), data[jnp.int32], "float")
-    print(f"float DiscreteGaussian(3) {fdg:.3e}/s vs float DiscreteLaplace(3) {fdl:.3e}/s: {fdg / fdl:.3f}x")
+        row(name, boosted, data[jnp.int32])
+        tr, tf = paired(call(boosted, data[jnp.int32], "float"))
+        print(f"{'  its float tier':<46}{n / tf:>16.3e}{tr / tf:>22.3f}x")
+    for s in (3.0, 100.0):
+        tl, tg = paired(call(dpjax.DiscreteGaussian(s), data[jnp.int32], "float"),
+                        anchor=call(dpjax.DiscreteLaplace(s), data[jnp.int32], "float"))
+        print(f"float DiscreteGaussian({s:g}) {n / tg:.3e}/s vs float DiscreteLaplace({s:g}) {n / tl:.3e}/s: {tl / tg:.3f}x")
     with jax.enable_x64(True):
         f = jax.jit(lambda k: cks.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
-        rates["exact discrete Laplace (t=2^20) samples/s"] = n / _best(lambda: f(next(keys)).block_until_ready(), repeats)
+        rates["exact discrete Laplace (t=2^20) samples/s"] = n / _median(lambda: f(next(keys)).block_until_ready(), repeats)
     print(f"exact discrete Laplace sampler alone (t = 2^20): {rates['exact discrete Laplace (t=2^20) samples/s']:.3e} samples/s")
     try:
         import opendp.prelude as dp

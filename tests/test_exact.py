@@ -786,16 +786,122 @@ def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
         with jax.enable_x64(dt == jnp.float64):
             out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
         assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
-    # no correction step: most batches take the full search, which must give the same draws
-    steps = dgk.ICDF_STEPS
+    # the short table's count, the guess with its correction step, and (no correction step: most batches take it)
+    # the full search give the same draws
+    wide = dpjax.DiscreteGaussian(9.0)
+    assert one.support_radius <= dgk.LINEAR_MAX_RADIUS < wide.support_radius
+    out = np.asarray(dpjax.release(jax.random.key(3), jnp.zeros(n, jnp.float32), wide))
+    assert _chi2_pvalue(out, z, np.exp(-z.astype(float) ** 2 / (2 * 9.0**2))) > 1e-4
+    steps, linear = dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS
+    draws = {}
     try:
-        dgk.ICDF_STEPS = 0
-        jax.clear_caches()
-        full = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one))
+        for s, lin in ((steps, linear), (steps, 0), (0, 0)):
+            dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = s, lin
+            jax.clear_caches()
+            draws[s, lin] = [np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), m)) for m in (one, wide)]
     finally:
-        dgk.ICDF_STEPS = steps
+        dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = steps, linear
         jax.clear_caches()
-    np.testing.assert_array_equal(full, np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one)))
+    for d in draws.values():
+        for a, b in zip(d, draws[steps, linear]):
+            np.testing.assert_array_equal(a, b)
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
     assert _chi2_pvalue(out, z, pmf) > 1e-4
+
+
+class _CraftedWords:
+    """Word 0 of every record given (a uint64 array): ``halves`` as :class:`ThreefryWords` serves them."""
+
+    def __init__(self, u):
+        self.u = np.asarray(u, np.uint64)
+        self.records = jnp.arange(self.u.size, dtype=jnp.uint32)
+
+    def halves(self, j, records=None):
+        assert j == 0
+        return jnp.asarray((self.u >> np.uint64(32)).astype(np.uint32)), jnp.asarray(self.u.astype(np.uint32))
+
+
+@pytest.mark.parametrize("nvar", [5, 2**22 + 77])
+def test_device_search_on_32_bit_halves(nvar):
+    """The one-word search compares 32-bit halves: words whose high half equals a threshold's (just below it, on it,
+    just above it) are decided by the low halves in a long table (exactly: |Z| = #{T ≤ v}, open only on a tie) and
+    left open for the host in a short one (≤ EXACT_LOW_ABOVE thresholds); every decided record is the host's exact
+    value, and the host completes the open ones to the same function of the word."""
+    from dpjax.exact import table_samplers
+
+    tab = table_samplers.dg_icdf(nvar)
+    ks = np.linspace(0, tab.size - 1, 12).astype(np.int64)
+    near = np.concatenate([tab[ks] - np.uint64(1), tab[ks], tab[ks] + np.uint64(1)])
+    far = (tab[ks] & ~np.uint64(0xFFFFFFFF)) - np.uint64(1)  # below the threshold's high half: decided by it
+    v = np.concatenate([near, far[far < tab[ks]]])
+    u = np.concatenate([v, v | np.uint64(1 << 63)])  # both signs
+    with jax.enable_x64(True):
+        z, flag = (np.asarray(a) for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *table_samplers.dg_guide(nvar)))
+    host = np.array([table_samplers.exact_gaussian_record(lambda j, w=int(w): w, nvar) for w in u])
+    ties = np.isin(u & np.uint64((1 << 63) - 1), tab)  # (V against F: the further words decide)
+    count = np.searchsorted(tab, u & np.uint64((1 << 63) - 1), side="right")
+    np.testing.assert_array_equal(np.where(u >> np.uint64(63) == 1, -count, count)[~ties], host[~ties])
+    np.testing.assert_array_equal(z[~flag], host[~flag])
+    if tab.size > table_samplers.EXACT_LOW_ABOVE:
+        np.testing.assert_array_equal(flag, ties | (count == tab.size))  # a tie, or past the table
+    else:
+        same_high = np.isin((u & np.uint64((1 << 63) - 1)) >> np.uint64(32), tab >> np.uint64(32))
+        assert flag[same_high].all() and not flag[~same_high & (count < tab.size)].any()
+
+
+@pytest.mark.parametrize("mech", [dpjax.Laplace(1.0), dpjax.Gaussian(3.0), dpjax.DiscreteGaussian(7.0)], ids=repr)
+def test_lattice_value_in_32_bit_lanes_is_the_64_bit_one(mech):
+    """float32 answers whose lattice indices lie below 2^30 take the 32-bit lattice value; one answer past that
+    bound sends the whole batch to the 64-bit one: the records they share are bitwise the same (ties at k + ½,
+    sums past float32's 2^24 that round, both signs)."""
+    g = float(mech.exact_lattice().granularity)
+    rng = np.random.default_rng(5)
+    top = 2.0**30 * g
+    x = np.concatenate([rng.uniform(-top, top, 6000), (rng.integers(-2**29, 2**29, 2000) + 0.5) * g,
+                        top - g * rng.integers(1, 4000, 2000)]).astype(np.float32)
+    x = x[np.abs(x) < top]
+    key = jax.random.key(11)
+    narrow = np.asarray(dpjax.release(key, jnp.asarray(x), mech, numerics="exact"))
+    wide = np.asarray(dpjax.release(key, jnp.asarray(np.append(x, np.float32(2 * top))), mech, numerics="exact"))
+    np.testing.assert_array_equal(narrow, wide[:-1])
+    assert np.all(np.abs(narrow - x) < 1e3 * max(float(getattr(mech, "scale", 0.0)), float(getattr(mech, "sigma", 0.0))) + top * 2.0**-23)
+
+
+def test_host_completion_compiles_once_per_size_class(monkeypatch):
+    """Flagged records (forced: P(J > K) ≥ 2^-3) are completed on the host and written back by device steps padded
+    to a size class: a second release with another count of flagged records in the same class compiles nothing
+    (each count compiled its own small programs before, 0.1 s apiece: seconds per release)."""
+    from jax._src import monitoring
+
+    from dpjax.exact import table_samplers
+
+    mech = dpjax.DiscreteLaplace(3.0)
+    x = jnp.linspace(-100.0, 100.0, 1200, dtype=jnp.float32)  # float answers: the lattice value on the host side too
+    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
+    for f in caches:
+        f.cache_clear()
+    jax.clear_caches()
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
+    compiled = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    try:
+        first = np.asarray(dpjax.release(jax.random.key(1), x, mech, numerics="exact"))
+        monitoring.register_event_duration_secs_listener(listen)
+        try:
+            second = np.asarray(dpjax.release(jax.random.key(2), x, mech, numerics="exact"))
+        finally:
+            monitoring.unregister_event_duration_listener(listen)
+        lat = mech.exact_lattice()
+        counts = [int((np.abs(np.round(o - np.round(x))) >= len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))).sum())
+                  for o in (first, second)]
+    finally:
+        for f in caches:
+            f.cache_clear()
+        jax.clear_caches()
+    assert counts[0] != counts[1] and all(64 < c <= 128 for c in counts), counts  # one size class, two counts
+    assert compiled == []

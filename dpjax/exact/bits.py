@@ -61,9 +61,13 @@ class ThreefryWords:
         self.shape = tuple(shape)
 
     def __call__(self, j, records=None):
-        r = self.records if records is None else records
-        w0, w1 = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
+        w0, w1 = self.halves(j, records)
         return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
+
+    def halves(self, j, records=None):
+        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``, for samplers that compute in 32-bit lanes."""
+        r = self.records if records is None else records
+        return threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
 
 
 class GroupWords:

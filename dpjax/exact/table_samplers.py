@@ -25,7 +25,9 @@ rigorous bounds (``mpmath.iv`` intervals or fixed-point chains with floors and c
 until the floor is certain). Then ``u < T`` proves U < F and ``u > T`` proves U ≥ F (U < (u+1)/2^64 and
 U ≥ u/2^64): every device decision is an integer comparison that is *correct*, not approximate. Only
 ``u == T`` (a tie, probability ≤ 2^-64 per threshold) leaves the comparison open, and so does J ≥ K
-(past the table, probability < 2^−40). The device flags those records; :func:`resolve_on_host`
+(past the table, probability < 2^−40). (The device compares 32-bit halves — high, then low on equal
+highs — so that a CPU runs its vector lanes at 32 bits; a table of at most :data:`EXACT_LOW_ABOVE`
+thresholds decides on the high halves alone and leaves equal highs open, probability < 1.2·10^-7.) The device flags those records; :func:`resolve_on_host`
 recomputes each flagged record from its own words, deciding every open comparison with further words
 of the same record against interval bounds of F at growing precision (terminates with probability 1).
 Device and host compute the same function of the record's word stream, so the output law is exactly
@@ -53,10 +55,10 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
+__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
            "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "TRANSCENDENTAL_ERROR", "dl_icdf", "dl_tables", "exact_boosted_record",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "exact_rr_record", "level_guide",
-           "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "threefry_gaussian", "threefry_laplace"]
+           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
+           "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -200,29 +202,57 @@ def guides(t, shift, bits=CHUNK_BITS):
     return g, tuple(int(np.max(np.diff(row))).bit_length() for row in g)
 
 
-def _count_le_guided(table, guide, depth, u):
-    """#{i : table[i] ≤ u} and the tie flag, searching only u's guide bucket (same result as
-    :func:`_count_le`: every threshold below the bucket is < u, every one past it is > u).
-
-    Two look-ups fewer than a plain bounded bisection: a probe past the bucket's end reads a threshold
-    ≥ the next bucket's start > u, so only the table's end needs a guard; and u ties the count's last
-    threshold iff a successful probe read a threshold equal to u (that is the last successful probe's
-    threshold; with none, the bucket's lower neighbour is below the bucket start ≤ u)."""
-    k = (u >> _U64(64 - GUIDE_BITS)).astype(jnp.int32)
-    return _probe(table, u, guide[k], depth)
+def _word_halves(words, j, records):
+    """Word ``j`` of the records as its (high, low) uint32 halves. The searches compare 32-bit lanes: on a CPU a
+    program with 64-bit integers runs half as many records per vector instruction (and the gathers dominate)."""
+    halves = getattr(words, "halves", None)
+    if halves is not None:
+        return halves(j, records)
+    u = words(j, records)
+    return (u >> _U64(32)).astype(jnp.uint32), u.astype(jnp.uint32)
 
 
-def _probe(table, u, lo, depth):
-    """``depth`` unrolled bisection steps from a guide's bucket start ``lo``: (#{i : table[i] ≤ u},
-    whether a successful probe read a threshold equal to u — a tie)."""
-    tie = jnp.zeros(u.shape, bool)
+#: tables with more thresholds than this compare the words' low halves too; a shorter one decides on the high halves
+#: alone, an equal high half leaving the record to the host (probability below size·2^-31 per record: < 1.2·10^-7)
+EXACT_LOW_ABOVE = 256
+
+
+def _probe(tab, guide, depth, k, vh, vl):
+    """#{i : T[i] ≤ v} and whether the record is open (for the host), for words v = (vh, vl) (uint32 halves: high,
+    low) in guide bucket ``k`` of the numpy thresholds ``tab`` (guide: the bucket starts, int32): ``depth``
+    unrolled bisection steps from the bucket's start. Every threshold below the bucket is < v and a probe past
+    the bucket's end reads a threshold ≥ the next bucket's start > v, so only the table's end needs a guard.
+    The comparisons run on 32-bit halves: high[i] < vh proves T[i] < v, high[i] > vh proves T[i] > v; on equal
+    high halves the low halves decide (a tie T[i] = v is open), or, for a table of at most
+    :data:`EXACT_LOW_ABOVE` thresholds, the record is open. The first step's threshold is looked up at the
+    bucket's own index, beside its start, instead of after it."""
+    tab = np.asarray(tab, np.uint64)
+    size = tab.size
+    high = (tab >> np.uint64(32)).astype(np.uint32)
+    low = (tab & np.uint64(0xFFFFFFFF)).astype(np.uint32) if size > EXACT_LOW_ABOVE else None
+    first = np.maximum(np.minimum(np.asarray(guide, np.int64) + (1 << max(depth - 1, 0)), size) - 1, 0)
+    lo = jnp.asarray(guide)[k]
+    undecided = jnp.zeros(vh.shape, bool)
     for b in reversed(range(depth)):
         mid = lo + (1 << b)
-        t = table[jnp.minimum(mid, table.shape[0]) - 1]
-        ok = (mid <= table.shape[0]) & (t <= u)
-        tie = tie | (ok & (t == u))
+        at = k if b == depth - 1 else jnp.minimum(mid, size) - 1
+        t = jnp.asarray(high[first] if b == depth - 1 else high)[at]
+        inside = mid <= size
+        if low is None:
+            undecided = undecided | (inside & (t == vh))
+            ok = inside & (t < vh)
+        else:
+            tl = jnp.asarray(low[first] if b == depth - 1 else low)[at]
+            ok = inside & ((t < vh) | ((t == vh) & (tl <= vl)))
+            undecided = undecided | (ok & (t == vh) & (tl == vl))
         lo = jnp.where(ok, mid, lo)
-    return lo, tie
+    return lo, undecided
+
+
+def _count_le_guided(table, guide, depth, hi, lo):
+    """#{i : table[i] ≤ u} for 64-bit words u = (hi, lo) and whether the record is open, searching only u's guide
+    bucket (:func:`_probe`)."""
+    return _probe(table, guide, depth, (hi >> np.uint32(32 - GUIDE_BITS)).astype(jnp.int32), hi, lo)
 
 
 def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
@@ -237,25 +267,38 @@ def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
     flagged = code & 1. Word 0 of a record gives the sign and J, word 1 + j chunk j (see the module
     docstring); no rejection, no loop."""
     del n
+    return _pack(*laplace_noise(words, t, shift, bits))
+
+
+def _pack(z, flag):
+    return z.astype(jnp.int64) * 256 + flag.astype(jnp.int64)
+
+
+def laplace_noise_dtype(t, shift, bits=CHUNK_BITS):
+    """The dtype of :func:`laplace_noise`'s z: int32 where every table-decided |Z| ≤ K 2^m is below 2^30."""
+    return jnp.int32 if dl_icdf(t, shift, bits).size << chunk_layout(t, shift, bits)[2] < 1 << 30 else jnp.int64
+
+
+def laplace_noise(words, t, shift, bits=CHUNK_BITS):
+    """:func:`discrete_laplace_fast` unpacked and in 32-bit lanes: (z, flagged), z int32 where |Z| < 2^30
+    certainly (every table-decided draw: J < K and the chunks below 2^m give |Z| ≤ K 2^m), else int64."""
     t, shift = int(t), int(shift)
     offsets, _, m = chunk_layout(t, shift, bits)
-    jtab = jnp.asarray(dl_icdf(t, shift, bits))
-    jguide, jdepth = dl_guide(t, shift, bits)
-    chunks = tuple(jnp.asarray(r) for r in dl_tables(t, shift, bits))
+    jtab = dl_icdf(t, shift, bits)
+    chunks = dl_tables(t, shift, bits)
     gd, depth = guides(t, shift, bits)
-    gd = jnp.asarray(gd)
     records = words.records.reshape(-1)
-    u = words(0, records)
-    neg = (u >> _U64(63)) == _U64(1)
-    j, flag = _level_search(jtab, jnp.asarray(jguide), jdepth, u & _U64((1 << 63) - 1))
+    hi, lo = _word_halves(words, 0, records)
+    j, flag = _level_search(jtab, *dl_guide(t, shift, bits), hi, lo)
     flag = flag | (j == jtab.shape[0])
-    g = (j.astype(jnp.int64) - 1) << m
+    dt = laplace_noise_dtype(t, shift, bits)
+    g = (j.astype(dt) - 1) << m
     for i in range(len(chunks)):
-        c, tie = _count_le_guided(chunks[i], gd[i], depth[i], words(1 + i, records))
-        g = g + (c.astype(jnp.int64) << offsets[i])
-        flag = flag | tie
-    a = jnp.where(j == 0, jnp.zeros((), jnp.int64), g + 1)
-    return jnp.where(neg, -a, a) * 256 + flag.astype(jnp.int64)
+        c, undecided = _count_le_guided(chunks[i], gd[i], depth[i], *_word_halves(words, 1 + i, records))
+        g = g + (c.astype(dt) << offsets[i])
+        flag = flag | undecided
+    a = jnp.where(j == 0, jnp.zeros((), dt), g + 1)
+    return jnp.where((hi >> np.uint32(31)) == 1, -a, a), flag
 
 
 # -- the host path: the same function of the word stream, every comparison decided exactly ----------
@@ -479,17 +522,20 @@ def dl_guide(t, shift, bits=CHUNK_BITS):
     return level_guide(dl_icdf(t, shift, bits))
 
 
-def _level_search(tab, guide, depth, v):
-    """(#{k : T[k] ≤ v}, tie): the level of v (its leading ones), its bucket, ``depth`` bisection steps.
-    Thresholds are strictly increasing, so v ties the count's last threshold iff some successful step
-    loaded a threshold equal to v (the bucket's lower neighbour is below the bucket start ≤ v)."""
+def _level_search(tab, guide, depth, hi, lo):
+    """(#{k : T[k] ≤ v}, open) for v the low 63 bits of the word (``hi``, ``lo``: uint32 halves), ``tab`` the numpy
+    table and ``guide`` its levelled guide: the level of v (its leading ones), its bucket, ``depth`` bisection
+    steps on 32-bit halves (:func:`_probe`)."""
     levels, b, lb = _dg_levels(), GUIDE_BITS, DG_LEVEL_BITS
-    ones = jax.lax.clz(~v & _U64((1 << 63) - 1)).astype(jnp.int32) - 1  # leading ones of the 63-bit v
+    vh = hi & np.uint32((1 << 31) - 1)
+    ones = jax.lax.clz(~(vh << np.uint32(1))).astype(jnp.int32)  # leading ones of v's top 31 bits (at most 31)
+    ones = jnp.where(ones == 31, 31 + jax.lax.clz(~lo).astype(jnp.int32), ones)
     lev = jnp.minimum(ones // lb, levels - 1)
-    i = ((v >> (_U64(63 - b) - lev.astype(jnp.uint64) * _U64(lb))) & _U64((1 << b) - 1)).astype(jnp.int32)
-    g = lev * ((1 << b) + 1) + i
-    # a probe past the bucket reads a threshold > v (see :func:`_count_le_guided`)
-    return _probe(tab, v, guide[g], depth)
+    s = (63 - b) - lb * lev  # the bucket index is (v >> s) mod 2^b, from the halves
+    su = s.astype(jnp.uint32)
+    top = jnp.where(s >= 32, vh >> (su - np.uint32(32)), (vh << (np.uint32(32) - su)) | (lo >> su))
+    g = lev * ((1 << b) + 1) + (top & np.uint32((1 << b) - 1)).astype(jnp.int32)
+    return _probe(tab, guide, depth, g, vh, lo)
 
 
 def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
@@ -509,13 +555,16 @@ def gaussian_code(words, n, nvar, bits=CHUNK_BITS):
 def _symmetric_code(words, tab, gd, depth):
     """A symmetric integer law from one word per record: |Z| by the 63-bit inverse-CDF table ``tab`` of |Z|
     (guide ``gd``, ``depth`` steps: :func:`level_guide`), the word's top bit the sign; packed codes, flagged
-    on a tie or past the table."""
-    tab = jnp.asarray(tab)
-    u = words(0, words.records.reshape(-1))
-    neg = (u >> _U64(63)) == _U64(1)
-    cnt, tie = _level_search(tab, jnp.asarray(gd), depth, u & _U64((1 << 63) - 1))
-    flag = tie | (cnt == tab.shape[0])
-    return jnp.where(neg, -cnt, cnt).astype(jnp.int64) * 256 + flag.astype(jnp.int64)
+    on an open comparison or past the table."""
+    return _pack(*symmetric_noise(words, tab, gd, depth))
+
+
+def symmetric_noise(words, tab, gd, depth):
+    """:func:`_symmetric_code` unpacked, in 32-bit lanes: (z int32, flagged)."""
+    hi, lo = _word_halves(words, 0, words.records.reshape(-1))
+    cnt, undecided = _level_search(tab, gd, depth, hi, lo)
+    flag = undecided | (cnt == tab.shape[0])
+    return jnp.where((hi >> np.uint32(31)) == 1, -cnt, cnt), flag
 
 
 def _icdf_on_host(tab, v, ext, bounds):
