@@ -292,8 +292,8 @@ def test_fast_laplace_tie_is_decided_by_further_words():
 
 
 def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
-    """A kernel release of the CLI (one row per person) runs on the exact tier unless told otherwise.
-    (The default table release draws float64 inverse-CDF noise: docs/threat-model.md.)"""
+    """A kernel release of the CLI (one row per person) runs on the exact tier unless told otherwise
+    (the default table release too: tests/test_table_exact.py)."""
     import csv
 
     from dpjax import cli
