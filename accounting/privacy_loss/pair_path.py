@@ -88,7 +88,10 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
         right = jnp.where(first, new[1], right)
         five = jnp.stack([left, new[0], value, new[1], right])
         inner = five[1:4]
-        j = jnp.argmax(inner, axis=0)  # 0, 1, 2 → positions −half/2, 0, +half/2
+        # 0, 1, 2 → positions −half/2, 0, +half/2; a tie keeps the centre: at an end of the path the
+        # outer quarter point is clipped onto the end itself (the same value), and following it would
+        # leave the inner half, where the peak is, unsearched
+        j = jnp.where(inner[1] >= jnp.maximum(inner[0], inner[2]), 1, jnp.where(inner[0] >= inner[2], 0, 2))
         pick = lambda arr: jnp.where(j == 0, arr[0], jnp.where(j == 1, arr[1], arr[2]))  # noqa: E731
         moved = jnp.where(first, centre, centre + (j.astype(centre.dtype) - 1.0) * 0.5 * half)
         return (
