@@ -14,14 +14,15 @@ docs/accounting.md, "The mechanism hook"):
   masses, by convexity); optimistic: one atom at log(P_c/Q_c) (the best, by Jensen).
   Valid when the loss is monotone inside each cell.
 
-Poisson subsampling with rate q is applied to each pair's profile (joint convexity):
-remove (M(D∪x) vs M(D)): δ_q(ε) = q·δ_{P‖Q}(log((e^ε−(1−q))/q)) for e^ε > 1−q, else 1−e^ε;
-add (M(D) vs M(D∪x)): δ_q(ε) = c·δ_{Q‖P}(ε + log q − log c) with c = 1 − e^ε(1−q) > 0, else 0.
-The envelope is the pointwise max over pairs (each in both orders; along a ``pair_path``,
-a bound on the supremum between the pairs). Connect-the-dots turns it into a dominating
-PLD: its profile is at or above these values at the grid points (negative masses are paid from
-the mass below them, which only raises δ and keeps the total) and linear in e^ε between them, hence above the true profile, a supremum
-of profiles, convex in e^ε.
+Poisson subsampling with rate ``sampling_prob`` (s below) is applied to each pair's profile (joint
+convexity): remove (M(D∪x) vs M(D)): δ_s(ε) = s·δ_{P‖Q}(log((e^ε−(1−s))/s)) for e^ε > 1−s, else
+1−e^ε; add (M(D) vs M(D∪x)): δ_s(ε) = c·δ_{Q‖P}(ε + log s − log c) with c = 1 − e^ε(1−s) > 0, else 0.
+The envelope is the pointwise max over pairs (each in both orders; along a ``pair_path``, the
+lower convex hull in e^ε of point-by-point bounds on the supremum between the pairs, see
+:func:`_path_supremum`). Connect-the-dots turns it into a dominating PLD: its profile is at or
+above these values at the grid points (negative masses are paid from the mass below them, which
+only raises δ and keeps the total) and linear in e^ε between them, hence above the true profile,
+a supremum of profiles, convex in e^ε.
 """
 
 from __future__ import annotations
@@ -183,50 +184,51 @@ def _discrete_pair(mech, v, nv, klo, count, pessimistic):
 # ----------------------------------------------------------------------------------
 # subsampling transforms
 # ----------------------------------------------------------------------------------
-def _remove_arg(eps, q):
+def _remove_arg(eps, sampling_prob):
     """Argument of h and post-processing for the remove transform (see :func:`subsample_remove`)."""
-    if q is None:
+    if sampling_prob is None:
         return eps, lambda hv: hv
-    log1mq = jnp.log1p(-q)
-    low = eps <= log1mq
-    e_safe = jnp.where(low, log1mq + 1.0, eps)
-    inner = jnp.maximum(-jnp.exp(log1mq - e_safe), -1.0 + 1e-300)
-    e2 = e_safe + jnp.log1p(inner) - jnp.log(q)
-    return e2, lambda hv: jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), q * hv)
+    log1m_prob = jnp.log1p(-sampling_prob)
+    low = eps <= log1m_prob
+    e_safe = jnp.where(low, log1m_prob + 1.0, eps)
+    inner = jnp.maximum(-jnp.exp(log1m_prob - e_safe), -1.0 + 1e-300)
+    e2 = e_safe + jnp.log1p(inner) - jnp.log(sampling_prob)
+    return e2, lambda hv: jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), sampling_prob * hv)
 
 
-def _add_arg(eps, q):
+def _add_arg(eps, sampling_prob):
     """Argument of h and post-processing for the add transform (see :func:`subsample_add`)."""
-    if q is None:
+    if sampling_prob is None:
         return eps, lambda hv: hv
-    log1mq = jnp.log1p(-q)
-    high = eps + log1mq >= 0
-    e_safe = jnp.where(high, -log1mq - 1.0, eps)
-    c = -jnp.expm1(e_safe + log1mq)
-    e2 = e_safe + jnp.log(q) - jnp.log(c)
+    log1m_prob = jnp.log1p(-sampling_prob)
+    high = eps + log1m_prob >= 0
+    e_safe = jnp.where(high, -log1m_prob - 1.0, eps)
+    c = -jnp.expm1(e_safe + log1m_prob)
+    e2 = e_safe + jnp.log(sampling_prob) - jnp.log(c)
     return e2, lambda hv: jnp.where(high, 0.0, c * hv)
 
 
-def subsample_remove(h, eps, q):
-    """Profile of ((1−q)Q + qP ‖ Q) from h = δ(P‖Q)."""
-    e2, post = _remove_arg(eps, q)
+def subsample_remove(h, eps, sampling_prob):
+    """Profile of ((1−s)Q + sP ‖ Q) from h = δ(P‖Q), s = ``sampling_prob``."""
+    e2, post = _remove_arg(eps, sampling_prob)
     return post(h(e2))
 
 
-def subsample_add(h, eps, q):
-    """Profile of (Q ‖ (1−q)Q + qP) from h = δ(Q‖P)."""
-    e2, post = _add_arg(eps, q)
+def subsample_add(h, eps, sampling_prob):
+    """Profile of (Q ‖ (1−s)Q + sP) from h = δ(Q‖P), s = ``sampling_prob``."""
+    e2, post = _add_arg(eps, sampling_prob)
     return post(h(e2))
 
 
 # ----------------------------------------------------------------------------------
 # envelope over pairs
 # ----------------------------------------------------------------------------------
-def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
+def envelope(mech, values, nvalues, sampling_prob, eps_rem, eps_add, *, pessimistic, plan):
     """Pointwise max over pairs (both orders) of the remove / add profiles.
 
     ``mech`` has parameters shaped (..., 1); ``values``/``nvalues`` are (P,) or (..., P);
-    ``eps_rem``/``eps_add`` are (..., m) (``eps_add`` may be None: symmetric case, q=1).
+    ``eps_rem``/``eps_add`` are (..., m) (``eps_add`` may be None: the symmetric case, not subsampled:
+    ``sampling_prob`` None).
     ``plan``: dict with the static sizes of the source (``cells`` or ``klo``/``count``).
     Returns (δ_rem, δ_add) on the given grids.
     """
@@ -254,10 +256,10 @@ def envelope(mech, values, nvalues, q, eps_rem, eps_add, *, pessimistic, plan):
     # every profile evaluation of a pair goes through ONE call per order (h_fwd, h_bwd) on the
     # concatenated transformed arguments: a single copy of the (often large) profile graph
     # in the compiled program instead of one per direction and order.
-    e_r, post_r = _remove_arg(eps_rem, q)
+    e_r, post_r = _remove_arg(eps_rem, sampling_prob)
     parts = [e_r]
     if eps_add is not None:
-        e_a, post_a = _add_arg(eps_add, q)
+        e_a, post_a = _add_arg(eps_add, sampling_prob)
         parts.append(e_a)
     lead = jnp.broadcast_shapes(*[p.shape[:-1] for p in parts])
     args = jnp.concatenate([jnp.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
