@@ -326,7 +326,8 @@ def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     value, margin, _ = supremum(div, values, nvalues, best, arg, discrete=mech.discrete)
     if not pessimistic:
         return value
-    return convex_minorant(jnp.broadcast_to(args, value.shape), value + margin)
+    bound = value + margin  # (a bound the numerics could not evaluate is 1, as in the envelope)
+    return convex_minorant(jnp.broadcast_to(args, value.shape), jnp.where(jnp.isnan(bound), 1.0, bound))
 
 
 def mech_batch(mech, eps):
