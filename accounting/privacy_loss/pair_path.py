@@ -24,8 +24,8 @@ vectorised over the points:
    dropped once the final points cover every integer between them (the supremum is
    then attained among them).
 
-A PLD turns its envelope's second differences into masses, so there the margin enters
-as a smooth relative factor (:func:`smooth_relative_margin`) rather than point by point.
+A PLD turns its envelope's second differences into masses, so there the bounds enter through
+their lower convex hull in e^ε (:func:`convex_minorant`), never point by point.
 
 The assumption, stated where the mechanism declares its grid: the samples resolve
 the peaks (peaks wider than a grid step, or kinks placed on the grid), so that the
@@ -88,7 +88,10 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
         right = jnp.where(first, new[1], right)
         five = jnp.stack([left, new[0], value, new[1], right])
         inner = five[1:4]
-        j = jnp.argmax(inner, axis=0)  # 0, 1, 2 → positions −half/2, 0, +half/2
+        # 0, 1, 2 → positions −half/2, 0, +half/2; a tie keeps the centre: at an end of the path the
+        # outer quarter point is clipped onto the end itself (the same value), and following it would
+        # leave the inner half, where the peak is, unsearched
+        j = jnp.where(inner[1] >= jnp.maximum(inner[0], inner[2]), 1, jnp.where(inner[0] >= inner[2], 0, 2))
         pick = lambda arr: jnp.where(j == 0, arr[0], jnp.where(j == 1, arr[1], arr[2]))  # noqa: E731
         moved = jnp.where(first, centre, centre + (j.astype(centre.dtype) - 1.0) * 0.5 * half)
         return (
@@ -115,28 +118,61 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
     return value, margin, centre
 
 
-def smooth_relative_margin(value, margin, block: int = 1024):
-    """``value·(1 + R)`` with R ≥ margin/value at every point (last axis), R piecewise linear
-    between knots ``block`` points apart: an upper bound like ``value + margin`` whose second
-    differences stay those of ``value``.
+def convex_minorant(t, bound):
+    """The greatest function convex in e^t below the points (t_i, bound_i), at every t_i (last axis,
+    points in any order; leading axes a batch): the lower convex hull of the points in x = e^t.
 
-    What a PLD needs: connect-the-dots turns second differences of the envelope into masses,
-    and a margin that jumps from point to point (where the worst answer switches between
-    a kink and a smooth peak, the margin jumps by 1e-5 relative) would turn into clipped
-    negative masses, i.e. added mass: +1.3 % on δ(0.5) in the test case. Knots hold the
-    larger of the two neighbouring blocks' maxima, so the interpolant bounds every block.
+    What a PLD needs from point-by-point bounds of a supremum of privacy profiles: the supremum is
+    convex in e^ε, the bounds are not (each point has its own search, its margin jitters and jumps
+    where the worst answer switches between a kink and a smooth peak), and connect-the-dots turns
+    second differences into masses, a non-convex jitter η into masses ~η/step of either sign. The
+    minorant is convex (no negative masses), never above the bounds, and never below the supremum f:
+    at a vertex it is the bound itself, between vertices a chord of bounds, above the chord of f,
+    above f — whichever points a round-off in the hull's turns keeps or drops. A finer grid adds
+    points, so its minorant is at or below the coarser one's everywhere: the PLD's figures can only
+    fall as the step shrinks, towards the minorant of the bounds along the whole continuum.
+
+    Andrew's monotone chain on the points sorted by t (equal t: the later is kept), the turn tested
+    on slopes in x scaled by e^{-t} of the middle point (finite at any t); the vertices' values are
+    interpolated linearly in x. Differentiable in the bounds and the points' t (the choice of
+    vertices is piecewise constant).
     """
-    pos = value > 0
-    r = jnp.where(pos, margin / jnp.where(pos, value, 1.0), 0.0)
-    n = r.shape[-1]
-    nb = -(-n // block)
-    blocks = jnp.pad(r, [(0, 0)] * (r.ndim - 1) + [(0, nb * block - n)]).reshape(r.shape[:-1] + (nb, block))
-    top = jnp.max(blocks, axis=-1)
-    knots = jnp.maximum(jnp.concatenate([top[..., :1], top], -1), jnp.concatenate([top, top[..., -1:]], -1))
-    t = jnp.arange(block, dtype=r.dtype) / block
-    ramp = knots[..., :-1, None] * (1.0 - t) + knots[..., 1:, None] * t
-    big_r = ramp.reshape(r.shape[:-1] + (nb * block,))[..., :n]
-    return jnp.where(pos, value * (1.0 + big_r), margin)
+    return jnp.vectorize(_convex_minorant_row, signature="(n),(n)->(n)")(t, bound)
+
+
+def _convex_minorant_row(t, y):
+    n = t.shape[0]
+    # (the barrier: a constant grid's sort would be folded at compile time, seconds for 10⁴ points)
+    order = jnp.argsort(jax.lax.optimization_barrier(t))
+    ts, ys = t[order], y[order]
+    tc_, yc_ = jax.lax.stop_gradient(ts), jax.lax.stop_gradient(ys)
+
+    def drop_top(stack, top, c):
+        """Whether the stack's top b leaves the lower hull when c comes (a: the vertex below b)."""
+        a, b = stack[jnp.maximum(top - 2, 0)], stack[jnp.maximum(top - 1, 0)]
+        ta, tb, tc = tc_[a], tc_[b], tc_[c]
+        ya, yb, yc = yc_[a], yc_[b], yc_[c]
+        same = (top >= 1) & (tc <= tb)
+        # slopes in x = e^t times e^{-t_b}: b stays only strictly below the chord a–c
+        s_ab = (yb - ya) / -jnp.expm1(jnp.minimum(ta - tb, -1e-300))
+        s_bc = (yc - yb) / jnp.expm1(jnp.clip(tc - tb, 1e-300, 700.0))
+        return same | ((top >= 2) & (s_ab >= s_bc))
+
+    def push(carry, c):
+        stack, top = carry
+        stack, top = jax.lax.while_loop(lambda st: drop_top(st[0], st[1], c), lambda st: (st[0], st[1] - 1),
+                                        (stack, top))
+        return (stack.at[top].set(c), top + 1), None
+
+    (stack, top), _ = jax.lax.scan(push, (jnp.zeros(n, jnp.int32), jnp.int32(0)), jnp.arange(n, dtype=jnp.int32))
+    vertices = jnp.where(jnp.arange(n) < top, stack, n)
+    j = jnp.clip(jnp.searchsorted(vertices, jnp.arange(n), side="right") - 1, 0, top - 1)
+    a, b = vertices[j], vertices[jnp.minimum(j + 1, top - 1)]
+    # the weight of b: (x − x_a)/(x_b − x_a), from exponentials of non-positive differences
+    w = jnp.where(b > a, jnp.exp(ts - ts[b]) * -jnp.expm1(ts[a] - ts) / -jnp.expm1(jnp.minimum(ts[a] - ts[b], -1e-300)),
+                  0.0)
+    hull = ys[a] + (ys[b] - ys[a]) * w
+    return jnp.zeros_like(hull).at[order].set(hull)
 
 
 def elementwise(hook, mech, x, v, nv):
