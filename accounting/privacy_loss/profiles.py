@@ -185,7 +185,8 @@ def _discrete_pair(mech, v, nv, klo, count, pessimistic):
 # subsampling transforms
 # ----------------------------------------------------------------------------------
 def _remove_arg(eps, sampling_prob):
-    """Argument of h and post-processing for the remove transform (see :func:`subsample_remove`)."""
+    """``(e2, post)`` with ``post(h(e2))`` the profile of ((1−s)Q + sP ‖ Q) from h = δ(P‖Q), s = ``sampling_prob``
+    (the remove direction of Poisson subsampling)."""
     if sampling_prob is None:
         return eps, lambda hv: hv
     log1m_prob = jnp.log1p(-sampling_prob)
@@ -197,7 +198,8 @@ def _remove_arg(eps, sampling_prob):
 
 
 def _add_arg(eps, sampling_prob):
-    """Argument of h and post-processing for the add transform (see :func:`subsample_add`)."""
+    """``(e2, post)`` with ``post(h(e2))`` the profile of (Q ‖ (1−s)Q + sP) from h = δ(Q‖P), s = ``sampling_prob``
+    (the add direction of Poisson subsampling)."""
     if sampling_prob is None:
         return eps, lambda hv: hv
     log1m_prob = jnp.log1p(-sampling_prob)
@@ -206,18 +208,6 @@ def _add_arg(eps, sampling_prob):
     c = -jnp.expm1(e_safe + log1m_prob)
     e2 = e_safe + jnp.log(sampling_prob) - jnp.log(c)
     return e2, lambda hv: jnp.where(high, 0.0, c * hv)
-
-
-def subsample_remove(h, eps, sampling_prob):
-    """Profile of ((1−s)Q + sP ‖ Q) from h = δ(P‖Q), s = ``sampling_prob``."""
-    e2, post = _remove_arg(eps, sampling_prob)
-    return post(h(e2))
-
-
-def subsample_add(h, eps, sampling_prob):
-    """Profile of (Q ‖ (1−s)Q + sP) from h = δ(Q‖P), s = ``sampling_prob``."""
-    e2, post = _add_arg(eps, sampling_prob)
-    return post(h(e2))
 
 
 # ----------------------------------------------------------------------------------
