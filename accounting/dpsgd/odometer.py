@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from accounting._numerics import x64
-from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION
 from accounting.accountant import Accountant
 from accounting.dpsgd.epsilon import _validate_setting
 from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism
@@ -35,7 +34,7 @@ class DpsgdAccountant:
     """
 
     def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
-                 value_discretization_interval=DEFAULT_DISCRETIZATION):
+                 value_discretization_interval=None):
         self.kind = _noise(mechanism)
         self._mechanism = mechanism
         _validate_setting(noise_multiplier, sampling_prob, 1)

@@ -65,11 +65,9 @@ ROUNDOFF_FACTOR = 10.0
 DEFAULT_OUTPUT_CELLS = 2**16
 
 
-def _coarse_eps(n=8193, extend=True):
+def _coarse_eps(n=8193):
     u = np.linspace(-7.0, 7.0, n)
     eps = np.sign(u) * np.expm1(np.abs(u))
-    if not extend:
-        return eps
     # tiny losses (down to 1e-13) and large ones (up to LOSS_LIMIT), a few % apart: the range and the
     # loss scale of a PLD whose losses are all far below the linear part's first point or above its last
     tiny, big = np.geomspace(1e-13, eps[n // 2 + 1], 600, endpoint=False), np.geomspace(eps[-1], LOSS_LIMIT, 600)[1:]
@@ -78,8 +76,9 @@ def _coarse_eps(n=8193, extend=True):
 
 
 _COARSE = _coarse_eps()
-#: coarser range-finding grid of the batch queries (one per mechanism of the batch)
-COARSE_BATCH = _coarse_eps(2049, extend=False)
+#: coarser range-finding grid of the batch queries (one per mechanism of the batch), with the same
+#: tiny and large losses: a member's adaptive step (:func:`auto_step`) reads them
+COARSE_BATCH = _coarse_eps(2049)
 
 
 # ----------------------------------------------------------------------------------
@@ -196,7 +195,8 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     ranges = [None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
               for i, d in enumerate((rem, add))]
     if value_discretization_interval is None:
-        step = auto_step(ranges, [d for d in (rem, add) if d is not None])
+        width = max(r[1] - r[0] for r in ranges if r is not None)
+        step = auto_step(width, min(float(np.min(loss_scale(d))) for d in (rem, add) if d is not None))
     else:
         step = pow2_floor(float(value_discretization_interval))
     dirs = []
@@ -227,27 +227,28 @@ def pow2_ceil(x: float) -> float:
 
 
 def loss_scale(d, eps=_COARSE):
-    """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) from profile rows on the coarse grid, the smallest over rows
-    (∞ if no row has positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε =
-    L − 1 + e^{−L} ≈ L²/2), the size of the losses the grid must resolve."""
+    """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) per profile row on the coarse grid ``eps`` (∞ for a row without
+    positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε = L − 1 + e^{−L} ≈ L²/2),
+    the size of the losses the grid must resolve."""
     d = np.asarray(d).reshape(-1, eps.size)
     pos = eps >= 0
     x, y = eps[pos], np.clip(d[:, pos] - d[:, -1:], 0.0, None)
     area = np.sum(0.5 * (y[:, 1:] + y[:, :-1]) * np.diff(x), axis=-1)
-    area = area[area > 0]
-    return float(np.sqrt(2.0 * np.min(area))) if area.size else math.inf
+    return np.where(area > 0, np.sqrt(2.0 * np.maximum(area, 0.0)), math.inf)
 
 
-def auto_step(ranges, profiles):
-    """The adaptive loss-grid step: the default 2^-13, unless the single-step loss range needs more
-    than AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
-    finite), or the loss scale (:func:`loss_scale`) is below AUTO_SCALE_POINTS default steps (then
-    scale/AUTO_SCALE_POINTS, but no finer than the range allows): a grid much coarser than the
-    losses spreads each loss over a whole step, and composed the spread adds up (RR(10⁻⁶) composed
-    10⁶ times read 14× the truth)."""
-    width = max(r[1] - r[0] for r in ranges if r is not None)
+def auto_step(width: float, scale: float) -> float:
+    """The adaptive loss-grid step of a single-step PLD whose loss range is ``width`` wide and whose
+    loss scale (:func:`loss_scale`) is ``scale``: the default 2^-13, unless the range needs more than
+    AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
+    finite), or the scale is below AUTO_SCALE_POINTS default steps (then scale/AUTO_SCALE_POINTS,
+    but no finer than the range allows): a grid much coarser than the losses spreads each loss over
+    a whole step, and composed the spread adds up (RR(10⁻⁶) composed 10⁶ times read 14× the truth).
+
+    The one rule of every route that leaves the step to the engine (``value_discretization_interval
+    =None``): :func:`make_plan` (``accounting.pld``, the ``Accountant``, DP-SGD) and the batch
+    queries' per-member plans."""
     floor = pow2_ceil(max(width, 1e-300) / AUTO_RANGE_POINTS)
-    scale = min(loss_scale(d) for d in profiles)
     step = DEFAULT_DISCRETIZATION
     if scale / AUTO_SCALE_POINTS < step:
         step = pow2_floor(scale / AUTO_SCALE_POINTS)

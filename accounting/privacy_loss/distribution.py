@@ -116,7 +116,7 @@ class PrivacyLossDistribution:
                     f"other: discretization intervals differ ({a.step} vs {b.step}); build both with the same "
                     "value_discretization_interval (or leave it None: adaptive PLDs meet on the coarser grid)"
                 )
-            a, b = a._coarsened(max(a.step, b.step)), b._coarsened(max(a.step, b.step))
+            a, b = a.coarsened(max(a.step, b.step)), b.coarsened(max(a.step, b.step))
         rem = _compose_trim(a.remove, b.remove, a.pessimistic, float(tail_mass_truncation))
         if a.add is None and b.add is None:
             add = None
@@ -134,7 +134,7 @@ class PrivacyLossDistribution:
                                        atomic=self.atomic or any(o.atomic for o in others), composed=True,
                                        adaptive=self.adaptive and all(o.adaptive for o in others))
 
-    def _coarsened(self, step):
+    def coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
         if step == self.step:
             return self
@@ -143,6 +143,18 @@ class PrivacyLossDistribution:
                              bucket_len(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
         return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step,
                                    source=None)
+
+    def fitted_to_window(self, need: int) -> "PrivacyLossDistribution":
+        """An adaptive grid PLD coarsened by the smallest power of two that brings a composition window of
+        ``need`` points (at its own step) within AUTO_WINDOW; any other PLD as it is. The one rule of
+        every composition by a count: :meth:`self_compose`, the odometer's and DP-SGD's
+        (:func:`accounting.accountant.composition_grid`)."""
+        if not self.adaptive:
+            return self
+        factor = 1
+        while need > AUTO_WINDOW * factor:
+            factor *= 2
+        return self.coarsened(self.step * factor)
 
     @x64
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
@@ -164,11 +176,7 @@ class PrivacyLossDistribution:
         tail = float(tail_mass_truncation)
         src = self
         if self.adaptive and size is None:  # coarsen until the window fits AUTO_WINDOW
-            need = max(_grid.required_window(_primal(p), count, tail) for p in self._directions())
-            factor = 1
-            while need > AUTO_WINDOW * factor:
-                factor *= 2
-            src = self._coarsened(self.step * factor)
+            src = self.fitted_to_window(max(_grid.required_window(_primal(p), count, tail) for p in self._directions()))
         outs = []
         for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
