@@ -177,7 +177,8 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
         start = max(1, _largest_int(rdp_ok, 1, max_steps + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
-        return _largest_feasible(lambda c: _eps(kind, z, sampling_prob, c, d, value_discretization_interval) <= t, start, max_steps)
+        return _largest_feasible(lambda c: _eps(kind, z, sampling_prob, c, d, value_discretization_interval) <= t,
+                                 start, max_steps)
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, sampling_prob)
 

@@ -73,7 +73,7 @@ class _PldEvaluator:
         return jnp.diagonal(out)
 
 
-_EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
+_EVALUATORS: dict = {}  # recent evaluators by (kind, sampling_prob, rung, steps rung, grid step); bounded
 _EVALUATORS_LOCK = threading.Lock()  # the cache is shared by every thread's queries
 
 
@@ -139,7 +139,7 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
     for (prob, _, _), members in groups.items():
         idx = np.asarray(members)
         ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), step)
-        # a traced rate (jax.grad in q) goes one member at a time: the build takes one scalar rate
+        # a traced rate (jax.grad in sampling_prob) goes one member at a time: the build takes one scalar rate
         n = 1 if is_traced(sampling_prob) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
                                        1 << (idx.size - 1).bit_length())
         for s in range(0, idx.size, n):

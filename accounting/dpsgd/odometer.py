@@ -48,7 +48,7 @@ class DpsgdAccountant:
         self.steps = 0
         self._lock = threading.RLock()
         if self.kind.kind == "discrete_gaussian":
-            self._rdp = {}  # (z, q) -> count
+            self._rdp = {}  # (z, sampling_prob) -> count
         else:
             self._acc = Accountant(epsilon_budget=epsilon_budget, delta=delta,
                                    value_discretization_interval=value_discretization_interval)

@@ -70,14 +70,14 @@ def _element_plans(flat, sens, sampling_prob, step, cells, extra):
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_map_jit(flat, sens, q, klo, coarse, cells, count):
+def _coarse_map_jit(flat, sens, sampling_prob, klo, coarse, cells, count):
     def one(m):
         values, nvalues = pairs(m, sens)
         extra = {"cells": cells}
         if count:
             extra.update(count=count, klo=klo)
-        return envelope(expand(m), values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True,
-                        plan=extra)
+        return envelope(expand(m), values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
+                        pessimistic=True, plan=extra)
 
     return jax.lax.map(one, flat, batch_size=32)
 
@@ -108,10 +108,10 @@ def _chunk_for(n):
 
 
 @functools.partial(jax.jit, static_argnums=(6, 7, 8, 9))
-def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tail):
+def _window_map_jit(flat, sens, sampling_prob, k0r, k0a, klo, shape, pessimistic, count, tail):
     def one(x):
         m, a, b = x
-        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        rem, add = build_core(m, sens, sampling_prob, (a, b, klo), shape, pessimistic)
         return tuple(hi - lo + 1.0 for lo, hi, _ in
                      (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
 
@@ -119,10 +119,10 @@ def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tai
 
 
 @functools.partial(jax.jit, static_argnums=(6, 7, 8, 9, 10, 11))
-def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
+def _query_map_jit(flat, sens, sampling_prob, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
     def one(x):
         m, a, b = x
-        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        rem, add = build_core(m, sens, sampling_prob, (a, b, klo), shape, pessimistic)
         outs, ok = [], jnp.asarray(True)
         for i, pmf in enumerate(p for p in (rem, add) if p is not None):
             if count > 1:
@@ -167,12 +167,12 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
     shape_b = tuple(m64.batch_shape)
     flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape_b).reshape(-1), m64)
     sens = jnp.asarray(concrete(sensitivity), jnp.float64)
-    q = sampling_rate(concrete(sampling_prob))
+    sampling_prob = sampling_rate(concrete(sampling_prob))  # None (not subsampled) or a float64 array
     extra = {"cells": output_cells}
     if how.profile == "discrete":
         values, nvalues = pairs(m64, sens)
         extra.update(discrete_plan(expand(m64), values, nvalues))
-    dirs, steps = _element_plans(flat, sens, q, value_discretization_interval, output_cells, extra)
+    dirs, steps = _element_plans(flat, sens, sampling_prob, value_discretization_interval, output_cells, extra)
     klo = jnp.asarray(np.atleast_1d(np.asarray(extra.get("klo", ()))), jnp.float64)
     nklo = int(klo.size)
     count_d = int(extra.get("count", 0))
@@ -195,7 +195,7 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
         if count > 1:
             pick = np.unique(np.linspace(0, idx.size - 1, min(idx.size, 5)).round().astype(int))
             sub = jax.tree_util.tree_map(lambda x: x[pick], fl)
-            w = _window_map_jit(sub, sens, q, r0[pick], a0[pick], klo, shape, pess, count, tail)
+            w = _window_map_jit(sub, sens, sampling_prob, r0[pick], a0[pick], klo, shape, pess, count, tail)
             sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape, adaptive)
         # members in chunks of one size (the last padded by repeats: one program per bucket), so a
         # long batch reports its progress and holds one chunk's arrays at a time
@@ -206,29 +206,30 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
             padded = np.concatenate([part, np.full(width - part.size, part[-1])])
             sel = jnp.asarray(padded)
             pf, pr, pa = jax.tree_util.tree_map(lambda x: x[sel], fl), r0[sel], a0[sel]
-            out, ok = _query_map_jit(pf, sens, q, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
+            out, ok = _query_map_jit(pf, sens, sampling_prob, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
             out, ok = np.asarray(out)[: part.size], np.asarray(ok)[: part.size]
             if not ok.all():  # exact windows for the members that did not fit
                 bad = np.nonzero(~ok)[0]
                 sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], pf)
-                w = [np.asarray(x) for x in _window_map_jit(sub, sens, q, pr[bad], pa[bad], klo, shape, pess, count,
-                                                            tail)]
+                w = [np.asarray(x) for x in _window_map_jit(sub, sens, sampling_prob, pr[bad], pa[bad], klo, shape,
+                                                            pess, count, tail)]
                 wide = (np.max(w, axis=0) > AUTO_WINDOW) if adaptive else np.zeros(bad.size, bool)
                 for j in np.nonzero(wide)[0]:  # adaptive, wider than AUTO_WINDOW: the pld route coarsens it
                     member = jax.tree_util.tree_map(lambda x: x[bad[j]], pf)
-                    out[bad[j]] = np.asarray(_by_pld(kind, member, a, count, sens, sampling_prob, None, pess, tail,
-                                                     output_cells, False))
+                    out[bad[j]] = np.asarray(_by_pld(kind, member, a, count, sens,
+                                                     1.0 if sampling_prob is None else sampling_prob, None, pess,
+                                                     tail, output_cells, False))
                 fit = np.nonzero(~wide)[0]
                 if fit.size:
                     sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(fit)], sub)
                     big = _sizes([x[fit] for x in w], shape, adaptive)
-                    out[bad[fit]] = np.asarray(_query_map_jit(sub, sens, q, pr[bad[fit]], pa[bad[fit]], klo, shape,
-                                                              pess, count, big, tail, kind, a)[0])
+                    out[bad[fit]] = np.asarray(_query_map_jit(sub, sens, sampling_prob, pr[bad[fit]], pa[bad[fit]],
+                                                              klo, shape, pess, count, big, tail, kind, a)[0])
             result[idx[part]] = out
             done += part.size
             report(done)
         _trim_heap()
-    pure = pure_cap(m64, sens, q) if how.pure_cap else None
+    pure = pure_cap(m64, sens, sampling_prob) if how.pure_cap else None
     if pure is not None:
         result = np.asarray(capped_by_pure(kind, jnp.asarray(result), a, pure.reshape(-1) * count))
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
@@ -273,9 +274,9 @@ def _trim_heap():
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
-def _build_windows_jit(mech, sensitivity, q, offsets, shape, pessimistic, count, tail):
+def _build_windows_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic, count, tail):
     """Single-step pmfs and (count > 1) the Chernoff window width of their composition, one call."""
-    rem, add = build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+    rem, add = build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic)
     widths = ()
     if count > 1:
         widths = tuple(jnp.max(hi - lo) + 1.0 for lo, hi, _ in

@@ -177,20 +177,21 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     output_cells = check_int("output_cells", output_cells, minimum=16)
     m = concrete(to64(mech))
     sens = concrete(sensitivity)
-    qc = concrete(sampling_prob)
-    if m is None or sens is None or qc is None:
+    sampling_prob = concrete(sampling_prob)
+    if m is None or sens is None or sampling_prob is None:
         raise ValueError(
             "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
             "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
         )
     m = jax.tree_util.tree_map(jnp.asarray, m)
-    q = sampling_rate(qc)
+    sampling_prob = sampling_rate(sampling_prob)
     values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
     me = expand(m)
     extra = {"cells": output_cells}
-    if route(m, q).profile == "discrete":
+    if route(m, sampling_prob).profile == "discrete":
         extra.update(discrete_plan(me, values, nvalues))
-    rem, add = _coarse_jit(me, values, nvalues, q, extra.get("klo"), output_cells, int(extra.get("count", 0)))
+    rem, add = _coarse_jit(me, values, nvalues, sampling_prob, extra.get("klo"), output_cells,
+                           int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
               for i, d in enumerate((rem, add))]
@@ -279,25 +280,27 @@ def _mirrors(dirs):
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_jit(me, values, nvalues, q, klo, cells, count):
+def _coarse_jit(me, values, nvalues, sampling_prob, klo, cells, count):
     coarse = jnp.asarray(_COARSE)
     extra = {"cells": cells}
     if count:
         extra.update(count=count, klo=klo)
-    return envelope(me, values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True, plan=extra)
+    return envelope(me, values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
+                    pessimistic=True, plan=extra)
 
 
-def build(mech, sensitivity, q, plan, pessimistic):
-    """Single-step (remove, add) grid pmfs of ``plan``; compiled once per plan *shape*."""
-    return _build_jit(mech, sensitivity, q, plan.offsets, plan.shape, pessimistic)
+def build(mech, sensitivity, sampling_prob, plan, pessimistic):
+    """Single-step (remove, add) grid pmfs of ``plan`` (``sampling_prob`` as :func:`sampling_rate` gives
+    it); compiled once per plan *shape*."""
+    return _build_jit(mech, sensitivity, sampling_prob, plan.offsets, plan.shape, pessimistic)
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
-def _build_jit(mech, sensitivity, q, offsets, shape, pessimistic):
-    return build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+def _build_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
+    return build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic)
 
 
-def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
+def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
     """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
     step, (nr, gr), add_shape, cells, count, _ = shape[:6]
     mirror = shape[6] if len(shape) > 6 else (None, None)
@@ -343,11 +346,11 @@ def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
     # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
     apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
+        d, _ = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
                         pessimistic=pessimistic, plan=extra)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
         return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
-    dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
+    dr, da = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
                       args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])

@@ -400,9 +400,10 @@ def _exact_profile(source, eps):
     ``eps`` (batch + (k,)), one batch member at a time (vmapped over the flattened batch)."""
 
     def one(src, e):
-        mech, sens, q = src
+        mech, sens, sampling_prob = src
         values, nvalues = pairs(mech, sens)
-        rem, add = envelope(expand(mech), values, nvalues, q, e, None if q is None else e, pessimistic=True,
+        rem, add = envelope(expand(mech), values, nvalues, sampling_prob, e, None if sampling_prob is None else e,
+                            pessimistic=True,
                             plan={"cells": DEFAULT_OUTPUT_CELLS})
         return (rem if add is None else jnp.maximum(rem, add)).reshape(e.shape)
 
@@ -446,7 +447,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
         pessimistic=True, use_analytic=True, output_cells=DEFAULT_OUTPUT_CELLS, plan: Plan | None = None):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
-    * ``sampling_prob``: Poisson subsampling rate q (add/remove neighbours; remove and add
+    * ``sampling_prob``: Poisson subsampling rate (add/remove neighbours; remove and add
       directions kept apart).
     * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
       (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
@@ -465,8 +466,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     adaptive = value_discretization_interval is None
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
-    q = sampling_rate(sampling_prob)
-    how = route(mech, q, use_analytic=use_analytic)
+    how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
@@ -477,14 +477,16 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
-    rem, add = x64_vjp(lambda m, s, qq: build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
-        mech, jnp.asarray(sensitivity), q)
+    sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
+    rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
+        mech, jnp.asarray(sensitivity), sampling_prob)
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, qq: pure_cap(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
+        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, jnp.asarray(sensitivity),
+                                                                             sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, jnp.asarray(sensitivity), q)
+        source = (mech, jnp.asarray(sensitivity), sampling_prob)
     return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic,
                                    adaptive=adaptive)
 
