@@ -102,3 +102,25 @@ def test_default_cases_keep_the_default_step():
     # an explicit step is kept (and the tiny losses stay as loose as it makes them)
     fixed = accounting.Accountant(delta=1e-6, value_discretization_interval=step)
     assert fixed.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6) > 0.03
+
+
+def test_batch_member_wider_than_the_sampled_windows():
+    # FFT lengths come from 5 sampled members; member 3 (not sampled) composes to a wider window and is
+    # recomputed with its own length (that path wrote into a read-only array and raised)
+    scales = [2.0, 2.0, 2.0, 1.05, 2.0, 2.0]
+    got = np.asarray(accounting.get_epsilon(dpjax.Laplace(jnp.asarray(scales)), 1e-6, count=100))
+    for b in (1.05, 2.0):  # (the batch plans its grids on a coarser range-finding grid: a few 1e-8 apart)
+        one = float(accounting.get_epsilon(dpjax.Laplace(b), 1e-6, count=100))
+        assert np.allclose(got[np.asarray(scales) == b], one, rtol=1e-6, atol=0)
+
+
+@pytest.mark.slow
+def test_wide_adaptive_windows_coarsen_as_self_compose_does():
+    # Laplace(1) x 10^4: a window of ~1.1e7 points at 2^-13, above AUTO_WINDOW (2^23): pld's
+    # self_compose coarsens to 2^-12; the batch queries (alone and as a member of a batch), the
+    # Accountant give the same figure
+    ref = float(accounting.pld(dpjax.Laplace(1.0)).self_compose(10**4).get_epsilon_for_delta(1e-6))
+    assert float(accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, count=10**4)) == pytest.approx(ref, rel=1e-9)
+    batch = accounting.get_epsilon(dpjax.Laplace(jnp.asarray([1e6, 1.2e6, 1.4e6, 1.6e6, 1.0])), 1e-6, count=10**4)
+    assert float(batch[-1]) == pytest.approx(ref, rel=1e-9)
+    assert accounting.Accountant(delta=1e-6).record(dpjax.Laplace(1.0), count=10**4) == pytest.approx(ref, rel=1e-8)

@@ -207,7 +207,7 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
             sel = jnp.asarray(padded)
             pf, pr, pa = jax.tree_util.tree_map(lambda x: x[sel], fl), r0[sel], a0[sel]
             out, ok = _query_map_jit(pf, sens, sampling_prob, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
-            out, ok = np.asarray(out)[: part.size], np.asarray(ok)[: part.size]
+            out, ok = np.array(out)[: part.size], np.asarray(ok)[: part.size]  # (writable: refits go in)
             if not ok.all():  # exact windows for the members that did not fit
                 bad = np.nonzero(~ok)[0]
                 sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], pf)
