@@ -1,14 +1,11 @@
 """The adaptive loss-grid step in every route (issue 20): the batch queries (``accounting.get_epsilon`` /
-``get_delta``), DP-SGD accounting and the ``Accountant`` take ``accounting.pld``'s rule, so tiny
-per-step losses are resolved there too (they were 10x+ loose on the fixed 2^-13 grid), never below
-an independent reference, and the default cases keep their step."""
-
-import math
+``get_delta``), DP-SGD accounting and the ``Accountant`` (tests/test_adaptive_grid.py) take
+``accounting.pld``'s rule, so tiny per-step losses are resolved there too (they were 10x+ loose on the
+fixed 2^-13 grid), never below an independent reference, and the default cases keep their step."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
 
 import accounting
 import dpjax
@@ -25,23 +22,6 @@ def _laplace_bracket(scale, count, delta=None, epsilon=None):
                                        value_discretization_interval=0.01 / scale).self_compose(count)
         out.append(p.get_epsilon_for_delta(delta) if epsilon is None else p.get_delta_for_epsilon(epsilon))
     return out
-
-
-def _randomized_response_truth(eps0, k, delta):
-    """ε(δ) of binary randomized response at ε₀ composed k times, from the exact binomial law of the
-    loss (2j − k)ε₀ (bisection from above: the value returned is ≥ the truth by < 1e-15)."""
-    p = 1.0 / (1.0 + math.exp(-eps0))
-    j = np.arange(k + 1)
-    pmf, loss = stats.binom.pmf(j, k, p), (2.0 * j - k) * eps0
-
-    def delta_at(e):
-        return float(np.sum(pmf * -np.expm1(np.minimum(e - loss, 0.0))))
-
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if delta_at(mid) > delta else (lo, mid)
-    return hi
 
 
 def test_batch_queries_resolve_tiny_losses():
@@ -72,24 +52,6 @@ def test_dpsgd_resolves_a_tiny_sampling_rate():
     direct = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
     assert odometer == pytest.approx(got, rel=1e-9)
     assert direct == pytest.approx(got, rel=1e-9)
-
-
-def test_accountant_resolves_tiny_losses_and_meets_on_one_grid():
-    truth = _randomized_response_truth(1e-6, 10**6, 1e-6)  # 0.0027182
-    acc = accounting.Accountant(delta=1e-6)
-    got = acc.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6)
-    assert truth <= got <= 1.02 * truth  # the 2^-13 grid read 0.0375
-    # a kind on the default step: the two meet on the coarser grid, at least each part's ε and at most
-    # the sum (Laplace(1) is pure 1-DP) plus the coarse grid's rounding
-    both = acc.record(dpjax.Laplace(1.0))
-    assert max(truth, 1.0 - 1e-5) <= both <= 1.0 + truth + 2 * accounting.DEFAULT_DISCRETIZATION
-    p = acc.pld
-    assert p.step == accounting.DEFAULT_DISCRETIZATION
-    assert float(np.sum(np.asarray(p.remove.probs)) + float(p.remove.inf_mass)) <= 1.0 + 1e-9
-    # recorded in the other order: the same composition
-    other = accounting.Accountant(delta=1e-6)
-    other.record(dpjax.Laplace(1.0))
-    assert other.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6) == pytest.approx(both, rel=1e-9)
 
 
 def test_default_cases_keep_the_default_step():
