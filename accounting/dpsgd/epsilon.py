@@ -38,19 +38,21 @@ class _PldEvaluator:
 
     The plan (single-step loss grid) is built for the rung's bottom z_plan: a larger z has a
     narrower loss range, inside it (mass outside the grid would go to +∞: sound either way).
-    ``step`` None: the plan's step is z_plan's adaptive step (the rule of ``accounting.pld``).
-    The FFT length holds the widest composition window, that of z_plan at the largest count (an
+    ``step`` is the grid step: with ``adaptive``, the setting's own adaptive step (the rule of
+    ``accounting.pld``, :func:`_adaptive_step`: settings are grouped by it), so the answer is
+    ``accounting.pld``'s. The FFT length holds the widest composition window, that of z_plan at the largest count (an
     adaptive grid coarsened first where that window exceeds AUTO_WINDOW, as ``self_compose`` does).
     Which evaluator answers depends only on the setting (its rung), never on what was asked
     before, so an answer is reproducible; settings sharing grid shapes share compiled code.
     """
 
-    def __init__(self, noise, z_plan, sampling_prob, max_steps, step):
-        self.noise, self.sampling_prob, self.step = noise, sampling_prob, step
+    def __init__(self, noise, z_plan, sampling_prob, max_steps, step, adaptive):
+        self.noise, self.sampling_prob = noise, sampling_prob
+        self.step = None if adaptive else step  # what pld is told: adaptive PLDs coarsen to fit a window
         self.z_plan, self.max_steps = z_plan, max_steps
         mech = step_mechanism(z_plan, noise.cls)
         self.plan = make_plan(mech, sampling_prob=sampling_prob, value_discretization_interval=step)
-        widest = pld(mech, sampling_prob=sampling_prob, value_discretization_interval=step, plan=self.plan)
+        widest = pld(mech, sampling_prob=sampling_prob, value_discretization_interval=self.step, plan=self.plan)
         # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
         self.sizes, self.grid_step = None, widest.step
         if max_steps > 1 and not widest.is_analytic:
@@ -77,12 +79,18 @@ _EVALUATORS: dict = {}  # recent evaluators by (kind, sampling_prob, rung, steps
 _EVALUATORS_LOCK = threading.Lock()  # the cache is shared by every thread's queries
 
 
-def _evaluator(kind, z, sampling_prob, steps, step):
-    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), None if step is None else float(step))
+@functools.lru_cache(maxsize=1024)
+def _adaptive_step(kind, z, sampling_prob):
+    """The adaptive loss-grid step of one DP-SGD step at (z, sampling_prob): ``accounting.pld``'s."""
+    return make_plan(step_mechanism(z, kind.cls), sampling_prob=sampling_prob).step
+
+
+def _evaluator(kind, z, sampling_prob, steps, step, adaptive):
+    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), float(step), adaptive)
     with _EVALUATORS_LOCK:
         ev = _EVALUATORS.pop(key, None)
     if ev is None:
-        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4])
+        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4], adaptive)
     with _EVALUATORS_LOCK:
         _EVALUATORS[key] = ev  # most recent last
         while len(_EVALUATORS) > 16:
@@ -134,11 +142,12 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
     zc, sampling_probs = np.asarray(zc, float), np.asarray(sampling_probs, float)
     groups: dict = {}
     for i in range(zc.size):
-        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i])), []).append(i)
+        grid = _adaptive_step(kind, float(zc[i]), float(sampling_probs[i])) if step is None else step
+        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i]), grid), []).append(i)
     out = [None] * zc.size
-    for (prob, _, _), members in groups.items():
+    for (prob, _, _, grid), members in groups.items():
         idx = np.asarray(members)
-        ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), step)
+        ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), grid, step is None)
         # a traced rate (jax.grad in sampling_prob) goes one member at a time: the build takes one scalar rate
         n = 1 if is_traced(sampling_prob) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
                                        1 << (idx.size - 1).bit_length())
