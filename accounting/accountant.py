@@ -25,7 +25,7 @@ import numpy as np
 
 from accounting.privacy_loss import grid as _grid
 from accounting._numerics import x64, x64_vjp
-from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, MAX_GRID
+from accounting.privacy_loss.construction import DEFAULT_TAIL_MASS, MAX_GRID
 from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability
@@ -70,20 +70,26 @@ def _widths_jit(p, count, tail):
     return out
 
 
-def composition_sizes(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS) -> tuple[int, ...]:
-    """Static FFT lengths (one per direction) that hold the ``count``-fold composition of every
-    member of the (concrete) grid PLD ``p``; ``count`` an integer or an array over its batch.
+def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
+    """``(grid PLD, sizes)`` of the ``count``-fold composition of the (concrete) grid PLD ``p``: ``p``
+    itself — or, adaptive, ``p`` coarsened until the widest window fits AUTO_WINDOW (the rule of
+    ``self_compose``: :meth:`PrivacyLossDistribution.fitted_to_window`) — and the static FFT lengths
+    (one per direction) holding the composition of every member; ``count`` an integer or an array
+    over the batch.
 
     One power of two for both directions: a count that grows step by step (the odometer of a
     training loop) meets only a few distinct lengths, i.e. a few compilations."""
     with jax.enable_x64(True):
         widths = _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))
-    size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, p._directions())) - 1).bit_length()
+        fit = p.fitted_to_window(max(int(w) for w in widths))
+        if fit is not p:
+            widths = _widths_jit(fit, jnp.asarray(count, jnp.float64), float(tail))
+    size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, fit._directions())) - 1).bit_length()
     sizes = (size,) * len(widths)
     if size > MAX_GRID:
         raise ValueError(f"count: the composition needs an FFT of length {max(sizes)}; use a coarser "
                          "value_discretization_interval")
-    return sizes
+    return fit, sizes
 
 
 @x64
@@ -93,8 +99,10 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
 
     ``count`` is an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each
     member composed its own number of times). ``sizes`` (static FFT lengths per direction) come
-    from :func:`composition_sizes` on concrete values, ``bits`` (static, counts below 2**bits)
-    from the concrete count; pass both inside ``jit``. Same window,
+    from :func:`composition_grid` on concrete values, with the grid PLD to compose (an adaptive
+    ``p`` coarsened to fit the window, as ``self_compose`` does); given ``sizes``, ``p`` is composed
+    on its own grid. ``bits`` (static, counts below 2**bits) comes from the concrete count; pass
+    both inside ``jit``. Same window,
     tail bounds (+∞ atom) and round-off estimate as ``self_compose``; the power is taken by
     square-and-multiply, the products ``lax.integer_pow`` forms for a static count. An analytic
     Gaussian PLD stays analytic (μ·√count).
@@ -103,7 +111,7 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
         mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step, adaptive=p.adaptive)
     if sizes is None:
-        sizes = composition_sizes(p, count, tail)
+        p, sizes = composition_grid(p, count, tail)
     bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)
     return _compose_jit(p, jnp.asarray(count, jnp.float64), tuple(int(s) for s in sizes), bits, float(tail))
 
@@ -162,7 +170,9 @@ class Accountant:
     (one FFT power), kinds are composed with each other by convolution. Memory is one entry
     per distinct kind — never per release — and recording a kind already seen costs one
     composition and one query of compiled code (milliseconds). Single mechanisms only (no
-    batched parameters).
+    batched parameters). ``value_discretization_interval=None`` (default): each kind's PLD takes
+    the adaptive step of :func:`accounting.pld` (tiny per-release losses get a grid fine enough
+    to resolve them), and kinds on different steps meet on the coarser grid.
 
     Thread-safe: one lock serialises every check-and-record and every read, so threads
     recording concurrently can never together pass the budget (each :meth:`record` sees the
@@ -170,17 +180,21 @@ class Accountant:
     during one.
     """
 
-    def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=DEFAULT_DISCRETIZATION):
+    def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=None):
         if epsilon_budget is not None:
             check_positive("epsilon_budget", epsilon_budget, allow_inf=True)
             if delta is None:
                 raise ValueError("delta: a budget in ε needs the δ at which it is measured")
         if delta is not None:
             check_probability("delta", delta, high_open=True)
-        check_positive("value_discretization_interval", value_discretization_interval)
+        if value_discretization_interval is not None:
+            check_positive("value_discretization_interval", value_discretization_interval)
+            value_discretization_interval = float(value_discretization_interval)
         self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
         self.delta = None if delta is None else float(delta)
-        self.value_discretization_interval = float(value_discretization_interval)
+        # None: every kind's PLD takes the adaptive step of accounting.pld, and kinds of different steps
+        # meet on the coarser grid when composed (PrivacyLossDistribution.compose)
+        self.value_discretization_interval = value_discretization_interval
         self._entries: dict = {}
         # composition of every entry except one (key, PLD): what a repeated record of that key reuses
         self._rest = (None, None)

@@ -33,10 +33,9 @@ def test_large_losses_are_finite_and_sound():
     assert truth <= both <= truth + 1.0 + 1e-3
 
 
-def test_randomized_response_many_compositions_is_tight():
-    eps0, k, delta = 1e-6, 10**6, 1e-6
-    got = float(accounting.pld(dpjax.RandomizedResponse(eps0, 2)).self_compose(k).get_epsilon_for_delta(delta))
-    # exact: the loss is (2j − k)ε₀ with j ~ Binomial(k, p); δ(ε) = Σ_j P(j)(1 − e^{ε − ℓ_j})_+
+def randomized_response_epsilon(eps0, k, delta):
+    """ε(δ) of binary randomized response at ε₀ composed k times, exactly: the loss is (2j − k)ε₀ with
+    j ~ Binomial(k, p), δ(ε) = Σ_j P(j)(1 − e^{ε − ℓ_j})_+ (bisection; the upper end, ≥ the truth)."""
     p = 1.0 / (1.0 + math.exp(-eps0))
     j = np.arange(k + 1)
     pmf, loss = stats.binom.pmf(j, k, p), (2.0 * j - k) * eps0
@@ -48,7 +47,31 @@ def test_randomized_response_many_compositions_is_tight():
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if delta_at(mid) > delta else (lo, mid)
-    assert hi <= got <= 1.02 * hi  # 0.0027182; the 2^-13 grid read 0.0375
+    return hi
+
+
+def test_randomized_response_many_compositions_is_tight():
+    got = float(accounting.pld(dpjax.RandomizedResponse(1e-6, 2)).self_compose(10**6).get_epsilon_for_delta(1e-6))
+    truth = randomized_response_epsilon(1e-6, 10**6, 1e-6)
+    assert truth <= got <= 1.02 * truth  # 0.0027182; the 2^-13 grid read 0.0375
+
+
+def test_accountant_resolves_tiny_losses_and_meets_on_one_grid():
+    truth = randomized_response_epsilon(1e-6, 10**6, 1e-6)
+    acc = accounting.Accountant(delta=1e-6)
+    got = acc.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6)
+    assert truth <= got <= 1.02 * truth  # the 2^-13 grid read 0.0375
+    # a kind on the default step: the two meet on the coarser grid, at least each part's ε and at most
+    # the sum (Laplace(1) is pure 1-DP) plus the coarse grid's rounding
+    both = acc.record(dpjax.Laplace(1.0))
+    assert max(truth, 1.0 - 1e-5) <= both <= 1.0 + truth + 2 * accounting.DEFAULT_DISCRETIZATION
+    p = acc.pld
+    assert p.step == accounting.DEFAULT_DISCRETIZATION
+    assert float(np.sum(np.asarray(p.remove.probs)) + float(p.remove.inf_mass)) <= 1.0 + 1e-9
+    # recorded in the other order: the same composition
+    other = accounting.Accountant(delta=1e-6)
+    other.record(dpjax.Laplace(1.0))
+    assert other.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6) == pytest.approx(both, rel=1e-9)
 
 
 def test_laplace_tiny_losses_are_tight():

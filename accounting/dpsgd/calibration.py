@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import x64
-from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION
 from accounting._root import log_bisect
 from accounting.dpsgd.epsilon import _query_flat, _validate_setting
 from accounting.dpsgd.noise import _noise, _rdp_curve
@@ -103,7 +102,7 @@ def _scalar_loop(fn, *arrays):
 
 @x64
 def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, mechanism=None, rtol=1e-3,
-                               value_discretization_interval=DEFAULT_DISCRETIZATION):
+                               value_discretization_interval=None):
     """The noise multiplier z whose ε after ``steps`` steps at rate ``sampling_prob`` lies in
     [target·(1 − rtol), target] (:func:`dpsgd_epsilon`, from above: never over the target).
 
@@ -157,7 +156,7 @@ def _largest_feasible(feasible, start, limit):
 
 @x64
 def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, *, mechanism=None,
-                        max_steps=10**7, value_discretization_interval=DEFAULT_DISCRETIZATION):
+                        max_steps=10**7, value_discretization_interval=None):
     """The largest number of steps whose ε at ``delta`` stays ≤ ``target_epsilon`` (0 if even one
     step exceeds it), as :func:`dpsgd_epsilon` answers. The search starts at the Rényi bound's
     count (feasible: RDP is never below the PLD) and evaluates 16 candidate counts per round on
@@ -167,7 +166,6 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, sampling_prob, 1)
     max_steps = check_int("max_steps", max_steps, minimum=1)
-    step = float(value_discretization_interval)
 
     def one(t, d, z, sampling_prob):
         t, d, z, sampling_prob = float(t), float(d), float(z), float(sampling_prob)
@@ -179,14 +177,15 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
         start = max(1, _largest_int(rdp_ok, 1, max_steps + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
-        return _largest_feasible(lambda c: _eps(kind, z, sampling_prob, c, d, step) <= t, start, max_steps)
+        return _largest_feasible(lambda c: _eps(kind, z, sampling_prob, c, d, value_discretization_interval) <= t,
+                                 start, max_steps)
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, sampling_prob)
 
 
 @x64
 def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_examples, *, mechanism=None,
-                         value_discretization_interval=DEFAULT_DISCRETIZATION):
+                         value_discretization_interval=None):
     """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
     steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it), as :func:`dpsgd_epsilon`
     answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast."""
@@ -194,7 +193,6 @@ def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_exa
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
     _validate_setting(noise_multiplier, 1.0, steps)
-    step = float(value_discretization_interval)
 
     def one(t, d, z, s, n):
         t, d, z, s = float(t), float(d), float(z), int(s)
@@ -206,6 +204,6 @@ def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_exa
         start = max(1, _largest_int(rdp_ok, 1, n + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
-        return _largest_feasible(lambda b: _eps(kind, z, np.asarray(b) / n, s, d, step) <= t, start, n)
+        return _largest_feasible(lambda b: _eps(kind, z, np.asarray(b) / n, s, d, value_discretization_interval) <= t, start, n)
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, steps, num_examples)

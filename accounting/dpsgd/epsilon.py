@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import concrete, x64, x64_vjp
-from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, make_plan
+from accounting.privacy_loss.construction import make_plan
 from accounting.privacy_loss.distribution import pld
-from accounting.accountant import _bits, composition_sizes, self_compose_by_count
+from accounting.accountant import _bits, composition_grid, self_compose_by_count
 from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism
 from accounting.rdp import RDP_ORDERS, rdp_to_delta, rdp_to_epsilon
 from dpjax.validation import check_positive, check_probability, check_real, is_traced
@@ -38,27 +38,35 @@ class _PldEvaluator:
 
     The plan (single-step loss grid) is built for the rung's bottom z_plan: a larger z has a
     narrower loss range, inside it (mass outside the grid would go to +∞: sound either way).
-    The FFT length holds the widest composition window, that of z_plan at the largest count.
+    ``step`` is the grid step: with ``adaptive``, the setting's own adaptive step (the rule of
+    ``accounting.pld``, :func:`_adaptive_step`: settings are grouped by it), so the answer is
+    ``accounting.pld``'s. The FFT length holds the widest composition window, that of z_plan at the largest count (an
+    adaptive grid coarsened first where that window exceeds AUTO_WINDOW, as ``self_compose`` does).
     Which evaluator answers depends only on the setting (its rung), never on what was asked
     before, so an answer is reproducible; settings sharing grid shapes share compiled code.
     """
 
-    def __init__(self, noise, z_plan, sampling_prob, max_steps, step):
-        self.noise, self.sampling_prob, self.step = noise, sampling_prob, step
+    def __init__(self, noise, z_plan, sampling_prob, max_steps, step, adaptive):
+        self.noise, self.sampling_prob = noise, sampling_prob
+        self.step = None if adaptive else step  # what pld is told: adaptive PLDs coarsen to fit a window
         self.z_plan, self.max_steps = z_plan, max_steps
         mech = step_mechanism(z_plan, noise.cls)
         self.plan = make_plan(mech, sampling_prob=sampling_prob, value_discretization_interval=step)
-        widest = pld(mech, sampling_prob=sampling_prob, plan=self.plan)
+        widest = pld(mech, sampling_prob=sampling_prob, value_discretization_interval=self.step, plan=self.plan)
         # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
-        self.sizes = composition_sizes(widest, max_steps) if max_steps > 1 and not widest.is_analytic else None
+        self.sizes, self.grid_step = None, widest.step
+        if max_steps > 1 and not widest.is_analytic:
+            fit, self.sizes = composition_grid(widest, max_steps)
+            self.grid_step = fit.step
         self.bits = _bits(max_steps)
 
     def composed(self, z, steps, sampling_prob):
         """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
-        p = pld(step_mechanism(z, self.noise.cls), sampling_prob=sampling_prob, plan=self.plan)
+        p = pld(step_mechanism(z, self.noise.cls), sampling_prob=sampling_prob,
+                value_discretization_interval=self.step, plan=self.plan)
         if self.max_steps == 1:
             return p
-        return self_compose_by_count(p, steps, sizes=self.sizes, bits=self.bits)
+        return self_compose_by_count(p.coarsened(self.grid_step), steps, sizes=self.sizes, bits=self.bits)
 
     def query(self, kind_query, z, steps, arg, sampling_prob):
         c = self.composed(z, steps, sampling_prob)
@@ -67,16 +75,22 @@ class _PldEvaluator:
         return jnp.diagonal(out)
 
 
-_EVALUATORS: dict = {}  # recent evaluators by (kind, q, rung, steps rung, grid step); bounded
+_EVALUATORS: dict = {}  # recent evaluators by (kind, sampling_prob, rung, steps rung, grid step); bounded
 _EVALUATORS_LOCK = threading.Lock()  # the cache is shared by every thread's queries
 
 
-def _evaluator(kind, z, sampling_prob, steps, step):
-    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), float(step))
+@functools.lru_cache(maxsize=1024)
+def _adaptive_step(kind, z, sampling_prob):
+    """The adaptive loss-grid step of one DP-SGD step at (z, sampling_prob): ``accounting.pld``'s."""
+    return make_plan(step_mechanism(z, kind.cls), sampling_prob=sampling_prob).step
+
+
+def _evaluator(kind, z, sampling_prob, steps, step, adaptive):
+    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), float(step), adaptive)
     with _EVALUATORS_LOCK:
         ev = _EVALUATORS.pop(key, None)
     if ev is None:
-        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4])
+        ev = _PldEvaluator(kind, key[2], key[1], key[3], key[4], adaptive)
     with _EVALUATORS_LOCK:
         _EVALUATORS[key] = ev  # most recent last
         while len(_EVALUATORS) > 16:
@@ -102,7 +116,9 @@ def _validate_setting(noise_multiplier, sampling_prob, steps):
 def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, value_discretization_interval):
     kind = _noise(mechanism)
     _validate_setting(noise_multiplier, sampling_prob, steps)
-    check_positive("value_discretization_interval", value_discretization_interval)
+    if value_discretization_interval is not None:
+        value_discretization_interval = float(check_positive("value_discretization_interval",
+                                                             value_discretization_interval))
     z = jnp.asarray(noise_multiplier, jnp.float64)
     sampling_prob = jnp.asarray(sampling_prob, jnp.float64)
     a = jnp.asarray(arg, jnp.float64)
@@ -110,7 +126,7 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
     z, sampling_prob, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
     st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
     # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
-    core = functools.partial(_query_flat, kind_query, kind, st, float(value_discretization_interval))
+    core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
     return x64_vjp(core)(z, sampling_prob, a).reshape(shape)
 
 
@@ -126,12 +142,13 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
     zc, sampling_probs = np.asarray(zc, float), np.asarray(sampling_probs, float)
     groups: dict = {}
     for i in range(zc.size):
-        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i])), []).append(i)
+        grid = _adaptive_step(kind, float(zc[i]), float(sampling_probs[i])) if step is None else step
+        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i]), grid), []).append(i)
     out = [None] * zc.size
-    for (prob, _, _), members in groups.items():
+    for (prob, _, _, grid), members in groups.items():
         idx = np.asarray(members)
-        ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), step)
-        # a traced rate (jax.grad in q) goes one member at a time: the build takes one scalar rate
+        ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), grid, step is None)
+        # a traced rate (jax.grad in sampling_prob) goes one member at a time: the build takes one scalar rate
         n = 1 if is_traced(sampling_prob) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
                                        1 << (idx.size - 1).bit_length())
         for s in range(0, idx.size, n):
@@ -146,7 +163,7 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
 
 @x64
 def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None,
-                  value_discretization_interval=DEFAULT_DISCRETIZATION):
+                  value_discretization_interval=None):
     """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
     clip·``noise_multiplier`` (add/remove neighbours, both directions).
 
@@ -155,6 +172,9 @@ def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=No
     Laplace: the randomized-response dominating pair; discrete Gaussian: an RDP bound (module
     docstring). Differentiable in ``noise_multiplier`` and ``sampling_prob`` under ``jax.grad``
     (not inside ``jit``: grid sizes are planned from concrete values).
+    ``value_discretization_interval``: ``None`` (default) the adaptive loss-grid step of
+    :func:`accounting.pld` (a tiny rate or a large noise multiplier gets a step that resolves its
+    losses), a number the step.
     """
     check_probability("delta", delta, high_open=True)
     return _query("epsilon", noise_multiplier, sampling_prob, steps, delta, mechanism, value_discretization_interval)
@@ -162,7 +182,7 @@ def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=No
 
 @x64
 def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None,
-                value_discretization_interval=DEFAULT_DISCRETIZATION):
+                value_discretization_interval=None):
     """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
     check_real("epsilon", epsilon)
     return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)

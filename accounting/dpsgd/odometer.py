@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from accounting._numerics import x64
-from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION
 from accounting.accountant import Accountant
 from accounting.dpsgd.epsilon import _validate_setting
 from accounting.dpsgd.noise import _noise, _rdp_curve, step_mechanism
@@ -35,7 +34,7 @@ class DpsgdAccountant:
     """
 
     def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
-                 value_discretization_interval=DEFAULT_DISCRETIZATION):
+                 value_discretization_interval=None):
         self.kind = _noise(mechanism)
         self._mechanism = mechanism
         _validate_setting(noise_multiplier, sampling_prob, 1)
@@ -49,7 +48,7 @@ class DpsgdAccountant:
         self.steps = 0
         self._lock = threading.RLock()
         if self.kind.kind == "discrete_gaussian":
-            self._rdp = {}  # (z, q) -> count
+            self._rdp = {}  # (z, sampling_prob) -> count
         else:
             self._acc = Accountant(epsilon_budget=epsilon_budget, delta=delta,
                                    value_discretization_interval=value_discretization_interval)

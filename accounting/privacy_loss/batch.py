@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting.privacy_loss.construction import (COARSE_BATCH, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
-                                                  DEFAULT_TAIL_MASS, MAX_GRID, ROUNDOFF_FACTOR, build_core, make_plan,
-                                                  mirror_extension, next_pow2, pairs, row_bounds, sampling_rate,
-                                                  validate)
+from accounting.privacy_loss.construction import (AUTO_WINDOW, COARSE_BATCH, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
+                                                  MAX_GRID, ROUNDOFF_FACTOR, auto_step, build_core, loss_scale,
+                                                  make_plan, mirror_extension, next_pow2, pairs, row_bounds,
+                                                  sampling_rate, validate)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
 from accounting.privacy_loss.distribution import check_floor, pld
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
@@ -35,55 +35,61 @@ __all__ = ["get_epsilon", "get_delta"]
 #: batches up to this size are built whole (vectorised); larger ones are mapped in chunks.
 _SMALL_BATCH = 4
 
-def _element_plans(flat, sens, q, step, cells, extra):
-    """Per-mechanism grid (k0, n, ng) arrays of each direction, from a coarse envelope mapped in chunks."""
+def _element_plans(flat, sens, sampling_prob, step, cells, extra):
+    """Per-mechanism grid steps and (k0, n, ng) arrays of each direction, from a coarse envelope mapped
+    in chunks. ``step`` None: each member's own adaptive step, by the rule of ``make_plan``
+    (:func:`auto_step` of its loss range and scale)."""
     count = int(extra.get("count", 0))
     klo = extra.get("klo")
-    rem, add = _coarse_map_jit(flat, sens, q, klo, jnp.asarray(COARSE_BATCH), cells, count)
+    rem, add = _coarse_map_jit(flat, sens, sampling_prob, klo, jnp.asarray(COARSE_BATCH), cells, count)
     rem = np.asarray(rem)
     add = None if add is None else np.asarray(add)
     other = {0: rem if add is None else add, 1: rem}
-    out = []
-    for i, d in enumerate((rem, add)):
-        if d is None:
-            out.append(None)
-            continue
-        lo, hi = row_bounds(d, other[i][..., ::-1], COARSE_BATCH)
-        k0 = np.floor(lo / step)
-        n = np.maximum(np.ceil(hi / step) - k0 + 1, 3)
+    live = [(i, d) for i, d in enumerate((rem, add)) if d is not None]
+    bounds = {i: row_bounds(d, other[i][..., ::-1], COARSE_BATCH) for i, d in live}
+    if step is None:
+        width = np.max([hi - lo for lo, hi in bounds.values()], axis=0)
+        scale = np.min([loss_scale(d, COARSE_BATCH) for _, d in live], axis=0)
+        steps = np.asarray([auto_step(float(w), float(x)) for w, x in zip(width, scale)])
+    else:
+        steps = np.full(rem.shape[0], pow2_floor(float(step)))
+    out = [None, None]
+    for i, d in live:
+        lo, hi = bounds[i]
+        k0 = np.floor(lo / steps)
+        n = np.maximum(np.ceil(hi / steps) - k0 + 1, 3)
         small = d < 0.25
         big = np.where(small.any(axis=1), COARSE_BATCH[np.argmax(small, axis=1)], hi)
-        ng = np.minimum(n, np.maximum(3, np.ceil(big / step) - k0 + 2))
+        ng = np.minimum(n, np.maximum(3, np.ceil(big / steps) - k0 + 2))
         if np.max(n) > MAX_GRID:
             raise ValueError(
-                f"value_discretization_interval: a loss range needs {int(np.max(n))} grid points at step {step:.3g}; "
-                "use a coarser value_discretization_interval (or a less extreme mechanism)")
-        out.append((k0, n.astype(np.int64), ng.astype(np.int64)))
-    return out
+                f"value_discretization_interval: a loss range needs {int(np.max(n))} grid points at step "
+                f"{steps[np.argmax(n)]:.3g}; use a coarser value_discretization_interval (or a less extreme mechanism)")
+        out[i] = (k0, n.astype(np.int64), ng.astype(np.int64))
+    return out, steps
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_map_jit(flat, sens, q, klo, coarse, cells, count):
+def _coarse_map_jit(flat, sens, sampling_prob, klo, coarse, cells, count):
     def one(m):
         values, nvalues = pairs(m, sens)
         extra = {"cells": cells}
         if count:
             extra.update(count=count, klo=klo)
-        return envelope(expand(m), values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True,
-                        plan=extra)
+        return envelope(expand(m), values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
+                        pessimistic=True, plan=extra)
 
     return jax.lax.map(one, flat, batch_size=32)
 
 
-def _groups(dirs, step, cells, count, nklo):
-    """Bucket the batch by (power-of-two) remove-grid length: {shape: indices}. One compile per
-    bucket, no mechanism's remove grid padded beyond twice its own length."""
+def _groups(dirs, steps, cells, count, nklo):
+    """Bucket the batch by grid step and (power-of-two) remove-grid length: {shape: indices}. One
+    compile per bucket, no mechanism's remove grid padded beyond twice its own length."""
     rem, add = dirs
-    keys = [next_pow2(rem[1][i]) for i in range(rem[1].size)]  # the add grid follows (fewer compiles)
+    keys = [(float(steps[i]), next_pow2(rem[1][i])) for i in range(rem[1].size)]  # the add grid follows
     out = {}
-    for key in sorted(set(keys)):
-        idx = np.asarray([i for i, k in enumerate(keys) if k == key])
-        nr = key
+    for step, nr in sorted(set(keys)):
+        idx = np.asarray([i for i, k in enumerate(keys) if k == (step, nr)])
         shp_r = (nr, int(min(nr, bucket_len(np.max(rem[2][idx])))))
         shp_a = None
         if add is not None:
@@ -102,10 +108,10 @@ def _chunk_for(n):
 
 
 @functools.partial(jax.jit, static_argnums=(6, 7, 8, 9))
-def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tail):
+def _window_map_jit(flat, sens, sampling_prob, k0r, k0a, klo, shape, pessimistic, count, tail):
     def one(x):
         m, a, b = x
-        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        rem, add = build_core(m, sens, sampling_prob, (a, b, klo), shape, pessimistic)
         return tuple(hi - lo + 1.0 for lo, hi, _ in
                      (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
 
@@ -113,10 +119,10 @@ def _window_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, tai
 
 
 @functools.partial(jax.jit, static_argnums=(6, 7, 8, 9, 10, 11))
-def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
+def _query_map_jit(flat, sens, sampling_prob, k0r, k0a, klo, shape, pessimistic, count, sizes, tail, kind, arg):
     def one(x):
         m, a, b = x
-        rem, add = build_core(m, sens, q, (a, b, klo), shape, pessimistic)
+        rem, add = build_core(m, sens, sampling_prob, (a, b, klo), shape, pessimistic)
         outs, ok = [], jnp.asarray(True)
         for i, pmf in enumerate(p for p in (rem, add) if p is not None):
             if count > 1:
@@ -129,11 +135,16 @@ def _query_map_jit(flat, sens, q, k0r, k0a, klo, shape, pessimistic, count, size
     return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(2 * n))
 
 
-def _sizes(widths, shape):
+def _sizes(widths, shape, adaptive):
+    """FFT lengths holding the composition windows ``widths`` (per direction) on the grids of ``shape``.
+    An adaptive batch stops at AUTO_WINDOW: a member whose window is wider does not fit and is
+    composed by the ``pld`` route, which coarsens its grid (the rule of ``self_compose``)."""
     out = []
     for w, s in zip(widths, [shape[1], shape[2]]):
         size = bucket_len(max(int(np.max(np.asarray(w))), s[0]))
-        if size > MAX_GRID:
+        if adaptive:
+            size = min(size, AUTO_WINDOW)
+        elif size > MAX_GRID:
             raise ValueError(f"count: the composition needs an FFT of length {size}; use a coarser "
                              "value_discretization_interval")
         out.append(size)
@@ -151,17 +162,17 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     count = check_int("count", count, minimum=1)
     output_cells = check_int("output_cells", output_cells, minimum=16)
-    step = pow2_floor(float(value_discretization_interval))
+    adaptive = value_discretization_interval is None
     m64 = jax.tree_util.tree_map(jnp.asarray, concrete(to64(mech)))
     shape_b = tuple(m64.batch_shape)
     flat = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape_b).reshape(-1), m64)
     sens = jnp.asarray(concrete(sensitivity), jnp.float64)
-    q = sampling_rate(concrete(sampling_prob))
+    sampling_prob = sampling_rate(concrete(sampling_prob))  # None (not subsampled) or a float64 array
     extra = {"cells": output_cells}
     if how.profile == "discrete":
         values, nvalues = pairs(m64, sens)
         extra.update(discrete_plan(expand(m64), values, nvalues))
-    dirs = _element_plans(flat, sens, q, step, output_cells, extra)
+    dirs, steps = _element_plans(flat, sens, sampling_prob, value_discretization_interval, output_cells, extra)
     klo = jnp.asarray(np.atleast_1d(np.asarray(extra.get("klo", ()))), jnp.float64)
     nklo = int(klo.size)
     count_d = int(extra.get("count", 0))
@@ -178,14 +189,14 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
 
     report = _reporter(progress, k0r.shape[0])
     done = 0
-    for shape, idx in _groups(dirs, step, output_cells, count_d, nklo).items():
+    for shape, idx in _groups(dirs, steps, output_cells, count_d, nklo).items():
         fl, r0, a0 = take(idx)
         sizes = None
         if count > 1:
             pick = np.unique(np.linspace(0, idx.size - 1, min(idx.size, 5)).round().astype(int))
             sub = jax.tree_util.tree_map(lambda x: x[pick], fl)
-            w = _window_map_jit(sub, sens, q, r0[pick], a0[pick], klo, shape, pess, count, tail)
-            sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape)
+            w = _window_map_jit(sub, sens, sampling_prob, r0[pick], a0[pick], klo, shape, pess, count, tail)
+            sizes = _sizes([np.ceil(np.max(np.asarray(x)) * 1.05) + 16 for x in w], shape, adaptive)
         # members in chunks of one size (the last padded by repeats: one program per bucket), so a
         # long batch reports its progress and holds one chunk's arrays at a time
         chunks = -(-idx.size // CHUNK_MEMBERS)
@@ -195,20 +206,30 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
             padded = np.concatenate([part, np.full(width - part.size, part[-1])])
             sel = jnp.asarray(padded)
             pf, pr, pa = jax.tree_util.tree_map(lambda x: x[sel], fl), r0[sel], a0[sel]
-            out, ok = _query_map_jit(pf, sens, q, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
-            out, ok = np.asarray(out)[: part.size], np.asarray(ok)[: part.size]
+            out, ok = _query_map_jit(pf, sens, sampling_prob, pr, pa, klo, shape, pess, count, sizes, tail, kind, a)
+            out, ok = np.array(out)[: part.size], np.asarray(ok)[: part.size]  # (writable: refits go in)
             if not ok.all():  # exact windows for the members that did not fit
                 bad = np.nonzero(~ok)[0]
                 sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], pf)
-                w = _window_map_jit(sub, sens, q, pr[bad], pa[bad], klo, shape, pess, count, tail)
-                big = _sizes([np.max(np.asarray(x)) for x in w], shape)
-                out[bad] = np.asarray(_query_map_jit(sub, sens, q, pr[bad], pa[bad], klo, shape, pess, count, big,
-                                                     tail, kind, a)[0])
+                w = [np.asarray(x) for x in _window_map_jit(sub, sens, sampling_prob, pr[bad], pa[bad], klo, shape,
+                                                            pess, count, tail)]
+                wide = (np.max(w, axis=0) > AUTO_WINDOW) if adaptive else np.zeros(bad.size, bool)
+                for j in np.nonzero(wide)[0]:  # adaptive, wider than AUTO_WINDOW: the pld route coarsens it
+                    member = jax.tree_util.tree_map(lambda x: x[bad[j]], pf)
+                    out[bad[j]] = np.asarray(_by_pld(kind, member, a, count, sens,
+                                                     1.0 if sampling_prob is None else sampling_prob, None, pess,
+                                                     tail, output_cells, False))
+                fit = np.nonzero(~wide)[0]
+                if fit.size:
+                    sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(fit)], sub)
+                    big = _sizes([x[fit] for x in w], shape, adaptive)
+                    out[bad[fit]] = np.asarray(_query_map_jit(sub, sens, sampling_prob, pr[bad[fit]], pa[bad[fit]],
+                                                              klo, shape, pess, count, big, tail, kind, a)[0])
             result[idx[part]] = out
             done += part.size
             report(done)
         _trim_heap()
-    pure = pure_cap(m64, sens, q) if how.pure_cap else None
+    pure = pure_cap(m64, sens, sampling_prob) if how.pure_cap else None
     if pure is not None:
         result = np.asarray(capped_by_pure(kind, jnp.asarray(result), a, pure.reshape(-1) * count))
     return jnp.asarray(result).reshape(shape_b + jnp.shape(arg))
@@ -253,9 +274,9 @@ def _trim_heap():
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
-def _build_windows_jit(mech, sensitivity, q, offsets, shape, pessimistic, count, tail):
+def _build_windows_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic, count, tail):
     """Single-step pmfs and (count > 1) the Chernoff window width of their composition, one call."""
-    rem, add = build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+    rem, add = build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic)
     widths = ()
     if count > 1:
         widths = tuple(jnp.max(hi - lo) + 1.0 for lo, hi, _ in
@@ -293,9 +314,9 @@ def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
     (plan; build + windows; compose + query) with the same answer, no autodiff wrappers."""
     count = check_int("count", count, minimum=1)
     check_positive("tail_mass_truncation", tail_mass_truncation)
-    step = pow2_floor(float(value_discretization_interval))
-    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob, value_discretization_interval=step,
-                     pessimistic=pessimistic, output_cells=output_cells)
+    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
+                     value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+                     output_cells=output_cells)
     tail = float(tail_mass_truncation)
     pess = bool(pessimistic)
     m64 = to64(mech)
@@ -303,6 +324,10 @@ def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
                                           plan.offsets, plan.shape, pess, count, tail)
     sizes = ()
     if count > 1:
+        if value_discretization_interval is None and max(int(w) for w in widths) > AUTO_WINDOW:
+            # the pld route coarsens an adaptive grid until the window fits AUTO_WINDOW
+            return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, None, pessimistic,
+                           tail_mass_truncation, output_cells, True)
         sizes = tuple(bucket_len(max(int(w), p.size)) for w, p in zip(widths, (rem, add) if add is not None else (rem,)))
         if max(sizes) > MAX_GRID:
             raise ValueError(f"count: the {count}-fold composition needs an FFT of length {max(sizes)}; use a coarser "
@@ -320,6 +345,17 @@ def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
     return out.reshape(batch + a.shape)
 
 
+def _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
+            tail_mass_truncation, output_cells, use_analytic):
+    """The query on ``pld(...).self_compose(count)``: traced parameters, analytic Gaussians, and the
+    batch members whose adaptive composition window exceeds AUTO_WINDOW (``self_compose`` coarsens)."""
+    p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
+            value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
+            output_cells=output_cells, use_analytic=use_analytic).self_compose(
+        count, tail_mass_truncation=tail_mass_truncation)
+    return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
+
+
 def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
                  tail_mass_truncation, output_cells, use_analytic, progress=None):
     """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
@@ -334,11 +370,8 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
         return _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
                             pessimistic, tail_mass_truncation, output_cells)
     if how.analytic or small or not batched:
-        p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-                output_cells=output_cells, use_analytic=use_analytic).self_compose(
-            count, tail_mass_truncation=tail_mass_truncation)
-        return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
+        return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                       pessimistic, tail_mass_truncation, output_cells, use_analytic)
     if jnp.ndim(sampling_prob) > 0:
         raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
                          "(use accounting.pld for per-mechanism rates)")
@@ -365,7 +398,7 @@ def _across_processes(query, mech, arg, **options):
 
 @x64
 def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
-                value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
+                value_discretization_interval=None, pessimistic=True,
                 tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
                 progress=None):
     """ε at ``delta`` after ``count`` runs of ``mech``, for every mechanism of a batch.
@@ -375,6 +408,10 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     ``progress(done, total)`` after each chunk, ``True`` for a progress line on stderr
     (the default from ``PROGRESS_MEMBERS`` mechanisms on), ``False`` for none. Returns shape
     batch + δ.shape. NaN marks a ``delta`` below the round-off floor.
+
+    ``value_discretization_interval``: ``None`` (default) gives every member the adaptive step of
+    :func:`accounting.pld` (its loss range and scale decide it; a composition window above 2^23
+    coarsens it); a number is the step of the whole batch, as ``pld`` takes it.
     """
     check_probability("delta", delta, high_open=True)
     return _query("epsilon", get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
@@ -385,7 +422,7 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
 
 @x64
 def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
-              value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True,
+              value_discretization_interval=None, pessimistic=True,
               tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
               progress=None):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""

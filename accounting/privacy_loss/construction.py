@@ -65,11 +65,9 @@ ROUNDOFF_FACTOR = 10.0
 DEFAULT_OUTPUT_CELLS = 2**16
 
 
-def _coarse_eps(n=8193, extend=True):
+def _coarse_eps(n=8193):
     u = np.linspace(-7.0, 7.0, n)
     eps = np.sign(u) * np.expm1(np.abs(u))
-    if not extend:
-        return eps
     # tiny losses (down to 1e-13) and large ones (up to LOSS_LIMIT), a few % apart: the range and the
     # loss scale of a PLD whose losses are all far below the linear part's first point or above its last
     tiny, big = np.geomspace(1e-13, eps[n // 2 + 1], 600, endpoint=False), np.geomspace(eps[-1], LOSS_LIMIT, 600)[1:]
@@ -78,8 +76,9 @@ def _coarse_eps(n=8193, extend=True):
 
 
 _COARSE = _coarse_eps()
-#: coarser range-finding grid of the batch queries (one per mechanism of the batch)
-COARSE_BATCH = _coarse_eps(2049, extend=False)
+#: coarser range-finding grid of the batch queries (one per mechanism of the batch), with the same
+#: tiny and large losses: a member's adaptive step (:func:`auto_step`) reads them
+COARSE_BATCH = _coarse_eps(2049)
 
 
 # ----------------------------------------------------------------------------------
@@ -178,25 +177,27 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     output_cells = check_int("output_cells", output_cells, minimum=16)
     m = concrete(to64(mech))
     sens = concrete(sensitivity)
-    qc = concrete(sampling_prob)
-    if m is None or sens is None or qc is None:
+    sampling_prob = concrete(sampling_prob)
+    if m is None or sens is None or sampling_prob is None:
         raise ValueError(
             "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
             "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
         )
     m = jax.tree_util.tree_map(jnp.asarray, m)
-    q = sampling_rate(qc)
+    sampling_prob = sampling_rate(sampling_prob)
     values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
     me = expand(m)
     extra = {"cells": output_cells}
-    if route(m, q).profile == "discrete":
+    if route(m, sampling_prob).profile == "discrete":
         extra.update(discrete_plan(me, values, nvalues))
-    rem, add = _coarse_jit(me, values, nvalues, q, extra.get("klo"), output_cells, int(extra.get("count", 0)))
+    rem, add = _coarse_jit(me, values, nvalues, sampling_prob, extra.get("klo"), output_cells,
+                           int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
               for i, d in enumerate((rem, add))]
     if value_discretization_interval is None:
-        step = auto_step(ranges, [d for d in (rem, add) if d is not None])
+        width = max(r[1] - r[0] for r in ranges if r is not None)
+        step = auto_step(width, min(float(np.min(loss_scale(d))) for d in (rem, add) if d is not None))
     else:
         step = pow2_floor(float(value_discretization_interval))
     dirs = []
@@ -227,27 +228,28 @@ def pow2_ceil(x: float) -> float:
 
 
 def loss_scale(d, eps=_COARSE):
-    """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) from profile rows on the coarse grid, the smallest over rows
-    (∞ if no row has positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε =
-    L − 1 + e^{−L} ≈ L²/2), the size of the losses the grid must resolve."""
+    """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) per profile row on the coarse grid ``eps`` (∞ for a row without
+    positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε = L − 1 + e^{−L} ≈ L²/2),
+    the size of the losses the grid must resolve."""
     d = np.asarray(d).reshape(-1, eps.size)
     pos = eps >= 0
     x, y = eps[pos], np.clip(d[:, pos] - d[:, -1:], 0.0, None)
     area = np.sum(0.5 * (y[:, 1:] + y[:, :-1]) * np.diff(x), axis=-1)
-    area = area[area > 0]
-    return float(np.sqrt(2.0 * np.min(area))) if area.size else math.inf
+    return np.where(area > 0, np.sqrt(2.0 * np.maximum(area, 0.0)), math.inf)
 
 
-def auto_step(ranges, profiles):
-    """The adaptive loss-grid step: the default 2^-13, unless the single-step loss range needs more
-    than AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
-    finite), or the loss scale (:func:`loss_scale`) is below AUTO_SCALE_POINTS default steps (then
-    scale/AUTO_SCALE_POINTS, but no finer than the range allows): a grid much coarser than the
-    losses spreads each loss over a whole step, and composed the spread adds up (RR(10⁻⁶) composed
-    10⁶ times read 14× the truth)."""
-    width = max(r[1] - r[0] for r in ranges if r is not None)
+def auto_step(width: float, scale: float) -> float:
+    """The adaptive loss-grid step of a single-step PLD whose loss range is ``width`` wide and whose
+    loss scale (:func:`loss_scale`) is ``scale``: the default 2^-13, unless the range needs more than
+    AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
+    finite), or the scale is below AUTO_SCALE_POINTS default steps (then scale/AUTO_SCALE_POINTS,
+    but no finer than the range allows): a grid much coarser than the losses spreads each loss over
+    a whole step, and composed the spread adds up (RR(10⁻⁶) composed 10⁶ times read 14× the truth).
+
+    The one rule of every route that leaves the step to the engine (``value_discretization_interval
+    =None``): :func:`make_plan` (``accounting.pld``, the ``Accountant``, DP-SGD) and the batch
+    queries' per-member plans."""
     floor = pow2_ceil(max(width, 1e-300) / AUTO_RANGE_POINTS)
-    scale = min(loss_scale(d) for d in profiles)
     step = DEFAULT_DISCRETIZATION
     if scale / AUTO_SCALE_POINTS < step:
         step = pow2_floor(scale / AUTO_SCALE_POINTS)
@@ -278,25 +280,27 @@ def _mirrors(dirs):
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_jit(me, values, nvalues, q, klo, cells, count):
+def _coarse_jit(me, values, nvalues, sampling_prob, klo, cells, count):
     coarse = jnp.asarray(_COARSE)
     extra = {"cells": cells}
     if count:
         extra.update(count=count, klo=klo)
-    return envelope(me, values, nvalues, q, coarse, None if q is None else coarse, pessimistic=True, plan=extra)
+    return envelope(me, values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
+                    pessimistic=True, plan=extra)
 
 
-def build(mech, sensitivity, q, plan, pessimistic):
-    """Single-step (remove, add) grid pmfs of ``plan``; compiled once per plan *shape*."""
-    return _build_jit(mech, sensitivity, q, plan.offsets, plan.shape, pessimistic)
+def build(mech, sensitivity, sampling_prob, plan, pessimistic):
+    """Single-step (remove, add) grid pmfs of ``plan`` (``sampling_prob`` as :func:`sampling_rate` gives
+    it); compiled once per plan *shape*."""
+    return _build_jit(mech, sensitivity, sampling_prob, plan.offsets, plan.shape, pessimistic)
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
-def _build_jit(mech, sensitivity, q, offsets, shape, pessimistic):
-    return build_core(mech, sensitivity, q, offsets, shape, pessimistic)
+def _build_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
+    return build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic)
 
 
-def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
+def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
     """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
     step, (nr, gr), add_shape, cells, count, _ = shape[:6]
     mirror = shape[6] if len(shape) > 6 else (None, None)
@@ -342,11 +346,11 @@ def build_core(mech, sensitivity, q, offsets, shape, pessimistic):
     # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
     apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
+        d, _ = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
                         pessimistic=pessimistic, plan=extra)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
         return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
-    dr, da = envelope(me, values, nvalues, q, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
+    dr, da = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
                       args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])

@@ -116,7 +116,7 @@ class PrivacyLossDistribution:
                     f"other: discretization intervals differ ({a.step} vs {b.step}); build both with the same "
                     "value_discretization_interval (or leave it None: adaptive PLDs meet on the coarser grid)"
                 )
-            a, b = a._coarsened(max(a.step, b.step)), b._coarsened(max(a.step, b.step))
+            a, b = a.coarsened(max(a.step, b.step)), b.coarsened(max(a.step, b.step))
         rem = _compose_trim(a.remove, b.remove, a.pessimistic, float(tail_mass_truncation))
         if a.add is None and b.add is None:
             add = None
@@ -134,7 +134,7 @@ class PrivacyLossDistribution:
                                        atomic=self.atomic or any(o.atomic for o in others), composed=True,
                                        adaptive=self.adaptive and all(o.adaptive for o in others))
 
-    def _coarsened(self, step):
+    def coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
         if step == self.step:
             return self
@@ -143,6 +143,18 @@ class PrivacyLossDistribution:
                              bucket_len(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
         return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step,
                                    source=None)
+
+    def fitted_to_window(self, need: int) -> "PrivacyLossDistribution":
+        """An adaptive grid PLD coarsened by the smallest power of two that brings a composition window of
+        ``need`` points (at its own step) within AUTO_WINDOW; any other PLD as it is. The one rule of
+        every composition by a count: :meth:`self_compose`, the odometer's and DP-SGD's
+        (:func:`accounting.accountant.composition_grid`)."""
+        if not self.adaptive:
+            return self
+        factor = 1
+        while need > AUTO_WINDOW * factor:
+            factor *= 2
+        return self.coarsened(self.step * factor)
 
     @x64
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
@@ -164,11 +176,7 @@ class PrivacyLossDistribution:
         tail = float(tail_mass_truncation)
         src = self
         if self.adaptive and size is None:  # coarsen until the window fits AUTO_WINDOW
-            need = max(_grid.required_window(_primal(p), count, tail) for p in self._directions())
-            factor = 1
-            while need > AUTO_WINDOW * factor:
-                factor *= 2
-            src = self._coarsened(self.step * factor)
+            src = self.fitted_to_window(max(_grid.required_window(_primal(p), count, tail) for p in self._directions()))
         outs = []
         for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
@@ -392,9 +400,10 @@ def _exact_profile(source, eps):
     ``eps`` (batch + (k,)), one batch member at a time (vmapped over the flattened batch)."""
 
     def one(src, e):
-        mech, sens, q = src
+        mech, sens, sampling_prob = src
         values, nvalues = pairs(mech, sens)
-        rem, add = envelope(expand(mech), values, nvalues, q, e, None if q is None else e, pessimistic=True,
+        rem, add = envelope(expand(mech), values, nvalues, sampling_prob, e, None if sampling_prob is None else e,
+                            pessimistic=True,
                             plan={"cells": DEFAULT_OUTPUT_CELLS})
         return (rem if add is None else jnp.maximum(rem, add)).reshape(e.shape)
 
@@ -438,7 +447,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
         pessimistic=True, use_analytic=True, output_cells=DEFAULT_OUTPUT_CELLS, plan: Plan | None = None):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
-    * ``sampling_prob``: Poisson subsampling rate q (add/remove neighbours; remove and add
+    * ``sampling_prob``: Poisson subsampling rate (add/remove neighbours; remove and add
       directions kept apart).
     * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
       (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
@@ -457,8 +466,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     adaptive = value_discretization_interval is None
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
-    q = sampling_rate(sampling_prob)
-    how = route(mech, q, use_analytic=use_analytic)
+    how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
@@ -469,14 +477,16 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
-    rem, add = x64_vjp(lambda m, s, qq: build(to64(m), to64(s), qq, plan, bool(pessimistic)))(
-        mech, jnp.asarray(sensitivity), q)
+    sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
+    rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
+        mech, jnp.asarray(sensitivity), sampling_prob)
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, qq: pure_cap(to64(m), to64(s), qq))(mech, jnp.asarray(sensitivity), q)
+        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, jnp.asarray(sensitivity),
+                                                                             sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, jnp.asarray(sensitivity), q)
+        source = (mech, jnp.asarray(sensitivity), sampling_prob)
     return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic,
                                    adaptive=adaptive)
 

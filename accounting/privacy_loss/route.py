@@ -47,26 +47,28 @@ class Route:
         return self.profile == "closed_form"
 
 
-def route(mech, q=None, *, use_analytic=True) -> Route:
-    """The :class:`Route` of ``mech``'s PLD; ``q`` the sampling rate as :func:`construction.sampling_rate`
-    gives it (``None``: not subsampled), ``use_analytic=False`` forces the grid for a Gaussian loss."""
+def route(mech, sampling_prob=None, *, use_analytic=True) -> Route:
+    """The :class:`Route` of ``mech``'s PLD; ``sampling_prob`` the Poisson sampling rate as
+    :func:`construction.sampling_rate` gives it (``None``: not subsampled), ``use_analytic=False``
+    forces the grid for a Gaussian loss."""
     if overrides(mech, "hockey_stick"):
         profile = "closed_form"
     elif mech.discrete:
         profile = "discrete"
     else:
         profile = "output_grid"
-    return Route(analytic=bool(use_analytic) and q is None and overrides(mech, "gaussian_pld_mu"),
+    return Route(analytic=bool(use_analytic) and sampling_prob is None and overrides(mech, "gaussian_pld_mu"),
                  profile=profile, pair_path=bool(getattr(mech, "pair_path", False)),
                  pure_cap=getattr(mech, "pure_epsilon", None) is not None, atomic=bool(mech.discrete))
 
 
-def pure_cap(mech, sensitivity, q):
+def pure_cap(mech, sensitivity, sampling_prob):
     """The mechanism's own pure ε (``mech.pure_epsilon``, ∞ off its lattice), amplified by Poisson
-    subsampling at rate ``q``, over the mechanism's batch; only for a route with ``pure_cap``."""
+    subsampling at rate ``sampling_prob`` (``None``: none), over the mechanism's batch; only for a
+    route with ``pure_cap``."""
     eps = jnp.where(mech.off_lattice(sensitivity), jnp.inf, jnp.asarray(mech.pure_epsilon(sensitivity), jnp.float64))
-    if q is not None:
-        eps = jnp.log1p(q * jnp.expm1(eps))
+    if sampling_prob is not None:
+        eps = jnp.log1p(sampling_prob * jnp.expm1(eps))
     return jnp.broadcast_to(eps, tuple(mech.batch_shape))
 
 
