@@ -90,12 +90,16 @@ def newton_root(fn, log_target, x0, lower, upper, tol, iters, aux0):
     aux0 = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), aux0)
     s0 = (lo, hi, x, jnp.zeros(shape, bool), jnp.zeros((), jnp.int32), jnp.ones(shape, bool),
           jnp.full(shape, -1.0, dt), aux0, jnp.zeros(shape, bool), jnp.zeros(shape, bool))
-    lo_f, hi_f, x, low_seen, k, _, df, aux, found, below_seen = jax.lax.while_loop(cond, body, s0)
+    lo_f, hi_f, x, low_seen, k, unfinished, df, aux, found, below_seen = jax.lax.while_loop(cond, body, s0)
     root = jnp.where(low_seen, jnp.minimum(x + tol, hi_f), x)
     # neither a point at or below the target nor a converged step (δ stays above it), or the
     # steps converged onto ``upper`` from below it: no root up to ``upper``
     at_upper = ~below_seen & (x + tol >= hi_f)
     root = jnp.where(found & ~at_upper, root, jnp.inf)
+    # the iteration cap reached before the step converged: the bracket's safe end (a point at or
+    # below the target, or ∞ where none was seen), never the last iterate (a doubling search from a
+    # root beyond the float range stopped at 2^99 and reported it)
+    root = jnp.where(unfinished, hi_f, root)
     return root, df, aux, k
 
 

@@ -37,8 +37,11 @@ class RandomizedResponse(Mechanism):
 
     @property
     def flip_probability(self):
-        """q = 1 / (e^ε + k − 1): probability of reporting one given other category."""
-        return (1.0 - self.keep_probability) / (self.num_categories - 1)
+        """q = 1 / (e^ε + k − 1): probability of reporting one given other category. Computed as
+        σ(log(k − 1) − ε)/(k − 1), not (1 − p)/(k − 1): at large ε, 1 − p cancels (ε = 27.19, k = 6: q was
+        4.6e-6 relative too large, and the accountant's δ(ε) = p − e^ε q too small)."""
+        k1 = self.num_categories - 1.0
+        return jax.nn.sigmoid(jnp.log(k1) - self.epsilon) / k1
 
     def pure_epsilon(self, sensitivity=None):
         """ε of the local-DP guarantee (the likelihood ratio p/q)."""

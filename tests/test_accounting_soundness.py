@@ -54,6 +54,17 @@ def _gaussian_epsilon(mu, delta):
     return sopt.brentq(lambda e: _gaussian_delta(mu, e) - delta, 0.0, hi, xtol=1e-12, rtol=1e-13)
 
 
+def _gaussian_epsilon_lower(mu, delta):
+    """A lower bound of the Gaussian ε(δ) for large μ (where the bracketed search above loses
+    precision): with a = μ/2 − ε/μ, e^ε φ(−μ/2 − ε/μ) = φ(a) and Mills' ratio give
+    δ(ε) ≥ Φ(a) − (2/μ)φ(a) =: g(a) for ε ≥ 0, so the root is at least μ(μ/2 − a*) with g(a*) = δ;
+    ``inf`` where that overflows (no finite float is at or above the truth)."""
+    a = sopt.brentq(lambda t: special.ndtr(t) - (2.0 / mu) * np.exp(-t * t / 2.0) / math.sqrt(2 * math.pi) - delta,
+                    -50.0, 5.0, xtol=1e-14)
+    with np.errstate(over="ignore"):
+        return float(np.float64(mu) * (np.float64(mu) / 2.0 - a)) * (1.0 - 1e-12)
+
+
 def _discrete_laplace_delta(b, sens, eps):
     """Exact sum over the integers (log space) of (p_0 − e^ε p_Δ)_+, p(k) ∝ e^{−|k|/b}."""
     k = np.arange(-int(60 * b + 10 * sens + 50), int(60 * b + 10 * sens + 51), dtype=float)
@@ -112,7 +123,7 @@ def _case(rng):
     if kind in ("gaussian", "gaussian_extreme"):
         s = _log_uniform(rng, 1e-2, 1e2) if kind == "gaussian" else _log_uniform(rng, 1e-300, 1e300)
         mu = 1.0 / s
-        truth_e = _gaussian_epsilon(mu, delta) if mu < 1e3 else math.inf
+        truth_e = _gaussian_epsilon(mu, delta) if mu < 1e3 else _gaussian_epsilon_lower(mu, delta)
         return kind, dpjax.Gaussian(s), 1.0, delta, eps, truth_e, _gaussian_delta(mu, eps) if mu < 1e3 else 1.0
     if kind == "discrete_laplace":
         b, sens = _log_uniform(rng, 0.2, 50.0), float(rng.integers(1, 4))
@@ -189,6 +200,31 @@ def test_the_issue_cases_batched_fixed_region():
     apart = [float(accounting.pld(dpjax.PrivacyBoosted(dpjax.Gaussian(s), dpjax.FixedInterval(0.0, 10.0), 0.4),
                                   **coarse).get_epsilon_for_delta(1e-5)) for s in (1.0, 2.0)]
     np.testing.assert_allclose(together, apart, rtol=1e-6)
+
+
+@pytest.mark.parametrize("sigma", [1e-285, 7e-180, 1e-100, 4e-6, 3e-7])
+def test_tiny_sigma_gaussian_never_below_the_truth(sigma):
+    """μ = 1/σ up to 1e285: the root search stopped at 2^99 (its iteration cap) and reported it where
+    the truth overflows (σ 1e-285), and 2e-8 relative below the truth at σ 1e-100."""
+    truth = _gaussian_epsilon_lower(1.0 / sigma, 1e-6)
+    for got in (accounting.pld(dpjax.Gaussian(sigma)).get_epsilon_for_delta(1e-6),
+                accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6)):
+        _check_epsilon(float(got), truth, f"Gaussian({sigma})")
+
+
+def test_randomized_response_at_large_epsilon_never_below_the_truth():
+    """q = 1/(e^ε + k − 1) was computed as (1 − p)/(k − 1), which cancels at large ε: RR(27.19, 6) at
+    δ = 0.00264794 read ε 27.1914593, below the truth 27.1914639 (mpmath: ε = log((p − δ)/q))."""
+    import mpmath as mp
+
+    eps0, k, delta = 27.194115314420735, 6, 0.00264794
+    with mp.workdps(50):
+        e = mp.e ** mp.mpf(eps0)
+        truth = float(mp.log((e / (e + k - 1) - delta) * (e + k - 1)))
+    mech = dpjax.RandomizedResponse(eps0, k)
+    for got in (accounting.pld(mech).get_epsilon_for_delta(delta), accounting.get_epsilon(mech, delta),
+                accounting.exact.epsilon(mech, delta, 1.0)):
+        _check_epsilon(float(got), truth, "RandomizedResponse(27.19, 6)")
 
 
 def test_subsampled_gaussian_never_below_dp_accounting():

@@ -369,13 +369,24 @@ def _log_gaussian_delta(eps, mu):
     return jnp.log(gaussian_privacy_profile(eps, mu))
 
 
+#: above this μ (σ below 1e-6 at sensitivity 1) the Gaussian ε(δ) is its closed-form upper bound
+GAUSSIAN_CLOSED_MU = 1e6
+
+
 def _gaussian_epsilon(mu, delta):
     """ε of the Gaussian PLD of μ at δ (:func:`accounting._root.epsilon_root`, implicit gradient),
     started from the right of the root (μ²/2 + μ|Φ⁻¹(δ)| bounds it), where Newton on the concave
     log δ converges monotonically."""
     mu, delta = jnp.broadcast_arrays(mu, delta)
-    x0 = mu * (mu / 2.0 + jnp.abs(ndtri(jnp.clip(delta, 1e-300, 0.5))))
-    return epsilon_root(_log_gaussian_delta, mu, delta, x0=jax.lax.stop_gradient(x0))
+    big = mu > GAUSSIAN_CLOSED_MU
+    small_mu = jnp.where(big, 1.0, mu)
+    x0 = small_mu * (small_mu / 2.0 + jnp.abs(ndtri(jnp.clip(delta, 1e-300, 0.5))))
+    root = epsilon_root(_log_gaussian_delta, small_mu, delta, x0=jax.lax.stop_gradient(x0))
+    # δ(ε) ≤ Φ(μ/2 − ε/μ), so ε ≤ μ(μ/2 − Φ⁻¹(δ)): above GAUSSIAN_CLOSED_MU this bound is within 1e-11
+    # relative of the root, which the search can no longer resolve (μ/2 − ε/μ cancels: at μ = 1e100 it
+    # stopped 2e-8 relative below the truth); rounded up by 1e-15 relative
+    upper = jnp.maximum(mu * (mu / 2.0 - ndtri(delta)), 0.0) * (1.0 + 1e-15)
+    return jnp.where(big, upper, root)
 
 
 @pytree_dataclass
