@@ -63,6 +63,10 @@ def _case(rng):
     return kind, mech, sens, 1.0, k, delta
 
 
+#: the relative search margin of accounting.exact's path supremum that a floor taken from it must allow
+PATH_MARGIN = 1e-5
+
+
 def _reference(kind, mech, sens, q, k, delta):
     """(floor, upper): an optimistic / exact value and a pessimistic one (both ε at δ)."""
     if k == 1 and q == 1.0:
@@ -108,6 +112,12 @@ def _run(seed, n):
         case = _case(rng)
         ours = _ours(*case)
         lo, hi = _reference(*case)
+        if case[0] in ("pbdp_rel", "pbdp_fixed") and case[4] == 1:
+            # accounting.exact's path supremum is the best pair found plus its search margin, an upper bound
+            # (at the Q = 0 kink up to ~2e-6 relative above: PB(Laplace(5.935), Relative(0.191, 4.361), 0.653),
+            # Δ 0.447, δ 7.8e-4: exact 0.5917152, ours 0.5917142, and 400 001 pairs along the path give
+            # δ(0.5917142) ≤ 7.82245e-4 < δ), so it is the floor less that margin
+            lo *= 1.0 - PATH_MARGIN
         if not (ours >= lo * (1 - 1e-9) - 1e-12 and ours <= hi * (1 + TOL) + ABS):
             failures.append((case[0], repr(case[1]), case[2:], ours, lo, hi))
     assert not failures, failures
