@@ -49,7 +49,15 @@ def mul_128(u, q):
     return hi, lo
 
 
-class ThreefryWords:
+class _CounterWords:
+    """Word ``j`` as one uint64 ``(w0 << 32) | w1`` from the subclass's ``halves(j, records)``."""
+
+    def __call__(self, j, records=None):
+        w0, w1 = self.halves(j, records)
+        return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
+
+
+class ThreefryWords(_CounterWords):
     """Word ``j`` (traced or not) of every record: ``(w0 << 32) | w1`` of ``threefry2x32(key, (j, i))``."""
 
     def __init__(self, key, shape, start=0, *, pair=None):
@@ -60,17 +68,13 @@ class ThreefryWords:
         self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
         self.shape = tuple(shape)
 
-    def __call__(self, j, records=None):
-        w0, w1 = self.halves(j, records)
-        return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
-
     def halves(self, j, records=None):
         """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``, for samplers that compute in 32-bit lanes."""
         r = self.records if records is None else records
         return threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
 
 
-class GroupWords:
+class GroupWords(_CounterWords):
     """Word ``j`` of every entry under its own key pair: ``(w0 << 32) | w1`` of
     ``threefry2x32((k0[i], k1[i]), (j, elements[i]))`` — :class:`ThreefryWords` addressed by (pair, element)
     instead of (key, record), for the samplers of :mod:`dpjax.exact.table_samplers` (``records``: the elements,
@@ -82,11 +86,11 @@ class GroupWords:
         self.records = jnp.asarray(elements, jnp.uint32)
         self.shape = tuple(self.records.shape)
 
-    def __call__(self, j, records=None):
+    def halves(self, j, records=None):
+        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``."""
         r = self.records if records is None else records
         k0, k1 = self._k0.reshape(jnp.shape(r)), self._k1.reshape(jnp.shape(r))
-        w0, w1 = threefry2x32(k0, k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
-        return (w0.astype(jnp.uint64) << np.uint64(32)) | w1.astype(jnp.uint64)
+        return threefry2x32(k0, k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
 
 
 class HostBits:

@@ -316,13 +316,18 @@ def _threefry_noise(key, start, params, state, *, kind, budget):
     return cks.run_machine(kind, params, state, words, budget)
 
 
+def nearest_index(x):
+    """⌊x + ½⌋ of numpy or jax float arrays, exactly (the lattice index of x = v/g; g a power of two makes
+    x exact). Float result: the caller casts it to its integer width."""
+    f = np.floor(x) if isinstance(x, np.ndarray) else jnp.floor(x)
+    return f + (x - f >= 0.5)
+
+
 def _lattice_value(v, noise, g, unit, out_dtype):
     """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two)."""
     if unit:  # integers on ℤ: no rounding, no float
         return (v.astype(jnp.int64) + noise).astype(out_dtype)
-    x = v.astype(jnp.float64) / g
-    f = jnp.floor(x)
-    index = (f + (x - f >= 0.5)).astype(jnp.int64)
+    index = nearest_index(v.astype(jnp.float64) / g).astype(jnp.int64)
     return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
@@ -330,9 +335,7 @@ def _lattice_value32(v, noise, g):
     """:func:`_lattice_value` of float32 answers with |v/g| < 2^30 and int32 noise |noise| < 2^30, bitwise: v/g, its
     floor and the index are exact in float32/int32, the sum is exact in int32, and its one rounding to float32
     commutes with the exact scaling by g (a power of two in [2^-126, 2^96]: no subnormal, no overflow)."""
-    x = v / jnp.float32(g)
-    f = jnp.floor(x)
-    index = (f + (x - f >= 0.5)).astype(jnp.int32)
+    index = nearest_index(v / jnp.float32(g)).astype(jnp.int32)
     return (index + noise).astype(jnp.float32) * jnp.float32(g)
 
 
@@ -773,8 +776,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
             if np.any(np.abs(x) >= _INDEX_MAX):
                 raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
                                  f"(granularity {g.min()}), got {np.abs(v).max()}")
-            f = np.floor(x)
-            index = jnp.asarray((f + (x - f >= 0.5)).astype(np.int64))  # ⌊x/g + ½⌋, exactly
+            index = jnp.asarray(nearest_index(x).astype(np.int64))  # ⌊x/g + ½⌋, exactly
         params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
         if host:
             noise = _host_noise(key, params, state, kind, budget)

@@ -28,7 +28,7 @@ import numpy as np
 
 from dpjax.exact import ExactLattice, table_samplers
 from dpjax.exact.bits import GroupWords
-from dpjax.exact.lattice import check_index_range
+from dpjax.exact.lattice import check_index_range, nearest_index
 from dpjax.mechanism import LANE_BLOCK
 from dpjax.table.keys import GroupStream, derive
 
@@ -80,9 +80,7 @@ def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
     n = values.size
     g = float(np.asarray(lat.granularity))
     check_index_range(lat, values)
-    x = np.asarray(values, np.float64).reshape(-1) / g  # exact: g is a power of two
-    f = np.floor(x)
-    index = (f + (x - f >= 0.5)).astype(np.int64)  # ⌊x/g + ½⌋, exactly
+    index = nearest_index(np.asarray(values, np.float64).reshape(-1) / g).astype(np.int64)  # exact: g = 2^p
     size = max(LANE_BLOCK, 1 << max(n - 1, 0).bit_length())  # a power of two: few compilations
 
     def flat(a):
