@@ -171,3 +171,14 @@ def test_true_values_are_every_rows_statistics_per_group():
         np.testing.assert_allclose([got["sum_x"][i], got["mean_x"][i], got["variance_x"][i], got["quantile_0.3_x"][i]],
                                    [x.sum(), x.mean(), x.var(), np.quantile(x, 0.3)], rtol=1e-12)
     assert got["count"][2] == 0 and got["sum_x"][2] == 0 and np.isnan(got["mean_x"][2])
+
+
+def test_component_labels_read_as_the_statistic():
+    from dpjax.table import statistics as st
+
+    labels = {c.name: st.component_label(c.name) for s in (st.variance("steps", -2.5, 20000), st.quantile("a:b)", 0.5, 0, 8))
+              for c in s.components(3, False)}
+    assert labels == {"rows": "rows", "centred:('steps', -2.5, 20000.0):False": "centred sum of steps in [-2.5, 20000]",
+                      "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
+                      "tree:('a:b)', 0.0, 8.0):10": "quantile tree of a:b) in [0, 8] (depth 10)"}
+    assert st.component_label("selection") == "selection"

@@ -153,7 +153,7 @@ def test_cli_default_table_release_runs_on_the_exact_tier(tmp_path, capsys):
     assert main(["release", "--seed", "0", "--output", str(out)]) == 0
     text = capsys.readouterr().out
     assert "dpjax release (table)" in text and "numerics: exact (integer-only noise on the lattice" in text
-    g = float(text.split("sum:('steps', -20000.0, 20000.0) ")[-1].split("·Z")[0])
+    g = float(text.split("sum of steps in [-20000, 20000] ")[-1].split("·Z")[0])
     released = np.array([float(r["sum_steps"]) for r in csv.DictReader(out.open())])
     np.testing.assert_array_equal(released / g, np.round(released / g))
     assert main(["release", "--seed", "0", "--numerics", "float"]) == 0

@@ -31,6 +31,7 @@ import numpy as np
 from dpjax.cli._common import calibration_parameters, emit, given, kernel_class, refuse_flags
 from dpjax.cli._release_common import FLOAT_NUMERICS
 from dpjax.cli.io import check_output
+from dpjax.table.statistics import component_label
 
 #: flags that send a release through the table layer
 TABLE_FLAGS = ("privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups")
@@ -243,7 +244,7 @@ def release_table(args, key) -> int:
         print("groups " + ("public (--groups)" if args.groups else
                            f"selected privately (noisy unit count above {rel.threshold:.1f})"))
         print(f"noise {rel.noise}, scale per component: " +
-              ", ".join(f"{name} {scale:,.4g}" for name, scale in rel.scales.items()))
+              ", ".join(f"{component_label(name)} {scale:,.4g}" for name, scale in rel.scales.items()))
         print(numerics_line(rel))
         print(f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
               f"(composed exact PLD of every statistic and the group selection)")
@@ -254,6 +255,6 @@ def numerics_line(rel) -> str:
     """The report's numerics line: the tier that ran and, on the exact tier, each component's lattice."""
     if rel.numerics != "exact":
         return FLOAT_NUMERICS
-    lattices = ", ".join(f"{name} {g:g}·Z" for name, g in rel.granularity.items())
+    lattices = ", ".join(f"{component_label(name)} {g:g}·Z" for name, g in rel.granularity.items())
     return (f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
             f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)")

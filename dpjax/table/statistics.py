@@ -46,6 +46,7 @@ them: a Spark run and a pyarrow run aggregate to the same integers. ``x̃ = lo +
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 
@@ -136,6 +137,22 @@ class Statistic:
         if self.kind == "mean":
             return np.clip(c + mean, self.low, self.high)
         return np.clip(noisy[2] / n - mean**2, 0.0, r * r)
+
+
+_COMPONENT_WORDS = {"sum": "sum", "centred": "centred sum", "squares": "centred sum of squares",
+                    "tree": "quantile tree"}
+
+
+def component_label(name: str) -> str:
+    """A reader's label for a component name of :meth:`Statistic.components` (``"sum:('steps', -2.0, 2.0)"`` →
+    ``"sum of steps in [-2, 2]"``); names without a column (``rows``, ``units``, ``selection``) as they are."""
+    kind, _, rest = name.partition(":")
+    if kind not in _COMPONENT_WORDS:
+        return name
+    key, _, extra = rest.rpartition(")")
+    column, low, high = ast.literal_eval(key + ")")
+    depth = f" (depth {extra[1:]})" if kind == "tree" else ""
+    return f"{_COMPONENT_WORDS[kind]} of {column} in [{low:g}, {high:g}]{depth}"
 
 
 def _column(name, column):
