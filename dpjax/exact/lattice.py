@@ -426,7 +426,7 @@ def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
     release. The records that sampler flags keep the sentinel for the host completion, whose ``word_of(i)`` gives
     the completed word 0 and fresh words after it."""
     pre = bits.prefixes(values.shape[0])
-    out = _prefix_lattice(jnp.asarray(table), jnp.asarray(pre), values, kind=kind, g=g, unit=unit, out_dtype=out_dtype)
+    out = _prefix_lattice(jnp.asarray(table), jax.device_put(pre, may_alias=True), values, kind=kind, g=g, unit=unit, out_dtype=out_dtype)
     idx = np.flatnonzero(_sentinel_mask(np.asarray(out)))  # (on the host: XLA's nonzero is 30x slower)
     first = {}
     if idx.size:
