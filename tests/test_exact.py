@@ -662,7 +662,7 @@ def test_host_bits_source_returning_the_wrong_length_is_refused(mech):
     """A source returning fewer (or more) bytes than asked is refused, on the prefix path and the whole-word ones."""
     for wrong in (lambda k: bytes(k - 1), lambda k: bytes(k + 8), lambda k: "x" * k):
         with pytest.raises(ValueError, match="source must return exactly"):
-            dpjax.release(HostBits(wrong), jnp.zeros(1000, jnp.float32), mech, numerics="exact")
+            dpjax.release(HostBits(wrong), jnp.zeros(1 << 16, jnp.float32), mech, numerics="exact")
 
 
 def test_os_urandom_read_in_parallel_chunks_fills_every_byte(monkeypatch):

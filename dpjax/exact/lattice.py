@@ -376,6 +376,9 @@ def _table_noise(words, kind, t, shift):
 PREFIX_BITS = 16
 #: the prefix table is used where it decides at least this share of the records (else every record reads whole words)
 PREFIX_MIN_DECIDED = 0.97
+#: releases of fewer records read whole words (the table and the programs of the undecided records cost more than
+#: the 6 bytes a record they save: 0.4 MB of os.urandom at this size, about 1 ms)
+PREFIX_MIN_RECORDS = 1 << 16
 #: the prefix table's entry for a prefix that does not decide the noise
 _UNDECIDED = np.iinfo(np.int32).min
 
@@ -569,13 +572,14 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
-    prefix = _prefix_table(kind, t, shift) if isinstance(key, HostBits) and scales is None else None
+    host_bits = isinstance(key, HostBits)
+    prefix = _prefix_table(kind, t, shift) if host_bits and scales is None and n >= PREFIX_MIN_RECORDS else None
     if prefix is not None:  # os.urandom words, two bytes for most records
         source = None
         out, word_of = _prefix_release(key, prefix, flat, kind, t, shift, g, unit, out_dtype)
-    elif isinstance(key, HostBits):  # os.urandom words, made here for every record and fed to the device
+    elif host_bits:  # os.urandom words, made here for every record and fed to the device
         table = key.words((_words_per_record(kind, t, shift), n))
-        source = jnp.asarray(table)
+        source = jax.device_put(table, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
         word_of = _host_streams(key, lambda j, i: int(table[j, i]) if j < table.shape[0] else None)
     else:
         source = key_pair(key)
