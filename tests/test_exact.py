@@ -515,33 +515,6 @@ def test_exact_refuses_answers_off_the_lattice_index_range():
             dpjax.release(jax.random.key(0), x, mech, numerics="exact")
 
 
-def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
-    """``HostBits`` words run the same fixed-trip samplers (a table of words per record fed to the device);
-    records past J's table (forced for P(J > K) ≥ 2^-3 here) continue on the host with fresh words: the law is
-    still the discrete Laplace (χ²)."""
-    from dpjax.exact import lattice, table_samplers
-
-    rng = np.random.default_rng(0)  # a seeded source: deterministic test
-    bits = HostBits(lambda nbytes: rng.bytes(nbytes))
-    caches = (table_samplers.dl_icdf, table_samplers.dl_guide, lattice._prefix_table)
-    for f in caches:
-        f.cache_clear()
-    jax.clear_caches()
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
-    try:
-        n = 20_000
-        out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
-        lat = dpjax.DiscreteLaplace(3.0).exact_lattice()
-        tail = len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))
-        assert (np.abs(out) >= tail).mean() > 0.05  # records past the shortened table: the host path ran
-    finally:
-        for f in caches:
-            f.cache_clear()
-        jax.clear_caches()
-    z = np.arange(-60, 61)
-    assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
-
-
 def _prefix_cases():
     boosted = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8)
     return [dpjax.DiscreteLaplace(0.5), dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(60.0),
@@ -632,27 +605,30 @@ def test_host_bits_prefix_release_fits_the_law(monkeypatch, n):
     assert len(prefix) == 3 and len(completed) == 3  # every release took the prefix path and completed some words
 
 
-def test_host_bits_prefix_release_with_host_completion(monkeypatch):
-    """Words past J's table (P(J > K) ≥ 2^-8 here) have undecided prefixes, complete their word, are flagged by the
-    sampler and finish on the host from that word and further fresh words: the law is the discrete Laplace (χ²)."""
+@pytest.mark.parametrize("tail,n,by_prefix", [(3, 20_000, False), (8, 200_000, True)])
+def test_host_bits_release_with_host_completion(monkeypatch, tail, n, by_prefix):
+    """``HostBits`` words run the same fixed-trip samplers: a table of whole words per record fed to the device (few
+    records, or a table that leaves too many prefixes open), or 16-bit prefixes whose undecided records complete their
+    word. Records past J's table (forced: P(J > K) ≥ 2^-tail) are flagged by the sampler and continue on the host
+    from their words and further fresh words: the law is still the discrete Laplace (χ²)."""
     from dpjax.exact import lattice, table_samplers
 
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(tail)  # a seeded source: deterministic test
     bits = HostBits(lambda nbytes: rng.bytes(nbytes))
     caches = (table_samplers.dl_icdf, table_samplers.dl_guide, lattice._prefix_table)
     for f in caches:
         f.cache_clear()
-    jax.clear_caches()
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", 8)
+    jax.clear_caches()  # the tables are constants of the compiled release
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", tail)
     prefix = _count_calls(monkeypatch, lattice, "_prefix_release")
     host = _count_calls(monkeypatch, table_samplers, "exact_record")
     try:
-        out = np.asarray(dpjax.release(bits, jnp.zeros(200_000, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
+        out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
     finally:
         for f in caches:
             f.cache_clear()
         jax.clear_caches()
-    assert len(prefix) == 1 and len(host) > 200  # the prefix path ran, and the host finished the records past the table
+    assert len(prefix) == by_prefix and len(host) > 200  # the host finished the records past the table
     z = np.arange(-60, 61)
     assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
 
