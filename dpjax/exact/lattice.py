@@ -575,7 +575,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
     ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
     "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
-    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_code_per_record`)."""
+    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_code_per_record`). A :class:`HostBits` key
+    feeds whole words, or, for the one-word samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`)."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
