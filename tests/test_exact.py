@@ -515,31 +515,160 @@ def test_exact_refuses_answers_off_the_lattice_index_range():
             dpjax.release(jax.random.key(0), x, mech, numerics="exact")
 
 
-def test_host_bits_fixed_trip_release_with_host_completion(monkeypatch):
-    """``HostBits`` words run the same fixed-trip samplers (a table of words per record fed to the device);
-    records past J's table (forced for P(J > K) ≥ 2^-3 here) continue on the host with fresh words: the law is
-    still the discrete Laplace (χ²)."""
-    from dpjax.exact import table_samplers
+def _prefix_cases():
+    boosted = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8)
+    return [dpjax.DiscreteLaplace(0.5), dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(60.0),
+            dpjax.DiscreteGaussian(3.0), dpjax.DiscreteGaussian(100.0), boosted]
 
-    rng = np.random.default_rng(0)  # a seeded source: deterministic test
+
+def _prefix_args(mech):
+    """(kind, t, shift, the sampler's 63-bit thresholds T) of a one-scale mechanism's exact lattice."""
+    from dpjax.exact import lattice, table_samplers
+
+    lat = mech.exact_lattice()
+    if lat.sampler == "pb":
+        spec = lattice._pb_spec(lat.noise)
+        return "pb", spec, 0, table_samplers.pb_icdf(spec)
+    t, shift = int(lat.param), int(lat.shift)
+    if lat.sampler == "dg":
+        return "dg", t, shift, table_samplers.dg_icdf(t)
+    return "dl", t, shift, table_samplers.dl_icdf(t, shift)
+
+
+@pytest.mark.parametrize("mech", _prefix_cases(), ids=repr)
+def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
+    """The 16-bit prefix table of HostBits releases, checked over all 2^16 prefixes against the samplers' thresholds
+    directly: a prefix p holds the words whose low 63 bits lie in [v0, v1] = [(p mod 2^15) 2^48, v0 + 2^48 − 1], and
+    the samplers' |Z| is #{k : T[k] ≤ v} (T nondecreasing: monotone in v), so the prefix decides Z exactly when no
+    threshold lies in [v0, v1] (a threshold there splits it; one equal to v0 is a tie) and the count is inside the
+    table; the entry is then ±count by the top bit, the sentinel otherwise. The device sampler on random completions
+    of the decided prefixes gives the entry."""
+    from dpjax.exact import lattice
+
+    kind, t, shift, tab = _prefix_args(mech)
+    table = lattice._prefix_table(kind, t, shift)
+    assert table is not None and table.shape == (1 << 16,)
+    assert np.all(np.diff(tab.astype(object)) >= 0)  # monotone: a count of thresholds below v
+    p = np.arange(1 << 16, dtype=np.uint64)
+    v0 = (p & np.uint64(0x7FFF)) << np.uint64(48)
+    v1 = v0 | np.uint64((1 << 48) - 1)
+    below, upto = np.searchsorted(tab, v0, side="left"), np.searchsorted(tab, v1, side="right")
+    decided = (below == upto) & (upto < tab.size)
+    want = np.where(decided, np.where(p >> np.uint64(15) == 1, -upto, upto), lattice._UNDECIDED)
+    np.testing.assert_array_equal(table, want)
+    assert decided.mean() >= lattice.PREFIX_MIN_DECIDED
+    rng = np.random.default_rng(1)
+    inner = np.repeat(p[decided], 4) << np.uint64(48) | (rng.integers(0, 1 << 48, 4 * int(decided.sum()), dtype=np.uint64))
+    with jax.enable_x64(True):
+        z, flag = lattice._table_noise(lattice._WordTable(inner[None, :]), kind, t, shift)
+    assert not np.asarray(flag).any()
+    np.testing.assert_array_equal(np.asarray(z), np.repeat(table[decided], 4))
+
+
+def test_prefix_table_serves_only_where_it_decides_most_records():
+    """Several-word discrete Laplace scales and scales whose thresholds spread over most prefixes read whole words."""
+    from dpjax.exact import lattice
+
+    for mech in (dpjax.DiscreteLaplace(2000.0), dpjax.DiscreteGaussian(3000.0)):
+        kind, t, shift, _ = _prefix_args(mech)
+        assert lattice._prefix_table(kind, t, shift) is None
+
+
+def _count_calls(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(name) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("n", [1_000_000, pytest.param(10_000_000, marks=pytest.mark.slow)])
+def test_host_bits_prefix_release_fits_the_law(monkeypatch, n):
+    """HostBits releases by 16-bit prefixes (two bytes a record; the undecided records complete their word and run
+    the sampler): χ² of the discrete Laplace, the discrete Gaussian and a boosted discrete law against their pmf,
+    from a seeded source (deterministic)."""
+    from dpjax.exact import lattice
+
+    rng = np.random.default_rng(3)
+    read = []
+    bits = HostBits(lambda nbytes: read.append(nbytes) or rng.bytes(nbytes))
+    prefix = _count_calls(monkeypatch, lattice, "_prefix_release")
+    completed = _count_calls(monkeypatch, lattice, "_fast_lattice")
+    boosted = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8)
+    for mech in (dpjax.DiscreteLaplace(3.0), dpjax.DiscreteGaussian(3.0), boosted):
+        read.clear()
+        out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), mech, numerics="exact"))
+        assert read[0] == 2 * n and 0 < sum(read[1:]) < 8 * n // 200  # two bytes a record, 8 more for < 1/200 of them
+        z = np.arange(-80, 81)
+        with jax.enable_x64(True):
+            pmf = np.exp(np.asarray(mech.exact_lattice().log_prob(jnp.asarray(z, jnp.float64), 0.0), np.float64))
+        assert _chi2_pvalue(out, z, pmf) > 1e-4, mech
+    assert len(prefix) == 3 and len(completed) == 3  # every release took the prefix path and completed some words
+
+
+@pytest.mark.parametrize("tail,n,by_prefix", [(3, 20_000, False), (8, 200_000, True)])
+def test_host_bits_release_with_host_completion(monkeypatch, tail, n, by_prefix):
+    """``HostBits`` words run the same fixed-trip samplers: a table of whole words per record fed to the device (few
+    records, or a table that leaves too many prefixes open), or 16-bit prefixes whose undecided records complete their
+    word. Records past J's table (forced: P(J > K) ≥ 2^-tail) are flagged by the sampler and continue on the host
+    from their words and further fresh words: the law is still the discrete Laplace (χ²)."""
+    from dpjax.exact import lattice, table_samplers
+
+    rng = np.random.default_rng(tail)  # a seeded source: deterministic test
     bits = HostBits(lambda nbytes: rng.bytes(nbytes))
-    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
+    caches = (table_samplers.dl_icdf, table_samplers.dl_guide, lattice._prefix_table)
     for f in caches:
         f.cache_clear()
-    jax.clear_caches()
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
+    jax.clear_caches()  # the tables are constants of the compiled release
+    monkeypatch.setattr(table_samplers, "_DL_TAIL", tail)
+    prefix = _count_calls(monkeypatch, lattice, "_prefix_release")
+    host = _count_calls(monkeypatch, table_samplers, "exact_record")
     try:
-        n = 20_000
         out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
-        lat = dpjax.DiscreteLaplace(3.0).exact_lattice()
-        tail = len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))
-        assert (np.abs(out) >= tail).mean() > 0.05  # records past the shortened table: the host path ran
     finally:
         for f in caches:
             f.cache_clear()
         jax.clear_caches()
+    assert len(prefix) == by_prefix and len(host) > 200  # the host finished the records past the table
     z = np.arange(-60, 61)
     assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
+
+
+@pytest.mark.parametrize("mech", [dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(2.0**20), dpjax.Laplace(1.0)], ids=repr)
+def test_host_bits_source_returning_the_wrong_length_is_refused(mech):
+    """A source returning fewer (or more) bytes than asked is refused, on the prefix path and the whole-word ones."""
+    for wrong in (lambda k: bytes(k - 1), lambda k: bytes(k + 8), lambda k: "x" * k):
+        with pytest.raises(ValueError, match="source must return exactly"):
+            dpjax.release(HostBits(wrong), jnp.zeros(1 << 16, jnp.float32), mech, numerics="exact")
+
+
+def test_os_urandom_read_in_parallel_chunks_fills_every_byte(monkeypatch):
+    """os.urandom is read in chunks on several threads into one buffer: every byte comes from a call, the calls ask
+    for all of them, and an error in any thread is raised (no part of the buffer is left unfilled)."""
+    import os
+    import threading
+
+    from dpjax.exact import bits
+
+    asked = []
+
+    def fake(k):
+        asked.append(k)
+        return b"\x01" * k
+
+    monkeypatch.setattr(bits, "READ_THREADS", 2)
+    monkeypatch.setattr(os, "urandom", fake)
+    n = 3 * bits._READ_CHUNK + 5
+    out = HostBits(os.urandom).prefixes(n)  # (the source is os.urandom: the parallel reader)
+    assert len(asked) > 2 and sum(asked) == 2 * n and np.all(out == 0x0101)
+
+    def failing(k):  # fails in the reading threads only: their error reaches the caller
+        if threading.current_thread() is not threading.main_thread():
+            raise OSError("no entropy")
+        return fake(k)
+
+    monkeypatch.setattr(os, "urandom", failing)
+    with pytest.raises(OSError, match="no entropy"):
+        HostBits(os.urandom).words((n,))
 
 
 def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers():

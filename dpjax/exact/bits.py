@@ -20,6 +20,7 @@ The samplers never see floats: only these words, compared with integer threshold
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 
 import jax
@@ -96,8 +97,11 @@ class GroupWords(_CounterWords):
 class HostBits:
     """Random words from ``os.urandom`` (or any ``source(nbytes) -> bytes``), made on the host.
 
-    ``words(shape)`` returns a ``uint64`` array of fresh words; the exact release feeds them to the
-    device a block of steps at a time and asks for more only for the records still running.
+    ``words(shape)`` returns a ``uint64`` array of fresh words; ``prefixes(n)`` the top 16 bits of ``n`` fresh words
+    (two bytes each: the exact release completes a word only where its prefix does not decide the sample). The exact
+    release feeds them to the device and asks for more only for the records still running. ``os.urandom`` itself
+    is read in chunks on up to :data:`READ_THREADS` threads (it releases the GIL while the kernel fills them); any
+    other source is called once per request, so that a seeded one gives the same bytes in the same places.
     """
 
     def __init__(self, source=os.urandom):
@@ -105,9 +109,45 @@ class HostBits:
             raise ValueError(f"source must be a callable returning random bytes, got {type(source).__name__}")
         self.source = source
 
+    def _read(self, nbytes) -> np.ndarray:
+        """``nbytes`` fresh bytes (uint8), refusing a source that returns another number of them."""
+        if self.source is os.urandom and READ_THREADS > 1 and nbytes >= 2 * _READ_CHUNK:
+            return _urandom_parallel(nbytes)
+        raw = self.source(nbytes)
+        if not isinstance(raw, (bytes, bytearray)) or len(raw) != nbytes:
+            raise ValueError(f"source must return exactly {nbytes} bytes")
+        return np.frombuffer(raw, dtype=np.uint8)
+
     def words(self, shape) -> np.ndarray:
-        n = int(np.prod(shape))
-        raw = self.source(8 * n)
-        if not isinstance(raw, (bytes, bytearray)) or len(raw) != 8 * n:
-            raise ValueError(f"source must return exactly {8 * n} bytes")
-        return np.frombuffer(raw, dtype=np.uint64).reshape(shape)
+        return self._read(8 * int(np.prod(shape))).view(np.uint64).reshape(shape)
+
+    def prefixes(self, n) -> np.ndarray:
+        """The top 16 bits of ``n`` fresh words, ``uint16`` [n] (a word is then ``prefix << 48`` plus 48 fresh bits)."""
+        return self._read(2 * int(n)).view(np.uint16)
+
+
+#: os.urandom is read in chunks of this many bytes, on up to READ_THREADS threads at once
+_READ_CHUNK = 1 << 20
+READ_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+def _urandom_parallel(nbytes) -> np.ndarray:
+    """``nbytes`` bytes of ``os.urandom`` read in 1 MiB chunks by :data:`READ_THREADS` threads into one buffer (each
+    thread its own contiguous part; the bytes are independent and uniform wherever they land). On 2 vCPUs: 650–730
+    MB/s against 330–390 on one thread."""
+    raw = np.empty(nbytes + 64, np.uint8)
+    out = raw[-raw.ctypes.data % 64:][:nbytes]  # 64-byte aligned: the device may alias it instead of copying
+    parts = min(READ_THREADS, nbytes // _READ_CHUNK)
+    cuts = [nbytes * k // parts for k in range(parts + 1)]
+
+    def fill(a, b):
+        for s in range(a, b, _READ_CHUNK):
+            e = min(b, s + _READ_CHUNK)
+            out[s:e] = np.frombuffer(os.urandom(e - s), np.uint8)
+
+    with concurrent.futures.ThreadPoolExecutor(parts - 1) as pool:  # (an error in a thread is raised here: no
+        others = [pool.submit(fill, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]  # part of the buffer goes unfilled)
+        fill(cuts[0], cuts[1])
+        for f in others:
+            f.result()
+    return out
