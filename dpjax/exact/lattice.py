@@ -769,10 +769,18 @@ class _TableMiss(Exception):
         self.bits = bits
 
 
+def _sample_positions(size):
+    """The records whose ε the table starts from: 4096 multiples of the prime 2^32 + 15 modulo ``size`` (all the
+    records when fewer), spread over the records like a stride but prime to every period: a layout of ε that
+    repeats with a period dividing ``size`` (tiers assigned record by record) shows the sample all its values up to
+    a period of 4096, where a stride sharing a factor with the period sees some of them only."""
+    return np.arange(min(size, 4096), dtype=np.int64) * (2**32 + 15) % size
+
+
 def _device_rr_epsilon(mech):
     """The per-record ε of a randomized response ``mech`` (``exact_lattice_epsilon``, asked of the class that
     defines the mechanism's ``exact_lattice``), a float32 or float64 device array, with the distinct bit patterns
-    of a strided sample of them, when its exact release looks the keep thresholds up in a table: concrete float ε,
+    of a sample of them (:func:`_sample_positions`), when its exact release looks the keep thresholds up in a table: concrete float ε,
     more than one, at most :data:`RR_TABLE_MAX` distinct in the sample; otherwise None (the host lattice)."""
     owner = next((c for c in type(mech).__mro__ if "exact_lattice_epsilon" in vars(c)), None)
     if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
@@ -784,7 +792,7 @@ def _device_rr_epsilon(mech):
         eps = jnp.asarray(eps)
         eps = eps if eps.dtype in (jnp.float32, jnp.float64) else eps.astype(jnp.float32)  # (exact: a wider float)
         flat = eps.reshape(-1)
-        sample = np.unique(np.asarray(flat[:: max(1, flat.size // 4096)]))
+        sample = np.unique(np.asarray(flat[jnp.asarray(_sample_positions(flat.size))]))
     if sample.size > RR_TABLE_MAX:
         return None
     return eps, sample.view(np.uint32 if sample.dtype == np.float32 else np.uint64)
@@ -795,7 +803,8 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
     device program, which looks each record's keep threshold up in an :class:`_RRTable` of the distinct values
     (the thresholds of :func:`rr_lattice`, so the output is bitwise that of the host lattice) and flags the
     records whose ε it misses; the host completes a few of them, or adds the missed values and runs again (the
-    same words: the records already right are unchanged). None when the values outgrow :data:`RR_TABLE_MAX`."""
+    same words: the records already right are unchanged). None (the host lattice runs) when the values outgrow
+    :data:`RR_TABLE_MAX`."""
     with jax.enable_x64(True):
         eps = jnp.broadcast_to(eps, values.shape).reshape(-1)
         while bits.size <= RR_TABLE_MAX:
@@ -804,7 +813,7 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
                 return _fast_release(key, start, values, "rr", None, mech.num_categories - 1, 1.0, True,
                                      jnp.dtype(in_dt), scales=(eps, table.table, table.multiplier),
                                      scales_at=table.thresholds_at(eps))
-            except _TableMiss as miss:
+            except _TableMiss as miss:  # (values not yet in the table: each round grows it)
                 bits = np.union1d(bits, miss.bits)
     return None
 
