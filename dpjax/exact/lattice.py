@@ -426,7 +426,8 @@ def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, 
     :func:`table_samplers.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (float64; ``shift`` and ``g`` None), whose lattice parameters are built here
-    (:func:`_laplace_lattice_bits`)."""
+    (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged)."""
     if kind in ("lap", "dlap"):
         t, shift, g = _laplace_lattice_bits(t, integer=kind == "dlap")
         kind = "dlr"
