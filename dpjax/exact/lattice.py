@@ -770,12 +770,33 @@ class _TableMiss(Exception):
         self.bits = bits
 
 
+@functools.lru_cache(maxsize=64)
+def _sample_step(size):
+    """The first integer from max(⌊size/φ⌋, 4097) (φ the golden ratio) with no prime factor up to 4096 (one lies
+    within 1024: prime gaps below 2^32 are at most 336)."""
+    sieve = np.ones(4097, bool)
+    sieve[:2] = False
+    for p in range(2, 65):
+        if sieve[p]:
+            sieve[p * p :: p] = False
+    primes = np.flatnonzero(sieve)
+    cand = max(int(size * 0.6180339887498949), 4097) + np.arange(64, dtype=np.int64)
+    while True:  # (64 candidates at a time: about 4 of them qualify)
+        ok = np.all(cand[:, None] % primes != 0, axis=1)
+        if ok.any():
+            return int(cand[ok][0])
+        cand += 64
+
+
 def _sample_positions(size):
-    """The records whose ε the table starts from: 4096 multiples of the prime 2^32 + 15 modulo ``size`` (all the
-    records when fewer), spread over the records like a stride but prime to every period: a layout of ε that
-    repeats with a period dividing ``size`` (tiers assigned record by record) shows the sample all its values up to
-    a period of 4096, where a stride sharing a factor with the period sees some of them only."""
-    return np.arange(min(size, 4096), dtype=np.int64) * (2**32 + 15) % size
+    """The records whose ε the table starts from: j s mod ``size`` for j < 4096 (all the records when fewer), s of
+    :func:`_sample_step`. Spread over the records (s/size near 1/φ: the golden-ratio sequence, no gap much above
+    2 × size/4096), and over the residues modulo every period L ≤ 4096 that divides ``size`` (s is prime to L, so
+    any L consecutive j hit every residue): ε assigned in tiers that repeat record by record (record i in tier
+    i mod L) shows the sample every tier, where a stride sharing a factor with L sees some of them only."""
+    if size <= 4096:
+        return np.arange(size)
+    return np.arange(4096, dtype=np.int64) * _sample_step(size) % size
 
 
 def _device_rr_epsilon(mech):
