@@ -1,7 +1,7 @@
 """Exact randomized response with per-record ε: the keep thresholds looked up in the device program from a
 perfect-hash table of the distinct ε (dpjax.exact.lattice: _RRTable, _rr_lookup) give bitwise the output of the
-host lattice (``mech.exact_lattice()``, whose thresholds the accountant reads), whatever the strided sample of
-ε saw."""
+host lattice (``mech.exact_lattice()``, whose thresholds the accountant reads), whatever the sample of ε
+saw."""
 
 import jax
 import jax.numpy as jnp
@@ -106,6 +106,15 @@ def test_beyond_the_table_limit_the_host_lattice_runs(tables, monkeypatch):
     hidden = dpjax.RandomizedResponse(eps, 4)
     np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, hidden, numerics="exact")), _host_lattice(key, x, hidden))
     assert [t.bits.size for t in tables] == [1]
+
+
+def test_integer_epsilon_runs_the_host_lattice(tables):
+    """Integer ε (no float bits to look up) keep the host lattice."""
+    x = jnp.asarray(np.arange(3000) % 3, jnp.int32)
+    rr = dpjax.RandomizedResponse(np.resize(np.arange(1, 21), 3000), 3)
+    got = np.asarray(dpjax.release(jax.random.key(5), x, rr, numerics="exact"))
+    np.testing.assert_array_equal(got, _host_lattice(jax.random.key(5), x, rr))
+    assert not tables
 
 
 def test_a_wrong_table_key_is_caught_by_the_check(monkeypatch):
