@@ -116,3 +116,8 @@ class RandomizedResponse(Mechanism):
         from dpjax.exact.lattice import rr_lattice
 
         return rr_lattice(self)
+
+    def exact_lattice_epsilon(self):
+        """The ε :meth:`exact_lattice` builds its keep thresholds from, record by record: an exact release with
+        per-record ε looks the same thresholds up in its device program (:func:`dpjax.exact.lattice.release_exact`)."""
+        return self.epsilon

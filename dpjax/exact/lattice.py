@@ -224,21 +224,25 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
 
 
+@functools.lru_cache(maxsize=4096)
+def _rr_keep(x, k):
+    """(T, ε achieved) of randomized response over ``k`` categories at ε = ``x`` (a float): the integer keep
+    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1 (clipped to [1, 2^64 − 1]) in 60-digit decimal arithmetic, and
+    ln(T (k − 1)/(2^64 − T)) rounded up. Cached: privacy tiers repeat their few values release after release."""
+    ctx = decimal.Context(prec=60)
+    ex = ctx.exp(decimal.Decimal(x))
+    t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
+    t = max(1, min(t, 2**64 - 1))
+    achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
+    return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+
+
 def rr_lattice(mech):
     """k-ary randomized response with keep probability T/2^64 for the integer T ≤ 2^64 e^ε/(e^ε + k − 1),
     accounted at the ε it achieves, ln(T (k − 1)/(2^64 − T)), rounded up."""
     eps = _concrete("epsilon", mech.epsilon)
     k = mech.num_categories
-    ctx = decimal.Context(prec=60)
-
-    def one(x):
-        ex = ctx.exp(decimal.Decimal(float(x)))
-        t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
-        t = max(1, min(t, 2**64 - 1))
-        achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
-        return np.uint64(t), math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
-
-    t, achieved = _elementwise(one, eps)
+    t, achieved = _elementwise(lambda x: (lambda r: (np.uint64(r[0]), r[1]))(_rr_keep(float(x), k)), eps)
     from dpjax.pytree import replace
 
     noise = replace(mech, epsilon=np.asarray(achieved, np.float64))
@@ -528,13 +532,29 @@ def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, 
     :func:`table_samplers.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (float64; ``shift`` and ``g`` None), whose lattice parameters are built here
-    (:func:`_laplace_lattice_bits`)."""
+    (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged)."""
     if kind in ("lap", "dlap"):
         t, shift, g = _laplace_lattice_bits(t, integer=kind == "dlap")
         kind = "dlr"
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
+    if kind == "rr" and jnp.issubdtype(t.dtype, jnp.floating):  # the ε themselves: their thresholds from the table
+        t, missing = _rr_lookup(t, shift, g)
+        return _finish(table_samplers.rr_code(words, values, t, k1) | missing.astype(jnp.int64), values, kind, 1.0, unit,
+                       out_dtype)
     code = table_samplers.rr_code(words, values, t, k1) if kind == "rr" else table_samplers.laplace_code_per_record(words, t, shift, small)
     return _finish(code, values, kind, g, unit, out_dtype)
+
+
+def _rr_lookup(eps, table, multiplier):
+    """The keep thresholds of the records' ε from an :class:`_RRTable`'s slots ``table`` (uint64 [2, 2^b]: the ε
+    bits, their T) and ``multiplier``: slot h = (bits · multiplier mod 2^w) >> (w − b) of the ε's w-bit pattern
+    (one multiply, one shift, two gathers), and the records whose slot holds another ε (``missing``: flagged)."""
+    width = jnp.dtype(eps.dtype).itemsize * 8
+    u = jnp.uint64 if width == 64 else jnp.uint32
+    bits = jax.lax.bitcast_convert_type(eps, u)
+    h = (bits * multiplier.astype(u)) >> u(width - (table.shape[1].bit_length() - 1))
+    return table[1][h], table[0][h] != bits.astype(jnp.uint64)
 
 
 def _finish(code, values, kind, g, unit, out_dtype):
@@ -795,6 +815,141 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
                              scales=(host_b, None, None), scales_at=scales_at, small=small)
 
 
+#: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`_RRTable`)
+RR_TABLE_MAX = 1024
+#: records whose ε the table misses are completed on the host up to this many (100 µs each); beyond, the missed
+#: values join the table and the release runs again
+_RR_HOST_MISSES = 64
+
+
+def _perfect_hash(keys, width):
+    """(multiplier a, b, slots) of a multiply-shift hash slot = (key · a mod 2^w) >> (w − b) that sends the distinct
+    ``width``-bit ``keys`` to distinct slots of 2^b ≥ n²/4 (n keys; 4 MB of table for 1024 values): a random odd a
+    does with probability about e^-2; the first of 64 deterministic candidates (SplitMix64 of 1, 2, ...) that does
+    is taken, else b grows (at b = w every odd a is a bijection)."""
+    mask = (1 << 64) - 1
+    keys = keys.astype(np.uint64)
+    b = max(4, (-(-keys.size**2 // 4) - 1).bit_length())
+    while True:  # (ends by b = w)
+        for i in range(1, 65):
+            z = i * 0x9E3779B97F4A7C15 & mask
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & mask
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EB & mask
+            a = ((z ^ (z >> 31)) | 1) & ((1 << width) - 1)
+            slots = ((keys * np.uint64(a)) & np.uint64((1 << width) - 1)) >> np.uint64(width - b)
+            if np.unique(slots).size == keys.size:
+                return a, b, slots
+        b += 1
+
+
+class _RRTable:
+    """The keep thresholds of randomized response over ``k`` categories for the distinct ε ``bits`` (their
+    w-bit patterns, w = 32 or 64) in a perfect hash table (:func:`_perfect_hash`) for :func:`_rr_lookup`. An
+    empty slot holds the ε of the first slot in use, whose hash is not that slot: no record can match it."""
+
+    def __init__(self, bits, k):
+        self.bits = np.unique(bits)
+        self.k = k
+        width = self.bits.dtype.itemsize * 8
+        a, b, slots = _perfect_hash(self.bits, width)
+        table = np.zeros((2, 1 << b), np.uint64)
+        table[0] = self.bits[0]
+        table[0, slots] = self.bits
+        table[1, slots] = [_rr_keep(float(v), k)[0] for v in self.bits.view(np.float32 if width == 32 else np.float64)]
+        self.table, self.multiplier = table, np.uint64(a)
+
+    def thresholds_at(self, eps):
+        """``scales_at`` of :func:`_fast_release`: the thresholds of the flagged records ``idx`` (their ε gathered
+        from the device array ``eps``), or :class:`_TableMiss` when more than :data:`_RR_HOST_MISSES` of them have
+        an ε the table misses."""
+        def at(idx):
+            e = np.asarray(_take(eps, jnp.asarray(_padded(idx))))[: idx.size]
+            missed = ~np.isin(e.view(self.bits.dtype), self.bits)
+            if np.count_nonzero(missed) > _RR_HOST_MISSES:
+                raise _TableMiss(e[missed].view(self.bits.dtype))
+            return np.asarray([_rr_keep(float(v), self.k)[0] for v in e], np.uint64), None, 1.0
+
+        return at
+
+
+class _TableMiss(Exception):
+    """Raised from the host completion of :func:`_release_rr_epsilon` with the ε bits its table missed."""
+
+    def __init__(self, bits):
+        super().__init__(f"{bits.size} records with an ε out of the table")
+        self.bits = bits
+
+
+@functools.lru_cache(maxsize=64)
+def _sample_step(size):
+    """The first integer from max(⌊size/φ⌋, 4097) (φ the golden ratio) with no prime factor up to 4096 (one lies
+    within 1024: prime gaps below 2^32 are at most 336)."""
+    sieve = np.ones(4097, bool)
+    sieve[:2] = False
+    for p in range(2, 65):
+        if sieve[p]:
+            sieve[p * p :: p] = False
+    primes = np.flatnonzero(sieve)
+    cand = max(int(size * 0.6180339887498949), 4097) + np.arange(64, dtype=np.int64)
+    while True:  # (64 candidates at a time: about 4 of them qualify)
+        ok = np.all(cand[:, None] % primes != 0, axis=1)
+        if ok.any():
+            return int(cand[ok][0])
+        cand += 64
+
+
+def _sample_positions(size):
+    """The records whose ε the table starts from: j s mod ``size`` for j < 4096 (all the records when fewer), s of
+    :func:`_sample_step`. Spread over the records (s/size near 1/φ: the golden-ratio sequence; gaps up to 3.3 ×
+    size/4096 in the sizes tested, 2·10^4 to 2^32), and over the residues modulo every period L ≤ 4096 that divides ``size`` (s is prime to L, so
+    any L consecutive j hit every residue): ε assigned in tiers that repeat record by record (record i in tier
+    i mod L) shows the sample every tier, where a stride sharing a factor with L sees some of them only."""
+    if size <= 4096:
+        return np.arange(size)
+    return np.arange(4096, dtype=np.int64) * _sample_step(size) % size
+
+
+def _device_rr_epsilon(mech):
+    """The per-record ε of a randomized response ``mech`` (``exact_lattice_epsilon``, asked of the class that
+    defines the mechanism's ``exact_lattice``), a float32 or float64 device array, with the distinct bit patterns
+    of a sample of them (:func:`_sample_positions`), when its exact release looks the keep thresholds up in a table: concrete float ε,
+    more than one, at most :data:`RR_TABLE_MAX` distinct in the sample; otherwise None (the host lattice)."""
+    owner = next((c for c in type(mech).__mro__ if "exact_lattice_epsilon" in vars(c)), None)
+    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
+        return None
+    eps = mech.exact_lattice_epsilon()
+    if is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
+        return None
+    with jax.enable_x64(True):
+        eps = jnp.asarray(eps)
+        eps = eps if eps.dtype in (jnp.float32, jnp.float64) else eps.astype(jnp.float32)  # (exact: a wider float)
+        flat = eps.reshape(-1)
+        sample = np.unique(np.asarray(flat[jnp.asarray(_sample_positions(flat.size))]))
+    if sample.size > RR_TABLE_MAX:
+        return None
+    return eps, sample.view(np.uint32 if sample.dtype == np.float32 else np.uint64)
+
+
+def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
+    """The release of a randomized response with per-record ε (:func:`_device_rr_epsilon`): only the ε move to the
+    device program, which looks each record's keep threshold up in an :class:`_RRTable` of the distinct values
+    (the thresholds of :func:`rr_lattice`, so the output is bitwise that of the host lattice) and flags the
+    records whose ε it misses; the host completes a few of them, or adds the missed values and runs again (the
+    same words: the records already right are unchanged). None (the host lattice runs) when the values outgrow
+    :data:`RR_TABLE_MAX`."""
+    with jax.enable_x64(True):
+        eps = jnp.broadcast_to(eps, values.shape).reshape(-1)
+        while bits.size <= RR_TABLE_MAX:
+            table = _RRTable(bits, mech.num_categories)
+            try:
+                return _fast_release(key, start, values, "rr", None, mech.num_categories - 1, 1.0, True,
+                                     jnp.dtype(in_dt), scales=(eps, table.table, table.multiplier),
+                                     scales_at=table.thresholds_at(eps))
+            except _TableMiss as miss:  # (values not yet in the table: each round grows it)
+                bits = np.union1d(bits, miss.bits)
+    return None
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -804,13 +959,15 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
     laplace_b = _device_laplace_scales(mech)
-    lat = mech.exact_lattice() if laplace_b is None else None  # (the lattice of the largest scale checks the records)
+    rr_eps = _device_rr_epsilon(mech) if laplace_b is None else None
+    # (the lattice of the largest scale checks the records; the randomized response itself, per-record ε)
+    lat = mech.exact_lattice() if laplace_b is None and rr_eps is None else None
     host = isinstance(key, HostBits)
     if not host:
         key = check_key(key)
     if not flat:
         check_finite_values("values", values)
-    values, squeeze = as_records(values, laplace_b[2] if lat is None else lat)
+    values, squeeze = as_records(values, lat if lat is not None else mech if rr_eps is not None else laplace_b[2])
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
@@ -821,6 +978,10 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if laplace_b is not None and laplace_b[0].shape == shape:
         out = _release_laplace_scales(key, start, values, mech, *laplace_b, in_dt)
         return out.reshape(()) if squeeze else out
+    if rr_eps is not None and n:
+        out = _release_rr_epsilon(key, start, values, mech, *rr_eps, in_dt)
+        if out is not None:
+            return out.reshape(()) if squeeze else out
     if lat is None:  # scales broadcast to the records: the host lattice
         lat = mech.exact_lattice()
         check_batch_shape(lat, shape)
