@@ -592,22 +592,37 @@ def test_per_record_laplace_device_equals_exact_host_path():
     np.testing.assert_array_equal(code >> 8, _per_record_host(jax.random.key(3), t, shift))
 
 
-def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law():
-    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
-    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program."""
+def _per_record_discrete_laplace_fit(monkeypatch, n, scales, seed):
+    """χ² p-value of a release of per-record discrete Laplace scales (``scales`` repeated over n records, zero
+    answers) against the mixture of their pmfs at the scales that ran; asserts that it took the float32 decision."""
     from dpjax.exact import lattice
 
-    n = 200_000
-    scales = np.linspace(0.5, 6.0, 40)
+    calls = []
+    real = lattice._per_record_lattice
+    monkeypatch.setattr(lattice, "_per_record_lattice", lambda *a, **k: calls.append(k.get("narrow", False)) or real(*a, **k))
     b = jnp.asarray(np.resize(scales, n))
     lat = dpjax.DiscreteLaplace(b).exact_lattice()
     assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
-    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+    out = np.asarray(dpjax.release(jax.random.key(seed), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
                                    numerics="exact"))
-    z = np.arange(-120, 121)
-    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[:40]  # the scales that ran
+    assert calls[0] is True
+    z = np.arange(-int(40 * max(scales)), int(40 * max(scales)) + 1)
+    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[: len(scales)]  # as run
     pmf = sum(np.tanh(0.5 / s) * np.exp(-np.abs(z) / s) for s in run) / len(run)
-    assert _chi2_pvalue(out, z, pmf) > 1e-4
+    return _chi2_pvalue(out, z, pmf)
+
+
+def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law(monkeypatch):
+    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
+    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program (its float32
+    decision)."""
+    assert _per_record_discrete_laplace_fit(monkeypatch, 200_000, np.linspace(0.5, 6.0, 40), 11) > 1e-4
+
+
+@pytest.mark.slow
+def test_per_record_discrete_laplace_float32_range_fits_its_law_1e6(monkeypatch):
+    """The float32 decision's whole range of scales, 2^-5 … 2^5 (40 of them, geometric), over 2·10^6 records."""
+    assert _per_record_discrete_laplace_fit(monkeypatch, 2_000_000, np.geomspace(2.0**-5, 2.0**5, 40), 12) > 1e-4
 
 
 def test_per_record_host_completion_is_the_same_release(monkeypatch):

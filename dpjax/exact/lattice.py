@@ -438,9 +438,9 @@ def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kin
     :func:`table_samplers.laplace_noise_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
-    (:func:`_laplace_lattice_bits`). ``narrow`` (static; "dlap" with every scale in the float32 range): the float32
-    decision (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this
-    program without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
+    (:func:`_laplace_lattice_bits`). ``narrow`` (static; a discrete Laplace, every scale in :func:`_float32_range`):
+    the float32 decision (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back
+    to this program without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
     inv_g = None
     if kind in ("lap", "dlap"):
         t, shift, g = _laplace_lattice_bits(t.astype(jnp.float64), integer=kind == "dlap")
@@ -558,14 +558,15 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     else:
         if small is None:
             small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
-        scales = tuple(None if a is None else jnp.asarray(a) for a in scales)
-        out = _per_record_lattice(source, jnp.uint32(start), flat, *scales, kind=kind, k1=shift, small=small,
+            narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
+        on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
+        out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
                                   narrow=narrow, unit=unit, out_dtype=out_dtype)
     idx = _flagged(out, n)
     if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
         pad = jnp.asarray(_padded(idx))
         sub = _per_record_lattice(source if source.ndim == 1 else _take_columns(source, pad), jnp.uint32(start),
-                                  _take(values, pad), _take(scales[0], pad), None, None,
+                                  _take(values, pad), *(None if a is None else _take(a, pad) for a in on_device),
                                   jnp.uint32(start) + pad.astype(jnp.uint32), kind=kind, k1=shift, small=small,
                                   unit=unit, out_dtype=out_dtype)
         out = _put(out, pad, sub)
@@ -744,6 +745,14 @@ def _device_laplace_scales(mech):
         return b, replace(mech, scale=lo).exact_lattice(), replace(mech, scale=top).exact_lattice()
 
 
+def _float32_range(t, shift):
+    """Whether every discrete Laplace scale τ = t/2^shift lies in the range of the float32 decision
+    (:func:`table_samplers.laplace_noise_per_record32`)."""
+    tau = np.ldexp(np.asarray(t, np.float64), -np.asarray(shift, np.int64))
+    return bool(tau.size and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
+                and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
+
+
 def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt):
     """The release of a Laplace or discrete Laplace with many per-record scales b (:func:`_device_laplace_scales`):
     only b moves to the device program, which builds the lattice parameters; the output-range check is that of
@@ -764,9 +773,7 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
             return np.asarray(lat.param), np.broadcast_to(lat.shift, idx.shape), np.asarray(lat.granularity)
 
         small = bool(np.ldexp(1.0, int(low_lat.shift)) <= float(low_lat.param) * 2.0**-8)
-        tau = [np.ldexp(float(lat.param), -int(lat.shift)) for lat in (low_lat, top_lat)]
-        narrow = bool(mech.discrete and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= tau[0]
-                      and tau[1] <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
+        narrow = bool(mech.discrete) and _float32_range([low_lat.param, top_lat.param], [low_lat.shift, top_lat.shift])
         return _fast_release(key, start, values, "dlap" if mech.discrete else "lap", None, 0, 1.0, unit, out_dtype,
                              scales=(host_b, None, None), scales_at=scales_at, small=small, narrow=narrow)
 
