@@ -56,7 +56,7 @@ import mpmath
 import numpy as np
 
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
-           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
+           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
            "NARROW_MAX_LOG2", "NARROW_MIN_LOG2", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32", "dl_icdf", "dl_tables", "exact_boosted_record",
            "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
            "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
@@ -775,11 +775,6 @@ def laplace_noise_per_record(words, t, shift, small=False):
     return jnp.where(neg, -a, a), flag
 
 
-def laplace_code_per_record(words, t, shift, small=False):
-    """:func:`laplace_noise_per_record` packed like :func:`laplace_code` (z = code >> 8, flagged = code & 1)."""
-    return _pack(*laplace_noise_per_record(words, t, shift, small))
-
-
 def laplace_noise_per_record32(words, t, shift):
     r""":func:`laplace_noise_per_record` decided in float32, for scales 2^NARROW_MIN_LOG2 ≤ τ ≤ 2^NARROW_MAX_LOG2
     (t < 2^24, exact in float32): (z int32, open bool), the open records to be decided by the float64 program
@@ -812,7 +807,7 @@ def laplace_noise_per_record32(words, t, shift):
 
 
 def exact_per_record(word, t, shift):
-    """:func:`laplace_code_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
+    """:func:`laplace_noise_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
     candidate, every comparison of V with F decided by further words against interval bounds of F."""
     t, shift = int(t), int(shift)
     u = word(0)
