@@ -780,7 +780,7 @@ def laplace_noise_per_record32(words, t, shift):
     (t < 2^24, exact in float32): (z int32, open bool), the open records to be decided by the float64 program
     (then, rarely, the host). The same map V ↦ |Z| = max(0, ⌊x⌋ + 1) from word 0's high half only:
     S ∈ ((W − 1)/2^31, W/2^31] (:func:`_uniform_top`), x = τ log(c/S) at S = W/2^31 as
-    r = q 2^32 / ((1 + q) W), one exp and one log in 32-bit lanes (twice the float64 program's per vector).
+    r = q 2^32 / ((1 + q) W), one exp and one log in 32-bit lanes (twice the records per vector of float64).
 
     Error bound (u = 2^-24, D = :data:`TRANSCENDENTAL_ERROR32`, λ = 1/τ ≤ 2^5 so λu ≤ 2^-19): λ_f = λ(1 + δ),
     q_f = q(1 + ε_q) with |ε_q| ≤ D + 1.01 λu; r_f (1 + q_f, W to float32, a product and a division) has relative
