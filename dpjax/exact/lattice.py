@@ -747,9 +747,10 @@ def _device_laplace_scales(mech):
 
 def _float32_range(t, shift):
     """Whether every discrete Laplace scale τ = t/2^shift lies in the range of the float32 decision
-    (:func:`table_samplers.laplace_noise_per_record32`)."""
-    tau = np.ldexp(np.asarray(t, np.float64), -np.asarray(shift, np.int64))
-    return bool(tau.size and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
+    (:func:`table_samplers.laplace_noise_per_record32`), with t exact in float32 (below 2^24)."""
+    t = np.asarray(t, np.float64)
+    tau = np.ldexp(t, -np.asarray(shift, np.int64))
+    return bool(tau.size and np.max(t) < 2.0**24 and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
                 and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
 
 
