@@ -835,7 +835,7 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     """The discrete Laplace's float32 decision (per-record scales in [2^-5, 2^5], as the lattice builds them) decides
     |Z| exactly as the float64 program and the host's exact function do, on random words and on words placed at
     the edges of its decisions (beside every c q^k where the floor of x changes, W = 1, 2, 3, 2^31); it leaves open
-    the words within its error bound of an edge (most of the placed ones) and fewer than 10^-3 of random ones."""
+    the words within its error bound of an edge (many of the placed ones) and fewer than 2·10^-3 of random ones."""
     from dpjax.exact import lattice, table_samplers
     from dpjax.kernels.discrete_laplace import DiscreteLaplace
 
@@ -860,7 +860,7 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     assert both[: edge.size].sum() > 5000 and open32[: edge.size].sum() > 5000  # decided and open ones at the edges
     np.testing.assert_array_equal(z32[both], z64[both])
     assert not (~open32 & open64).any()  # what float32 decides, float64 decides (only W = 1 aside, open in both)
-    assert open32[edge.size:].mean() < 1e-3
+    assert open32[edge.size:].mean() < 2e-3  # 7·10^-4 here (scales up to 2^5)
     # the host's exact function on a sample of the float32-decided words at the edges and on every W ≤ 3
     near = np.flatnonzero(~open32[: edge.size])
     small = np.flatnonzero((words[: edge.size] >> np.uint64(32) & np.uint64(0x7FFFFFFF)) >= np.uint64(2**31 - 3))
