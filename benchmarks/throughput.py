@@ -52,9 +52,10 @@ def _median(fn, repeats):
 
 
 def _device_program(call):
-    """A function re-running the device program that the public ``call`` ran last (``lattice._fast_lattice`` or
-    ``lattice._per_record_lattice``, with the same arguments), or None when it ran neither: the program alone,
-    without the host work around it."""
+    """A function re-running the device program that the public ``call`` ran first (``lattice._fast_lattice`` or
+    ``lattice._per_record_lattice``, with the same arguments: the program over every record, not a later one over
+    the few records a float32 decision left open), or None when it ran neither: the program alone, without the host
+    work around it."""
     from dpjax.exact import lattice
 
     seen = {}
@@ -62,7 +63,7 @@ def _device_program(call):
 
     def spy(name):
         def run(*args, **kwargs):
-            seen["call"] = (originals[name], args, kwargs)
+            seen.setdefault("call", (originals[name], args, kwargs))
             return originals[name](*args, **kwargs)
         return run
 

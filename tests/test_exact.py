@@ -716,27 +716,43 @@ def test_per_record_laplace_device_equals_exact_host_path():
     shift = np.asarray([base[i % len(base)][1] for i in range(n)], np.uint64)
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        code = np.asarray(jax.jit(lambda: table_samplers.laplace_code_per_record(words, jnp.asarray(t), jnp.asarray(shift)))())
-    assert not (code & 1).any()
-    np.testing.assert_array_equal(code >> 8, _per_record_host(jax.random.key(3), t, shift))
+        z, flag = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record(
+            words, jnp.asarray(t), jnp.asarray(shift)))())
+    assert not flag.any()
+    np.testing.assert_array_equal(z, _per_record_host(jax.random.key(3), t, shift))
 
 
-def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law():
-    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
-    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program."""
+def _per_record_discrete_laplace_fit(monkeypatch, n, scales, seed):
+    """χ² p-value of a release of per-record discrete Laplace scales (``scales`` repeated over n records, zero
+    answers) against the mixture of their pmfs at the scales that ran; asserts that it took the float32 decision."""
     from dpjax.exact import lattice
 
-    n = 200_000
-    scales = np.linspace(0.5, 6.0, 40)
+    calls = []
+    real = lattice._per_record_lattice
+    monkeypatch.setattr(lattice, "_per_record_lattice", lambda *a, **k: calls.append(k.get("narrow", False)) or real(*a, **k))
     b = jnp.asarray(np.resize(scales, n))
     lat = dpjax.DiscreteLaplace(b).exact_lattice()
     assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
-    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
+    out = np.asarray(dpjax.release(jax.random.key(seed), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
                                    numerics="exact"))
-    z = np.arange(-120, 121)
-    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[:40]  # the scales that ran
+    assert calls[0] is True
+    z = np.arange(-int(40 * max(scales)), int(40 * max(scales)) + 1)
+    run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[: len(scales)]  # as run
     pmf = sum(np.tanh(0.5 / s) * np.exp(-np.abs(z) / s) for s in run) / len(run)
-    assert _chi2_pvalue(out, z, pmf) > 1e-4
+    return _chi2_pvalue(out, z, pmf)
+
+
+def test_per_record_discrete_laplace_with_many_distinct_scales_fits_its_law(monkeypatch):
+    """40 distinct scales (past the per-scale tables' 16) through dpjax.release: the pooled output fits the
+    mixture of the 40 discrete Laplace pmfs (χ²), and the release takes the per-record program (its float32
+    decision)."""
+    assert _per_record_discrete_laplace_fit(monkeypatch, 200_000, np.linspace(0.5, 6.0, 40), 11) > 1e-4
+
+
+@pytest.mark.slow
+def test_per_record_discrete_laplace_float32_range_fits_its_law_1e6(monkeypatch):
+    """The float32 decision's whole range of scales, 2^-5 … 2^5 (40 of them, geometric), over 2·10^6 records."""
+    assert _per_record_discrete_laplace_fit(monkeypatch, 2_000_000, np.geomspace(2.0**-5, 2.0**5, 40), 12) > 1e-4
 
 
 def test_per_record_host_completion_is_the_same_release(monkeypatch):
@@ -752,13 +768,13 @@ def test_per_record_host_completion_is_the_same_release(monkeypatch):
     try:
         with jax.enable_x64(True):
             words = ThreefryWords(jax.random.key(5), (n,))
-            code = np.asarray(table_samplers.laplace_code_per_record(words, jnp.asarray(np.asarray(lat.param)),
-                                                           jnp.asarray(np.asarray(lat.shift))))
+            _, flag = table_samplers.laplace_noise_per_record(words, jnp.asarray(np.asarray(lat.param)),
+                                                              jnp.asarray(np.asarray(lat.shift)))
         out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
                                        numerics="exact"))
     finally:
         jax.clear_caches()
-    assert (code & 1).mean() > 0.3
+    assert np.asarray(flag).mean() > 0.3
     np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
 
 
@@ -899,6 +915,176 @@ def test_float64_transcendentals_are_within_the_assumed_error():
                 if ref != 0:
                     worst = max(worst, float(abs((mpmath.mpf(float(g)) - ref) / ref)))
     assert worst < 2.0**-50 and table_samplers.TRANSCENDENTAL_ERROR >= 16 * 2.0**-50, worst
+
+
+def test_float32_transcendentals_are_within_the_assumed_error():
+    """The per-record discrete Laplace's float32 decision assumes XLA's float32 exp within
+    table_samplers.TRANSCENDENTAL_ERROR32 (2^-18) relative and its log within that times |log r| + 1, on the
+    arguments it uses (−λ for the scales 2^-5 … 2^5; r = q 2^32/((1 + q) W) from below e^-32 to 2^32, near 1 and
+    near powers of two): measured against float64 (whose own error, ~2^-53, is negligible here), they are within
+    2^-22 (16× headroom)."""
+    from dpjax.exact import table_samplers
+
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    lam = (2.0 ** rng.uniform(-5.01, 5.01, 300_000)).astype(f32)
+    ones = 1.0 + np.arange(-2**15, 2**15) * 2.0**-24
+    pow2 = np.ldexp(1.0 + rng.integers(-8, 9, 20_000) * 2.0**-23, rng.integers(-48, 33, 20_000))
+    r = np.concatenate([2.0 ** rng.uniform(-48, 32, 300_000), ones[ones != 1.0], pow2]).astype(f32)
+    with jax.enable_x64(True):
+        e = np.asarray(jax.jit(lambda x: jnp.exp(-x))(jnp.asarray(lam)), np.float64)
+        lg = np.asarray(jax.jit(jnp.log)(jnp.asarray(r)), np.float64)
+    ref_e, ref_l = np.exp(-lam.astype(np.float64)), np.log(r.astype(np.float64))
+    worst = max(np.max(np.abs(e - ref_e) / ref_e), np.max(np.abs(lg - ref_l) / (np.abs(ref_l) + 1.0)))
+    assert worst < table_samplers.TRANSCENDENTAL_ERROR32 / 16, np.log2(worst)
+
+
+def _words_at_edges(taus, rng):
+    """Word 0 of records placed around the float32 decision's edges for scales ``taus``: W/2^31 beside c q^k (where
+    the floor of x = τ log(c/S) changes) at offsets from 0 to 2^20 of W, either side, and W = 1, 2, 3, 2^31; random
+    low halves and signs. Returns (words uint64, the index of each word's scale)."""
+    offsets = np.concatenate([[0, 1, 2, 3], 2 ** np.arange(4, 21)])
+    offsets = np.concatenate([-offsets[::-1], offsets])
+    ws, which = [], []
+    for i, tau in enumerate(taus):
+        q = math.exp(-1.0 / tau)
+        c = 2 * q / (1 + q)
+        k = np.arange(0, int(40 * tau) + 2)
+        edge = np.round(c * q**k * 2.0**31)
+        big = np.unique(np.concatenate([np.clip((edge[:, None] + offsets[None, :]).ravel(), 1, 2**31), [1, 2, 3, 2**31]]))
+        big = big.astype(np.uint64)
+        ws.append(big)
+        which.append(np.full(big.size, i))
+    big, which = np.concatenate(ws), np.concatenate(which)
+    hi = (np.uint64(1 << 31) - big) | (rng.integers(0, 2, big.size).astype(np.uint64) << np.uint64(31))
+    return (hi << np.uint64(32)) | rng.integers(0, 2**32, big.size, dtype=np.uint64), which
+
+
+def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
+    """The discrete Laplace's float32 decision (per-record scales in [2^-5, 2^5], as the lattice builds them) decides
+    |Z| exactly as the float64 program and the host's exact function do, on random words and on words placed at
+    the edges of its decisions (beside every c q^k where the floor of x changes, W = 1, 2, 3, 2^31); it leaves open
+    the words within its error bound of an edge (many of the placed ones) and fewer than 2·10^-3 of random ones."""
+    from dpjax.exact import lattice, table_samplers
+    from dpjax.kernels.discrete_laplace import DiscreteLaplace
+
+    rng = np.random.default_rng(5)
+    b = np.concatenate([[2.0**-5, 2.0**5, 0.5, 1.0, 3.0, 31.9], 2.0 ** rng.uniform(-5, 5, 10)])
+    lat = lattice.discrete_laplace_lattice(b, DiscreteLaplace)
+    taus = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))
+    assert taus.min() >= 2.0**table_samplers.NARROW_MIN_LOG2 and taus.max() <= 2.0**table_samplers.NARROW_MAX_LOG2
+    edge, at = _words_at_edges(taus, rng)
+    n_rand = 200_000
+    rand = rng.integers(0, 2**64, n_rand, dtype=np.uint64)
+    words = np.concatenate([edge, rand])
+    which = np.concatenate([at, rng.integers(0, b.size, n_rand)])
+    t, shift = np.asarray(lat.param)[which], np.asarray(lat.shift)[which]
+    with jax.enable_x64(True):
+        src = lattice._WordTable(jnp.asarray(words[None, :]))
+        z32, open32 = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record32(
+            src, jnp.asarray(t), jnp.asarray(shift)))())
+        z64, open64 = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record(
+            src, jnp.asarray(t), jnp.asarray(shift)))())
+    both = ~open32 & ~open64
+    assert both[: edge.size].sum() > 5000 and open32[: edge.size].sum() > 5000  # decided and open ones at the edges
+    np.testing.assert_array_equal(z32[both], z64[both])
+    assert not (~open32 & open64).any()  # what float32 decides, float64 decides (only W = 1 aside, open in both)
+    assert open32[edge.size:].mean() < 2e-3  # 7·10^-4 here (scales up to 2^5)
+    # the host's exact function on a sample of the float32-decided words at the edges and on every W ≤ 3
+    near = np.flatnonzero(~open32[: edge.size])
+    small = np.flatnonzero((words[: edge.size] >> np.uint64(32) & np.uint64(0x7FFFFFFF)) >= np.uint64(2**31 - 3))
+    near = np.concatenate([near[:: max(1, near.size // 150)], small])
+    ext = lambda i: (lambda j: int(words[i]) if j == 0 else table_samplers.threefry_word(1, 2, j, int(i)))
+    host = [table_samplers.exact_per_record(ext(i), int(t[i]), int(shift[i])) for i in near]
+    np.testing.assert_array_equal(np.where(open32[near], host, z32[near]), host)
+
+
+def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_then_host(monkeypatch):
+    """A discrete Laplace with per-record scales in the float32 range releases through the float32 decision; its open
+    records go through the float64 program on the device (their own records' words) and only that program's open ones
+    to the host: with error bounds 2^8 (float32) and 2^38 (float64) times the assumed ones, all three stages run and
+    the release is the host's exact function of every record's words. With the assumed bounds: bitwise the release of
+    its host-built lattice (the float64 program on every record), Threefry and os.urandom words, int32 and float32
+    answers."""
+    from dpjax.exact import lattice, table_samplers
+
+    calls = []
+    real = lattice._per_record_lattice
+    monkeypatch.setattr(lattice, "_per_record_lattice",
+                        lambda *a, **k: calls.append((k.get("narrow", False), a[2].shape[0])) or real(*a, **k))
+    n = 400
+    b = jnp.asarray(np.linspace(0.04, 30.0, n))
+    with jax.enable_x64(True):
+        mech = dpjax.DiscreteLaplace(b)
+        lat = mech.exact_lattice()
+    monkeypatch.setattr(table_samplers, "TRANSCENDENTAL_ERROR32", 2.0**-10)
+    monkeypatch.setattr(table_samplers, "TRANSCENDENTAL_ERROR", 2.0**-8)
+    jax.clear_caches()
+    host_runs = []
+    real_host = table_samplers.exact_per_record
+    monkeypatch.setattr(table_samplers, "exact_per_record", lambda *a: host_runs.append(1) or real_host(*a))
+    try:
+        out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), mech, numerics="exact"))
+    finally:
+        monkeypatch.undo()
+        jax.clear_caches()
+    assert calls[0] == (True, n) and calls[1][0] is False and 16 <= calls[1][1] < n  # float32, then a padded subset
+    assert 0 < len(host_runs) < calls[1][1]
+    np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
+
+    n = 20_000
+    with jax.enable_x64(True):
+        mech = dpjax.DiscreteLaplace(jnp.asarray(np.linspace(0.5, 5.0, n)))
+    for x in (jnp.asarray(np.arange(n) % 97 - 40, jnp.int32), jnp.linspace(-50, 50, n, dtype=jnp.float32)):
+        np.testing.assert_array_equal(np.asarray(dpjax.release(jax.random.key(9), x, mech, numerics="exact", start=5)),
+                                      np.asarray(dpjax.release(jax.random.key(9), x, mech.exact_lattice(), numerics="exact",
+                                                               start=5)))
+    source = lambda: HostBits(np.random.default_rng(4).bytes)
+    x = jnp.asarray(np.arange(n) % 97 - 40, jnp.int32)
+    np.testing.assert_array_equal(np.asarray(dpjax.release(source(), x, mech, numerics="exact")),
+                                  np.asarray(dpjax.release(source(), x, mech.exact_lattice(), numerics="exact")))
+
+
+def test_flagged_records_are_found_on_the_device():
+    """The device search for the records awaiting the host (blocks of 32, then the rows of the flagged blocks) finds
+    exactly the sentinels' indices below n: NaN in float outputs, the integer minimum in integer ones, none, all,
+    n not a multiple of the block, an output padded past n (sharded releases)."""
+    from dpjax.exact import lattice
+
+    rng = np.random.default_rng(2)
+    for n, rate, dtype, extra in ((1000, 0.01, np.float32, 0), (10_007, 0.001, np.int32, 0), (333, 0.0, np.float64, 0),
+                                  (70, 1.0, np.float32, 0), (5000, 0.02, np.int64, 13), (100_000, 3e-5, np.float32, 40)):
+        with jax.enable_x64(True):
+            mark = rng.random(n + extra) < rate
+            sentinel = lattice._sentinel(np.dtype(dtype))
+            out = np.where(mark, sentinel, rng.integers(-1000, 1000, n + extra)).astype(dtype)
+            found = lattice._flagged(jnp.asarray(out), n)
+        np.testing.assert_array_equal(found, np.flatnonzero(mark[:n]))
+
+
+def test_lattice_value_of_float_noise_is_the_integer_sums():
+    """The lattice value g·(⌊v/g + ½⌋ + z) from integer-valued float64 noise and v·(1/g) (the per-record Laplace
+    program's) is bitwise the one from int64 noise and v/g: at ties v/g = k + ½, at sums past 2^53 (rounded once
+    either way), for float32 and float64 answers (|v/g| < 2^62, as the releases check) and outputs, g from 2^-1000
+    to 2^900."""
+    from dpjax.exact import lattice
+
+    rng = np.random.default_rng(8)
+    n = 40_000
+    with jax.enable_x64(True):
+        k = np.concatenate([rng.integers(-2**24, 2**24, n // 2), rng.integers(-2**61, 2**61, n - n // 2)])
+        half = rng.random(n) < 0.5
+        x = k.astype(np.float64) + np.where(half, 0.5, rng.random(n))
+        z = np.concatenate([rng.integers(-2**40, 2**40, n // 2), rng.integers(-2**30, 2**30, n - n // 2)])
+        for dt, (lo, hi) in ((np.float32, (-120, 40)), (np.float64, (-1000, 900))):
+            g = np.ldexp(1.0, rng.integers(lo, hi + 1, n))
+            v = (x * g).astype(dt)
+            assert np.all(np.abs(v.astype(np.float64) / g) < 2.0**62)
+            for out_dt in (jnp.float32, jnp.float64):
+                want = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(v, z, g, False, out_dt))(v, z, g))
+                got = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(
+                    v, z.astype(jnp.float64), g, False, out_dt, lattice._reciprocal_pow2(g)))(v, z, g))
+                np.testing.assert_array_equal(got, want)
 
 
 def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():

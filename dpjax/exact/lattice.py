@@ -327,11 +327,26 @@ def nearest_index(x):
     return f + (x - f >= 0.5)
 
 
-def _lattice_value(v, noise, g, unit, out_dtype):
-    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two)."""
+def _lattice_coordinate(v, g, inv_g=None):
+    """v/g in float64 (exact: g is a power of two), or v·inv_g with ``inv_g`` = 1/g (a normal power of two: the same
+    value; a product fuses into its consumers where a per-record division would be computed apart)."""
+    return v.astype(jnp.float64) / g if inv_g is None else v.astype(jnp.float64) * inv_g
+
+
+def _reciprocal_pow2(g):
+    """1/g of float64 powers of two g whose reciprocals are normal, exactly, from the exponent bits."""
+    return jax.lax.bitcast_convert_type(np.uint64(2046 << 52) - jax.lax.bitcast_convert_type(g, jnp.uint64), jnp.float64)
+
+
+def _lattice_value(v, noise, g, unit, out_dtype, inv_g=None):
+    """g·(⌊v/g + ½⌋ + noise) in ``out_dtype`` (the index is exact: g is a power of two). ``noise``: integers, or
+    integer-valued floats (|noise| < 2^53): the float64 sum of the exact index and noise rounds once, as the int64
+    sum's conversion does — the same value, without 64-bit integers."""
     if unit:  # integers on ℤ: no rounding, no float
-        return (v.astype(jnp.int64) + noise).astype(out_dtype)
-    index = nearest_index(v.astype(jnp.float64) / g).astype(jnp.int64)
+        return (v.astype(jnp.int64) + noise.astype(jnp.int64)).astype(out_dtype)
+    if jnp.issubdtype(noise.dtype, jnp.floating):
+        return ((nearest_index(_lattice_coordinate(v, g, inv_g)) + noise) * g).astype(out_dtype)
+    index = nearest_index(_lattice_coordinate(v, g, inv_g)).astype(jnp.int64)
     return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
@@ -425,11 +440,6 @@ def _prefix_lattice(table, prefixes, values, *, kind, g, unit, out_dtype):
     return _finish_noise(z, z == _UNDECIDED, values, kind, g, unit, out_dtype)
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
-def _set(out, idx, part):
-    return out.at[idx].set(part)
-
-
 def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
     """A one-scale release from ``bits`` (:class:`HostBits`) reading two bytes per record: (out, word_of).
 
@@ -441,7 +451,7 @@ def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
     the completed word 0 and fresh words after it."""
     pre = bits.prefixes(values.shape[0])
     out = _prefix_lattice(jnp.asarray(table), jax.device_put(pre, may_alias=True), values, kind=kind, g=g, unit=unit, out_dtype=out_dtype)
-    idx = np.flatnonzero(_sentinel_mask(np.asarray(out)))  # (on the host: XLA's nonzero is 30x slower)
+    idx = _flagged(out, values.shape[0])
     first = {}
     if idx.size:
         count = idx.size
@@ -452,7 +462,7 @@ def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
         table_words = np.append(words, np.repeat(words[-1:], pad.size - count))[None, :]
         part = _fast_lattice(jnp.asarray(table_words), jnp.uint32(0), _take(values, jnp.asarray(pad)), kind=kind, t=t,
                              shift=shift, g=g, unit=unit, out_dtype=out_dtype)
-        out = _set(out, jnp.asarray(pad), part)
+        out = _put(out, jnp.asarray(pad), part)
     return out, _host_streams(bits, lambda j, i: first[i] if j == 0 else None)
 
 
@@ -525,25 +535,36 @@ def _laplace_lattice_bits(b, integer=False):
     return t, jnp.zeros_like(t), g
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "unit", "out_dtype"))
-def _per_record_lattice(source, start, values, t, shift, g, *, kind, k1, small, unit, out_dtype):
+@functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "narrow", "unit", "out_dtype"))
+def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kind, k1, small, unit, out_dtype,
+                        narrow=False):
     """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
     float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
-    :func:`table_samplers.laplace_code_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
+    :func:`table_samplers.laplace_noise_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
-    Laplace scales b themselves (float64; ``shift`` and ``g`` None), whose lattice parameters are built here
+    Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
     (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
-    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged)."""
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged). ``narrow``
+    (static; a discrete Laplace, every scale in :func:`_float32_range`): the float32 decision
+    (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this program
+    without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
+    inv_g = None
     if kind in ("lap", "dlap"):
-        t, shift, g = _laplace_lattice_bits(t, integer=kind == "dlap")
+        t, shift, g = _laplace_lattice_bits(t.astype(jnp.float64), integer=kind == "dlap")
+        inv_g = _reciprocal_pow2(g)  # g and 1/g normal: b ≥ _DEVICE_LAPLACE_MIN (Laplace), g = 1 (discrete)
         kind = "dlr"
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
+    if records is not None and source.ndim == 1:
+        words.records = records
     if kind == "rr" and jnp.issubdtype(t.dtype, jnp.floating):  # the ε themselves: their thresholds from the table
         t, missing = _rr_lookup(t, shift, g)
         return _finish(table_samplers.rr_code(words, values, t, k1) | missing.astype(jnp.int64), values, kind, 1.0, unit,
                        out_dtype)
-    code = table_samplers.rr_code(words, values, t, k1) if kind == "rr" else table_samplers.laplace_code_per_record(words, t, shift, small)
-    return _finish(code, values, kind, g, unit, out_dtype)
+    if kind == "rr":
+        return _finish(table_samplers.rr_code(words, values, t, k1), values, kind, g, unit, out_dtype)
+    z, flag = (table_samplers.laplace_noise_per_record32(words, t, shift) if narrow
+               else table_samplers.laplace_noise_per_record(words, t, shift, small))
+    return _finish_noise(z, flag, values, kind, g, unit, out_dtype, inv_g)
 
 
 def _rr_lookup(eps, table, multiplier):
@@ -562,41 +583,72 @@ def _finish(code, values, kind, g, unit, out_dtype):
     return _finish_noise(code >> 8, (code & 1) == 1, values, kind, g, unit, out_dtype)
 
 
-def _finish_noise(z, flag, values, kind, g, unit, out_dtype):
+def _finish_noise(z, flag, values, kind, g, unit, out_dtype, inv_g=None):
     """The output of the noise ``z`` (or category, randomized response) and the ``flag`` of the records that await
     the host: the category or the lattice value, and the sentinel for the flagged records and for answers off the
-    index range (the host refuses the release)."""
+    index range (the host refuses the release). ``inv_g``: 1/g (:func:`_lattice_coordinate`)."""
     if kind == "rr":
         out = z.astype(out_dtype)
     elif unit and values.dtype == out_dtype and jnp.issubdtype(out_dtype, jnp.integer):
-        out = values + z.astype(out_dtype)  # in the values' width: the same bits as the int64 sum, narrowed
+        # in the values' width: the same bits as the int64 sum, narrowed (float noise: |z| < 2^53, exact in int64)
+        out = values + (z.astype(jnp.int64) if jnp.issubdtype(z.dtype, jnp.floating) else z).astype(out_dtype)
     else:
-        out = _lattice_value(values, z, g, unit, out_dtype)
-    flag = flag | (False if unit else jnp.abs(values) / g >= _INDEX_MAX)
+        out = _lattice_value(values, z, g, unit, out_dtype, inv_g)
+    flag = flag | (False if unit else jnp.abs(_lattice_coordinate(values, g, inv_g)) >= _INDEX_MAX)
     return jnp.where(flag, jnp.asarray(_sentinel(out_dtype), out_dtype), out)
 
 
 def _sentinel_mask(out):
-    """Whether each output (a jax or numpy array) is the sentinel of a record that awaits the host."""
-    isnan = np.isnan if isinstance(out, np.ndarray) else jnp.isnan
-    return isnan(out) if np.issubdtype(out.dtype, np.floating) else out == _sentinel(out.dtype)
+    """Whether each output is the sentinel of a record that awaits the host."""
+    return jnp.isnan(out) if jnp.issubdtype(out.dtype, jnp.floating) else out == _sentinel(out.dtype)
+
+
+#: records per block of the device search for flagged records: the host reads one boolean per block
+_FLAG_BLOCK = 32
+
+
+def _blocked(out):
+    """:func:`_sentinel_mask` of the flat ``out`` as rows of :data:`_FLAG_BLOCK` records (the last padded)."""
+    a = _sentinel_mask(out.reshape(-1))
+    return jnp.pad(a, (0, -a.size % _FLAG_BLOCK)).reshape(-1, _FLAG_BLOCK)
 
 
 @jax.jit
-def _awaiting(out):
-    return jnp.any(_sentinel_mask(out))
+def _flag_blocks(out):
+    return jnp.any(_blocked(out), axis=1)
+
+
+@jax.jit
+def _block_rows(out, blocks):
+    return _blocked(out)[blocks]
+
+
+def _flagged(out, n):
+    """The indices (below n) of the records of ``out`` awaiting the host, found on the device: one boolean per block of
+    :data:`_FLAG_BLOCK` records comes to the host, then the rows of the blocks that hold any (padded to a power of
+    two: one compilation per size class) — never the whole output."""
+    blocks = np.flatnonzero(np.asarray(_flag_blocks(out)))
+    if not blocks.size:
+        return blocks
+    rows = np.asarray(_block_rows(out, jnp.asarray(_padded(blocks))))[: blocks.size]
+    b, c = np.nonzero(rows)
+    idx = blocks[b] * _FLAG_BLOCK + c
+    return idx[idx < n]
 
 
 def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None, scales_at=None,
-                  small=None):
+                  small=None, narrow=False):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
     ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
     ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
     "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
-    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_code_per_record`). A :class:`HostBits` key
-    feeds whole words, or, for the one-word samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`)."""
+    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_noise_per_record`); ``narrow``: the float32
+    decision first (:func:`_per_record_lattice`). A :class:`HostBits` key feeds whole words, or, for the one-word
+    samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`). The flagged records are found on the
+    device (:func:`_flagged`); the float32 decision's go through the float64 program first, on the device; the host
+    completes the rest."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
@@ -627,13 +679,20 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     else:
         if small is None:
             small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
-        out = _per_record_lattice(source, jnp.uint32(start), flat, *(None if a is None else jnp.asarray(a) for a in scales),
-                                  kind=kind,
-                                  k1=shift, small=small, unit=unit, out_dtype=out_dtype)
-    if bool(_awaiting(out)):
-        host = np.asarray(out)
-        idx = np.flatnonzero(np.isnan(host) if jnp.issubdtype(out_dtype, jnp.floating) else host == _sentinel(out_dtype))
-        idx = idx[idx < n]
+            narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
+        on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
+        out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
+                                  narrow=narrow, unit=unit, out_dtype=out_dtype)
+    idx = _flagged(out, n)
+    if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
+        pad = jnp.asarray(_padded(idx))
+        sub = _per_record_lattice(source if source.ndim == 1 else _take_columns(source, pad), jnp.uint32(start),
+                                  _take(values, pad), *(None if a is None else _take(a, pad) for a in on_device),
+                                  jnp.uint32(start) + pad.astype(jnp.uint32), kind=kind, k1=shift, small=small,
+                                  unit=unit, out_dtype=out_dtype)
+        out = _put(out, pad, sub)
+        idx = idx[np.asarray(_sentinel_mask(sub))[: idx.size]]
+    if idx.size:
         pad = _padded(idx)
         v = np.asarray(_take(values, jnp.asarray(pad)))[: idx.size]
         at = None if scales is None else (scales_at or (lambda i: tuple(a[i] for a in scales)))(idx)
@@ -675,10 +734,21 @@ def _take(x, idx):
     return x.reshape(-1)[idx]
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "unit", "out_dtype"))
+@jax.jit
+def _take_columns(x, idx):
+    return x[:, idx]
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _put(out, idx, fixed):
+    """``out`` (donated: updated in place, not copied) with the records ``idx`` set to ``fixed``."""
+    return out.at[idx].set(fixed)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "unit", "out_dtype"), donate_argnums=0)
 def _patch(out, idx, v, z, g, *, kind, unit, out_dtype):
-    """``out`` with the host-completed records ``idx`` (noise ``z``, answers ``v``) set to their outputs (padded
-    entries repeat the last record: the same value written twice)."""
+    """``out`` (donated) with the host-completed records ``idx`` (noise ``z``, answers ``v``) set to their outputs
+    (padded entries repeat the last record: the same value written twice)."""
     fixed = z.astype(out_dtype) if kind == "rr" else _lattice_value(v, z, g, unit, out_dtype)
     return out.at[idx].set(fixed)
 
@@ -761,18 +831,22 @@ def _scale_groups(shape, *params):
     return groups
 
 
-@jax.jit
-def _min_max(b):
-    return jnp.min(b), jnp.max(b)
+@functools.partial(jax.jit, static_argnames=("stride",))
+def _scale_summary(b, *, stride):
+    """Every ``stride``-th scale and the smallest and largest (float64, exact), in one small program over b in its
+    own dtype (no float64 copy of the scales)."""
+    flat = b.reshape(-1)
+    return flat[::stride], jnp.min(flat).astype(jnp.float64), jnp.max(flat).astype(jnp.float64)
 
 
 def _device_laplace_scales(mech):
     """The per-record scales b of a Laplace or discrete Laplace ``mech`` (``exact_lattice_scale``, asked of the
-    class that defines the mechanism's ``exact_lattice``), a float64 device array, when its exact release builds
+    class that defines the mechanism's ``exact_lattice``), a device array, when its exact release builds
     their lattice parameters in the device program — more than :data:`MAX_SCALE_GROUPS` distinct values (on a
     strided sample, as :func:`_scale_groups`), the Laplace's all at least :data:`_DEVICE_LAPLACE_MIN` — with the
     host lattices of the smallest and the largest (which refuse scales out of range, as a host lattice of all
-    would); otherwise None (the lattice is built on the host)."""
+    would); otherwise None (the lattice is built on the host). The scales keep their own dtype (the device program
+    converts them)."""
     owner = next((c for c in type(mech).__mro__ if "exact_lattice_scale" in vars(c)), None)
     if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
         return None
@@ -782,22 +856,32 @@ def _device_laplace_scales(mech):
     from dpjax.pytree import replace
 
     with jax.enable_x64(True):
-        b = jnp.asarray(b, jnp.float64)
-        flat_b = b.reshape(-1)
-        if len(np.unique(np.asarray(flat_b[:: max(1, flat_b.size // 4096)]))) <= MAX_SCALE_GROUPS:
+        b = jnp.asarray(b)
+        probe, lo, top = _scale_summary(b, stride=max(1, b.size // 4096))
+        if len(np.unique(np.asarray(probe))) <= MAX_SCALE_GROUPS:
             return None
-        lo, top = (np.float64(v) for v in _min_max(b))
+        lo, top = np.float64(lo), np.float64(top)
         if not mech.discrete and lo < _DEVICE_LAPLACE_MIN:
             return None
         return b, replace(mech, scale=lo).exact_lattice(), replace(mech, scale=top).exact_lattice()
+
+
+def _float32_range(t, shift):
+    """Whether every discrete Laplace scale τ = t/2^shift lies in the range of the float32 decision
+    (:func:`table_samplers.laplace_noise_per_record32`), with t exact in float32 (below 2^24)."""
+    t = np.asarray(t, np.float64)
+    tau = np.ldexp(t, -np.asarray(shift, np.int64))
+    return bool(tau.size and np.max(t) < 2.0**24 and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
+                and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
 
 
 def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt):
     """The release of a Laplace or discrete Laplace with many per-record scales b (:func:`_device_laplace_scales`):
     only b moves to the device program, which builds the lattice parameters; the output-range check is that of
     the largest scale and the per-record sampler's ``small`` that of the smallest (the noise scale that runs, b
-    rounded up to 21 significant bits or to an integer, does not decrease with b); the rare flagged records get
-    their parameters from the host lattice of their own scales."""
+    rounded up to 21 significant bits or to an integer, does not decrease with b), and so does the choice of the
+    float32 decision (a discrete Laplace whose scales all lie in its range); the rare flagged records get their
+    parameters from the host lattice of their own scales."""
     from dpjax.pytree import replace
 
     unit = bool(mech.discrete and jnp.issubdtype(in_dt, jnp.integer))
@@ -811,8 +895,9 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
             return np.asarray(lat.param), np.broadcast_to(lat.shift, idx.shape), np.asarray(lat.granularity)
 
         small = bool(np.ldexp(1.0, int(low_lat.shift)) <= float(low_lat.param) * 2.0**-8)
+        narrow = bool(mech.discrete) and _float32_range([low_lat.param, top_lat.param], [low_lat.shift, top_lat.shift])
         return _fast_release(key, start, values, "dlap" if mech.discrete else "lap", None, 0, 1.0, unit, out_dtype,
-                             scales=(host_b, None, None), scales_at=scales_at, small=small)
+                             scales=(host_b, None, None), scales_at=scales_at, small=small, narrow=narrow)
 
 
 #: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`_RRTable`)

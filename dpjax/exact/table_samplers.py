@@ -56,7 +56,8 @@ import mpmath
 import numpy as np
 
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
-           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_code_per_record", "TRANSCENDENTAL_ERROR", "dl_icdf", "dl_tables", "exact_boosted_record",
+           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
+           "NARROW_MAX_LOG2", "NARROW_MIN_LOG2", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32", "dl_icdf", "dl_tables", "exact_boosted_record",
            "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
            "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
@@ -712,12 +713,32 @@ def exact_boosted_record(word, spec):
 #: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (64 ulp; they are within
 #: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``)
 TRANSCENDENTAL_ERROR = 2.0**-46
+#: assumed bound on the error of XLA's float32 ``exp`` (relative) and ``log`` (relative to |log r| + 1: near r = 1
+#: an absolute error), 64 float32 ulp; they are within 2^-22 (``tests/test_exact.py::
+#: test_float32_transcendentals_are_within_the_assumed_error``: 16× headroom; a looser bound only flags more records)
+TRANSCENDENTAL_ERROR32 = 2.0**-18
+#: the scales τ of the float32 decision (:func:`laplace_noise_per_record32`): 2^-5 ≤ τ ≤ 2^NARROW_MAX_LOG2
+NARROW_MIN_LOG2, NARROW_MAX_LOG2 = -5, 5
 
 
-def laplace_code_per_record(words, t, shift, small=False):
+def _uniform_top(words, records):
+    """Word 0's sign bit (True: negative) and its 63 low bits v as (W, low): W = 2^31 − (v >> 32) ∈ [1, 2^31] and
+    the low half, so that S = 1 − V ∈ ((w − 1)/2^63, w/2^63] with w = 2^63 − v = W·2^32 − low."""
+    hi, lo = _word_halves(words, 0, records)
+    return (hi >> np.uint32(31)) == 1, np.uint32(1 << 31) - (hi & np.uint32((1 << 31) - 1)), lo
+
+
+def _open_floor(x, err, wide, top):
+    """(|Z|, open): |Z| = max(0, ⌊x⌋ + 1) when every x' in [x − err, x + err + wide] has that value (one floor, or
+    all below 0) and ``top`` (W > 1, so that the word's interval of S is bounded away from 0), else open."""
+    lo, hi = jnp.floor(x - err), jnp.floor(x + err + wide)
+    return jnp.maximum(hi + 1.0, 0.0), ~(((lo == hi) | (hi < 0)) & top)
+
+
+def laplace_noise_per_record(words, t, shift, small=False):
     r"""Discrete Laplace of per-record scales τ = t/2^shift (uint64 arrays, one per record, any number of
-    distinct values), packed like :func:`laplace_code`, from one word per record with no table and no host work
-    per scale.
+    distinct values) from one word per record with no table and no host work per scale: (z float64, integer
+    valued; flagged bool), the flagged records to be completed by :func:`exact_per_record`.
 
     |Z| = min{k ≥ 0 : V < F(k)}, F(k) = P(|Z| ≤ k) = 1 − c q^k with c = 2q/(1 + q), q = e^{−1/τ}; with
     S = 1 − V that is |Z| = max(0, ⌊x⌋ + 1), x = τ (log c − log S) (the same function of V as the tables'
@@ -729,7 +750,9 @@ def laplace_code_per_record(words, t, shift, small=False):
     exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: 3·10^-7 at τ ∈ [2^20, 2^21]) and
     :func:`exact_per_record` decides it from the record's further words against interval bounds of F.
     ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
-    its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p."""
+    its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p.
+    The word is read as its uint32 halves (w = W·2^32 − low: one rounding to float64, as w's own; τ/(w − 1) ≤
+    τ 2^-32/(W − 1), a power of two from W's leading bit, W = 1 flagged): no 64-bit integer in the program."""
     t = jnp.asarray(t, jnp.uint64)
     shift = jnp.asarray(shift, jnp.uint64)
     pow2 = jax.lax.bitcast_convert_type((_U64(1023) + shift) << _U64(52), jnp.float64)  # 2^shift, exactly
@@ -741,25 +764,50 @@ def laplace_code_per_record(words, t, shift, small=False):
         lc = -0.5 * lam - lam2 * (0.125 - lam2 * (1.0 / 192.0))
     else:
         lc = math.log(2.0) - lam - jnp.log1p(jnp.exp(-lam))  # log c
-    u = words(0, words.records.reshape(-1))
-    neg = (u >> _U64(63)) == _U64(1)
-    w = _U64(1 << 63) - (u & _U64((1 << 63) - 1))  # in [1, 2^63]
-    ls = jnp.log(w.astype(jnp.float64) * 2.0**-63)
+    neg, big, low = _uniform_top(words, words.records.reshape(-1))
+    ls = jnp.log(big.astype(jnp.float64) * 2.0**-31 - low.astype(jnp.float64) * 2.0**-63)  # log(w/2^63)
     x = (lc - ls) * tau
     d = TRANSCENDENTAL_ERROR
     err = 2.0 * (tau * (d * (jnp.abs(ls) + 3.0) + 2.0**-48) + jnp.abs(x) * 2.0**-49)
-    # τ/(w − 1) ≤ τ 2^-⌊log2(w − 1)⌋ (an exact power of two from the leading bit: no division)
-    lead = _U64(63) - jax.lax.clz(jnp.maximum(w - _U64(1), _U64(1)))
-    wide = tau * jax.lax.bitcast_convert_type((_U64(1023) - lead) << _U64(52), jnp.float64)
-    lo, hi = jnp.floor(x - err), jnp.floor(x + err + wide)
-    ok = ((lo == hi) | (hi < 0)) & (w > _U64(1))
-    a = jnp.maximum(hi + 1.0, 0.0).astype(jnp.int64)
-    a = jnp.where(ok, a, 0)
-    return jnp.where(neg, -a, a) * 256 + (~ok).astype(jnp.int64)
+    lead = (np.uint32(31) - jax.lax.clz(jnp.maximum(big - np.uint32(1), np.uint32(1)))).astype(jnp.uint64)
+    wide = tau * jax.lax.bitcast_convert_type((_U64(1023 - 32) - lead) << _U64(52), jnp.float64)
+    a, flag = _open_floor(x, err, wide, big > np.uint32(1))
+    return jnp.where(neg, -a, a), flag
+
+
+def laplace_noise_per_record32(words, t, shift):
+    r""":func:`laplace_noise_per_record` decided in float32, for scales 2^NARROW_MIN_LOG2 ≤ τ ≤ 2^NARROW_MAX_LOG2
+    (t < 2^24, exact in float32): (z int32, open bool), the open records to be decided by the float64 program
+    (then, rarely, the host). The same map V ↦ |Z| = max(0, ⌊x⌋ + 1) from word 0's high half only:
+    S ∈ ((W − 1)/2^31, W/2^31] (:func:`_uniform_top`), x = τ log(c/S) at S = W/2^31 as
+    r = q 2^32 / ((1 + q) W), one exp and one log in 32-bit lanes (twice the records per vector of float64).
+
+    Error bound (u = 2^-24, D = :data:`TRANSCENDENTAL_ERROR32`, λ = 1/τ ≤ 2^5 so λu ≤ 2^-19): λ_f = λ(1 + δ),
+    q_f = q(1 + ε_q) with |ε_q| ≤ D + 1.01 λu; r_f (1 + q_f, W to float32, a product and a division) has relative
+    error ≤ 1.5|ε_q| + 4u; log adds D(|log r| + 1) and x_f = τ log_f the rounding u|x_f|. With τλ ≤ 1 + u and
+    τ|log_f| ≤ |x_f|(1 + u): |x_f − x| ≤ 3Dτ + 1.1D|x_f| + 2u ≤ E = 4Dτ + 2D|x_f| + 3u. The interval
+    [x_f − 2E, x_f + 2E + τ/(W − 1)] then holds every x of the word's S: the second E covers the roundings of the
+    bound and of the two sums (≤ 2u(|x_f| + 2E + τ), as τ/(W − 1) ≤ τ 2^-⌊log2(W − 1)⌋ ≤ τ). Open: probability
+    about 28 D τ (2·10^-4 at τ = 2)."""
+    f32 = jnp.float32
+    s = jnp.asarray(shift).astype(jnp.uint32)
+    tf = jnp.asarray(t).astype(jnp.uint32).astype(f32)  # exact: t < 2^24
+    lam = jax.lax.bitcast_convert_type((np.uint32(127) + s) << np.uint32(23), f32) / tf  # 1/τ (one rounding)
+    tau = tf * jax.lax.bitcast_convert_type((np.uint32(127) - s) << np.uint32(23), f32)  # exact
+    q = jnp.exp(-lam)
+    neg, big, _ = _uniform_top(words, words.records.reshape(-1))
+    x = tau * jnp.log(q * f32(2.0**32) / ((1.0 + q) * big.astype(f32)))
+    d, u = TRANSCENDENTAL_ERROR32, 2.0**-24
+    err = 2.0 * (tau * f32(4 * d) + jnp.abs(x) * f32(2 * d) + f32(3 * u))
+    lead = np.uint32(31) - jax.lax.clz(jnp.maximum(big - np.uint32(1), np.uint32(1)))
+    wide = tau * jax.lax.bitcast_convert_type((np.uint32(127) - lead) << np.uint32(23), f32)
+    a, flag = _open_floor(x, err, wide, big > np.uint32(1))
+    a = a.astype(jnp.int32)
+    return jnp.where(neg, -a, a), flag
 
 
 def exact_per_record(word, t, shift):
-    """:func:`laplace_code_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
+    """:func:`laplace_noise_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
     candidate, every comparison of V with F decided by further words against interval bounds of F."""
     t, shift = int(t), int(shift)
     u = word(0)
