@@ -8,6 +8,7 @@ closed form (an exact sum over the support window).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import jax
@@ -30,9 +31,10 @@ MAX_TRIALS = 64
 ICDF_MAX_RADIUS = 1 << 20
 #: a support table of at most this radius (σ ≲ 5.8) is searched by counting: one comparison per entry, no look-up
 LINEAR_MAX_RADIUS = 95
-#: correction steps after the continuous guess of the inverse CDF (the guess is within one of |Z|: no record of
-#: 4·10^6 left unsettled at σ = 3 or 7·10^4; a batch with an unsettled record takes a full search)
-ICDF_STEPS = 1
+#: the float inverse CDF's guide: buckets of at most this many mantissa bits (then 2^GUIDE_MAX_BITS · 25 rows for
+#: float32 uniforms), each settling its records in about GUIDE_STEPS − 1 comparisons (more where the bits run out)
+GUIDE_STEPS = 3
+GUIDE_MAX_BITS = 13
 
 
 def _dg_log_normalizer(sigma):
@@ -52,6 +54,88 @@ def _dg_log_normalizer(sigma):
 def _radius(max_sigma: float) -> int:
     """⌈14σ⌉ + 14: beyond it the mass is below 1e-40."""
     return int(math.ceil(14 * max_sigma)) + 14
+
+
+def _tail_table(sigma, r, dt):
+    """a[j] = P(|Z| ≥ j), j = 0 … r + 2, in ``dt`` (a[0] = 1, a[r + 2] = 0; the tail summed from its smallest term):
+    |Z| = max{j : u < a[j]} for a uniform u."""
+    sigma = jnp.asarray(sigma, dt)
+    k = jnp.arange(1, r + 2, dtype=dt)
+    tail = jnp.cumsum(jnp.exp(-(k * k) * (0.5 / sigma**2))[::-1])[::-1]  # Σ_{i ≥ j} w_i
+    return jnp.concatenate([jnp.ones(1, dt), 2.0 * tail / (1.0 + 2.0 * tail[0]), jnp.zeros(1, dt)])
+
+
+def _signed(uniform, c):
+    """±|Z| from the count ``c`` = |Z| and the sign uniform ``uniform(1)``."""
+    mag = c.astype(uniform.dtype)
+    return jnp.where(uniform(1) < 0.5, -mag, mag)
+
+
+def _full_count(a, u):
+    """max{j : u < a[j]} for the non-increasing table ``a`` (a[0] = 1 > u, a[-1] = 0), by a full search."""
+    return (a.shape[0] - 1 - jnp.searchsorted(a[::-1], u, side="right")).astype(jnp.int32)
+
+
+def _guide_layout(dtype):
+    """(mantissa bits, exponent bias, levels L, unsigned integer type) of a float32/float64 uniform: the guide's
+    levels cover [2^-L, 1), L = mantissa bits + 2, so that the smallest uniform of :mod:`dpjax.random`,
+    (0 + ½)·2^-(mantissa bits) = 2^-(L − 1), lies in a bucket above the first."""
+    fi = jnp.finfo(dtype)
+    return fi.nmant, fi.maxexp - 1, fi.nmant + 2, jnp.dtype(f"uint{fi.bits}")
+
+
+def _guide_shape(r, dtype):
+    """(G, steps) for a table of radius ``r``: buckets of G mantissa bits (at most :data:`GUIDE_MAX_BITS`) and the
+    look-ups that settle every bucket. A bucket [s, s(1 + 2^-G)) holds at most ⌊2^-G/h⌋ + 1 thresholds, h the
+    smallest gap relative to its threshold, P(|Z| = j)/P(|Z| ≥ j) ≥ P(|Z| = 1)/P(|Z| ≥ 1) (the hazard of a
+    log-concave law does not decrease) ≥ e^{-1/(2σ²)}/(σ√(π/2)); σ ≤ (r − 14)/14 for the default radius (with a
+    margin for the table's rounding: 1.3σ for 1/h)."""
+    sigma = max((r - 14) / 14, 1.0)
+    bits = min(max(math.ceil(math.log2(1.3 * sigma / (GUIDE_STEPS - 1))), 0), GUIDE_MAX_BITS)
+    return bits, int(1.3 * sigma / 2.0**bits) + 1
+
+
+def _guided_noise(uniform, a, r):
+    """±|Z|, |Z| = max{j : u < a[j]} for u = ``uniform(0)`` and the non-increasing table ``a`` (a[0] = 1, a[-1] = 0):
+    the same map as :func:`_full_count`, through a guide indexed by u's float bits — the exponent and the top G
+    mantissa bits: buckets of one relative width, like the Gaussian tail's — whose row holds the bucket's largest
+    answer c(s) (s its smallest float) and the thresholds a[c(s)], a[c(s) − 1], …; |Z| = c(s) − #{i : u ≥ a[c(s) −
+    i]}. A table whose buckets span more thresholds than the row holds (a ``support_radius`` below the default for
+    σ), and uniforms other than float32/float64, take the full search."""
+    dt = uniform.dtype
+    if dt not in (jnp.float32, jnp.float64):
+        return _signed(uniform, _full_count(a, uniform(0)))
+    bits, steps = _guide_shape(r, dt)
+    nmant, bias, levels, ut = _guide_layout(dt)
+    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
+    # bucket starts (bucket 0's is 0: it takes every u below 2^-L too), then 1
+    starts = np.append(((np.arange(size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dt), 1)
+    starts[0] = 0
+    first = _full_count(a, jnp.asarray(starts, dt))  # c(s), non-increasing; c(1) = 0
+    # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
+    ok = jnp.max(first[1:-1] - first[2:]) <= steps
+    rows = jnp.concatenate([first[:-1, None].astype(dt), a[jnp.maximum(first[:-1, None] - np.arange(steps), 0)]], axis=1)
+
+    def guided(stream):
+        u = stream(0)
+        bucket = (jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)).astype(jnp.int32 if dt == jnp.float32 else jnp.int64)
+        row = rows[jnp.clip(bucket - base, 0, size - 1)]
+        c = row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
+        return _signed(stream, c)
+
+    def full(stream):
+        return _signed(stream, _full_count(a, stream(0)))
+
+    # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
+    # traced branch into the other); the guided count inside the branch stays one fused pass over the records
+    return jax.lax.cond(ok, lambda: guided(_uncached(uniform)), lambda: full(_uncached(uniform)))
+
+
+def _uncached(uniform):
+    """A copy of the uniform stream with an empty cache of hash words (see :func:`_guided_noise`)."""
+    fresh = copy.copy(uniform)
+    fresh._cache = {}
+    return fresh
 
 
 @pytree_dataclass
@@ -140,29 +224,14 @@ class DiscreteGaussian(AdditiveMechanism):
         r = self.support_radius
         if r is not None and r <= ICDF_MAX_RADIUS and jnp.ndim(self.sigma) == 0:
             # one σ for the batch: |Z| by the inverse of its tail table, one hash per record (no rejection)
-            dt = uniform.dtype
-            sigma = jnp.asarray(self.sigma, dt)
-            k = jnp.arange(1, r + 2, dtype=dt)
-            tail = jnp.cumsum(jnp.exp(-(k * k) * (0.5 / sigma**2))[::-1])[::-1]  # Σ_{i ≥ j} w_i, smallest first
-            # a[j] = P(|Z| ≥ j), j = 0 .. r + 2 (a[0] = 1, a[r + 2] = 0): |Z| = max{j : u < a[j]}
-            a = jnp.concatenate([jnp.ones(1, dt), 2.0 * tail / (1.0 + 2.0 * tail[0]), jnp.zeros(1, dt)])
-            u = uniform(0)
+            a = _tail_table(self.sigma, r, uniform.dtype)
             if r <= LINEAR_MAX_RADIUS:  # a is non-increasing: |Z| = #{j ≥ 1 : u < a[j]}, counted (4x the search's speed)
+                u = uniform(0)
                 c = jnp.zeros(jnp.shape(u), jnp.int32)
                 for j in range(1, r + 2):
                     c = c + (u < a[j]).astype(jnp.int32)
-                return jnp.where(uniform(1) < 0.5, -c.astype(dt), c.astype(dt))
-            # the continuous guess P(|Z| ≥ j) ≈ 2Φ(−(j − ½)/σ) (Φ⁻¹ of u/2: no 1 − u cancellation in the tails),
-            # then exact steps against the table
-            guess = jnp.floor(0.5 - sigma * jax.scipy.special.ndtri(0.5 * u))
-            c = jnp.clip(jnp.where(jnp.isfinite(guess), guess, r + 1), 0, r + 1).astype(jnp.int32)
-            for _ in range(ICDF_STEPS):
-                c = jnp.where(u < a[c + 1], c + 1, jnp.where(u >= a[c], c - 1, c))
-            done = (u < a[c]) & (u >= a[c + 1])
-            c = jax.lax.cond(jnp.all(done), lambda: c, lambda: (r + 2 - jnp.searchsorted(a[::-1], u, side="right")
-                                                                 ).astype(jnp.int32))
-            mag = c.astype(dt)
-            return jnp.where(uniform(1) < 0.5, -mag, mag)
+                return _signed(uniform, c)
+            return _guided_noise(uniform, a, r)
         sigma = jnp.asarray(self.sigma, uniform.dtype)
         t = jnp.floor(sigma) + 1.0
         centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
