@@ -9,6 +9,7 @@ closed form (an exact sum over the support window).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import jax
@@ -84,51 +85,72 @@ def _guide_layout(dtype):
     return fi.nmant, fi.maxexp - 1, fi.nmant + 2, jnp.dtype(f"uint{fi.bits}")
 
 
+@functools.lru_cache(maxsize=64)
 def _guide_shape(r, dtype):
     """(G, steps) for a table of radius ``r``: buckets of G mantissa bits (at most :data:`GUIDE_MAX_BITS`) and the
-    look-ups that settle every bucket. A bucket [s, s(1 + 2^-G)) holds at most ⌊2^-G/h⌋ + 1 thresholds, h the
-    smallest gap relative to its threshold, P(|Z| = j)/P(|Z| ≥ j) ≥ P(|Z| = 1)/P(|Z| ≥ 1) (the hazard of a
-    log-concave law does not decrease) ≥ e^{-1/(2σ²)}/(σ√(π/2)); σ ≤ (r − 14)/14 for the default radius (with a
-    margin for the table's rounding: 1.3σ for 1/h)."""
+    thresholds a row holds to settle every bucket. A bucket of the level [2^-(l + 1), 2^-l) is 2^-(l + 1 + G) wide;
+    its thresholds' gaps P(|Z| = j) = h_j P(|Z| ≥ j) ≥ h 2^-(l + 1), h the hazard at the level's top (it does not
+    decrease: the law is log-concave), so it holds at most ⌊2^-G/h⌋ + 1 of them; 1/h ≤ σΦ̄(x)/φ(x) ≤ 0.78σ for the
+    two top levels (x ≈ 0 … 0.67; less below), 0.85σ with a margin for the discrete table and its rounding;
+    σ ≤ (r − 14)/14 at the default radius."""
     sigma = max((r - 14) / 14, 1.0)
-    bits = min(max(math.ceil(math.log2(1.3 * sigma / (GUIDE_STEPS - 1))), 0), GUIDE_MAX_BITS)
-    return bits, int(1.3 * sigma / 2.0**bits) + 1
+    bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), GUIDE_MAX_BITS)
+    return bits, int(0.85 * sigma / 2.0**bits) + 1
+
+
+def _guide(a, r, dtype):
+    """(rows, ok) of the guide of the table ``a`` (radius ``r``) for ``dtype`` uniforms (:func:`_guided_count`):
+    row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket 0's start is 0: it
+    takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when every bucket q ≥ 1
+    spans at most as many thresholds as a row holds."""
+    bits, steps = _guide_shape(r, dtype)
+    nmant, bias, levels, ut = _guide_layout(dtype)
+    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
+    starts = ((np.arange(size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
+    starts = np.append(starts, dtype.type(1))
+    starts[0] = 0
+    first = _full_count(a, jnp.asarray(starts))  # c(s), non-increasing; c(1) = 0
+    # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
+    ok = jnp.max(first[1:-1] - first[2:]) <= steps
+    rows = jnp.concatenate([first[:-1, None].astype(dtype), a[jnp.maximum(first[:-1, None] - np.arange(steps), 0)]],
+                           axis=1)
+    return rows, ok
+
+
+def _guided_count(rows, u, r):
+    """max{j : u < a[j]} from the guide's ``rows`` (:func:`_guide`), for the u of buckets q ≥ 1 and u = 0 (the
+    uniforms of :mod:`dpjax.random`): c(s_q) − #{i : u ≥ a[c(s_q) − i]}."""
+    bits, _ = _guide_shape(r, u.dtype)
+    nmant, bias, levels, ut = _guide_layout(u.dtype)
+    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
+    bucket = (jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)).astype(jnp.int32 if ut.itemsize == 4 else jnp.int64)
+    row = rows[jnp.clip(bucket - base, 0, size - 1)]
+    return row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
 
 
 def _guided_noise(uniform, a, r):
     """±|Z|, |Z| = max{j : u < a[j]} for u = ``uniform(0)`` and the non-increasing table ``a`` (a[0] = 1, a[-1] = 0):
     the same map as :func:`_full_count`, through a guide indexed by u's float bits — the exponent and the top G
-    mantissa bits: buckets of one relative width, like the Gaussian tail's — whose row holds the bucket's largest
-    answer c(s) (s its smallest float) and the thresholds a[c(s)], a[c(s) − 1], …; |Z| = c(s) − #{i : u ≥ a[c(s) −
-    i]}. A table whose buckets span more thresholds than the row holds (a ``support_radius`` below the default for
-    σ), and uniforms other than float32/float64, take the full search."""
-    dt = uniform.dtype
+    mantissa bits (:func:`_guide_shape`): buckets of one relative width, like the Gaussian tail's — each row the
+    bucket's largest answer and the thresholds below it (:func:`_guide`, :func:`_guided_count`). A table whose
+    buckets span more thresholds than a row holds (a ``support_radius`` below the default for σ), and uniforms other
+    than float32/float64, take the full search."""
+    dt = jnp.dtype(uniform.dtype)
     if dt not in (jnp.float32, jnp.float64):
         return _signed(uniform, _full_count(a, uniform(0)))
-    bits, steps = _guide_shape(r, dt)
-    nmant, bias, levels, ut = _guide_layout(dt)
-    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
-    # bucket starts (bucket 0's is 0: it takes every u below 2^-L too), then 1
-    starts = np.append(((np.arange(size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dt), 1)
-    starts[0] = 0
-    first = _full_count(a, jnp.asarray(starts, dt))  # c(s), non-increasing; c(1) = 0
-    # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
-    ok = jnp.max(first[1:-1] - first[2:]) <= steps
-    rows = jnp.concatenate([first[:-1, None].astype(dt), a[jnp.maximum(first[:-1, None] - np.arange(steps), 0)]], axis=1)
+    rows, ok = _guide(a, r, dt)
+    # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
+    # traced branch into the other); the guided count inside the branch stays one fused pass over the records (a
+    # whole-batch check of the records after it would cost a second pass)
+    def guided():
+        stream = _uncached(uniform)
+        return _signed(stream, _guided_count(rows, stream(0), r))
 
-    def guided(stream):
-        u = stream(0)
-        bucket = (jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)).astype(jnp.int32 if dt == jnp.float32 else jnp.int64)
-        row = rows[jnp.clip(bucket - base, 0, size - 1)]
-        c = row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
-        return _signed(stream, c)
-
-    def full(stream):
+    def full():
+        stream = _uncached(uniform)
         return _signed(stream, _full_count(a, stream(0)))
 
-    # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
-    # traced branch into the other); the guided count inside the branch stays one fused pass over the records
-    return jax.lax.cond(ok, lambda: guided(_uncached(uniform)), lambda: full(_uncached(uniform)))
+    return jax.lax.cond(ok, guided, full)
 
 
 def _uncached(uniform):
