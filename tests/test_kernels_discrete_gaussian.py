@@ -64,7 +64,7 @@ def test_guided_search_is_the_inverse_cdf_map(sigma, dtype):
     assert dgk.LINEAR_MAX_RADIUS < r <= dgk.ICDF_MAX_RADIUS
     with jax.enable_x64(dt == np.float64):
         a = dgk._tail_table(sigma, r, dt)
-        rows, ok = dgk._guide(a, r, dt)
+        rows, ok = dgk._guide(a, r, sigma, dt)
         assert bool(ok)
         u = _crafted(a, r, dt)
         got = np.asarray(jax.jit(lambda rows, u: dgk._guided_count(rows, u, r))(rows, u))
@@ -80,7 +80,7 @@ def test_full_search_when_the_guide_cannot_settle():
     mech = dpjax.DiscreteGaussian(9.0, support_radius=40)
     dt = np.dtype(np.float32)
     a = dgk._tail_table(9.0, 40, dt)
-    assert not bool(dgk._guide(a, 40, dt)[1])
+    assert not bool(dgk._guide(a, 40, 9.0, dt)[1])
     u = _crafted(a, 40, dt)
     out = np.asarray(jax.jit(lambda m, u: m.sample_noise(_Uniforms(u)))(mech, u))
     np.testing.assert_array_equal(out, _reference(a, u).astype(dt))

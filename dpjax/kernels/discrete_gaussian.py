@@ -98,23 +98,34 @@ def _guide_shape(r, dtype):
     return bits, int(0.85 * sigma / 2.0**bits) + 1
 
 
-def _guide(a, r, dtype):
-    """(rows, ok) of the guide of the table ``a`` (radius ``r``) for ``dtype`` uniforms (:func:`_guided_count`):
-    row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket 0's start is 0: it
-    takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when every bucket q ≥ 1
-    spans at most as many thresholds as a row holds."""
+def _guide(a, r, sigma, dtype):
+    """(rows, ok) of the guide of the table ``a`` (radius ``r``, σ = ``sigma``) for ``dtype`` uniforms
+    (:func:`_guided_count`): row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket
+    0's start is 0: it takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when
+    every bucket q ≥ 1 spans at most as many thresholds as a row holds."""
     bits, steps = _guide_shape(r, dtype)
     nmant, bias, levels, ut = _guide_layout(dtype)
     shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
-    starts = ((np.arange(size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
-    starts = np.append(starts, dtype.type(1))
-    starts[0] = 0
-    first = _full_count(a, jnp.asarray(starts))  # c(s), non-increasing; c(1) = 0
+    starts = ((np.arange(1, size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
+    # c(s) for the starts of buckets 1 …, then for the largest float below 1 (no u is above it)
+    first = _answers(a, jnp.asarray(np.append(starts, np.nextafter(dtype.type(1), dtype.type(0)))), sigma)
     # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
-    ok = jnp.max(first[1:-1] - first[2:]) <= steps
-    rows = jnp.concatenate([first[:-1, None].astype(dtype), a[jnp.maximum(first[:-1, None] - np.arange(steps), 0)]],
-                           axis=1)
+    ok = jnp.max(first[:-1] - first[1:]) <= steps
+    first = jnp.concatenate([_full_count(a, jnp.zeros(1, dtype)), first[:-1]])  # and c(0) for bucket 0
+    rows = jnp.concatenate([first[:, None].astype(dtype), a[jnp.maximum(first[:, None] - np.arange(steps), 0)]], axis=1)
     return rows, ok
+
+
+def _answers(a, s, sigma):
+    """c(s) = max{j : s < a[j]} for 0 < s < 1: the continuous guess ⌊½ − σΦ⁻¹(s/2)⌋ (P(|Z| ≥ j) ≈ 2Φ(−(j − ½)/σ))
+    moved by two steps against the table, checked, and the full search when one is not settled."""
+    top = a.shape[0] - 1  # c(s) ∈ [0, top − 1]
+    guess = jnp.floor(0.5 - jnp.asarray(sigma, s.dtype) * jax.scipy.special.ndtri(0.5 * s))
+    c = jnp.clip(jnp.where(jnp.isfinite(guess), guess, 0), 0, top - 1).astype(jnp.int32)
+    for _ in range(2):
+        c = jnp.where(s < a[c + 1], jnp.minimum(c + 1, top - 1), jnp.where(s >= a[c], jnp.maximum(c - 1, 0), c))
+    done = jnp.all((s < a[c]) & (s >= a[c + 1]))
+    return jax.lax.cond(done, lambda: c, lambda: _full_count(a, s))
 
 
 def _guided_count(rows, u, r):
@@ -128,7 +139,7 @@ def _guided_count(rows, u, r):
     return row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
 
 
-def _guided_noise(uniform, a, r):
+def _guided_noise(uniform, a, r, sigma):
     """±|Z|, |Z| = max{j : u < a[j]} for u = ``uniform(0)`` and the non-increasing table ``a`` (a[0] = 1, a[-1] = 0):
     the same map as :func:`_full_count`, through a guide indexed by u's float bits — the exponent and the top G
     mantissa bits (:func:`_guide_shape`): buckets of one relative width, like the Gaussian tail's — each row the
@@ -138,7 +149,7 @@ def _guided_noise(uniform, a, r):
     dt = jnp.dtype(uniform.dtype)
     if dt not in (jnp.float32, jnp.float64):
         return _signed(uniform, _full_count(a, uniform(0)))
-    rows, ok = _guide(a, r, dt)
+    rows, ok = _guide(a, r, sigma, dt)
     # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
     # traced branch into the other); the guided count inside the branch stays one fused pass over the records (a
     # whole-batch check of the records after it would cost a second pass)
@@ -253,7 +264,7 @@ class DiscreteGaussian(AdditiveMechanism):
                 for j in range(1, r + 2):
                     c = c + (u < a[j]).astype(jnp.int32)
                 return _signed(uniform, c)
-            return _guided_noise(uniform, a, r)
+            return _guided_noise(uniform, a, r, self.sigma)
         sigma = jnp.asarray(self.sigma, uniform.dtype)
         t = jnp.floor(sigma) + 1.0
         centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
