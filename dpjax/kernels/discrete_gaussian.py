@@ -32,10 +32,10 @@ MAX_TRIALS = 64
 ICDF_MAX_RADIUS = 1 << 20
 #: a support table of at most this radius (σ ≲ 5.8) is searched by counting: one comparison per entry, no look-up
 LINEAR_MAX_RADIUS = 95
-#: the float inverse CDF's guide: buckets of at most this many mantissa bits (then 2^GUIDE_MAX_BITS · 25 rows for
-#: float32 uniforms), each settling its records in about GUIDE_STEPS − 1 comparisons (more where the bits run out)
+#: the float inverse CDF's guide (:func:`_guide_shape`): rows of at most GUIDE_STEPS − 1 thresholds where at most
+#: GUIDE_MAX_ROWS rows allow it (σ ≲ 3·10^4 for float32 uniforms), more beyond
 GUIDE_STEPS = 3
-GUIDE_MAX_BITS = 13
+GUIDE_MAX_ROWS = 1 << 20
 
 
 def _dg_log_normalizer(sigma):
@@ -87,14 +87,15 @@ def _guide_layout(dtype):
 
 @functools.lru_cache(maxsize=64)
 def _guide_shape(r, dtype):
-    """(G, steps) for a table of radius ``r``: buckets of G mantissa bits (at most :data:`GUIDE_MAX_BITS`) and the
+    """(G, steps) for a table of radius ``r``: buckets of G mantissa bits (L·2^G ≤ :data:`GUIDE_MAX_ROWS`) and the
     thresholds a row holds to settle every bucket. A bucket of the level [2^-(l + 1), 2^-l) is 2^-(l + 1 + G) wide;
     its thresholds' gaps P(|Z| = j) = h_j P(|Z| ≥ j) ≥ h 2^-(l + 1), h the hazard at the level's top (it does not
     decrease: the law is log-concave), so it holds at most ⌊2^-G/h⌋ + 1 of them; 1/h ≤ σΦ̄(x)/φ(x) ≤ 0.78σ for the
     two top levels (x ≈ 0 … 0.67; less below), 0.85σ with a margin for the discrete table and its rounding;
     σ ≤ (r − 14)/14 at the default radius."""
     sigma = max((r - 14) / 14, 1.0)
-    bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), GUIDE_MAX_BITS)
+    most = int(math.log2(GUIDE_MAX_ROWS // _guide_layout(dtype)[2]))
+    bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), most)
     return bits, int(0.85 * sigma / 2.0**bits) + 1
 
 
