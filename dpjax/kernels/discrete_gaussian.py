@@ -2,8 +2,9 @@ r"""The discrete Gaussian kernel on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)
 
 Closed forms: the normaliser (direct sum or its Jacobi-theta dual), the CDF from a static
 table of the support (``support_radius``), the quantile by bisection on that table, the
-CKS rejection sampler, the Gaussian pair loss threshold and the tilted sums of the Rényi
-closed form (an exact sum over the support window).
+samplers (one σ: the inverse CDF of the |Z| tail table, counted or through a guide indexed by
+the uniform's float bits; per-record or very large σ: CKS rejection), the Gaussian pair loss
+threshold and the tilted sums of the Rényi closed form (an exact sum over the support window).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def _guided_count(rows, u, r):
     bits, _ = _guide_shape(r, u.dtype)
     nmant, bias, levels, ut = _guide_layout(u.dtype)
     shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
-    bucket = (jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)).astype(jnp.int32 if ut.itemsize == 4 else jnp.int64)
+    bucket = jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)
+    bucket = bucket.astype(jnp.int32 if ut.itemsize == 4 else jnp.int64)
     row = rows[jnp.clip(bucket - base, 0, size - 1)]
     return row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
 
@@ -176,7 +178,9 @@ def _uncached(uniform):
 class DiscreteGaussian(AdditiveMechanism):
     r"""Discrete Gaussian noise on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)}` (Canonne, Kamath, Steinke 2020).
 
-    Sampled exactly (idealized arithmetic) by the CKS rejection sampler from a
+    Sampled exactly (idealized arithmetic): one σ with a support table of radius at most
+    :data:`ICDF_MAX_RADIUS` (σ ≲ 75 000) by the inverse CDF of |Z|'s tail table (one uniform and a
+    sign per record, no rejection); per-record σ and larger σ by the CKS rejection sampler from a
     discrete Laplace proposal with scale t = ⌊σ⌋ + 1, inside a ``while_loop``
     (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
     :data:`MAX_TRIALS`).
