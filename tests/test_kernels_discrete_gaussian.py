@@ -18,7 +18,7 @@ class _Uniforms:
 
     def __init__(self, u):
         self.u = jnp.asarray(u)
-        self.dtype = self.u.dtype
+        self.dtype, self.shape = self.u.dtype, self.u.shape
 
     def __call__(self, j):
         return self.u if j == 0 else jnp.full(self.u.shape, 0.75, self.dtype)
@@ -30,14 +30,14 @@ def _reference(a, u):
     return a.size - 1 - np.searchsorted(a[::-1], np.asarray(u), side="right")
 
 
-def _crafted(a, r, dt):
+def _crafted(a, r, dt, n):
     """Uniforms at every place the map can go wrong: each threshold a[j] and its neighbouring floats, each guide
     bucket's start and the float below it, the smallest uniform of dpjax.random and its neighbours, the floats
     just below 1, u = 0, and uniforms at random."""
     nmant = np.finfo(dt).nmant
     umin = dt.type(2.0 ** -(nmant + 1))  # (0 + ½)·2^-nmant: the smallest uniform of dpjax.random
     a = np.asarray(a)
-    bits, _ = dgk._guide_shape(r, dt)
+    bits, _ = dgk._guide_shape(r, dt, n)
     _, bias, levels, ut = dgk._guide_layout(dt)
     starts = ((np.arange(1, levels << bits, dtype=np.uint64) + np.uint64((bias - levels) << bits))
               << np.uint64(nmant - bits)).astype(ut).view(dt)
@@ -52,22 +52,24 @@ def _crafted(a, r, dt):
     return np.append(np.unique(pts), dt.type(0))
 
 
-@pytest.mark.parametrize("sigma,dtype", [(5.9, np.float32), (30.0, np.float32), (100.0, np.float32), (1e4, np.float32),
-                                         (7e4, np.float32), (7.5, np.float64), (1000.0, np.float64), (7e4, np.float64)])
-def test_guided_search_is_the_inverse_cdf_map(sigma, dtype):
-    """The guide settles every bucket at the default radius (no full search), and its count is max{j : u < a[j]}
-    exactly — numpy's search on the same table — at every threshold, its neighbouring floats, every bucket edge,
-    the smallest uniform, the floats below 1, u = 0 and 10^5 random uniforms."""
+@pytest.mark.parametrize("sigma,dtype,n", [(5.9, np.float32, 10**7), (30.0, np.float32, 10**7), (100.0, np.float32, 10**7),
+                                           (1e4, np.float32, 10**7), (1e4, np.float32, 10**3), (7e4, np.float32, 10**7),
+                                           (7e4, np.float32, 10**5), (7.5, np.float64, 10**7),
+                                           (1000.0, np.float64, 10**7), (7e4, np.float64, 10**7)])
+def test_guided_search_is_the_inverse_cdf_map(sigma, dtype, n):
+    """The guide (sized for ``n`` records) settles every bucket at the default radius (no full search), and its
+    count is max{j : u < a[j]} exactly — numpy's search on the same table — at every threshold, its neighbouring
+    floats, every bucket edge, the smallest uniform, the floats below 1, u = 0 and 10^5 random uniforms."""
     dt = np.dtype(dtype)
     mech = dpjax.DiscreteGaussian(sigma)
     r = mech.support_radius
     assert dgk.LINEAR_MAX_RADIUS < r <= dgk.ICDF_MAX_RADIUS
     with jax.enable_x64(dt == np.float64):
         a = dgk._tail_table(sigma, r, dt)
-        rows, ok = dgk._guide(a, r, sigma, dt)
+        rows, ok = dgk._guide(a, r, sigma, dt, n)
         assert bool(ok)
-        u = _crafted(a, r, dt)
-        got = np.asarray(jax.jit(lambda rows, u: dgk._guided_count(rows, u, r))(rows, u))
+        u = _crafted(a, r, dt, n)
+        got = np.asarray(jax.jit(lambda rows, u: dgk._guided_count(rows, u, r, n))(rows, u))
         np.testing.assert_array_equal(got, _reference(a, u))
         # the sampler itself (the branch taken, the sign) on the same uniforms
         out = np.asarray(jax.jit(lambda m, u: m.sample_noise(_Uniforms(u)))(mech, u))
@@ -80,8 +82,8 @@ def test_full_search_when_the_guide_cannot_settle():
     mech = dpjax.DiscreteGaussian(9.0, support_radius=40)
     dt = np.dtype(np.float32)
     a = dgk._tail_table(9.0, 40, dt)
-    assert not bool(dgk._guide(a, 40, 9.0, dt)[1])
-    u = _crafted(a, 40, dt)
+    assert not bool(dgk._guide(a, 40, 9.0, dt, 10**6)[1])
+    u = _crafted(a, 40, dt, 10**6)
     out = np.asarray(jax.jit(lambda m, u: m.sample_noise(_Uniforms(u)))(mech, u))
     np.testing.assert_array_equal(out, _reference(a, u).astype(dt))
     u16 = np.linspace(0.001, 0.999, 999).astype(np.float16)

@@ -87,25 +87,27 @@ def _guide_layout(dtype):
 
 
 @functools.lru_cache(maxsize=64)
-def _guide_shape(r, dtype):
-    """(G, steps) for a table of radius ``r``: buckets of G mantissa bits (L·2^G ≤ :data:`GUIDE_MAX_ROWS`) and the
+def _guide_shape(r, dtype, n):
+    """(G, steps) for a table of radius ``r`` and ``n`` records: buckets of G mantissa bits and the
     thresholds a row holds to settle every bucket. A bucket of the level [2^-(l + 1), 2^-l) is 2^-(l + 1 + G) wide;
     its thresholds' gaps P(|Z| = j) = h_j P(|Z| ≥ j) ≥ h 2^-(l + 1), h the hazard at the level's top (it does not
     decrease: the law is log-concave), so it holds at most ⌊2^-G/h⌋ + 1 of them; 1/h ≤ σΦ̄(x)/φ(x) ≤ 0.78σ for the
     two top levels (x ≈ 0 … 0.67; less below), 0.85σ with a margin for the discrete table and its rounding;
-    σ ≤ (r − 14)/14 at the default radius."""
+    σ ≤ (r − 14)/14 at the default radius. The L·2^G rows cost about what a record's comparisons cost, so they are
+    kept near √(L n σ/4), the fewest rows plus comparisons (n·L·0.85σ/2^G), and at most :data:`GUIDE_MAX_ROWS`."""
     sigma = max((r - 14) / 14, 1.0)
-    most = int(math.log2(GUIDE_MAX_ROWS // _guide_layout(dtype)[2]))
+    levels = _guide_layout(dtype)[2]
+    most = int(math.log2(max(min(GUIDE_MAX_ROWS, math.sqrt(levels * n * sigma / 4)), levels) // levels))
     bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), most)
     return bits, int(0.85 * sigma / 2.0**bits) + 1
 
 
-def _guide(a, r, sigma, dtype):
-    """(rows, ok) of the guide of the table ``a`` (radius ``r``, σ = ``sigma``) for ``dtype`` uniforms
+def _guide(a, r, sigma, dtype, n):
+    """(rows, ok) of the guide of the table ``a`` (radius ``r``, σ = ``sigma``) for ``n`` ``dtype`` uniforms
     (:func:`_guided_count`): row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket
     0's start is 0: it takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when
     every bucket q ≥ 1 spans at most as many thresholds as a row holds."""
-    bits, steps = _guide_shape(r, dtype)
+    bits, steps = _guide_shape(r, dtype, n)
     nmant, bias, levels, ut = _guide_layout(dtype)
     shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
     starts = ((np.arange(1, size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
@@ -130,10 +132,10 @@ def _answers(a, s, sigma):
     return jax.lax.cond(done, lambda: c, lambda: _full_count(a, s))
 
 
-def _guided_count(rows, u, r):
-    """max{j : u < a[j]} from the guide's ``rows`` (:func:`_guide`), for the u of buckets q ≥ 1 and u = 0 (the
-    uniforms of :mod:`dpjax.random`): c(s_q) − #{i : u ≥ a[c(s_q) − i]}."""
-    bits, _ = _guide_shape(r, u.dtype)
+def _guided_count(rows, u, r, n):
+    """max{j : u < a[j]} from the guide's ``rows`` (:func:`_guide` for ``n`` records), for the u of buckets q ≥ 1 and
+    u = 0 (the uniforms of :mod:`dpjax.random`): c(s_q) − #{i : u ≥ a[c(s_q) − i]}."""
+    bits, _ = _guide_shape(r, u.dtype, n)
     nmant, bias, levels, ut = _guide_layout(u.dtype)
     shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
     bucket = jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)
@@ -152,13 +154,14 @@ def _guided_noise(uniform, a, r, sigma):
     dt = jnp.dtype(uniform.dtype)
     if dt not in (jnp.float32, jnp.float64):
         return _signed(uniform, _full_count(a, uniform(0)))
-    rows, ok = _guide(a, r, sigma, dt)
+    n = math.prod(uniform.shape)
+    rows, ok = _guide(a, r, sigma, dt, n)
     # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
     # traced branch into the other); the guided count inside the branch stays one fused pass over the records (a
     # whole-batch check of the records after it would cost a second pass)
     def guided():
         stream = _uncached(uniform)
-        return _signed(stream, _guided_count(rows, stream(0), r))
+        return _signed(stream, _guided_count(rows, stream(0), r, n))
 
     def full():
         stream = _uncached(uniform)
