@@ -1101,25 +1101,23 @@ def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
         with jax.enable_x64(dt == jnp.float64):
             out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one))
         assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
-    # the short table's count, the guess with its correction step, and (no correction step: most batches take it)
-    # the full search give the same draws
+    # the short table's count and the guided search give the same draws (the guided search against the full
+    # search: tests/test_kernels_discrete_gaussian.py)
     wide = dpjax.DiscreteGaussian(9.0)
     assert one.support_radius <= dgk.LINEAR_MAX_RADIUS < wide.support_radius
     out = np.asarray(dpjax.release(jax.random.key(3), jnp.zeros(n, jnp.float32), wide))
     assert _chi2_pvalue(out, z, np.exp(-z.astype(float) ** 2 / (2 * 9.0**2))) > 1e-4
-    steps, linear = dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS
+    linear = dgk.LINEAR_MAX_RADIUS
     draws = {}
     try:
-        for s, lin in ((steps, linear), (steps, 0), (0, 0)):
-            dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = s, lin
+        for lin in (linear, 0):
+            dgk.LINEAR_MAX_RADIUS = lin
             jax.clear_caches()
-            draws[s, lin] = [np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), m)) for m in (one, wide)]
+            draws[lin] = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one))
     finally:
-        dgk.ICDF_STEPS, dgk.LINEAR_MAX_RADIUS = steps, linear
+        dgk.LINEAR_MAX_RADIUS = linear
         jax.clear_caches()
-    for d in draws.values():
-        for a, b in zip(d, draws[steps, linear]):
-            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(draws[0], draws[linear])
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per))
     assert _chi2_pvalue(out, z, pmf) > 1e-4

@@ -2,12 +2,15 @@ r"""The discrete Gaussian kernel on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)
 
 Closed forms: the normaliser (direct sum or its Jacobi-theta dual), the CDF from a static
 table of the support (``support_radius``), the quantile by bisection on that table, the
-CKS rejection sampler, the Gaussian pair loss threshold and the tilted sums of the Rényi
-closed form (an exact sum over the support window).
+samplers (one σ: the inverse CDF of the |Z| tail table, counted or through a guide indexed by
+the uniform's float bits; per-record or very large σ: CKS rejection), the Gaussian pair loss
+threshold and the tilted sums of the Rényi closed form (an exact sum over the support window).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 
 import jax
@@ -30,9 +33,10 @@ MAX_TRIALS = 64
 ICDF_MAX_RADIUS = 1 << 20
 #: a support table of at most this radius (σ ≲ 5.8) is searched by counting: one comparison per entry, no look-up
 LINEAR_MAX_RADIUS = 95
-#: correction steps after the continuous guess of the inverse CDF (the guess is within one of |Z|: no record of
-#: 4·10^6 left unsettled at σ = 3 or 7·10^4; a batch with an unsettled record takes a full search)
-ICDF_STEPS = 1
+#: the float inverse CDF's guide (:func:`_guide_shape`): rows of at most GUIDE_STEPS − 1 thresholds where at most
+#: GUIDE_MAX_ROWS rows allow it (σ ≲ 3·10^4 for float32 uniforms), more beyond
+GUIDE_STEPS = 3
+GUIDE_MAX_ROWS = 1 << 20
 
 
 def _dg_log_normalizer(sigma):
@@ -54,11 +58,132 @@ def _radius(max_sigma: float) -> int:
     return int(math.ceil(14 * max_sigma)) + 14
 
 
+def _tail_table(sigma, r, dt):
+    """a[j] = P(|Z| ≥ j), j = 0 … r + 2, in ``dt`` (a[0] = 1, a[r + 2] = 0; the tail summed from its smallest term):
+    |Z| = max{j : u < a[j]} for a uniform u."""
+    sigma = jnp.asarray(sigma, dt)
+    k = jnp.arange(1, r + 2, dtype=dt)
+    tail = jnp.cumsum(jnp.exp(-(k * k) * (0.5 / sigma**2))[::-1])[::-1]  # Σ_{i ≥ j} w_i
+    return jnp.concatenate([jnp.ones(1, dt), 2.0 * tail / (1.0 + 2.0 * tail[0]), jnp.zeros(1, dt)])
+
+
+def _signed(uniform, c):
+    """±|Z| from the count ``c`` = |Z| and the sign uniform ``uniform(1)``."""
+    mag = c.astype(uniform.dtype)
+    return jnp.where(uniform(1) < 0.5, -mag, mag)
+
+
+def _full_count(a, u):
+    """max{j : u < a[j]} for the non-increasing table ``a`` (a[0] = 1 > u, a[-1] = 0), by a full search."""
+    return (a.shape[0] - 1 - jnp.searchsorted(a[::-1], u, side="right")).astype(jnp.int32)
+
+
+def _guide_layout(dtype):
+    """(mantissa bits, exponent bias, levels L, unsigned integer type) of a float32/float64 uniform: the guide's
+    levels cover [2^-L, 1), L = mantissa bits + 2, so that the smallest uniform of :mod:`dpjax.random`,
+    (0 + ½)·2^-(mantissa bits) = 2^-(L − 1), lies in a bucket above the first."""
+    fi = jnp.finfo(dtype)
+    return fi.nmant, fi.maxexp - 1, fi.nmant + 2, jnp.dtype(f"uint{fi.bits}")
+
+
+@functools.lru_cache(maxsize=64)
+def _guide_shape(r, dtype, n):
+    """(G, steps) for a table of radius ``r`` and ``n`` records: buckets of G mantissa bits and the
+    thresholds a row holds to settle every bucket. A bucket of the level [2^-(l + 1), 2^-l) is 2^-(l + 1 + G) wide;
+    its thresholds' gaps P(|Z| = j) = h_j P(|Z| ≥ j) ≥ h 2^-(l + 1), h the hazard at the level's top (it does not
+    decrease: the law is log-concave), so it holds at most ⌊2^-G/h⌋ + 1 of them; 1/h ≤ σΦ̄(x)/φ(x) ≤ 0.78σ for the
+    two top levels (x ≈ 0 … 0.67; less below), 0.85σ with a margin for the discrete table and its rounding;
+    σ ≤ (r − 14)/14 at the default radius. The L·2^G rows cost about what a record's comparisons cost, so they are
+    kept near √(L n σ/4), the fewest rows plus comparisons (n·L·0.85σ/2^G), and at most :data:`GUIDE_MAX_ROWS`."""
+    sigma = max((r - 14) / 14, 1.0)
+    levels = _guide_layout(dtype)[2]
+    most = int(math.log2(max(min(GUIDE_MAX_ROWS, math.sqrt(levels * n * sigma / 4)), levels) // levels))
+    bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), most)
+    return bits, int(0.85 * sigma / 2.0**bits) + 1
+
+
+def _guide(a, r, sigma, dtype, n):
+    """(rows, ok) of the guide of the table ``a`` (radius ``r``, σ = ``sigma``) for ``n`` ``dtype`` uniforms
+    (:func:`_guided_count`): row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket
+    0's start is 0: it takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when
+    every bucket q ≥ 1 spans at most as many thresholds as a row holds."""
+    bits, steps = _guide_shape(r, dtype, n)
+    nmant, bias, levels, ut = _guide_layout(dtype)
+    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
+    starts = ((np.arange(1, size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
+    # c(s) for the starts of buckets 1 …, then for the largest float below 1 (no u is above it)
+    first = _answers(a, jnp.asarray(np.append(starts, np.nextafter(dtype.type(1), dtype.type(0)))), sigma)
+    # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
+    ok = jnp.max(first[:-1] - first[1:]) <= steps
+    first = jnp.concatenate([_full_count(a, jnp.zeros(1, dtype)), first[:-1]])  # and c(0) for bucket 0
+    rows = jnp.concatenate([first[:, None].astype(dtype), a[jnp.maximum(first[:, None] - np.arange(steps), 0)]], axis=1)
+    return rows, ok
+
+
+def _answers(a, s, sigma):
+    """c(s) = max{j : s < a[j]} for 0 < s < 1: the continuous guess ⌊½ − σΦ⁻¹(s/2)⌋ (P(|Z| ≥ j) ≈ 2Φ(−(j − ½)/σ))
+    moved by two steps against the table, checked, and the full search when one is not settled."""
+    top = a.shape[0] - 1  # c(s) ∈ [0, top − 1]
+    guess = jnp.floor(0.5 - jnp.asarray(sigma, s.dtype) * jax.scipy.special.ndtri(0.5 * s))
+    c = jnp.clip(jnp.where(jnp.isfinite(guess), guess, 0), 0, top - 1).astype(jnp.int32)
+    for _ in range(2):
+        c = jnp.where(s < a[c + 1], jnp.minimum(c + 1, top - 1), jnp.where(s >= a[c], jnp.maximum(c - 1, 0), c))
+    done = jnp.all((s < a[c]) & (s >= a[c + 1]))
+    return jax.lax.cond(done, lambda: c, lambda: _full_count(a, s))
+
+
+def _guided_count(rows, u, r, n):
+    """max{j : u < a[j]} from the guide's ``rows`` (:func:`_guide` for ``n`` records), for the u of buckets q ≥ 1 and
+    u = 0 (the uniforms of :mod:`dpjax.random`): c(s_q) − #{i : u ≥ a[c(s_q) − i]}."""
+    bits, _ = _guide_shape(r, u.dtype, n)
+    nmant, bias, levels, ut = _guide_layout(u.dtype)
+    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
+    bucket = jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)
+    bucket = bucket.astype(jnp.int32 if ut.itemsize == 4 else jnp.int64)
+    row = rows[jnp.clip(bucket - base, 0, size - 1)]
+    return row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
+
+
+def _guided_noise(uniform, a, r, sigma):
+    """±|Z|, |Z| = max{j : u < a[j]} for u = ``uniform(0)`` and the non-increasing table ``a`` (a[0] = 1, a[-1] = 0):
+    the same map as :func:`_full_count`, through a guide indexed by u's float bits — the exponent and the top G
+    mantissa bits (:func:`_guide_shape`): buckets of one relative width, like the Gaussian tail's — each row the
+    bucket's largest answer and the thresholds below it (:func:`_guide`, :func:`_guided_count`). A table whose
+    buckets span more thresholds than a row holds (a ``support_radius`` below the default for σ), and uniforms other
+    than float32/float64, take the full search."""
+    dt = jnp.dtype(uniform.dtype)
+    if dt not in (jnp.float32, jnp.float64):
+        return _signed(uniform, _full_count(a, uniform(0)))
+    n = math.prod(uniform.shape)
+    rows, ok = _guide(a, r, sigma, dt, n)
+    # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
+    # traced branch into the other); the guided count inside the branch stays one fused pass over the records (a
+    # whole-batch check of the records after it would cost a second pass)
+    def guided():
+        stream = _uncached(uniform)
+        return _signed(stream, _guided_count(rows, stream(0), r, n))
+
+    def full():
+        stream = _uncached(uniform)
+        return _signed(stream, _full_count(a, stream(0)))
+
+    return jax.lax.cond(ok, guided, full)
+
+
+def _uncached(uniform):
+    """A copy of the uniform stream with an empty cache of hash words (see :func:`_guided_noise`)."""
+    fresh = copy.copy(uniform)
+    fresh._cache = {}
+    return fresh
+
+
 @pytree_dataclass
 class DiscreteGaussian(AdditiveMechanism):
     r"""Discrete Gaussian noise on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)}` (Canonne, Kamath, Steinke 2020).
 
-    Sampled exactly (idealized arithmetic) by the CKS rejection sampler from a
+    Sampled exactly (idealized arithmetic): one σ with a support table of radius at most
+    :data:`ICDF_MAX_RADIUS` (σ ≲ 75 000) by the inverse CDF of |Z|'s tail table (one uniform and a
+    sign per record, no rejection); per-record σ and larger σ by the CKS rejection sampler from a
     discrete Laplace proposal with scale t = ⌊σ⌋ + 1, inside a ``while_loop``
     (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
     :data:`MAX_TRIALS`).
@@ -140,29 +265,14 @@ class DiscreteGaussian(AdditiveMechanism):
         r = self.support_radius
         if r is not None and r <= ICDF_MAX_RADIUS and jnp.ndim(self.sigma) == 0:
             # one σ for the batch: |Z| by the inverse of its tail table, one hash per record (no rejection)
-            dt = uniform.dtype
-            sigma = jnp.asarray(self.sigma, dt)
-            k = jnp.arange(1, r + 2, dtype=dt)
-            tail = jnp.cumsum(jnp.exp(-(k * k) * (0.5 / sigma**2))[::-1])[::-1]  # Σ_{i ≥ j} w_i, smallest first
-            # a[j] = P(|Z| ≥ j), j = 0 .. r + 2 (a[0] = 1, a[r + 2] = 0): |Z| = max{j : u < a[j]}
-            a = jnp.concatenate([jnp.ones(1, dt), 2.0 * tail / (1.0 + 2.0 * tail[0]), jnp.zeros(1, dt)])
-            u = uniform(0)
+            a = _tail_table(self.sigma, r, uniform.dtype)
             if r <= LINEAR_MAX_RADIUS:  # a is non-increasing: |Z| = #{j ≥ 1 : u < a[j]}, counted (4x the search's speed)
+                u = uniform(0)
                 c = jnp.zeros(jnp.shape(u), jnp.int32)
                 for j in range(1, r + 2):
                     c = c + (u < a[j]).astype(jnp.int32)
-                return jnp.where(uniform(1) < 0.5, -c.astype(dt), c.astype(dt))
-            # the continuous guess P(|Z| ≥ j) ≈ 2Φ(−(j − ½)/σ) (Φ⁻¹ of u/2: no 1 − u cancellation in the tails),
-            # then exact steps against the table
-            guess = jnp.floor(0.5 - sigma * jax.scipy.special.ndtri(0.5 * u))
-            c = jnp.clip(jnp.where(jnp.isfinite(guess), guess, r + 1), 0, r + 1).astype(jnp.int32)
-            for _ in range(ICDF_STEPS):
-                c = jnp.where(u < a[c + 1], c + 1, jnp.where(u >= a[c], c - 1, c))
-            done = (u < a[c]) & (u >= a[c + 1])
-            c = jax.lax.cond(jnp.all(done), lambda: c, lambda: (r + 2 - jnp.searchsorted(a[::-1], u, side="right")
-                                                                 ).astype(jnp.int32))
-            mag = c.astype(dt)
-            return jnp.where(uniform(1) < 0.5, -mag, mag)
+                return _signed(uniform, c)
+            return _guided_noise(uniform, a, r, self.sigma)
         sigma = jnp.asarray(self.sigma, uniform.dtype)
         t = jnp.floor(sigma) + 1.0
         centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
