@@ -118,12 +118,16 @@ def test_guided_search_vmaps_over_sigma():
         np.testing.assert_array_equal(o, np.asarray(draw(dpjax.DiscreteGaussian(s, support_radius=r))))
 
 
-@pytest.mark.parametrize("sigma,width", [(100.0, 5), (1000.0, 50)])
-def test_large_sigma_release_fits_its_law(sigma, width):
+@pytest.mark.parametrize("sigma,width,radius", [(100.0, 5, None), (1000.0, 50, None), (1e5, 2000, None),
+                                          (100.0, 5, 2**21), (4e5, 8000, None)])
+def test_large_sigma_release_fits_its_law(sigma, width, radius):
     """χ² of 10^6 float32 draws of the public release against pmf ∝ exp(−z²/(2σ²)), in bins of ``width``
-    integers (exact bin masses from the pmf in float64)."""
+    integers (exact bin masses from the pmf in float64): the guided inverse CDF (σ 100, 1000), the rounded Gaussians
+    beyond its table (σ 10^5, 4·10^5), and CKS rejection for a σ below :data:`ROUNDED_MIN_SIGMA` whose support
+    table is too wide for the inverse CDF."""
     n = 1_000_000
-    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteGaussian(sigma)))
+    mech = dpjax.DiscreteGaussian(sigma, support_radius=radius)
+    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), mech))
     z = np.arange(-int(7 * sigma), int(7 * sigma) + 1)
     pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
     pmf /= pmf.sum()
@@ -134,3 +138,29 @@ def test_large_sigma_release_fits_its_law(sigma, width):
     obs = np.append(obs[keep], n - obs[keep].sum())
     exp = np.append(exp[keep], n - exp[keep].sum())
     assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
+
+
+def test_beyond_the_table_the_route_follows_sigma():
+    """One σ beyond the inverse CDF's table draws the rounded Gaussians from :data:`ROUNDED_MIN_SIGMA` up and CKS
+    rejection below it (a table sized for a larger σ); per-record σ draws CKS rejection."""
+    key = jax.random.key(2)
+
+    def stream():
+        return UniformStream(key, (4000,), jnp.float32)
+
+    for sigma, sampler in ((2e5, dgk._rounded_gaussian), (50.0, dgk._cks_rejection),
+                           (jnp.full(4000, 2e5, jnp.float32), dgk._cks_rejection)):
+        mech = dpjax.DiscreteGaussian(sigma, support_radius=3 * 10**6)
+        got = np.asarray(jax.jit(lambda m: m.sample_noise(stream()))(mech))
+        want = np.asarray(jax.jit(lambda s: sampler(stream(), s))(jnp.asarray(sigma, jnp.float32)))
+        np.testing.assert_array_equal(got, want)
+        assert np.all(got == np.round(got)) and 0.9 < np.std(got) / np.mean(sigma) < 1.1
+
+
+def test_rounded_gaussian_completes_every_record():
+    """At σ = :data:`ROUNDED_MIN_SIGMA` a record keeps neither candidate of a trial with probability about (20/σ)²
+    (10^6 records: a few); the loop completes them all: integers, no NaN, standard deviation σ."""
+    u = UniformStream(jax.random.key(5), (10**6,), jnp.float32)
+    out = np.asarray(jax.jit(lambda s: dgk._rounded_gaussian(u, s))(jnp.float32(dgk.ROUNDED_MIN_SIGMA)))
+    assert not np.isnan(out).any() and np.all(out == np.round(out))
+    assert abs(np.std(out) / dgk.ROUNDED_MIN_SIGMA - 1) < 0.01

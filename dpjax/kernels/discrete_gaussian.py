@@ -25,9 +25,9 @@ from dpjax.validation import check_int, is_traced
 
 __all__ = ["DiscreteGaussian"]
 
-#: trials of the rejection sampler (each accepts with probability > 0.4 for every σ, so all
-#: 64 fail with probability < 1e-14 per record; such a record keeps its first candidate, a
-#: total-variation change below 1e-14 per record): a bounded loop, never a hang
+#: trials of the rejection samplers (each accepts with probability > 0.4 for every σ, so all
+#: 64 fail with probability < 1e-14 per record; such a record gets 0, a total-variation change
+#: below 1e-14 per record): a bounded loop, never a hang
 MAX_TRIALS = 64
 #: one σ whose support table has at most this radius (σ ≲ 75 000) is sampled by inverse CDF instead
 ICDF_MAX_RADIUS = 1 << 20
@@ -37,6 +37,9 @@ LINEAR_MAX_RADIUS = 95
 #: GUIDE_MAX_ROWS rows allow it (σ ≲ 3·10^4 for float32 uniforms), more beyond
 GUIDE_STEPS = 3
 GUIDE_MAX_ROWS = 1 << 20
+#: one σ beyond the inverse CDF's table and at least this large draws rounded continuous Gaussians (two per trial,
+#: each kept with probability ≥ 0.9993: :func:`_rounded_gaussian`); smaller σ, and per-record σ, CKS rejection
+ROUNDED_MIN_SIGMA = 6.0e4
 
 
 def _dg_log_normalizer(sigma):
@@ -177,6 +180,66 @@ def _uncached(uniform):
     return fresh
 
 
+def _cks_rejection(uniform, sigma):
+    """Canonne, Kamath, Steinke (2020), Algorithm 3: discrete Laplace(⌊σ⌋ + 1) candidates, each kept with probability
+    exp(−(|y| − σ²/t)²/(2σ²)), trial after trial until every record has one (at most :data:`MAX_TRIALS`)."""
+    t = jnp.floor(sigma) + 1.0
+    centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
+
+    def trial(j):
+        # a discrete Laplace(t) candidate from two uniforms, one uniform to accept
+        g1 = jnp.floor(-t * jnp.log(uniform(3 * j)))
+        g2 = jnp.floor(-t * jnp.log(uniform(3 * j + 1)))
+        y = g1 - g2
+        accept_log = -((jnp.abs(y) - centre) ** 2) * inv_two_var
+        return jnp.where(jnp.log(uniform(3 * j + 2)) < accept_log, y, jnp.nan)
+
+    return _first_kept(trial)
+
+
+def _first_kept(trial):
+    """Each record's first kept candidate of ``trial(j)`` (the candidates, NaN where a record keeps none: one output,
+    which XLA fuses into one loop; a (candidates, kept) pair cost 3.5x) over j = 0, 1, … until every record has one
+    or :data:`MAX_TRIALS` trials ran (a record with none gets 0)."""
+
+    def cond(state):
+        j, out = state
+        return jnp.any(jnp.isnan(out)) & (j < MAX_TRIALS)
+
+    def body(state):
+        j, out = state
+        return j + 1, jnp.where(jnp.isnan(out), trial(j), out)
+
+    _, out = jax.lax.while_loop(cond, body, (jnp.uint32(1), trial(jnp.uint32(0))))
+    return jnp.where(jnp.isnan(out), 0.0, out)
+
+
+def _rounded_gaussian(uniform, sigma):
+    r"""The discrete Gaussian of one large σ by rejection from the rounded continuous Gaussian: x ~ N(0, σ²), k = ⌊x + ½⌋,
+    d = x − k ∈ [−½, ½), kept with probability exp(−(k² − x²)/(2σ²))/C. Then P(k, kept) = ∫ over k's cell of
+    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): exactly proportional to the pmf for |k| ≤ 40σ
+    (beyond, mass below e^{−800}: rejected). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
+    a candidate is kept with probability ≥ exp(−(40σ + ¼)/σ²) (≥ 0.9993 at σ ≥ :data:`ROUNDED_MIN_SIGMA`), that is
+    e^a with a ∈ [−7·10^-4, 0], taken as 1 + a + a²/2 (off by |a|³/6 < 6·10^-11, far below a float32 uniform's
+    resolution; no logarithm per candidate). One trial is two candidates, each from one hash (the inverse normal CDF
+    of one uniform, its keep decided by the other; no trigonometry, which costs twice the inverse error function on a
+    CPU), the first kept one taken: records with both rejected (probability ≤ 5·10^-7) take further trials."""
+    inv_two_var = 0.5 / (sigma * sigma)
+    log_c = (40.0 * sigma + 0.25) * inv_two_var
+
+    def trial(j):
+        out = jnp.nan
+        for i in (4 * j + 2, 4 * j):  # candidate i: x = σ √2 erf⁻¹(2u_i − 1) (u = 0: x = −∞, rejected), kept by u_{i+1}
+            x = (sigma * math.sqrt(2.0)) * jax.lax.erf_inv(2.0 * uniform(i) - 1.0)
+            k = jnp.floor(x + 0.5)
+            d = x - k  # (exact: x and k within ½)
+            a = d * (k + k + d) * inv_two_var - log_c  # log of the keep probability, in [−2 log C, 0]
+            out = jnp.where((jnp.abs(k) <= 40.0 * sigma) & (uniform(i + 1) < 1.0 + a * (1.0 + a * 0.5)), k, out)
+        return out
+
+    return _first_kept(trial)
+
+
 @pytree_dataclass
 class DiscreteGaussian(AdditiveMechanism):
     r"""Discrete Gaussian noise on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)}` (Canonne, Kamath, Steinke 2020).
@@ -273,30 +336,11 @@ class DiscreteGaussian(AdditiveMechanism):
                     c = c + (u < a[j]).astype(jnp.int32)
                 return _signed(uniform, c)
             return _guided_noise(uniform, a, r, self.sigma)
-        sigma = jnp.asarray(self.sigma, uniform.dtype)
-        t = jnp.floor(sigma) + 1.0
-        centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
-
-        def trial(j):
-            # a discrete Laplace(t) candidate from two uniforms, one uniform to accept
-            g1 = jnp.floor(-t * jnp.log(uniform(3 * j)))
-            g2 = jnp.floor(-t * jnp.log(uniform(3 * j + 1)))
-            y = g1 - g2
-            accept_log = -((jnp.abs(y) - centre) ** 2) * inv_two_var
-            return y, jnp.log(uniform(3 * j + 2)) < accept_log
-
-        def cond(state):
-            return ~jnp.all(state[2]) & (state[0] < MAX_TRIALS)
-
-        def body(state):
-            j, out, done = state
-            y, ok = trial(j)
-            newly = ok & ~done
-            return j + 1, jnp.where(newly, y, out), done | ok
-
-        y0, ok0 = trial(jnp.uint32(0))
-        _, out, _ = jax.lax.while_loop(cond, body, (jnp.uint32(1), y0, ok0))
-        return out
+        if jnp.ndim(self.sigma) == 0:  # one σ beyond the table: rounded Gaussians where σ is large enough
+            sigma = jnp.asarray(self.sigma, uniform.dtype)
+            return jax.lax.cond(sigma >= ROUNDED_MIN_SIGMA, lambda: _rounded_gaussian(_uncached(uniform), sigma),
+                                lambda: _cks_rejection(_uncached(uniform), sigma))
+        return _cks_rejection(uniform, jnp.asarray(self.sigma, uniform.dtype))
 
     def renyi_divergence_bound(self, order, value, neighbour_value):
         """An upper bound on D_α of the discrete Gaussians at integer shifts: α‖v − v'‖²/(2σ²), the
