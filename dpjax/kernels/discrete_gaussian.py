@@ -3,8 +3,8 @@ r"""The discrete Gaussian kernel on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)
 Closed forms: the normaliser (direct sum or its Jacobi-theta dual), the CDF from a static
 table of the support (``support_radius``), the quantile by bisection on that table, the
 samplers (one σ: the inverse CDF of the |Z| tail table, counted or through a guide indexed by
-the uniform's float bits; per-record or very large σ: CKS rejection), the Gaussian pair loss
-threshold and the tilted sums of the Rényi closed form (an exact sum over the support window).
+the uniform's float bits; one σ beyond the table: rejection from rounded continuous Gaussians;
+per-record σ: CKS rejection), the Gaussian pair loss threshold and the tilted sums of the Rényi closed form (an exact sum over the support window).
 """
 
 from __future__ import annotations
@@ -246,9 +246,10 @@ class DiscreteGaussian(AdditiveMechanism):
 
     Sampled exactly (idealized arithmetic): one σ with a support table of radius at most
     :data:`ICDF_MAX_RADIUS` (σ ≲ 75 000) by the inverse CDF of |Z|'s tail table (one uniform and a
-    sign per record, no rejection); per-record σ and larger σ by the CKS rejection sampler from a
-    discrete Laplace proposal with scale t = ⌊σ⌋ + 1, inside a ``while_loop``
-    (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
+    sign per record, no rejection); one larger σ by rejection from rounded continuous Gaussians
+    (:func:`_rounded_gaussian`, from :data:`ROUNDED_MIN_SIGMA`); per-record σ, and a σ below that
+    whose table is too wide, by the CKS rejection sampler from a discrete Laplace proposal with
+    scale t = ⌊σ⌋ + 1; both rejections inside a ``while_loop`` (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
     :data:`MAX_TRIALS`).
     ``support_radius`` (static) bounds the table used by :meth:`cdf`; it defaults
     to ⌈14σ⌉ + 14, beyond which the mass is below 1e-40.
