@@ -83,3 +83,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in listed:
             item.add_marker(pytest.mark.slow)
+    # the files whose tests wait on other processes (two-process launches, the Spark JVM) first: with
+    # ``--dist loadfile`` one worker takes them while the other runs the rest, instead of both idling at the end
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in _SUBPROCESS_FILES)
+
+
+#: test files whose tests spend most of their time in other processes
+_SUBPROCESS_FILES = ("tests/test_multihost.py", "tests/test_table_spark.py")
