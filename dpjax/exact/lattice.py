@@ -655,7 +655,6 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     host_bits = isinstance(key, HostBits)
     prefix = _prefix_table(kind, t, shift) if host_bits and scales is None and n >= PREFIX_MIN_RECORDS else None
     if prefix is not None:  # os.urandom words, two bytes for most records
-        source = None
         out, word_of = _prefix_release(key, prefix, flat, kind, t, shift, g, unit, out_dtype)
     elif host_bits:  # os.urandom words, made here for every record and fed to the device
         table = key.words((_words_per_record(kind, t, shift), n))
@@ -671,12 +670,10 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
             return lambda j: table_samplers.threefry_word(k0, k1, j, r)
-    if source is None:  # (released above)
-        pass
-    elif scales is None:
+    if prefix is None and scales is None:
         out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind,
                             t=t, shift=shift, g=g, unit=unit, out_dtype=out_dtype)
-    else:
+    elif prefix is None:
         if small is None:
             small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
             narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
@@ -831,6 +828,16 @@ def _scale_groups(shape, *params):
     return groups
 
 
+def _lattice_parameter(mech, hook):
+    """``mech.<hook>()`` (the per-record parameter its :meth:`exact_lattice` is built from) when the class that
+    defines the hook also defines the mechanism's ``exact_lattice`` (a subclass with its own lattice does not
+    inherit the fast route), else None."""
+    owner = next((c for c in type(mech).__mro__ if hook in vars(c)), None)
+    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
+        return None
+    return getattr(mech, hook)()
+
+
 @functools.partial(jax.jit, static_argnames=("stride",))
 def _scale_summary(b, *, stride):
     """Every ``stride``-th scale and the smallest and largest (float64, exact), in one small program over b in its
@@ -847,10 +854,9 @@ def _device_laplace_scales(mech):
     host lattices of the smallest and the largest (which refuse scales out of range, as a host lattice of all
     would); otherwise None (the lattice is built on the host). The scales keep their own dtype (the device program
     converts them)."""
-    owner = next((c for c in type(mech).__mro__ if "exact_lattice_scale" in vars(c)), None)
-    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
+    b = _lattice_parameter(mech, "exact_lattice_scale")
+    if b is None:
         return None
-    b = mech.exact_lattice_scale()
     if is_traced(b) or np.ndim(b) == 0 or np.size(b) <= MAX_SCALE_GROUPS:
         return None
     from dpjax.pytree import replace
@@ -999,11 +1005,8 @@ def _device_rr_epsilon(mech):
     defines the mechanism's ``exact_lattice``), a float32 or float64 device array, with the distinct bit patterns
     of a sample of them (:func:`_sample_positions`), when its exact release looks the keep thresholds up in a table: concrete float ε,
     more than one, at most :data:`RR_TABLE_MAX` distinct in the sample; otherwise None (the host lattice)."""
-    owner = next((c for c in type(mech).__mro__ if "exact_lattice_epsilon" in vars(c)), None)
-    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
-        return None
-    eps = mech.exact_lattice_epsilon()
-    if is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
+    eps = _lattice_parameter(mech, "exact_lattice_epsilon")
+    if eps is None or is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
         return None
     with jax.enable_x64(True):
         eps = jnp.asarray(eps)

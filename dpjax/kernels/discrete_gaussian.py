@@ -4,7 +4,8 @@ Closed forms: the normaliser (direct sum or its Jacobi-theta dual), the CDF from
 table of the support (``support_radius``), the quantile by bisection on that table, the
 samplers (one σ: the inverse CDF of the |Z| tail table, counted or through a guide indexed by
 the uniform's float bits; one σ beyond the table: rejection from rounded continuous Gaussians;
-per-record σ: CKS rejection), the Gaussian pair loss threshold and the tilted sums of the Rényi closed form (an exact sum over the support window).
+per-record σ: CKS rejection), the Gaussian pair loss threshold and the tilted sums of the Rényi
+closed form (an exact sum over the support window).
 """
 
 from __future__ import annotations
