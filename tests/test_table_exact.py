@@ -161,6 +161,15 @@ def test_cli_default_table_release_runs_on_the_exact_tier(tmp_path, capsys):
     assert "dpjax release (table)" in text and "numerics: float" in text
 
 
+def test_api_defaults_are_the_command_lines():
+    """``dpjax.table.release`` without ``noise`` or ``numerics`` runs what ``dpjax release`` runs: Laplace noise on
+    the exact tier (the configuration of the tests above: its calibration is remembered)."""
+    default = {k: v for k, v in EXACT_KW.items() if k != "noise"}
+    rel = table.release(jax.random.key(4), _data(), by="g", **default)
+    assert rel.noise == "laplace" and rel.numerics == "exact"
+    assert rel.table.equals(table.release(jax.random.key(4), _data(), by="g", **EXACT_KW).table)
+
+
 @pytest.mark.slow
 def test_exact_gaussian_calibration_meets_the_budget_as_the_lattice_run():
     """noise='gaussian', numerics='exact': the discrete Gaussian lattices, composed at their lattice

@@ -322,7 +322,7 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
 
 
 def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
-            epsilon, delta=0.0, groups=None, noise="gaussian", numerics=None) -> TableRelease:
+            epsilon, delta=0.0, groups=None, noise="laplace", numerics=None) -> TableRelease:
     """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
 
     Args:
@@ -338,8 +338,8 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
       epsilon, delta: the budget of the whole release; ``delta > 0`` when groups are selected.
       groups: ``None`` (private selection), or the public groups: a list of keys (tuples for
         several columns), a dict column → list of values (their cross product), or a table of keys.
-      noise: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``,
-        a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
+      noise: ``"laplace"`` (default, as ``dpjax release``), ``"gaussian"``, ``"discrete_laplace"``,
+        ``"discrete_gaussian"``, a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
       numerics: ``"exact"`` — integer-only noise, each noisy value the kernel's lattice mechanism
         (``kernel.exact_lattice()``: rounded to the lattice gℤ, discrete Laplace or discrete Gaussian noise
         drawn by integer comparisons only), calibrated and accounted as that mechanism (lattice sensitivity
