@@ -1,9 +1,9 @@
 """Every ```python block of README.md and docs/*.md runs as pasted and prints what its text says.
 
 The blocks of one file run in order in one namespace (a later block uses the names of an earlier
-one), from an empty folder. A statement whose last line, or the comment line right after it, ends in ``# prints TEXT`` (or,
-after a note, ``# NOTE; prints TEXT``) must write TEXT to standard output (whitespace at either end
-ignored). A block right after the line
+one), from an empty folder. A statement whose last line, or the comment line right after it, ends
+in ``# prints TEXT`` (or, after a note, ``# NOTE; prints TEXT``) must write TEXT to standard output
+(whitespace at either end ignored). A block right after the line
 ``<!-- doc-test: skip (REASON) -->`` is not run (it needs what a test cannot have, e.g. a cluster).
 Running a file's blocks compiles and accounts (tens of seconds a file on two cores), so it runs under
 ``-m slow``; the default suite parses every block and checks its markers.
@@ -47,10 +47,11 @@ def run_blocks(name):
             with contextlib.redirect_stdout(out):
                 exec(code, namespace)
             after = lines[stmt.end_lineno] if stmt.end_lineno < len(lines) else ""
-            said = _PRINTS.search(lines[stmt.end_lineno - 1]) or (after.lstrip().startswith("#") and _PRINTS.search(after))
-            if said:
-                assert out.getvalue().strip() == said.group(1), \
-                    f"{name}:{line + stmt.end_lineno - 1} printed {out.getvalue().strip()!r}, the text says {said.group(1)!r}"
+            said = _PRINTS.search(lines[stmt.end_lineno - 1])
+            said = said or (after.lstrip().startswith("#") and _PRINTS.search(after))
+            printed = out.getvalue().strip()
+            where = f"{name}:{line + stmt.end_lineno - 1}"
+            assert not said or printed == said.group(1), f"{where} printed {printed!r}, the text says {said.group(1)!r}"
 
 
 @pytest.mark.parametrize("name", DOCS)
@@ -59,7 +60,8 @@ def test_blocks_parse_and_their_markers_are_well_formed(name):
         ast.parse(source, f"{name}:{line}")  # a SyntaxError names the file and the block's first line
         for i, text in enumerate(source.split("\n")):
             if re.search(r"[#;]\s*prints\b", text):
-                assert _PRINTS.search(text) and _PRINTS.search(text).group(1), f"{name}:{line + i}: '# prints' says nothing"
+                said = _PRINTS.search(text)
+                assert said and said.group(1), f"{name}:{line + i}: '# prints' says nothing"
 
 
 @pytest.mark.slow
