@@ -83,10 +83,10 @@ def test_sampler_matches_confusion_matrix_and_cdf():
             counts = np.bincount(x[:, j], minlength=12)
             assert stats.chisquare(counts, probs[v] * len(x)).pvalue > 1e-3
             np.testing.assert_allclose(mm.cdf(np.arange(-1, 13), v), np.r_[0.0, np.cumsum(probs[v]), 1.0], atol=1e-14)
-    out = dpjax.release(jax.random.key(4), jnp.arange(12, dtype=jnp.int32), m)
+    out = dpjax.release(jax.random.key(4), jnp.arange(12, dtype=jnp.int32), m, numerics="float")
     assert out.shape == (12,) and int(out.min()) >= 0 and int(out.max()) < 12
     with pytest.raises(ValueError, match="values"):
-        dpjax.release(jax.random.key(5), jnp.array([12]), m)
+        dpjax.release(jax.random.key(5), jnp.array([12]), m, numerics="float")
 
 
 def test_estimators_unbiased_with_the_stated_variances():

@@ -365,7 +365,8 @@ _DEVICE_SCRIPT = textwrap.dedent(
     import dpjax
     import contract, test_contract
     assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
-    outs = {c.id: np.asarray(dpjax.release(jax.random.key(7), test_contract._draw_answers(c, contract_n), c.build()))
+    outs = {c.id: np.asarray(dpjax.release(jax.random.key(7), test_contract._draw_answers(c, contract_n), c.build(),
+                                           numerics="float"))
             for c in contract.CASES}
     np.savez(sys.argv[2], **outs)
     """
@@ -385,7 +386,8 @@ def _release_on(devices, tmp_path):
 def _check_devices(counts, tmp_path):
     import dpjax
 
-    one = {c.id: np.asarray(dpjax.release(jax.random.key(7), _draw_answers(c, _RECORDS), c.build())) for c in CASES}
+    one = {c.id: np.asarray(dpjax.release(jax.random.key(7), _draw_answers(c, _RECORDS), c.build(), numerics="float"))
+           for c in CASES}
     for n in counts:
         other = _release_on(n, tmp_path)
         for cid in CASE_IDS:
