@@ -43,9 +43,9 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | Non
         :class:`dpjax.exact.HostBits` (``os.urandom`` words). ``"float"``: idealized numerics, the
         float samplers (docs/threat-model.md). ``None`` (default), the tier ``dpjax release`` runs:
         exact where ``mech`` has an exact sampler (Laplace, Gaussian, their discrete versions,
-        randomized response, PB-DP over a discrete kernel), float where it has none and where the
-        key, the values or the mechanism's parameters are traced (under ``jit``, ``vmap`` or
-        ``grad``: the exact tier draws on the host from concrete parameters). The lattice
+        randomized response, PB-DP over a discrete kernel with an absolute-error region), float where it
+        has none and where the key, the values or the mechanism's parameters are traced (under ``jit``,
+        ``vmap`` or ``grad``: the exact tier draws on the host from concrete parameters). The lattice
         mechanism that runs is ``mech.exact_lattice()``: account that one
         (:func:`accounting.exact.epsilon`) for the privacy of what ran.
 
