@@ -31,30 +31,9 @@ Privacy-Boosting Approach", IEEE S&P 2025:
 * **Algorithm 2** — the paper's ε0 search, as a search over ``σ ∈ [σ_base, 50 σ_base]``
   (Algorithm 2 printed in ε0; :func:`paper_tune`).
 
-Why these formulas are not guarantees (docs/pbdp.md, "Paper mode vs exact mode"): Theorem 1 measures the region strips
-under the *kernel* law instead of the boosted one and treats the kernel loss as
-independent of the strip. Consequences, with this engine's numbers:
-
-* RDP (Prop. 2) is *below* the true Rényi divergence for moderate α: α = 2, ρ = 0.9,
-  ΔQ = 1, |S| = 10 at the paper's optimum: paper 0.094, exact 0.115, while the plain
-  Gaussian meeting the same utility has 0.108;
-* composition (Thm 2) is wildly optimistic: T = 1000, ΔQ = 3, |S| = 10, ρ = 0.9,
-  δ = 1e-5, σ = 40 σ_base: paper ε ≈ 107, exact ≈ 1848 (Gaussian 619); the paper's ε
-  keeps falling as σ → ∞;
-* relative error (Prop. 4): the printed strips have width θΔ instead of (1 ∓ θ)Δ and the
-  pair (0, Δ) is not the worst one; the paper's ε can be below the exact one.
-
-Two weight conventions (``weights=``):
-
-* ``"paper"`` — the printed W's: eq. (9) ``W1 = W2 = Φ(Δ−τ) − Φ(−τ)`` for absolute error
-  (capped at ``Φ(τ) − Φ(−τ)`` when the regions separate, ``Δ > 2τ``); Proposition 4's
-  ``W1 = Φ(θΔ+τ) − Φ(τ)``, ``W2 = Φ(θΔ−τ) − Φ(−τ)`` for relative error; ``W1 = W2 = 0``
-  for a fixed region (Prop. 5 / Rem. 3). Kernel measure (eq. 6).
-* ``"corrected"`` — ours, not the paper's: the strips of the region
-  definition for the pair (0, Δ), ``+L2``: ``[−τ, (1−θ)Δ − τ)`` (capped at ``τ``) and
-  ``−L2``: ``(max(τ, (1−θ)Δ − τ), (1+θ)Δ + τ]``, measured under the *boosted* law:
-  ``W1 = W1^ker/(1 − p̄ q)`` (strip inside S(X)), ``W2 = (1 − q) W2^ker/(1 − p̄ q)`` (strip
-  outside). Within a few percent of exact for composition — still NOT certified.
+Why these formulas are not guarantees, with this engine's numbers beside the paper's, and the
+two weight conventions (``weights="paper"``, the printed W's; ``"corrected"``, the strips measured
+under the boosted law): docs/pbdp.md, "Paper mode vs exact mode".
 
 Kernels: Gaussian (the paper's experiments) and Laplace (single release only; T-fold
 composition needs the Gaussian's closed-form T-fold profile). Everything is evaluated in

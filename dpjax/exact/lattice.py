@@ -153,12 +153,12 @@ def _make(noise, granularity, param, shift, sampler):
 
 def _elementwise(fn, x):
     """The results of ``fn`` (a tuple of numbers) for every element of ``x``, as a tuple of arrays of x's shape:
-    ``fn`` (exact arithmetic in Python, microseconds a call) runs once per *distinct* value of x, so per-record
+    ``fn`` (exact arithmetic in Python) runs once per *distinct* value of x, so per-record
     parameters cost their number of distinct values, not of records."""
     x = np.asarray(x)
     flat = x.reshape(-1)
     if np.unique(flat[:: max(1, flat.size >> 12)]).size <= 64:  # few distinct values (on a strided sample): a sort
-        distinct = np.unique(flat)  # and a search in them, 4x faster than the argsort of return_inverse
+        distinct = np.unique(flat)  # and a search in them, cheaper than the argsort of return_inverse
         inverse = np.searchsorted(distinct, flat)
     else:  # (a search in many values is the slower)
         distinct, inverse = np.unique(flat, return_inverse=True)
@@ -395,8 +395,8 @@ def _table_noise(words, kind, t, shift):
 PREFIX_BITS = 16
 #: the prefix table is used where it decides at least this share of the records (else every record reads whole words)
 PREFIX_MIN_DECIDED = 0.97
-#: releases of fewer records read whole words (the programs of the undecided records cost about what the 6 bytes a
-#: record save: at 2^14 records 1.1 ms either way, at 2^16 1.9 ms against 3.0 ms; 2 vCPUs, load 4)
+#: releases of fewer records read whole words (below it the programs of the undecided records cost about what the
+#: 6 bytes a record save)
 PREFIX_MIN_RECORDS = 1 << 16
 #: the prefix table's entry for a prefix that does not decide the noise
 _UNDECIDED = np.iinfo(np.int32).min
@@ -428,7 +428,7 @@ def _prefix_table(kind, t, shift):
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift"))
 def _noise_of_words(table, *, kind, t, shift):
     """:func:`_table_noise` of the words ``table`` (uint64 [1, n]), in one compiled program (eager, its few dozen
-    operations compile one by one: 1.3 s)."""
+    operations would compile one by one)."""
     return _table_noise(_WordTable(table), kind, t, shift)
 
 
@@ -721,8 +721,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
 
 def _padded(idx):
     """The flagged records' indices padded to a power of two (at least 16) by repeating the last: the device steps
-    of the host completion compile once per size class, not once per count of flagged records (a compilation
-    costs 0.1 s; a release of 4·10^6 records flags about one)."""
+    of the host completion compile once per size class, not once per count of flagged records (a release of
+    millions of records flags about one)."""
     return np.concatenate([idx, np.repeat(idx[-1:], max(16, 1 << int(idx.size - 1).bit_length()) - idx.size)])
 
 
@@ -908,7 +908,7 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
 
 #: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`_RRTable`)
 RR_TABLE_MAX = 1024
-#: records whose ε the table misses are completed on the host up to this many (100 µs each); beyond, the missed
+#: records whose ε the table misses are completed on the host up to this many (one by one); beyond, the missed
 #: values join the table and the release runs again
 _RR_HOST_MISSES = 64
 

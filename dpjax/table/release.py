@@ -123,8 +123,8 @@ def numerics_of(probe, numerics) -> str:
     one-scale discrete Laplace or discrete Gaussian lattice, :meth:`exact_lattice`), or by default
     ``"exact"`` where the kernel ``probe`` has one and its lattice calibrates about as fast as the kernel —
     the integer-valued kernels, and a lattice with a closed-form hockey-stick (Laplace's discrete Laplace);
-    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms, seconds per
-    PLD) would turn a millisecond calibration into about a minute (``numerics="exact"`` runs it)."""
+    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms) calibrates far
+    slower than the analytic Gaussian (``numerics="exact"`` runs it)."""
     if numerics not in (None, "exact", "float"):
         raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), "
                          f"got {numerics!r}")
@@ -345,7 +345,7 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
         drawn by integer comparisons only), calibrated and accounted as that mechanism (lattice sensitivity
         ⌈Δ/g⌉); ``"float"`` — the kernel's float sampler (docs/threat-model.md); ``None`` (default): exact
         for ``"laplace"`` and the integer-valued kernels, float for ``"gaussian"`` (its exact lattice, a
-        discrete Gaussian accounted from its atoms, calibrates in about a minute: ask for it) and for
+        discrete Gaussian accounted from its atoms, calibrates far slower: ask for it) and for
         kernels without an exact sampler (:func:`numerics_of`). ``TableRelease.numerics`` says which ran.
 
     Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
