@@ -161,6 +161,19 @@ def test_cli_default_table_release_runs_on_the_exact_tier(tmp_path, capsys):
     assert "dpjax release (table)" in text and "numerics: float" in text
 
 
+def test_api_defaults_name_the_command_lines():
+    """The defaults of ``dpjax.table.release`` are those of ``dpjax release``: Laplace noise, on the exact tier where
+    the kernel has one (the release itself: the slow test below)."""
+    import inspect
+
+    from dpjax.table.release import numerics_of
+
+    params = inspect.signature(table.release).parameters
+    assert params["noise"].default == "laplace" and params["numerics"].default is None
+    assert numerics_of(dpjax.Laplace(1.0), None) == "exact"
+
+
+@pytest.mark.slow
 def test_api_defaults_are_the_command_lines():
     """``dpjax.table.release`` without ``noise`` or ``numerics`` runs what ``dpjax release`` runs: Laplace noise on
     the exact tier (the configuration of the tests above: its calibration is remembered)."""
