@@ -36,7 +36,7 @@ def test_off_lattice_shift_is_infinite_in_every_route(name):
     _every_route(_KERNEL[name]())
 
 
-@pytest.mark.parametrize("name", ["geometric_mixture", "pb_discrete_laplace_absolute"])
+@pytest.mark.parametrize("name", ["geometric_mixture", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)])
 def test_off_lattice_single_release(name):
     m = _KERNEL[name]()
     # main: 1.0 for the mixture (it examined the shift ⌈0.5⌉ = 1), 0.0 for PB-DP over integer noise
@@ -58,7 +58,7 @@ def _every_route(m):
         assert float(accounting.exact.privacy_profile(m, 3.0, 0.5)) == 1.0
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace", "pb_discrete_laplace_absolute"])
+@pytest.mark.parametrize("name", ["discrete_laplace", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)])
 def test_multiple_of_the_step_keeps_its_figure(name):
     m = _KERNEL[name]()
     e = float(accounting.pld(m, sensitivity=2.0).get_epsilon_for_delta(1e-6))
