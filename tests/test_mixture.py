@@ -11,7 +11,7 @@ from scipy import integrate, stats
 import accounting
 import dpjax
 import optimize
-from accounting import mixture_paper as mp
+from accounting.papers import mixture as mp
 
 HEAD = (0.2, 5.0, 5.0)  # the paper's headline (ε, r, c), Δ = 1
 

@@ -1,4 +1,4 @@
-"""Paper mode (accounting.pbdp_paper): the paper's own, NOT CERTIFIED accountant.
+"""Paper mode (accounting.papers.pbdp): the paper's own, NOT CERTIFIED accountant.
 
 Every expected number below is copied from the paper's tables and from independently
 computed acceptance tables (Tables A–F), never recomputed from the code under test. Tolerances: 1e-3 relative for closed
@@ -16,7 +16,7 @@ from scipy.special import ndtri
 import accounting
 import dpjax
 from accounting import exact
-from accounting import pbdp_paper as pp
+from accounting.papers import pbdp as pp
 from dpjax.kernels import gaussian_privacy_profile
 
 

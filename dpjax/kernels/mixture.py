@@ -26,7 +26,7 @@ What is not in the paper, or corrected from it (docs/mixture.md):
   :func:`log_concave_at`).
 
 The paper's own quantities (the general privacy budget ζ, Proposition 1, Theorems 2 and 4)
-live in :mod:`accounting.mixture_paper`, labelled NOT CERTIFIED.
+live in :mod:`accounting.papers.mixture`, labelled NOT CERTIFIED.
 """
 
 from __future__ import annotations
