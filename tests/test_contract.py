@@ -19,7 +19,6 @@ from scipy import stats
 import accounting
 import dpjax
 from accounting.privacy_loss import profiles as _profiles
-from dpjax.mechanism import overrides
 from contract import CASE_IDS, CASES, float64
 
 ALPHA = 1e-4  # goodness-of-fit threshold (fixed seeds: deterministic)
@@ -193,7 +192,7 @@ def test_log_prob_matches_cdf(case):
             np.testing.assert_allclose(jumps, np.exp(np.asarray(m64.log_prob(y, v))), rtol=1e-9, atol=1e-15)
             return
         h = 1e-5
-        if overrides(m, "output_breakpoints"):  # the density jumps there: keep away
+        if m.output_breakpoints is not None:  # the density jumps there: keep away
             bp = np.asarray(m64.output_breakpoints(v, v)).ravel()
             y = y[np.min(np.abs(y[:, None] - bp[None, :]), axis=1) > 10 * h]
         slope = (np.asarray(m64.cdf(y + h, v)) - np.asarray(m64.cdf(y - h, v))) / (2 * h)
@@ -235,7 +234,7 @@ def _worst_declared_pair(m64, sensitivity):
 @cases_slow_at("Laplace", "Gaussian", "DiscreteLaplace", "LaplaceMixture", "GeometricMixture", "RandomizedResponse", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
 def test_closed_form_profile_within_generic_accountant(case):
     m = case.build()
-    if not overrides(m, "hockey_stick"):
+    if m.hockey_stick is None:
         pytest.skip(f"{case.id} has no closed-form hockey_stick: the generic accountant is its only profile")
     with jax.enable_x64(True):
         m64 = float64(m)
@@ -257,7 +256,7 @@ def _quadrature_renyi(m64, alpha, v, nv):
         t = np.where(np.isneginf(lp), -np.inf, alpha * lp + (1 - alpha) * lq)
         return float(np.logaddexp.reduce(t) / (alpha - 1))
     cuts = [min(v, nv) - 60.0, v, nv, max(v, nv) + 60.0]
-    if overrides(m64, "output_breakpoints"):
+    if m64.output_breakpoints is not None:
         cuts += list(np.asarray(m64.output_breakpoints(v, nv)).ravel())
     edges = np.unique(np.concatenate([np.linspace(c0, c1, 400) for c0, c1 in zip(sorted(cuts)[:-1], sorted(cuts)[1:])]))
     x, w = np.polynomial.legendre.leggauss(12)
@@ -272,7 +271,7 @@ def _quadrature_renyi(m64, alpha, v, nv):
 @cases_slow_at("LaplaceMixture", "GeometricMixture", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection")
 def test_closed_form_renyi_matches_quadrature(case):
     m = case.build()
-    if not overrides(m, "renyi_divergence"):
+    if m.renyi_divergence is None:
         pytest.skip(f"{case.id} has no closed-form renyi_divergence (accounting.rdp integrates its law)")
     with jax.enable_x64(True):
         m64 = float64(m)
@@ -288,7 +287,7 @@ def test_exact_epsilon_gradient_matches_finite_differences(case):
     """d ε(δ)/dθ of the exact single-release accountant along a direction of every parameter leaf,
     against central differences of the exact value."""
     m = case.build()
-    if not overrides(m, "hockey_stick"):
+    if m.hockey_stick is None:
         pytest.skip(f"{case.id} has no closed-form hockey_stick")
     delta = 1e-3
     with jax.enable_x64(True):
@@ -321,7 +320,7 @@ def test_declared_worst_pair_is_the_worst_of_a_scan(case):
         else:
             shifts = np.arange(1, int(delta) + 1) if m.discrete else np.linspace(delta / 8, delta, 8)
             scan = [(q, q + d) for q in case.scan for d in shifts]
-        closed = overrides(m, "hockey_stick")
+        closed = m.hockey_stick is not None
         found = np.zeros_like(eps)
         for v, nv in scan + [(b, a) for a, b in scan]:
             d = np.asarray(m64.hockey_stick(jnp.asarray(eps), v, nv)) if closed else _generic_profiles(m64, v, nv, eps)[0]
