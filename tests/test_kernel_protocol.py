@@ -160,3 +160,29 @@ def test_no_call_site_names_a_concrete_kernel_class():
                 if name in CONCRETE:
                     hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     assert not hits, hits
+
+
+def test_a_kernel_missing_a_required_method_cannot_be_built():
+    """Required methods are abstract: the class cannot be instantiated, and the error names the method."""
+
+    @dpjax.pytree_dataclass
+    class NoQuantile(AdditiveMechanism):
+        scale: jax.Array
+
+        def noise_log_prob(self, n):
+            return -jnp.abs(n) / self.scale - jnp.log(2 * self.scale)
+
+        def noise_log_cdf(self, n):
+            return jnp.log(0.5) + jnp.minimum(n, 0.0) / self.scale
+
+    with pytest.raises(TypeError, match="noise_icdf"):
+        NoQuantile(1.0)
+
+
+def test_optional_hooks_are_declared_by_defining_them():
+    """One way to declare a capability: a hook is None unless the mechanism defines it."""
+    assert dpjax.Laplace(1.0).hockey_stick is not None and dpjax.Laplace(1.0).pure_epsilon is not None
+    assert dpjax.Gaussian(1.0).gaussian_pld_mu is not None and dpjax.Gaussian(1.0).pure_epsilon is None
+    assert dpjax.DiscreteGaussian(2.0).hockey_stick is None
+    lattice = dpjax.DiscreteLaplace(2.0).exact_lattice()
+    assert lattice.hockey_stick is not None and lattice.renyi_divergence is None
