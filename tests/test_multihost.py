@@ -259,6 +259,7 @@ def test_bad_input_refused_on_every_process(tmp_path):
     assert m0["absent_peer"].startswith("TimeoutError") and "did not all arrive within 2 s" in m0["absent_peer"]
 
 
+@pytest.mark.slow
 def test_launcher_stops_the_others_when_one_process_fails(tmp_path):
     res = _launch("fails", tmp_path, "--grace", "1", status=1)
     assert "process 1 fails before the agreement" in res.stderr

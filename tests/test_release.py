@@ -27,7 +27,8 @@ def _values(mech, n):
     return jnp.arange(n, dtype=jnp.int32 if mech.discrete else jnp.float32)
 
 
-@pytest.mark.parametrize("mech", MECHS, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("mech", [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.DiscreteGaussian) else m
+                                  for m in MECHS], ids=lambda m: type(m).__name__)
 def test_release_is_identical_across_slices(mech):
     key = jax.random.key(11)
     x = _values(mech, 10_000)
@@ -92,12 +93,14 @@ def _run_with_devices(n, path, tmp_path):
     return np.load(path)
 
 
+@pytest.mark.slow
 def test_release_is_identical_on_1_and_4_devices(tmp_path):
     one = _run_with_devices(1, tmp_path / "one.npy", tmp_path)
     four = _run_with_devices(4, tmp_path / "four.npy", tmp_path)
     np.testing.assert_array_equal(one, four)
 
 
+@pytest.mark.slow
 def test_key_reuse_is_caught():
     mech = dpjax.Laplace(scale=1.0)
     with jax.debug_key_reuse(True):

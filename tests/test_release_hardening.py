@@ -92,6 +92,7 @@ def test_discrete_gaussian_sampler_loop_is_bounded():
     assert out.shape == (4,) and discrete_gaussian.MAX_TRIALS == 64
 
 
+@pytest.mark.slow
 def test_huge_discrete_support_is_refused_naming_the_sensitivity():
     with pytest.raises(ValueError, match="sensitivity"):
         accounting.pld(dpjax.DiscreteGaussian(sigma=2.0), sensitivity=1e8)

@@ -66,6 +66,7 @@ def test_exact_table_noise_has_the_law_it_claims(kernel, lo, hi):
     assert p > 1e-3
 
 
+@pytest.mark.slow
 def test_exact_is_the_default_for_laplace_and_its_outputs_lie_on_the_lattice():
     d = _data(n=20000, users=4000)  # ≈ 900 units per group: above the selection threshold (≈ 400)
     rel = table.release(jax.random.key(0), d, by="g", **EXACT_KW)
@@ -81,6 +82,7 @@ def test_exact_is_the_default_for_laplace_and_its_outputs_lie_on_the_lattice():
         table.release(jax.random.key(0), d, by="g", **{**EXACT_KW, "numerics": "integer"})
 
 
+@pytest.mark.slow
 def test_exact_noise_is_invariant_to_row_order_and_to_the_other_groups():
     """A group's exact noise depends only on (key, statistic, group key, element): shuffled rows give the same
     table, and a group's draw is bitwise the same whichever other groups are drawn with it."""

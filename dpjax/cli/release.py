@@ -396,7 +396,7 @@ def _mixture_line(mech, sensitivity: float) -> str:
     """The exact pure ε next to the paper's general privacy budget ζ (NOT CERTIFIED)."""
     import jax
 
-    from accounting import mixture_paper
+    from accounting.papers import mixture as mixture_paper
 
     zeta = float(np.asarray(mixture_paper.general_privacy_budget(mech, sensitivity)))
     with jax.enable_x64(True):

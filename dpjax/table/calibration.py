@@ -38,7 +38,6 @@ import numpy as np
 
 import accounting
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.mechanism import overrides
 
 __all__ = ["kernel_of", "Calibration", "calibrate", "kernel_key", "remembered"]
 
@@ -141,7 +140,7 @@ def calibrate(make, components, max_groups: int, selection: bool, epsilon: float
 
     def compute():
         start = None
-        if exact and not discrete and (len(runs) > 2 or not overrides(probe.exact_lattice(), "hockey_stick")):
+        if exact and not discrete and (len(runs) > 2 or probe.exact_lattice().hockey_stick is None):
             # the float calibration (scale-invariant: one fused query per ratio) is within ≈ g/s of the lattice's
             # ratio: usually the first lattice evaluation meets the tolerance. Worth its cost (a compiled fused
             # query) where a lattice evaluation is dear: several distinct sensitivities (one PLD each), or a
@@ -159,7 +158,7 @@ def _start(make, n, epsilon, delta) -> float:
     Laplace's scale family, where the composition's ε(δ) ≤ its pure ε)."""
     t = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
     probe = make(1.0)
-    if overrides(probe, "pure_epsilon"):
+    if probe.pure_epsilon is not None:
         with jax.enable_x64(True):
             pure = float(np.asarray(probe.pure_epsilon(1.0)))
         if math.isfinite(pure) and pure > 0:

@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpjax.mechanism import overrides
 from dpjax.random import check_key
 from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
@@ -131,7 +130,7 @@ def numerics_of(probe, numerics) -> str:
     if numerics == "float":
         return "float"
     try:
-        lattice = probe.exact_lattice() if overrides(probe, "exact_lattice") else None
+        lattice = probe.exact_lattice()
     except ValueError:
         lattice = None
     if lattice is None or lattice.sampler not in ("dl", "dg"):
@@ -139,7 +138,7 @@ def numerics_of(probe, numerics) -> str:
             raise ValueError(f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
                              f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}")
         return "float"
-    if numerics == "exact" or probe.discrete or overrides(lattice, "hockey_stick"):
+    if numerics == "exact" or probe.discrete or lattice.hockey_stick is not None:
         return "exact"
     return "float"
 

@@ -56,7 +56,6 @@ from accounting._root import epsilon_root
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.boosting import PrivacyBoosted
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.mechanism import overrides
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 
 __all__ = [
@@ -105,7 +104,7 @@ class PaperTuning(NamedTuple):
 def _check(mech, weights, sensitivity):
     if not isinstance(mech, PrivacyBoosted):
         raise ValueError(f"mech must be a dpjax.PrivacyBoosted mechanism, got {type(mech).__name__}")
-    if not overrides(mech.kernel, "hockey_stick"):
+    if mech.kernel.hockey_stick is None:
         raise ValueError("mech: paper mode needs the kernel's closed-form privacy profile (hockey_stick: the Gaussian "
                          f"and Laplace kernels), got {type(mech.kernel).__name__}")
     if weights not in _WEIGHTS:
@@ -120,7 +119,7 @@ def _check_orders(orders):
 
 
 def _check_gaussian_for(kernel, T):
-    if T > 1 and not overrides(kernel, "gaussian_pld_mu"):
+    if T > 1 and kernel.gaussian_pld_mu is None:
         raise ValueError(
             "mech: paper-mode composition (T > 1) needs a Gaussian kernel (closed-form T-fold profile, "
             f"gaussian_pld_mu), got {type(kernel).__name__}"
@@ -195,7 +194,7 @@ def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
     Gaussian kernel only: its loss for the pair (0, Δ) is ``Z ~ N(μ²/2, μ²)``, ``μ = Δ/σ``.
     """
     _check(mech, weights, sensitivity)
-    if not overrides(mech.kernel, "gaussian_pld_mu"):
+    if mech.kernel.gaussian_pld_mu is None:
         raise ValueError(f"mech: paper_loss_density needs a Gaussian kernel (gaussian_pld_mu), got "
                          f"{type(mech.kernel).__name__}")
     check_real("gamma", gamma)
@@ -516,7 +515,7 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
         iterations = 4 if method == "grid" else 48
     iterations = check_int("iterations", iterations, minimum=1)
     kernel = by_name(kernel)(1.0) if isinstance(kernel, str) else kernel
-    if not isinstance(kernel, AdditiveMechanism) or not overrides(kernel, "hockey_stick"):
+    if not isinstance(kernel, AdditiveMechanism) or kernel.hockey_stick is None:
         raise ValueError(f"kernel must be an additive kernel with a closed-form hockey_stick, got {kernel!r}")
     _check_gaussian_for(kernel, T)
     kind, target = ("dp", delta) if delta is not None else ("rdp", order)
