@@ -662,7 +662,7 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         word_of = _host_streams(key, lambda j, i: int(table[j, i]) if j < table.shape[0] else None)
     else:
         source = key_pair(key)
-        devices = jax.devices()
+        devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
         if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and scales is None:
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
@@ -1059,7 +1059,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
-    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:  # room for the padding
+    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.local_devices()) > MAX_RECORDS:  # room for the padding
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     in_dt = values.dtype
     integer = jnp.issubdtype(in_dt, jnp.integer)
