@@ -350,14 +350,6 @@ def _lattice_value(v, noise, g, unit, out_dtype, inv_g=None):
     return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
-def _lattice_value32(v, noise, g):
-    """:func:`_lattice_value` of float32 answers with |v/g| < 2^30 and int32 noise |noise| < 2^30, bitwise: v/g, its
-    floor and the index are exact in float32/int32, the sum is exact in int32, and its one rounding to float32
-    commutes with the exact scaling by g (a power of two in [2^-126, 2^96]: no subnormal, no overflow)."""
-    index = nearest_index(v / jnp.float32(g)).astype(jnp.int32)
-    return (index + noise).astype(jnp.float32) * jnp.float32(g)
-
-
 def _sentinel(dtype):
     """The output of a record that awaits the host: NaN (never a release's output), or the integer minimum
     (a release may output it too: such a record is recomputed, to the same value)."""
@@ -499,17 +491,9 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
         return _finish(table_samplers.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
 
-    def draw(narrow):
-        z, flag = _table_noise(words, kind, t, shift)
-        if narrow:
-            return jnp.where(flag, jnp.asarray(np.nan, out_dtype), _lattice_value32(values, z, g))
-        return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
-
-    if (not unit and values.dtype == out_dtype == jnp.float32 and 2.0**-126 <= g <= 2.0**96
-            and (kind != "dl" or table_samplers.laplace_noise_dtype(t, shift) == jnp.int32)):
-        # float32 answers whose lattice indices all lie below 2^30: the lattice value in 32-bit lanes
-        return jax.lax.cond(jnp.max(jnp.abs(values)) < 2.0**30 * g, lambda: draw(True), lambda: draw(False))
-    return draw(False)
+    # one program whatever the values (no branch on them: the release's work does not depend on the data)
+    z, flag = _table_noise(words, kind, t, shift)
+    return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
 
 
 #: the smallest Laplace scale whose lattice :func:`_laplace_lattice_bits` builds (b and g = 2^(⌊log2 b⌋ − 20)
