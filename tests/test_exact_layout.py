@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax.exact import lattice
 
@@ -36,8 +35,8 @@ def test_release_programs_do_not_branch_on_the_values():
         for mech in (__import__("dpjax").Laplace(1.0), __import__("dpjax").Gaussian(3.0)):
             lat = mech.exact_lattice()
             kind, t, g = lat.sampler, int(lat.param), float(lat.granularity)
-            prog = jax.make_jaxpr(lambda s, v: lattice._fast_lattice(s, jnp.uint32(0), v, kind=kind, t=t, shift=0,
-                                                                     g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)))
+            prog = jax.make_jaxpr(lambda s, v, kind=kind, t=t, g=g: lattice._fast_lattice(
+                s, jnp.uint32(0), v, kind=kind, t=t, shift=0, g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)))
             assert not {"cond", "while"} & _primitives(prog(pair, values)), mech
         b = jnp.linspace(0.5, 4.0, 4096)
         prog = jax.make_jaxpr(lambda s, v, b: lattice._per_record_lattice(
