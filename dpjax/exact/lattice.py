@@ -224,17 +224,26 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
 
 
+#: decimal digits of the randomized response's thresholds and achieved ε (the achieved ε is 0 or at least about
+#: 2^-64/k: its relative error stays below 10^-60, far inside the float64 ulp the report is rounded up by)
+_RR_DIGITS = 80
+
+
 @functools.lru_cache(maxsize=4096)
 def _rr_keep(x, k):
     """(T, ε achieved) of randomized response over ``k`` categories at ε = ``x`` (a float): the integer keep
-    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1 (clipped to [1, 2^64 − 1]) in 60-digit decimal arithmetic, and
-    ln(T (k − 1)/(2^64 − T)) rounded up. Cached: privacy tiers repeat their few values release after release."""
-    ctx = decimal.Context(prec=60)
+    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1, at least ⌈2^64/k⌉ (keep at least as likely as each other
+    category: the law the accountant's randomized response has) and at most 2^64 − 1, in
+    :data:`_RR_DIGITS`-digit decimal arithmetic, and the ε its law has, ln(T (k − 1)/(2^64 − T)) (≥ 0) at the
+    same precision, rounded up to a float64 (the smallest positive float where it is 0). Cached: privacy
+    tiers repeat their few values release after release."""
+    ctx = decimal.Context(prec=_RR_DIGITS)
     ex = ctx.exp(decimal.Decimal(x))
     t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
-    t = max(1, min(t, 2**64 - 1))
-    achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
-    return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+    t = max(-(-(2**64) // k), min(t, 2**64 - 1))
+    kept, other = t * (k - 1), 2**64 - t  # the law's ratio kept/other ≥ 1 (T ≥ 2^64/k)
+    achieved = float(ctx.ln(ctx.add(1, ctx.divide(kept - other, other)))) if kept > other else 0.0
+    return t, math.nextafter(achieved, math.inf)
 
 
 def rr_lattice(mech):
