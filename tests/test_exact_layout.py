@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 from dpjax.exact import lattice
 
@@ -44,3 +46,73 @@ def test_release_programs_do_not_branch_on_the_values():
             out_dtype=jnp.dtype(jnp.float32)))
         assert not {"cond", "while"} & _primitives(prog(pair, values, b))
 
+
+
+KERNELS = {  # name → (mechanism class name, base scale, integer answers)
+    "laplace": ("Laplace", 3000.0, False),
+    "discrete_laplace_small": ("DiscreteLaplace", 3.0, True),
+    "discrete_laplace_above_2^10": ("DiscreteLaplace", 3000.0, True),
+    "discrete_gaussian": ("DiscreteGaussian", 30.0, True),
+    "gaussian": ("Gaussian", 30.0, False),  # (30 exact tables of the lattice variance, 7.4σ = 28 000 words each)
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "gaussian" else k for k in KERNELS])
+def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name):
+    """Per-record scales on every kernel, 34 records with 30 distinct scales (above the 16 that once switched
+    route): the records of one scale get the same noise as in a one-scale batch, and a release in two slices
+    (``start=16``) is bitwise the whole release (the issue's reproduction)."""
+    import dpjax
+
+    cls_name, base, integer = KERNELS[name]
+    cls = getattr(dpjax, cls_name)
+    key = jax.random.key(0)
+    same = jnp.full(34, base)
+    mixed = same.at[5:].set(base + jnp.arange(5, 34) * (base / 3000.0))
+    x = jnp.zeros(34, jnp.int32 if integer else jnp.float32)
+    one = np.asarray(dpjax.release(key, x, cls(same), numerics="exact"))
+    whole = np.asarray(dpjax.release(key, x, cls(mixed), numerics="exact"))
+    np.testing.assert_array_equal(one[:5], whole[:5], err_msg=name)
+    sliced = np.concatenate([np.asarray(dpjax.release(key, x[:16], cls(mixed[:16]), numerics="exact")),
+                             np.asarray(dpjax.release(key, x[16:], cls(mixed[16:]), numerics="exact", start=16))])
+    np.testing.assert_array_equal(sliced, whole, err_msg=name)
+    scalar = np.asarray(dpjax.release(key, x, cls(base), numerics="exact"))
+    np.testing.assert_array_equal(scalar, one, err_msg=name)
+
+
+def test_per_record_discrete_gaussian_is_the_one_scale_release_record_by_record():
+    """Many distinct σ (one exact table each, searched per record) against the one-scale release of each σ: every
+    record's noise is that of its σ's release at its index; the flagged records (ties, past the table) are completed
+    by the host's exact function, forced here by shortening the tables (``dg_icdf``)."""
+    import dpjax
+    from dpjax.exact import table_samplers
+
+    sig = 2.0 + 0.37 * np.arange(40)
+    key = jax.random.key(4)
+    x = jnp.zeros(40, jnp.int32)
+    got = np.asarray(dpjax.release(key, x, dpjax.DiscreteGaussian(sig), numerics="exact"))
+    for i in (7, 39):
+        want = np.asarray(dpjax.release(key, x, dpjax.DiscreteGaussian(sig[i]), numerics="exact"))
+        assert got[i] == want[i], i
+    full = table_samplers.dg_icdf
+    short = {}
+
+    def shortened(nvar):
+        return short.setdefault(nvar, full(nvar)[:2])
+
+    lattice_tables = lattice.table_samplers
+    try:
+        lattice_tables.dg_icdf = shortened  # (the host completion keeps the whole tables: its bounds decide)
+        cut = np.asarray(dpjax.release(key, x, dpjax.DiscreteGaussian(sig), numerics="exact"))
+    finally:
+        lattice_tables.dg_icdf = full
+    np.testing.assert_array_equal(cut, got)
+
+
+def test_per_record_discrete_gaussian_refuses_more_distinct_scales_than_tables(monkeypatch):
+    import dpjax
+
+    monkeypatch.setattr(lattice, "DG_TABLES_MAX", 20)
+    with pytest.raises(ValueError, match="at most 20 distinct per-record sigma"):
+        dpjax.release(jax.random.key(0), jnp.zeros(30, jnp.int32), dpjax.DiscreteGaussian(2.0 + 0.1 * np.arange(30)),
+                      numerics="exact")

@@ -379,7 +379,7 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1, "lap": lambda: 1, "dlap": lambda: 1,
+    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1, "dgr": lambda: 1, "lap": lambda: 1, "dlap": lambda: 1,
             "rr": lambda: 2}[kind]()
 
 
@@ -530,14 +530,16 @@ def _laplace_lattice_bits(b, integer=False):
 
 @functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "narrow", "unit", "out_dtype"))
 def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kind, k1, small, unit, out_dtype,
-                        narrow=False):
+                        narrow=False, table=None):
     """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
     float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
     :func:`table_samplers.laplace_noise_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
     (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
-    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged). ``narrow``
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged). Kind "dgr": the discrete
+    Gaussian, record i's exact table ``table[t[i] : t[i] + shift[i]]`` searched in ``k1`` bisection steps
+    (:func:`table_samplers.icdf_noise_per_record`). ``narrow``
     (static; a discrete Laplace, every scale in :func:`_float32_range`): the float32 decision
     (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this program
     without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
@@ -549,6 +551,9 @@ def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kin
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
     if records is not None and source.ndim == 1:
         words.records = records
+    if kind == "dgr":  # the discrete Gaussian: record i's table at offset t[i], of length shift[i], in ``table``
+        z, flag = table_samplers.icdf_noise_per_record(words, table, t, shift, k1)
+        return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
     if kind == "rr" and jnp.issubdtype(t.dtype, jnp.floating):  # the ε themselves: their thresholds from the table
         t, missing = _rr_lookup(t, shift, g)
         return _finish(table_samplers.rr_code(words, values, t, k1) | missing.astype(jnp.int64), values, kind, 1.0, unit,
@@ -630,7 +635,7 @@ def _flagged(out, n):
 
 
 def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None, scales_at=None,
-                  small=None, narrow=False):
+                  small=None, narrow=False, table=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
@@ -656,7 +661,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     else:
         source = key_pair(key)
         devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and scales is None:
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and (
+                scales is None or all(np.ndim(a) == 0 for a in scales if a is not None)):  # (one scale as 0-d arrays)
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
@@ -672,7 +678,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
             narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
         on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
         out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
-                                  narrow=narrow, unit=unit, out_dtype=out_dtype)
+                                  narrow=narrow, unit=unit, out_dtype=out_dtype,
+                                  table=None if table is None else jnp.asarray(table))
     idx = _flagged(out, n)
     if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
         pad = jnp.asarray(_padded(idx))
@@ -685,7 +692,7 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     if idx.size:
         pad = _padded(idx)
         v = np.asarray(_take(values, jnp.asarray(pad)))[: idx.size]
-        at = None if scales is None else (scales_at or (lambda i: tuple(a[i] for a in scales)))(idx)
+        at = None if scales is None else (scales_at or (lambda i: tuple(np.broadcast_to(a, (n,))[i] for a in scales)))(idx)
         gi = g if scales is None else at[2]
         if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
@@ -694,6 +701,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         def record_fn(word, value, pos):
             if scales is not None:
                 t_i = int(at[0][pos])
+                if kind == "dgr":
+                    return table_samplers.exact_gaussian_record(word, t_i)
                 return table_samplers.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
                     table_samplers.exact_per_record(word, t_i, int(at[1][pos]))
             if kind == "rr":
@@ -1031,6 +1040,35 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
     return None
 
 
+def _chunked(t, shift):
+    """Whether any discrete Laplace scale τ = t/2^shift has chunked tables (:func:`table_samplers.chunk_layout`'s
+    m = ⌈log2 t⌉ − shift − DL_TABLE_LOG2 > 0: τ above 2^DL_TABLE_LOG2; ⌈log2 t⌉ is the bit length of t − 1)."""
+    t = np.asarray(t, np.float64)
+    return bool(np.any(np.frexp(t - 1.0)[1] - np.asarray(shift, np.int64) - table_samplers.DL_TABLE_LOG2 > 0))
+
+
+#: a discrete Gaussian release with per-record σ builds one exact inverse-CDF table per distinct lattice variance
+#: (about 0.25 s and 7.4σ words each at the Gaussian lattice's σ ≤ 2^12): at most this many distinct values
+DG_TABLES_MAX = 1024
+
+
+def _release_gaussian_tables(key, start, values, nvar, g, unit, out_dtype):
+    """The discrete Gaussian of per-record lattice variances ``nvar`` (any number of distinct values, at most
+    :data:`DG_TABLES_MAX`): each record's |Z| by the exact table of its own variance (:func:`table_samplers.dg_icdf`,
+    the one-scale release's), searched per record in the concatenated tables
+    (:func:`table_samplers.icdf_noise_per_record`): the one-scale map, whatever the other records' scales."""
+    distinct, inverse = np.unique(nvar, return_inverse=True)
+    if distinct.size > DG_TABLES_MAX:
+        raise ValueError(f"sigma: numerics='exact' runs at most {DG_TABLES_MAX} distinct per-record sigma (one exact "
+                         f"table each), got {distinct.size}; round sigma to fewer values or release them in batches")
+    tables = [table_samplers.dg_icdf(int(v)) for v in distinct]
+    sizes = np.asarray([tab.size for tab in tables], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return _fast_release(key, start, values, "dgr", None, int(sizes.max()).bit_length(), 1.0, unit, out_dtype,
+                         scales=(offsets[inverse], sizes[inverse], g), scales_at=lambda idx: (nvar[idx], None, g[idx]),
+                         table=np.concatenate(tables))
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -1076,7 +1114,10 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most table_samplers.PB_MAX_SCALE)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
-    groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
+    # one word-to-noise map per law, whatever the layout: a discrete Laplace whose tables would be chunked (τ above
+    # 2^DL_TABLE_LOG2: two or more words) runs the one-word inverse CDF of the per-record program for every record
+    chunked = bool(n) and kind == "dl" and _chunked(param_own, shift_own)
+    groups = None if one_scale or not n or chunked else _scale_groups(shape, param_own, shift_own, g_own)
     if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
         with jax.enable_x64(True):
             unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
@@ -1094,13 +1135,21 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                 out[idx] = np.asarray(part)[: idx.size]
         out = jnp.asarray(out).reshape(shape)
         return out.reshape(()) if squeeze else out
-    if groups is None and not one_scale and n and kind in ("dl", "rr"):  # any number of distinct scales (or ε)
+    if groups is None and (chunked or not one_scale) and n and kind in ("dl", "rr"):  # any number of scales (or ε)
         with jax.enable_x64(True):
             unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
-            scales = tuple(np.ascontiguousarray(a).reshape(-1) for a in (param, shift, g))
+            scales = tuple(np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1)
+                           for a in (param, shift, g))
             out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
                                 lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit,
                                 jnp.dtype(in_dt if unit else out_float), scales=scales)
+        return out.reshape(()) if squeeze else out
+    if groups is None and not one_scale and n and kind == "dg":  # any number of distinct σ²: a table each
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0))
+            out = _release_gaussian_tables(key, start, values, np.ascontiguousarray(param).reshape(-1),
+                                           np.ascontiguousarray(g).reshape(-1), unit,
+                                           jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
     if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):

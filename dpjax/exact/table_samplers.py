@@ -58,7 +58,7 @@ import numpy as np
 __all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
            "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
            "NARROW_MAX_LOG2", "NARROW_MIN_LOG2", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32", "dl_icdf", "dl_tables", "exact_boosted_record",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "icdf_noise_per_record", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
            "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
@@ -566,6 +566,23 @@ def symmetric_noise(words, tab, gd, depth):
     cnt, undecided = _level_search(tab, gd, depth, hi, lo)
     flag = undecided | (cnt == tab.shape[0])
     return jnp.where((hi >> np.uint32(31)) == 1, -cnt, cnt), flag
+
+
+def icdf_noise_per_record(words, table, offset, length, depth):
+    """:func:`symmetric_noise` with a table per record (any number of distinct tables, concatenated in ``table``):
+    record i's |Z| = #{k : T[k] < v} over its table T = table[offset_i : offset_i + length_i] (v its word's low 63
+    bits, ``depth`` bisection steps cover the longest table), the word's top bit the sign; flagged on a tie
+    (T[|Z|] = v) or past the table — the same map as the one-table search, every record it decides decided alike
+    (the flagged ones completed by the same host function, :func:`_icdf_on_host`). 64-bit lanes (x64)."""
+    u = words(0, words.records.reshape(-1))
+    v = u & _U64((1 << 63) - 1)
+    off, size = offset.astype(jnp.int64), length.astype(jnp.int64)
+    cnt = jnp.zeros(v.shape, jnp.int64)
+    for b in reversed(range(depth)):
+        mid = cnt + (1 << b)
+        cnt = jnp.where((mid <= size) & (table[off + jnp.minimum(mid, size) - 1] < v), mid, cnt)
+    flag = (cnt == size) | (table[off + jnp.minimum(cnt, size - 1)] == v)
+    return jnp.where((u >> _U64(63)) == 1, -cnt, cnt), flag
 
 
 def _icdf_on_host(tab, v, ext, bounds):
