@@ -676,10 +676,15 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         if small is None:
             small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
             narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
+        narrow = narrow and table_samplers.transcendentals_trusted("float32")  # (the platform check, once)
         on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
-        out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
-                                  narrow=narrow, unit=unit, out_dtype=out_dtype,
-                                  table=None if table is None else jnp.asarray(table))
+        if kind in ("dlr", "lap", "dlap") and not table_samplers.transcendentals_trusted("float64"):
+            # the float64 decision's error bound fails on this backend: every record decided on the host
+            out, narrow = jnp.full(flat.shape[0], _sentinel(out_dtype), out_dtype), False
+        else:
+            out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
+                                      narrow=narrow, unit=unit, out_dtype=out_dtype,
+                                      table=None if table is None else jnp.asarray(table))
     idx = _flagged(out, n)
     if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
         pad = jnp.asarray(_padded(idx))
