@@ -220,8 +220,11 @@ def _first_kept(trial, fallback):
 def _rounded_gaussian(uniform, sigma):
     r"""The discrete Gaussian of one large σ by rejection from the rounded continuous Gaussian: x ~ N(0, σ²), k = ⌊x + ½⌋,
     d = x − k ∈ [−½, ½), kept with probability exp(−(k² − x²)/(2σ²))/C. Then P(k, kept) = ∫ over k's cell of
-    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): exactly proportional to the pmf for |k| ≤ 40σ
-    (beyond, mass below e^{−800}: rejected). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
+    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): in exact arithmetic proportional to the pmf
+    for |k| ≤ 40σ (beyond, mass below e^{−800}: rejected). Run on float uniforms it is only an approximation: x takes
+    one value per uniform (2^23 of them for float32), so at large σ some integers are never drawn and the law's
+    total-variation distance from the discrete Gaussian grows with σ (the exact tier, ``numerics="exact"``, has no
+    such error). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
     a candidate is kept with probability ≥ exp(−(40σ + ¼)/σ²) (≥ 0.9993 at σ ≥ :data:`ROUNDED_MIN_SIGMA`), that is
     e^a with a ∈ [−7·10^-4, 0], taken as 1 + a + a²/2 (off by |a|³/6 < 6·10^-11, far below a float32 uniform's
     resolution; no logarithm per candidate). One trial is two candidates, each from one hash (the inverse normal CDF
