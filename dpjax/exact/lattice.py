@@ -655,9 +655,9 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     if prefix is not None:  # os.urandom words, two bytes for most records
         out, word_of = _prefix_release(key, prefix, flat, kind, t, shift, g, unit, out_dtype)
     elif host_bits:  # os.urandom words, made here for every record and fed to the device
-        table = key.words((_words_per_record(kind, t, shift), n))
-        source = jax.device_put(table, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
-        word_of = _host_streams(key, lambda j, i: int(table[j, i]) if j < table.shape[0] else None)
+        words = key.words((_words_per_record(kind, t, shift), n))
+        source = jax.device_put(words, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
+        word_of = _host_streams(key, lambda j, i: int(words[j, i]) if j < words.shape[0] else None)
     else:
         source = key_pair(key)
         devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
