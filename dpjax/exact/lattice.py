@@ -379,8 +379,9 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1, "dgr": lambda: 1, "lap": lambda: 1, "dlap": lambda: 1,
-            "rr": lambda: 2}[kind]()
+    if kind == "dl":
+        return 1 + len(table_samplers.chunk_layout(t, shift)[0])
+    return 2 if kind == "rr" else 1  # (dg, pb, dlr, dgr, lap, dlap: one word)
 
 
 def _table_noise(words, kind, t, shift):
@@ -537,9 +538,9 @@ def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kin
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
     (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
-    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged). Kind "dgr": the discrete
-    Gaussian, record i's exact table ``table[t[i] : t[i] + shift[i]]`` searched in ``k1`` bisection steps
-    (:func:`table_samplers.icdf_noise_per_record`). ``narrow``
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged).
+    Kind "dgr": the discrete Gaussian, record i's exact table ``table[t[i] : t[i] + shift[i]]`` searched in ``k1``
+    bisection steps (:func:`table_samplers.icdf_noise_per_record`). ``narrow``
     (static; a discrete Laplace, every scale in :func:`_float32_range`): the float32 decision
     (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this program
     without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
@@ -697,7 +698,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     if idx.size:
         pad = _padded(idx)
         v = np.asarray(_take(values, jnp.asarray(pad)))[: idx.size]
-        at = None if scales is None else (scales_at or (lambda i: tuple(np.broadcast_to(a, (n,))[i] for a in scales)))(idx)
+        every = scales_at or (lambda i: tuple(np.broadcast_to(a, (n,))[i] for a in scales))  # (0-d: one scale)
+        at = None if scales is None else every(idx)
         gi = g if scales is None else at[2]
         if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "

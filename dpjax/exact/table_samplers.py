@@ -55,12 +55,14 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
-           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
-           "NARROW_MAX_LOG2", "NARROW_MIN_LOG2", "PLATFORM_MARGIN", "TRANSCENDENTALS", "TRANSCENDENTAL_ERROR",
-           "TRANSCENDENTAL_ERROR32", "transcendental_errors", "transcendentals_trusted", "dl_icdf", "dl_tables", "exact_boosted_record",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "icdf_noise_per_record", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
-           "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
+__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code",
+           "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record",
+           "laplace_noise_per_record", "laplace_noise_per_record32", "NARROW_MAX_LOG2", "NARROW_MIN_LOG2",
+           "PLATFORM_MARGIN", "TRANSCENDENTALS", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32",
+           "transcendental_errors", "transcendentals_trusted", "dl_icdf", "dl_tables", "exact_boosted_record",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "icdf_noise_per_record", "laplace_code",
+           "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide", "pb_icdf", "resolve_on_host",
+           "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -748,8 +750,8 @@ PLATFORM_MARGIN = 0.25
 
 def _sweep64():
     """The float64 inputs of the platform check, per function: exp on [−708, 0] (the −λ of every scale whose
-    q = e^−λ is normal, dense near 0; a subnormal q moves log c by less than 2^-1022), log on (2^-64, 1] (the word's w/2^63, dense near 1, where log is
-    smallest) and log1p on (2^-1000, 1) (q)."""
+    q = e^−λ is normal, dense near 0; a subnormal q moves log c by less than 2^-1022), log on (2^-64, 1] (the
+    word's w/2^63, dense near 1, where log is smallest) and log1p on (2^-1000, 1) (q)."""
     dense = -np.logspace(-12, np.log10(708.0), 2048)
     near_one = 1.0 - np.logspace(-16, -1, 1024)
     return {"exp": np.concatenate([dense, np.linspace(-708.0, 0.0, 1024)]),
@@ -785,9 +787,9 @@ def transcendental_errors(backend=None):
     """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``
     (default: JAX's default backend), per (function, dtype): each evaluated on the device over a fixed sweep of
     the inputs the per-record decisions give it (:func:`_sweep64`, :func:`_sweep32`) against the host's values
-    (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p, relative to
-    |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and :data:`TRANSCENDENTAL_ERROR32`
-    (float32). Computed once per backend (cached).
+    (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p,
+    relative to |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and
+    :data:`TRANSCENDENTAL_ERROR32` (float32). Computed once per backend (cached).
 
     Returns:
       ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): 5.9e-08, ...}``.
@@ -819,7 +821,8 @@ def transcendentals_trusted(dtype, backend=None):
     float64 program or on the host: the same release, slower)."""
     backend = backend or jax.default_backend()
     bound = TRANSCENDENTAL_ERROR if dtype == "float64" else TRANSCENDENTAL_ERROR32
-    bad = {k: e for k, e in transcendental_errors(backend).items() if k[1] == dtype and not e <= PLATFORM_MARGIN * bound}
+    bad = {k: e for k, e in transcendental_errors(backend).items()
+           if k[1] == dtype and not e <= PLATFORM_MARGIN * bound}
     if bad and (backend, dtype) not in _warned:
         import warnings
 
