@@ -644,7 +644,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
     "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
     ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_noise_per_record`); ``narrow``: the float32
-    decision first (:func:`_per_record_lattice`). A :class:`HostBits` key feeds whole words, or, for the one-word
+    decision first (:func:`_per_record_lattice`); ``table``: kind "dgr"'s concatenated exact tables (scales: each
+    record's offset and length in it, and g). A :class:`HostBits` key feeds whole words, or, for the one-word
     samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`). The flagged records are found on the
     device (:func:`_flagged`); the float32 decision's go through the float64 program first, on the device; the host
     completes the rest."""

@@ -789,7 +789,11 @@ def transcendental_errors(backend=None):
     the inputs the per-record decisions give it (:func:`_sweep64`, :func:`_sweep32`) against the host's values
     (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p,
     relative to |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and
-    :data:`TRANSCENDENTAL_ERROR32` (float32). Computed once per backend (cached).
+    :data:`TRANSCENDENTAL_ERROR32` (float32). Computed once per backend (cached). Callable on its own, e.g. on an
+    accelerator: ``transcendental_errors("gpu")``.
+
+    Args:
+      backend: a JAX backend name ("cpu", "gpu", "tpu"), or None for the default one.
 
     Returns:
       ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): 5.9e-08, ...}``.
@@ -818,7 +822,15 @@ def transcendentals_trusted(dtype, backend=None):
     """Whether every transcendental of ``dtype`` ("float32" or "float64") on ``backend`` is within
     :data:`PLATFORM_MARGIN` of its assumed bound (:func:`transcendental_errors`); if not, a warning says once per
     backend and dtype that the decisions relying on them are disabled there (their records are decided by the
-    float64 program or on the host: the same release, slower)."""
+    float64 program or on the host: the same release, slower).
+
+    Args:
+      dtype: "float32" or "float64".
+      backend: a JAX backend name, or None for the default one.
+
+    Returns:
+      True where the decisions of ``dtype`` may rely on the backend's functions.
+    """
     backend = backend or jax.default_backend()
     bound = TRANSCENDENTAL_ERROR if dtype == "float64" else TRANSCENDENTAL_ERROR32
     bad = {k: e for k, e in transcendental_errors(backend).items()
