@@ -57,7 +57,8 @@ KERNELS = {  # name → (mechanism class name, base scale, integer answers)
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "gaussian" else k for k in KERNELS])
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in ("gaussian", "discrete_laplace_small")
+                                  else k for k in KERNELS])
 def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name):
     """Per-record scales on every kernel, 34 records with 30 distinct scales (above the 16 that once switched
     route): the records of one scale get the same noise as in a one-scale batch, and a release in two slices
@@ -118,6 +119,7 @@ def test_per_record_discrete_gaussian_refuses_more_distinct_scales_than_tables(m
                       numerics="exact")
 
 
+@pytest.mark.slow
 def test_per_record_discrete_gaussian_from_host_bits():
     """The per-record tables fed by ``HostBits`` words (os.urandom): each record's noise has its own σ's spread
     (z/σ over 20 000 records, 20 distinct σ: variance 1 within 5 %)."""
