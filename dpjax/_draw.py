@@ -40,5 +40,7 @@ def _cut(rows, n, shape):
 
 
 def _shard(x, devices):
+    """``x`` split along its first axis over ``devices`` (this process's addressable devices: a sharding over
+    another process's devices cannot be placed from here)."""
     mesh = Mesh(np.asarray(devices), ("records",))
     return jax.device_put(x, NamedSharding(mesh, P("records")))

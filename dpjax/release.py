@@ -86,7 +86,7 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | Non
     start = check_int("start", start, minimum=0)
     shape = values.shape
     n = math.prod(shape)
-    devices = jax.devices()
+    devices = jax.local_devices()  # (this process's own: another process's devices are not addressable here)
     if start + n + LANE_BLOCK * len(devices) > MAX_RECORDS:
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     shards = len(devices) if len(devices) > 1 and n >= SHARD_MIN_RECORDS else 1

@@ -81,7 +81,7 @@ def _as_array(name: str, x) -> np.ndarray:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises many types
         raise ValueError(f"{name} must be a real number or array, got {type(x).__name__}") from exc
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+    if arr.dtype == bool or not (jnp.issubdtype(arr.dtype, jnp.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"{name} must have a real numeric dtype, got dtype {arr.dtype}")
     return arr
 

@@ -237,17 +237,26 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
 
 
+#: decimal digits of the randomized response's thresholds and achieved ε (the achieved ε is 0 or at least about
+#: 2^-64/k: its relative error stays below 10^-60, far inside the float64 ulp the report is rounded up by)
+_RR_DIGITS = 80
+
+
 @functools.lru_cache(maxsize=4096)
 def _rr_keep(x, k):
     """(T, ε achieved) of randomized response over ``k`` categories at ε = ``x`` (a float): the integer keep
-    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1 (clipped to [1, 2^64 − 1]) in 60-digit decimal arithmetic, and
-    ln(T (k − 1)/(2^64 − T)) rounded up. Cached: privacy tiers repeat their few values release after release."""
-    ctx = decimal.Context(prec=60)
+    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1, at least ⌈2^64/k⌉ (keep at least as likely as each other
+    category: the law the accountant's randomized response has) and at most 2^64 − 1, in
+    :data:`_RR_DIGITS`-digit decimal arithmetic, and the ε its law has, ln(T (k − 1)/(2^64 − T)) (≥ 0) at the
+    same precision, rounded up to a float64 (the smallest positive float where it is 0). Cached: privacy
+    tiers repeat their few values release after release."""
+    ctx = decimal.Context(prec=_RR_DIGITS)
     ex = ctx.exp(decimal.Decimal(x))
     t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
-    t = max(1, min(t, 2**64 - 1))
-    achieved = float(ctx.ln(decimal.Decimal(t * (k - 1)) / decimal.Decimal(2**64 - t)))
-    return t, math.nextafter(achieved, math.inf) if achieved > 0 else math.nextafter(0.0, 1.0)
+    t = max(-(-(2**64) // k), min(t, 2**64 - 1))
+    kept, other = t * (k - 1), 2**64 - t  # the law's ratio kept/other ≥ 1 (T ≥ 2^64/k)
+    achieved = float(ctx.ln(ctx.add(1, ctx.divide(kept - other, other)))) if kept > other else 0.0
+    return t, math.nextafter(achieved, math.inf)
 
 
 def rr_lattice(mech):
@@ -366,14 +375,6 @@ def _lattice_value(v, noise, g, unit, out_dtype, inv_g=None):
     return ((index + noise).astype(jnp.float64) * g).astype(out_dtype)
 
 
-def _lattice_value32(v, noise, g):
-    """:func:`_lattice_value` of float32 answers with |v/g| < 2^30 and int32 noise |noise| < 2^30, bitwise: v/g, its
-    floor and the index are exact in float32/int32, the sum is exact in int32, and its one rounding to float32
-    commutes with the exact scaling by g (a power of two in [2^-126, 2^96]: no subnormal, no overflow)."""
-    index = nearest_index(v / jnp.float32(g)).astype(jnp.int32)
-    return (index + noise).astype(jnp.float32) * jnp.float32(g)
-
-
 def _sentinel(dtype):
     """The output of a record that awaits the host: NaN (never a release's output), or the integer minimum
     (a release may output it too: such a record is recomputed, to the same value)."""
@@ -394,8 +395,9 @@ class _WordTable:
 
 def _words_per_record(kind, t, shift):
     """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    return {"dl": lambda: 1 + len(table_samplers.chunk_layout(t, shift)[0]), "dg": lambda: 1, "pb": lambda: 1, "dlr": lambda: 1, "lap": lambda: 1, "dlap": lambda: 1,
-            "rr": lambda: 2}[kind]()
+    if kind == "dl":
+        return 1 + len(table_samplers.chunk_layout(t, shift)[0])
+    return 2 if kind == "rr" else 1  # (dg, pb, dlr, dgr, lap, dlap: one word)
 
 
 def _table_noise(words, kind, t, shift):
@@ -515,17 +517,9 @@ def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, uni
     if kind == "rr":  # t: the keep threshold, shift: the number of other categories
         return _finish(table_samplers.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
 
-    def draw(narrow):
-        z, flag = _table_noise(words, kind, t, shift)
-        if narrow:
-            return jnp.where(flag, jnp.asarray(np.nan, out_dtype), _lattice_value32(values, z, g))
-        return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
-
-    if (not unit and values.dtype == out_dtype == jnp.float32 and 2.0**-126 <= g <= 2.0**96
-            and (kind != "dl" or table_samplers.laplace_noise_dtype(t, shift) == jnp.int32)):
-        # float32 answers whose lattice indices all lie below 2^30: the lattice value in 32-bit lanes
-        return jax.lax.cond(jnp.max(jnp.abs(values)) < 2.0**30 * g, lambda: draw(True), lambda: draw(False))
-    return draw(False)
+    # one program whatever the values (no branch on them: the release's work does not depend on the data)
+    z, flag = _table_noise(words, kind, t, shift)
+    return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
 
 
 #: the smallest Laplace scale whose lattice :func:`_laplace_lattice_bits` builds (b and g = 2^(⌊log2 b⌋ − 20)
@@ -553,14 +547,16 @@ def _laplace_lattice_bits(b, integer=False):
 
 @functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "narrow", "unit", "out_dtype"))
 def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kind, k1, small, unit, out_dtype,
-                        narrow=False):
+                        narrow=False, table=None):
     """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
     float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
     :func:`table_samplers.laplace_noise_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
     ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
     Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
     (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
-    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged). ``narrow``
+    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged).
+    Kind "dgr": the discrete Gaussian, record i's exact table ``table[t[i] : t[i] + shift[i]]`` searched in ``k1``
+    bisection steps (:func:`table_samplers.icdf_noise_per_record`). ``narrow``
     (static; a discrete Laplace, every scale in :func:`_float32_range`): the float32 decision
     (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this program
     without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
@@ -572,6 +568,9 @@ def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kin
     words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
     if records is not None and source.ndim == 1:
         words.records = records
+    if kind == "dgr":  # the discrete Gaussian: record i's table at offset t[i], of length shift[i], in ``table``
+        z, flag = table_samplers.icdf_noise_per_record(words, table, t, shift, k1)
+        return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
     if kind == "rr" and jnp.issubdtype(t.dtype, jnp.floating):  # the ε themselves: their thresholds from the table
         t, missing = _rr_lookup(t, shift, g)
         return _finish(table_samplers.rr_code(words, values, t, k1) | missing.astype(jnp.int64), values, kind, 1.0, unit,
@@ -653,7 +652,7 @@ def _flagged(out, n):
 
 
 def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None, scales_at=None,
-                  small=None, narrow=False):
+                  small=None, narrow=False, table=None):
     """The one-scale lattice release: one device program over the records (sharded over the local devices
     for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
     bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
@@ -661,7 +660,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
     "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
     ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_noise_per_record`); ``narrow``: the float32
-    decision first (:func:`_per_record_lattice`). A :class:`HostBits` key feeds whole words, or, for the one-word
+    decision first (:func:`_per_record_lattice`); ``table``: kind "dgr"'s concatenated exact tables (scales: each
+    record's offset and length in it, and g). A :class:`HostBits` key feeds whole words, or, for the one-word
     samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`). The flagged records are found on the
     device (:func:`_flagged`); the float32 decision's go through the float64 program first, on the device; the host
     completes the rest."""
@@ -673,13 +673,14 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     if prefix is not None:  # os.urandom words, two bytes for most records
         out, word_of = _prefix_release(key, prefix, flat, kind, t, shift, g, unit, out_dtype)
     elif host_bits:  # os.urandom words, made here for every record and fed to the device
-        table = key.words((_words_per_record(kind, t, shift), n))
-        source = jax.device_put(table, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
-        word_of = _host_streams(key, lambda j, i: int(table[j, i]) if j < table.shape[0] else None)
+        words = key.words((_words_per_record(kind, t, shift), n))
+        source = jax.device_put(words, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
+        word_of = _host_streams(key, lambda j, i: int(words[j, i]) if j < words.shape[0] else None)
     else:
         source = key_pair(key)
-        devices = jax.devices()
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and scales is None:
+        devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
+        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and (
+                scales is None or all(np.ndim(a) == 0 for a in scales if a is not None)):  # (one scale as 0-d arrays)
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
@@ -693,9 +694,15 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         if small is None:
             small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
             narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
+        narrow = narrow and table_samplers.transcendentals_trusted("float32")  # (the platform check, once)
         on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
-        out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
-                                  narrow=narrow, unit=unit, out_dtype=out_dtype)
+        if kind in ("dlr", "lap", "dlap") and not table_samplers.transcendentals_trusted("float64"):
+            # the float64 decision's error bound fails on this backend: every record decided on the host
+            out, narrow = jnp.full(flat.shape[0], _sentinel(out_dtype), out_dtype), False
+        else:
+            out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
+                                      narrow=narrow, unit=unit, out_dtype=out_dtype,
+                                      table=None if table is None else jnp.asarray(table))
     idx = _flagged(out, n)
     if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
         pad = jnp.asarray(_padded(idx))
@@ -708,7 +715,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
     if idx.size:
         pad = _padded(idx)
         v = np.asarray(_take(values, jnp.asarray(pad)))[: idx.size]
-        at = None if scales is None else (scales_at or (lambda i: tuple(a[i] for a in scales)))(idx)
+        every = scales_at or (lambda i: tuple(np.broadcast_to(a, (n,))[i] for a in scales))  # (0-d: one scale)
+        at = None if scales is None else every(idx)
         gi = g if scales is None else at[2]
         if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
             raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
@@ -717,6 +725,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
         def record_fn(word, value, pos):
             if scales is not None:
                 t_i = int(at[0][pos])
+                if kind == "dgr":
+                    return table_samplers.exact_gaussian_record(word, t_i)
                 return table_samplers.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
                     table_samplers.exact_per_record(word, t_i, int(at[1][pos]))
             if kind == "rr":
@@ -1054,6 +1064,35 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
     return None
 
 
+def _chunked(t, shift):
+    """Whether any discrete Laplace scale τ = t/2^shift has chunked tables (:func:`table_samplers.chunk_layout`'s
+    m = ⌈log2 t⌉ − shift − DL_TABLE_LOG2 > 0: τ above 2^DL_TABLE_LOG2; ⌈log2 t⌉ is the bit length of t − 1)."""
+    t = np.asarray(t, np.float64)
+    return bool(np.any(np.frexp(t - 1.0)[1] - np.asarray(shift, np.int64) - table_samplers.DL_TABLE_LOG2 > 0))
+
+
+#: a discrete Gaussian release with per-record σ builds one exact inverse-CDF table per distinct lattice variance
+#: (about 0.25 s and 7.4σ words each at the Gaussian lattice's σ ≤ 2^12): at most this many distinct values
+DG_TABLES_MAX = 1024
+
+
+def _release_gaussian_tables(key, start, values, nvar, g, unit, out_dtype):
+    """The discrete Gaussian of per-record lattice variances ``nvar`` (any number of distinct values, at most
+    :data:`DG_TABLES_MAX`): each record's |Z| by the exact table of its own variance (:func:`table_samplers.dg_icdf`,
+    the one-scale release's), searched per record in the concatenated tables
+    (:func:`table_samplers.icdf_noise_per_record`): the one-scale map, whatever the other records' scales."""
+    distinct, inverse = np.unique(nvar, return_inverse=True)
+    if distinct.size > DG_TABLES_MAX:
+        raise ValueError(f"sigma: numerics='exact' runs at most {DG_TABLES_MAX} distinct per-record sigma (one exact "
+                         f"table each), got {distinct.size}; round sigma to fewer values or release them in batches")
+    tables = [table_samplers.dg_icdf(int(v)) for v in distinct]
+    sizes = np.asarray([tab.size for tab in tables], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return _fast_release(key, start, values, "dgr", None, int(sizes.max()).bit_length(), 1.0, unit, out_dtype,
+                         scales=(offsets[inverse], sizes[inverse], g), scales_at=lambda idx: (nvar[idx], None, g[idx]),
+                         table=np.concatenate(tables))
+
+
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
     """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
 
@@ -1075,7 +1114,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     start = check_int("start", start, minimum=0) if not is_traced(start) else start
     shape = values.shape
     n = math.prod(shape)
-    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.devices()) > MAX_RECORDS:  # room for the padding
+    if not is_traced(start) and start + n + LANE_BLOCK * len(jax.local_devices()) > MAX_RECORDS:  # room for the padding
         raise ValueError(f"start + number of records must be at most 2**32 per key, got {start + n}")
     in_dt = values.dtype
     integer = jnp.issubdtype(in_dt, jnp.integer)
@@ -1099,7 +1138,10 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most table_samplers.PB_MAX_SCALE)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
-    groups = None if one_scale or not n else _scale_groups(shape, param_own, shift_own, g_own)
+    # one word-to-noise map per law, whatever the layout: a discrete Laplace whose tables would be chunked (τ above
+    # 2^DL_TABLE_LOG2: two or more words) runs the one-word inverse CDF of the per-record program for every record
+    chunked = bool(n) and kind == "dl" and _chunked(param_own, shift_own)
+    groups = None if one_scale or not n or chunked else _scale_groups(shape, param_own, shift_own, g_own)
     if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
         with jax.enable_x64(True):
             unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
@@ -1117,13 +1159,21 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                 out[idx] = np.asarray(part)[: idx.size]
         out = jnp.asarray(out).reshape(shape)
         return out.reshape(()) if squeeze else out
-    if groups is None and not one_scale and n and kind in ("dl", "rr"):  # any number of distinct scales (or ε)
+    if groups is None and (chunked or not one_scale) and n and kind in ("dl", "rr"):  # any number of scales (or ε)
         with jax.enable_x64(True):
             unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
-            scales = tuple(np.ascontiguousarray(a).reshape(-1) for a in (param, shift, g))
+            scales = tuple(np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1)
+                           for a in (param, shift, g))
             out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
                                 lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit,
                                 jnp.dtype(in_dt if unit else out_float), scales=scales)
+        return out.reshape(()) if squeeze else out
+    if groups is None and not one_scale and n and kind == "dg":  # any number of distinct σ²: a table each
+        with jax.enable_x64(True):
+            unit = bool(integer and np.all(g_own == 1.0))
+            out = _release_gaussian_tables(key, start, values, np.ascontiguousarray(param).reshape(-1),
+                                           np.ascontiguousarray(g).reshape(-1), unit,
+                                           jnp.dtype(in_dt if unit else out_float))
         return out.reshape(()) if squeeze else out
     if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):

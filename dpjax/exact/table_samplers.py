@@ -55,11 +55,14 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code", "chunk_layout", "dg_guide",
-           "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record", "laplace_noise_per_record", "laplace_noise_per_record32",
-           "NARROW_MAX_LOG2", "NARROW_MIN_LOG2", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32", "dl_icdf", "dl_tables", "exact_boosted_record",
-           "exact_gaussian_record", "exact_record", "gaussian_code", "laplace_code", "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide",
-           "pb_icdf", "resolve_on_host", "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
+__all__ = ["CHUNK_BITS", "DL_TABLE_LOG2", "EXACT_LOW_ABOVE", "EXT_BASE", "PB_MAX_SCALE", "boosted_code",
+           "chunk_layout", "dg_guide", "dg_icdf", "discrete_laplace_fast", "dl_guide", "exact_per_record",
+           "laplace_noise_per_record", "laplace_noise_per_record32", "NARROW_MAX_LOG2", "NARROW_MIN_LOG2",
+           "PLATFORM_MARGIN", "TRANSCENDENTALS", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32",
+           "transcendental_errors", "transcendentals_trusted", "dl_icdf", "dl_tables", "exact_boosted_record",
+           "exact_gaussian_record", "exact_record", "gaussian_code", "icdf_noise_per_record", "laplace_code",
+           "laplace_noise", "laplace_noise_dtype", "exact_rr_record", "level_guide", "pb_icdf", "resolve_on_host",
+           "rr_code", "rr_threshold", "symmetric_noise", "threefry_gaussian", "threefry_laplace"]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -568,6 +571,23 @@ def symmetric_noise(words, tab, gd, depth):
     return jnp.where((hi >> np.uint32(31)) == 1, -cnt, cnt), flag
 
 
+def icdf_noise_per_record(words, table, offset, length, depth):
+    """:func:`symmetric_noise` with a table per record (any number of distinct tables, concatenated in ``table``):
+    record i's |Z| = #{k : T[k] < v} over its table T = table[offset_i : offset_i + length_i] (v its word's low 63
+    bits, ``depth`` bisection steps cover the longest table), the word's top bit the sign; flagged on a tie
+    (T[|Z|] = v) or past the table — the same map as the one-table search, every record it decides decided alike
+    (the flagged ones completed by the same host function, :func:`_icdf_on_host`). 64-bit lanes (x64)."""
+    u = words(0, words.records.reshape(-1))
+    v = u & _U64((1 << 63) - 1)
+    off, size = offset.astype(jnp.int64), length.astype(jnp.int64)
+    cnt = jnp.zeros(v.shape, jnp.int64)
+    for b in reversed(range(depth)):
+        mid = cnt + (1 << b)
+        cnt = jnp.where((mid <= size) & (table[off + jnp.minimum(mid, size) - 1] < v), mid, cnt)
+    flag = (cnt == size) | (table[off + jnp.minimum(cnt, size - 1)] == v)
+    return jnp.where((u >> _U64(63)) == 1, -cnt, cnt), flag
+
+
 def _icdf_on_host(tab, v, ext, bounds):
     """min{k : V < F(k)} for V = 0.(63-bit v)(extension words ``ext(d)``...), F's floors ``tab`` deciding every
     comparison they can and ``bounds(prec, k)`` (Fraction bounds of F(k)) the ties and the tail past the table."""
@@ -721,6 +741,113 @@ TRANSCENDENTAL_ERROR32 = 2.0**-18
 NARROW_MIN_LOG2, NARROW_MAX_LOG2 = -5, 5
 
 
+#: the transcendental functions the per-record decisions evaluate on the device (their error bounds above are checked
+#: on each backend before a decision relies on them: :func:`transcendental_errors`)
+TRANSCENDENTALS = {"exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p}
+#: a decision relies on a function only where its observed error is at most this fraction of the assumed bound
+PLATFORM_MARGIN = 0.25
+
+
+def _sweep64():
+    """The float64 inputs of the platform check, per function: exp on [−708, 0] (the −λ of every scale whose
+    q = e^−λ is normal, dense near 0; a subnormal q moves log c by less than 2^-1022), log on (2^-64, 1] (the
+    word's w/2^63, dense near 1, where log is smallest) and log1p on (2^-1000, 1) (q)."""
+    dense = -np.logspace(-12, np.log10(708.0), 2048)
+    near_one = 1.0 - np.logspace(-16, -1, 1024)
+    return {"exp": np.concatenate([dense, np.linspace(-708.0, 0.0, 1024)]),
+            "log": np.concatenate([near_one, np.exp2(-np.linspace(0.0, 63.9, 2048)), 1.0 + np.zeros(1)]),
+            "log1p": np.concatenate([np.exp2(-np.linspace(0.0, 1000.0, 2048)), np.logspace(-20, -1e-9, 1024)])}
+
+
+def _sweep32():
+    """The float32 inputs: exp on [−2^5, −2^-5] (the −λ of the float32 decision's scales, with the range's ends) and
+    log on [2^-48, 2^33] (its r = q 2^32/((1 + q) W), dense near 1)."""
+    lam = np.concatenate([np.exp2(np.linspace(NARROW_MIN_LOG2, NARROW_MAX_LOG2, 2048)),
+                          np.exp2(np.array([NARROW_MIN_LOG2, NARROW_MAX_LOG2], np.float64))])
+    r = np.concatenate([np.exp2(np.linspace(-48.0, 33.0, 2048)), 1.0 + np.linspace(-2.0**-8, 2.0**-8, 1024)])
+    return {"exp": (-lam).astype(np.float32), "log": r.astype(np.float32)}
+
+
+def _reference(name, x):
+    """The function at the float64 inputs ``x`` on the host, within 2^-62 relative: numpy's extended precision where
+    it has a 64-bit significand (x86), else mpmath at 40 digits."""
+    if np.finfo(np.longdouble).nmant >= 63:
+        return getattr(np, name)(x.astype(np.longdouble))
+    import mpmath
+
+    f = {"exp": mpmath.exp, "log": mpmath.log, "log1p": mpmath.log1p}[name]
+    with mpmath.workdps(40):
+        return np.asarray([f(mpmath.mpf(float(v))) for v in x], dtype=object).astype(np.float64)
+
+
+_platform_errors: dict = {}
+
+
+def transcendental_errors(backend=None):
+    """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``
+    (default: JAX's default backend), per (function, dtype): each evaluated on the device over a fixed sweep of
+    the inputs the per-record decisions give it (:func:`_sweep64`, :func:`_sweep32`) against the host's values
+    (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p,
+    relative to |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and
+    :data:`TRANSCENDENTAL_ERROR32` (float32). Computed once per backend (cached). Callable on its own, e.g. on an
+    accelerator: ``transcendental_errors("gpu")``.
+
+    Args:
+      backend: a JAX backend name ("cpu", "gpu", "tpu"), or None for the default one.
+
+    Returns:
+      ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): 5.9e-08, ...}``.
+    """
+    backend = backend or jax.default_backend()
+    if backend not in _platform_errors:
+        device = jax.local_devices(backend=backend)[0]
+        out = {}
+        with jax.enable_x64(True):
+            for dtype, sweep in (("float64", _sweep64()), ("float32", _sweep32())):
+                for name, x in sweep.items():
+                    x = np.asarray(x, dtype)
+                    got = np.asarray(jax.jit(TRANSCENDENTALS[name])(jax.device_put(x, device))).astype(np.longdouble)
+                    ref = _reference(name, x.astype(np.float64))
+                    scale = np.abs(ref) + 1.0 if name == "log" else np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+                    err = (np.abs(got - ref) / scale).astype(np.float64)
+                    out[(name, dtype)] = float(np.max(np.where(np.isfinite(err), err, np.inf)))
+        _platform_errors[backend] = out
+    return _platform_errors[backend]
+
+
+_warned: set = set()
+
+
+def transcendentals_trusted(dtype, backend=None):
+    """Whether every transcendental of ``dtype`` ("float32" or "float64") on ``backend`` is within
+    :data:`PLATFORM_MARGIN` of its assumed bound (:func:`transcendental_errors`); if not, a warning says once per
+    backend and dtype that the decisions relying on them are disabled there (their records are decided by the
+    float64 program or on the host: the same release, slower).
+
+    Args:
+      dtype: "float32" or "float64".
+      backend: a JAX backend name, or None for the default one.
+
+    Returns:
+      True where the decisions of ``dtype`` may rely on the backend's functions.
+    """
+    backend = backend or jax.default_backend()
+    bound = TRANSCENDENTAL_ERROR if dtype == "float64" else TRANSCENDENTAL_ERROR32
+    bad = {k: e for k, e in transcendental_errors(backend).items()
+           if k[1] == dtype and not e <= PLATFORM_MARGIN * bound}
+    if bad and (backend, dtype) not in _warned:
+        import warnings
+
+        _warned.add((backend, dtype))
+        route = "float64 program" if dtype == "float32" else "host"
+        warnings.warn(f"dpjax exact tier: on backend {backend!r} XLA's {dtype} "
+                      + ", ".join(f"{name} errs up to {e:.3g}" for (name, _), e in sorted(bad.items()))
+                      + f", above {PLATFORM_MARGIN:g} of the assumed bound {bound:.3g}: the per-record decisions that "
+                      f"rely on it are disabled on this backend (the {route} decides those records: the same release, "
+                      "slower)", RuntimeWarning, stacklevel=3)
+    return not bad
+
+
 def _uniform_top(words, records):
     """Word 0's sign bit (True: negative) and its 63 low bits v as (W, low): W = 2^31 − (v >> 32) ∈ [1, 2^31] and
     the low half, so that S = 1 − V ∈ ((w − 1)/2^63, w/2^63] with w = 2^63 − v = W·2^32 − low."""
@@ -763,9 +890,9 @@ def laplace_noise_per_record(words, t, shift, small=False):
         lam2 = lam * lam
         lc = -0.5 * lam - lam2 * (0.125 - lam2 * (1.0 / 192.0))
     else:
-        lc = math.log(2.0) - lam - jnp.log1p(jnp.exp(-lam))  # log c
+        lc = math.log(2.0) - lam - TRANSCENDENTALS["log1p"](TRANSCENDENTALS["exp"](-lam))  # log c
     neg, big, low = _uniform_top(words, words.records.reshape(-1))
-    ls = jnp.log(big.astype(jnp.float64) * 2.0**-31 - low.astype(jnp.float64) * 2.0**-63)  # log(w/2^63)
+    ls = TRANSCENDENTALS["log"](big.astype(jnp.float64) * 2.0**-31 - low.astype(jnp.float64) * 2.0**-63)  # log(w/2^63)
     x = (lc - ls) * tau
     d = TRANSCENDENTAL_ERROR
     err = 2.0 * (tau * (d * (jnp.abs(ls) + 3.0) + 2.0**-48) + jnp.abs(x) * 2.0**-49)
@@ -794,9 +921,9 @@ def laplace_noise_per_record32(words, t, shift):
     tf = jnp.asarray(t).astype(jnp.uint32).astype(f32)  # exact: t < 2^24
     lam = jax.lax.bitcast_convert_type((np.uint32(127) + s) << np.uint32(23), f32) / tf  # 1/τ (one rounding)
     tau = tf * jax.lax.bitcast_convert_type((np.uint32(127) - s) << np.uint32(23), f32)  # exact
-    q = jnp.exp(-lam)
+    q = TRANSCENDENTALS["exp"](-lam)
     neg, big, _ = _uniform_top(words, words.records.reshape(-1))
-    x = tau * jnp.log(q * f32(2.0**32) / ((1.0 + q) * big.astype(f32)))
+    x = tau * TRANSCENDENTALS["log"](q * f32(2.0**32) / ((1.0 + q) * big.astype(f32)))
     d, u = TRANSCENDENTAL_ERROR32, 2.0**-24
     err = 2.0 * (tau * f32(4 * d) + jnp.abs(x) * f32(2 * d) + f32(3 * u))
     lead = np.uint32(31) - jax.lax.clz(jnp.maximum(big - np.uint32(1), np.uint32(1)))

@@ -27,8 +27,9 @@ from dpjax.validation import check_int, is_traced
 __all__ = ["DiscreteGaussian"]
 
 #: trials of the rejection samplers (each accepts with probability > 0.4 for every σ, so all
-#: 64 fail with probability < 1e-14 per record; such a record gets 0, a total-variation change
-#: below 1e-14 per record): a bounded loop, never a hang
+#: 64 fail with probability < 1e-14 per record; such a record takes one fresh candidate of the
+#: proposal, unconditioned — noise with the proposal's full support, never the bare answer — a
+#: total-variation change below 1e-14 per record): a bounded loop, never a hang
 MAX_TRIALS = 64
 #: one σ whose support table has at most this radius (σ ≲ 75 000) is sampled by inverse CDF instead
 ICDF_MAX_RADIUS = 1 << 20
@@ -187,21 +188,22 @@ def _cks_rejection(uniform, sigma):
     t = jnp.floor(sigma) + 1.0
     centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
 
+    def candidate(stream, j):  # a discrete Laplace(t) candidate from two uniforms
+        return jnp.floor(-t * jnp.log(stream(3 * j))) - jnp.floor(-t * jnp.log(stream(3 * j + 1)))
+
     def trial(j):
-        # a discrete Laplace(t) candidate from two uniforms, one uniform to accept
-        g1 = jnp.floor(-t * jnp.log(uniform(3 * j)))
-        g2 = jnp.floor(-t * jnp.log(uniform(3 * j + 1)))
-        y = g1 - g2
+        y = candidate(uniform, j)
         accept_log = -((jnp.abs(y) - centre) ** 2) * inv_two_var
         return jnp.where(jnp.log(uniform(3 * j + 2)) < accept_log, y, jnp.nan)
 
-    return _first_kept(trial)
+    return _first_kept(trial, lambda: candidate(_uncached(uniform), jnp.uint32(MAX_TRIALS)))
 
 
-def _first_kept(trial):
+def _first_kept(trial, fallback):
     """Each record's first kept candidate of ``trial(j)`` (the candidates, NaN where a record keeps none: one output,
     which XLA fuses into one loop, where a (candidates, kept) pair would not) over j = 0, 1, … until every record has
-    one or :data:`MAX_TRIALS` trials ran (a record with none gets 0)."""
+    one or :data:`MAX_TRIALS` trials ran; a record with none takes ``fallback()``'s (a fresh proposal candidate from
+    uniforms past the trials', unconditioned: computed only when some record needs it)."""
 
     def cond(state):
         j, out = state
@@ -212,14 +214,17 @@ def _first_kept(trial):
         return j + 1, jnp.where(jnp.isnan(out), trial(j), out)
 
     _, out = jax.lax.while_loop(cond, body, (jnp.uint32(1), trial(jnp.uint32(0))))
-    return jnp.where(jnp.isnan(out), 0.0, out)
+    return jax.lax.cond(jnp.any(jnp.isnan(out)), lambda o: jnp.where(jnp.isnan(o), fallback(), o), lambda o: o, out)
 
 
 def _rounded_gaussian(uniform, sigma):
     r"""The discrete Gaussian of one large σ by rejection from the rounded continuous Gaussian: x ~ N(0, σ²), k = ⌊x + ½⌋,
     d = x − k ∈ [−½, ½), kept with probability exp(−(k² − x²)/(2σ²))/C. Then P(k, kept) = ∫ over k's cell of
-    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): exactly proportional to the pmf for |k| ≤ 40σ
-    (beyond, mass below e^{−800}: rejected). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
+    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): in exact arithmetic proportional to the pmf
+    for |k| ≤ 40σ (beyond, mass below e^{−800}: rejected). Run on float uniforms it is only an approximation: x takes
+    one value per uniform (2^23 of them for float32), so at large σ some integers are never drawn and the law's
+    total-variation distance from the discrete Gaussian grows with σ (the exact tier, ``numerics="exact"``, has no
+    such error). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
     a candidate is kept with probability ≥ exp(−(40σ + ¼)/σ²) (≥ 0.9993 at σ ≥ :data:`ROUNDED_MIN_SIGMA`), that is
     e^a with a ∈ [−7·10^-4, 0], taken as 1 + a + a²/2 (off by |a|³/6 < 6·10^-11, far below a float32 uniform's
     resolution; no logarithm per candidate). One trial is two candidates, each from one hash (the inverse normal CDF
@@ -238,7 +243,12 @@ def _rounded_gaussian(uniform, sigma):
             out = jnp.where((jnp.abs(k) <= 40.0 * sigma) & (uniform(i + 1) < 1.0 + a * (1.0 + a * 0.5)), k, out)
         return out
 
-    return _first_kept(trial)
+    def fallback():  # the rounded Gaussian itself, from a uniform past the trials'
+        stream = _uncached(uniform)
+        x = (sigma * math.sqrt(2.0)) * jax.lax.erf_inv(2.0 * stream(4 * jnp.uint32(MAX_TRIALS)) - 1.0)
+        return jnp.clip(jnp.floor(x + 0.5), -40.0 * sigma, 40.0 * sigma)
+
+    return _first_kept(trial, fallback)
 
 
 @pytree_dataclass
