@@ -1,15 +1,18 @@
-"""One budget for the whole release, calibrated on the exact composed PLD.
+"""One budget for the whole release, split across its measurements, calibrated on the exact composed PLD.
 
-Every noisy component of the release (:mod:`dpjax.table.statistics`) and the selection's noisy
-unit counts use the same kernel at scale ``t · s`` for a component of per-group sensitivity
-``s`` (equal noise-to-sensitivity ratio ``t``). Removing one unit moves at most ``K·m`` elements
-of a component (``K`` groups, multiplicity ``m``), each by at most ``s``, so the release is
-dominated by the composition of ``K·m`` runs of ``kernel(t·s)`` at sensitivity ``s`` per
-component (plus ``K`` runs at sensitivity 1 for the selection). For a continuous kernel a run of
-``kernel(t·s)`` at sensitivity ``s`` has the same PLD as ``kernel(t)`` at sensitivity 1, so the
-whole release is ``N = K·(Σ m + selection)`` runs of ``kernel(t)``: one query of
-``accounting.get_epsilon`` per ratio tried. Integer-valued kernels (not scale-invariant)
-compose one PLD per distinct sensitivity (``accounting.pld(...).self_compose(...).compose(...)``).
+Each noisy measurement of the release (:mod:`dpjax.table.statistics`, the selection's noisy unit count
+among them) gets the kernel at scale ``t·v·s`` for a measurement of per-group sensitivity ``s``: a common
+ratio ``t`` and a weight ``v`` per measurement, its share of the budget. :func:`split` chooses the weights
+to minimise the statistics' total relative error at a fixed privacy cost (the rule is in its docstring and
+docs/tables.md); the user's ``weights`` scale each statistic's error in it. Removing one unit moves at most
+``K·m`` elements of a measurement (``K`` groups, multiplicity ``m``), each by at most ``s``, so the release is
+dominated by the composition of ``K·m`` runs of ``kernel(t·v·s)`` at sensitivity ``s`` per measurement
+(a noisy-max quantile: ``K`` runs of randomized response at its pure ε). For a continuous kernel a run of
+``kernel(t·v·s)`` at sensitivity ``s`` has the PLD of ``kernel(t·v)`` at sensitivity 1: one PLD per
+distinct weight, composed (``accounting.pld(...).self_compose(...).compose(...)``); one fused
+``accounting.get_epsilon`` query when every weight is the same, or for Gaussian noise, whose composition is
+the Gaussian of the summed ``μ²`` (one run of ``kernel(t/√(Σ K·m/v²))``). Integer-valued kernels (not
+scale-invariant) compose one PLD per distinct (weight, sensitivity).
 
 On the exact tier (``exact``) every run is the kernel's lattice mechanism ``kernel(t·s).exact_lattice()``
 (:mod:`dpjax.exact.lattice`: the answer rounded to the lattice gℤ, integer noise at a scale rounded up),
@@ -104,8 +107,8 @@ def split(measurements, max_groups: int, pure: bool) -> dict:
     """The weight ``v`` of each measurement (its noise-to-sensitivity ratio is ``t·v``) minimising the total
     error ``Σ c·(t·v·s̃)²`` (``c`` its loss coefficient, ``s̃`` its sensitivity relative to its values' size) at
     a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs; twice for a noisy max), whose optimum
-    is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the Gaussian
-    of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP), ``v ∝ (n/(c·s̃²))^(1/4)``.
+    is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the
+    Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP), ``v ∝ (n/(c·s̃²))^(1/4)``.
 
     ``measurements``: ``{name: (Component, c)}``; returns ``{name: v}``."""
     power = 1 / 3 if pure else 1 / 4

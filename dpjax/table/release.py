@@ -31,7 +31,7 @@ from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
 from dpjax.exact import ExactLattice
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
-from dpjax.table.calibration import Run, calibrate, kernel_of, noisy_max_kernel, split
+from dpjax.table.calibration import Run, calibrate, kernel_key, kernel_of, noisy_max_kernel, remembered, split
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
 from dpjax.table.selection import selection_delta, tail_point, threshold
@@ -340,11 +340,14 @@ def noise_std(kernel) -> float:
 
 def half_width(kernel, alpha: float) -> float:
     """``w`` with ``Pr[|error| > w] ≤ alpha`` for the error of a value released by ``kernel`` (its noise, and
-    on the exact tier the rounding to the lattice, at most g/2)."""
-    if isinstance(kernel, ExactLattice):
-        g = float(np.asarray(kernel.granularity))
-        return g * tail_point(kernel.noise, math.log(alpha / 2)) + g / 2
-    return tail_point(kernel, math.log(alpha / 2))
+    on the exact tier the rounding to the lattice, at most g/2). Remembered per (kernel, alpha)."""
+    def compute():
+        if isinstance(kernel, ExactLattice):
+            g = float(np.asarray(kernel.granularity))
+            return g * tail_point(kernel.noise, math.log(alpha / 2)) + g / 2
+        return tail_point(kernel, math.log(alpha / 2))
+
+    return remembered(("half_width", *kernel_key(kernel), float(alpha)), compute)
 
 
 def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict,

@@ -13,7 +13,8 @@ appears in D's neighbour. Write D's output law as ``P = (1 − a)·P₁ + a·P�
 probability that one of those groups is released, ``P₁`` the law of the common groups' output (the
 law of D' run on D's common groups), ``Q`` the law on D'. Then
 ``δ_{P‖Q}(ε) ≤ δ_{P₁‖Q}(ε) + a``, and on the set ``S* = {Q > e^ε(1 − a)P₁}`` that attains
-``δ_{Q‖P}(ε) = Q(S*) − e^ε(1 − a)P₁(S*) ≤ δ_{Q‖P₁}(ε) + a·e^ε P₁(S*)`` with ``e^ε P₁(S*) < Q(S*)/(1 − a)``:
+``δ_{Q‖P}(ε) = Q(S*) − e^ε(1 − a)P₁(S*) ≤ δ_{Q‖P₁}(ε) + a·e^ε P₁(S*)`` with
+``e^ε P₁(S*) < Q(S*)/(1 − a)``:
 ``δ_{Q‖P}(ε) ≤ δ_{Q‖P₁}(ε) + a/(1 − a)``. So the selection adds ``δ_sel = K·p/(1 − K·p)`` to the
 composition's δ at every ε — no e^ε factor — with ``p`` the kernel's exact tail. The noisy count that is
 thresholded is the release's noisy unit count: where ``count_units()`` is released, the released values
@@ -47,7 +48,8 @@ def _log_tail(kernel, x):
 
 
 def threshold(kernel, max_groups: int, delta_share: float) -> float:
-    """The smallest threshold ``τ`` (to 1e-9 relative) with ``a/(1 − a) ≤ delta_share``, ``a = K · Pr[1 + Z > τ]``:
+    """The smallest threshold ``τ`` (to 1e-9 relative) with ``a/(1 − a) ≤ delta_share``,
+    ``a = K · Pr[1 + Z > τ]``:
     a doubling bracket, then grids of 1024 points (three rounds narrow it 1e9-fold). A pure function
     of its arguments: remembered, so repeated releases of one configuration search once."""
     key = ("threshold", *kernel_key(kernel), int(max_groups), float(delta_share))

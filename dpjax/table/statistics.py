@@ -1,40 +1,36 @@
-"""The statistics of a table release, what each needs aggregated, and its sensitivity.
+"""The statistics of a table release, the noisy measurements each is derived from, and their sensitivities.
 
 A statistic is a small frozen description (``count()``, ``sum("steps", low, high)``, …).
 After contribution bounding a privacy unit holds at most ``K = max_groups_per_unit``
-groups and at most ``M = max_rows_per_group`` rows in each. Every statistic is released
-as one or more noisy *components* per group; a component has a per-group sensitivity ``s``
-(how far adding or removing one unit moves it in one group) and a *multiplicity* ``m``
-(how many of its elements per group one unit can move, each by at most ``s``). Removing a
-unit therefore moves at most ``K·m`` elements of a component, each by at most ``s``: the
-release of the component is dominated by ``K·m`` compositions of the kernel at sensitivity
-``s`` (for Gaussian noise, the L2 sensitivity ``√(K·m)·s``; for Laplace the L1 ``K·m·s``).
+groups and at most ``M = max_rows_per_group`` rows in each. Every statistic is a post-processing of one
+or more noisy *measurements* per group, shared between the statistics of a release (one draw, paid once);
+a measurement has a per-group sensitivity ``s`` (how far adding or removing one unit moves it in one
+group) and a *multiplicity* ``m`` (how many of its elements per group one unit can move, each by at most
+``s``). Removing a unit therefore moves at most ``K·m`` elements of a measurement, each by at most ``s``.
 
-| statistic | components (sensitivity, multiplicity) | released value |
+| statistic | measurements (sensitivity, multiplicity) | released value |
 |---|---|---|
 | ``count()`` | rows (M, 1) | noisy number of kept rows |
-| ``count_units()`` | units (1, 1) | noisy number of units with a kept row |
-| ``sum(c, lo, hi)`` | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
-| ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + noisy Σ(x−mid) / max(noisy rows, 1), clipped to [lo, hi] |
-| ``variance(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1), Σ(x−mid)² (M·r², 1) | noisy second moment − noisy mean², clipped to [0, r²] |
-| ``quantile(c, q, lo, hi)`` | tree node counts (1, depth) | descent of a noisy binary tree |
+| ``count_units()`` | units (1, 1) | noisy number of units with a kept row (the count selection thresholds) |
+| ``sum(c, lo, hi)`` | rows, Σ(x−mid) (M·r, 1) when rows are measured | Σ(x−mid) + mid·rows (as PipelineDP) |
+| ``sum(c, lo, hi)`` alone | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
+| ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + Σ(x−mid) / max(rows, 1), in [lo, hi] |
+| ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ(x−mid)² (M·r², 1) | second moment − mean², clipped to [0, r²] |
+| ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (max(q, 1−q), 1) | the winning candidate |
 
 ``mid`` is the middle of [lo, hi] (rounded down to an integer for integer-valued kernels) and
-``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums that mean and
-variance use when [lo, hi] is far from 0. Mean and variance need a noisy row count: components
-with the same name are drawn once per release and shared (``count()``, ``mean`` and
-``variance`` of one release use the same noisy row count, paid for once).
+``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums when [lo, hi] is far
+from 0. Rows are measured when the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then
+costs no measurement of its own.
 
-**Quantile**: the binary tree of depth ``D`` (default 10) over [lo, hi] cut into ``2**D`` equal
-leaves. Each unit contributes **one** value per kept group (its first kept row in the keyed
-random order), so it moves one node per level by 1: multiplicity D, sensitivity 1. Every node
-count gets the kernel's noise (drawn only for the nodes the descent visits; the noise of a node
-is keyed by (key, component, group, node), so this is the release of the whole noisy tree). The
-descent goes from the root to a leaf, at each node choosing the child where the target rank
-falls among the two noisy child counts (clipped at 0) — the quantile-tree method of PipelineDP
-and of Qardaji, Yang & Li ("Understanding hierarchical methods for differentially private
-histograms", VLDB 2013); the answer is the leaf's point at the remaining rank, a post-processing
-of the noisy tree, whose privacy is exactly that of its node counts.
+**Quantile**: the candidates are the ``2**D + 1`` edges ``e_j`` of [lo, hi] cut into ``2**D`` equal
+leaves (default D = 10). Each unit contributes **one** value per kept group (its first kept row in the
+keyed random order); the score of ``e_j`` is ``−|L_j − q·n|`` (``L_j`` the values below it, ``n`` all),
+which one unit moves by at most ``Δ = max(q, 1 − q)``. The release is the candidate of largest score plus
+Laplace noise of scale ``b`` (the noise of candidate ``j`` keyed by (key, measurement, group, j)): a
+report-noisy-max, pure ``ε = 2Δ/b`` (Dwork & Roth, "The algorithmic foundations of differential privacy",
+Claim 3.9, scores moving either way) — OpenDP's quantile-score candidates (``make_quantile_score_candidates``
+and a noisy max), not a noisy tree.
 
 Sums are aggregated exactly, as integers: a clipped value ``x`` is stored as
 ``a = round((x − lo)/u)`` with ``u = (hi − lo)/2**32`` (``u = 1`` and integer values for
@@ -150,7 +146,7 @@ class Statistic:
         variance, measurement by measurement (the budget split's model: values of size ``r`` about ``mid``)."""
         if self.kind == "sum" and with_rows:
             return [(self.centre(integer) / self.radius(integer)) ** 2, 1.0]  # sum = Σ(x − mid) + mid·rows
-        if self.kind == "mean":  # mean − mid = Σ(x − mid)/rows: the rows' error weighs (mean − mid)²/r² ≈ 1/3
+        if self.kind == "mean":  # mean − mid = Σ(x − mid)/rows: rows' error weighs (mean − mid)²/r², ≈ 1/3
             return [1 / 3, 1.0]
         if self.kind == "variance":
             return [1 / 9, 1.0, 1.0]
