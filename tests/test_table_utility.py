@@ -124,8 +124,10 @@ def test_noisy_max_quantile_is_accurate_and_its_epsilon_is_twice_laplace():
     n = 4000
     d = {"u": np.arange(n), "g": np.zeros(n, np.int64), "v": rng.lognormal(3.0, 1.0, n)}
     rel = table.release(jax.random.key(5), d, by="g", statistics=[table.quantile("v", 0.5, 0, 200)],
-                        privacy_unit="u", max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6,
-                        groups=[0], noise="gaussian")
+                        privacy_unit="u", max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=0.0,
+                        groups=[0], noise="laplace")
+    assert 0.999 <= rel.epsilon <= 1.0  # pure ε: one noisy max at 2Δ/b
+    assert rel.epsilon == pytest.approx(2 * 0.5 / rel.scales["rank:('v', 0.0, 200.0):10:0.5"], rel=1e-6)
     got = rel.table.column("quantile_0.5_v")[0].as_py()
     assert abs(got - np.median(d["v"])) / np.median(d["v"]) < 0.05
     assert rel.table.column("quantile_0.5_v_std").null_count == 1
@@ -138,8 +140,8 @@ def test_confidence_intervals_cover_and_std_matches():
     d = {"u": np.arange(n), "g": np.arange(n), "v": np.full(n, 50.0)}
     stats = [table.count(), table.sum("v", 0, 200), table.mean("v", 0, 200)]
     rel = table.release(jax.random.key(6), d, by="g", statistics=stats, privacy_unit="u", max_groups_per_unit=1,
-                        max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=list(range(n)), noise="laplace",
-                        numerics="float", alpha=0.1)
+                        max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=list(range(n)), noise="gaussian",
+                        alpha=0.1)
     t = rel.table.to_pydict()
     err = np.asarray(t["count"]) - 1.0
     assert np.std(err) == pytest.approx(t["count_std"][0], rel=0.1)

@@ -110,12 +110,12 @@ def split(measurements, max_groups: int, pure: bool) -> dict:
     is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the
     Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP), ``v ∝ (n/(c·s̃²))^(1/4)``.
 
-    ``measurements``: ``{name: (Component, c)}``; returns ``{name: v}``."""
+    ``measurements``: ``{name: (Component, c·s̃²)}``; returns ``{name: v}``."""
     power = 1 / 3 if pure else 1 / 4
     out = {}
-    for name, (comp, c) in measurements.items():
+    for name, (comp, loss) in measurements.items():
         n = max_groups * comp.multiplicity * ((2 if pure else 4) if comp.noisy_max else 1)
-        out[name] = (n / (c * comp.normalised_sensitivity ** 2)) ** power
+        out[name] = (n / loss) ** power
     top = max(out.values())
     return {name: v / top for name, v in out.items()}
 
@@ -130,10 +130,22 @@ def _group(runs, scale_invariant):
     return out
 
 
+def _pure_epsilon(make, scale, sensitivity, noisy_max, exact) -> float:
+    """The pure ε of one run (a noisy max's, or the kernel's at ``scale`` — on the exact tier its lattice's)."""
+    if noisy_max:
+        return noisy_max_epsilon(scale, sensitivity, exact)
+    kernel = make(scale)
+    with jax.enable_x64(True):
+        return float(np.asarray((kernel.exact_lattice() if exact else kernel).pure_epsilon(sensitivity)))
+
+
 def _epsilons(make, runs, ratios, delta, discrete, exact=False):
     """The exact ε (at ``delta``; pure ε when ``delta`` is 0) of the release at each ratio ``t`` (on the exact
     tier: of the lattice mechanisms run)."""
     groups = _group(runs, not (discrete or exact))
+    if delta == 0 and overrides(make(1.0), "pure_epsilon"):  # pure ε composes by addition, exactly
+        return np.array([sum(n * _pure_epsilon(make, t * w * s, s, nm, exact) for (w, s, nm), n in groups.items())
+                         for t in np.asarray(ratios, float)])
     additive = [(w, s, n) for (w, s, nm), n in groups.items() if not nm]
     if not (discrete or exact) and len(additive) == len(groups) and delta > 0:
         probe = make(1.0)

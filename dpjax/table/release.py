@@ -123,23 +123,35 @@ class Request:
         return stat.components(self.max_rows, self.discrete, self.with_rows)
 
     def measurements(self, selection: bool) -> dict:
-        """``{name: (Component, c)}``: the distinct noisy measurements of the release, each with its loss
-        coefficient ``c`` (the statistics' weights times how much its noise weighs in each; the private
-        selection's weight on the noisy unit count)."""
+        """``{name: (Component, loss)}``: the distinct noisy measurements of the release, each with its loss
+        ``Σ w·e·s̃²`` over the statistics that use it (``w`` the statistic's weight, ``e`` how much the measurement's
+        error enters its relative variance, ``s̃`` the normalised sensitivity); private selection adds its weight
+        times ``L²`` on the noisy unit count (:meth:`selection_tail`)."""
         weights = dict(self.weights)
         out = {}
         for s in self.statistics:
             w = weights.get(s.name, 1.0)
             for c, e in zip(self.stat_components(s), s.error_weights(self.discrete, self.with_rows)):
                 prev = out.get(c.name, (c, 0.0))[1]
-                out[c.name] = (c, prev + w * e)
+                out[c.name] = (c, prev + w * e * c.normalised_sensitivity ** 2)
         if selection:
+            # a group is released when its noisy unit count clears τ ≈ L·b (b the count's noise scale): relative to
+            # a group of n units the selection errs by L·b/n — a measurement of normalised sensitivity L
             units = Component("units", 1, 1)
-            out["units"] = (units, out.get("units", (units, 0.0))[1] + weights.get("selection", 1.0))
+            loss = weights.get("selection", 1.0) * self.selection_tail() ** 2
+            out["units"] = (units, out.get("units", (units, 0.0))[1] + loss)
         return out
 
+    def selection_tail(self) -> float:
+        """``L``: the selection threshold in units of the count's noise scale, ``L`` with ``K·Pr[Z > L] = δ_sel``
+        for the kernel at scale 1 (about ``log(K/(2δ_sel))`` for Laplace)."""
+        share = self.delta * SELECTION_DELTA_SHARE
+        kernel = self.make(1.0)
+        return remembered(("selection_tail", *kernel_key(kernel), self.max_groups, share),
+                          lambda: tail_point(kernel, math.log(share / (1 + share) / self.max_groups)))
+
     def plan(self, selection: bool):
-        """``(measurements, {name: weight v}, runs)``: the budget split (:func:`.calibration.split`)."""
+        """``(measurements, {name: weight v}, runs)``: the budget split (:func:`.calibration.split`); remembered."""
         meas = self.measurements(selection)
         v = split(meas, self.max_groups, overrides(self.make(1.0), "pure_epsilon"))
         runs = tuple(Run(v[n], float(c.sensitivity), self.max_groups * c.multiplicity, c.noisy_max)
