@@ -22,8 +22,9 @@ one key column, see benchmarks/tables.py).
 
 For each tool, noise, group mode and seed the script prints per size class the number of groups released and
 the median, over the released groups, of the relative error ``|released − true| / |true|`` of each statistic,
-``true`` computed on the whole raw table (no bounding, no clamping: what a user compares to); the figures are
-the medians over the seeds. ``--private-common``: also the error of each tool on the groups that every tool
+``true`` the statistic of the bounded, clamped table (the quantity every tool estimates; the bounding's bias,
+the same for every tool with uniform bounding, is left out: :func:`truth`); the figures are the medians over
+the seeds. ``--private-common``: also the error of each tool on the groups that every tool
 released (the "no worse error on the groups both release" check).
 
     python benchmarks/table_utility.py                       # 10^6 rows, 3 seeds, all tools
@@ -106,9 +107,10 @@ def table_path(rows: int, seed: int) -> Path:
 
 
 def truth(t):
-    """Per group: users (of the raw table), and count, sum, mean, variance, median of the rows every tool
-    estimates: the table after contribution bounding (K groups per user, M rows per group, drawn uniformly by
-    dpjax's keyed bounding under a key of its own, independent of every release) with values clamped."""
+    """Per group: users (of the raw table), and the statistics every tool estimates — those of the table after
+    contribution bounding (K groups per user, M rows per group, uniformly at random) with values clamped:
+    count, sum and mean as their expectation over the bounding; variance and median of one bounding drawn by
+    dpjax's keyed bounding under a key of its own (independent of every release)."""
     import jax
     import pandas as pd
 
@@ -123,9 +125,19 @@ def truth(t):
     keys = np.asarray(prep.keys.column("group").to_pylist())
     df = pd.DataFrame({"group": keys[prep.group[kept]], "v": v[kept]})
     gb = df.groupby("group")
-    raw = pd.DataFrame({"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy()})
-    return pd.DataFrame({"users": raw.groupby("group")["user"].nunique(), "count": gb.size(), "sum": gb["v"].sum(),
-                         "mean": gb["v"].mean(), "variance": gb["v"].var(ddof=0), "median": gb["v"].median()})
+    raw = pd.DataFrame({"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy(), "v": v})
+    # count, sum (and their ratio, the mean): their expectation under uniform bounding — a pair (user, group) of
+    # r rows kept with probability min(1, K/groups of the user), then min(r, M) of its r rows — free of the
+    # sampling noise of one bounding draw
+    pairs = raw.groupby(["user", "group"])["v"].agg(["size", "sum"]).reset_index()
+    per_user = pairs.groupby("user").size()
+    keep = np.minimum(1.0, K / per_user.loc[pairs["user"]].to_numpy())
+    pairs["count"] = keep * np.minimum(pairs["size"], M)
+    pairs["sum"] = pairs["count"] * pairs["sum"] / pairs["size"]
+    expected = pairs.groupby("group")[["count", "sum"]].sum()
+    return pd.DataFrame({"users": raw.groupby("group")["user"].nunique(), "count": expected["count"],
+                         "sum": expected["sum"], "mean": expected["sum"] / expected["count"],
+                         "variance": gb["v"].var(ddof=0), "median": gb["v"].median()})
 
 
 # ---------------------------------------------------------------- the tools: {group: {stat: value}}
