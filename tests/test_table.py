@@ -94,18 +94,21 @@ def test_calibration_meets_the_budget_exactly(noise):
                         max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0, delta=1e-6, noise=noise)
     assert 0.999 <= rel.epsilon <= 1.0
     assert 0.9e-6 <= rel.delta <= 1e-6
-    # the stated scales, recomposed independently: every component K·m times at its sensitivity, plus selection
+    # the stated scales, recomposed independently: every measurement K·m times at its sensitivity (the noisy
+    # unit count that selection thresholds among them), a noisy-max quantile as pure ε twice the Laplace one
+    from dpjax.table.release import validate
+
     make = dpjax.kernels.by_name(noise)
     total = None
-    for s in stats:
-        for c in s.components(2, make(**{make.scale_name: 1.0}).discrete):
-            if total is not None and c.name in seen:
-                continue
-            seen = (seen if total is not None else set()) | {c.name}
-            p = accounting.pld(make(**{make.scale_name: rel.scales[c.name]}), sensitivity=c.sensitivity)
-            p = p.self_compose(3 * c.multiplicity)
-            total = p if total is None else total.compose(p)
-    total = total.compose(accounting.pld(make(**{make.scale_name: rel.scales["selection"]})).self_compose(3))
+    req = validate("g", stats, "user_id", 3, 2, 1.0, 1e-6, None, noise)
+    for name, (c, _) in req.measurements(True).items():
+        if c.noisy_max:
+            eps = 2 * c.sensitivity / rel.scales[name]
+            p = accounting.pld(dpjax.RandomizedResponse(np.float64(eps)))
+        else:
+            p = accounting.pld(make(**{make.scale_name: rel.scales[name]}), sensitivity=c.sensitivity)
+        p = p.self_compose(3 * c.multiplicity)
+        total = p if total is None else total.compose(p)
     assert float(total.get_epsilon_for_delta(rel.delta - rel.selection_delta)) <= 1.0 + 1e-9
 
 

@@ -35,10 +35,9 @@ def test_calibration_compiles_few_programs():
     search (wide grids of 12 ratios, bucketed by the accountant) compiled 66 programs here; the
     secant search, one ratio per query, about 20."""
     laplace = by_name("laplace")
-    components = [c for s in (table.count(), table.sum("steps", 0, 20000)) for c in s.components(2, False)]
+    runs = [calibration.Run(1.0, 2.0, 3), calibration.Run(1.0, 40000.0, 3), calibration.Run(1.0, 1.0, 3)]
     epsilon, delta = 0.987654, 3.21e-7
-    cal, compiles = _compiles(lambda: calibration.calibrate(lambda t: laplace(scale=t), components, 3, True,
-                                                            epsilon, delta, False))
+    cal, compiles = _compiles(lambda: calibration.calibrate(lambda t: laplace(scale=t), runs, epsilon, delta, False))
     assert 0 < compiles <= 30  # 0 would mean the compile event is no longer heard
     assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
 
@@ -47,10 +46,13 @@ def test_calibration_compiles_few_programs():
                                                      pytest.param("laplace", 1, 1.0, 0.0, marks=pytest.mark.slow)])
 def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
     """Far from the start (many runs; a tiny δ; pure ε) the search still lands within the tolerance."""
+    from dpjax.table.release import validate
+
     make = by_name(noise)
-    components = [c for s in (table.count(), table.sum("steps", 0, 50)) for c in s.components(2, False)]
-    cal = calibration.calibrate(lambda t: make(**{make.scale_name: t}), components, k, delta > 0, epsilon, delta,
-                                False)
+    stats = [table.count(), table.sum("steps", 0, 50)]
+    runs = validate("g", stats, "u", k, 2, epsilon, delta, None if delta > 0 else [0], noise).plan(delta > 0)[2]
+    assert len({r.weight for r in runs}) > 1  # the split gives the measurements different ratios
+    cal = calibration.calibrate(lambda t: make(**{make.scale_name: t}), runs, epsilon, delta, False)
     assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
 
 
@@ -60,7 +62,7 @@ def test_selection_threshold_compiles_once_per_shape():
     from dpjax.table.selection import selection_delta, threshold
 
     gaussian = by_name("gaussian")(sigma=7.25)
-    d, compiles = _compiles(lambda: selection_delta(gaussian, threshold(gaussian, 3, 1.0, 5e-7), 3, 1.0))
+    d, compiles = _compiles(lambda: selection_delta(gaussian, threshold(gaussian, 3, 5e-7), 3))
     assert 0 < compiles <= 8  # 0 would mean the compile event is no longer heard
     assert 0.999 * 5e-7 <= d <= 5e-7
 
@@ -107,15 +109,15 @@ def test_bounding_rounds_keep_the_rows_of_the_sorts(monkeypatch, coarse):
 
 
 def test_selection_threshold_is_remembered(monkeypatch):
-    """A release's selection threshold is a pure function of (kernel, K, ε, δ share), and its δ of
-    (kernel, τ, K, ε): each computed once per configuration (the second call evaluates no tail), the
+    """A release's selection threshold is a pure function of (kernel, K, δ share), and its δ of
+    (kernel, τ, K): each computed once per configuration (the second call evaluates no tail), the
     same answer from concurrent threads, and a kernel of another scale searched anew."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dpjax.table import selection
 
     laplace = by_name("laplace")
-    args = (3, 0.8765, 2.5e-7)
+    args = (3, 2.5e-7)
     with ThreadPoolExecutor(4) as pool:
         taus = list(pool.map(lambda _: selection.threshold(laplace(scale=4.321), *args), range(8)))
     assert len(set(taus)) == 1
@@ -123,9 +125,9 @@ def test_selection_threshold_is_remembered(monkeypatch):
     def no_search(*a):
         raise AssertionError("the threshold was searched again")
 
-    d = selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765)
+    d = selection.selection_delta(laplace(scale=4.321), taus[0], 3)
     monkeypatch.setattr(selection, "_log_tail", no_search)
     assert selection.threshold(laplace(scale=4.321), *args) == taus[0]
-    assert selection.selection_delta(laplace(scale=4.321), taus[0], 3, 0.8765) == d <= 2.5e-7
+    assert selection.selection_delta(laplace(scale=4.321), taus[0], 3) == d <= 2.5e-7
     with pytest.raises(AssertionError, match="searched again"):
         selection.threshold(laplace(scale=4.322), *args)

@@ -216,7 +216,7 @@ def release_table(args, key) -> int:
             raise
         raise ValueError(f"{_flag(message, args, by, unit)}: {message}") from None
     t = rel.table
-    names = t.column_names[len(by):]
+    names = [s.name for s in stats]  # the statistics (beside each: _std, _ci_low, _ci_high)
     shown = embedded or args.include_true_values
     true = true_values(path, by, stats, unit, t.select(by)) if shown else None
     _write(args, t.column_names, list(zip(*(t.column(c).to_pylist() for c in t.column_names))),

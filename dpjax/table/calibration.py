@@ -1,15 +1,18 @@
-"""One budget for the whole release, calibrated on the exact composed PLD.
+"""One budget for the whole release, split across its measurements, calibrated on the exact composed PLD.
 
-Every noisy component of the release (:mod:`dpjax.table.statistics`) and the selection's noisy
-unit counts use the same kernel at scale ``t · s`` for a component of per-group sensitivity
-``s`` (equal noise-to-sensitivity ratio ``t``). Removing one unit moves at most ``K·m`` elements
-of a component (``K`` groups, multiplicity ``m``), each by at most ``s``, so the release is
-dominated by the composition of ``K·m`` runs of ``kernel(t·s)`` at sensitivity ``s`` per
-component (plus ``K`` runs at sensitivity 1 for the selection). For a continuous kernel a run of
-``kernel(t·s)`` at sensitivity ``s`` has the same PLD as ``kernel(t)`` at sensitivity 1, so the
-whole release is ``N = K·(Σ m + selection)`` runs of ``kernel(t)``: one query of
-``accounting.get_epsilon`` per ratio tried. Integer-valued kernels (not scale-invariant)
-compose one PLD per distinct sensitivity (``accounting.pld(...).self_compose(...).compose(...)``).
+Each noisy measurement of the release (:mod:`dpjax.table.statistics`, the selection's noisy unit count
+among them) gets the kernel at scale ``t·v·s`` for a measurement of per-group sensitivity ``s``: a common
+ratio ``t`` and a weight ``v`` per measurement, its share of the budget. :func:`split` chooses the weights
+to minimise the statistics' total relative error at a fixed privacy cost (the rule is in its docstring and
+docs/tables.md); the user's ``weights`` scale each statistic's error in it. Removing one unit moves at most
+``K·m`` elements of a measurement (``K`` groups, multiplicity ``m``), each by at most ``s``, so the release is
+dominated by the composition of ``K·m`` runs of ``kernel(t·v·s)`` at sensitivity ``s`` per measurement
+(a noisy-max quantile: ``K`` runs of randomized response at its pure ε). For a continuous kernel a run of
+``kernel(t·v·s)`` at sensitivity ``s`` has the PLD of ``kernel(t·v)`` at sensitivity 1: one PLD per
+distinct weight, composed (``accounting.pld(...).self_compose(...).compose(...)``); one fused
+``accounting.get_epsilon`` query when every weight is the same, or for Gaussian noise, whose composition is
+the Gaussian of the summed ``μ²`` (one run of ``kernel(t/√(Σ K·m/v²))``). Integer-valued kernels (not
+scale-invariant) compose one PLD per distinct (weight, sensitivity).
 
 On the exact tier (``exact``) every run is the kernel's lattice mechanism ``kernel(t·s).exact_lattice()``
 (:mod:`dpjax.exact.lattice`: the answer rounded to the lattice gℤ, integer noise at a scale rounded up),
@@ -30,6 +33,7 @@ grid lengths only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
@@ -37,9 +41,11 @@ import jax
 import numpy as np
 
 import accounting
-from dpjax.kernels import AdditiveMechanism, by_name
+from dpjax.kernels import AdditiveMechanism, Gaussian, Laplace, by_name
+from dpjax.randomized_response import RandomizedResponse
 
-__all__ = ["kernel_of", "Calibration", "calibrate", "kernel_key", "remembered"]
+__all__ = ["kernel_of", "Calibration", "Run", "calibrate", "split", "noisy_max_kernel", "noisy_max_epsilon",
+           "kernel_key", "remembered"]
 
 #: relative ε gap the calibration stops at
 TOLERANCE = 1e-3
@@ -69,33 +75,101 @@ class Calibration:
         self.ratio, self.epsilon, self.delta = float(ratio), float(epsilon), float(delta)
 
 
-def _runs(components, max_groups, selection):
-    """``{sensitivity: number of runs}`` of the release's components."""
-    runs = {}
-    for c in components:
-        runs[float(c.sensitivity)] = runs.get(float(c.sensitivity), 0) + max_groups * c.multiplicity
-    if selection:
-        runs[1.0] = runs.get(1.0, 0) + max_groups
-    return runs
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """``count`` runs of one measurement: noise ``kernel(t·weight·sensitivity)`` on a value of per-group
+    ``sensitivity`` (``noisy_max``: a report-noisy-max with Laplace noise of that scale on scores of that
+    sensitivity, pure ε = twice the Laplace run's, accounted as randomized response at that ε)."""
+
+    weight: float
+    sensitivity: float
+    count: int
+    noisy_max: bool = False
+
+
+def noisy_max_kernel(scale, exact: bool):
+    """The noise of a report-noisy-max at ``scale``: Laplace, or on the exact tier its lattice mechanism."""
+    kernel = Laplace(scale=np.asarray(scale, float))
+    return kernel.exact_lattice() if exact else kernel
+
+
+def noisy_max_epsilon(scale, sensitivity, exact: bool) -> float:
+    """The pure ε of one report-noisy-max with Laplace noise of ``scale`` on scores of ``sensitivity``: each
+    candidate wins when its noise clears a threshold that moves by at most 2Δ between neighbours (Dwork & Roth,
+    "The algorithmic foundations of differential privacy", Claim 3.9, for scores that may move either way),
+    so ε = 2·ε_Laplace(Δ); on the exact tier that of the lattice (rounding included, ⌈Δ/g⌉ lattice steps)."""
+    with jax.enable_x64(True):
+        return 2.0 * float(np.asarray(noisy_max_kernel(scale, exact).pure_epsilon(sensitivity)))
+
+
+def split(measurements, max_groups: int, pure: bool) -> dict:
+    """The weight ``v`` of each measurement (its noise-to-sensitivity ratio is ``t·v``) minimising the total
+    error ``Σ c·(t·v·s̃)²`` (``c`` its loss coefficient, ``s̃`` its sensitivity relative to its values' size) at
+    a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs; twice for a noisy max), whose optimum
+    is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the
+    Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP), ``v ∝ (n/(c·s̃²))^(1/4)``.
+
+    ``measurements``: ``{name: (Component, c·s̃²)}``; returns ``{name: v}``."""
+    power = 1 / 3 if pure else 1 / 4
+    out = {}
+    for name, (comp, loss) in measurements.items():
+        n = max_groups * comp.multiplicity * ((2 if pure else 4) if comp.noisy_max else 1)
+        out[name] = (n / loss) ** power
+    top = max(out.values())
+    return {name: v / top for name, v in out.items()}
+
+
+def _group(runs, scale_invariant):
+    """The runs grouped by what their PLD depends on: ``{(weight, sensitivity, noisy_max): count}`` (the
+    sensitivity set to 1 for a scale-invariant kernel's additive runs)."""
+    out = {}
+    for r in runs:
+        key = (r.weight, 1.0 if scale_invariant and not r.noisy_max else r.sensitivity, r.noisy_max)
+        out[key] = out.get(key, 0) + r.count
+    return out
+
+
+def _pure_epsilon(make, scale, sensitivity, noisy_max, exact) -> float:
+    """The pure ε of one run (a noisy max's, or the kernel's at ``scale`` — on the exact tier its lattice's)."""
+    if noisy_max:
+        return noisy_max_epsilon(scale, sensitivity, exact)
+    kernel = make(scale)
+    with jax.enable_x64(True):
+        return float(np.asarray((kernel.exact_lattice() if exact else kernel).pure_epsilon(sensitivity)))
 
 
 def _epsilons(make, runs, ratios, delta, discrete, exact=False):
-    """The exact ε (at ``delta``; pure ε when ``delta`` is 0) of the release at each ratio (on the exact tier:
-    of the lattice mechanisms run)."""
-    ratios = np.asarray(ratios, float)
-    if exact:
-        return _epsilons(lambda scale: make(scale).exact_lattice(), runs, ratios, delta, True)
-    if not discrete:
-        n = sum(runs.values())
-        if delta == 0:
-            return np.array([float(accounting.pld(make(r)).self_compose(n).pure_epsilon()) for r in ratios])
-        with jax.enable_x64(True):
-            return np.asarray(accounting.get_epsilon(make(ratios), delta, count=n, progress=False), float)
+    """The exact ε (at ``delta``; pure ε when ``delta`` is 0) of the release at each ratio ``t`` (on the exact
+    tier: of the lattice mechanisms run)."""
+    groups = _group(runs, not (discrete or exact))
+    if delta == 0 and make(1.0).pure_epsilon is not None:  # pure ε composes by addition, exactly
+        return np.array([sum(n * _pure_epsilon(make, t * w * s, s, nm, exact) for (w, s, nm), n in groups.items())
+                         for t in np.asarray(ratios, float)])
+    additive = [(w, s, n) for (w, s, nm), n in groups.items() if not nm]
+    if not (discrete or exact) and len(additive) == len(groups) and delta > 0:
+        probe = make(1.0)
+        if len(additive) == 1:  # one ratio: the fused query of N runs
+            (w, _, n), = additive
+            with jax.enable_x64(True):
+                return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) * w), delta, count=n,
+                                                         progress=False), float)
+        if type(probe) is Gaussian:  # Gaussians compose to the Gaussian of the summed μ²: one run
+            eff = math.sqrt(sum(n / w**2 for w, _, n in additive))
+            with jax.enable_x64(True):
+                return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) / eff), delta, count=1,
+                                                         progress=False), float)
     out = []
-    for r in ratios:
+    for t in np.asarray(ratios, float):
         total = None
-        for s, n in runs.items():
-            p = accounting.pld(make(r * s), sensitivity=s).self_compose(n)
+        for (w, s, nm), n in groups.items():
+            if nm:
+                eps = noisy_max_epsilon(t * w * s, s, exact)
+                p = accounting.pld(RandomizedResponse(epsilon=np.float64(eps))).self_compose(n)
+            elif discrete or exact:
+                kernel = make(t * w * s)
+                p = accounting.pld(kernel.exact_lattice() if exact else kernel, sensitivity=s).self_compose(n)
+            else:
+                p = accounting.pld(make(t * w)).self_compose(n)
             total = p if total is None else total.compose(p)
         out.append(float(total.pure_epsilon() if delta == 0 else total.get_epsilon_for_delta(delta)))
     return np.array(out)
@@ -126,44 +200,41 @@ def remembered(key, compute):
     return hit
 
 
-def calibrate(make, components, max_groups: int, selection: bool, epsilon: float, delta: float,
-              discrete: bool, exact: bool = False) -> Calibration:
-    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`), the noise
-    ``make(t·s)`` (``exact``: its lattice mechanism ``make(t·s).exact_lattice()``) on each component.
+def calibrate(make, runs, epsilon: float, delta: float, discrete: bool, exact: bool = False) -> Calibration:
+    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`) for the
+    measurements ``runs`` (:class:`Run`: noise ``make(t·v·s)``, on the exact tier its lattice mechanism).
 
     A pure function of the kernel family, the runs, the budget and the tier: remembered
     (:func:`remembered`), so repeated releases of one shape calibrate once."""
-    runs = _runs(components, max_groups, selection)
+    runs = tuple(runs)
     probe = make(1.0)
-    key = ("calibrate", *kernel_key(probe), tuple(sorted(runs.items())), float(epsilon), float(delta),
-           bool(discrete), bool(exact))
+    key = ("calibrate", *kernel_key(probe), runs, float(epsilon), float(delta), bool(discrete), bool(exact))
 
     def compute():
         start = None
-        if exact and not discrete and (len(runs) > 2 or probe.exact_lattice().hockey_stick is None):
-            # the float calibration (scale-invariant: one fused query per ratio) is within ≈ g/s of the lattice's
-            # ratio: usually the first lattice evaluation meets the tolerance. Worth its cost (a compiled fused
-            # query) where a lattice evaluation is dear: several distinct sensitivities (one PLD each), or a
-            # lattice accounted from its atoms (the Gaussian's); one statistic and the selection of a Laplace
-            # lattice (closed form) go faster from the pure-ε start
-            start = calibrate(make, components, max_groups, selection, epsilon, delta, False).ratio
+        if exact and not discrete and (len(_group(runs, False)) > 2 or probe.exact_lattice().hockey_stick is None):
+            # the float calibration (scale-invariant: few PLDs per ratio) is within ≈ g/s of the lattice's
+            # ratio: usually the first lattice evaluation meets the tolerance
+            start = calibrate(make, runs, epsilon, delta, False).ratio
         return _calibrate(make, runs, epsilon, delta, discrete, exact, start)
 
     return remembered(key, compute)
 
 
-def _start(make, n, epsilon, delta) -> float:
-    """A first ratio to try: Gaussian-like scales need about √(2N log(1.25/δ))/ε; a kernel with a
-    pure ε needs at most about N·ε₁/ε (ε₁ its pure ε at scale 1 and sensitivity 1; exact for
+def _start(make, runs, epsilon, delta) -> float:
+    """A first ratio to try: Gaussian-like scales need about √(2N log(1.25/δ))/ε (``N = Σ n/v²``); a kernel
+    with a pure ε needs at most about ``Σ n/v · ε₁/ε`` (ε₁ its pure ε at scale 1 and sensitivity 1; exact for
     Laplace's scale family, where the composition's ε(δ) ≤ its pure ε)."""
-    t = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
+    n_pure = sum(r.count * (2 if r.noisy_max else 1) / r.weight for r in runs)
+    n_gauss = sum(r.count * (4 if r.noisy_max else 1) / r.weight**2 for r in runs)
+    t = math.sqrt(2 * n_gauss * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
     probe = make(1.0)
     if probe.pure_epsilon is not None:
         with jax.enable_x64(True):
             pure = float(np.asarray(probe.pure_epsilon(1.0)))
         if math.isfinite(pure) and pure > 0:
-            t = min(t, n * pure / epsilon)
-    return t if math.isfinite(t) else n / epsilon
+            t = min(t, n_pure * pure / epsilon)
+    return t if math.isfinite(t) else n_pure / epsilon
 
 
 def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) -> Calibration:
@@ -175,11 +246,10 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
     the first ratio (default :func:`_start`). The
     secant aims at ``ε·(1 − TOLERANCE/4)``; a step leaving the current bracket (largest ratio over
     the budget, smallest within it) is replaced by the bracket's geometric midpoint."""
-    n = sum(runs.values())
     target = math.log(epsilon * (1 - TOLERANCE / 4))
     over, under = 0.0, math.inf  # largest ratio found over the budget; smallest found within it
     best_eps = math.nan
-    t = _start(make, n, epsilon, delta) if start is None else start
+    t = _start(make, runs, epsilon, delta) if start is None else start
     last = None  # (log t, log ε) of the previous finite evaluation
     for _ in range(64):
         e = float(_epsilons(make, runs, [t], delta, discrete, exact)[0])

@@ -28,11 +28,13 @@ from dpjax.random import check_key
 from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
-from dpjax.table.calibration import calibrate, kernel_of
+from dpjax.exact import ExactLattice
+from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from dpjax.table.calibration import Run, calibrate, kernel_key, kernel_of, noisy_max_kernel, remembered, split
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
-from dpjax.table.selection import selection_delta, threshold
-from dpjax.table.statistics import Statistic
+from dpjax.table.selection import selection_delta, tail_point, threshold
+from dpjax.table.statistics import Component, Statistic
 
 __all__ = ["release", "TableRelease", "Request"]
 
@@ -43,18 +45,23 @@ SELECTION_DELTA_SHARE = 0.5
 MAX_DISCRETE_SENSITIVITY = 4096
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TableRelease:
-    """The result of :func:`release` (immutable).
+    """The result of :func:`release` (immutable; built with keyword arguments).
 
-    ``table``: the group column(s), then one column per statistic. ``epsilon``, ``delta``: the
-    exact privacy of the whole release (every statistic and the group selection), ≤ the
-    request. ``row_level``: ``True`` when no privacy unit was given — each row is then taken as
-    a different person (the guarantee is per row, not per person). ``scales``: the noise scale of
-    each component, as run (on the exact tier the lattice's: g times its integer noise's scale);
-    ``threshold``: the selection threshold τ on the noisy unit count (``None`` with public groups).
-    ``numerics``: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each component,
-    ``{name: g}``) or ``"float"`` (the kernel's float sampler; ``granularity`` empty).
+    ``table``: the group column(s), then per statistic ``<stat>`` its released value, ``<stat>_std`` the
+    standard deviation of the noise in it, and ``<stat>_ci_low``, ``<stat>_ci_high`` a ``1 − alpha``
+    confidence interval of the true (bounded, clipped) statistic given the noise — each computed from
+    the noise scales and the released values only; null for a quantile (its noisy-max error is in rank,
+    which no released value converts to a value). Counts on the exact tier are integers. ``epsilon``,
+    ``delta``: the exact privacy of the whole release (every statistic and the group selection), ≤ the
+    request. ``row_level``: ``True`` when no privacy unit was given — each row is then taken as a
+    different person (the guarantee is per row, not per person). ``scales``: the noise scale of each
+    measurement, as run (on the exact tier the lattice's: g times its integer noise's scale);
+    ``ratios``: each measurement's noise-to-sensitivity ratio (its share of the budget, the split of
+    docs/tables.md); ``threshold``: the selection threshold τ on the noisy unit count (``None`` with
+    public groups). ``numerics``: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each
+    measurement, ``{name: g}``) or ``"float"`` (the kernel's float sampler; ``granularity`` empty).
     """
 
     table: pa.Table
@@ -70,6 +77,8 @@ class TableRelease:
     selection_delta: float
     numerics: str = "float"
     granularity: dict = dataclasses.field(default_factory=dict)
+    ratios: dict = dataclasses.field(default_factory=dict)
+    alpha: float = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +96,8 @@ class Request:
     discrete: bool
     noise_name: str
     numerics: str = "float"
+    weights: tuple = ()
+    alpha: float = 0.05
 
     def noise(self, scale):
         """The noise run at ``scale``: the kernel, or on the exact tier its lattice mechanism."""
@@ -102,13 +113,49 @@ class Request:
         cols = list(self.by) + ([self.privacy_unit] if self.privacy_unit else []) + self.value_columns
         return list(dict.fromkeys(cols))
 
-    def components(self):
-        """The distinct noisy components and, for each, the statistic that defines it."""
+    @property
+    def with_rows(self) -> bool:
+        """Whether the release measures the row count anyway (a sum then comes from it and a centred sum)."""
+        return any(s.kind in ("count", "mean", "variance") for s in self.statistics)
+
+    def stat_components(self, stat):
+        return stat.components(self.max_rows, self.discrete, self.with_rows)
+
+    def measurements(self, selection: bool) -> dict:
+        """``{name: (Component, loss)}``: the distinct noisy measurements of the release, each with its loss
+        ``Σ w·e·s̃²`` over the statistics that use it (``w`` the statistic's weight, ``e`` how much the measurement's
+        error enters its relative variance, ``s̃`` the normalised sensitivity); private selection adds its weight
+        times ``L²`` on the noisy unit count (:meth:`selection_tail`)."""
+        weights = dict(self.weights)
         out = {}
         for s in self.statistics:
-            for c in s.components(self.max_rows, self.discrete):
-                out.setdefault(c.name, (c, s))
+            w = weights.get(s.name, 1.0)
+            for c, e in zip(self.stat_components(s), s.error_weights(self.discrete, self.with_rows)):
+                prev = out.get(c.name, (c, 0.0))[1]
+                out[c.name] = (c, prev + w * e * c.normalised_sensitivity ** 2)
+        if selection:
+            # a group is released when its noisy unit count clears τ ≈ L·b (b the count's noise scale): relative to
+            # a group of n units the selection errs by L·b/n — a measurement of normalised sensitivity L
+            units = Component("units", 1, 1)
+            loss = weights.get("selection", 1.0) * self.selection_tail() ** 2
+            out["units"] = (units, out.get("units", (units, 0.0))[1] + loss)
         return out
+
+    def selection_tail(self) -> float:
+        """``L``: the selection threshold in units of the count's noise scale, ``L`` with ``K·Pr[Z > L] = δ_sel``
+        for the kernel at scale 1 (about ``log(K/(2δ_sel))`` for Laplace)."""
+        share = self.delta * SELECTION_DELTA_SHARE
+        kernel = self.make(1.0)
+        return remembered(("selection_tail", *kernel_key(kernel), self.max_groups, share),
+                          lambda: tail_point(kernel, math.log(share / (1 + share) / self.max_groups)))
+
+    def plan(self, selection: bool):
+        """``(measurements, {name: weight v}, runs)``: the budget split (:func:`.calibration.split`); remembered."""
+        meas = self.measurements(selection)
+        v = split(meas, self.max_groups, self.make(1.0).pure_epsilon is not None)
+        runs = tuple(Run(v[n], float(c.sensitivity), self.max_groups * c.multiplicity, c.noisy_max)
+                     for n, (c, _) in meas.items())
+        return meas, v, runs
 
 
 def _positive_int(name, x):
@@ -143,8 +190,24 @@ def numerics_of(probe, numerics) -> str:
     return "float"
 
 
+def _weights(weights, statistics, selection: bool) -> tuple:
+    if weights is None:
+        return ()
+    if not isinstance(weights, dict):
+        raise ValueError(f"weights must be a dict of statistic name (or 'selection') to a positive number, "
+                         f"got {weights!r}")
+    names = {s.name for s in statistics} | ({"selection"} if selection else set())
+    for k, w in weights.items():
+        if k not in names:
+            raise ValueError(f"weights: {k!r} is not a statistic of this release (one of {sorted(names)})")
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or \
+                not (math.isfinite(w) and w > 0):
+            raise ValueError(f"weights: the weight of {k!r} must be a positive finite number, got {w!r}")
+    return tuple(sorted((k, float(w)) for k, w in weights.items()))
+
+
 def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-             noise, numerics=None) -> Request:
+             noise, numerics=None, weights=None, alpha=0.05) -> Request:
     """Every argument check of :func:`release` (nothing about the data's content)."""
     by = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else by
     if not isinstance(by, list) or not by or not all(isinstance(c, str) and c for c in by):
@@ -193,15 +256,18 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                 raise ValueError(f"statistics: {s.name} needs integer low/high with the integer-valued noise "
                                  f"{type(probe).__name__} (values are rounded to integers)")
         for s in statistics:
-            for c in s.components(m, True):
+            for c in s.components(m, True, any(t.kind in ("count", "mean", "variance") for t in statistics)):
                 if c.sensitivity > MAX_DISCRETE_SENSITIVITY:
                     raise ValueError(f"statistics: {s.name} has sensitivity {c.sensitivity:g} per group, above "
                                      f"{MAX_DISCRETE_SENSITIVITY} for the integer-valued noise {type(probe).__name__} "
                                      "(its exact accounting sums atoms over the shift); narrow low/high or use "
                                      "noise='gaussian' or 'laplace'")
     noise_name = noise if isinstance(noise, str) else type(probe).__name__
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1) (the confidence intervals' level is 1 − alpha), got {alpha!r}")
     return Request(by, list(statistics), privacy_unit, k, m, float(epsilon), float(delta), make,
-                   bool(probe.discrete), noise_name, numerics_of(probe, numerics))
+                   bool(probe.discrete), noise_name, numerics_of(probe, numerics),
+                   _weights(weights, statistics, groups is None), float(alpha))
 
 
 def _local_aggregates(req: Request, data, public, bound_key):
@@ -232,96 +298,134 @@ def _local_aggregates(req: Request, data, public, bound_key):
     return keys, words, agg
 
 
-def _quantile(stat, kernel_for, pair, words, hist, quantile_rank):
-    """The noisy-tree descent of :mod:`dpjax.table.statistics` for every group at once."""
-    g = hist.shape[0]
-    node = np.zeros(g, np.int64)
-    rank = np.full(g, quantile_rank)
-    for level in range(1, stat.depth + 1):
-        width = 1 << (stat.depth - level)
-        left = 2 * node
-        children = np.stack([left, left + 1], axis=1)
-        counts = hist.reshape(g, 1 << level, width).sum(axis=2)[np.arange(g)[:, None], children].astype(np.float64)
-        elements = (1 << level) - 2 + children
-        noisy = np.maximum(draw(kernel_for, pair, words, elements, counts), 0.0)
-        total = noisy.sum(axis=1)
-        go_left = np.where(total > 0, rank * total <= noisy[:, 0], rank <= 0.5)
-        rank = np.where(total > 0,
-                        np.where(go_left, rank * total / np.where(noisy[:, 0] > 0, noisy[:, 0], 1.0),
-                                 (rank * total - noisy[:, 0]) / np.where(noisy[:, 1] > 0, noisy[:, 1], 1.0)),
-                        rank)
-        rank = np.clip(rank, 0.0, 1.0)
-        node = np.where(go_left, left, left + 1)
-    leaf_width = (stat.high - stat.low) / (1 << stat.depth)
-    return stat.low + (node + rank) * leaf_width
+#: candidates × groups per chunk of the noisy-max quantile (its scores and noise are a chunk's)
+_NOISY_MAX_CHUNK = 1 << 20
 
 
-def _selection(req: Request, cal):
-    """(noise, threshold τ, δ_sel) of private selection (:mod:`.selection`). On the exact tier the noisy
-    unit count is g·(k + N), k the lattice index of the count and N integer: a group of one unit
-    (k₁ = ⌊1/g + ½⌋) is kept when N > h, h the integer threshold of the lattice noise in lattice units, so
-    τ = g·(k₁ + h) and δ_sel = K·Pr[N > h]·e^ε."""
-    kernel = req.noise(cal.ratio)
+def _quantile(stat, kernel, pair, words, hist):
+    """The noisy-max quantile of every group: candidates the ``2**depth + 1`` edges ``e_j`` of the leaves,
+    scores ``−|L_j − q·n|`` (``L_j`` the units' values below ``e_j``, ``n`` all of them; one value per unit and
+    group, so a unit moves every score by at most ``max(q, 1 − q)``), the candidate of largest score plus
+    Laplace noise (:func:`.calibration.noisy_max_epsilon`)."""
+    g, leaves = hist.shape
+    below = np.concatenate([np.zeros((g, 1), np.int64), np.cumsum(hist, axis=1)], axis=1).astype(np.float64)
+    elements = np.arange(leaves + 1)[None, :]
+    best = np.empty(g, np.int64)
+    step = max(_NOISY_MAX_CHUNK // (leaves + 1), 1)
+    for s in range(0, g, step):
+        b = below[s:s + step]
+        scores = -np.abs(b - stat.q * b[:, -1:])
+        best[s:s + step] = np.argmax(draw(kernel, pair, words[s:s + step], elements, scores), axis=1)
+    return stat.low + best * ((stat.high - stat.low) / leaves)
+
+
+def _selection(req: Request, kernel):
+    """(threshold τ, δ_sel) of private selection on the noisy unit count drawn by ``kernel`` (:mod:`.selection`).
+    On the exact tier the noisy unit count is g·(k + N), k the lattice index of the count and N integer: a
+    group of one unit (k₁ = ⌊1/g + ½⌋) is kept when N > h, h the integer threshold of the lattice noise in
+    lattice units, so τ = g·(k₁ + h) and δ_sel = a/(1 − a), a = K·Pr[N > h]."""
     share = req.delta * SELECTION_DELTA_SHARE
     if req.numerics != "exact":
-        tau = threshold(kernel, req.max_groups, req.epsilon, share)
-        return kernel, tau, selection_delta(kernel, tau, req.max_groups, cal.epsilon)
+        tau = threshold(kernel, req.max_groups, share)
+        return tau, selection_delta(kernel, tau, req.max_groups)
     g = float(np.asarray(kernel.granularity))
-    h = math.floor(threshold(kernel.noise, req.max_groups, req.epsilon, share) - 1.0)  # Pr[N > h] = Pr[N > ⌊h⌋]
-    return kernel, g * (math.floor(1.0 / g + 0.5) + h), selection_delta(kernel.noise, h + 1.0, req.max_groups,
-                                                                         cal.epsilon)
+    h = math.floor(threshold(kernel.noise, req.max_groups, share) - 1.0)  # Pr[N > h] = Pr[N > ⌊h⌋]
+    return g * (math.floor(1.0 / g + 0.5) + h), selection_delta(kernel.noise, h + 1.0, req.max_groups)
+
+
+def noise_std(kernel) -> float:
+    """The standard deviation of the noise ``kernel`` adds, in the values' units (NaN for a kernel family not
+    known here)."""
+    noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
+    g = float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else 1.0
+    scale = float(np.asarray(getattr(noise, noise.scale_name)))
+    if isinstance(noise, (Gaussian, DiscreteGaussian)):
+        return g * scale
+    if isinstance(noise, DiscreteLaplace):
+        q = math.exp(-1.0 / scale)
+        return g * math.sqrt(2 * q) / (1 - q)
+    if isinstance(noise, Laplace):
+        return g * math.sqrt(2) * scale
+    return math.nan
+
+
+def half_width(kernel, alpha: float) -> float:
+    """``w`` with ``Pr[|error| > w] ≤ alpha`` for the error of a value released by ``kernel`` (its noise, and
+    on the exact tier the rounding to the lattice, at most g/2). Remembered per (kernel, alpha)."""
+    def compute():
+        if isinstance(kernel, ExactLattice):
+            g = float(np.asarray(kernel.granularity))
+            return g * tail_point(kernel.noise, math.log(alpha / 2)) + g / 2
+        return tail_point(kernel, math.log(alpha / 2))
+
+    return remembered(("half_width", *kernel_key(kernel), float(alpha)), compute)
 
 
 def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict,
            public: bool) -> TableRelease:
     """Selection, noise and post-processing, from the integer aggregates (both backends)."""
-    components = req.components()
-    kernels = {name: req.noise(cal.ratio * c.sensitivity) for name, (c, _) in components.items()}
+    meas, weight, _ = req.plan(not public)
+    exact = req.numerics == "exact"
+    kernels = {name: noisy_max_kernel(cal.ratio * weight[name] * c.sensitivity, exact) if c.noisy_max
+               else req.noise(cal.ratio * weight[name] * c.sensitivity) for name, (c, _) in meas.items()}
+    noisy = {}
     tau, d_sel = None, 0.0
     if not public:
-        sel_kernel, tau, d_sel = _selection(req, cal)
-        kernels["selection"] = sel_kernel
-        noisy_units = draw(sel_kernel, key_words.component("selection"), words, np.zeros((len(words), 1)),
+        tau, d_sel = _selection(req, kernels["units"])
+        noisy_units = draw(kernels["units"], key_words.component("units"), words, np.zeros((len(words), 1)),
                            agg["units"].astype(np.float64)[:, None])[:, 0]
         kept = np.flatnonzero(noisy_units > tau)
         keys, words = keys.take(pa.array(kept)), words[kept]
         agg = {k: v[kept] for k, v in agg.items()}
+        noisy["units"] = noisy_units[kept]  # the count thresholded is the count released
         order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_end") for c in req.by])
         order = order.to_numpy()
         keys, words = keys.take(pa.array(order)), words[order]
         agg = {k: v[order] for k, v in agg.items()}
-    noisy = {}
+        noisy["units"] = noisy["units"][order]
     columns = {c: keys.column(c) for c in req.by}
+    n = len(words)
     for s in req.statistics:
-        parts = []
-        for c in s.components(req.max_rows, req.discrete):
-            if c.name not in noisy:
-                kernel = kernels[c.name]
-                pair = key_words.component(c.name)
-                if c.name.startswith("tree:"):
-                    noisy[c.name] = (kernel, pair)
-                else:
-                    values = component_values(c, s, agg, req.discrete)[:, None]
-                    noisy[c.name] = draw(kernel, pair, words, np.zeros(values.shape), values)[:, 0]
-            parts.append(noisy[c.name])
+        comps = req.stat_components(s)
+        for c in comps:
+            if c.name not in noisy and not c.noisy_max:
+                values = component_values(c, s, agg, req.discrete)[:, None]
+                noisy[c.name] = draw(kernels[c.name], key_words.component(c.name), words, np.zeros(values.shape),
+                                     values)[:, 0]
         if s.kind == "quantile":
-            kernel, pair = parts[0]
-            out = _quantile(s, kernel, pair, words, agg[f"tree:{s.bounds_key()}:{s.depth}"], s.q)
-        else:
-            out = s.finish(parts, req.discrete)
-        if req.discrete and s.kind in ("count", "count_units", "sum"):
+            c = comps[0]
+            out = _quantile(s, kernels[c.name], key_words.component(c.name), words,
+                            agg[f"tree:{s.bounds_key()}:{s.depth}"])
+            columns[s.name] = pa.array(out)
+            for suffix in ("std", "ci_low", "ci_high"):
+                columns[f"{s.name}_{suffix}"] = pa.nulls(n, pa.float64())
+            continue
+        parts = [noisy[c.name] for c in comps]
+        out = s.finish(parts, req.discrete)
+        lo, hi = s.interval(parts, [half_width(kernels[c.name], req.alpha / len(comps)) for c in comps],
+                            req.discrete)
+        std = s.std(parts, [noise_std(kernels[c.name]) for c in comps], req.discrete)
+        if s.kind in ("count", "count_units") and (req.discrete or exact) or req.discrete and s.kind == "sum":
             out = np.rint(out).astype(np.int64)
         columns[s.name] = pa.array(out)
+        columns[f"{s.name}_std"] = pa.array(np.asarray(std, np.float64))
+        columns[f"{s.name}_ci_low"] = pa.array(np.asarray(lo, np.float64))
+        columns[f"{s.name}_ci_high"] = pa.array(np.asarray(hi, np.float64))
     table = pa.table(columns)
     scales = {name: run_scale(k) for name, k in kernels.items()}
-    steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if req.numerics == "exact" else {}
-    # the composition's δ share plus selection's K·p·e^ε at the reported ε (≤ the requested ε, so ≤ its share)
-    return TableRelease(table, cal.epsilon, cal.delta + d_sel, req.privacy_unit is None, req.privacy_unit,
-                        req.max_groups, req.max_rows, req.noise_name, scales, tau, d_sel, req.numerics, steps)
+    steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if exact else {}
+    ratios = {name: cal.ratio * weight[name] for name in meas}
+    # the composition's δ share plus selection's a/(1 − a)
+    return TableRelease(table=table, epsilon=cal.epsilon, delta=cal.delta + d_sel, row_level=req.privacy_unit is None,
+                        privacy_unit=req.privacy_unit, max_groups_per_unit=req.max_groups,
+                        max_rows_per_group=req.max_rows, noise=req.noise_name, scales=scales, threshold=tau,
+                        selection_delta=d_sel, numerics=req.numerics, granularity=steps, ratios=ratios,
+                        alpha=req.alpha)
 
 
 def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
-            epsilon, delta=0.0, groups=None, noise="laplace", numerics=None) -> TableRelease:
+            epsilon, delta=0.0, groups=None, noise="laplace", numerics=None, weights=None,
+            alpha=0.05) -> TableRelease:
     """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
 
     Args:
@@ -346,17 +450,21 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
         for ``"laplace"`` and the integer-valued kernels, float for ``"gaussian"`` (its exact lattice, a
         discrete Gaussian accounted from its atoms, calibrates far slower: ask for it) and for
         kernels without an exact sampler (:func:`numerics_of`). ``TableRelease.numerics`` says which ran.
+      weights: ``{statistic name or "selection": w}`` (default 1 each): how much each statistic's error (and the
+        selection's, through the noise of the unit count it thresholds) weighs in the budget split; a larger
+        weight gives that statistic's measurements a larger share of (ε, δ) (docs/tables.md, "One budget").
+      alpha: the confidence intervals' level is ``1 − alpha`` (the ``<stat>_ci_low``/``_ci_high`` columns).
 
     Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
     raises ``ValueError`` before any noise is drawn.
     """
     req = validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-                   noise, numerics)
+                   noise, numerics, weights, alpha)
     key = check_key(key)
     public = _data.public_groups(groups, req.by) if groups is not None else None
-    cal = calibrate(req.make, [c for c, _ in req.components().values()], req.max_groups, public is None,
-                    req.epsilon, req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta,
-                    req.discrete, req.numerics == "exact")
+    cal = calibrate(req.make, req.plan(public is None)[2], req.epsilon,
+                    req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta, req.discrete,
+                    req.numerics == "exact")
     key_words = KeyWords(key)
     if type(data).__module__.startswith("pyspark"):
         from dpjax.table.spark import spark_aggregates

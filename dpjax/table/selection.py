@@ -8,11 +8,17 @@ of a group is its number of units (after bounding) plus the release kernel's noi
 Privacy. Let D, D' differ by one unit, which is in at most K groups. Groups present in both
 tables see their selection counts move by at most 1 (composed in the release's PLD,
 :mod:`dpjax.table.calibration`). A group present only in D (the unit is its only one) is
-released with probability ``p = Pr[1 + Z > τ]``; nothing of it appears in D's neighbour.
-Writing D's output law as ``(1 − a)·P₁ + a·P₂`` with ``a ≤ K·p`` the probability that one of
-those groups is released and ``P₁`` the law of the common groups' output,
-``δ_{P‖Q}(ε) ≤ δ_{P₁‖Q}(ε) + a`` and ``δ_{Q‖P}(ε) ≤ δ_{Q‖P₁}(ε) + a·e^ε``. So the selection adds
-``δ_sel = K · p · e^ε`` to the composition's δ, with ``p`` the kernel's exact tail.
+released with probability ``p = Pr[1 + Z > τ]``, independently of every other noise; nothing of it
+appears in D's neighbour. Write D's output law as ``P = (1 − a)·P₁ + a·P₂``, ``a ≤ K·p`` the
+probability that one of those groups is released, ``P₁`` the law of the common groups' output (the
+law of D' run on D's common groups), ``Q`` the law on D'. Then
+``δ_{P‖Q}(ε) ≤ δ_{P₁‖Q}(ε) + a``, and on the set ``S* = {Q > e^ε(1 − a)P₁}`` that attains
+``δ_{Q‖P}(ε) = Q(S*) − e^ε(1 − a)P₁(S*) ≤ δ_{Q‖P₁}(ε) + a·e^ε P₁(S*)`` with
+``e^ε P₁(S*) < Q(S*)/(1 − a)``:
+``δ_{Q‖P}(ε) ≤ δ_{Q‖P₁}(ε) + a/(1 − a)``. So the selection adds ``δ_sel = K·p/(1 − K·p)`` to the
+composition's δ at every ε — no e^ε factor — with ``p`` the kernel's exact tail. The noisy count that is
+thresholded is the release's noisy unit count: where ``count_units()`` is released, the released values
+themselves (one measurement, paid once).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 
 from dpjax.table.calibration import kernel_key, remembered
 
-__all__ = ["threshold", "selection_delta"]
+__all__ = ["threshold", "selection_delta", "tail_point"]
 
 
 @jax.jit
@@ -41,29 +47,35 @@ def _log_tail(kernel, x):
         return np.asarray(_log_sf(kernel, jnp.asarray(x, jnp.float64)), np.float64)
 
 
-def threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:
-    """The smallest threshold ``τ`` (to 1e-9 relative) with ``K · Pr[1 + Z > τ] · e^ε ≤ delta_share``:
+def threshold(kernel, max_groups: int, delta_share: float) -> float:
+    """The smallest threshold ``τ`` (to 1e-9 relative) with ``a/(1 − a) ≤ delta_share``,
+    ``a = K · Pr[1 + Z > τ]``:
     a doubling bracket, then grids of 1024 points (three rounds narrow it 1e9-fold). A pure function
     of its arguments: remembered, so repeated releases of one configuration search once."""
-    key = ("threshold", *kernel_key(kernel), int(max_groups), float(epsilon), float(delta_share))
-    return remembered(key, lambda: _threshold(kernel, max_groups, epsilon, delta_share))
+    key = ("threshold", *kernel_key(kernel), int(max_groups), float(delta_share))
+    return remembered(key, lambda: 1.0 + tail_point(kernel, math.log(delta_share / (1 + delta_share) / max_groups)))
 
 
-def _threshold(kernel, max_groups: int, epsilon: float, delta_share: float) -> float:
-    target = math.log(delta_share) - math.log(max_groups) - epsilon
+def tail_point(kernel, log_mass: float) -> float:
+    """The smallest ``x ≥ 0`` (to 1e-9 relative) with ``log Pr[Z > x] ≤ log_mass`` for the kernel's noise ``Z``."""
     hi = 1.0
-    while float(_log_tail(kernel, hi)) > target:
+    while float(_log_tail(kernel, hi)) > log_mass:
         hi *= 2
     lo = 0.0
     while hi - lo > 1e-9 * hi:
         grid = np.linspace(lo, hi, 1025)
-        ok = np.flatnonzero(_log_tail(kernel, grid) <= target)[0]  # the tail decreases; hi is always ok
+        ok = np.flatnonzero(_log_tail(kernel, grid) <= log_mass)[0]  # the tail decreases; hi is always ok
         lo, hi = grid[max(ok - 1, 0)], grid[ok]
-    return 1.0 + hi
+    return hi
 
 
-def selection_delta(kernel, tau: float, max_groups: int, epsilon: float) -> float:
-    """``δ_sel = K · Pr[1 + Z > τ] · e^ε``: what selection adds to the release's δ (remembered, like
+def selection_delta(kernel, tau: float, max_groups: int) -> float:
+    """``δ_sel = a/(1 − a)``, ``a = K · Pr[1 + Z > τ]``: what selection adds to the release's δ (remembered, like
     the threshold)."""
-    key = ("selection_delta", *kernel_key(kernel), float(tau), int(max_groups), float(epsilon))
-    return remembered(key, lambda: max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)) + epsilon))
+    key = ("selection_delta", *kernel_key(kernel), float(tau), int(max_groups))
+
+    def compute():
+        a = max_groups * math.exp(float(_log_tail(kernel, tau - 1.0)))
+        return a / (1 - a) if a < 1 else math.inf
+
+    return remembered(key, compute)

@@ -1,40 +1,36 @@
-"""The statistics of a table release, what each needs aggregated, and its sensitivity.
+"""The statistics of a table release, the noisy measurements each is derived from, and their sensitivities.
 
 A statistic is a small frozen description (``count()``, ``sum("steps", low, high)``, …).
 After contribution bounding a privacy unit holds at most ``K = max_groups_per_unit``
-groups and at most ``M = max_rows_per_group`` rows in each. Every statistic is released
-as one or more noisy *components* per group; a component has a per-group sensitivity ``s``
-(how far adding or removing one unit moves it in one group) and a *multiplicity* ``m``
-(how many of its elements per group one unit can move, each by at most ``s``). Removing a
-unit therefore moves at most ``K·m`` elements of a component, each by at most ``s``: the
-release of the component is dominated by ``K·m`` compositions of the kernel at sensitivity
-``s`` (for Gaussian noise, the L2 sensitivity ``√(K·m)·s``; for Laplace the L1 ``K·m·s``).
+groups and at most ``M = max_rows_per_group`` rows in each. Every statistic is a post-processing of one
+or more noisy *measurements* per group, shared between the statistics of a release (one draw, paid once);
+a measurement has a per-group sensitivity ``s`` (how far adding or removing one unit moves it in one
+group) and a *multiplicity* ``m`` (how many of its elements per group one unit can move, each by at most
+``s``). Removing a unit therefore moves at most ``K·m`` elements of a measurement, each by at most ``s``.
 
-| statistic | components (sensitivity, multiplicity) | released value |
+| statistic | measurements (sensitivity, multiplicity) | released value |
 |---|---|---|
 | ``count()`` | rows (M, 1) | noisy number of kept rows |
-| ``count_units()`` | units (1, 1) | noisy number of units with a kept row |
-| ``sum(c, lo, hi)`` | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
-| ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + noisy Σ(x−mid) / max(noisy rows, 1), clipped to [lo, hi] |
-| ``variance(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1), Σ(x−mid)² (M·r², 1) | noisy second moment − noisy mean², clipped to [0, r²] |
-| ``quantile(c, q, lo, hi)`` | tree node counts (1, depth) | descent of a noisy binary tree |
+| ``count_units()`` | units (1, 1) | noisy number of units with a kept row (the count selection thresholds) |
+| ``sum(c, lo, hi)`` | rows, Σ(x−mid) (M·r, 1) when rows are measured | Σ(x−mid) + mid·rows (as PipelineDP) |
+| ``sum(c, lo, hi)`` alone | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
+| ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + Σ(x−mid) / max(rows, 1), in [lo, hi] |
+| ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ(x−mid)² (M·r², 1) | second moment − mean², clipped to [0, r²] |
+| ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (max(q, 1−q), 1) | the winning candidate |
 
 ``mid`` is the middle of [lo, hi] (rounded down to an integer for integer-valued kernels) and
-``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums that mean and
-variance use when [lo, hi] is far from 0. Mean and variance need a noisy row count: components
-with the same name are drawn once per release and shared (``count()``, ``mean`` and
-``variance`` of one release use the same noisy row count, paid for once).
+``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums when [lo, hi] is far
+from 0. Rows are measured when the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then
+costs no measurement of its own.
 
-**Quantile**: the binary tree of depth ``D`` (default 10) over [lo, hi] cut into ``2**D`` equal
-leaves. Each unit contributes **one** value per kept group (its first kept row in the keyed
-random order), so it moves one node per level by 1: multiplicity D, sensitivity 1. Every node
-count gets the kernel's noise (drawn only for the nodes the descent visits; the noise of a node
-is keyed by (key, component, group, node), so this is the release of the whole noisy tree). The
-descent goes from the root to a leaf, at each node choosing the child where the target rank
-falls among the two noisy child counts (clipped at 0) — the quantile-tree method of PipelineDP
-and of Qardaji, Yang & Li ("Understanding hierarchical methods for differentially private
-histograms", VLDB 2013); the answer is the leaf's point at the remaining rank, a post-processing
-of the noisy tree, whose privacy is exactly that of its node counts.
+**Quantile**: the candidates are the ``2**D + 1`` edges ``e_j`` of [lo, hi] cut into ``2**D`` equal
+leaves (default D = 10). Each unit contributes **one** value per kept group (its first kept row in the
+keyed random order); the score of ``e_j`` is ``−|L_j − q·n|`` (``L_j`` the values below it, ``n`` all),
+which one unit moves by at most ``Δ = max(q, 1 − q)``. The release is the candidate of largest score plus
+Laplace noise of scale ``b`` (the noise of candidate ``j`` keyed by (key, measurement, group, j)): a
+report-noisy-max, pure ``ε = 2Δ/b`` (Dwork & Roth, "The algorithmic foundations of differential privacy",
+Claim 3.9, scores moving either way) — OpenDP's quantile-score candidates (``make_quantile_score_candidates``
+and a noisy max), not a noisy tree.
 
 Sums are aggregated exactly, as integers: a clipped value ``x`` is stored as
 ``a = round((x − lo)/u)`` with ``u = (hi − lo)/2**32`` (``u = 1`` and integer values for
@@ -59,15 +55,28 @@ _FRACTION_BITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class Component:
-    """One noisy quantity per group: ``name`` (an aggregate), per-group sensitivity ``s``,
-    ``multiplicity`` (elements per group one unit moves), ``elements`` (noisy elements per group)."""
+    """One noisy measurement per group: ``name`` (an aggregate), per-group sensitivity ``s``,
+    ``multiplicity`` (elements per group one unit moves), ``elements`` (noisy elements per group),
+    ``norm`` (the size of the values it measures, for the budget split: its error counts relative to
+    ``n·norm``), ``noisy_max`` (a report-noisy-max selection among ``elements`` candidates, pure ε,
+    instead of an additive measurement)."""
 
     name: str
     sensitivity: float
     multiplicity: int
     elements: int = 1
+    norm: float = 1.0
+    noisy_max: bool = False
+
+    @property
+    def normalised_sensitivity(self) -> float:
+        return self.sensitivity / self.norm
 
 
+#: how much a rank error of the noisy-max quantile weighs against the relative error of a sum or a count
+#: in the budget split (a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x),
+#: f(x)·x ≈ 0.4 at a lognormal's median)
+RANK_WEIGHT = 2.5
 @dataclasses.dataclass(frozen=True)
 class Statistic:
     """A statistic of a table release; build with :func:`count`, :func:`count_units`,
@@ -110,27 +119,45 @@ class Statistic:
         return 1.0 if integer else self.radius(integer) ** 2 / 2.0**_FRACTION_BITS
 
     # -- what is released ------------------------------------------------------------------
-    def components(self, max_rows: int, integer: bool) -> list[Component]:
-        """The noisy components of this statistic (sensitivities for ``max_rows`` rows per group)."""
+    def components(self, max_rows: int, integer: bool, with_rows: bool = False) -> list[Component]:
+        """The noisy measurements of this statistic (sensitivities for ``max_rows`` rows per group).
+        ``with_rows``: the release measures the row count anyway (a ``count``, ``mean`` or ``variance``):
+        a sum is then the centred sum plus ``mid`` times the noisy row count, else its own measurement."""
         m = max_rows
+        rows = Component("rows", m, 1)
         if self.kind == "count":
-            return [Component("rows", m, 1)]
+            return [rows]
         if self.kind == "count_units":
             return [Component("units", 1, 1)]
-        if self.kind == "sum":
-            return [Component(f"sum:{self.bounds_key()}", m * max(abs(self.low), abs(self.high)), 1)]
         r = self.radius(integer)
-        centred = Component(f"centred:{self.bounds_key()}:{integer}", m * r, 1)
-        if self.kind == "mean":
-            return [Component("rows", m, 1), centred]
+        if self.kind == "sum" and not with_rows:
+            return [Component(f"sum:{self.bounds_key()}", m * max(abs(self.low), abs(self.high)), 1, norm=r)]
+        centred = Component(f"centred:{self.bounds_key()}:{integer}", m * r, 1, norm=r)
+        if self.kind in ("sum", "mean"):
+            return [rows, centred]
         if self.kind == "variance":
-            return [Component("rows", m, 1), centred, Component(f"squares:{self.bounds_key()}:{integer}", m * r * r, 1)]
-        return [Component(f"tree:{self.bounds_key()}:{self.depth}", 1, self.depth, 2 ** (self.depth + 1) - 2)]
+            return [rows, centred, Component(f"squares:{self.bounds_key()}:{integer}", m * r * r, 1, norm=r * r)]
+        leaves = 1 << self.depth
+        return [Component(f"rank:{self.bounds_key()}:{self.depth}:{self.q!r}", max(self.q, 1 - self.q), 1,
+                          leaves + 1, norm=1 / RANK_WEIGHT, noisy_max=True)]
+
+    def error_weights(self, integer: bool, with_rows: bool = False) -> list[float]:
+        """How much each measurement's noise (relative to ``n·norm``) weighs in this statistic's relative
+        variance, measurement by measurement (the budget split's model: values of size ``r`` about ``mid``)."""
+        if self.kind == "sum" and with_rows:
+            return [(self.centre(integer) / self.radius(integer)) ** 2, 1.0]  # sum = Σ(x − mid) + mid·rows
+        if self.kind == "mean":  # mean − mid = Σ(x − mid)/rows: rows' error weighs (mean − mid)²/r², ≈ 1/3
+            return [1 / 3, 1.0]
+        if self.kind == "variance":
+            return [1 / 9, 1.0, 1.0]
+        return [1.0]
 
     def finish(self, noisy: list[np.ndarray], integer: bool) -> np.ndarray:
-        """The released column from the noisy components (post-processing only)."""
-        if self.kind in ("count", "count_units", "sum"):
+        """The released column from the noisy measurements (post-processing only)."""
+        if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
             return noisy[0]
+        if self.kind == "sum":
+            return noisy[1] + self.centre(integer) * noisy[0]
         n = np.maximum(noisy[0], 1.0)
         c, r = self.centre(integer), self.radius(integer)
         mean = noisy[1] / n
@@ -138,9 +165,53 @@ class Statistic:
             return np.clip(c + mean, self.low, self.high)
         return np.clip(noisy[2] / n - mean**2, 0.0, r * r)
 
+    def interval(self, noisy: list[np.ndarray], half: list[float], integer: bool):
+        """``(low, high)``: the values of this statistic over the box of measurements ``noisy ± half`` (each
+        measurement within its half-width), a post-processing of the released values only."""
+        if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
+            return noisy[0] - half[0], noisy[0] + half[0]
+        if self.kind == "sum":
+            c = self.centre(integer)
+            w = half[1] + abs(c) * half[0]
+            v = noisy[1] + c * noisy[0]
+            return v - w, v + w
+        n_lo = noisy[0] - half[0]
+        n_hi = noisy[0] + half[0]
+        c_lo, c_hi = noisy[1] - half[1], noisy[1] + half[1]
+        known = n_lo >= 1.0  # else the count may be about 0: nothing is known of the ratio
+        n_lo = np.maximum(n_lo, 1.0)
+        n_hi = np.maximum(n_hi, 1.0)
+        m = np.stack([c_lo / n_lo, c_lo / n_hi, c_hi / n_lo, c_hi / n_hi])
+        m_lo, m_hi = m.min(axis=0), m.max(axis=0)
+        c, r = self.centre(integer), self.radius(integer)
+        if self.kind == "mean":
+            lo = np.where(known, np.clip(c + m_lo, self.low, self.high), self.low)
+            hi = np.where(known, np.clip(c + m_hi, self.low, self.high), self.high)
+            return lo, hi
+        q_lo, q_hi = np.maximum(noisy[2] - half[2], 0.0), np.maximum(noisy[2] + half[2], 0.0)
+        sq_lo = np.where((m_lo <= 0) & (m_hi >= 0), 0.0, np.minimum(m_lo**2, m_hi**2))
+        sq_hi = np.maximum(m_lo**2, m_hi**2)
+        lo = np.where(known, np.clip(q_lo / n_hi - sq_hi, 0.0, r * r), 0.0)
+        hi = np.where(known, np.clip(q_hi / n_lo - sq_lo, 0.0, r * r), r * r)
+        return lo, hi
+
+    def std(self, noisy: list[np.ndarray], std: list[float], integer: bool) -> np.ndarray:
+        """The noise's standard deviation in the released value (delta method for mean and variance, from
+        released values only)."""
+        if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
+            return np.full(len(noisy[0]), std[0])
+        if self.kind == "sum":
+            return np.full(len(noisy[0]), math.hypot(std[1], self.centre(integer) * std[0]))
+        n = np.maximum(noisy[0], 1.0)
+        m = noisy[1] / n
+        if self.kind == "mean":
+            return np.sqrt(std[1] ** 2 + (m * std[0]) ** 2) / n
+        second = noisy[2] / n
+        return np.sqrt(std[2] ** 2 + (2 * m * std[1]) ** 2 + ((second - 2 * m * m) * std[0]) ** 2) / n
+
 
 _COMPONENT_WORDS = {"sum": "sum", "centred": "centred sum", "squares": "centred sum of squares",
-                    "tree": "quantile tree"}
+                    "rank": "noisy-max quantile"}
 
 
 def component_label(name: str) -> str:
@@ -151,7 +222,10 @@ def component_label(name: str) -> str:
         return name
     key, _, extra = rest.rpartition(")")
     column, low, high = ast.literal_eval(key + ")")
-    depth = f" (depth {extra[1:]})" if kind == "tree" else ""
+    depth = ""
+    if kind == "rank":
+        d, _, q = extra[1:].partition(":")
+        depth = f" (q = {float(q):g}, {(1 << int(d)) + 1} candidates)"
     return f"{_COMPONENT_WORDS[kind]} of {column} in [{low:g}, {high:g}]{depth}"
 
 
