@@ -261,3 +261,131 @@ def test_pld_epsilon_gradient_is_the_exact_profiles(name):
     fd = (float(eps(x + h)) - float(eps(x - h))) / (2 * h) if q < 1 else (
         float(accounting.exact.epsilon(make(x + h), delta)) - float(accounting.exact.epsilon(make(x - h), delta))) / (2 * h)
     np.testing.assert_allclose(grad, fd, rtol=2e-3)
+
+
+# ----------------------------------------------------------------------------------
+# compositions against an independent bracket (losses rounded down and up)
+# ----------------------------------------------------------------------------------
+def _step_losses(kind, x, h, up):
+    """One step's privacy-loss pmf under P on the lattice h·ℤ: (first index, masses), every loss rounded
+    up (``up``: δ of the composition at or above the truth) or down (at or below it). ``kind``
+    "rr": binary randomized response at ε₀ = x (atoms ±x); "laplace": Laplace at Δ/b = r = x, atoms
+    r (P 1/2) and −r (P e^{−r}/2) and between them the loss r(1 − 2u) of u ∈ (0, 1), whose P-mass
+    below ℓ is (e^{−(r−ℓ)/2} − e^{−r})/2."""
+    rnd = np.ceil if up else np.floor
+    lo, hi = int(rnd(-x / h)), int(rnd(x / h))
+    p = np.zeros(hi - lo + 1)
+    if kind == "rr":
+        p[0] += special.expit(-x)
+        p[-1] += special.expit(x)
+        return lo, p
+    p[0] += 0.5 * math.exp(-x)
+    p[-1] += 0.5
+    edges = np.arange(lo, hi + 1) * h  # continuous mass in (ℓ_j − h, ℓ_j] goes to j (up) or (ℓ_j, ℓ_j + h] to j
+    cdf = lambda v: 0.5 * (np.exp(-(x - np.clip(v, -x, x)) / 2.0) - math.exp(-x))  # noqa: E731
+    if up:
+        p += cdf(edges) - cdf(edges - h)
+    else:
+        p += cdf(edges + h) - cdf(edges)
+    return lo, np.maximum(p, 0.0)
+
+
+def _compose_bracket(steps, h, up):
+    """The composition of [(kind, x, count)] on h·ℤ by one numpy FFT: (first index, masses)."""
+    parts = [(_step_losses(kind, x, h, up), count) for kind, x, count in steps]
+    size = sum(count * (p.size - 1) for (_, p), count in parts) + 1
+    n = 1 << (size - 1).bit_length()
+    spec = np.ones(n // 2 + 1, complex)
+    for (_, p), count in parts:
+        spec = spec * np.fft.rfft(p, n) ** count
+    out = np.maximum(np.fft.irfft(spec, n)[:size], 0.0)
+    return sum(count * lo for (lo, _), count in parts), out
+
+
+def _bracket_delta(lo, p, h, eps):
+    """δ(ε) = Σ p_j (1 − e^{ε − ℓ_j})_+ of a lattice pmf."""
+    loss = (lo + np.arange(p.size)) * h
+    m = loss > eps
+    return float(np.sum(p[m] * -np.expm1(eps - loss[m])))
+
+
+def _bracket_epsilon(lo, p, h, delta):
+    """Smallest ε ≥ 0 with δ(ε) ≤ delta (bisection on the lattice pmf)."""
+    top = (lo + p.size) * h
+    if _bracket_delta(lo, p, h, 0.0) <= delta:
+        return 0.0
+    a, b = 0.0, max(top, 0.0)
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        a, b = (mid, b) if _bracket_delta(lo, p, h, mid) > delta else (a, mid)
+    return a
+
+
+#: absolute slack of the numpy FFT bracket's masses (its round-off), added to δ before reading ε
+_BRACKET_NOISE = 1e-12
+
+
+def _composition_case(rng, max_count):
+    """[(kind, per-step loss, count)]: one or two parts, per-step losses 1e-6..700, counts up to max_count."""
+    parts = []
+    for _ in range(int(rng.integers(1, 3))):
+        kind = str(rng.choice(["rr", "laplace"]))
+        parts.append((kind, _log_uniform(rng, 1e-6, 700.0), int(np.exp(rng.uniform(0.0, np.log(max_count))))))
+    return parts, _log_uniform(rng, 1e-9, 0.3)
+
+
+def _engine_pld(parts):
+    total = None
+    for kind, x, count in parts:
+        mech = dpjax.RandomizedResponse(x, 2) if kind == "rr" else dpjax.Laplace(1.0 / x)
+        one = accounting.pld(mech).self_compose(count)
+        total = one if total is None else total.compose(one)
+    return total
+
+
+def _check_composition(parts, delta):
+    what = f"{parts}, δ={delta:g}"
+    # a lattice fine enough for the bracket to be tight where it is cheap, at most ~2^22 points composed
+    span = sum(2.0 * x * count for _, x, count in parts)
+    h = max(max(x for _, x, _ in parts) / 64.0, span / 2.0**22)
+    lower = _compose_bracket(parts, h, up=False)
+    truth_e = _bracket_epsilon(*lower, h, delta + _BRACKET_NOISE)
+    p = _engine_pld(parts)
+    got = _answer(lambda: p.get_epsilon_for_delta(delta))
+    _check_epsilon(got, truth_e, what)
+    eps = truth_e * 0.99
+    _check_delta(_answer(lambda: p.get_delta_for_epsilon(eps)), _bracket_delta(*lower, h, eps) - _BRACKET_NOISE,
+                 what + f" at ε={eps:g}")
+    pure = float(np.asarray(p.pure_epsilon()))
+    assert pure >= sum(x * count for _, x, count in parts) * (1 - 1e-12), f"{what}: pure ε {pure}"
+    if len(parts) == 1:
+        kind, x, count = parts[0]
+        mech = dpjax.RandomizedResponse(x, 2) if kind == "rr" else dpjax.Laplace(1.0 / x)
+        _check_epsilon(_answer(lambda: accounting.get_epsilon(mech, delta, count=count)), truth_e, what + " (batch)")
+    if got is not None:  # and not far above the truth: the upper bracket (losses rounded up)
+        upper = _bracket_epsilon(*_compose_bracket(parts, h, up=True), h, max(delta - _BRACKET_NOISE, 0.0))
+        assert got <= upper * 1.01 + 0.05, f"{what}: ε {got} far above the bracket's {upper}"
+
+
+def test_bracket_oracle_holds_the_closed_forms():
+    """The bracket itself: one step of each kind holds the closed-form ε(δ)."""
+    for kind, x, delta in [("rr", 2.0, 1e-3), ("laplace", 3.0, 1e-2), ("laplace", 0.5, 0.1)]:
+        h = x / 256.0
+        lo = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=False), h, delta)
+        hi = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=True), h, delta)
+        truth = _laplace_epsilon(x, delta) if kind == "laplace" else sopt.brentq(
+            lambda e: _rr_delta(x, 2, e) - delta, 0.0, x)
+        assert lo - 1e-9 <= truth <= hi + 1e-9 and hi - lo < 3 * h, (kind, lo, truth, hi)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compositions_never_below_the_bracket(seed):
+    rng = np.random.default_rng(9100 + seed)
+    _check_composition(*_composition_case(rng, 30))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(30))
+def test_compositions_never_below_the_bracket_wide(seed):
+    rng = np.random.default_rng(9200 + seed)
+    _check_composition(*_composition_case(rng, 10_000))
