@@ -38,7 +38,8 @@ def is_traced(x) -> bool:
 
 def is_global(x) -> bool:
     """``x`` (or a leaf of the pytree ``x``) is a ``jax.Array`` with shards on other processes."""
-    return any(isinstance(leaf, jax.Array) and not leaf.is_fully_addressable for leaf in jax.tree_util.tree_leaves(x))
+    return any(isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.is_fully_addressable
+               for leaf in jax.tree_util.tree_leaves(x))
 
 
 def _deferred(x) -> bool:

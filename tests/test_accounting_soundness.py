@@ -264,3 +264,260 @@ def test_pld_epsilon_gradient_is_the_exact_profiles(name):
     fd = (float(eps(x + h)) - float(eps(x - h))) / (2 * h) if q < 1 else (
         float(accounting.exact.epsilon(make(x + h), delta)) - float(accounting.exact.epsilon(make(x - h), delta))) / (2 * h)
     np.testing.assert_allclose(grad, fd, rtol=2e-3)
+
+
+# ----------------------------------------------------------------------------------
+# compositions against an independent bracket (losses rounded down and up)
+# ----------------------------------------------------------------------------------
+def _step_losses(kind, x, h, up):
+    """One step's privacy-loss pmf under P on the lattice h·ℤ: (first index, masses), every loss rounded
+    up (``up``: δ of the composition at or above the truth) or down (at or below it). ``kind``
+    "rr": binary randomized response at ε₀ = x (atoms ±x); "laplace": Laplace at Δ/b = r = x, atoms
+    r (P 1/2) and −r (P e^{−r}/2) and between them the loss r(1 − 2u) of u ∈ (0, 1), whose P-mass
+    below ℓ is (e^{−(r−ℓ)/2} − e^{−r})/2."""
+    rnd = np.ceil if up else np.floor
+    lo, hi = int(rnd(-x / h)), int(rnd(x / h))
+    p = np.zeros(hi - lo + 1)
+    if kind == "rr":
+        p[0] += special.expit(-x)
+        p[-1] += special.expit(x)
+        return lo, p
+    p[0] += 0.5 * math.exp(-x)
+    p[-1] += 0.5
+    edges = np.arange(lo, hi + 1) * h  # continuous mass in (ℓ_j − h, ℓ_j] goes to j (up) or (ℓ_j, ℓ_j + h] to j
+    cdf = lambda v: 0.5 * (np.exp(-(x - np.clip(v, -x, x)) / 2.0) - math.exp(-x))  # noqa: E731
+    if up:
+        p += cdf(edges) - cdf(edges - h)
+    else:
+        p += cdf(edges + h) - cdf(edges)
+    return lo, np.maximum(p, 0.0)
+
+
+def _compose_bracket(steps, h, up):
+    """The composition of [(kind, x, count)] on h·ℤ by one numpy FFT: (first index, masses)."""
+    parts = [(_step_losses(kind, x, h, up), count) for kind, x, count in steps]
+    size = sum(count * (p.size - 1) for (_, p), count in parts) + 1
+    n = 1 << (size - 1).bit_length()
+    spec = np.ones(n // 2 + 1, complex)
+    for (_, p), count in parts:
+        spec = spec * np.fft.rfft(p, n) ** count
+    out = np.maximum(np.fft.irfft(spec, n)[:size], 0.0)
+    return sum(count * lo for (lo, _), count in parts), out
+
+
+def _bracket_delta(lo, p, h, eps):
+    """δ(ε) = Σ p_j (1 − e^{ε − ℓ_j})_+ of a lattice pmf."""
+    loss = (lo + np.arange(p.size)) * h
+    m = loss > eps
+    return float(np.sum(p[m] * -np.expm1(eps - loss[m])))
+
+
+def _bracket_epsilon(lo, p, h, delta):
+    """Smallest ε ≥ 0 with δ(ε) ≤ delta (bisection on the lattice pmf)."""
+    top = (lo + p.size) * h
+    if _bracket_delta(lo, p, h, 0.0) <= delta:
+        return 0.0
+    a, b = 0.0, max(top, 0.0)
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        a, b = (mid, b) if _bracket_delta(lo, p, h, mid) > delta else (a, mid)
+    return a
+
+
+#: absolute slack of the numpy FFT bracket's masses (its round-off), added to δ before reading ε
+_BRACKET_NOISE = 1e-12
+
+
+def _composition_case(rng, max_count):
+    """[(kind, per-step loss, count)]: one or two parts, per-step losses 1e-6..700, counts up to max_count."""
+    parts = []
+    for _ in range(int(rng.integers(1, 3))):
+        kind = str(rng.choice(["rr", "laplace"]))
+        parts.append((kind, _log_uniform(rng, 1e-6, 700.0), int(np.exp(rng.uniform(0.0, np.log(max_count))))))
+    return parts, _log_uniform(rng, 1e-9, 0.3)
+
+
+def _engine_pld(parts):
+    total = None
+    for kind, x, count in parts:
+        mech = dpjax.RandomizedResponse(x, 2) if kind == "rr" else dpjax.Laplace(1.0 / x)
+        one = accounting.pld(mech).self_compose(count)
+        total = one if total is None else total.compose(one)
+    return total
+
+
+def _check_composition(parts, delta):
+    what = f"{parts}, δ={delta:g}"
+    # a lattice fine enough for the bracket to be tight where it is cheap, at most ~2^22 points composed
+    span = sum(2.0 * x * count for _, x, count in parts)
+    h = max(max(x for _, x, _ in parts) / 64.0, span / 2.0**22)
+    lower = _compose_bracket(parts, h, up=False)
+    truth_e = _bracket_epsilon(*lower, h, delta + _BRACKET_NOISE)
+    p = _engine_pld(parts)
+    got = _answer(lambda: p.get_epsilon_for_delta(delta))
+    _check_epsilon(got, truth_e, what)
+    eps = truth_e * 0.99
+    _check_delta(_answer(lambda: p.get_delta_for_epsilon(eps)), _bracket_delta(*lower, h, eps) - _BRACKET_NOISE,
+                 what + f" at ε={eps:g}")
+    pure = float(np.asarray(p.pure_epsilon()))
+    assert pure >= sum(x * count for _, x, count in parts) * (1 - 1e-12), f"{what}: pure ε {pure}"
+    if len(parts) == 1:
+        kind, x, count = parts[0]
+        mech = dpjax.RandomizedResponse(x, 2) if kind == "rr" else dpjax.Laplace(1.0 / x)
+        _check_epsilon(_answer(lambda: accounting.get_epsilon(mech, delta, count=count)), truth_e, what + " (batch)")
+    if got is not None:  # and not far above the truth: the upper bracket (losses rounded up)
+        upper = _bracket_epsilon(*_compose_bracket(parts, h, up=True), h, max(delta - _BRACKET_NOISE, 0.0))
+        assert got <= upper * 1.01 + 0.05, f"{what}: ε {got} far above the bracket's {upper}"
+
+
+def test_bracket_oracle_holds_the_closed_forms():
+    """The bracket itself: one step of each kind holds the closed-form ε(δ)."""
+    for kind, x, delta in [("rr", 2.0, 1e-3), ("laplace", 3.0, 1e-2), ("laplace", 0.5, 0.1)]:
+        h = x / 256.0
+        lo = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=False), h, delta)
+        hi = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=True), h, delta)
+        truth = _laplace_epsilon(x, delta) if kind == "laplace" else sopt.brentq(
+            lambda e: _rr_delta(x, 2, e) - delta, 0.0, x)
+        assert lo - 1e-9 <= truth <= hi + 1e-9 and hi - lo < 3 * h, (kind, lo, truth, hi)
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+def test_compositions_never_below_the_bracket(seed):
+    rng = np.random.default_rng(9100 + seed)
+    _check_composition(*_composition_case(rng, 30))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(30))
+def test_compositions_never_below_the_bracket_wide(seed):
+    rng = np.random.default_rng(9200 + seed)
+    _check_composition(*_composition_case(rng, 10_000))
+
+
+# ----------------------------------------------------------------------------------
+# soundness round 3: large per-step losses composed, tiny Gaussian σ through a grid
+# ----------------------------------------------------------------------------------
+def _laplace_twice_lower():
+    """A lower bound of ε(1e-6) of Laplace(0.002) composed twice: the bracket with losses rounded down."""
+    h = 500.0 / 2**14
+    return _bracket_epsilon(*_compose_bracket([("laplace", 500.0, 2)], h, up=False), h, 1e-6 + _BRACKET_NOISE)
+
+
+def test_large_per_step_losses_composed_never_below_the_truth():
+    """Laplace(0.002) × 2 read ε 848.96 at δ 1e-6 (truth ≥ 999.999996), pure ε 848.96 and δ NaN: the
+    first mass of a grid starting at loss 424 was read from gaps ~e^424 (7.6e170), the composition
+    overflowed and its round-off guard became −inf. Every route agrees on the truth now."""
+    truth = _laplace_twice_lower()
+    p = accounting.pld(dpjax.Laplace(0.002)).self_compose(2)
+    assert float(p.get_epsilon_for_delta(1e-6)) >= truth
+    assert float(p.pure_epsilon()) == pytest.approx(1000.0, rel=1e-12)
+    d = np.asarray(p.get_delta_for_epsilon(np.array([0.0, 100.0, 900.0, 1000.0])))
+    assert not np.isnan(d).any() and d[2] >= 0.5 and d[3] == 0.0
+    assert float(accounting.get_epsilon(dpjax.Laplace(0.002), 1e-6, count=2)) >= truth
+    acc = accounting.Accountant(epsilon_budget=950, delta=1e-6)
+    with pytest.raises(ValueError, match="epsilon_budget"):
+        acc.record(dpjax.Laplace(0.002), count=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mech,count,truth", [
+    (dpjax.RandomizedResponse(150.0, 2), 10, 1500.0), (dpjax.Laplace(1 / 700), 10, 6999.649),
+    (dpjax.RandomizedResponse(500.0, 2), 2, 1000.0), (dpjax.RandomizedResponse(700.0, 2), 10, 7000.0),
+    (dpjax.RandomizedResponse(700.0, 5), 3, 2100.0), (dpjax.RandomizedResponse(100.0, 2), 10, 1000.0)])
+def test_large_per_step_losses_composed_issue_cases(mech, count, truth):
+    """The issue's other cases (1125.42 for 1500, 6250.64 for ≥ 6999.649, 924.88 / 6625.2 / 1987.6 for
+    1000 / 7000 / 2100; RR(100) × 10 refused with a round-off floor of 2.2e19)."""
+    p = accounting.pld(mech).self_compose(count)
+    assert float(p.get_epsilon_for_delta(1e-6)) >= truth - 1e-6 * (truth > 2000) - 1e-6
+    assert float(p.pure_epsilon()) >= truth
+    assert float(accounting.get_epsilon(mech, 1e-6, count=count)) >= truth - 1e-6
+
+
+def test_cli_account_large_per_step_loss():
+    """``dpjax account --mechanism laplace --scale 0.002 --steps 2`` agreed on 848.96."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dpjax.cli", "account", "--mechanism", "laplace", "--scale", "0.002",
+                          "--steps", "2", "--delta", "1e-6", "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["epsilon"] >= _laplace_twice_lower()
+
+
+def test_overflowed_composition_is_refused_with_a_message():
+    """A pmf whose masses overflow has no round-off bound: δ reads 1 (never NaN), ε is refused."""
+    import jax.numpy as jnp
+
+    from accounting.privacy_loss import grid as _grid
+
+    p = accounting.pld(dpjax.Laplace(1.0))
+    bad = _grid.GridPmf(p.remove.probs.at[5].set(1e300), p.remove.offset, p.remove.inf_mass, p.remove.roundoff,
+                        p.remove.step)
+    q = dataclasses_replace(p, remove=bad).self_compose(3)
+    assert float(q.roundoff) == math.inf
+    assert np.asarray(q.get_delta_for_epsilon(jnp.array([0.5, 2.0]))).tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="overflowed"):
+        q.get_epsilon_for_delta(1e-6)
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+@pytest.mark.parametrize("step", [2.0**-3, 4.0])
+def test_grid_delta_across_suffix_chunks(step):
+    """The grid's δ(ε) chains suffix sums across chunks of 512/step points; it used the index in place of
+    the loss (exp(−(K − k)·step) with k already a loss): NaN at steps above 1, δ too high below."""
+    import jax
+    import jax.numpy as jnp
+
+    from accounting.privacy_loss import grid as _grid
+
+    n = int(3 * 512 / step) + 7
+    rng = np.random.default_rng(3)
+    probs = rng.random(n) * np.exp(-np.linspace(0, 30, n))
+    probs /= probs.sum() * 1.01
+    offset = -n // 3
+    eps = np.array([0.0, 3.3 * step, 100.0 * step, 700.0 * step])
+    loss = (offset + np.arange(n)) * step
+    want = [np.sum(np.where(loss > e, probs * -np.expm1(np.minimum(e - loss, 0.0)), 0.0)) for e in eps]
+    with jax.enable_x64(True):
+        pmf = _grid.GridPmf(jnp.asarray(probs), jnp.asarray(float(offset)), jnp.asarray(0.0), jnp.asarray(0.0), step)
+        got = np.asarray(_grid.delta_for_epsilon(pmf, jnp.asarray(eps)[None]))[0]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
+
+
+@pytest.mark.slow
+def test_tiny_sigma_gaussian_through_a_grid_never_below_the_truth():
+    """σ 1e-4 (μ 1e4): composed with Laplace(1) read ε 0.0 (truth ≥ 50 047 533), subsampled at 0.5
+    25 022 976 (≈ 50 046 112), use_analytic=False 49 739 904 (−0.61 %) and δ NaN, DP-SGD refused a
+    step of 256: the grid's suffix sums chained chunks with the index in place of the loss, which
+    overflows (NaN) at steps above 1."""
+    mu = 1e4
+    g = _gaussian_epsilon_lower(mu, 1e-6)
+    # δ_{G∘L}(ε) ≥ ½ δ_G(ε − 1) (the Laplace loss is 1 with probability ½): ε_{G∘L}(δ) ≥ ε_G(2δ) + 1
+    lower = _gaussian_epsilon_lower(mu, 2e-6) + 1.0
+    comp = accounting.pld(dpjax.Gaussian(1e-4)).compose(accounting.pld(dpjax.Laplace(1.0)))
+    assert float(comp.get_epsilon_for_delta(1e-6)) >= lower
+    grid = accounting.pld(dpjax.Gaussian(1e-4), use_analytic=False)
+    assert float(grid.get_epsilon_for_delta(1e-6)) >= g
+    d = float(grid.get_delta_for_epsilon(0.99 * g))
+    assert d >= _gaussian_delta(mu, 0.99 * g) * (1 - 1e-9) and not math.isnan(d)
+    sub = float(accounting.pld(dpjax.Gaussian(1e-4), sampling_prob=0.5).get_epsilon_for_delta(1e-6))
+    assert sub >= 50_046_100.0
+    from accounting.dpsgd import dpsgd_epsilon
+
+    assert float(dpsgd_epsilon(1e-4, 0.5, 1, 1e-6)) == pytest.approx(sub, rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma", [2e-4, 1.5e-4, 7.2e-5, 5e-5, 1e-6])
+def test_tiny_sigma_gaussian_composed_with_laplace(sigma):
+    """σ 2e-4 ∘ Laplace(1) read −0.82 %, σ 1.5e-4 −1.5 %; below ~7e-5 the losses leave the grid: ∞."""
+    lower = _gaussian_epsilon_lower(1 / sigma, 2e-6) + 1.0
+    comp = accounting.pld(dpjax.Gaussian(sigma)).compose(accounting.pld(dpjax.Laplace(1.0)))
+    assert float(comp.get_epsilon_for_delta(1e-6)) >= lower
+    batch = accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6, count=3, use_analytic=False)
+    assert float(batch) >= _gaussian_epsilon_lower(math.sqrt(3) / sigma, 1e-6)

@@ -496,3 +496,13 @@ def test_clipped_sum_adds_in_the_canonical_pairwise_order():
     got = jax.jit(optimize.clipped_sum)(g, 1.0)  # fused with the sum
     for leaf in ("w", "b"):
         np.testing.assert_array_equal(np.asarray(got[leaf]), _numpy_pairwise(np.asarray(clipped[leaf])))
+
+
+def test_dpsgd_refuses_kernels_with_parameters_besides_their_scale():
+    """LaplaceMixture was accepted: accounted at pure ε of scale z while the optimizer added
+    LaplaceMixture(inner=C·z) with outer scale and breakpoint unscaled (7.10 for a lower bound of 297.4)."""
+    with pytest.raises(ValueError, match="LaplaceMixture.*outer_scale, breakpoint"):
+        accounting.dpsgd_epsilon(1.0, 0.01, 100, 1e-5, mechanism=dpjax.LaplaceMixture)
+    with pytest.raises(ValueError, match="LaplaceMixture"):
+        optimize.dpsgd(0.1, 1.0, 1.0, jax.random.key(0), mechanism=dpjax.LaplaceMixture)
+    assert float(accounting.dpsgd_epsilon(1.0, 0.01, 100, 1e-5, mechanism=dpjax.Laplace)) > 0

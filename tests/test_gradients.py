@@ -156,3 +156,18 @@ def test_exact_figures_differentiate_in_32_bit_mode(case):
     np.testing.assert_allclose(g32, g64, rtol=1e-5)
     np.testing.assert_allclose(tangent, g64, rtol=1e-9)
     np.testing.assert_allclose(g64, _fd(fn, x, 1e-5), rtol=1e-5)
+
+
+def test_batch_query_gradient_falls_back_to_pld():
+    """jax.grad of accounting.get_epsilon raised ConcretizationTypeError (the multi-process check read
+    a tracer's addressability), though the docs say traced parameters fall back to pld."""
+
+    def batch(b):
+        return accounting.get_epsilon(dpjax.Laplace(b), 1e-6, count=5)
+
+    def single(b):
+        return accounting.pld(dpjax.Laplace(b)).self_compose(5).get_epsilon_for_delta(1e-6)
+
+    got = float(jax.grad(batch)(1.0))
+    assert got == pytest.approx(float(jax.grad(single)(1.0)), rel=1e-12)
+    assert got == pytest.approx(-5.0, rel=1e-3)  # ε(δ) = 5/b − (tail) at b = 1: −5/b² to 3e-4

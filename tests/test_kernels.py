@@ -137,3 +137,13 @@ def test_batched_parameters_give_a_batch_of_mechanisms():
     np.testing.assert_allclose(x.std(axis=0), [1.0, 10.0, 100.0], rtol=0.02)
     lp = jax.vmap(lambda m: m.log_prob(0.0, 0.0))(mech)
     np.testing.assert_allclose(np.asarray(lp), stats.norm.logpdf(0, scale=[1, 10, 100]), rtol=1e-5)
+
+
+def test_pure_epsilon_hooks_are_infinite_off_the_lattice():
+    """A discrete kernel shifted off the integers has disjoint output supports: the public hooks read
+    0.25 (DiscreteLaplace(2), Δ 0.5) and 0.5 (GeometricMixture(2, 1, 1)) where every accountant says ∞."""
+    assert float(dpjax.DiscreteLaplace(2.0).pure_epsilon(0.5)) == np.inf
+    assert float(dpjax.GeometricMixture(2, 1, 1).pure_epsilon(0.5)) == np.inf
+    assert float(dpjax.DiscreteLaplace(2.0).pure_epsilon(1.0)) == pytest.approx(0.5)
+    assert float(dpjax.GeometricMixture(2, 1, 1).pure_epsilon(1.0)) == pytest.approx(1.0)
+    assert float(dpjax.Laplace(2.0).pure_epsilon(0.5)) == pytest.approx(0.25)

@@ -21,7 +21,11 @@ _GAUSSIAN = by_name("gaussian")
 
 def noise_kind(mechanism) -> str:
     """How a DP-SGD step with noise from the kernel class ``mechanism`` (default: the Gaussian) is
-    accounted, from what the kernel declares (never its class):
+    accounted, from what the kernel declares (never its class). Only a kernel whose one parameter is its
+    scale qualifies: DP-SGD adds the kernel at scale clip·noise_multiplier and accounts it at scale
+    noise_multiplier for a unit shift, which describe the same noise only when every parameter scales
+    with the clip norm (a kernel with another parameter, e.g. ``dpjax.LaplaceMixture``'s outer scale
+    and breakpoint, is refused by name):
 
     * ``"gaussian"`` — a continuous kernel whose pair loss is exactly Gaussian (``gaussian_pld_mu``):
       rotation invariant, L2 clipping, the exact subsampled PLD;
@@ -34,6 +38,14 @@ def noise_kind(mechanism) -> str:
     if mechanism is None:
         return "gaussian"
     if isinstance(mechanism, type) and issubclass(mechanism, AdditiveMechanism):
+        others = [f.name for f in dataclasses.fields(mechanism)
+                  if not f.metadata.get("static", False) and f.name != mechanism.scale_name]
+        if others:
+            raise ValueError(
+                f"mechanism: {mechanism.__name__} has parameters besides its scale ({', '.join(others)}); DP-SGD "
+                f"scales only {mechanism.scale_name} by clip·noise_multiplier, so the noise it adds would not be "
+                "the noise accounted. Use a kernel whose one parameter is its scale (dpjax.Gaussian, dpjax.Laplace, "
+                "dpjax.DiscreteGaussian)")
         if mechanism.discrete and mechanism.renyi_divergence_bound is not None:
             return "discrete_gaussian"
         if not mechanism.discrete and mechanism.gaussian_pld_mu is not None:

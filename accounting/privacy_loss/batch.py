@@ -291,8 +291,7 @@ def _answer(pmf, kind, arg, pessimistic):
     if kind == "epsilon":
         e = _grid.epsilon_for_delta(pmf, arg - r if pessimistic else arg + r)
         return jnp.where(arg < ROUNDOFF_FACTOR * r, jnp.nan, e)
-    d = _grid.delta_for_epsilon(pmf, arg)
-    return jnp.minimum(d + r, 1.0) if pessimistic else jnp.maximum(d - r, 0.0)
+    return _grid.delta_with_roundoff(pmf, arg, pessimistic)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))

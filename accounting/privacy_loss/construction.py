@@ -59,6 +59,9 @@ AUTO_SCALE_POINTS = 32
 #: adaptive PLDs are coarsened (by powers of two, :func:`accounting.privacy_loss.grid.coarsen`) before a
 #: composition whose window would exceed this length
 AUTO_WINDOW = 2**23
+#: coarsest loss-grid step (the adaptive step of the widest loss range, 2·LOSS_LIMIT / AUTO_RANGE_POINTS,
+#: rounded up to a power of two; e^step stays finite)
+MAX_STEP = 2.0**10
 #: δ below this multiple of the estimated round-off is refused.
 ROUNDOFF_FACTOR = 10.0
 #: default number of output cells for mechanisms without a closed-form profile.
@@ -126,8 +129,8 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
     if value_discretization_interval is None:  # adaptive
         return
     check_positive("value_discretization_interval", value_discretization_interval)
-    if not is_traced(value_discretization_interval) and float(value_discretization_interval) > 1.0:
-        raise ValueError(f"value_discretization_interval must be <= 1, got {value_discretization_interval}")
+    if not is_traced(value_discretization_interval) and float(value_discretization_interval) > MAX_STEP:
+        raise ValueError(f"value_discretization_interval must be <= {MAX_STEP:g}, got {value_discretization_interval}")
 
 
 def sampling_rate(sampling_prob):

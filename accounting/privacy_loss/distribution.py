@@ -122,7 +122,7 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
-        return a.composed_as(rem, add, _sum_pure(self.pure_eps, other.pure_eps), b)
+        return a.composed_as(rem, add, a.pure_bound() + b.pure_bound(), b)
 
     def composed_as(self, remove, add, pure_eps, other=None):
         """The PLD of a composition of this one (and ``other``) with the given grid directions: the one
@@ -133,6 +133,17 @@ class PrivacyLossDistribution:
         return PrivacyLossDistribution(remove, add, None, pure_eps, self.pessimistic, remove.step,
                                        atomic=self.atomic or any(o.atomic for o in others), composed=True,
                                        adaptive=self.adaptive and all(o.adaptive for o in others))
+
+    def pure_bound(self):
+        """An upper bound on the pure ε of this (grid) PLD, the one a composition adds up: the mechanisms'
+        own (composed) pure ε where known, else the largest loss of the single-step grid (its losses are
+        rounded up, its mass beyond the grid sits at +∞). A composed grid's largest loss with mass is no
+        bound: round-off clears its smallest masses (the top ones of a long composition)."""
+        if self.pure_eps is not None:
+            return jnp.asarray(self.pure_eps, jnp.float64)
+        if self.composed:
+            return jnp.full(self.batch_shape, jnp.inf)
+        return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
@@ -183,9 +194,8 @@ class PrivacyLossDistribution:
             s = check_int("size", s, minimum=pmf.size)
             outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
                                                   pessimistic=self.pessimistic))(pmf))
-        pure = None if self.pure_eps is None else self.pure_eps * count
         add = outs[1] if len(outs) > 1 else None
-        return src.composed_as(outs[0], add, pure)
+        return src.composed_as(outs[0], add, src.pure_bound() * count)
 
     # -- queries -----------------------------------------------------------------------
     @x64
@@ -207,10 +217,7 @@ class PrivacyLossDistribution:
             out = jnp.clip(out, 0.0, 1.0)
         else:
             outs = []
-            for pmf in self._directions():
-                d = _grid.delta_for_epsilon(pmf, flat)
-                r = pmf.roundoff[..., None]
-                outs.append(jnp.minimum(d + r, 1.0) if self.pessimistic else jnp.maximum(d - r, 0.0))
+            outs = [_grid.delta_with_roundoff(pmf, flat, self.pessimistic) for pmf in self._directions()]
             out = functools.reduce(jnp.maximum, outs)
         return capped_by_pure("delta", out, flat, self.pure_eps)
 
@@ -265,6 +272,8 @@ class PrivacyLossDistribution:
         """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
         if self.is_analytic:
             return jnp.full(self.batch_shape, jnp.inf)
+        if self.composed:
+            return self.pure_bound()
         grid = functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()])
         return grid if self.pure_eps is None else jnp.minimum(grid, self.pure_eps)
 
@@ -305,7 +314,11 @@ def check_floor(delta, floor):
     if is_traced(delta) or is_traced(floor):
         return
     d, f = np.asarray(delta), np.asarray(floor)
-    bad = d < f
+    bad = ~(d >= f)
+    if bad.any() and not np.isfinite(f).all():
+        raise ValueError(
+            "delta: this PLD's masses overflowed float64 in the composition, so no δ can be read from it "
+            "reliably; compose fewer runs per FFT or use a coarser value_discretization_interval.")
     if bad.any():
         raise ValueError(
             f"delta={float(d[bad].min()):.3g} is below the float64 round-off floor {float(f.max()):.3g} of this PLD: "
@@ -447,10 +460,6 @@ def _exact_derivative(source, eps, pure):
         return out
     cap = jnp.broadcast_to(jnp.asarray(pure)[..., None], out.shape)
     return jnp.where(fixed >= jax.lax.stop_gradient(cap), cap, out)
-
-
-def _sum_pure(a, b):
-    return None if a is None or b is None else a + b
 
 
 @x64

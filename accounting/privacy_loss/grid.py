@@ -23,6 +23,9 @@ import numpy as np
 from accounting._numerics import EPS64, safe_log, take_last
 from dpjax.pytree import pytree_dataclass, static_field
 
+#: largest absolute error of the first mass read from the gaps (:func:`connect_the_dots`); above it the first
+#: mass is what the other masses leave of 1
+_GAP_TOLERANCE = 1e-9
 #: Chernoff orders (times 1/len) used to bound the tails of a T-fold composition.
 _CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 28), np.geomspace(1e-3, 60.0, 28)])
 
@@ -76,15 +79,17 @@ def connect_the_dots(deltas, gaps, step: float):
     small_g = g < d
     use_g = (d[..., 1:-1] > 0.5) & small_g[..., 1:-1] & small_g[..., :-2] & small_g[..., 2:]
     mid = jnp.where(use_g, interior(jnp.where(small_g, g, 0.0)), interior(d))
-    finite = jnp.isfinite(g[..., :2]).all(-1, keepdims=True)
+    # the gap formula subtracts gaps of size ~e^{ε_0}: its absolute error ~ε64·g/step exceeds the first mass
+    # itself once the grid starts well above 0 (at ε_0 = 424 it read 7.6e170, and every composition overflowed)
+    finite = (jnp.isfinite(g[..., :2]) & (g[..., :2] * (8.0 * EPS64 / em1) <= _GAP_TOLERANCE)).all(-1, keepdims=True)
     g01 = jnp.where(finite, g[..., :2], 0.0)
     p0 = -g01[..., :1] + (g01[..., 1:2] - g01[..., :1]) / em1
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     # the first mass is at least what the others leave of 1: all P-mass below the grid is lifted to its
     # first point. From the gap alone (the other side's normalisation) an envelope of pair profiles
     # (not itself a profile) can leave less, and mass dropped at the bottom lowers composed δ (PB-DP
-    # relative Laplace: total 0.99996 at 2^-11, ε(1e-6) × 50 12.78 against 12.93 at 2^-13). A grid
-    # starting above e^700 has no finite gap: there it is all the first mass is.
+    # relative Laplace: total 0.99996 at 2^-11, ε(1e-6) × 50 12.78 against 12.93 at 2^-13). Where the gap is
+    # not accurate (a grid starting far above 0) the rest is all the first mass is.
     rest = 1.0 - d[..., -1:] - jnp.sum(mid, -1, keepdims=True) - last
     p0 = jnp.where(finite, jnp.maximum(p0, rest), jnp.maximum(rest, 0.0))
     p = jnp.concatenate([p0, mid, last], axis=-1)
@@ -205,7 +210,7 @@ def _suffix_sums(pmf: GridPmf):
 
     _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), jnp.moveaxis(local[..., 0], -1, 0), reverse=True)
     after = jnp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
-    b = jnp.exp(k) * local + jnp.exp(-(k_len - k) * step) * after
+    b = jnp.exp(k) * local + jnp.exp(k - k_len * step) * after  # (k is a loss: index · step)
     return a, b.reshape(p.shape[:-1] + (nb * k_len,))[..., :n]
 
 
@@ -264,6 +269,17 @@ def epsilon_for_delta(pmf: GridPmf, delta):
     live = (eps > 0) & jnp.isfinite(eps) & (bi > 0)
     t = jnp.where(live, (di - delta) / jnp.where(live, bi, 1.0), 0.0)
     return eps + (t - jax.lax.stop_gradient(t))
+
+
+def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool):
+    """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side: up
+    (pessimistic) or down; a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic)."""
+    d = delta_for_epsilon(pmf, eps)
+    r = pmf.roundoff[..., None]
+    ok = jnp.isfinite(r)
+    if pessimistic:
+        return jnp.where(ok, jnp.minimum(d + r, 1.0), 1.0)
+    return jnp.where(ok, jnp.maximum(d - r, 0.0), 0.0)
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
@@ -400,6 +416,8 @@ def _clip_roundoff(out, roundoff_in):
     # an error bar, not a function of the parameters: differentiated, the noise it sums (cells an
     # atom moves into, at ±m/step) would shift the pessimistic δ − round-off (−6487 for −3.64)
     roundoff = jax.lax.stop_gradient(roundoff_in + 2.0 * neg + floor)
+    # a pmf that overflowed (masses beyond float64) has no error bar: +∞ refuses every δ query on it
+    roundoff = jnp.where(jnp.isfinite(out).all(-1) & jnp.isfinite(roundoff), roundoff, jnp.inf)
     return out + jax.lax.stop_gradient(jnp.maximum(out, 0.0) - out), roundoff
 
 
@@ -446,7 +464,8 @@ def trim_window(pmf: GridPmf, tail: float):
     r = np.cumsum(p[:, ::-1], axis=-1)[:, ::-1]
     start = int(np.min(np.sum(c <= tail / 2, axis=-1)))
     stop = int(pmf.size - np.min(np.sum(r <= tail / 2, axis=-1)))
-    return start, max(stop, start + 2)
+    start = min(start, pmf.size - 2)  # (a pmf whose mass is all at +∞ keeps its first two points)
+    return start, min(max(stop, start + 2), pmf.size)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))

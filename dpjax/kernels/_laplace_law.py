@@ -24,8 +24,9 @@ class LaplaceScale:
         return cls(scale=round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
 
     def pure_epsilon(self, sensitivity=1.0):
-        """The pure-DP ε = Δ/b of the pair (0, Δ)."""
-        return jnp.asarray(sensitivity) / self.scale
+        """The pure-DP ε = Δ/b of the pair (0, Δ); ∞ where a discrete kernel's shift Δ leaves the integers
+        (the two output laws then have disjoint supports)."""
+        return jnp.where(self.off_lattice(sensitivity), jnp.inf, jnp.asarray(sensitivity) / self.scale)
 
     def noise_reach(self):
         return 40.0 * jnp.asarray(self.scale) + 1.0

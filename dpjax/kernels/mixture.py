@@ -183,9 +183,10 @@ class _Piecewise(AdditiveMechanism):
     def pure_epsilon(self, sensitivity=1.0):
         r"""Tight pure ε of shifts up to Δ: sup_{t ≥ 0} φ(t + Δ) − φ(t) = max(λ1 Δ, φ(Δ)),
         i.e. rε for r ≥ 1 (Theorems 1/3) and [ε·min(c, Δ) + rε·(Δ − c)_+]/Δ for r < 1 (ours: Theorems 1/3 do
-        not cover it; below max(ε, rε) when c < Δ)."""
+        not cover it; below max(ε, rε) when c < Δ). ∞ where a discrete kernel's shift Δ leaves the
+        integers (disjoint supports)."""
         d = jnp.asarray(sensitivity)
-        return jnp.maximum(self._l1 * d, self._phi(d))
+        return jnp.where(self.off_lattice(d), jnp.inf, jnp.maximum(self._l1 * d, self._phi(d)))
 
     def _segments(self, d):
         """The pair (N, N + d), d ≥ 0, cut at the six kinks of its loss: per segment (trailing
