@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
+from accounting._numerics import concrete, pow2_floor, to64, x64
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
 from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
@@ -207,11 +207,12 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
             continue
         lo, hi = r
         k0, k1 = math.floor(lo / step), math.ceil(hi / step)
-        # lengths on the bucket ladder (the grid extends upwards, where δ ≈ δ(∞)): shared compiles
-        n = bucket_len(max(k1 - k0 + 1, 3))
+        # lengths rounded up to powers of two (the grid extends upwards, where δ ≈ δ(∞)): a new scale
+        # meets a compiled program of its octave instead of one of its own
+        n = next_pow2(max(k1 - k0 + 1, 3))
         dd = np.asarray(d).reshape(-1, _COARSE.size)
         big = _COARSE[np.argmax(np.all(dd < 0.25, axis=0))] if np.any(np.all(dd < 0.25, axis=0)) else hi
-        ng = int(min(n, bucket_len(max(3, math.ceil(big / step) - k0 + 2))))
+        ng = int(min(n, next_pow2(max(3, math.ceil(big / step) - k0 + 2))))
         if n > MAX_GRID:
             raise ValueError(
                 f"value_discretization_interval: the loss range [{lo:.4g}, {hi:.4g}] needs {n} grid points at step "
