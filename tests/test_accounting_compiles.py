@@ -4,6 +4,7 @@ compiled; the Accountant composes a new kind onto its running total."""
 
 import contextlib
 import functools
+import itertools
 
 import dp_accounting
 import jax
@@ -85,7 +86,7 @@ def test_accountant_composes_a_new_kind_onto_its_total(monkeypatch):
     assert len(calls) == len(mechs) - 1
     monkeypatch.undo()
     assert eps[-1] == pytest.approx(_epsilon(mechs), rel=1e-9)
-    assert all(a < b for a, b in zip(eps, eps[1:]))
+    assert all(a < b for a, b in itertools.pairwise(eps))
 
 
 def test_accountant_repeated_spend_of_a_new_kind_reuses_the_total():
