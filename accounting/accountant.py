@@ -215,7 +215,11 @@ class Accountant:
             return self._total
 
     def _rest_of(self, key):
-        """Composition of every entry but ``key`` (None if there is none), cached for repeated records."""
+        """Composition of every entry but ``key`` (None if there is none), cached for repeated records.
+        A kind not recorded yet composes onto the running total: recording distinct kinds one by one
+        is one composition each, not a recomposition of every earlier one."""
+        if key not in self._entries:
+            return self._total
         if self._rest[0] != key:
             rest = None
             for k, e in self._entries.items():
@@ -287,6 +291,8 @@ class Accountant:
                 )
             entry = self._entries.get(key)
             if entry is None:
+                # everything before this kind is the rest of its repeated records
+                self._rest = (key, self._total)
                 entry = self._entries[key] = _Entry(rel, step)
             entry.release = rel
             self._total = new

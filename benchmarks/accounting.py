@@ -197,6 +197,84 @@ def case_batch_psg_10000():
                 ref_name="one get_epsilon call vs loop of PLDAccountant(PSG) (5 timed, x2000)")
 
 
+def _distinct_mechanisms(n=100):
+    """``n`` distinct mechanisms, Gaussians (σ ∈ [20, 40]) and Laplaces (b ∈ [20, 40]) alternating, as
+    (dpjax mechanism, dp_accounting event) pairs."""
+    import dp_accounting
+
+    import dpjax
+
+    scales = np.linspace(20.0, 40.0, n)
+    return [(dpjax.Gaussian(sigma=float(s)), dp_accounting.GaussianDpEvent(float(s))) if i % 2 == 0 else
+            (dpjax.Laplace(scale=float(s)), dp_accounting.LaplaceDpEvent(float(s)))
+            for i, s in enumerate(scales)]
+
+
+def case_distinct_100():
+    """100 distinct Gaussian/Laplace mechanisms composed in one expression on a first call
+    (``functools.reduce`` of ``PrivacyLossDistribution.compose``, then ε at δ) vs dp_accounting's
+    ``PLDAccountant`` composing the same 100 events. "warm" repeats the whole expression."""
+    import functools
+
+    from dp_accounting.pld import pld_privacy_accountant
+
+    import accounting
+
+    pairs = _distinct_mechanisms()
+
+    def ours():
+        total = functools.reduce(lambda a, b: a.compose(b), [accounting.pld(m) for m, _ in pairs])
+        return float(_block(total.get_epsilon_for_delta(DELTA)))
+
+    t0 = time.perf_counter()
+    eps = ours()
+    first = time.perf_counter() - t0
+    eps, t_ours = _best(ours, 1)
+    peak = _peak()
+
+    def ref():
+        acc = pld_privacy_accountant.PLDAccountant()
+        for _, ev in pairs:
+            acc.compose(ev)
+        return acc.get_epsilon(DELTA)
+
+    ref_eps, t_ref = _best(ref, 1)
+    return dict(ours=eps, t_ours=t_ours, t_first=first, ref=ref_eps, t_ref=t_ref, peak_mb=peak,
+                ref_name="reduce(compose) of 100 distinct Gaussian/Laplace PLDs vs PLDAccountant.compose x100")
+
+
+def case_distinct_100_accountant():
+    """The same 100 mechanisms recorded one by one into ``accounting.Accountant`` (ε at δ returned by
+    every ``record``) on a first call vs dp_accounting's ``PLDAccountant`` (``compose`` then
+    ``get_epsilon`` per mechanism). "warm" records them again into a new Accountant."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    import accounting
+
+    pairs = _distinct_mechanisms()
+
+    def ours():
+        acc = accounting.Accountant(delta=DELTA)
+        return [acc.record(m) for m, _ in pairs][-1]
+
+    t0 = time.perf_counter()
+    eps = ours()
+    first = time.perf_counter() - t0
+    eps, t_ours = _best(ours, 1)
+    peak = _peak()
+
+    def ref():
+        acc = pld_privacy_accountant.PLDAccountant()
+        for _, ev in pairs:
+            acc.compose(ev)
+            out = acc.get_epsilon(DELTA)
+        return out
+
+    ref_eps, t_ref = _best(ref, 1)
+    return dict(ours=eps, t_ours=t_ours, t_first=first, ref=ref_eps, t_ref=t_ref, peak_mb=peak,
+                ref_name="Accountant.record x100 (ε after each) vs PLDAccountant compose+get_epsilon x100")
+
+
 CASES = {
     "gauss_T1000": case_gauss_T1000,
     "psg_T1000": case_psg_T1000,
@@ -204,6 +282,8 @@ CASES = {
     "batch_gauss_1000": case_batch_gauss_1000,
     "batch_psg_1000": case_batch_psg_1000,
     "batch_psg_10000": case_batch_psg_10000,
+    "distinct_100": case_distinct_100,
+    "distinct_100_accountant": case_distinct_100_accountant,
 }
 
 

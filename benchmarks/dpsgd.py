@@ -16,6 +16,10 @@ Cases (every case in a fresh subprocess, so "cold" includes tracing and XLA comp
   warm (the same call again) and warm on a neighbouring target (ε = 1.05), against
   ``dp_accounting.calibrate_dp_mechanism`` with its ``PLDAccountant`` (no compile step: its
   every call costs the same). Ratio: dp_accounting time / ours.
+* ``calibration_new_target``: the event σ for ε = 2.5, δ = 1e-5, q = 0.004, T = 15000 — a first
+  ``calibrate_noise_multiplier`` (with its XLA compilations counted) and warm calls for new targets
+  (2.4, 2.6; the slower one reported), against ``dp_accounting.calibrate_dp_mechanism`` on the same
+  event. Ratios: dp_accounting time / ours, cold and warm.
 * ``odometer``: 1000 spends of a Poisson-subsampled Gaussian (σ = 1, q = 0.01) in
   ``accounting.Accountant`` with a budget check at every spend: total seconds, median per
   spend, peak RSS growth; against dp_accounting's ``PLDAccountant`` (``compose`` then
@@ -142,6 +146,48 @@ def case_calibration():
             "ratio_cold": t_ref / cold, "ratio_warm": t_ref / warm, "ratio_warm_other": t_ref / warm_other}
 
 
+def case_calibration_new_target():
+    """The issue-30 event, σ for ε = 2.5, δ = 1e-5, q = 0.004, T = 15000: ``calibrate_noise_multiplier``
+    on a first call (tracing and compiling included) and, warm, for new targets (2.4, 2.6: the programs
+    of the first search serve them), against ``dp_accounting.calibrate_dp_mechanism`` with its
+    ``PLDAccountant`` on the same event (no compile step)."""
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    import jax
+
+    import accounting
+
+    compiles = []
+
+    def listener(event, secs, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(secs)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    t = time.perf_counter()
+    z = float(accounting.calibrate_noise_multiplier(2.5, 1e-5, 0.004, 15000))
+    cold, cold_compiles = time.perf_counter() - t, len(compiles)
+    warm = []
+    for target in (2.4, 2.6):
+        t = time.perf_counter()
+        accounting.calibrate_noise_multiplier(target, 1e-5, 0.004, 15000)
+        warm.append(time.perf_counter() - t)
+    warm_compiles = len(compiles) - cold_compiles
+
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    def event(s):
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.004, dp_accounting.GaussianDpEvent(s)), 15000)
+
+    t = time.perf_counter()
+    ref = dp_accounting.calibrate_dp_mechanism(pld_privacy_accountant.PLDAccountant, event, 2.5, 1e-5)
+    t_ref = time.perf_counter() - t
+    return {"sigma": z, "dp_accounting_sigma": ref, "cold_s": cold, "cold_compiles": cold_compiles,
+            "warm_new_target_s": max(warm), "warm_compiles": warm_compiles, "dp_accounting_s": t_ref,
+            "ratio_cold": t_ref / cold, "ratio_warm_new_target": t_ref / max(warm)}
+
+
 def case_odometer():
     logging.getLogger("absl").setLevel(logging.ERROR)
     import accounting
@@ -175,7 +221,8 @@ def case_odometer():
             "ratio_per_spend_median": t_ref / float(np.median(per))}
 
 
-CASES = {"step": case_step, "calibration": case_calibration, "odometer": case_odometer}
+CASES = {"step": case_step, "calibration": case_calibration, "calibration_new_target": case_calibration_new_target,
+         "odometer": case_odometer}
 
 
 def main():

@@ -22,9 +22,15 @@ from dpjax.validation import check_positive, check_probability, check_real, is_t
 __all__ = ["dpsgd_epsilon", "dpsgd_delta"]
 
 
-def _ladder_floor(z: float) -> float:
-    """The quarter-octave rung at or below z: the plan of every z on that rung."""
-    return 2.0 ** (math.floor(4.0 * math.log2(z) + 1e-9) / 4.0)
+def _plan_rung(kind, z: float, sampling_prob: float, step: float, adaptive: bool) -> float:
+    """The noise multiplier whose plan serves z: the lowest quarter-octave rung of z's octave at or below z
+    whose grid step is z's (the adaptive step only gets finer as z grows: a search over z meets one plan,
+    hence one set of compiled programs, per octave and step instead of one per rung)."""
+    k = math.floor(4.0 * math.log2(z) + 1e-9)
+    low = 4 * math.floor(k / 4)
+    while k > low and (not adaptive or _adaptive_step(kind, 2.0 ** ((k - 1) / 4.0), sampling_prob) == step):
+        k -= 1
+    return 2.0 ** (k / 4.0)
 
 
 def _steps_rung(steps: int) -> int:
@@ -33,10 +39,10 @@ def _steps_rung(steps: int) -> int:
 
 
 class _PldEvaluator:
-    """ε (or δ) of T-fold DP-SGD for the noise multipliers of one rung [z_plan, 2^{1/4} z_plan),
+    """ε (or δ) of T-fold DP-SGD for the noise multipliers served by one rung z_plan (:func:`_plan_rung`),
     one rate q and counts up to a power of two, on one plan and one FFT length.
 
-    The plan (single-step loss grid) is built for the rung's bottom z_plan: a larger z has a
+    The plan (single-step loss grid) is built for z_plan, at or below each of them: a larger z has a
     narrower loss range, inside it (mass outside the grid would go to +∞: sound either way).
     ``step`` is the grid step: with ``adaptive``, the setting's own adaptive step (the rule of
     ``accounting.pld``, :func:`_adaptive_step`: settings are grouped by it), so the answer is
@@ -50,9 +56,12 @@ class _PldEvaluator:
         self.noise, self.sampling_prob = noise, sampling_prob
         self.step = None if adaptive else step  # what pld is told: adaptive PLDs coarsen to fit a window
         self.z_plan, self.max_steps = z_plan, max_steps
-        mech = step_mechanism(z_plan, noise.cls)
-        self.plan = make_plan(mech, sampling_prob=sampling_prob, value_discretization_interval=step)
-        widest = pld(mech, sampling_prob=sampling_prob, value_discretization_interval=self.step, plan=self.plan)
+        self.plan = make_plan(step_mechanism(z_plan, noise.cls), sampling_prob=sampling_prob,
+                              value_discretization_interval=step)
+        # built as a batch of one, as a query of one setting is: both run one compiled build
+        widest = pld(step_mechanism(jnp.full((1,), z_plan, jnp.float64), noise.cls),
+                     sampling_prob=jnp.asarray(sampling_prob, jnp.float64), value_discretization_interval=self.step,
+                     plan=self.plan)
         # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
         self.sizes, self.grid_step = None, widest.step
         if max_steps > 1 and not widest.is_analytic:
@@ -86,7 +95,8 @@ def _adaptive_step(kind, z, sampling_prob):
 
 
 def _evaluator(kind, z, sampling_prob, steps, step, adaptive):
-    key = (kind, float(sampling_prob), _ladder_floor(float(z)), _steps_rung(steps), float(step), adaptive)
+    key = (kind, float(sampling_prob), _plan_rung(kind, float(z), float(sampling_prob), float(step), adaptive),
+           _steps_rung(steps), float(step), adaptive)
     with _EVALUATORS_LOCK:
         ev = _EVALUATORS.pop(key, None)
     if ev is None:
@@ -143,7 +153,8 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
     groups: dict = {}
     for i in range(zc.size):
         grid = _adaptive_step(kind, float(zc[i]), float(sampling_probs[i])) if step is None else step
-        groups.setdefault((float(sampling_probs[i]), _ladder_floor(zc[i]), _steps_rung(st[i]), grid), []).append(i)
+        rung = _plan_rung(kind, float(zc[i]), float(sampling_probs[i]), grid, step is None)
+        groups.setdefault((float(sampling_probs[i]), rung, _steps_rung(st[i]), grid), []).append(i)
     out = [None] * zc.size
     for (prob, _, _, grid), members in groups.items():
         idx = np.asarray(members)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
+from accounting._numerics import concrete, pow2_floor, to64, x64
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
 from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
@@ -210,11 +210,12 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
             continue
         lo, hi = r
         k0, k1 = math.floor(lo / step), math.ceil(hi / step)
-        # lengths on the bucket ladder (the grid extends upwards, where δ ≈ δ(∞)): shared compiles
-        n = bucket_len(max(k1 - k0 + 1, 3))
+        # lengths rounded up to powers of two (the grid extends upwards, where δ ≈ δ(∞)): a new scale
+        # meets a compiled program of its octave instead of one of its own
+        n = next_pow2(max(k1 - k0 + 1, 3))
         dd = np.asarray(d).reshape(-1, _COARSE.size)
         big = _COARSE[np.argmax(np.all(dd < 0.25, axis=0))] if np.any(np.all(dd < 0.25, axis=0)) else hi
-        ng = int(min(n, bucket_len(max(3, math.ceil(big / step) - k0 + 2))))
+        ng = int(min(n, coarse_len(max(3, math.ceil(big / step) - k0 + 2), n)))
         if n > MAX_GRID:
             raise ValueError(
                 f"value_discretization_interval: the loss range [{lo:.4g}, {hi:.4g}] needs {n} grid points at step "
@@ -264,14 +265,24 @@ def next_pow2(n):
     return 1 << (max(int(n), 1) - 1).bit_length()
 
 
+def coarse_len(x, n):
+    """A static length ``x`` next to a grid of ``n`` points, rounded up to a power of two and, above 16,
+    to at least n/8: a handful of values per grid length, so that grids of one length share compiled
+    programs whatever their offsets (0 for x <= 0)."""
+    if x <= 0:
+        return 0
+    x = next_pow2(x)
+    return x if x <= 16 else max(x, n // 8)
+
+
 def mirror_extension(k0, n, k0o, g):
     """Static (below, above) extension of a grid (k0, n) holding the mirrored positions −(k0o + j),
     j < g, of the other grid, for either rounding shift (0 pessimistic, 1 optimistic); arrays are
-    maxed over (a batch of offsets). Powers of two (shared compiles); None when evaluating the g
-    mirrored points apart is no dearer."""
+    maxed over (a batch of offsets). Rounded up by :func:`coarse_len` (shared compiles); None when
+    evaluating the g mirrored points apart is no dearer."""
     below = int(np.max(np.asarray(k0) + np.asarray(k0o) + 2 + g - 1))
     above = int(np.max(-np.asarray(k0o) - np.asarray(k0) - n + 1))
-    below, above = (0 if x <= 0 else next_pow2(x) for x in (below, above))
+    below, above = (coarse_len(x, n) for x in (below, above))
     return (below, above) if below + above < g else None
 
 

@@ -26,7 +26,7 @@ from jax.scipy.special import ndtri
 from accounting.privacy_loss import grid as _grid
 from accounting.privacy_loss.construction import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
                                                   DEFAULT_TAIL_MASS, MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan,
-                                                  pairs, sampling_rate, validate)
+                                                  next_pow2, pairs, sampling_rate, validate)
 from accounting.privacy_loss.profiles import envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
@@ -151,7 +151,7 @@ class PrivacyLossDistribution:
             return self
         factor = int(round(step / self.step))
         dirs = [_grid.pad_to(x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
-                             bucket_len(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
+                             next_pow2(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
         return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step,
                                    source=None)
 
@@ -364,18 +364,27 @@ def _coarsen_jit(pmf, factor):
 
 
 @functools.partial(jax.jit, static_argnames=("pessimistic",))
-def _compose_jit(a, b, pessimistic):
-    return _grid.compose(a, b, pessimistic)
+def _compose_jit(a, b, support, pessimistic):
+    return _grid.compose(a, b, pessimistic, support)
+
+
+@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
+def _trim_jit(pmf, start, stop, size, pessimistic):
+    return _grid.trim(pmf, start, stop, size, pessimistic)
 
 
 def _compose_trim(a, b, pessimistic, tail):
-    out = x64_vjp(functools.partial(_compose_jit, pessimistic=pessimistic))(a, b)
+    """``a`` ⊗ ``b`` trimmed to all but ``tail`` mass. Both are padded to one power-of-two length and
+    the result is trimmed onto one (the window's start a traced offset): composing PLDs of any sizes
+    meets a few compiled programs, one per length, not one per pair of sizes and window."""
+    size = next_pow2(max(a.size, b.size))
+    support = jnp.asarray(a.size + b.size - 1, jnp.int32)
+    out = x64_vjp(functools.partial(_compose_jit, support=support, pessimistic=pessimistic))(
+        _grid.pad_to(a, size), _grid.pad_to(b, size))
     if is_traced(out.probs):
         return out
     start, stop = _grid.trim_window(out, tail)
-    if not (start == 0 and stop >= out.size):
-        out = _grid.trim(out, start, stop, pessimistic)
-    return _grid.pad_to(out, bucket_len(out.size))  # zeros on top: sizes on the ladder share compiles
+    return _trim_jit(out, start, stop, next_pow2(stop - start), pessimistic)
 
 
 def _log_gaussian_delta(eps, mu):

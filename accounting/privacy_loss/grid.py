@@ -421,30 +421,39 @@ def _clip_roundoff(out, roundoff_in):
     return out + jax.lax.stop_gradient(jnp.maximum(out, 0.0) - out), roundoff
 
 
-def compose(a: GridPmf, b: GridPmf, pessimistic: bool) -> GridPmf:
-    """Linear convolution of two pmfs on the same grid (FFT), full support."""
+def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None) -> GridPmf:
+    """Linear convolution of two pmfs on the same grid (FFT), full support. ``support`` (traced, for
+    pmfs padded with zeros on top): the length of the true convolution (the unpadded lengths' sum − 1),
+    above which the exact result is 0 and the FFT's round-off noise is dropped."""
     size = a.size + b.size - 1
     fft_len = 1 << (size - 1).bit_length()
     fa = jnp.fft.rfft(a.probs, n=fft_len, axis=-1)
     fb = jnp.fft.rfft(b.probs, n=fft_len, axis=-1)
     out = jnp.fft.irfft(fa * fb, n=fft_len, axis=-1)[..., :size]
+    if support is not None:
+        out = jnp.where(jnp.arange(size) < support, out, 0.0)
     out, roundoff = _clip_roundoff(out, a.roundoff + b.roundoff)
     inf = 1.0 - (1.0 - a.inf_mass) * (1.0 - b.inf_mass)
     return GridPmf(out, a.offset + b.offset, jnp.minimum(inf, 1.0), roundoff, a.step)
 
 
-def trim(pmf: GridPmf, start: int, stop: int, pessimistic: bool) -> GridPmf:
-    """Keep indices [start, stop) (static); cut mass below goes up to the first kept
-    bucket, cut mass above to +∞ (pessimistic) or is dropped / lumped down (optimistic)."""
+def trim(pmf: GridPmf, start, stop, size: int, pessimistic: bool) -> GridPmf:
+    """Keep indices [start, stop) (traced integers) on a grid of ``size`` (static) >= stop − start
+    points, zeros above ``stop``; cut mass below goes up to the first kept bucket, cut mass above to
+    +∞ (pessimistic) or is dropped / lumped down to the last kept one (optimistic). One program per
+    (length, size) whatever the window."""
     p = pmf.probs
-    below = jnp.sum(p[..., :start], axis=-1)
-    above = jnp.sum(p[..., stop:], axis=-1)
-    kept = p[..., start:stop]
+    idx = jnp.arange(p.shape[-1])
+    below = jnp.sum(jnp.where(idx < start, p, 0.0), axis=-1)
+    above = jnp.sum(jnp.where(idx >= stop, p, 0.0), axis=-1)
+    inside = jnp.where((idx >= start) & (idx < stop), p, 0.0)
+    inside = jnp.pad(inside, [(0, 0)] * (p.ndim - 1) + [(0, size)])
+    kept = jax.lax.dynamic_slice_in_dim(inside, start, size, axis=p.ndim - 1)
     if pessimistic:
         kept = kept.at[..., 0].add(below)
         inf = jnp.minimum(pmf.inf_mass + above, 1.0)
     else:
-        kept = kept.at[..., -1].add(above)
+        kept = kept + jnp.where(jnp.arange(size) == stop - 1 - start, above[..., None], 0.0)
         inf = pmf.inf_mass
     return GridPmf(kept, pmf.offset + start, inf, pmf.roundoff, pmf.step)
 

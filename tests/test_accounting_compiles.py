@@ -1,0 +1,128 @@
+"""The accountant compiles per shape bucket, not per parameter value (issue 30): a new scale, a new
+mechanism in a composition, a new DP-SGD setting or calibration target meets programs already
+compiled; the Accountant composes a new kind onto its running total."""
+
+import contextlib
+import functools
+import itertools
+
+import dp_accounting
+import jax
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+
+import accounting
+import dpjax
+from accounting.privacy_loss import distribution
+
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def counting_compiles():
+    """Yields a list holding the names of the XLA programs compiled inside the block."""
+    names = []
+
+    def listener(event, secs, **kwargs):
+        if event == _COMPILE:
+            names.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield names
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def _epsilon(mechs):
+    total = functools.reduce(lambda a, b: a.compose(b), [accounting.pld(m) for m in mechs])
+    return float(total.get_epsilon_for_delta(1e-5))
+
+
+def test_a_new_laplace_scale_reuses_the_compiled_build():
+    # grids of 819 and 637 points: one power-of-two length (the old ladder gave them 960 and 640)
+    _epsilon([dpjax.Laplace(20.0)])
+    with counting_compiles() as names:
+        eps = _epsilon([dpjax.Laplace(25.7)])
+    assert names == [] and eps == pytest.approx(1 / 25.7, rel=1e-3)
+
+
+def test_composing_distinct_mechanisms_reuses_programs():
+    """A chain of distinct Gaussians and Laplaces compiles per grid length; a second chain of other
+    scales in the same octaves builds on compiled programs (each new scale had a build of its own
+    length, and each composition programs of its pair of sizes and trim window)."""
+    first = [dpjax.Gaussian(sigma=21.0), dpjax.Laplace(23.0), dpjax.Gaussian(sigma=25.0), dpjax.Laplace(27.0),
+             dpjax.Gaussian(sigma=23.0), dpjax.Laplace(25.0)]
+    _epsilon(first)
+    second = [dpjax.Gaussian(sigma=22.0), dpjax.Laplace(24.0), dpjax.Gaussian(sigma=26.0), dpjax.Laplace(28.0),
+              dpjax.Gaussian(sigma=24.0), dpjax.Laplace(26.0)]
+    with counting_compiles() as names:
+        eps = _epsilon(second)
+    # no build; at most the programs of one new total length (composition, trim, pad, query)
+    assert "jit(_build_jit)" not in names and len(names) <= 5, names
+    # dp_accounting's PLD accountant on the same events (its default grid, 1e-4)
+    ref = pld_privacy_accountant.PLDAccountant()
+    for m in second:
+        ref.compose(dp_accounting.GaussianDpEvent(m.sigma) if isinstance(m, dpjax.Gaussian)
+                    else dp_accounting.LaplaceDpEvent(m.scale))
+    assert eps == pytest.approx(ref.get_epsilon(1e-5), rel=1e-3)
+
+
+def test_accountant_composes_a_new_kind_onto_its_total(monkeypatch):
+    """n distinct kinds recorded one by one: n − 1 compositions of grid PLDs (the rest was recomposed
+    for every new kind: quadratic), and the same ε as composing them in one expression."""
+    calls = []
+    compose = distribution.PrivacyLossDistribution.compose
+
+    def counted(self, other, **kw):
+        calls.append(1)
+        return compose(self, other, **kw)
+
+    mechs = [dpjax.Laplace(float(b)) for b in np.linspace(20.0, 26.0, 6)]
+    monkeypatch.setattr(distribution.PrivacyLossDistribution, "compose", counted)
+    acc = accounting.Accountant(delta=1e-5)
+    eps = [acc.record(m) for m in mechs]
+    assert len(calls) == len(mechs) - 1
+    monkeypatch.undo()
+    assert eps[-1] == pytest.approx(_epsilon(mechs), rel=1e-9)
+    assert all(a < b for a, b in itertools.pairwise(eps))
+
+
+def test_accountant_repeated_spend_of_a_new_kind_reuses_the_total():
+    """After a new kind, its repeated spends compose onto the total before it (no recomposition) and
+    still refuse past the budget, as a fresh accountant recording the same releases does."""
+    acc = accounting.Accountant(epsilon_budget=1.0, delta=1e-5)
+    acc.record(dpjax.Laplace(20.0))
+    acc.record(dpjax.Laplace(30.0), count=3)
+    acc.record(dpjax.Laplace(30.0), count=2)
+    fresh = accounting.Accountant(delta=1e-5)
+    fresh.record(dpjax.Laplace(20.0))
+    assert acc.spent_epsilon() == pytest.approx(fresh.record(dpjax.Laplace(30.0), count=5), rel=1e-9)
+    with pytest.raises(ValueError, match="epsilon_budget"):
+        acc.record(dpjax.Laplace(30.0), count=100)
+    assert acc.releases[1].count == 5
+
+
+@pytest.mark.slow
+def test_dpsgd_settings_of_one_octave_and_step_share_programs():
+    """z = 1.2 after z = 1.0 (q = 0.01, one grid step): one plan for the octave, nothing compiled (each
+    quarter-octave rung had its own plan, hence its own build, composition and query programs)."""
+    accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5)
+    with counting_compiles() as names:
+        eps = float(accounting.dpsgd_epsilon(1.2, 0.01, 1000, 1e-5))
+    assert names == []
+    ref = float(accounting.pld(dpjax.Gaussian(1.2), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5))
+    assert eps == pytest.approx(ref, rel=1e-8)
+
+
+@pytest.mark.slow
+def test_calibration_compiles_a_handful_and_a_new_target_nothing():
+    with counting_compiles() as first:
+        z = float(accounting.calibrate_noise_multiplier(2.5, 1e-5, 0.004, 15000))
+    big = [n for n in first if n in ("jit(_build_jit)", "jit(_compose_jit)", "jit(_epsilon_core)")]
+    assert len(big) <= 6, first
+    with counting_compiles() as warm:
+        z2 = float(accounting.calibrate_noise_multiplier(2.4, 1e-5, 0.004, 15000))
+    assert warm == [] and z2 > z
+    assert 2.4 * (1 - 1e-3) <= float(accounting.dpsgd_epsilon(z2, 0.004, 15000, 1e-5)) <= 2.4
