@@ -266,6 +266,20 @@ def _keep_rows(x, keep):
     return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.zeros((), x.dtype))
 
 
+def _weight_grad(fn, leaf, ops, weighted, keep):
+    """Σ_i of the VJP of ``fn(leaf, ops_i)`` at ``weighted_i``: one batched VJP (``keep`` None), or one
+    example at a time, leaving out those with ``keep`` False (whose operands may not be finite)."""
+    if keep is None:
+        return jax.vjp(lambda p: jax.vmap(lambda o: fn(p, o))(ops), leaf)[1](weighted)[0]
+
+    def add(i, acc):
+        ops_i = jax.tree_util.tree_map(lambda x: x[i], ops)
+        c = jax.vjp(lambda p: fn(p, ops_i), leaf)[1](weighted[i])[0]
+        return acc + jnp.where(keep[i], c, jnp.zeros_like(c))
+
+    return jax.lax.fori_loop(0, weighted.shape[0], add, jnp.zeros_like(leaf))
+
+
 def clipped_grad(loss_fn, l2_norm_clip, *, method="ghost"):
     """Transform a per-example loss into the sum of its per-example gradients, each clipped in L2.
 
@@ -356,26 +370,28 @@ def _ghost_clipped(closed, leaves, ex_leaves, clip, mask):
         """The views at site j's view positions, in order."""
         return [views[next(u for u in plan.site_uses[j] if u.position == k)] for k in plan.site_list[j].positions]
 
-    def per_example_grad(u):
-        """[B, *leaf.shape]: the use's per-example gradient, from its operation's VJP and the view's."""
+    def through(u):
+        """(leaf value, one example's captured operands) -> the site's output, the leaf entering at ``u``."""
         site = plan.site_list[u.site]
-        vs = views_of(u.site)
         slot = site.positions.index(u.position)
 
-        def one(ops, g):
-            def through(leaf):
-                local = list(vs)
-                local[slot] = _apply_chain(u.chain, leaf)
-                return _site_out(site, ops, local)
+        def out(leaf, ops):
+            local = views_of(u.site)
+            local[slot] = _apply_chain(u.chain, leaf)
+            return _site_out(site, ops, local)
 
-            return jax.vjp(through, leaves[u.leaf])[1](g)[0]
+        return out
 
-        return jax.vmap(one)(captured[u.site], g_sites[u.site])
+    def per_example_grad(u):
+        """[B, *leaf.shape]: the use's per-example gradient, from its operation's VJP and the view's."""
+        fn = through(u)
+        return jax.vmap(lambda ops, g: jax.vjp(lambda leaf: fn(leaf, ops), leaves[u.leaf])[1](g)[0])(
+            captured[u.site], g_sites[u.site])
 
     sq = jnp.zeros((size,), closed.out_avals[0].dtype)
     for g in g_fb:
         sq = sq + _sq(g).astype(sq.dtype)
-    for leaf, us in plan.uses.items():
+    for us in plan.uses.values():
         u = us[0]
         ghost = None
         if len(us) == 1:
@@ -387,20 +403,20 @@ def _ghost_clipped(closed, leaves, ex_leaves, clip, mask):
     norms = jnp.sqrt(sq)
     scale = scales_from_norms(norms, clip, mask)
     keep = scale > 0
-    total = [jnp.zeros_like(x) for x in leaves]
-    for leaf, g in zip(fb, g_fb):
-        total[leaf] = jnp.einsum("b,b...->...", scale.astype(g.dtype), _keep_rows(g, keep), precision=_HIGHEST)
-    for j, site in enumerate(plan.site_list):
-        ops = [_keep_rows(x, keep) for x in captured[j]]
-        g = g_sites[j]
-        weighted = _keep_rows(g * scale.reshape((-1,) + (1,) * (g.ndim - 1)).astype(g.dtype), keep)
-        for u in plan.site_uses[j]:
-            slot = site.positions.index(u.position)
+    weighted = [g * scale.reshape((-1,) + (1,) * (g.ndim - 1)).astype(g.dtype) for g in g_sites]
 
-            def batched(leaf, u=u, slot=slot, j=j, site=site, ops=ops):
-                local = views_of(j)
-                local[slot] = _apply_chain(u.chain, leaf)
-                return jax.vmap(lambda o: _site_out(site, o, local))(ops)
+    def book_kept(finite):
+        """Σ_i scale_i·g_i per leaf: each use's weight gradient over the whole batch at once, or (``finite``
+        False: an example whose gradient is not finite, NaN·0 being NaN) one example at a time, those
+        with a zero factor left out."""
+        total = [jnp.zeros_like(x) for x in leaves]
+        for leaf, g in zip(fb, g_fb):
+            total[leaf] = jnp.einsum("b,b...->...", scale.astype(g.dtype), _keep_rows(g, keep), precision=_HIGHEST)
+        for u in (u for us in plan.site_uses.values() for u in us):
+            contribution = _weight_grad(through(u), leaves[u.leaf], captured[u.site], weighted[u.site],
+                                        None if finite else keep)
+            total[u.leaf] = total[u.leaf] + contribution
+        return total
 
-            total[u.leaf] = total[u.leaf] + jax.vjp(batched, leaves[u.leaf])[1](weighted)[0]
+    total = jax.lax.cond(jnp.all(jnp.isfinite(norms)), lambda: book_kept(True), lambda: book_kept(False))
     return norms, total

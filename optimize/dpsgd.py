@@ -261,10 +261,10 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         leaves, treedef = jax.tree_util.tree_flatten(total)
         sizes = [math.prod(jnp.shape(x)) for x in leaves]
         flat_dtype = jnp.int32 if gamma is not None else jnp.result_type(*leaves)
-        noise = mech.sample_records(step_key, jnp.zeros((sum(sizes),), flat_dtype), 0)
         out, start = [], 0
-        for x, n in zip(leaves, sizes):
-            out.append(x + noise[start:start + n].reshape(jnp.shape(x)).astype(x.dtype))
+        for x, n in zip(leaves, sizes):  # records start, …, start + n - 1 of the flattened parameters
+            noise = mech.sample_records(step_key, jnp.zeros((n,), flat_dtype), start)
+            out.append(x + noise.reshape(jnp.shape(x)).astype(x.dtype))
             start += n
         return jax.tree_util.tree_unflatten(treedef, out)
 
