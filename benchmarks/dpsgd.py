@@ -118,6 +118,118 @@ def case_step():
     return out
 
 
+def _clipping_models():
+    """name -> (per-example loss, params, batch arrays): the MLP of ``step`` (batch 256); a CNN on 28×28 (two
+    3×3 stride-2 convolutions with 16 and 32 channels, a 1568-128 dense layer, a 10-way head; 206 912
+    parameters; batch 256); a pre-norm transformer block (sequence 64, width 128, 4 heads, MLP 512, mean-pooled
+    10-way head; 199 040 parameters; batch 32)."""
+    import jax
+    import jax.numpy as jnp
+
+    k = iter(jax.random.split(jax.random.key(0), 32))
+
+    def normal(*shape, scale=0.05):
+        return jax.random.normal(next(k), shape) * scale
+
+    def xent(logits, y):
+        return -jax.nn.log_softmax(logits)[y]
+
+    def mlp(p, x, y):
+        return xent(jnp.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"], y)
+
+    def cnn(p, x, y):
+        h = x[None, None]
+        for name in ("k1", "k2"):  # 3x3, stride 2, SAME: 28 -> 14 -> 7
+            h = jnp.tanh(jax.lax.conv_general_dilated(h, p[name], (2, 2), "SAME") + p["c" + name[1]][:, None, None])
+        return xent(jnp.tanh(h.reshape(-1) @ p["w"] + p["b"]) @ p["head"], y)
+
+    seq, width, heads = 64, 128, 4
+
+    def layer_norm(x, scale, bias):
+        mu = jnp.mean(x, -1, keepdims=True)
+        return (x - mu) / jnp.sqrt(jnp.mean(jnp.square(x - mu), -1, keepdims=True) + 1e-5) * scale + bias
+
+    def block(p, x, y):
+        h = layer_norm(x, p["ln1_s"], p["ln1_b"])
+        q, kk, v = ((h @ p[n]).reshape(seq, heads, -1) for n in ("wq", "wk", "wv"))
+        att = jax.nn.softmax(jnp.einsum("thd,shd->hts", q, kk) / jnp.sqrt(width / heads), axis=-1)
+        x = x + jnp.einsum("hts,shd->thd", att, v).reshape(seq, width) @ p["wo"]
+        h = layer_norm(x, p["ln2_s"], p["ln2_b"])
+        x = x + jax.nn.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+        return xent(jnp.mean(x, 0) @ p["head"], y)
+
+    mlp_p = {"w1": normal(784, 256), "b1": jnp.zeros(256), "w2": normal(256, 10), "b2": jnp.zeros(10)}
+    cnn_p = {"k1": normal(16, 1, 3, 3, scale=0.3), "c1": jnp.zeros(16), "k2": normal(32, 16, 3, 3, scale=0.1),
+             "c2": jnp.zeros(32), "w": normal(32 * 7 * 7, 128), "b": jnp.zeros(128), "head": normal(128, 10)}
+    blk_p = {n: normal(width, width, scale=width ** -0.5) for n in ("wq", "wk", "wv", "wo")}
+    blk_p.update(ln1_s=jnp.ones(width), ln1_b=jnp.zeros(width), ln2_s=jnp.ones(width), ln2_b=jnp.zeros(width),
+                 w1=normal(width, 4 * width, scale=width ** -0.5), b1=jnp.zeros(4 * width),
+                 w2=normal(4 * width, width, scale=(4 * width) ** -0.5), b2=jnp.zeros(width), head=normal(width, 10))
+    labels = jax.random.randint(next(k), (256,), 0, 10)
+    return {"mlp": (mlp, mlp_p, (normal(256, 784, scale=1.0), labels)),
+            "cnn": (cnn, cnn_p, (normal(256, 28, 28, scale=1.0), labels)),
+            "transformer": (block, blk_p, (normal(32, seq, width, scale=1.0), labels[:32]))}
+
+
+def case_clipping():
+    """One training step (jitted, SGD, best of 15 interleaved runs after warm-up) of three models: the
+    non-private optax step, optimize.dpsgd on vmapped per-example gradients, optimize.dpsgd on
+    optimize.clipped_grad's clipped sum, and optax.contrib.dpsgd; peak memory is XLA's for the step
+    (arguments + outputs + temporaries of the compiled program)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    import optax.contrib
+
+    import optimize
+
+    out = {}
+    for model, (loss, params, batch) in _clipping_models().items():
+        size = batch[0].shape[0]
+        per_example = jax.vmap(jax.grad(loss), in_axes=(None,) + (0,) * len(batch))
+        sgd = optax.sgd(0.1)
+        ours = optimize.dpsgd(0.1, 1.0, 1.1, jax.random.key(1), expected_batch_size=float(size))
+        contrib = optax.contrib.dpsgd(0.1, 1.0, 1.1, seed=0)
+        clipped = optimize.clipped_grad(loss, 1.0)
+
+        def step(grads_of, tx):
+            def run(p, s, *b):
+                u, s = tx.update(grads_of(p, *b), s, p)
+                return optax.apply_updates(p, u), s
+
+            return jax.jit(run), tx
+
+        def mean_grad(p, *b):
+            return jax.grad(lambda q: jnp.mean(jax.vmap(loss, in_axes=(None,) + (0,) * len(b))(q, *b)))(p)
+
+        variants = {"nonprivate": step(mean_grad, sgd), "dpsgd_vmap": step(per_example, ours),
+                    "dpsgd_clipped_grad": step(clipped, ours), "optax_contrib": step(per_example, contrib)}
+        res, runs = {}, {}
+        for name, (fn, tx) in variants.items():
+            state = tx.init(params)
+            t = time.perf_counter()
+            compiled = fn.lower(params, state, *batch).compile()
+            jax.block_until_ready(compiled(params, state, *batch))
+            mem = compiled.memory_analysis()
+            peak = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+            res[name] = {"cold_s": time.perf_counter() - t, "peak_mb": (peak - mem.alias_size_in_bytes) / 2**20,
+                         "warm_ms": math.inf}
+            runs[name] = (compiled, state)
+        for _ in range(15):
+            for name, (compiled, state) in runs.items():
+                t = time.perf_counter()
+                jax.block_until_ready(compiled(params, state, *batch))
+                res[name]["warm_ms"] = min(res[name]["warm_ms"], 1e3 * (time.perf_counter() - t))
+        base = res["nonprivate"]
+        for name in ("dpsgd_vmap", "dpsgd_clipped_grad", "optax_contrib"):
+            res[name]["time_vs_nonprivate"] = res[name]["warm_ms"] / base["warm_ms"]
+            res[name]["memory_vs_nonprivate"] = res[name]["peak_mb"] / base["peak_mb"]
+        res["vmap_vs_clipped_grad"] = res["dpsgd_vmap"]["warm_ms"] / res["dpsgd_clipped_grad"]["warm_ms"]
+        res["batch"] = size
+        out[model] = res
+    return out
+
+
 def case_calibration():
     logging.getLogger("absl").setLevel(logging.ERROR)
     import accounting
@@ -221,8 +333,17 @@ def case_odometer():
             "ratio_per_spend_median": t_ref / float(np.median(per))}
 
 
-CASES = {"step": case_step, "calibration": case_calibration, "calibration_new_target": case_calibration_new_target,
-         "odometer": case_odometer}
+CASES = {"step": case_step, "clipping": case_clipping, "calibration": case_calibration,
+         "calibration_new_target": case_calibration_new_target, "odometer": case_odometer}
+
+
+def _print_nested(res, indent):
+    for k, v in res.items():
+        if isinstance(v, dict):
+            print(f"{indent}{k}:")
+            _print_nested(v, indent + "   ")
+        else:
+            print(f"{indent}{k}: {v:.6g}" if isinstance(v, float) else f"{indent}{k}: {v}")
 
 
 def main():
@@ -245,8 +366,7 @@ def main():
             continue
         res = json.loads(line[-1])
         print(f"== {name}")
-        for k, v in res.items():
-            print(f"   {k}: {v:.6g}" if isinstance(v, float) else f"   {k}: {v}")
+        _print_nested(res, "   ")
     print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
 
 

@@ -3,8 +3,8 @@
 The data are scikit-learn's bundled 8×8 digits (1797 images, UCI; shipped inside the
 package, no download; ``pip install -e '.[examples]'`` installs scikit-learn): a fixed split into 1437 training and 360 test images. The model is
 a softmax regression on the 64 pixels scaled by their public range (x/16), trained with
-``optimize.dpsgd`` (per-example L2 clipping, Gaussian noise through the record-addressed
-stream, momentum) on Poisson batches of expected size 256 drawn by ``dpjax.PoissonSampler``
+``optimize.dpsgd`` (per-example L2 clipping by ``optimize.clipped_grad``, Gaussian noise
+through the record-addressed stream, momentum) on Poisson batches of expected size 256 drawn by ``dpjax.PoissonSampler``
 and processed as micro-batches of 64, accumulated before the one noise draw of each step.
 For each ε the noise multiplier is calibrated with ``accounting.calibrate_noise_multiplier``
 and every step is recorded in an ``accounting.DpsgdAccountant``, which would refuse a step
@@ -79,13 +79,13 @@ def accuracy(params, x, y):
 
 
 def make_private_step(tx):
-    """One micro-batch: per-example gradients (vmap), then the DP-SGD transformation."""
-    per_example = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))
+    """One micro-batch: the sum of its per-example gradients clipped to CLIP (``optimize.clipped_grad``, the
+    padding examples masked out), then the DP-SGD transformation (noise once per logical batch)."""
+    clipped = optimize.clipped_grad(loss_fn, CLIP)
 
     @jax.jit
     def step(params, state, x, y, mask, last):
-        grads = per_example(params, x, y)
-        updates, state = tx.update(grads, state, params, mask=mask, last_microbatch=last)
+        updates, state = tx.update(clipped(params, x, y, mask=mask), state, params, last_microbatch=last)
         return optax.apply_updates(params, updates), state
 
     return step

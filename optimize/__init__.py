@@ -25,7 +25,8 @@ from accounting.exact import epsilon as exact_epsilon
 from accounting.exact import privacy_profile as exact_delta
 from accounting.exact import renyi as exact_renyi
 from optimize._search import scale_by_bracket
-from optimize.dpsgd import clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
+from optimize.dpsgd import ClippedSum, clip_per_example, clipped_sum, dpsgd, on_noisy_steps, private_aggregate
+from optimize.clipping import clipped_grad
 from optimize.boosted import TuningResult, base_sigma, tune_boosted
 from optimize.mixture import MixtureTuning, tune_mixture
 from optimize.composite import CompositeTuning, tune_composite
@@ -45,6 +46,8 @@ __all__ = [
     "on_noisy_steps",
     "clip_per_example",
     "clipped_sum",
+    "clipped_grad",
+    "ClippedSum",
     "tune_composite",
     "CompositeTuning",
 ]

@@ -46,7 +46,7 @@ from dpjax.random import check_key
 from dpjax.validation import check_positive
 
 __all__ = ["PrivateAggregateState", "private_aggregate", "on_noisy_steps", "dpsgd", "clip_per_example",
-           "clipped_sum", "NOISE_TAG"]
+           "clipped_sum", "ClippedSum", "scales_from_norms", "NOISE_TAG"]
 
 #: domain-separation tag folded into the key before the step index (the Poisson sampler folds another)
 NOISE_TAG = 0x7D15E001
@@ -61,6 +61,34 @@ class PrivateAggregateState(NamedTuple):
     accumulated: Any
 
 
+@jax.tree_util.register_pytree_node_class
+class ClippedSum:
+    """A sum of per-example gradients each clipped to L2 norm ``l2_norm_clip`` (what
+    :func:`optimize.clipped_grad` returns), ready for :func:`private_aggregate`.
+
+    ``grads`` (a pytree shaped like the parameters) is Σ_i min(1, C/‖g_i‖)·g_i over the examples kept;
+    ``norms`` (float[B]) are the unclipped per-example norms ‖g_i‖ of the whole batch; ``l2_norm_clip``
+    (C) and ``masked`` (whether a mask chose the examples) are static: :func:`private_aggregate` refuses
+    a sum clipped to more than its own C, and a masked sum without ``expected_batch_size``.
+    """
+
+    def __init__(self, grads, norms, l2_norm_clip, masked=False):
+        self.grads = grads
+        self.norms = norms
+        self.l2_norm_clip = float(l2_norm_clip)
+        self.masked = bool(masked)
+
+    def tree_flatten(self):
+        return (self.grads, self.norms), (self.l2_norm_clip, self.masked)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    def __repr__(self):
+        return f"ClippedSum(l2_norm_clip={self.l2_norm_clip}, masked={self.masked}, grads={self.grads!r})"
+
+
 def _clip_scales(leaves, clip, order, mask):
     """Per-example factors min(1, clip/‖g_i‖) (0 for masked examples and for examples whose norm is
     not finite: a NaN or inf entry, or a norm overflowing the dtype). One pass over the gradients;
@@ -71,10 +99,14 @@ def _clip_scales(leaves, clip, order, mask):
     norm = sum(_pairwise_sum(t, axis=1) for t in terms)
     if order != 1:
         norm = jnp.sqrt(norm)
+    return scales_from_norms(norm, clip, mask)
+
+
+def scales_from_norms(norm, clip, mask=None):
+    """min(1, clip/norm) per example; 0 where ``mask`` is False or the norm is not finite."""
     finite = jnp.isfinite(norm)
     keep = finite if mask is None else finite & jnp.asarray(mask, bool)
-    scale = jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
-    return scale
+    return jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
 
 
 def _zero_nonfinite(leaves, scale):
@@ -178,6 +210,14 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
     ``update(per_example_grads, state, params=None, *, mask=None, last_microbatch=None)``:
     ``mask`` bool[B] marks real examples; ``last_microbatch=False`` accumulates without noise
     (returns zeros), ``True``/``None`` closes the logical batch (noise once, state reset).
+    ``per_example_grads`` may instead be a :class:`ClippedSum` (from :func:`optimize.clipped_grad`,
+    Gaussian noise only, clipped to at most ``l2_norm_clip``, its mask given to ``clipped_grad``):
+    the sum is used as it is and the physical batch size is its number of examples.
+
+    Raises:
+      ValueError: a parameter out of range; at ``update``, a masked or accumulated batch without
+        ``expected_batch_size``, or a :class:`ClippedSum` with another mechanism than the Gaussian,
+        a larger clip, or a ``mask`` of its own.
     """
     kind = noise_kind(mechanism)
     check_positive("l2_norm_clip", l2_norm_clip)
@@ -221,21 +261,39 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         leaves, treedef = jax.tree_util.tree_flatten(total)
         sizes = [math.prod(jnp.shape(x)) for x in leaves]
         flat_dtype = jnp.int32 if gamma is not None else jnp.result_type(*leaves)
-        noise = mech.sample_records(step_key, jnp.zeros((sum(sizes),), flat_dtype), 0)
         out, start = [], 0
-        for x, n in zip(leaves, sizes):
-            out.append(x + noise[start:start + n].reshape(jnp.shape(x)).astype(x.dtype))
+        for x, n in zip(leaves, sizes):  # records start, …, start + n - 1 of the flattened parameters
+            noise = mech.sample_records(step_key, jnp.zeros((n,), flat_dtype), start)
+            out.append(x + noise.reshape(jnp.shape(x)).astype(x.dtype))
             start += n
         return jax.tree_util.tree_unflatten(treedef, out)
 
+    def presummed(updates, mask):
+        """The sum inside a :class:`ClippedSum`, after the checks that keep its sensitivity ≤ C."""
+        if kind != "gaussian":
+            raise ValueError("mechanism: a ClippedSum is clipped in L2 and summed in floats; the Laplace kernel "
+                             "clips in L1 and the discrete Gaussian rounds each example to its grid: pass them "
+                             "per-example gradients")
+        if updates.l2_norm_clip > clip:
+            raise ValueError(f"l2_norm_clip: the ClippedSum was clipped to {updates.l2_norm_clip} > l2_norm_clip = "
+                             f"{clip} of private_aggregate (its sensitivity would exceed the noise's calibration)")
+        if mask is not None:
+            raise ValueError("mask: a ClippedSum is already summed; pass the mask to clipped_grad")
+        return updates.grads
+
     def update_fn(updates, state, params=None, *, mask=None, last_microbatch=None, **extra):
         del params, extra
-        if expected_batch_size is None and (mask is not None or last_microbatch is not None):
+        if isinstance(updates, ClippedSum):
+            masked, physical = updates.masked, updates.norms.shape[0]
+            updates = summed = presummed(updates, mask)
+        else:
+            masked, physical = mask is not None, jax.tree_util.tree_leaves(updates)[0].shape[0]
+            summed = batch_sum(updates, mask)
+        if expected_batch_size is None and (masked or last_microbatch is not None):
             raise ValueError("expected_batch_size: a masked or accumulated (Poisson) batch is normalised by its expected "
                              "size q·n; pass expected_batch_size to private_aggregate")
-        physical = jax.tree_util.tree_leaves(updates)[0].shape[0]
         factor = (gamma or 1.0) / float(expected_batch_size if expected_batch_size is not None else physical)
-        total = jax.tree_util.tree_map(jnp.add, state.accumulated, batch_sum(updates, mask))
+        total = jax.tree_util.tree_map(jnp.add, state.accumulated, summed)
         close = jnp.asarray(True if last_microbatch is None else last_microbatch)
         step_key = jax.random.fold_in(jax.random.fold_in(state.key, NOISE_TAG), state.step)
         released = noisy(total, step_key)
