@@ -1,20 +1,30 @@
-"""``dpjax release`` through the table layer (:mod:`dpjax.table`): a privacy unit with contribution
-bounds, several statistics in one run under one exactly-accounted budget, public groups
-(``--groups FILE``) or private group selection, CSV (a file or standard input) or Parquet input.
+"""``dpjax release``: aggregate a table by group and release it with noise, through the table layer
+(:mod:`dpjax.table`).
 
-The default run — no ``--input``, a kernel calibrated by ``--epsilon`` — goes this way too: the
-embedded daily step log (:mod:`dpjax.data`, several rows per user) with ``user_id`` as the privacy
-unit, each user keeping at most ``--max-groups-per-unit`` (1) group and ``--max-rows-per-group``
-(7, the days of a week) rows in it.
+Every kernel release — CSV (a file, gzip-compressed ``.csv.gz``, or standard input ``-``), Parquet, one
+statistic or several, one ``--group-by`` column or several — is a :func:`dpjax.table.release_file`: a
+privacy unit with contribution bounds (``--privacy-unit``; without it each row is taken as a person, said
+once on stderr), the statistics under one exactly-accounted budget calibrated to ``--epsilon`` /
+``--delta``, and group keys that appear only when they are public (``--groups FILE``) or selected
+privately (a noisy unit count above a threshold: a key held by a few people is dropped). The default run
+(no ``--input``) releases the embedded daily step log (:mod:`dpjax.data`, several rows per user) with
+``user_id`` as the privacy unit, each user keeping at most ``--max-groups-per-unit`` (1) group and
+``--max-rows-per-group`` (7, the days of a week) rows in it.
 
 ``--statistic`` is a comma-separated list; each item is ``count``, ``count_units``, or
 ``sum``/``mean``/``variance`` (on ``--value-column``, bounds ``--window LO HI``, else
 ``[-clip, clip]``), or the full spelling of :func:`dpjax.table.statistics.parse`
-(``sum:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``). The input is read in record batches, only the
-columns the release uses (:mod:`dpjax.table.data`). The output file holds only released values
-(the true ones too with ``--include-true-values``, a warning says so); on screen the true values
-(every row, unclipped, unbounded) are shown beside the released ones for the embedded dataset and
-with ``--include-true-values``. Errors name the flag they come from.
+(``sum:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``). ``--mechanism`` is the noise kernel (a registry
+name or ``package.module:Class``); a piecewise mixture takes its shape from ``--r``/``--c`` and its scale
+from the calibration. Each released count and sum comes with its noise standard deviation and a
+(1 − ``--alpha``) confidence interval. The output file holds only released values (the true ones too
+with ``--include-true-values``, a warning says so); on screen the true values (every row, unclipped,
+unbounded) are shown beside the released ones for the embedded dataset and with
+``--include-true-values``. Errors name the flag they come from.
+
+``--mechanism boosted`` (PB-DP) and ``--mechanism composite`` (bounded, unbiased means) and
+``--per-record-budget`` (per-record DP) release on public groups only (:mod:`dpjax.cli.release_public`,
+:mod:`dpjax.cli.release_prdp`).
 
 Numerics: the exact tier (integer-only noise on each component's lattice, accounted as the mechanism
 run) wherever the kernel has one, as :func:`dpjax.table.release` decides (``--numerics exact|float``
@@ -24,39 +34,25 @@ to choose); the report's ``numerics:`` line says which ran.
 from __future__ import annotations
 
 import re
-import sys
 
 import numpy as np
 
-from dpjax.cli._common import calibration_parameters, emit, given, kernel_class, refuse_flags
-from dpjax.cli._release_common import FLOAT_NUMERICS
+from dpjax.cli._common import emit, given, kernel_class, kernel_names, progress, refuse_flags
+from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write,
+                                       row_level_note)
 from dpjax.cli.io import check_output
 from dpjax.table.statistics import component_label
 
-#: flags that send a release through the table layer
-TABLE_FLAGS = ("privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups")
-#: flags of the other releases (a kernel at a given scale, mixtures, PB-DP, composite)
-_REFUSED = ("scale", "sigma", "r", "c", "kernel", "region", "theta", "tau", "rho", "activation",
-            "base", "per_record_budget", "eps_min", "eps_max", "prdp_method")
+__all__ = ["add_parser", "run", "statistics", "true_values", "accuracy"]
+
+#: flags of the releases on public groups (PB-DP, composite, per-record DP), refused here
+_REFUSED = sorted((_BOOSTED | _COMPOSITE | _PRDP) - {"window", "scale", "sigma"})
 #: the embedded dataset of the default run, its privacy unit and bounds (a user logs up to 7 days)
 EMBEDDED = "steps_daily.csv"
 EMBEDDED_UNIT, EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS = "user_id", 1, 7
 _DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app users, several rows per user"
-
-
-def wanted(args) -> bool:
-    """Whether this release goes through the table layer: a table flag, several or table-only
-    statistics, a Parquet input, or the default run (the embedded dataset, a kernel calibrated by
-    ``--epsilon`` alone: neither ``--scale`` nor ``--sigma``, no mixture, PB-DP or composite)."""
-    stat = args.statistic or ""
-    if (any(getattr(args, f) is not None for f in TABLE_FLAGS) or stat not in ("", "sum", "count", "mean")
-            or str(args.input or "").endswith((".parquet", ".pq"))):
-        return True
-    if args.input is not None or args.mechanism in ("boosted", "composite"):
-        return False
-    if set(given(args)) & {"scale", "sigma", "r", "c"}:
-        return False
-    return not calibration_parameters(kernel_class(args.mechanism, "--mechanism"))
+#: the kernels whose noise standard deviation and confidence interval the report gives
+_ACCURACY_NOISE = ("gaussian", "laplace", "discrete_laplace", "discrete_gaussian")
 
 
 def statistics(args):
@@ -144,50 +140,123 @@ def true_values(data, by, stats, unit, keys):
     return out
 
 
+# ----------------------------------------------------------------------------------
+# accuracy of each released value
+# ----------------------------------------------------------------------------------
+def _noise_law(noise: str, scale: float, step: float | None):
+    """(standard deviation, half-width of the central (1 − α) interval as a function of α) of the
+    additive noise a component got: ``noise`` the kernel's registry name, ``scale`` its scale as run
+    (:func:`dpjax.table.noise.run_scale`), ``step`` the lattice step on the exact tier (the noise is
+    ``step``·N, N integer), else None (a continuous kernel) or 1 (an integer-valued kernel)."""
+    from scipy import stats as st
+
+    gaussian = noise in ("gaussian", "discrete_gaussian")
+    if step is None and noise in ("discrete_laplace", "discrete_gaussian"):
+        step = 1.0
+    if gaussian:
+        # the discrete Gaussian's variance is at most σ² and its tails at most the Gaussian's
+        # (Canonne, Kamath & Steinke, NeurIPS 2020, Prop. 19 and Cor. 23): both taken as the Gaussian's
+        return scale, lambda a: scale * st.norm.isf(a / 2)
+    if step is None:  # Laplace(b): Var 2b², Pr[|X| > t] = e^{−t/b}
+        return scale * np.sqrt(2.0), lambda a: scale * np.log(1.0 / a)
+    p = np.exp(-step / scale)  # step·N, N two-sided geometric: Pr[N = k] ∝ p^|k|
+    std = step * np.sqrt(2.0 * p) / (1.0 - p)
+
+    def half(a):  # the least k with Pr[|N| > k] = 2 p^(k+1) / (1 + p) ≤ a
+        k = np.ceil(np.log(a * (1.0 + p) / 2.0) / np.log(p)) - 1.0
+        return step * max(k, 0.0)
+
+    return std, half
+
+
+def accuracy(rel, stats, alpha: float) -> dict:
+    """``{statistic name: (noise std, half-width of the (1 − alpha) interval)}`` of the statistics
+    whose released value is the true (bounded) one plus one component's noise: counts and sums with a
+    built-in kernel. Means, variances and quantiles (post-processed ratios and tree descents) and
+    other kernels get none."""
+    if rel.noise.replace("-", "_").lower() not in _ACCURACY_NOISE:
+        return {}
+    noise = rel.noise.replace("-", "_").lower()
+    out = {}
+    for s in stats:
+        if s.kind not in ("count", "count_units", "sum"):
+            continue
+        (component,) = [c.name for c in s.components(rel.max_rows_per_group, False)]
+        step = rel.granularity.get(component) if rel.numerics == "exact" else None
+        std, half = _noise_law(noise, rel.scales[component], step)
+        out[s.name] = (float(std), float(half(alpha)))
+    return out
+
+
 def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return f"{'-':>16}"
     if isinstance(v, float):
         return f"{v:>16,.1f}" if abs(v) < 1e12 else f"{v:>16.6g}"
     return f"{v:>16,}" if isinstance(v, int) else f"{str(v):>16}"
 
 
-def _print(t, by, names, true, show, output):
-    """The first ``show`` groups: released values, beside the true ones and the relative errors when
-    ``true`` is given."""
+def _print(t, by, names, true, acc, alpha, show, output):
+    """The first ``show`` groups: released values with their ± half-width of the (1 − alpha) interval,
+    beside the true ones and the relative errors when ``true`` is given."""
     label = ",".join(by)
     head = f"{label:<16}"
     for name in names:
-        head += f"{'true ' + name:>16}{name:>16}{'rel. error':>12}" if true is not None else f"{name:>16}"
+        head += f"{'true ' + name:>16}" if true is not None else ""
+        head += f"{name:>16}" + (f"{f'± {1 - alpha:.0%} CI':>14}" if name in acc else "")
+        head += f"{'rel. error':>12}" if true is not None else ""
     print(head)
     columns = {c: t.column(c).to_pylist() for c in t.column_names}
     for i in range(min(show, t.num_rows)):
         line = f"{','.join(str(columns[c][i]) for c in by):<16}"
         for name in names:
             r = columns[name][i]
-            if true is None:
-                line += _cell(r)
-                continue
-            tv = float(true[name][i])
-            err = abs(r - tv) / max(abs(tv), 1e-12) if np.isfinite(tv) else float("nan")
-            line += f"{_cell(tv)}{_cell(r)}{err:>12.3%}"
+            line += _cell(float(true[name][i])) if true is not None else ""
+            line += _cell(r) + (f"{acc[name][1]:>14,.1f}" if name in acc else "")
+            if true is not None:
+                tv = float(true[name][i])
+                err = abs(r - tv) / max(abs(tv), 1e-12) if np.isfinite(tv) and r is not None else float("nan")
+                line += f"{err:>12.3%}"
         print(line)
     if t.num_rows > show:
         print(f"... {t.num_rows - show} more groups" + (f" in {output}" if output not in (None, "-") else ""))
 
 
-def release_table(args, key) -> int:
+def _noise(args):
+    """The ``noise`` of the table release: a kernel class, or for a piecewise mixture the paper's
+    ``from_epsilon(--epsilon, --r, --c)`` at sensitivity 1 as the template whose scale the release
+    calibrates (the shape r and, for the Laplace mixture, c relative to the scale, kept)."""
+    from dpjax.cli._common import calibration_parameters
+
+    cls = kernel_class(args.mechanism, "--mechanism")
+    shape = calibration_parameters(cls)
+    if not shape:
+        refuse_flags(args, ["r", "c"], f"to --mechanism {args.mechanism} (a piecewise mixture's shape)")
+        return cls
+    missing = [f"--{p}" for p in shape if getattr(args, p) is None]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)}: --mechanism {args.mechanism} needs its shape "
+                         f"{' and '.join('--' + p for p in shape)}; its scale is calibrated to --epsilon")
+    try:
+        return cls.from_epsilon(args.epsilon, **{p: getattr(args, p) for p in shape})
+    except ValueError as exc:
+        raise ValueError(f"--r/--c: {exc}") from None
+
+
+def release_table(args) -> int:
+    """A kernel release through :func:`dpjax.table.release_file` (the module docstring)."""
     from importlib import resources
 
     from dpjax import table
-    from dpjax.cli._release_common import _report, _write
 
-    refuse_flags(args, _REFUSED, "with the table release (--privacy-unit, --groups, several statistics, Parquet, "
-                                 "the embedded dataset)")
-    if args.mechanism in ("boosted", "composite"):
-        raise ValueError(f"--mechanism {args.mechanism}: not available with the table release")
-    noise = kernel_class(args.mechanism, "--mechanism")
-    if calibration_parameters(noise):
-        raise ValueError(f"--mechanism {args.mechanism}: not available with the table release (its calibration "
-                         "needs --r and --c)")
+    refuse_flags(args, _REFUSED, f"to --mechanism {args.mechanism} (a table release calibrated to --epsilon)")
+    for dest in ("scale", "sigma"):
+        if dest in given(args):
+            raise ValueError(f"{given(args)[dest]} does not apply: dpjax release calibrates the noise to --epsilon "
+                             "and --delta (the privacy of a given scale: dpjax account)")
+    if not (0.0 < args.alpha < 1.0):
+        raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    noise = _noise(args)
     embedded = args.input is None
     if args.input == "-" and args.include_true_values:
         raise ValueError("--include-true-values: the true values need a second pass over the input; standard "
@@ -198,8 +267,7 @@ def release_table(args, key) -> int:
     unit = args.privacy_unit or (EMBEDDED_UNIT if embedded else None)
     if unit is None:
         refuse_flags(args, ["max_groups_per_unit", "max_rows_per_group"], "without --privacy-unit")
-        print("dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
-              file=sys.stderr)
+        row_level_note()
         options = {}
     else:
         k, m = (EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS) if embedded else (1, 1)
@@ -207,9 +275,11 @@ def release_table(args, key) -> int:
                        max_groups_per_unit=k if args.max_groups_per_unit is None else args.max_groups_per_unit,
                        max_rows_per_group=m if args.max_rows_per_group is None else args.max_rows_per_group)
     path = str(resources.files("dpjax.data").joinpath(EMBEDDED)) if embedded else args.input
+    key = _key(args.seed)
     try:
-        rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,
-                                 groups=args.groups, noise=noise, numerics=args.numerics, **options)
+        with progress("calibrating and releasing"):
+            rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,
+                                     groups=args.groups, noise=noise, numerics=args.numerics, **options)
     except ValueError as exc:
         message = str(exc)
         if message.startswith("--"):
@@ -217,16 +287,26 @@ def release_table(args, key) -> int:
         raise ValueError(f"{_flag(message, args, by, unit)}: {message}") from None
     t = rel.table
     names = t.column_names[len(by):]
+    acc = accuracy(rel, stats, args.alpha)
     shown = embedded or args.include_true_values
     true = true_values(path, by, stats, unit, t.select(by)) if shown else None
-    _write(args, t.column_names, list(zip(*(t.column(c).to_pylist() for c in t.column_names))),
+    rows = _rows(t, by, names, acc)
+    header = list(rows[0]) if rows else _header(by, names, acc)
+    _write(args, header, [tuple(r.values()) for r in rows],
            [(f"true_{n}", true[n].tolist()) for n in names] if true is not None else [], keys=len(by))
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.release_plot(args.plot, t, by, names, acc, args.alpha, true)
     payload = {"by": by, "statistics": names, "privacy_unit": rel.privacy_unit, "row_level": rel.row_level,
                "max_groups_per_unit": rel.max_groups_per_unit, "max_rows_per_group": rel.max_rows_per_group,
                "groups": "public" if args.groups else "selected privately", "noise": rel.noise,
-               "numerics": rel.numerics, "granularity": rel.granularity,
-               "epsilon": rel.epsilon, "delta": rel.delta, "requested": {"epsilon": args.epsilon, "delta": args.delta},
-               "scales": rel.scales, "threshold": rel.threshold, "rows": t.to_pylist()}
+               "numerics": rel.numerics, "epsilon": rel.epsilon, "delta": rel.delta,
+               "requested": {"epsilon": args.epsilon, "delta": args.delta}, "alpha": args.alpha,
+               "noise_std": {n: a[0] for n, a in acc.items()},
+               "scales": {component_label(c): s for c, s in rel.scales.items()},
+               "granularity": {component_label(c): g for c, g in rel.granularity.items()},
+               "threshold": rel.threshold, "rows": rows}
     if true is not None:
         payload["true"] = [dict(zip(by, k), **{n: float(true[n][i]) for n in names})
                            for i, k in enumerate(zip(*(t.column(c).to_pylist() for c in by)))]
@@ -234,21 +314,43 @@ def release_table(args, key) -> int:
         if args.json:
             return emit(args, payload, ()) or 0
         source = _DEMO if embedded else ("standard input" if args.input == "-" else args.input)
-        print(f"dpjax release (table) — {', '.join(names)} by {','.join(by)} ({source})")
-        _print(t, by, names, true, args.show, args.output)
+        print(f"dpjax release — {', '.join(names)} by {','.join(by)} ({source})")
+        _print(t, by, names, true, acc, args.alpha, args.show, args.output)
         if rel.privacy_unit:
             print(f"privacy unit {rel.privacy_unit!r}: each keeps at most {rel.max_groups_per_unit} group(s) and "
                   f"{rel.max_rows_per_group} row(s) per group (chosen at random); true values: every row, unbounded")
-        else:
-            print("no privacy unit: each row is taken as a different person (the guarantee is per row)")
         print("groups " + ("public (--groups)" if args.groups else
                            f"selected privately (noisy unit count above {rel.threshold:.1f})"))
         print(f"noise {rel.noise}, scale per component: " +
               ", ".join(f"{component_label(name)} {scale:,.4g}" for name, scale in rel.scales.items()))
+        if acc:
+            print("noise std: " + ", ".join(f"{n} {a[0]:,.4g}" for n, a in acc.items())
+                  + f"; ± the half-width of the {1 - args.alpha:.0%} interval of the noise (--alpha)")
         print(numerics_line(rel))
         print(f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
               f"(composed exact PLD of every statistic and the group selection)")
     return 0
+
+
+def _header(by, names, acc):
+    return list(by) + [c for n in names for c in ([n, f"{n}_std", f"{n}_ci_low", f"{n}_ci_high"] if n in acc
+                                                   else [n])]
+
+
+def _rows(t, by, names, acc):
+    """The released table as dicts (the output file's and ``--json``'s rows): keys, then each statistic,
+    with ``<name>_std``, ``<name>_ci_low`` and ``<name>_ci_high`` where :func:`accuracy` gives them."""
+    columns = {c: t.column(c).to_pylist() for c in t.column_names}
+    out = []
+    for i in range(t.num_rows):
+        row = {c: columns[c][i] for c in by}
+        for n in names:
+            row[n] = columns[n][i]
+            if n in acc:
+                std, half = acc[n]
+                row.update({f"{n}_std": std, f"{n}_ci_low": row[n] - half, f"{n}_ci_high": row[n] + half})
+        out.append(row)
+    return out
 
 
 def numerics_line(rel) -> str:
@@ -258,3 +360,96 @@ def numerics_line(rel) -> str:
     lattices = ", ".join(f"{component_label(name)} {g:g}·Z" for name, g in rel.granularity.items())
     return (f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
             f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)")
+
+
+# ----------------------------------------------------------------------------------
+# the command line
+# ----------------------------------------------------------------------------------
+def run(args) -> int:
+    if args.show < 0:
+        raise ValueError(f"--show must be a non-negative number of groups, got {args.show}")
+    if args.clip <= 0 or not np.isfinite(args.clip):
+        raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
+    if args.per_record_budget is not None:
+        from dpjax.cli.release_prdp import release_per_record
+
+        return release_per_record(args)
+    refuse_flags(args, sorted(_PRDP - {"per_record_budget"}), "without --per-record-budget")
+    if args.mechanism in ("boosted", "composite"):
+        from dpjax.cli import release_public
+
+        return release_public.run(args)
+    return release_table(args)
+
+
+def add_parser(sub) -> None:
+    from dpjax.cli.release_public import REGIONS
+
+    kernels = kernel_names()
+    mechanisms = kernels + ("boosted", "composite")
+    r = sub.add_parser("release", help="aggregate a table by group and release it with calibrated noise",
+                       description=__doc__.split("\n\n")[0])
+    r.add_argument("--input", help="CSV file (.csv.gz too) with a header row, a Parquet file, or - for CSV on "
+                                   "standard input (default: the embedded step-count dataset)")
+    r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
+    r.add_argument("--group-by", default="age_group",
+                   help="column(s) to group by, comma-separated (default: age_group)")
+    r.add_argument("--statistic",
+                   help="sum (default), count, count_units, mean, variance, or several comma-separated; full "
+                        "spellings sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH")
+    r.add_argument("--clip", type=float, default=20000.0,
+                   help="values clipped to [-clip, clip] for sum/mean/variance without --window (default 20000)")
+    r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
+                   help="noise kernel (default laplace), calibrated to --epsilon/--delta for the whole release")
+    r.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the whole release (default 1)")
+    r.add_argument("--delta", type=float, default=1e-6, help="delta of the whole release (default 1e-6)")
+    r.add_argument("--alpha", type=float, default=0.05,
+                   help="each count and sum comes with its (1 - alpha) noise interval (default 0.05)")
+    r.add_argument("--r", type=float, help="laplace-mixture / geometric-mixture: outer/inner scale ratio r")
+    r.add_argument("--c", type=float, help="laplace-mixture / geometric-mixture: breakpoint c of the paper's "
+                                           "parametrisation at --epsilon (integer for geometric-mixture)")
+    r.add_argument("--numerics", choices=("exact", "float"),
+                   help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
+                        "mechanism has one) or float (idealized numerics; the default where it has none)")
+    r.add_argument("--seed", type=int, help="integer seed: a reproducible release, never to be repeated on the same "
+                                            "data (default: a fresh key from the OS)")
+    r.add_argument("--output", help="write the released table to this CSV file; - for standard output (the report "
+                                    "then goes to stderr)")
+    r.add_argument("--include-true-values", action="store_true",
+                   help="demo only: also write the true, unprotected values (a warning says so)")
+    r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
+    r.add_argument("--plot", metavar="FILE.png", help="draw each released value with its interval, per group "
+                                                      "(needs the plot extra: matplotlib)")
+    r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
+    t = r.add_argument_group("privacy unit, contribution bounds, public groups")
+    t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
+    t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
+    t.add_argument("--max-rows-per-group", type=int, metavar="M", help="rows a unit may contribute per group (default 1)")
+    t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
+    b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget, on public groups")
+    b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernels) + ",package.module:Class}",
+                   help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
+                        "(default gaussian)")
+    b.add_argument("--region", choices=REGIONS, default="relative",
+                   help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
+    b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")
+    b.add_argument("--tau", type=float, help="absolute error / offset (default: 2 x sensitivity)")
+    b.add_argument("--rho", type=float, default=0.9, help="required Pr[release in S(Q)] (default 0.9)")
+    b.add_argument("--scale", type=float, help="boosted: the kernel's scale (no tuning)")
+    b.add_argument("--sigma", type=float, help="boosted: the kernel's sigma (no tuning)")
+    k = r.add_argument_group("composite (bounded, unbiased): group means on a public window and public groups")
+    k.add_argument("--window", type=float, nargs=2, metavar=("LO", "HI"),
+                   help="public input window: values are clipped to it (also the bounds of sum/mean/variance)")
+    k.add_argument("--activation", default="rectangle", help="rectangle (A1, default), half_sine (A2), triangle (A3)")
+    k.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
+    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget, on public groups")
+    g.add_argument("--per-record-budget", metavar="COLUMN",
+                   help="column with each row's privacy budget E(r); releases --statistic per group under "
+                        "per-record DP (embedded dataset: privacy_budget)")
+    g.add_argument("--eps-min", type=float,
+                   help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
+    g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
+    g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
+    g.add_argument("--prdp-method", choices=("framework", "extension"), default="framework",
+                   help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
+    r.set_defaults(run=run)
