@@ -166,6 +166,10 @@ def _account(args):
     else:
         check_positive("--epsilon", args.epsilon)
     groups = plan_groups(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
     with progress("accounting"):
         acc = plan_accountant(groups, args.delta)
         if args.delta is not None:
@@ -186,8 +190,6 @@ def _account(args):
     if rdp_value is not None:
         payload[f"rdp_{query[0]}"] = rdp_value
     if args.plot:
-        from dpjax.cli import plots
-
         plots.profile_plot(args.plot, curve)
     if args.curve:
         payload["curve"] = [{"delta": d, "epsilon": e} for d, e in curve]
@@ -214,6 +216,10 @@ def _dpsgd(args):
     delta = check_probability("--delta", args.delta)
     cls = dpsgd_kernel(args)
     q, steps = sampling(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
     with progress("accounting"):
         eps = float(accounting.dpsgd_epsilon(z, q, steps, delta, mechanism=cls))
         rdp = None
@@ -234,8 +240,6 @@ def _dpsgd(args):
         lines.append(f"epsilon = {rdp:.6g} at delta = {delta:g} (RDP of the sampled Gaussian at "
                      f"{len(SAMPLED_GAUSSIAN_ORDERS)} orders, dp_accounting's among them; never tighter than the PLD)")
     if args.plot:
-        from dpjax.cli import plots
-
         points = plots.steps_grid(steps)
         with progress("accounting the curve", total=1):
             pld = np.asarray(accounting.dpsgd_epsilon(z, q, np.asarray(points), delta, mechanism=cls), dtype=float)

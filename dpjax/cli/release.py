@@ -257,6 +257,10 @@ def release_table(args) -> int:
     if not (0.0 < args.alpha < 1.0):
         raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
     noise = _noise(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
     embedded = args.input is None
     if args.input == "-" and args.include_true_values:
         raise ValueError("--include-true-values: the true values need a second pass over the input; standard "
@@ -295,8 +299,6 @@ def release_table(args) -> int:
     _write(args, header, [tuple(r.values()) for r in rows],
            [(f"true_{n}", true[n].tolist()) for n in names] if true is not None else [], keys=len(by))
     if args.plot:
-        from dpjax.cli import plots
-
         plots.release_plot(args.plot, t, by, names, acc, args.alpha, true)
     payload = {"by": by, "statistics": names, "privacy_unit": rel.privacy_unit, "row_level": rel.row_level,
                "max_groups_per_unit": rel.max_groups_per_unit, "max_rows_per_group": rel.max_rows_per_group,
