@@ -74,7 +74,8 @@ def test_nan_in_input_is_refused(tmp_path, capsys):
     path = tmp_path / "in.csv"
     path.write_text("g,v\na,1\na,nan\n")
     assert cli.main(["release", "--input", str(path), "--value-column", "v", "--group-by", "g"]) == 2
-    assert "NaN" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("dpjax: error: --value-column") and "null" in err and err.count("\n") == 1
 
 
 def test_progress_bar_on_large_inputs(tmp_path, capsys, monkeypatch):

@@ -28,8 +28,8 @@ FLOAT_NUMERICS = "numerics: float (idealized floating-point noise; see docs/thre
 
 
 def _key(seed):
-    """The release key: a fresh key from the OS (:func:`dpjax.random.secure_key`), or with ``--seed``
-    ``jax.random.key(seed)`` and a warning on stderr that the release is reproducible."""
+    """The release key: a fresh key from the OS (:func:`dpjax.random.secure_key`), or ``jax.random.key(seed)``
+    (:func:`released` then warns that the release is reproducible)."""
     import jax
 
     import dpjax
@@ -38,16 +38,19 @@ def _key(seed):
         return dpjax.random.secure_key()
     if not 0 <= seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
-    print(f"dpjax: warning: --seed {seed} makes this release reproducible: its noise is a function of the seed. "
-          "Never release the same data twice with one seed, nor publish the seed (two releases with one key "
-          "differ by exactly the true difference)", file=sys.stderr)
     return jax.random.key(seed)
 
 
-def row_level_note() -> None:
-    """Say, once on stderr, that without ``--privacy-unit`` each row is taken as a person."""
-    print("dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
-          file=sys.stderr)
+def released(args, row_level: bool) -> None:
+    """What a release says once on stderr after it is made: that each row was taken as a person
+    (``row_level``: no ``--privacy-unit``), and under ``--seed`` that the release is reproducible."""
+    if row_level:
+        print("dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
+              file=sys.stderr)
+    if args.seed is not None:
+        print(f"dpjax: warning: --seed {args.seed} makes this release reproducible: its noise is a function of the "
+              "seed. Never release the same data twice with one seed, nor publish the seed (two releases with one "
+              "key differ by exactly the true difference)", file=sys.stderr)
 
 
 def _allow(args, allowed, why: str) -> None:

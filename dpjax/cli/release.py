@@ -39,8 +39,8 @@ import numpy as np
 
 from dpjax.cli._common import emit, given, kernel_class, kernel_names, progress, refuse_flags
 from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write,
-                                       row_level_note)
-from dpjax.cli.io import check_output
+                                       released)
+from dpjax.cli.io import check_input, check_output
 from dpjax.table.statistics import component_label
 
 __all__ = ["add_parser", "run", "statistics", "true_values", "accuracy"]
@@ -174,9 +174,12 @@ def accuracy(rel, stats, alpha: float) -> dict:
     whose released value is the true (bounded) one plus one component's noise: counts and sums with a
     built-in kernel. Means, variances and quantiles (post-processed ratios and tree descents) and
     other kernels get none."""
-    if rel.noise.replace("-", "_").lower() not in _ACCURACY_NOISE:
+    from dpjax.kernels import BUILTIN
+
+    names = {cls.__name__: name for name, cls in BUILTIN.items()}
+    noise = names.get(rel.noise, rel.noise)
+    if noise not in _ACCURACY_NOISE:
         return {}
-    noise = rel.noise.replace("-", "_").lower()
     out = {}
     for s in stats:
         if s.kind not in ("count", "count_units", "sum"):
@@ -265,13 +268,14 @@ def release_table(args) -> int:
     if args.input == "-" and args.include_true_values:
         raise ValueError("--include-true-values: the true values need a second pass over the input; standard "
                          "input is read once (give --input a file)")
+    if args.input is not None:
+        check_input(args.input)
     check_output(args.output, [args.input] if args.input else [])
     by = [c.strip() for c in args.group_by.split(",") if c.strip()]
     stats = statistics(args)
     unit = args.privacy_unit or (EMBEDDED_UNIT if embedded else None)
     if unit is None:
         refuse_flags(args, ["max_groups_per_unit", "max_rows_per_group"], "without --privacy-unit")
-        row_level_note()
         options = {}
     else:
         k, m = (EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS) if embedded else (1, 1)
@@ -289,6 +293,7 @@ def release_table(args) -> int:
         if message.startswith("--"):
             raise
         raise ValueError(f"{_flag(message, args, by, unit)}: {message}") from None
+    released(args, rel.row_level)
     t = rel.table
     names = t.column_names[len(by):]
     acc = accuracy(rel, stats, args.alpha)

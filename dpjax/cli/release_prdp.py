@@ -11,7 +11,7 @@ import numpy as np
 from dpjax.cli._common import emit
 from dpjax.cli.io import check_output, read_table
 from dpjax.cli._release_common import (_DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write,
-                                       public_groups, row_level_note)
+                                       public_groups, released)
 
 __all__ = ["release_per_record"]
 
@@ -23,7 +23,6 @@ def _prdp_table(args):
     from dpjax.data import AGE_GROUPS, BUDGET_MENU, REGIONS, load_steps_with_budgets
 
     if args.input is not None:
-        row_level_note()
         names, inverse, values, budgets = read_table(args.input, args.value_column, args.group_by,
                                                      budget_column=args.per_record_budget)
     else:
@@ -114,16 +113,17 @@ def release_per_record(args) -> int:
     ledger.verify(res)
     true = (sizes if args.statistic == "count" else np.bincount(inverse, weights=np.clip(values, 0.0, args.clip),
                                                                 minlength=len(names))).astype(float)
-    released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
+    estimates, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
+    released(args, args.input is not None)
 
     _write(args, ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
-           list(zip(names, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
+           list(zip(names, estimates, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
            [(f"true_{args.statistic}", true)])
     spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
     payload = {"statistic": args.statistic, "eps_min": args.eps_min, "eps_max": args.eps_max, "beta": args.beta,
                "groups": [{"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv),
                            "naive": float(nv)}
-                          for n, r, t, lv, nv in zip(names, released, np.asarray(res.epsilon_tau),
+                          for n, r, t, lv, nv in zip(names, estimates, np.asarray(res.epsilon_tau),
                                                      np.asarray(res.level), naive_released)],
                "ledger": [{"level": i + 1, "floor": float(f), "charged": float(ledger.spent[i]),
                            "spent": float(spent[i])} for i, f in enumerate(ledger.floors)]}
@@ -137,7 +137,7 @@ def release_per_record(args) -> int:
               f"{args.group_by or '(all)'} ({source})")
         print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
               f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
-        _print_rows(names, true if _true_shown(args) else None, [released, naive_released], ["PrDP", "naive"],
+        _print_rows(names, true if _true_shown(args) else None, [estimates, naive_released], ["PrDP", "naive"],
                     args.show, args.output)
         lev = np.asarray(res.level)
         print("selected level per group (eps_tau = its floor): "

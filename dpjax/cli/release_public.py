@@ -24,7 +24,7 @@ import numpy as np
 from dpjax.cli._common import check_probability, describe, emit, given, kernel_class, parameters, progress, \
     refuse_flags, scale_flag
 from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, FLOAT_NUMERICS, _allow, _key, _print_rows,
-                                       _report, _true_shown, _write, public_groups, row_level_note)
+                                       _report, _true_shown, _write, public_groups, released)
 from dpjax.cli.io import check_output, read_table
 
 __all__ = ["run", "aggregate", "build_region", "build_boosted", "build_composite", "public_table"]
@@ -37,8 +37,6 @@ def public_table(args):
     one-row-per-user table) on the public groups (:func:`dpjax.cli._release_common.public_groups`)."""
     from dpjax.data import AGE_GROUPS, REGIONS as AREAS
 
-    if args.input is not None:
-        row_level_note()
     names, inverse, values = read_table(args.input, args.value_column, args.group_by)
     names, inverse = public_groups(args, names, inverse, {"age_group": AGE_GROUPS, "region": AREAS})
     kept = inverse >= 0
@@ -212,9 +210,10 @@ def _composite_command(args) -> int:
     with np.errstate(invalid="ignore", divide="ignore"):
         true = np.bincount(inverse, weights=clipped, minlength=len(names)) / sizes
     # a listed group without rows is released from the window's centre (its existence is not revealed)
-    released = _release_values(_key(args.seed), np.where(sizes > 0, true, 0.5 * (lo + hi)), mech)
+    out = _release_values(_key(args.seed), np.where(sizes > 0, true, 0.5 * (lo + hi)), mech)
+    released(args, args.input is not None)
     star = accounting.composite.epsilon_star(mech)
-    _write(args, ["group", "released_mean"], list(zip(names, released)), [("true_mean", true)])
+    _write(args, ["group", "released_mean"], list(zip(names, out)), [("true_mean", true)])
     width = hi - lo
     with jax.enable_x64(True):
         out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
@@ -222,13 +221,13 @@ def _composite_command(args) -> int:
     lap = 2.0 * (width / args.epsilon) ** 2
     payload = {"statistic": "mean", "mechanism": parameters(mech), "epsilon_star": float(star.epsilon),
                "nominal_epsilon": float(star.nominal), "numerics": tier, "output_range": [out_lo, out_hi],
-               "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, released)]}
+               "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, out)]}
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
         source = args.input or _DEMO
         print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-        _print_rows(names, true if _true_shown(args) else None, [released], ["released"], args.show, args.output)
+        _print_rows(names, true if _true_shown(args) else None, [out], ["released"], args.show, args.output)
         print(f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours "
               f"(W = {width:g}); groups are public and disjoint (parallel composition)")
         print(f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
@@ -292,22 +291,23 @@ def _boosted_command(args) -> int:
             releases = [(label, mech, _privacy_spent(run, sensitivity, args.delta))
                         for (label, mech, _), run in zip(releases, runs)]
     keys = jax.random.split(_key(args.seed), len(releases))
-    released = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
+    values = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
+    released(args, args.input is not None)
 
     labels = [label for label, _, _ in releases]
     cols = [label.lower().replace("-", "") for label in labels]
-    _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *released)),
+    _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *values)),
            [(f"true_{args.statistic}", true)])
     payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
                "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run), "epsilon": e,
                              "values": {str(n): float(v) for n, v in zip(names, vals)}}
-                            for (label, mech, e), run, vals in zip(releases, runs, released)]}
+                            for (label, mech, e), run, vals in zip(releases, runs, values)]}
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
         source = args.input or _DEMO
         print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-        _print_rows(names, true if _true_shown(args) else None, released, labels, args.show, args.output)
+        _print_rows(names, true if _true_shown(args) else None, values, labels, args.show, args.output)
         print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are public and disjoint "
               "(parallel composition)")
         print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {describe(region)}")
