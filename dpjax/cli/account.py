@@ -241,11 +241,15 @@ def _dpsgd(args):
                      f"{len(SAMPLED_GAUSSIAN_ORDERS)} orders, dp_accounting's among them; never tighter than the PLD)")
     if args.plot:
         points = plots.steps_grid(steps)
-        with progress("accounting the curve", total=1):
-            pld = np.asarray(accounting.dpsgd_epsilon(z, q, np.asarray(points), delta, mechanism=cls), dtype=float)
+        pld_points = plots.steps_grid(steps, 4)
+        pld = []
+        with progress("accounting the curve", total=len(pld_points) - 1) as bar:
+            for t in pld_points[:-1]:  # one exact PLD per step count (each its own grid)
+                pld.append(float(accounting.dpsgd_epsilon(z, q, t, delta, mechanism=cls)))
+                bar.advance()
         rdp_points = (None if rdp is None else
                       [float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, t * curve, delta)) for t in points])
-        plots.steps_plot(args.plot, points, pld, rdp_points, delta, noise)
+        plots.steps_plot(args.plot, pld_points, pld + [eps], points, rdp_points, delta, noise)
         lines.append(f"plot: {args.plot}")
     return payload, lines
 

@@ -39,18 +39,19 @@ def _save(fig, path: str) -> None:
         raise ValueError(f"--plot: cannot write {path!r} ({exc})") from None
 
 
-def steps_grid(steps: int) -> list:
-    """:data:`STEPS_POINTS` step counts from steps/12 to ``steps`` (distinct, increasing)."""
-    return sorted({max(1, round(steps * k / STEPS_POINTS)) for k in range(1, STEPS_POINTS + 1)})
+def steps_grid(steps: int, points: int = STEPS_POINTS) -> list:
+    """``points`` step counts from steps/points to ``steps`` (distinct, increasing)."""
+    return sorted({max(1, round(steps * k / points)) for k in range(1, points + 1)})
 
 
-def steps_plot(path, points, pld, rdp, delta, noise) -> None:
-    """ε at ``delta`` against the number of DP-SGD steps: the exact PLD, and the RDP bound if given."""
+def steps_plot(path, pld_steps, pld, rdp_steps, rdp, delta, noise) -> None:
+    """ε at ``delta`` against the number of DP-SGD steps: the exact PLD at ``pld_steps``, and the RDP bound
+    at ``rdp_steps`` if given."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(points, pld, "o-", label="exact PLD (accounting.dpsgd_epsilon)")
+    ax.plot(pld_steps, pld, "o-", label="exact PLD (accounting.dpsgd_epsilon)")
     if rdp is not None:
-        ax.plot(points, rdp, "s--", label="RDP bound (sampled Gaussian)")
+        ax.plot(rdp_steps, rdp, "s--", label="RDP bound (sampled Gaussian)")
     ax.set_xlabel("steps")
     ax.set_ylabel(f"epsilon at delta = {delta:g}")
     ax.set_title(f"DP-SGD with {noise} noise: privacy spent against steps")
