@@ -3,14 +3,18 @@
 One module per subcommand, at the top of the import graph (it imports :mod:`accounting` and
 :mod:`optimize` lazily, nothing imports it):
 
-* ``dpjax release`` (:mod:`dpjax.cli.release`) — aggregate a table by group and release it;
-* ``dpjax account`` (:mod:`dpjax.cli.account`) — the privacy of a plan of releases;
-* ``dpjax calibrate`` (:mod:`dpjax.cli.calibrate`) — the noise (or steps, batch size) for a target;
+* ``dpjax release`` (:mod:`dpjax.cli.release`) — aggregate a table by group and release it through
+  :mod:`dpjax.table` (PB-DP, composite and per-record releases on public groups:
+  :mod:`dpjax.cli.release_public`, :mod:`dpjax.cli.release_prdp`);
+* ``dpjax account`` (:mod:`dpjax.cli.account`) — the privacy of a plan of releases, or of DP-SGD;
+* ``dpjax calibrate`` (:mod:`dpjax.cli.calibrate`) — the noise (or steps, epochs, batch size) for a target;
 * ``dpjax tune`` (:mod:`dpjax.cli.tune`) — the PB-DP, mixture and composite tuners.
 
-Every subcommand takes ``--json``; bad input ends with one line on stderr and exit 2 (a
-malformed flag with a usage hint); a flag that does not apply, or a flag given twice, is refused
-by name; anything slow shows an indicator on stderr when stderr is a terminal.
+Every subcommand takes ``--json``; bad input, or a request that cannot be met, ends with one line on
+stderr and exit 2 (a malformed flag with a usage hint, an unknown one after the subcommand's usage); a
+flag that does not apply, or a flag given twice, is refused by name; anything slow shows an indicator on
+stderr when stderr is a terminal; ``--plot FILE.png`` draws (:mod:`dpjax.cli.plots`). Compiled programs
+are kept in a persistent cache (:mod:`dpjax.compilation_cache`; ``DPJAX_COMPILATION_CACHE=off``).
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def _noise_law(noise: str, scale: float, step: float | None):
     additive noise a component got: ``noise`` the kernel's registry name, ``scale`` its scale as run
     (:func:`dpjax.table.noise.run_scale`), ``step`` the lattice step on the exact tier (the noise is
     ``step``·N, N integer), else None (a continuous kernel) or 1 (an integer-valued kernel)."""
-    from scipy import stats as st
+    from statistics import NormalDist
 
     gaussian = noise in ("gaussian", "discrete_gaussian")
     if step is None and noise in ("discrete_laplace", "discrete_gaussian"):
@@ -156,7 +156,7 @@ def _noise_law(noise: str, scale: float, step: float | None):
     if gaussian:
         # the discrete Gaussian's variance is at most σ² and its tails at most the Gaussian's
         # (Canonne, Kamath & Steinke, NeurIPS 2020, Prop. 19 and Cor. 23): both taken as the Gaussian's
-        return scale, lambda a: scale * st.norm.isf(a / 2)
+        return scale, lambda a: scale * NormalDist().inv_cdf(1.0 - a / 2)
     if step is None:  # Laplace(b): Var 2b², Pr[|X| > t] = e^{−t/b}
         return scale * np.sqrt(2.0), lambda a: scale * np.log(1.0 / a)
     p = np.exp(-step / scale)  # step·N, N two-sided geometric: Pr[N = k] ∝ p^|k|
