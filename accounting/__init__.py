@@ -7,18 +7,19 @@
 * :func:`rdp`: exact Rényi divergences; :func:`rdp_to_epsilon` / :func:`rdp_to_delta`.
 * :mod:`accounting.exact`: closed-form single-release privacy (``privacy_profile``,
   ``epsilon``, ``renyi``, ``worst_pair``), the worst case over a mechanism's pairs.
-* :mod:`accounting.mixture_paper`: the piecewise-mixture paper's ζ, Proposition 1 and usefulness
-  bounds — NOT CERTIFIED (reproduction only).
 * :mod:`accounting.composite`: the true ε* of a composite release (``dpjax.Composite``) next to its nominal ε.
 * :class:`Accountant`: a small odometer with a budget.
 * :class:`PrDPLedger`: the per-level pure-ε ledger of per-record DP releases (``dpjax.prdp``).
 * DP-SGD (:mod:`accounting.dpsgd`): :func:`dpsgd_epsilon`, the calibrators, :class:`DpsgdAccountant`.
 
+The papers' own accountants (privacy boosting's paper mode, the piecewise-mixture paper's ζ) are
+reproductions, NOT CERTIFIED, kept apart in :mod:`accounting.papers` (import it explicitly).
+
 Float64 throughout, inside ``jax.enable_x64(True)`` contexts (the global flag is
 never touched). See docs/accounting.md for the mechanism hook.
 """
 
-from accounting import composite, exact, mixture_paper
+from accounting import composite, exact
 from accounting.accountant import Accountant
 from accounting.privacy_loss.batch import get_delta, get_epsilon
 from accounting.privacy_loss.construction import DEFAULT_DISCRETIZATION, DEFAULT_TAIL_MASS, Plan, make_plan
@@ -47,7 +48,6 @@ __all__ = [
     "rdp_to_delta",
     "Accountant",
     "exact",
-    "mixture_paper",
     "composite",
     "PrDPLedger",
     "PrDPShare",

@@ -41,7 +41,7 @@ import numpy as np
 from accounting._numerics import to64, x64
 from accounting.privacy_loss.pair_path import worst_case
 from accounting._root import epsilon_and_slope, epsilon_root
-from dpjax.mechanism import Mechanism, overrides
+from dpjax.mechanism import Mechanism
 from dpjax.validation import check_positive, check_probability, check_real, is_traced
 
 __all__ = ["privacy_profile", "epsilon", "renyi", "worst_pair", "worst_delta", "worst_renyi", "epsilon_root",
@@ -123,7 +123,7 @@ def worst_renyi(mech, order, sensitivity, trim=False):
 def _setup(mech, sensitivity, pairs, kind):
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
-    if not overrides(mech, _KINDS[kind]):
+    if getattr(mech, _KINDS[kind]) is None:
         raise ValueError(f"mech: {type(mech).__name__} has no closed-form {_KINDS[kind]}; its exact privacy comes "
                          "from its output law through accounting.pld / accounting.rdp")
     if not is_traced(sensitivity):

@@ -33,7 +33,7 @@ from accounting._numerics import to64, x64
 from accounting.privacy_loss.pair_path import worst_case
 from accounting.privacy_loss.profiles import discrete_plan, expand, output_interval
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
-from dpjax.mechanism import Mechanism, overrides
+from dpjax.mechanism import Mechanism
 
 __all__ = ["rdp", "rdp_to_epsilon", "rdp_to_delta", "subsampled_rdp", "sampled_gaussian_rdp", "RDP_ORDERS",
            "SAMPLED_GAUSSIAN_ORDERS", "sampled_gaussian_rdp_at"]
@@ -59,7 +59,7 @@ def _pair_divergence(mech, kind, v, nv, alpha, cells, klo, count):
         widen = (jnp.max(alpha) - 1.0) * jnp.abs(v - nv)
         ylo, yhi = ylo - widen, yhi + widen
         edges = ylo + (yhi - ylo) * jnp.linspace(0.0, 1.0, cells + 1)
-        if overrides(mech, "output_breakpoints"):
+        if mech.output_breakpoints is not None:
             bp = jnp.clip(jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64), ylo, yhi)
             shape = jnp.broadcast_shapes(edges.shape[:-1], bp.shape[:-1])
             edges = jnp.sort(jnp.concatenate([jnp.broadcast_to(edges, shape + edges.shape[-1:]),
@@ -92,7 +92,7 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
     m = to64(mech)
     values, nvalues = (jnp.asarray(x, jnp.float64) for x in m.neighbour_pairs(jnp.asarray(sensitivity, jnp.float64)))
     me = expand(m)
-    kind = "closed_form" if overrides(m, "renyi_divergence") else ("discrete" if m.discrete else "grid")
+    kind = "closed_form" if m.renyi_divergence is not None else ("discrete" if m.discrete else "grid")
     # a shift off the mechanism's lattice separates the neighbours' supports: D_α = ∞
     apart = m.off_lattice(jnp.asarray(sensitivity, jnp.float64)).reshape(tuple(m.batch_shape) + (1,) * len(shp))
     if kind == "closed_form":

@@ -73,7 +73,7 @@ def main(argv=None):
     keys = iter(jax.random.split(jax.random.key(0), 100_000))
     xf = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
     x = xf.astype(jnp.int32) % args.k
-    reference = lambda: dpjax.release(next(keys), xf, dpjax.Laplace(1.0)).block_until_ready()
+    reference = lambda: dpjax.release(next(keys), xf, dpjax.Laplace(1.0), numerics="float").block_until_ready()
     print(f"{'ε layout':<42}{'exact / float Laplace (wall, CPU)':>36}{'before (wall, CPU)':>22}")
     for name, eps in layouts(n):
         rr = dpjax.RandomizedResponse(jnp.asarray(eps), args.k)

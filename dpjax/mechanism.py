@@ -17,8 +17,14 @@ law
   examines every pair in both directions and takes the pessimistic envelope.
 * optional accounting hooks — ``hockey_stick(ε, value, neighbour_value)`` (closed-form
   privacy profile of a pair), ``output_breakpoints(value, neighbour_value)`` (where the
-  loss jumps or turns), ``renyi_divergence(α, value, neighbour_value)`` and the class
+  loss jumps or turns), ``renyi_divergence(α, value, neighbour_value)``, ``pure_epsilon(Δ)``,
+  ``gaussian_pld_mu(Δ)``, ``renyi_divergence_bound(α, value, neighbour_value)``, and the class
   flags ``symmetric_pairs`` and ``pair_path``; see docs/accounting.md for the contract.
+
+A capability is declared one way: an optional hook is ``None`` on :class:`Mechanism` and a
+mechanism that has it defines the method; the engine asks ``mech.hook is not None``. The
+required methods (``_sample``, ``log_prob``, ``cdf``, ``neighbour_pairs``) are abstract: a class
+missing one cannot be instantiated (``TypeError`` naming the method).
 
 Sampling goes through :class:`dpjax.random.UniformStream`: a mechanism only maps
 per-record uniforms to outputs (``_sample``), which is what makes releases
@@ -27,8 +33,9 @@ reproducible under slicing and sharding.
 
 from __future__ import annotations
 
+import abc
 import math
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +43,7 @@ import jax.numpy as jnp
 from dpjax.validation import check_real
 from dpjax.random import MAX_RECORDS, UniformStream, check_key
 
-__all__ = ["Mechanism", "output_dtype", "default_float", "overrides", "flat_records", "LANE_BLOCK"]
+__all__ = ["Mechanism", "output_dtype", "default_float", "flat_records", "LANE_BLOCK"]
 
 
 def output_dtype(value, discrete: bool):
@@ -105,19 +112,11 @@ def as_records(values, mech):
     return values, squeeze
 
 
-def overrides(obj, name: str) -> bool:
-    """Whether ``obj``'s class (or ``obj``, a class) overrides the optional hook ``name`` of
-    :class:`Mechanism` (a capability: e.g. a closed-form ``hockey_stick``), wherever in its bases
-    it is defined."""
-    impl = getattr(obj if isinstance(obj, type) else type(obj), name, None)
-    return impl is not None and impl is not getattr(Mechanism, name, None)
-
-
 def _float_dtype(dt):
     return dt if jnp.issubdtype(dt, jnp.floating) else default_float()
 
 
-class Mechanism:
+class Mechanism(abc.ABC):
     """Base class of all mechanisms (subclasses are ``@pytree_dataclass``)."""
 
     #: Outputs are integers (pmf/cdf on the integers).
@@ -167,14 +166,17 @@ class Mechanism:
         stream = UniformStream(key, jnp.shape(value), _float_dtype(dt), start)
         return self._sample(stream, value).astype(dt)
 
+    @abc.abstractmethod
     def _sample(self, uniform: UniformStream, value) -> jax.Array:
-        raise NotImplementedError
+        """Outputs for ``value`` from the per-record uniforms of ``uniform``."""
 
+    @abc.abstractmethod
     def log_prob(self, y, value) -> jax.Array:
-        raise NotImplementedError
+        """Log density (continuous) or log pmf (discrete) of output ``y`` for the answer ``value``."""
 
+    @abc.abstractmethod
     def cdf(self, y, value) -> jax.Array:
-        raise NotImplementedError
+        """``Pr[M(value) <= y]``."""
 
     def sf(self, y, value) -> jax.Array:
         """``Pr[M(value) > y]``; default ``1 − cdf`` (override where the upper tail must stay
@@ -186,6 +188,7 @@ class Mechanism:
         """``log p(y | value) - log p(y | neighbour_value)``."""
         return self.log_prob(y, value) - self.log_prob(y, neighbour_value)
 
+    @abc.abstractmethod
     def neighbour_pairs(self, sensitivity=1.0):
         """Arrays ``(values, neighbour_values)`` the accountant must examine.
 
@@ -193,7 +196,6 @@ class Mechanism:
         leading batch axes matching the parameters). Each pair is examined in both
         orders, so list each unordered pair once; the grid must contain the worst pair.
         """
-        raise NotImplementedError
 
     # -- optional accounting hooks (override where a closed form exists) ----------------
     #: δ(P_v‖P_v') = δ(P_v'‖P_v) for every declared pair (lets the accountant skip the mirror).
@@ -204,27 +206,29 @@ class Mechanism:
     #: maximum (needs the closed forms ``hockey_stick`` / ``renyi_divergence``).
     pair_path: ClassVar[bool] = False
 
-    def hockey_stick(self, epsilon, value, neighbour_value) -> jax.Array:
-        """Optional: δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy in closed form.
-
-        Must broadcast ``epsilon`` (e.g. shape (..., n)) against ``value``,
-        ``neighbour_value`` and the parameters (the accountant passes parameters
-        shaped (..., 1)), accept every real ε, and be exact or an upper bound. When
-        it is not overridden the accountant discretises the output space instead
-        (``cdf``, ``privacy_loss``, ``output_breakpoints``).
-        """
-        raise NotImplementedError
-
-    def output_breakpoints(self, value, neighbour_value) -> jax.Array:
-        """Optional: outputs y (array (..., B), static B) where y ↦ privacy_loss(y, value,
-        neighbour_value) jumps or changes monotonicity. The output-grid accountant
-        inserts them so the loss is monotone inside every cell. Default: none."""
-        return jnp.zeros(jnp.shape(value) + (0,))
-
-    def renyi_divergence(self, order, value, neighbour_value) -> jax.Array:
-        """Optional: D_α(P_value‖P_neighbour_value) in closed form (α > 1), broadcasting
-        like :meth:`hockey_stick`. Otherwise ``accounting.rdp`` integrates numerically."""
-        raise NotImplementedError
+    #: Optional: ``hockey_stick(epsilon, value, neighbour_value)``, δ(ε) = ∫ (p(y|value) −
+    #: e^ε p(y|neighbour_value))_+ dy in closed form. Must broadcast ``epsilon`` (e.g. shape (..., n))
+    #: against ``value``, ``neighbour_value`` and the parameters (the accountant passes parameters
+    #: shaped (..., 1)), accept every real ε, and be exact or an upper bound. Without it the
+    #: accountant discretises the output space (``cdf``, ``privacy_loss``, ``output_breakpoints``).
+    hockey_stick: ClassVar[Callable | None] = None
+    #: Optional: ``output_breakpoints(value, neighbour_value)``, outputs y (array (..., B), static B)
+    #: where y ↦ privacy_loss(y, value, neighbour_value) jumps or changes monotonicity; the
+    #: output-grid accountant inserts them so the loss is monotone inside every cell.
+    output_breakpoints: ClassVar[Callable | None] = None
+    #: Optional: ``renyi_divergence(order, value, neighbour_value)``, D_α(P_value‖P_neighbour_value) in
+    #: closed form (α > 1), broadcasting like ``hockey_stick``; otherwise ``accounting.rdp``
+    #: integrates numerically.
+    renyi_divergence: ClassVar[Callable | None] = None
+    #: Optional: ``pure_epsilon(sensitivity)``, the mechanism's own pure ε at that sensitivity (∞ where
+    #: the mechanism is not pure-DP there); every accountant answer is capped by it.
+    pure_epsilon: ClassVar[Callable | None] = None
+    #: Optional: ``gaussian_pld_mu(sensitivity)``, μ of a pair loss that is exactly Gaussian
+    #: (N(μ²/2, μ²)): the accountant keeps the analytic Gaussian PLD.
+    gaussian_pld_mu: ClassVar[Callable | None] = None
+    #: Optional: ``renyi_divergence_bound(order, value, neighbour_value)``, an upper bound on the Rényi
+    #: divergence (DP-SGD's RDP accountant uses it for discrete noise).
+    renyi_divergence_bound: ClassVar[Callable | None] = None
 
     def traced_checks(self, values):
         """``[(ok, message), …]``: the checks of the constructor and :meth:`validate_values` as

@@ -22,9 +22,19 @@ def static_field(**kwargs):
     return dataclasses.field(metadata=metadata, **kwargs)
 
 
-def pytree_dataclass(cls):
-    """Turn ``cls`` into a frozen dataclass registered as a pytree node."""
-    cls = dataclasses.dataclass(frozen=True, eq=False, repr=True)(cls)
+def pytree_dataclass(cls=None, *, kw_only: bool = False):
+    """Turn ``cls`` into a frozen dataclass registered as a pytree node.
+
+    Args:
+      cls: the class to decorate (``@pytree_dataclass`` or ``@pytree_dataclass(kw_only=True)``).
+      kw_only: its fields are keyword-only in the constructor (for result types with many fields).
+
+    Returns:
+      The frozen dataclass, registered with :func:`jax.tree_util.register_pytree_with_keys`.
+    """
+    if cls is None:
+        return lambda c: pytree_dataclass(c, kw_only=kw_only)
+    cls = dataclasses.dataclass(frozen=True, eq=False, repr=True, kw_only=kw_only)(cls)
     fields = dataclasses.fields(cls)
     data_names = tuple(f.name for f in fields if not f.metadata.get("static", False))
     meta_names = tuple(f.name for f in fields if f.metadata.get("static", False))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import abc
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,7 +45,7 @@ __all__ = ["Region", "AbsoluteError", "RelativeError", "FixedInterval"]
 _RELATIVE_GRID_CAP = 1e4
 
 
-class Region:
+class Region(abc.ABC):
     """Base class of preferred regions (subclasses are ``@pytree_dataclass``)."""
 
     #: ``S(Q) − Q`` does not depend on Q (the law moves rigidly with the answer: every pair at
@@ -57,9 +58,9 @@ class Region:
         """Raise ``ValueError`` if the answer domain is empty (e.g. no integer answer in a fixed
         interval for a discrete kernel)."""
 
+    @abc.abstractmethod
     def interval(self, value):
         """``(lo, hi)``: the closed preferred interval ``S(value)`` in output coordinates."""
-        raise NotImplementedError
 
     def noise_interval(self, value):
         """``S(value) − value``: the interval the *noise* must fall in (samplers use it).
@@ -71,6 +72,7 @@ class Region:
         lo, hi = self.interval(v)
         return lo - v, hi - v
 
+    @abc.abstractmethod
     def hardest_answers(self, discrete: bool = False):
         """Tuple of candidate answers whose kernel mass in ``S`` is smallest.
 
@@ -78,15 +80,14 @@ class Region:
         domain is attained at one of these; the boosting rate takes the max of
         eq. (3) over all of them.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def neighbour_pairs(self, sensitivity, reach, num: int, discrete: bool = False):
         """``(values, neighbour_values)`` with a trailing axis of pairs to examine.
 
         ``reach``: a distance beyond which the kernel puts negligible mass
         (< 1e-17); ``num``: the (static) grid size.
         """
-        raise NotImplementedError
 
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` for answers outside the region's answer domain."""

@@ -22,13 +22,13 @@ import jax.numpy as jnp
 
 from dpjax import multihost
 from dpjax._draw import SHARD_MIN_RECORDS, _cut, _release_flat, _release_whole, _shard
-from dpjax.validation import check_finite_values, check_int, release_dtype
+from dpjax.validation import check_finite_values, check_int, is_global, is_traced, release_dtype
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, flat_records
 from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release", "checked_release"]
 
-def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "float") -> jax.Array:
+def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | None = None) -> jax.Array:
     """Release ``values`` through ``mech``: one independent draw per record.
 
     Args:
@@ -38,24 +38,45 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
       mech: a mechanism; its batch shape must broadcast to ``values.shape``.
       start: record index of ``values[0]`` (flat), to release a large array in
         slices with exactly the noise of the whole release.
-      numerics: ``"float"`` (default; idealized numerics: float samplers, see docs/threat-model.md)
-        or ``"exact"``: ``mech.exact_lattice()`` is run, integer-only noise on a lattice that does
-        not depend on the data (:mod:`dpjax.exact`); ``key`` may then also be a
-        :class:`dpjax.exact.HostBits` (``os.urandom`` words).
+      numerics: ``"exact"``: ``mech.exact_lattice()`` is run, integer-only noise on a lattice that
+        does not depend on the data (:mod:`dpjax.exact`); ``key`` may then also be a
+        :class:`dpjax.exact.HostBits` (``os.urandom`` words). ``"float"``: idealized numerics, the
+        float samplers (docs/threat-model.md). ``None`` (default), the tier ``dpjax release`` runs:
+        exact where ``mech`` has an exact sampler (Laplace, Gaussian, their discrete versions,
+        randomized response, PB-DP over a discrete kernel with an absolute-error region), float where it
+        has none and where the key, the values or the mechanism's parameters are traced (under ``jit``,
+        ``vmap`` or ``grad``: the exact tier draws on the host from concrete parameters). The lattice
+        mechanism that runs is ``mech.exact_lattice()``: account that one
+        (:func:`accounting.exact.epsilon`) for the privacy of what ran.
 
     Returns:
       Noisy values with the shape of ``values``.
+
+    Raises:
+      ValueError: invalid ``key``, ``values``, ``mech``, ``start`` or ``numerics`` (nothing is drawn);
+        ``numerics="exact"`` for a mechanism without an exact sampler.
     """
-    if numerics not in ("float", "exact"):
-        raise ValueError(f"numerics must be 'float' or 'exact', got {numerics!r}")
+    if numerics not in (None, "float", "exact"):
+        raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the mechanism has an exact "
+                         f"sampler), got {numerics!r}")
+    if numerics is None and is_traced((key, values, mech)):
+        numerics = "float"
     if multihost.active():  # several JAX processes: a global array is released shard by shard, agreed by all
+        if numerics is None:
+            numerics = "exact" if _has_exact_sampler(mech) else "float"
         out = multihost.release(key, values, mech, start=start, numerics=numerics)
         if out is not None:
             return out
-    if numerics == "exact":
+    if numerics != "float":
         from dpjax.exact.lattice import release_exact
 
-        return release_exact(key, values, mech, start=start)
+        try:
+            return release_exact(key, values, mech, start=start)
+        except ValueError:
+            # the default tier: float where the mechanism has no exact sampler (the refusal then came from
+            # ``mech.exact_lattice()``); any other refusal stands
+            if numerics == "exact" or _has_exact_sampler(mech):
+                raise
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")
     key = check_key(key)
@@ -79,6 +100,19 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str = "fl
     flat_mech = jax.tree_util.tree_map(lambda p: _shard(p, devices) if jnp.ndim(p) else p, flat_mech)
     out = _cut(_release_flat(key, flat, flat_mech, jnp.uint32(start)), n, shape)
     return out.reshape(()) if squeeze else out
+
+
+def _has_exact_sampler(mech) -> bool:
+    """Whether ``mech.exact_lattice()`` builds the exact tier's mechanism (a dpjax mechanism that does not refuse);
+    parameters spread over several processes are asked on this process's first shard."""
+    if not isinstance(mech, Mechanism):
+        return False
+    local = jax.tree_util.tree_map(lambda p: p.addressable_shards[0].data if is_global(p) else p, mech)
+    try:
+        local.exact_lattice()
+    except ValueError:
+        return False
+    return True
 
 
 def checked_release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:

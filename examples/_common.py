@@ -1,6 +1,6 @@
 """Shared helpers of the figure scripts: output folder, CSV/PNG writers, the four single-release curves.
 
-Paper mode = :mod:`accounting.pbdp_paper` (the paper's own, NOT CERTIFIED accountant, Jiang et al.,
+Paper mode = :mod:`accounting.papers.pbdp` (the paper's own, NOT CERTIFIED accountant, Jiang et al.,
 IEEE S&P 2025, §3) with these conventions: Gaussian kernel, analytic calibration,
 strip masses capped, Remark 4 with the exponent fixed, Algorithm 1 with its indices fixed;
 the paper's optimum is ``pbdp_paper.paper_tune`` (log grid over σ ∈ [σ_base, 50 σ_base],
@@ -82,7 +82,7 @@ def single_release_curves(sens, rho, size, delta=None, order=None):
     """
     import dpjax
     import optimize
-    from accounting import pbdp_paper
+    from accounting.papers import pbdp as pbdp_paper
 
     sens, rho, size = np.broadcast_arrays(*(np.asarray(x, float) for x in (sens, rho, size)))
     tau = size / 2

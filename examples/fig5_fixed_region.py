@@ -1,7 +1,7 @@
 """Figure 5 analogue: fixed preferred region — PB-GDP vs the bounded (truncated, q = 1) Gaussian.
 
 (a) Privacy profiles δ(ε): kernel ε0 = 0.1 at δ0 = 1e-5 (σ = 30.75; δ0 is our assumption),
-    ΔQ = 1, ρ = 0.8, S ∈ {[−10,10], [−25,25], [−50,50]}; paper mode (accounting.pbdp_paper,
+    ΔQ = 1, ρ = 0.8, S ∈ {[−10,10], [−25,25], [−50,50]}; paper mode (accounting.papers.pbdp,
     Remark 3: δ_G(ε − L1)) and exact mode (worst pair on the answer grid, both directions) for PB
     and for the bounded mechanism (PB with ρ = 1).
 (b) The additional loss L1 = ε − ε0 (paper mode, α-free) vs ρ at σ = 10, with the exact
@@ -19,7 +19,7 @@ import numpy as np
 import _common as C
 import dpjax
 import optimize
-from accounting import pbdp_paper
+from accounting.papers import pbdp as pbdp_paper
 from dpjax.kernels import analytic_gaussian_sigma
 
 EPS = np.linspace(0.0, 0.2, 41)

@@ -1,7 +1,7 @@
 """Figure 6 analogue: T-fold homogeneous composition, absolute error, ΔQ = 3, |S| = 10, ρ = 0.9.
 
 (a) (ε, δ = 1e-5): the Gaussian meeting the same utility (analytic, μ√T); PB in paper
-    mode (accounting.pbdp_paper: Algorithm 1 with its indices fixed, re-optimised over σ
+    mode (accounting.papers.pbdp: Algorithm 1 with its indices fixed, re-optimised over σ
     for every T); the exact
     ε of that paper-tuned mechanism (PLD + FFT); PB tuned on the exact composed PLD
     (optimize.tune_boosted(compositions=T)).
@@ -19,7 +19,7 @@ import _common as C
 import accounting
 import dpjax
 import optimize
-from accounting import pbdp_paper
+from accounting.papers import pbdp as pbdp_paper
 
 SENS, TAU, RHO, DELTA = 3.0, 5.0, 0.9, 1e-5
 COUNTS = (1, 10, 100, 1000)

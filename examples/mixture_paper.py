@@ -24,7 +24,7 @@ import numpy as np
 
 import accounting
 import dpjax
-from accounting import mixture_paper as mp
+from accounting.papers import mixture as mp
 from _common import write_csv
 
 jax.config.update("jax_enable_x64", True)  # a script: float64 throughout

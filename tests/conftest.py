@@ -1,6 +1,7 @@
 import ctypes
 import gc
 import os
+import time
 
 import pytest
 
@@ -70,22 +71,8 @@ def _trim_heap():
         pass
 
 
-_SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
-
-
-def _listed_slow():
-    with open(_SLOW_LIST, encoding="utf-8") as fh:
-        return {line.strip() for line in fh if line.strip() and not line.startswith("#")}
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests listed in tests/slow_tests.txt ``slow`` (before ``-m`` selects): the default
-    suite's time budget, kept as data next to the tests rather than as markers spread over them."""
-    listed = _listed_slow()
-    for item in items:
-        if item.nodeid in listed:
-            item.add_marker(pytest.mark.slow)
     # the files whose tests wait on other processes (two-process launches, the Spark JVM) first: with
     # ``--dist loadfile`` one worker takes them while the other runs the rest, instead of both idling at the end
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in _SUBPROCESS_FILES)
@@ -93,3 +80,31 @@ def pytest_collection_modifyitems(config, items):
 
 #: test files whose tests spend most of their time in other processes
 _SUBPROCESS_FILES = ("tests/test_multihost.py", "tests/test_table_spark.py")
+
+
+#: the default suite's wall-time budget on the 2-core CI machine (seconds); ``DPJAX_SUITE_BUDGET_S`` overrides it
+SUITE_BUDGET_S = float(os.environ.get("DPJAX_SUITE_BUDGET_S", 240))
+
+
+def _is_default_suite(config) -> bool:
+    """The whole default suite: no file, node or keyword selection, and ``-m 'not slow'`` as configured."""
+    explicit = [a for a in config.args if os.path.normpath(a) not in ("tests", os.path.dirname(__file__))]
+    return not explicit and not config.option.keyword and config.option.markexpr == "not slow"
+
+
+def pytest_sessionstart(session):
+    session.config._dpjax_started = time.monotonic()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the default suite when it outgrows its budget: the heaviest tests then move under
+    ``@pytest.mark.slow`` where they are defined, each keeping a cheaper default sibling."""
+    if hasattr(session.config, "workerinput") or not _is_default_suite(session.config):
+        return
+    took = time.monotonic() - session.config._dpjax_started
+    if took > SUITE_BUDGET_S and exitstatus == 0:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"the default suite took {took:.0f} s, over its budget of {SUITE_BUDGET_S:.0f} s: "
+                                "mark the heaviest tests slow where they are defined (tests/README.md)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -43,9 +43,8 @@ class Case:
     constructor with the parameter name its error must carry; ``scan`` gives the answers
     ``Q`` of the pair scan (pairs ``(Q, Q + d)``, ``0 < d ≤ Δ``); ``points``, the outputs where
     the law of ``values[1]`` is evaluated, for a law on a bounded output range (default
-    ``values[1] ± 6``); ``heavy`` cases (the PB-DP variants, whose closed forms other default
-    tests check against quadrature and inside the PLD) take the accountant-level checks in the
-    slow suite only."""
+    ``values[1] ± 6``). Which cases of a check run in the slow suite only is said at the check
+    (``tests/test_contract.py``)."""
 
     id: str
     build: Callable
@@ -55,7 +54,6 @@ class Case:
     scan: tuple = (0.0,)
     categorical: bool = False  # values are category indices (randomized response)
     points: tuple | None = None  # outputs where the law of values[1] is compared (default: values[1] ± 6)
-    heavy: bool = False  # its accountant-level checks (profiles, gradients, pair scans) run in the slow suite
 
 
 def _pb(kernel, region, rho=0.9, **kw):
@@ -80,31 +78,29 @@ CASES = [
          invalid=((lambda: dpjax.RandomizedResponse(1.0, 1), "num_categories"),)),
     Case("BoostedRandomizedResponse", lambda: dpjax.BoostedRandomizedResponse(2.0, 1.0, 6, 2), values=(0, 3),
          categorical=True, invalid=((lambda: dpjax.BoostedRandomizedResponse(1.0, 2.0, 6, 2), "epsilon0"),)),
-    # heavy (~50 s of accountant-level checks): the absolute region's exact accountant stays in the
+    # its accountant-level checks (~50 s) run in the slow suite: the absolute region's exact accountant stays in the
     # default suite through tests/test_accounting_soundness.py (ε = 430.42 and its gradient)
     Case("PB-Gaussian-Absolute", _pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0)),
-         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),),
-         heavy=True),
+         sensitivity=2.0, invalid=((_pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0), 1.5), "rho"),)),
     Case("PB-Laplace-Relative", _pb(lambda: dpjax.Laplace(2.0), lambda: dpjax.RelativeError(0.2, 2.0)),
          values=(0.0, 6.0), scan=(-0.5, 0.0, 2.0, 5.0, 10.0, 20.0),
-         invalid=((lambda: dpjax.RelativeError(-0.1, 1.0), "theta"),), heavy=True),
+         invalid=((lambda: dpjax.RelativeError(-0.1, 1.0), "theta"),)),
     Case("PB-Gaussian-Fixed", _pb(lambda: dpjax.Gaussian(4.0), lambda: dpjax.FixedInterval(-2.0, 10.0)),
          values=(-2.0, 4.0), scan=(-2.0, 0.0, 4.0, 9.0),
-         invalid=((lambda: dpjax.FixedInterval(1.0, 0.0), "high"),), heavy=True),
-    # heavy (~35 s): PB-DP's closed forms stay in the default suite against quadrature
+         invalid=((lambda: dpjax.FixedInterval(1.0, 0.0), "high"),)),
+    # its accountant-level checks (~35 s) run in the slow suite; PB-DP's closed forms stay in the default suite against quadrature
     # (tests/test_boosting_exact.py) and inside the PLD (test_accounting_soundness.py, test_pld_mass.py)
     Case("PB-DiscreteLaplace-Relative", _pb(lambda: dpjax.DiscreteLaplace(1.5), lambda: dpjax.RelativeError(0.25, 1.5)),
-         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),),
-         heavy=True),
+         values=(0, 5), scan=(-2.0, 0.0, 1.0, 3.0, 7.0), invalid=((lambda: dpjax.AbsoluteError(0.0), "tau"),)),
     Case("PB-DiscreteGaussian-Absolute", _pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5)),
          values=(0, 4), sensitivity=2.0,
-         invalid=((_pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5), 0.0), "rho"),), heavy=True),
+         invalid=((_pb(lambda: dpjax.DiscreteGaussian(2.0), lambda: dpjax.AbsoluteError(1.5), 0.0), "rho"),)),
     Case("PB-Logistic-Absolute", _pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0)),
-         invalid=((_pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0), float("nan")), "rho"),), heavy=True),
+         invalid=((_pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0), float("nan")), "rho"),)),
     Case("PB-Logistic-Relative-rejection",
          _pb(lambda: Logistic(1.5), lambda: dpjax.RelativeError(0.1, 2.0), sampler="rejection"),
          values=(0.0, 8.0), scan=(-0.5, 0.0, 5.0, 15.0, 40.0),
-         invalid=((_pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0), sampler="gibbs"), "sampler"),), heavy=True),
+         invalid=((_pb(lambda: Logistic(1.5), lambda: dpjax.AbsoluteError(2.0), sampler="gibbs"), "sampler"),)),
     # bounded output range [−4.64, 7.64]: the law is compared at points inside it
     Case("Composite-A1B1", lambda: dpjax.Composite("A1", "B1", 1.0, 0.481, 0.843, 0.280, window=(0.0, 3.0)),
          sensitivity=3.0, points=tuple(-3.3 + 0.37 * i for i in range(25)),

@@ -38,6 +38,7 @@ def test_gaussian_analytic_matches_reference(count):
     assert ref - 1e-8 <= eps <= ref * (1 + 1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [1, 10, 100])
 def test_gaussian_grid_path_never_below_and_tight(count):
     p = accounting.pld(dpjax.Gaussian(sigma=1.0), use_analytic=False).self_compose(count)
@@ -47,6 +48,7 @@ def test_gaussian_grid_path_never_below_and_tight(count):
     assert eps - ref < 1e-5  # connect-the-dots is tight
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count,lo,hi", [(10, 9.998978070, 9.998978089), (100, 71.545905608, 71.546003662)])
 def test_laplace_inside_dp_accounting_bracket(count, lo, hi):
     lap = dpjax.Laplace(scale=1.0)
@@ -62,6 +64,7 @@ def psg():
     return accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count,bracket,rem,add", [
     (1000, (1.827105, 1.829369), 1.82824365, 1.4166725),
     (10000, (6.186385, 6.189040), 6.187745, 5.61154576),
@@ -77,6 +80,7 @@ def test_poisson_subsampled_gaussian(psg, count, bracket, rem, add):
     assert r == pytest.approx(rem, abs=5e-5) and a == pytest.approx(add, abs=5e-5)
 
 
+@pytest.mark.slow
 def test_heterogeneous_composition(psg):
     two = accounting.pld(dpjax.Gaussian(sigma=2.0), sampling_prob=0.01)
     eps = _f(psg.self_compose(500).compose(two.self_compose(500)).get_epsilon_for_delta(1e-5))
@@ -84,6 +88,7 @@ def test_heterogeneous_composition(psg):
     assert 1.388538 <= eps <= 1.408760
 
 
+@pytest.mark.slow
 def test_small_delta_is_refused_or_accurate(psg):
     c = psg.self_compose(1000)
     assert _f(c.get_epsilon_for_delta(1e-10)) == pytest.approx(3.29045, abs=2e-3)
@@ -102,6 +107,7 @@ def _dp_pld(kind, param, q, pessimistic, step=2.0**-13):
                                          value_discretization_interval=step)
 
 
+@pytest.mark.slow
 def test_random_cases_against_dp_accounting_and_soundness():
     _random_cases(np.random.default_rng(1234), 3)
 
@@ -154,6 +160,7 @@ def test_soundness_property_many_cases():
         assert ours >= lower.get_epsilon_for_delta(delta) - 1e-9
 
 
+@pytest.mark.slow
 def test_delta_for_epsilon_arrays_and_bracket():
     eps = np.array([0.5, 1.0, 2.0, 4.0])
     lap = dpjax.Laplace(scale=1.0)
@@ -169,6 +176,7 @@ def test_delta_for_epsilon_arrays_and_bracket():
 # ----------------------------------------------------------------------------------
 # discrete mechanisms, pure ε
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_discrete_mechanisms_and_pure_epsilon():
     dl = accounting.pld(dpjax.DiscreteLaplace(scale=1.0))
     assert _f(dl.pure_epsilon()) == pytest.approx(1.0)
@@ -247,6 +255,7 @@ def _quad_hockey(mech, v, nv, eps):
     return sum(integrate.quad(integrand, a, b, limit=200, epsabs=1e-13)[0] for a, b in zip(edges[:-1], edges[1:]))
 
 
+@pytest.mark.slow
 def test_output_grid_path_matches_closed_form_laplace():
     ref_p = accounting.pld(dpjax.Laplace(scale=1.0)).self_compose(10)
     grid_p = accounting.pld(GridLaplace(scale=1.0)).self_compose(10)
@@ -317,6 +326,7 @@ class Logistic(Mechanism):
         return jnp.zeros((1,)), jnp.full((1,), sensitivity)
 
 
+@pytest.mark.slow
 def test_rdp_against_quadrature_and_sums():
     orders = np.array([1.5, 2.0, 5.0, 10.0])
     lap = np.asarray(accounting.rdp(dpjax.Laplace(scale=1.3), orders))
@@ -344,6 +354,7 @@ def test_rdp_against_quadrature_and_sums():
     np.testing.assert_allclose(rr, ref, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_rdp_conversion_matches_dp_accounting():
     from dp_accounting.rdp import rdp_privacy_accountant as R
 
@@ -360,6 +371,7 @@ def test_rdp_conversion_matches_dp_accounting():
 # ----------------------------------------------------------------------------------
 # batching, gradients, jit, float64 isolation
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_batched_mechanism_gives_batched_answers():
     sigmas = np.array([0.8, 1.0, 1.5])
     batch = accounting.pld(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), sampling_prob=0.02).self_compose(50)
@@ -406,6 +418,7 @@ def test_gradients_match_finite_differences():
     assert _f(jax.grad(fn)(2.0)) == pytest.approx(_f(_fd(lambda s: _f(fn(s)), 2.0, 1e-4)), rel=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, q", [(lambda: dpjax.Gaussian(sigma=0.9), 0.02),
                                      pytest.param(lambda: dpjax.Laplace(scale=1.0), 1.0, marks=pytest.mark.slow)],
                          ids=["subsampled_gaussian", "laplace"])
@@ -426,6 +439,7 @@ def test_mirrored_gap_points_share_the_grid_evaluation(make, q):
             assert _f(x.inf_mass) == _f(y.inf_mass)
 
 
+@pytest.mark.slow
 def test_jit_with_static_plan():
     mech = dpjax.Gaussian(sigma=1.0)
     plan = accounting.make_plan(dpjax.Gaussian(sigma=0.9), sampling_prob=0.05)  # covers σ ≥ 0.9
@@ -442,6 +456,7 @@ def test_jit_with_static_plan():
         jax.jit(lambda s: accounting.pld(dpjax.Gaussian(sigma=s), sampling_prob=0.05).remove.probs)(1.0)
 
 
+@pytest.mark.slow
 def test_global_x64_flag_untouched():
     before = jax.config.read("jax_enable_x64")
     p = accounting.pld(dpjax.Laplace(scale=1.0))
@@ -466,6 +481,7 @@ def test_validation_names_parameter(kwargs, name):
         accounting.pld(dpjax.Laplace(scale=1.0), **kwargs)
 
 
+@pytest.mark.slow
 def test_query_validation():
     p = accounting.pld(dpjax.Laplace(scale=1.0))
     with pytest.raises(ValueError, match="delta"):
@@ -479,6 +495,7 @@ def test_query_validation():
             accounting.pld(dpjax.Laplace(scale=2.0), value_discretization_interval=2.0**-10))
 
 
+@pytest.mark.slow
 def test_accountant_records_and_refuses():
     acc = accounting.Accountant(epsilon_budget=8.0, delta=1e-5)
     e1 = acc.record(dpjax.Gaussian(sigma=2.0), count=4)

@@ -123,6 +123,7 @@ def _run(seed, n):
     assert not failures, failures
 
 
+@pytest.mark.slow
 def test_random_cases_against_independent_oracles():
     _run(20261126, 4)
 

@@ -10,6 +10,7 @@ import dpjax
 from accounting.accountant import self_compose_by_count
 
 
+@pytest.mark.slow
 def test_odometer_composition_of_a_discrete_mechanism_refuses_to_be_differentiated():
     """The Accountant composes by a traced count (``self_compose_by_count``); its PLD lost the
     ``atomic`` flag, so a gradient through it was the grid's (wrong) one instead of a refusal."""
@@ -59,6 +60,7 @@ def test_log_concave_mixture_pld_matches_the_truth():
         assert truth - 1e-3 <= got <= truth * 1.002
 
 
+@pytest.mark.slow
 def test_no_mass_is_dropped_below_the_grid():
     """The first grid mass is at least what the others leave of 1 (all mass below the grid lifted to
     it): from the other side's normalisation alone an envelope of pair profiles left 0.99996 (PB-DP,

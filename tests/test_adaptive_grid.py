@@ -21,6 +21,7 @@ def _gaussian_truth(mu, delta):
     return float(mpmath.findroot(lambda e: d(e) - mpmath.mpf(delta), x0))
 
 
+@pytest.mark.slow
 def test_large_losses_are_finite_and_sound():
     # μ = 1000: every loss lies near μ²/2 = 5·10⁵, far beyond e^700 (it read ∞)
     truth = _gaussian_truth(1000.0, 1e-6)  # 504 752.4267
@@ -56,6 +57,7 @@ def test_randomized_response_many_compositions_is_tight():
     assert truth <= got <= 1.02 * truth  # 0.0027182; the 2^-13 grid read 0.0375
 
 
+@pytest.mark.slow
 def test_accountant_resolves_tiny_losses_and_meets_on_one_grid():
     truth = randomized_response_epsilon(1e-6, 10**6, 1e-6)
     acc = accounting.Accountant(delta=1e-6)
@@ -84,6 +86,7 @@ def test_laplace_tiny_losses_are_tight():
     assert lower <= got <= 1.02 * lower  # 4.6365e-5; the 2^-13 grid read 8.5e-4
 
 
+@pytest.mark.slow
 def test_subsampled_gaussian_small_rate_is_tight():
     got = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
     # dp_accounting's connect-the-dots PLD at interval 1e-8 (pessimistic, 131 s): 7.01796e-5;
@@ -102,6 +105,7 @@ def test_subsampled_gaussian_small_rate_against_dp_accounting():
     assert 0.98 * ref <= got <= 1.02 * ref
 
 
+@pytest.mark.slow
 def test_default_cases_keep_the_default_step():
     for p in (accounting.pld(dpjax.Gaussian(1.0), use_analytic=False), accounting.pld(dpjax.Laplace(1.0)),
               accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01)):

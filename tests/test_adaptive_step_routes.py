@@ -24,6 +24,7 @@ def _laplace_bracket(scale, count, delta=None, epsilon=None):
     return out
 
 
+@pytest.mark.slow
 def test_batch_queries_resolve_tiny_losses():
     # one mechanism (the small route): 8.5e-4 on the 2^-13 grid for the truth 4.6365e-5
     lower, upper = _laplace_bracket(1e6, 1000, delta=1e-6)
@@ -39,6 +40,7 @@ def test_batch_queries_resolve_tiny_losses():
         assert lower <= e <= 1.001 * upper
 
 
+@pytest.mark.slow
 def test_dpsgd_resolves_a_tiny_sampling_rate():
     # dp_accounting's connect-the-dots PLD at interval 1e-7 (pessimistic: above the truth): 7.0217e-5;
     # at 1e-8 (131 s) 7.01796e-5, its privacy buckets (optimistic, below the truth) 6.518e-5.
@@ -54,6 +56,7 @@ def test_dpsgd_resolves_a_tiny_sampling_rate():
     assert direct == pytest.approx(got, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_default_cases_keep_the_default_step():
     step = accounting.DEFAULT_DISCRETIZATION
     assert float(accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, count=10)) == float(
@@ -66,6 +69,7 @@ def test_default_cases_keep_the_default_step():
     assert fixed.record(dpjax.RandomizedResponse(1e-6, 2), count=10**6) > 0.03
 
 
+@pytest.mark.slow
 def test_batch_member_wider_than_the_sampled_windows():
     # FFT lengths come from 5 sampled members; member 3 (not sampled) composes to a wider window and is
     # recomputed with its own length (that path wrote into a read-only array and raised)

@@ -27,6 +27,7 @@ def test_validation(build, param):
         build()
 
 
+@pytest.mark.slow
 def test_reference_probabilities_and_special_cases():
     # ε=5, d=90, |S|=10
     refs = {0.0: (0.094885, 0.094885, 0.000639, 0.948853), 2.5: (0.439020, 0.036037, 0.002958, 0.763353),
@@ -51,6 +52,7 @@ def test_reference_probabilities_and_special_cases():
         assert float(m.other_probability) == pytest.approx(1 / (10 * e + 80), rel=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("e0", [0.0, 1.3, 5.0])
 def test_pure_epsilon_is_exact(e0):
     with jax.enable_x64(True):
@@ -71,6 +73,7 @@ def test_pure_epsilon_is_exact(e0):
         assert float(one.pure_epsilon()) == pytest.approx(e0)
 
 
+@pytest.mark.slow
 def test_sampler_matches_confusion_matrix_and_cdf():
     m = BoostedRandomizedResponse(2.0, 1.0, 12, 4)
     values = jnp.array([0, 5, 11], jnp.int32)
@@ -83,12 +86,13 @@ def test_sampler_matches_confusion_matrix_and_cdf():
             counts = np.bincount(x[:, j], minlength=12)
             assert stats.chisquare(counts, probs[v] * len(x)).pvalue > 1e-3
             np.testing.assert_allclose(mm.cdf(np.arange(-1, 13), v), np.r_[0.0, np.cumsum(probs[v]), 1.0], atol=1e-14)
-    out = dpjax.release(jax.random.key(4), jnp.arange(12, dtype=jnp.int32), m)
+    out = dpjax.release(jax.random.key(4), jnp.arange(12, dtype=jnp.int32), m, numerics="float")
     assert out.shape == (12,) and int(out.min()) >= 0 and int(out.max()) < 12
     with pytest.raises(ValueError, match="values"):
-        dpjax.release(jax.random.key(5), jnp.array([12]), m)
+        dpjax.release(jax.random.key(5), jnp.array([12]), m, numerics="float")
 
 
+@pytest.mark.slow
 def test_estimators_unbiased_with_the_stated_variances():
     d, s, n, reps = 20, 5, 4000, 400
     rng = np.random.default_rng(0)
@@ -123,6 +127,7 @@ TABLE_G = [
 ]
 
 
+@pytest.mark.slow
 def test_table_g_variances_histogram_independent():
     rng = np.random.default_rng(1)
     uniform = np.full(90, N_ADULT / 90)

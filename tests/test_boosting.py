@@ -85,6 +85,7 @@ def test_fixed_region_refuses_answers_outside():
 # ----------------------------------------------------------------------------------
 # boosting rate (eq. 3) and the law
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_boosting_rate_reference_values():
     # σ=7, τ=5, ρ=0.9 ⇒ p_S=0.524949, q=0.877218, coverage 0.9
     with jax.enable_x64(True):
@@ -121,7 +122,7 @@ def test_boosting_rate_clipped_at_zero_and_one():
 @pytest.mark.parametrize("region,hardest,other", [
     (AbsoluteError(2.0), [0.0], [3.0, -40.0]),
     (RelativeError(0.1, 2.0), [0.0], [1.0, -5.0, 30.0]),
-    (FixedInterval(-3.0, 5.0), [-3.0, 5.0], [0.0, 1.0, 4.0]),
+    pytest.param(FixedInterval(-3.0, 5.0), [-3.0, 5.0], [0.0, 1.0, 4.0], marks=pytest.mark.slow),
 ])
 def test_coverage_exact_at_hardest_and_larger_elsewhere(region, hardest, other):
     with jax.enable_x64(True):
@@ -149,6 +150,7 @@ def test_continuous_density_normalised_and_cdf_matches_quadrature(kernel, region
         assert inside == pytest.approx(float(_coverage(mech, value)), abs=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region,value", _matrix(DISCRETE, fast={
     ("DiscreteLaplace", "RelativeError"), ("DiscreteGaussian", "AbsoluteError")}))
 def test_discrete_pmf_normalised_and_cdf_is_its_cumsum(kernel, region, value):
@@ -168,8 +170,8 @@ def test_discrete_pmf_normalised_and_cdf_is_its_cumsum(kernel, region, value):
 # samplers
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kernel,region,value,sampler", _matrix(CONTINUOUS, ("mixture", "rejection"), fast={
-    ("Gaussian", "RelativeError", "mixture"), ("Gaussian", "FixedInterval", "rejection"),
-    ("Laplace", "AbsoluteError", "mixture"), ("Laplace", "RelativeError", "rejection")}))
+    ("Gaussian", "RelativeError", "mixture"), ("Laplace", "AbsoluteError", "mixture"),
+    ("Laplace", "RelativeError", "rejection")}))
 def test_samplers_ks_against_exact_cdf(kernel, region, value, sampler):
     mech = PrivacyBoosted(kernel, region, 0.95, sampler=sampler)
     x = np.asarray(_draw(mech, jax.random.key(11), jnp.float32(value), 100_000))
@@ -179,7 +181,7 @@ def test_samplers_ks_against_exact_cdf(kernel, region, value, sampler):
 
 
 @pytest.mark.parametrize("kernel,region,value,sampler", _matrix(DISCRETE, ("mixture", "rejection"), fast={
-    ("DiscreteLaplace", "FixedInterval", "mixture"), ("DiscreteGaussian", "RelativeError", "rejection")}))
+    ("DiscreteLaplace", "FixedInterval", "mixture")}))
 def test_discrete_samplers_chi_square(kernel, region, value, sampler):
     mech = PrivacyBoosted(kernel, region, 0.95, sampler=sampler)
     x = np.asarray(_draw(mech, jax.random.key(12), jnp.int32(round(value)), 100_000))
@@ -234,7 +236,7 @@ TAIL_CASES = [
     (dpjax.Gaussian(1.0), AbsoluteError(30.0), 0.5, "mixture"),  # q = 0; coverage 1
     pytest.param(dpjax.Laplace(1e3), RelativeError(0.1, 1.0), 0.99, "mixture", marks=SLOW),
     pytest.param(dpjax.DiscreteLaplace(1e3), AbsoluteError(3.0), 0.9, "mixture", marks=SLOW),
-    (dpjax.DiscreteGaussian(50.0), FixedInterval(0.0, 10.0), 1.0, "mixture"),  # truncation (q = 1)
+    pytest.param(dpjax.DiscreteGaussian(50.0), FixedInterval(0.0, 10.0), 1.0, "mixture", marks=SLOW),  # q = 1
     pytest.param(dpjax.Gaussian(1.0), AbsoluteError(0.5), 0.99, "rejection", marks=SLOW),
     pytest.param(dpjax.DiscreteGaussian(50.0), FixedInterval(0.0, 60.0), 1.0, "rejection", marks=SLOW),
 ]
@@ -254,6 +256,7 @@ def test_sampler_tail_stability_and_extremes(kernel, region, rho, sampler):
     assert abs(freq - cov) < 5 * math.sqrt(cov * (1 - cov) / 1e5) + 1e-6, freq
 
 
+@pytest.mark.slow
 def test_mixture_far_tail_in_float64():
     # the far lower tail is inverted from log-CDF targets: no 1 − F cancellation
     with jax.enable_x64(True):
@@ -277,6 +280,7 @@ NARROW_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region,value", NARROW_CASES)
 def test_mixture_narrow_region_float32(kernel, region, value):
     """A region ~1e-6 of the scale still holds ρ = 0.9 of the draws. Its quantile target
@@ -388,6 +392,7 @@ def test_regions_are_pytrees():
 # ----------------------------------------------------------------------------------
 # accounting hooks
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_neighbour_pairs_and_breakpoints():
     with jax.enable_x64(True):
         g = dpjax.Gaussian(3.0)

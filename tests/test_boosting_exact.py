@@ -24,6 +24,7 @@ def _rel(a, b, tol=1e-3):
 # ----------------------------------------------------------------------------------
 # closed forms against independent quadrature
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_spec_reference_values_relative_error_pair():
     # θ=0.2, τ=2.5, σ=3.04, ρ=0.9, Q=15, Q'=16, ε=2.2554: 0.0048066 / 0.0064609; Rényi α=2: 0.3177009
     mech = PrivacyBoosted(dpjax.Gaussian(3.04), RelativeError(0.2, 2.5), 0.9)
@@ -47,6 +48,7 @@ def _quad_cases():
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region", _quad_cases())
 def test_closed_forms_match_scipy_quadrature(kernel, region):
     with jax.enable_x64(True):
@@ -164,6 +166,7 @@ def test_q_zero_is_the_kernel_and_absolute_pair_is_worst():
         np.testing.assert_allclose(mech.hockey_stick(eps, 0.0, 1.0), mech.hockey_stick(eps, 1.0, 0.0), atol=1e-15)
 
 
+@pytest.mark.slow
 def test_discretised_accountant_never_below_exact():
     # accounting.pld uses the closed-form hook; pessimistic, so never below the exact δ
     mech = PrivacyBoosted(dpjax.Gaussian(2.2), AbsoluteError(2.5), 0.9)
@@ -208,6 +211,7 @@ TABLE_A = [
 ]
 
 
+@pytest.mark.slow
 def test_table_a_exact_columns():
     for dq, rho, delta, size, s_star, ex_star, s_x, ex_opt in TABLE_A:
         for sigma, ref in ((s_star, ex_star), (s_x, ex_opt)):
@@ -256,12 +260,14 @@ def test_table_d_relative_error_exact(row):
     assert X.epsilon(mech, 1e-5, sensitivity=dq) >= ex_all * (1 - 1e-3)
 
 
+@pytest.mark.slow
 def test_table_e_exact_single_release():
     for k, ref in [(1.1, 3.80), (1.25, 3.22), (2.0, 2.36), (40.0, 5.58)]:
         mech = PrivacyBoosted(dpjax.Gaussian(k * SIGMA_B), AbsoluteError(5.0), 0.9)
         assert float(X.epsilon(mech, 1e-5, sensitivity=3.0)) == pytest.approx(ref, abs=5e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T,k,ref,tol", [
     (10, 1.25, 16.07, 1e-3),
     pytest.param(10, 1.1, 16.43, 1e-3, marks=SLOW),
@@ -289,6 +295,7 @@ TABLE_F = [
 
 
 # the first half-width in the default suite (both ρ), the wider ones (same code, more of the grid) slow
+@pytest.mark.slow
 @pytest.mark.parametrize("half, rho, refs", [row if row[0] == 10 else pytest.param(*row, marks=SLOW) for row in TABLE_F])
 def test_table_f_fixed_region_exact(half, rho, refs):
     mech = PrivacyBoosted(dpjax.Gaussian(30.750), FixedInterval(-half, half), rho)

@@ -14,6 +14,7 @@ def test_shipped_dataset_matches_its_recipe():
     assert load_steps() == make_steps_table()
 
 
+@pytest.mark.slow
 def test_default_release_prints_table_mechanism_and_privacy(capsys):
     assert cli.main(["release", "--seed", "0"]) == 0
     out = capsys.readouterr().out
@@ -44,6 +45,7 @@ def test_release_with_each_mechanism_and_csv_output(mechanism, statistic, tmp_pa
     assert 0.99 <= eps <= 1.0 and delta <= 1e-6  # the whole release, within the request
 
 
+@pytest.mark.slow
 def test_release_from_file_with_counts(tmp_path, capsys):
     """Groups of one or two people: none passes the private selection, no key is printed (main printed both)."""
     path = tmp_path / "in.csv"
@@ -78,6 +80,7 @@ def test_nan_in_input_is_refused(tmp_path, capsys):
     assert err.startswith("dpjax: error: --value-column") and "null" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_progress_bar_on_large_inputs(tmp_path, capsys, monkeypatch):
     """The reader of the releases on public groups (PB-DP, composite, per-record) shows its progress."""
     monkeypatch.setattr(tables, "_PROGRESS_MIN_BYTES", 10)
@@ -147,6 +150,7 @@ def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_pat
     assert list(csv.reader(open(out_csv)))[0] == ["group", "pbdp_sum", "laplace_sum"]
 
 
+@pytest.mark.slow
 def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete_laplace",

@@ -26,6 +26,7 @@ def test_help_lists_the_four_subcommands(capsys):
 # ----------------------------------------------------------------------------------
 # account
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_account_dpsgd_matches_dpsgd_epsilon(capsys):
     argv = ["account", "--mechanism", "gaussian", "--sigma", "1.1", "--sampling-prob", "0.004", "--steps", "15000",
             "--delta", "1e-5"]
@@ -35,6 +36,7 @@ def test_account_dpsgd_matches_dpsgd_epsilon(capsys):
     assert float(line.split()[2]) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_account_composes_groups_as_the_pld_api(capsys):
     got = _json(capsys, ["account", "--mechanism", "gaussian", "--sigma", "2", "--steps", "3",
                          "--mechanism", "laplace", "--scale", "4", "--sensitivity", "2", "--delta", "1e-5", "--curve"])
@@ -79,6 +81,7 @@ def test_account_bad_input_is_one_line_naming_the_flag(argv, words, capsys):
 # ----------------------------------------------------------------------------------
 # calibrate
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_calibrate_dpsgd_noise_multiplier_as_the_api(capsys):
     got = _json(capsys, ["calibrate", "dpsgd", "--epsilon", "2", "--delta", "1e-5", "--sampling-prob", "0.01",
                          "--steps", "10"])
@@ -121,6 +124,7 @@ def test_calibrate_bad_input(argv, words, capsys):
 # ----------------------------------------------------------------------------------
 # tune
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tune_boosted_as_the_api(capsys):
     argv = ["tune", "boosted", "--region", "absolute", "--tau", "5", "--rho", "0.8", "--sensitivity", "4",
             "--delta", "1e-5"]
@@ -133,6 +137,7 @@ def test_tune_boosted_as_the_api(capsys):
     assert got["epsilon"] < got["baseline_epsilon"]
 
 
+@pytest.mark.slow
 def test_tune_mixture_and_composite_as_the_api(capsys):
     got = _json(capsys, ["tune", "mixture", "--epsilon", "0.5", "--kernel", "geometric", "--objective", "variance"])
     res = optimize.tune_mixture(0.5, kernel="geometric", objective="variance")
@@ -160,6 +165,7 @@ def test_tune_bad_input(argv, words, capsys):
     assert err.count("\n") == 1 or err.startswith("usage: dpjax tune")  # an unknown flag: the usage first
 
 
+@pytest.mark.slow
 def test_release_json_holds_the_released_values_and_their_privacy(tmp_path, capsys):
     path = tmp_path / "in.csv"
     path.write_text("g,v\na,5\nb,7\na,9\n")

@@ -82,6 +82,7 @@ def test_unwritable_output_is_refused_before_the_release(tmp_path, capsys):
     assert "--output" in err.err and err.out == ""
 
 
+@pytest.mark.slow
 def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch):
     """An error raised late (here: in the accountant) leaves neither the output nor a temporary file."""
     def boom(*a, **k):
@@ -100,6 +101,7 @@ def test_output_is_replaced_atomically(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["out.csv"]
 
 
+@pytest.mark.slow
 def test_bom_blank_lines_and_crlf_are_tolerated(tmp_path, capsys):
     text = "\ufeffage_group,steps\r\n18-29,5000\r\n\r\n30-44,7000\r\n\r\n\r\n"
     path = _table(tmp_path, text)
@@ -109,6 +111,7 @@ def test_bom_blank_lines_and_crlf_are_tolerated(tmp_path, capsys):
     assert "18-29" in out and "30-44" in out
 
 
+@pytest.mark.slow
 def test_standard_input(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(GOOD.encode())))
     out = tmp_path / "out.csv"
@@ -124,6 +127,7 @@ def test_gaussian_at_epsilon_1000_is_calibrated_not_an_overflow(capsys):
     assert "Gaussian(sigma=" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_discrete_sums_beyond_int32_are_released_in_int64(tmp_path, capsys):
     """A sum of 2.4e9 must not wrap through int32 (it came out as -2,147,478,272)."""
     rows = "".join(f"a,{10**9}\n" for _ in range(3)) + "b,5\n"

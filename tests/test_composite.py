@@ -54,6 +54,7 @@ def _gauss_legendre(parts):
     return x, 0.5 * (b - a)[:, None] * _GL_W
 
 
+@pytest.mark.slow
 @funcs
 @pytest.mark.parametrize("setting", PARAMS)
 def test_density_integrates_to_one_unbiased_and_variance_matches_quadrature(act, base, setting):
@@ -175,8 +176,7 @@ def test_pytree_jit_vmap_grad():
 # privacy
 # ----------------------------------------------------------------------------------
 EPS_CASES = [pytest.param(a, b, s, id=f"{a}-{b}-{i}",
-                           marks=() if (a, b, i) in {("rectangle", "quartic", 0), ("half_sine", "uniform", 0)
-                                                     } else pytest.mark.slow)
+                           marks=() if (a, b, i) == ("rectangle", "quartic", 0) else pytest.mark.slow)
              for a, b in FUNCS for i, s in enumerate(PARAMS)]
 
 
@@ -228,6 +228,7 @@ def test_a1b1_on_the_boundary_loses_epsilon_for_every_distinct_pair():
     assert float(accounting.composite.epsilon_star(mech).epsilon) == pytest.approx(eps, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_a1b1_pld_is_the_three_atoms():
     """δ(ε') = S1·e^ε/(e^ε − 1)·(1 − e^{ε'−ε}); ε = 1 optimum S1 = 0.4045."""
     eps, m = 1.0, 0.7907
@@ -268,6 +269,7 @@ def test_cell_profile_bounds_the_true_hockey_stick(act, base):
                 assert true - 1e-6 <= got[j] <= true + 3e-4
 
 
+@pytest.mark.slow
 def test_declared_pairs_are_the_worst_of_a_shift_scan():
     with jax.enable_x64(True):
         mech = mech64("half_sine", "quartic", window=(0.0, 1.0))
@@ -292,6 +294,7 @@ def tuned():
     return optimize.tune_composite(EPS8, window=(0.0, 1.0))
 
 
+@pytest.mark.slow
 def test_tune_composite_reaches_the_dense_scan_optimum(tuned):
     idx = [0, 4, 6, 7]  # ε = 0.2, 1, 3, 5
     with jax.enable_x64(True):
@@ -303,6 +306,7 @@ def test_tune_composite_reaches_the_dense_scan_optimum(tuned):
     np.testing.assert_allclose(np.abs(tuned.closed_form["relative_gap"]), 0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_tune_composite_reproduces_the_spec_ratios_and_tables(tuned):
     np.testing.assert_allclose(tuned.ratio, [0.619, 0.596, 0.574, 0.553, 0.459, 0.317, 0.218, 0.100], atol=6e-4)
     np.testing.assert_allclose(np.asarray(tuned.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102,
@@ -322,6 +326,7 @@ def test_tune_composite_worst_objective_and_half_sine_match_the_spec_tables():
     assert float(a2.variance) == pytest.approx(1.7886, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_tune_composite_compiles_once_per_configuration(tuned):
     """Warm calls reuse the compiled program (any ε count up to the padded bucket, any window)."""
     import time
@@ -335,6 +340,7 @@ def test_tune_composite_compiles_once_per_configuration(tuned):
     assert time.perf_counter() - t < 1.0  # a recompilation takes seconds
 
 
+@pytest.mark.slow
 def test_tuned_mechanism_is_valid_and_private_at_epsilon(tuned):
     mech = jax.tree_util.tree_map(lambda p: p[jnp.asarray([3, 5])] if jnp.ndim(p) else p, tuned.mechanism)  # ε = 0.5, 2
     rep = accounting.composite.epsilon_star(mech)
@@ -377,6 +383,7 @@ def test_tune_composite_validation():
 # ----------------------------------------------------------------------------------
 # command line
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys, tuned):
     from dpjax import cli
     from dpjax.cli import io as tables

@@ -40,6 +40,7 @@ def _f(x):
 # ----------------------------------------------------------------------------------
 # accounting
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_dpsgd_epsilon_matches_dp_accounting_and_prv_brackets():
     eps = np.asarray(accounting.dpsgd_epsilon(1.0, 0.01, np.asarray([1000, 10000]), 1e-5))
     for e, key in zip(eps, [(0.01, 1.0, 1000), (0.01, 1.0, 10000)]):
@@ -52,6 +53,7 @@ def test_dpsgd_epsilon_matches_dp_accounting_and_prv_brackets():
 
 
 # T = 1e5 compositions is slow (the default suite keeps the large rate and T = 1e4)
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [pytest.param((0.001, 0.8, 100000), marks=pytest.mark.slow), (0.05, 2.0, 10000)])
 def test_dpsgd_epsilon_small_and_large_rates(case):
     q, z, t = case
@@ -80,6 +82,7 @@ def test_references_live(case):
     assert fine - 1e-7 <= e and lo <= e <= hi
 
 
+@pytest.mark.slow
 def test_dpsgd_epsilon_batched_over_settings_and_delta():
     z = np.asarray([1.0, 1.0, 1.1])  # one rung of plans: one compiled call for the batch
     eps = np.asarray(accounting.dpsgd_epsilon(z, 0.01, np.asarray([1000, 10000, 1000]), 1e-5))
@@ -127,6 +130,7 @@ def test_example_trains_a_few_epochs():
     assert curve[-1][1] > 0.85 and curve[-1][2] <= 8.0
 
 
+@pytest.mark.slow
 def test_calibrate_noise_multiplier_from_above():
     z = _f(accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 1000))
     eps = _f(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))
@@ -134,6 +138,7 @@ def test_calibrate_noise_multiplier_from_above():
     assert z == pytest.approx(1.41463, rel=2e-3)  # dp_accounting's calibrate_dp_mechanism (its Δ = 1e-4)
 
 
+@pytest.mark.slow
 def test_calibrators_return_the_largest_feasible_integer_rdp_path():
     dg = dpjax.DiscreteGaussian
     t = int(accounting.calibrate_num_steps(1.0, 1e-5, 1.25, 0.01, mechanism=dg))
@@ -166,6 +171,7 @@ def test_laplace_accounting_lies_between_the_laplace_pair_and_its_bound():
     assert one_d <= lap <= 1.25 * one_d
 
 
+@pytest.mark.slow
 def test_discrete_gaussian_accounting_is_a_sound_bound():
     # the Rényi bound lies above the exact (continuous) Gaussian PLD ...
     dg = _f(accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian))
@@ -180,6 +186,7 @@ def test_discrete_gaussian_accounting_is_a_sound_bound():
     assert np.all(bound >= exact * (1 - 1e-12))
 
 
+@pytest.mark.slow
 def test_dpsgd_accountant_per_step_and_budget():
     acc = accounting.DpsgdAccountant(1.0, 0.01, delta=1e-5, epsilon_budget=1.0)
     for _ in range(3):
@@ -230,6 +237,7 @@ def test_accountant_composes_by_count_and_keeps_one_entry_per_kind():
     assert acc.spent_delta(e) == pytest.approx(1e-5, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_self_compose_by_count_matches_static_count():
     p = accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01)
     static = _f(p.self_compose(1000).get_epsilon_for_delta(1e-5))
@@ -341,6 +349,7 @@ def test_clipping_bounds_every_contribution():
             np.asarray(_per_example(g)[0]), ord=order)), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_matches_optax_contrib_with_the_same_noise():
     key = jax.random.key(11)
     g = _grads(64)
@@ -357,6 +366,7 @@ def test_matches_optax_contrib_with_the_same_noise():
     assert int(state.step) == 1
 
 
+@pytest.mark.slow
 def test_masked_and_nonfinite_examples_contribute_nothing():
     key = jax.random.key(5)
     tx = optimize.private_aggregate(1.0, 1.0, key, expected_batch_size=8.0)
@@ -375,6 +385,7 @@ def test_masked_and_nonfinite_examples_contribute_nothing():
         plain.update(g, plain.init(PARAMS), mask=mask)
 
 
+@pytest.mark.slow
 def test_accumulation_adds_noise_once_per_logical_batch():
     key = jax.random.key(9)
     tx = optimize.private_aggregate(1.0, 1.2, key, expected_batch_size=16.0)
@@ -393,6 +404,7 @@ def test_accumulation_adds_noise_once_per_logical_batch():
     assert not np.allclose(np.asarray(_flat(nxt)), np.asarray(_flat(whole)))
 
 
+@pytest.mark.slow
 def test_dpsgd_chain_leaves_momentum_still_while_accumulating():
     opt = optimize.dpsgd(0.1, 1.0, 1.0, jax.random.key(2), momentum=0.9, expected_batch_size=8.0)
     s0 = opt.init(PARAMS)
@@ -405,6 +417,7 @@ def test_dpsgd_chain_leaves_momentum_still_while_accumulating():
     assert float(jnp.abs(_flat(u)).max()) > 0
 
 
+@pytest.mark.slow
 def test_laplace_and_discrete_gaussian_noise():
     key = jax.random.key(4)
     g = _grads(32)
@@ -430,6 +443,7 @@ def test_laplace_and_discrete_gaussian_noise():
         bad.update(g, bad.init(PARAMS))
 
 
+@pytest.mark.slow
 def test_noise_is_reproducible_from_key_and_step():
     key = jax.random.key(21)
     tx = optimize.private_aggregate(1.0, 1.0, key)
@@ -465,6 +479,7 @@ def _numpy_pairwise(x):
     return x[0]
 
 
+@pytest.mark.slow
 def test_clipped_sum_adds_in_the_canonical_pairwise_order():
     """The order that makes DP-SGD across processes bitwise one process (tests/test_multihost.py):
     a binary tree over the examples whatever the batch size, and over each example's entries for its

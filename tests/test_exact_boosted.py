@@ -27,6 +27,7 @@ def _pmf(mech, z):
         return np.exp(np.asarray(mech.log_prob(jnp.asarray(z, jnp.float64), 0.0)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MECHS))
 def test_exact_boosted_release_fits_the_boosted_law(name):
     """χ² of the release's noise against the boosted pmf (the accountant's law), and the coverage event
@@ -49,6 +50,7 @@ def test_exact_boosted_release_fits_the_boosted_law(name):
     assert cover >= float(mech.rho) - 1e-6
 
 
+@pytest.mark.slow
 def test_exact_boosted_table_floors_are_exact():
     """T[k] = ⌊2^63 P(|N| ≤ k)⌋ against a 400-digit evaluation of the boosted law with the same keep."""
     mech = MECHS["dg(10) tau 5 rho .9"]
@@ -66,7 +68,7 @@ def test_exact_boosted_table_floors_are_exact():
     assert 0 < keep < 1
 
 
-@pytest.mark.parametrize("name", ["dg(10) tau 5 rho .9", "dl(7.5) tau 2.5 rho .8"])
+@pytest.mark.parametrize("name", [pytest.param("dg(10) tau 5 rho .9", marks=pytest.mark.slow), "dl(7.5) tau 2.5 rho .8"])
 def test_exact_boosted_device_equals_host_record_function(name):
     """The device's code is the host's exact function of each record's word stream."""
     spec = _pb_spec(MECHS[name].exact_lattice().noise)
@@ -80,6 +82,7 @@ def test_exact_boosted_device_equals_host_record_function(name):
     np.testing.assert_array_equal(code >> 8, host)
 
 
+@pytest.mark.slow
 def test_exact_boosted_host_completion_is_the_same_release(monkeypatch):
     """With the table cut where P(|N| > k) < 2^-2 a quarter of the records are completed on the host (further
     words against interval bounds): the release equals the host's exact record function everywhere."""
@@ -105,6 +108,7 @@ def test_exact_boosted_host_completion_is_the_same_release(monkeypatch):
     np.testing.assert_array_equal(out, host)
 
 
+@pytest.mark.slow
 def test_exact_boosted_accounts_the_mechanism_run():
     """The accounting view is the boosted mechanism itself (float64 parameters, the law the table draws),
     answers rounded to ℤ; the keep probability drawn is the accountant's float64 exp(log(1 − q)) exactly."""

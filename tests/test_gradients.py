@@ -38,7 +38,7 @@ def _fd(fn, x, h):
         return (float(fn(x + h)) - float(fn(x - h))) / (2.0 * h)
 
 
-@pytest.mark.parametrize("kernel, scale", [(dpjax.Laplace, 2.3), (dpjax.DiscreteLaplace, 1.7)])
+@pytest.mark.parametrize("kernel, scale", [(dpjax.Laplace, 2.3), pytest.param(dpjax.DiscreteLaplace, 1.7, marks=pytest.mark.slow)])
 def test_single_step_epsilon_at_the_pure_cap(kernel, scale, precision):
     """ε(1e-6) is capped at the pure ε = Δ/b: the gradient follows the cap (it read 0)."""
     g = _grad(lambda b: accounting.pld(kernel(b), sensitivity=1.0).get_epsilon_for_delta(1e-6), scale, precision)
@@ -47,6 +47,7 @@ def test_single_step_epsilon_at_the_pure_cap(kernel, scale, precision):
     np.testing.assert_allclose(g, -1.0 / scale**2, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arg, x, fixed", [("sensitivity", 0.7, {}), ("sampling_prob", 0.5, {"sensitivity": 1.0})])
 def test_single_step_epsilon_in_sensitivity_and_rate(arg, x, fixed, precision):
     def fn(v):
@@ -55,6 +56,7 @@ def test_single_step_epsilon_in_sensitivity_and_rate(arg, x, fixed, precision):
     np.testing.assert_allclose(_grad(fn, x, precision), _fd(fn, x, 1e-5), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_composed_laplace_follows_its_top_atom(precision):
     """Five Laplace(b) runs: ε(1e-6) sits 3e-5 below the top atom 5Δ/b (mass 2^-5), so dε/db = −5/b²
     (the chord's derivative read −0.33)."""
@@ -68,6 +70,7 @@ def _dg(s):
 
 # ~14 s each: ε(δ) in the slow suite (the default suite differentiates ε(δ) of atomic PLDs above and in
 # tests/test_accounting_soundness.py; this is its one δ(ε) gradient)
+@pytest.mark.slow
 @pytest.mark.parametrize("query", [pytest.param("epsilon", marks=pytest.mark.slow), "delta"])
 def test_discrete_gaussian_single_step(query, precision):
     """Its losses are dyadic at σ = 2 (atoms on grid points): −1957 (ε) and −47.7 (δ) before."""
@@ -75,6 +78,7 @@ def test_discrete_gaussian_single_step(query, precision):
     np.testing.assert_allclose(_grad(fn, 2.0, precision), _fd(fn, 2.0, 1e-5), rtol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["epsilon", "delta", "compose"])
 def test_composed_atomic_mechanism_refuses_to_be_differentiated(query, precision):
     """DiscreteLaplace(2.4) × 10: the grid rounds the atoms' losses and its derivative read −1.66 for
@@ -137,6 +141,7 @@ _X32_CASES = {
 _SLOW = ("pb-relative-scale", "pb-relative-theta", "mixture-epsilon", "pb-absolute-tau")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in _SLOW else c for c in _X32_CASES])
 def test_exact_figures_differentiate_in_32_bit_mode(case):
     """jax.grad in JAX's default 32-bit mode raised 'lax.scatter requires arguments to have the same

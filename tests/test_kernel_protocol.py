@@ -29,7 +29,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELS = [dpjax.Laplace(1.7), dpjax.Gaussian(2.3), dpjax.DiscreteLaplace(1.7), dpjax.DiscreteGaussian(2.3)]
 
 
-@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: type(k).__name__)
+@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.slow) if k.discrete else k for k in KERNELS],
+                         ids=lambda k: type(k).__name__)
 def test_generic_loss_threshold_matches_closed_form(kernel):
     with jax.enable_x64(True):
         k = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), kernel)
@@ -45,6 +46,7 @@ def test_generic_loss_threshold_matches_closed_form(kernel):
             np.testing.assert_allclose(generic, closed, atol=0.0 if k.discrete else 1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS[:2], ids=lambda k: type(k).__name__)
 def test_generic_masses_quantiles_and_tilted_integrals_match_closed_forms(kernel):
     with jax.enable_x64(True):
@@ -79,6 +81,7 @@ def _quadrature_delta(mech, eps, v, nv):
                    for a, b in zip(cuts[:-1], cuts[1:]))
 
 
+@pytest.mark.slow
 def test_boosted_logistic_meets_its_coverage():
     mech = dpjax.PrivacyBoosted(Logistic(2.0), dpjax.AbsoluteError(3.0), 0.9)
     assert float(mech.coverage(0.0)) == pytest.approx(0.9, rel=1e-6)
@@ -102,6 +105,7 @@ def test_boosted_logistic_exact_epsilon_matches_quadrature():
     assert float(accounting.pld(mech).get_epsilon_for_delta(1e-6)) >= ref
 
 
+@pytest.mark.slow
 def test_tune_boosted_logistic_reaches_the_exact_optimum():
     region, rho, sens, delta = dpjax.AbsoluteError(2.0), 0.8, 3.0, 1e-5
     best = optimize.tune_boosted(kernel=Logistic(1.0), region=region, rho=rho, sensitivity=sens, delta=delta)
@@ -115,6 +119,7 @@ def test_tune_boosted_logistic_reaches_the_exact_optimum():
     np.testing.assert_allclose(float(best.baseline_epsilon), dense[0], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_logistic_release_and_accounting():
     kernel = Logistic(2.0)
     x = np.asarray(dpjax.release(jax.random.key(0), jnp.zeros(50_000), kernel))
@@ -155,3 +160,29 @@ def test_no_call_site_names_a_concrete_kernel_class():
                 if name in CONCRETE:
                     hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     assert not hits, hits
+
+
+def test_a_kernel_missing_a_required_method_cannot_be_built():
+    """Required methods are abstract: the class cannot be instantiated, and the error names the method."""
+
+    @dpjax.pytree_dataclass
+    class NoQuantile(AdditiveMechanism):
+        scale: jax.Array
+
+        def noise_log_prob(self, n):
+            return -jnp.abs(n) / self.scale - jnp.log(2 * self.scale)
+
+        def noise_log_cdf(self, n):
+            return jnp.log(0.5) + jnp.minimum(n, 0.0) / self.scale
+
+    with pytest.raises(TypeError, match="noise_icdf"):
+        NoQuantile(1.0)
+
+
+def test_optional_hooks_are_declared_by_defining_them():
+    """One way to declare a capability: a hook is None unless the mechanism defines it."""
+    assert dpjax.Laplace(1.0).hockey_stick is not None and dpjax.Laplace(1.0).pure_epsilon is not None
+    assert dpjax.Gaussian(1.0).gaussian_pld_mu is not None and dpjax.Gaussian(1.0).pure_epsilon is None
+    assert dpjax.DiscreteGaussian(2.0).hockey_stick is None
+    lattice = dpjax.DiscreteLaplace(2.0).exact_lattice()
+    assert lattice.hockey_stick is not None and lattice.renyi_divergence is None

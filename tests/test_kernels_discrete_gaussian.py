@@ -52,10 +52,10 @@ def _crafted(a, r, dt, n):
     return np.append(np.unique(pts), dt.type(0))
 
 
-@pytest.mark.parametrize("sigma,dtype,n", [(5.9, np.float32, 10**7), (30.0, np.float32, 10**7), (100.0, np.float32, 10**7),
-                                           (1e4, np.float32, 10**7), (1e4, np.float32, 10**3), (7e4, np.float32, 10**7),
-                                           (7e4, np.float32, 10**5), (7.5, np.float64, 10**7),
-                                           (1000.0, np.float64, 10**7), (7e4, np.float64, 10**7)])
+@pytest.mark.parametrize("sigma,dtype,n", [pytest.param(5.9, np.float32, 10**7, marks=pytest.mark.slow), pytest.param(30.0, np.float32, 10**7, marks=pytest.mark.slow), pytest.param(100.0, np.float32, 10**7, marks=pytest.mark.slow),
+                                           pytest.param(1e4, np.float32, 10**7, marks=pytest.mark.slow), pytest.param(1e4, np.float32, 10**3, marks=pytest.mark.slow), pytest.param(7e4, np.float32, 10**7, marks=pytest.mark.slow),
+                                           pytest.param(7e4, np.float32, 10**5, marks=pytest.mark.slow), (7.5, np.float64, 10**7),
+                                           pytest.param(1000.0, np.float64, 10**7, marks=pytest.mark.slow), pytest.param(7e4, np.float64, 10**7, marks=pytest.mark.slow)])
 def test_guided_search_is_the_inverse_cdf_map(sigma, dtype, n):
     """The guide (sized for ``n`` records) settles every bucket at the default radius (no full search), and its
     count is max{j : u < a[j]} exactly — numpy's search on the same table — at every threshold, its neighbouring
@@ -76,6 +76,7 @@ def test_guided_search_is_the_inverse_cdf_map(sigma, dtype, n):
         np.testing.assert_array_equal(out, _reference(a, u).astype(dt))
 
 
+@pytest.mark.slow
 def test_full_search_when_the_guide_cannot_settle():
     """A support radius below the default for σ (a truncated table: the guide is sized for a smaller σ) takes the
     full search, with the same map; so does a float16 uniform."""
@@ -92,7 +93,7 @@ def test_full_search_when_the_guide_cannot_settle():
     np.testing.assert_array_equal(out, _reference(a16, u16).astype(np.float16))
 
 
-@pytest.mark.parametrize("sigma", [3.0, 100.0, 7e4])
+@pytest.mark.parametrize("sigma", [3.0, pytest.param(100.0, marks=pytest.mark.slow), pytest.param(7e4, marks=pytest.mark.slow)])
 def test_release_draws_are_the_full_search_of_the_stream(sigma):
     """Through the stream (its two uniforms per hash, the branches' own copies of it, the sign), under jit and
     vmap over keys: each draw is ±max{j : u < a[j]} of the record's uniform 0, negative when uniform 1 < ½."""
@@ -118,8 +119,8 @@ def test_guided_search_vmaps_over_sigma():
         np.testing.assert_array_equal(o, np.asarray(draw(dpjax.DiscreteGaussian(s, support_radius=r))))
 
 
-@pytest.mark.parametrize("sigma,width,radius", [(100.0, 5, None), (1000.0, 50, None), (1e5, 2000, None),
-                                          (100.0, 5, 2**21), (4e5, 8000, None)])
+@pytest.mark.parametrize("sigma,width,radius", [(100.0, 5, None), pytest.param(1000.0, 50, None, marks=pytest.mark.slow), (1e5, 2000, None),
+                                          (100.0, 5, 2**21), pytest.param(4e5, 8000, None, marks=pytest.mark.slow)])
 def test_large_sigma_release_fits_its_law(sigma, width, radius):
     """χ² of 10^6 float32 draws of the public release against pmf ∝ exp(−z²/(2σ²)), in bins of ``width``
     integers (exact bin masses from the pmf in float64): the guided inverse CDF (σ 100, 1000), the rounded Gaussians
@@ -127,7 +128,7 @@ def test_large_sigma_release_fits_its_law(sigma, width, radius):
     table is too wide for the inverse CDF."""
     n = 1_000_000
     mech = dpjax.DiscreteGaussian(sigma, support_radius=radius)
-    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), mech))
+    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), mech, numerics="float"))
     z = np.arange(-int(7 * sigma), int(7 * sigma) + 1)
     pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
     pmf /= pmf.sum()
@@ -140,6 +141,7 @@ def test_large_sigma_release_fits_its_law(sigma, width, radius):
     assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
 
 
+@pytest.mark.slow
 def test_beyond_the_table_the_route_follows_sigma():
     """One σ beyond the inverse CDF's table draws the rounded Gaussians from :data:`ROUNDED_MIN_SIGMA` up and CKS
     rejection below it (a table sized for a larger σ); per-record σ draws CKS rejection."""

@@ -11,7 +11,7 @@ from scipy import integrate, stats
 import accounting
 import dpjax
 import optimize
-from accounting import mixture_paper as mp
+from accounting.papers import mixture as mp
 
 HEAD = (0.2, 5.0, 5.0)  # the paper's headline (ε, r, c), Δ = 1
 
@@ -100,8 +100,8 @@ def test_laplace_mixture_law_and_moments_against_quadrature(cfg):
     np.testing.assert_allclose(moments, ref, rtol=1e-9)
 
 
-@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), (0.1, 10.0, 6, 1.0), (1.0, 0.1, 5, 1.0), (0.5, 4.0, 4, 2.0),
-                                 (2.0, 0.3, 1, 3.0)])
+@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), pytest.param((0.1, 10.0, 6, 1.0), marks=pytest.mark.slow), pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow), pytest.param((0.5, 4.0, 4, 2.0), marks=pytest.mark.slow),
+                                 pytest.param((2.0, 0.3, 1, 3.0), marks=pytest.mark.slow)])
 def test_geometric_mixture_law_and_moments_against_summation(cfg):
     eps, r, c, d = cfg
     m = geomm(eps, r, c, d)
@@ -153,6 +153,7 @@ def test_limits_are_the_plain_kernels():
         np.testing.assert_allclose(g.noise_log_prob(k), dl.noise_log_prob(k), rtol=1e-13)
 
 
+@pytest.mark.slow
 def test_icdf_inverts_cdf_and_gradients_are_finite():
     with jax.enable_x64(True):
         u = jnp.asarray([1e-7, 0.003, 0.05, 0.3, 0.5, 0.51, 0.9, 0.97, 1 - 1e-7], jnp.float64)
@@ -252,6 +253,7 @@ def test_geometric_pure_epsilon_is_tight(cfg):
     assert got == pytest.approx(_brute_pure(eps, r, c, d, True), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_headline_exact_privacy():
     with jax.enable_x64(True):
         m, g = lapm(*HEAD), geomm(*HEAD)
@@ -331,6 +333,7 @@ def test_ten_fold_composition_of_the_headline_geometric_mixture():
 # ----------------------------------------------------------------------------------
 # paper mode (NOT CERTIFIED)
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_paper_budget_values():
     g, m = dpjax.GeometricMixture.from_epsilon(*HEAD), dpjax.LaplaceMixture.from_epsilon(*HEAD)
     assert float(mp.general_privacy_budget(g, form="eq25")) == pytest.approx(0.328106, abs=1e-6)
@@ -400,6 +403,7 @@ def test_table_one_headline_row():
 # ----------------------------------------------------------------------------------
 # tuning
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tune_mixture_finds_the_gain_only_where_it_exists():
     targets = np.array([1.0, 2.0, 4.0, 5.0625, 6.0])
     res = optimize.tune_mixture(targets)

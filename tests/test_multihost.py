@@ -42,10 +42,10 @@ def _releases(dpjax, key, glob):
     keys = jax.random.split(key, 8)
     boosted = dpjax.PrivacyBoosted(dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9)
     return {
-        "laplace_2d": dpjax.release(keys[0], glob["x"], dpjax.Laplace(1.0)),
-        "gaussian_per_record": dpjax.release(keys[1], glob["v"], dpjax.Gaussian(glob["sigma"])),
-        "laplace_start": dpjax.release(keys[2], glob["v"], dpjax.Laplace(0.5), start=7),
-        "pbdp": dpjax.release(keys[3], glob["v"], boosted),
+        "laplace_2d": dpjax.release(keys[0], glob["x"], dpjax.Laplace(1.0), numerics="float"),
+        "gaussian_per_record": dpjax.release(keys[1], glob["v"], dpjax.Gaussian(glob["sigma"]), numerics="float"),
+        "laplace_start": dpjax.release(keys[2], glob["v"], dpjax.Laplace(0.5), start=7, numerics="float"),
+        "pbdp": dpjax.release(keys[3], glob["v"], boosted, numerics="float"),
         "exact_laplace": dpjax.release(keys[4], glob["v"], dpjax.Laplace(1.0), numerics="exact"),
         "exact_gaussian": dpjax.release(keys[5], glob["x"], dpjax.Gaussian(2.0), numerics="exact"),
         "exact_discrete_laplace": dpjax.release(keys[6], glob["counts"], dpjax.DiscreteLaplace(3.0),
@@ -158,12 +158,13 @@ def _child_refusals(outdir):
     with_nan = v.copy()  # (a global array may share its numpy buffer on the CPU)
     if p == 1:
         with_nan[5] = np.nan
-    attempt("nan_on_one", lambda: dpjax.release(jax.random.key(1), global_records(with_nan), dpjax.Laplace(1.0)))
-    attempt("keys_differ", lambda: dpjax.release(jax.random.key(p), good, dpjax.Laplace(1.0)))
+    attempt("nan_on_one", lambda: dpjax.release(jax.random.key(1), global_records(with_nan), dpjax.Laplace(1.0),
+                                                numerics="float"))
+    attempt("keys_differ", lambda: dpjax.release(jax.random.key(p), good, dpjax.Laplace(1.0), numerics="float"))
     attempt("local_on_one", lambda: dpjax.release(jax.random.key(1), good if p == 0 else np.asarray(v),
-                                                  dpjax.Laplace(1.0)))
+                                                  dpjax.Laplace(1.0), numerics="float"))
     attempt("rows_differ", lambda: global_records(d["v"][: ROWS + p]))
-    attempt("mech_differs", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0 + p)))
+    attempt("mech_differs", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0 + p), numerics="float"))
     attempt("exact_unsupported", lambda: dpjax.release(jax.random.key(1), good, dpjax.PrivacyBoosted(
         dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9), numerics="exact"))
     huge = v.copy()
@@ -174,11 +175,11 @@ def _child_refusals(outdir):
     sigma = d["sigma"][p * ROWS:(p + 1) * ROWS].copy()
     sigma[3] = -1.0 if p == 1 else sigma[3]  # the constructor cannot see it; the release validates each shard
     attempt("sigma_invalid_on_one",
-            lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma))))
+            lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma)), numerics="float"))
     attempt("calls_differ", lambda: multihost.agree("global_records" if p else "dpjax.release", {}))
     os.environ["DPJAX_AGREE_TIMEOUT"] = "2"
     if p == 0:  # process 1 never calls: process 0 must time out, not hang
-        attempt("absent_peer", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0)))
+        attempt("absent_peer", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0), numerics="float"))
     else:  # alive meanwhile (a dead peer breaks the all-gather at once instead)
         time.sleep(8)
     with open(os.path.join(outdir, f"messages__{p}.json"), "w") as fh:
@@ -258,6 +259,7 @@ def test_bad_input_refused_on_every_process(tmp_path):
     assert m0["absent_peer"].startswith("TimeoutError") and "did not all arrive within 2 s" in m0["absent_peer"]
 
 
+@pytest.mark.slow
 def test_launcher_stops_the_others_when_one_process_fails(tmp_path):
     res = _launch("fails", tmp_path, "--grace", "1", status=1)
     assert "process 1 fails before the agreement" in res.stderr

@@ -61,6 +61,7 @@ def table_a_gradient():
     return _tune_a("gradient")
 
 
+@pytest.mark.slow
 def test_table_a_gradient_reaches_exact_optimum(table_a_gradient):
     r = table_a_gradient
     np.testing.assert_allclose(r.epsilon, TABLE_A[:, 5], rtol=5e-3)  # spec: the gradient method within 0.5%
@@ -72,6 +73,7 @@ def test_table_a_gradient_reaches_exact_optimum(table_a_gradient):
     assert isinstance(r.baseline, dpjax.Gaussian)
 
 
+@pytest.mark.slow
 def test_table_a_tuned_never_worse_than_plain_kernel(table_a_gradient):
     r = table_a_gradient
     assert np.all(np.asarray(r.epsilon) <= np.asarray(r.baseline_epsilon) + 1e-9)
@@ -122,6 +124,7 @@ def test_exact_accountant_is_the_mechanism_hook():
         np.testing.assert_allclose(optimize.exact_epsilon(mech, 1e-5, 4.0), 1.9317349, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_epsilon_and_slope_matches_implicit_derivative():
     """The tuner's fused root + slope (one Newton loop, two tangents) equals ε and its implicit derivative."""
     with jax.enable_x64(True):
@@ -195,6 +198,7 @@ def test_scale_by_bracket_minimises_smooth_and_kinked_functions():
         assert abs(float(run(jnp.asarray(0.0))) - x_star) < 1e-6
 
 
+@pytest.mark.slow
 def test_grid_cell_hands_the_local_search_the_best_basin():
     """A sawtooth (a local minimum per tooth, as the worst integer answer changes): the local search
     alone stops in the first tooth; from the best grid point's cell it reaches the best one."""
@@ -345,6 +349,7 @@ OBJECTIVES = {"dp": {"delta": 1e-5}, "rdp": {"order": 10.0}}
 
 
 #: one kernel and objective in the default suite; the other five combinations in the slow suite
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, objective", [
     (k, o) if (k, o) == ("laplace", "dp") else pytest.param(k, o, marks=pytest.mark.slow)
     for k in NEW_KERNELS for o in OBJECTIVES])

@@ -132,6 +132,7 @@ def _oracle(region):
     return _BoostedLaplace(region, RELATIVE if region == "relative" else FIXED)
 
 
+@pytest.mark.slow
 def test_oracle_matches_the_closed_form():
     # the oracle and the engine's closed form are two codes of one formula: they agree before either is trusted
     for region in ("relative", "fixed"):
@@ -221,17 +222,20 @@ def _check_steps(region, exponents, low, high, points):
         previous = composed
 
 
+@pytest.mark.slow
 def test_relative_region_pld_within_the_oracle():
     # main: ε 12.7851 (the single-step δ 0.7 % above the supremum from ε = 0 up); 12.9318 at 2^-13
     _check_steps("relative", (11,), ORACLE_RELATIVE_LOW, ORACLE_RELATIVE_2_11 + 1e-3,
                  np.asarray([0.0, 0.5, 1.00439453125, 1.0107421875]))
 
 
+@pytest.mark.slow
 def test_fixed_region_pld_mass_at_most_one_and_within_the_oracle():
     # main: mass 1.000398 and ε 5.630982 at 2^-11 (1.000024 and 5.627301 at 2^-13)
     _check_steps("fixed", (11,), ORACLE_FIXED_LOW, ORACLE_FIXED_2_13 + 1e-3, np.asarray([-0.1, 0.0, 0.1, 0.2]))
 
 
+@pytest.mark.slow
 def test_a_finer_grid_hull_is_lower():
     # why finer steps never raise ε: a finer power-of-two grid holds the coarser one's points, and the lower
     # hull of more points is lower (here: bounds jittering above a convex profile, as the path search's)

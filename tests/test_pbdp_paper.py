@@ -1,4 +1,4 @@
-"""Paper mode (accounting.pbdp_paper): the paper's own, NOT CERTIFIED accountant.
+"""Paper mode (accounting.papers.pbdp): the paper's own, NOT CERTIFIED accountant.
 
 Every expected number below is copied from the paper's tables and from independently
 computed acceptance tables (Tables A–F), never recomputed from the code under test. Tolerances: 1e-3 relative for closed
@@ -16,7 +16,7 @@ from scipy.special import ndtri
 import accounting
 import dpjax
 from accounting import exact
-from accounting import pbdp_paper as pp
+from accounting.papers import pbdp as pp
 from dpjax.kernels import gaussian_privacy_profile
 
 
@@ -90,6 +90,7 @@ def table_a_tuned():
     return pp.paper_tune(dpjax.AbsoluteError(size / 2), rho, sensitivity=sens, delta=delta)
 
 
+@pytest.mark.slow
 def test_table_a_formulas_at_printed_sigma():
     """Remark 4 / Prop. 1 at the printed σ*: ε, q, L2, W to 1e-3; σ_b and ε_G (q = 0) too."""
     sens, rho, delta, size = (_num(TABLE_A, j) for j in range(4))
@@ -106,6 +107,7 @@ def test_table_a_formulas_at_printed_sigma():
     _close(pp.paper_epsilon(base, delta, sensitivity=sens), _col(TABLE_A, 5))  # σ_b: q = 0, the Gaussian
 
 
+@pytest.mark.slow
 def test_table_a_paper_optimum(table_a_tuned):
     """Remark 4 minimised over σ: ε_PB^paper, σ*, and the columns at σ* to 1%."""
     r = table_a_tuned
@@ -123,6 +125,7 @@ def test_table_a_paper_optimum(table_a_tuned):
     assert np.all(np.asarray(r.epsilon) <= np.asarray(r.baseline_epsilon))
 
 
+@pytest.mark.slow
 def test_table_a_paper_is_conservative_single_release():
     """§9.2: for (ε,δ), single release, absolute error, paper ε ≥ exact ε at the same σ (rows 2 and 10)."""
     for i in (1, 9):
@@ -179,6 +182,7 @@ def test_table_b_formulas_at_printed_sigma():
     _close(pp.paper_rdp(base, order, sensitivity=sens), _col(TABLE_B, 5))
 
 
+@pytest.mark.slow
 def test_table_b_paper_optimum():
     sens, rho, order, size = (_num(TABLE_B, j) for j in range(4))
     r = pp.paper_tune(dpjax.AbsoluteError(size / 2), rho, sensitivity=sens, order=order)
@@ -247,6 +251,7 @@ TABLE_C = _table("""
 """)
 
 
+@pytest.mark.slow
 def test_table_c_fig3_paper_columns():
     sens, rho = _num(TABLE_C, 0), _num(TABLE_C, 1)
     region = dpjax.AbsoluteError(np.full(sens.shape, 10.0))
@@ -282,6 +287,7 @@ def _rel_setting():
     return sens, rho, dpjax.RelativeError(theta, size / 2)
 
 
+@pytest.mark.slow
 def test_table_d_formulas_at_printed_sigma():
     """Prop. 4 as printed (strips of width θΔ, L1 of the pair (0, Δ)) at the printed σ*."""
     sens, rho, region = _rel_setting()
@@ -340,7 +346,7 @@ def test_sigma_base_matches_spec():
     _close(SB_E, "3.0398")
 
 
-@pytest.mark.parametrize("row", range(4))
+@pytest.mark.parametrize("row", [0] + [pytest.param(r, marks=pytest.mark.slow) for r in (1, 2, 3)])
 def test_table_e_paper_at_k40(row):
     """Prop. 3 / Algorithm 1 (fixed) at σ = 40 σ_b, and the T-fold Gaussian baseline (q = 0)."""
     T = int(TABLE_E[row][0])
@@ -350,12 +356,14 @@ def test_table_e_paper_at_k40(row):
     _close(eps[1], TABLE_E[row][1])
 
 
+@pytest.mark.slow
 def test_table_e_paper_keeps_falling_as_sigma_grows():
     """§7.6: T=1000 at k = 1e3, 1e4, 1e5: 43.9, 22.3, 13.4 (the paper-mode optimum runs to σ → ∞)."""
     mech = _abs_mech(np.array([1e3, 1e4, 1e5]) * SB_E, 10.0, 0.9)
     _close(pp.paper_epsilon(mech, 1e-5, sensitivity=3.0, T=1000), ["43.9", "22.3", "13.4"])
 
 
+@pytest.mark.slow
 def test_table_e_corrected_weights():
     """§7.6: Theorem 2 with boosted-measure W's at T=1000: 582.7, 565.1, 672.9, 1842.0 (k = 1.1, 1.25, 2, 40)."""
     mech = _abs_mech(np.array([1.1, 1.25, 2.0, 40.0]) * SB_E, 10.0, 0.9)
@@ -363,6 +371,7 @@ def test_table_e_corrected_weights():
     _close(eps, ["582.7", "565.1", "672.9", "1842.0"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [0, 1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 def test_table_e_paper_optimum(row):
     """T = 100, 1000 (slow): the paper's objective is saw-toothed and falls towards the grid edge (k ≤ 40)."""
@@ -393,6 +402,7 @@ TABLE_E_RDP = _table("""
 """)  # α, ε_G, PB paper-opt (per step)
 
 
+@pytest.mark.slow
 def test_table_e_rdp_per_step():
     order = _num(TABLE_E_RDP, 0)
     r = pp.paper_tune(dpjax.AbsoluteError(5.0), 0.9, sensitivity=3.0, order=order)
@@ -480,6 +490,7 @@ def test_t1_composition_equals_prop1():
     _close(pp.paper_composed_privacy_profile(mech, 1.5, 1), "3.832047e-05", rel=1e-6)
 
 
+@pytest.mark.slow
 def test_trinomial_law():
     V = np.asarray(pp.trinomial_weights(50, 0.1, 0.05))
     k = np.arange(-50, 51)
@@ -498,6 +509,7 @@ def test_trinomial_law():
     np.testing.assert_allclose(Vb[1], [0, 0, 0, 1, 0, 0, 0], atol=1e-15)
 
 
+@pytest.mark.slow
 def test_theorem1_density():
     """Theorem 1 mixture (Gaussian kernel): integrates to 1, mean L1 + (W1 − W2) L2 + μ²/2."""
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(4.0), dpjax.RelativeError(0.2, 5.0), 0.9)
@@ -510,6 +522,7 @@ def test_theorem1_density():
     np.testing.assert_allclose((g * f).sum() * h, mean, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_no_boost_is_the_kernel():
     """q = 0 (ρ below the kernel's coverage): every paper formula is the kernel's own (Gaussian and Laplace)."""
     eps = np.array([0.1, 0.5, 1.0])
@@ -523,6 +536,7 @@ def test_no_boost_is_the_kernel():
         np.testing.assert_allclose(pp.paper_rdp(mech, 3.0), ref_rdp, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_corrected_weights_are_boosted_strip_masses():
     """weights='corrected': W1 = Pr_pb(X)[S(X)\\S(X')], W2 = Pr_pb(X)[S(X')\\S(X)] for the pair (0, Δ)."""
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(3.0), dpjax.RelativeError(0.2, 2.5), 0.9)

@@ -35,6 +35,7 @@ def _mass(p):
         return max(float(np.sum(np.asarray(d.probs)) + float(d.inf_mass)) for d in p._directions())
 
 
+@pytest.mark.slow
 def test_mixture_pld_mass_and_composition_converge_from_above():
     # LaplaceMixture(ε=0.3, r=4, c=3): the audit's oracle gives ε(1e-6) = 8.7349 after 10 runs
     # (main: mass 1.0002 / 1.004 and ε 8.747 / 8.806 at steps 2^-10 / 2^-13, 1.208 and 11.0 at 2^-16)
@@ -63,6 +64,7 @@ def test_pay_down_keeps_the_total_and_raises_delta():
         assert out @ w >= np.asarray(p) @ w - 1e-15
 
 
+@pytest.mark.slow
 def test_pbdp_relative_laplace_mass_at_most_one():
     # main: 1.0128 at 2^-11, 1.064 at 2^-13
     m = dpjax.PrivacyBoosted(dpjax.Laplace(4.785), dpjax.RelativeError(0.155, 4.506), 0.794)

@@ -41,7 +41,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("DiscreteGaussian", "GridLaplace")
+                                  else n for n in CASES])
 def test_pld_is_built_as_its_route_says(name):
     mech, q, expected = CASES[name]
     how = route(mech, None if q == 1.0 else q)

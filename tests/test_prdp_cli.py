@@ -6,6 +6,7 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
 from dpjax.cli import main
 from dpjax.data import BUDGET_MENU, load_budgets, load_steps, load_steps_with_budgets, make_budget_table
@@ -21,6 +22,7 @@ def test_shipped_budgets_match_their_recipe_and_join_the_steps():
     assert chosen == set(BUDGET_MENU.values())
 
 
+@pytest.mark.slow
 def test_per_record_budget_release_prints_values_and_ledger(tmp_path, capsys):
     out = tmp_path / "prdp.csv"
     assert main(["release", "--per-record-budget", "privacy_budget", "--seed", "3", "--output", str(out),

@@ -68,6 +68,7 @@ def test_charges_bound_every_records_spend_for_any_fraction():
             assert np.all(charge <= c * FLOORS * (1 + 1e-15))
 
 
+@pytest.mark.slow
 def test_verify_a_release_against_its_share():
     rng = np.random.default_rng(1)
     budgets = EPS_MIN * np.exp(rng.uniform(0, np.log(EPS_MAX / EPS_MIN), 500))

@@ -41,6 +41,7 @@ def _batched(fn, seed=0, n=R):
     return jax.vmap(fn)(_keys(n, seed))
 
 
+@pytest.mark.slow
 def test_results_are_pytrees_through_jit_and_vmap_float64_with_the_flag_on_or_off():
     assert not jax.config.jax_enable_x64
     keys = _keys(4)
@@ -168,6 +169,7 @@ def _spy(key, values, weights, epsilon, beta, upper):
     return {"weights": weights, "epsilon": epsilon, "beta": beta, "upper": upper, "sum": jnp.sum(values * weights)}
 
 
+@pytest.mark.slow
 def test_framework_hands_M_the_levels_from_ell_with_half_of_eps_tau_A3():
     """A3: M (any user mechanism) sees exactly the records of level ≥ ℓ, budget lo_ℓ/2, failure β/2 and
     the domain U_ℓ; the ledger is lo_i/2 + [i ≥ ℓ]·lo_ℓ/2 (A2)."""
@@ -193,6 +195,7 @@ def _top_level_data(n):
     return np.ones(n), np.full(n, 1.9)
 
 
+@pytest.mark.slow
 def test_count_noise_is_calibrated_to_the_level_floor():
     """Erratum bug 1: Lap(1/lo_ℓ) — not 1/(2 lo_ℓ), the level's upper edge — on the selected level."""
     _, e = _top_level_data(5000)
@@ -205,6 +208,7 @@ def test_count_noise_is_calibrated_to_the_level_floor():
     assert stats.kstest(err, stats.laplace(scale=scale / 2).cdf).pvalue < 1e-6  # the upper-edge bug is visible
 
 
+@pytest.mark.slow
 def test_framework_sum_gives_M_half_of_eps_tau():
     """Erratum bug 2: the universal sum runs with lo_ℓ/2 (its Laplace step with lo_ℓ/4), not lo_ℓ."""
     x, e = _top_level_data(20000)  # upper = 1: one candidate, τ = 1
@@ -252,6 +256,7 @@ def _sampler_draws(key):
             "gamma_zero": noise.gamma(2, jnp.zeros((3,)))}
 
 
+@pytest.mark.slow
 def test_samplers_A5():
     """A5: the float64 samplers against their exact CDFs (KS), and Gamma(3) − Gamma(3) against a sum of
     3 Laplace draws (two-sample KS)."""

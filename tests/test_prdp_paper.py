@@ -41,6 +41,7 @@ def test_A9_prdp_count():
     assert 0.15 <= _re("N2", "prdp_count") <= 0.5  # paper 0.279
 
 
+@pytest.mark.slow
 def test_A12_framework_sum():
     assert 0.10 <= _re("N1", "framework") <= 0.25  # paper 0.187; Erratum: tightened
     assert 0.8 <= _re("N2", "framework") <= 2.5  # paper 1.65

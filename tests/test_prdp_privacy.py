@@ -65,6 +65,7 @@ def test_count_event_frequencies_within_e_to_the_budget():
     assert 0.35 < ratio < 0.62  # the loss reaches lo_1 = 0.5 in the tails: the test has power
 
 
+@pytest.mark.slow
 def test_count_calibrated_to_the_level_upper_edge_is_caught():
     """Erratum bug 1 as a mechanism: noise at 2·lo_i (budgets and ε̌ doubled) spends 1.0 > E(r) = 0.6."""
     fn = lambda k, m: prdp.count(k, 2 * BUDGETS, eps_min=2 * EPS_MIN, eps_max=2 * EPS_MAX, beta=BETA,  # noqa: E731

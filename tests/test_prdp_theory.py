@@ -64,6 +64,7 @@ def test_theorem_5_1_count_A6():
         assert ok.mean() < 1.0 or name != "at_T"  # the bound is not vacuous on the worst profile
 
 
+@pytest.mark.slow
 def test_theorem_6_1_framework_A7():
     """Part 1 of Algorithm 2 (run through the framework sum): few records excluded, ε_τ ≥ ε_min/2."""
     def fn(k, b, m):

@@ -27,12 +27,14 @@ def _values(mech, n):
     return jnp.arange(n, dtype=jnp.int32 if mech.discrete else jnp.float32)
 
 
-@pytest.mark.parametrize("mech", MECHS, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("mech", [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.DiscreteGaussian) else m
+                                  for m in MECHS], ids=lambda m: type(m).__name__)
 def test_release_is_identical_across_slices(mech):
     key = jax.random.key(11)
     x = _values(mech, 10_000)
-    whole = np.asarray(dpjax.release(key, x, mech))
-    parts = [np.asarray(dpjax.release(jax.random.key(11), x[a:b], mech, start=a)) for a, b in [(0, 1), (1, 3333), (3333, 10_000)]]
+    whole = np.asarray(dpjax.release(key, x, mech, numerics="float"))
+    parts = [np.asarray(dpjax.release(jax.random.key(11), x[a:b], mech, start=a, numerics="float"))
+             for a, b in [(0, 1), (1, 3333), (3333, 10_000)]]
     np.testing.assert_array_equal(whole, np.concatenate(parts))
     assert np.isfinite(whole).all()
 
@@ -40,22 +42,22 @@ def test_release_is_identical_across_slices(mech):
 def test_release_matches_sample_and_is_deterministic():
     mech = dpjax.Laplace(scale=1.0)
     x = jnp.linspace(-5, 5, 101)
-    a = dpjax.release(jax.random.key(3), x, mech)
-    b = dpjax.release(jax.random.key(3), x, mech)
+    a = dpjax.release(jax.random.key(3), x, mech, numerics="float")
+    b = dpjax.release(jax.random.key(3), x, mech, numerics="float")
     c = mech.sample(jax.random.key(3), x)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, c)
-    assert not np.array_equal(a, dpjax.release(jax.random.key(4), x, mech))
+    assert not np.array_equal(a, dpjax.release(jax.random.key(4), x, mech, numerics="float"))
 
 
 def test_release_of_2d_values_and_per_query_parameters():
     x = jnp.zeros((4, 1000))
     sig = jnp.array([[0.1], [1.0], [10.0], [100.0]])
-    y = np.asarray(dpjax.release(jax.random.key(0), x, dpjax.Gaussian(sigma=sig)))
+    y = np.asarray(dpjax.release(jax.random.key(0), x, dpjax.Gaussian(sigma=sig), numerics="float"))
     assert y.shape == (4, 1000)
     np.testing.assert_allclose(y.std(axis=1), [0.1, 1.0, 10.0, 100.0], rtol=0.1)
     per_record = dpjax.Gaussian(sigma=jnp.broadcast_to(sig, (4, 1000)))
-    np.testing.assert_array_equal(y, np.asarray(dpjax.release(jax.random.key(0), x, per_record)))
+    np.testing.assert_array_equal(y, np.asarray(dpjax.release(jax.random.key(0), x, per_record, numerics="float")))
 
 
 def test_release_under_jit_and_vmap_over_keys():
@@ -72,7 +74,7 @@ _SHARD_SCRIPT = textwrap.dedent(
     import dpjax
     assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
     x = jnp.arange((1 << 17) + 3, dtype=jnp.float32) / 1000  # not a multiple of 4: padded when sharded
-    outs = [np.asarray(dpjax.release(jax.random.key(7), x, m)) for m in
+    outs = [np.asarray(dpjax.release(jax.random.key(7), x, m, numerics="float")) for m in
             (dpjax.Laplace(scale=1.0), dpjax.Gaussian(sigma=2.0), dpjax.DiscreteLaplace(scale=2.0),
              dpjax.Gaussian(sigma=jnp.linspace(1.0, 2.0, (1 << 17) + 3)),
              # per-record region masses (erf): a one-device program that fused the cut to the real records
@@ -91,21 +93,23 @@ def _run_with_devices(n, path, tmp_path):
     return np.load(path)
 
 
+@pytest.mark.slow
 def test_release_is_identical_on_1_and_4_devices(tmp_path):
     one = _run_with_devices(1, tmp_path / "one.npy", tmp_path)
     four = _run_with_devices(4, tmp_path / "four.npy", tmp_path)
     np.testing.assert_array_equal(one, four)
 
 
+@pytest.mark.slow
 def test_key_reuse_is_caught():
     mech = dpjax.Laplace(scale=1.0)
     with jax.debug_key_reuse(True):
         key = jax.random.key(0)
         k1, k2 = jax.random.split(key)
-        dpjax.release(k1, jnp.zeros(10), mech)  # our own code consumes each key exactly once
+        dpjax.release(k1, jnp.zeros(10), mech, numerics="float")  # our own code consumes each key exactly once
         mech.sample(k2, 0.0, (10,))
         with pytest.raises(Exception, match="consumed"):
-            dpjax.release(k1, jnp.zeros(10), mech)
+            dpjax.release(k1, jnp.zeros(10), mech, numerics="float")
 
 
 def test_secure_key_is_threefry_and_fresh():
@@ -175,7 +179,7 @@ def test_release_refuses_bad_keys_shapes_and_categories():
 def test_no_release_contains_nan_even_at_extreme_scales():
     x = jnp.full((100_000,), 1e6, jnp.float32)
     for mech in (dpjax.Laplace(scale=1e-30), dpjax.Laplace(scale=1e30), dpjax.Gaussian(sigma=1e-30), dpjax.Gaussian(sigma=1e30)):
-        assert np.isfinite(np.asarray(dpjax.release(jax.random.key(1), x, mech))).all()
+        assert np.isfinite(np.asarray(dpjax.release(jax.random.key(1), x, mech, numerics="float"))).all()
 
 
 def test_threefry_hash_is_bit_identical_to_jax():
@@ -191,3 +195,22 @@ def test_threefry_hash_is_bit_identical_to_jax():
     got = jax.jit(threefry2x32)(k0, k1, x0, x1)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
+
+
+def test_default_tier_is_the_command_lines():
+    """Like ``dpjax release``: the exact tier where the mechanism has an exact sampler, the float tier where it has
+    none and under tracing (the exact tier draws on the host from concrete parameters)."""
+    key, x, mech = jax.random.key(5), jnp.linspace(-3.0, 3.0, 64), dpjax.Laplace(1.0)
+    default = dpjax.release(key, x, mech)
+    np.testing.assert_array_equal(default, dpjax.release(key, x, mech, numerics="exact"))
+    assert not np.array_equal(default, dpjax.release(key, x, mech, numerics="float"))
+    mixture = dpjax.LaplaceMixture.from_epsilon(1.0, r=5.0, c=5.0)  # no exact sampler
+    np.testing.assert_array_equal(dpjax.release(key, x, mixture), dpjax.release(key, x, mixture, numerics="float"))
+    traced = jax.jit(lambda k, v: dpjax.release(k, v, mech))(key, x)
+    np.testing.assert_array_equal(traced, dpjax.release(key, x, mech, numerics="float"))
+    with pytest.raises(ValueError, match="numerics"):
+        dpjax.release(key, x, mech, numerics="auto")
+    with pytest.raises(ValueError, match="exact"):
+        dpjax.release(key, x, mixture, numerics="exact")
+    with pytest.raises(ValueError, match="NaN"):  # a refusal of the exact tier stands: no float fallback
+        dpjax.release(key, jnp.array([1.0, jnp.nan]), mech)

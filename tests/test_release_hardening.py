@@ -18,39 +18,40 @@ def test_integer_release_adds_integer_noise_exactly(mech):
     """1,000,000,032 and its neighbour went through float32 (outputs all multiples of 64)."""
     key = jax.random.key(3)
     for v in (1_000_000_032, 1_000_000_033, 16_777_217):
-        out = np.asarray(dpjax.release(key, np.full(20000, v, np.int32), mech))
+        out = np.asarray(dpjax.release(key, np.full(20000, v, np.int32), mech, numerics="float"))
         assert out.dtype == np.int32
         noise = out.astype(np.int64) - v
         assert abs(noise.mean()) < 0.5 and (out % 64 != 0).mean() > 0.9
         # the noise does not depend on the value: the same key gives the same noise
-        ref = np.asarray(dpjax.release(key, np.zeros(20000, np.int32), mech))
+        ref = np.asarray(dpjax.release(key, np.zeros(20000, np.int32), mech, numerics="float"))
         np.testing.assert_array_equal(noise, ref)
 
 
 def test_integer_release_saturates_instead_of_wrapping():
-    out = np.asarray(dpjax.release(jax.random.key(0), np.full(1000, 2**31 - 3, np.int32), dpjax.DiscreteLaplace(50.0)))
+    out = np.asarray(dpjax.release(jax.random.key(0), np.full(1000, 2**31 - 3, np.int32), dpjax.DiscreteLaplace(50.0),
+                                   numerics="float"))
     assert out.min() > 2**31 - 2000 and out.max() == 2**31 - 1
 
 
 def test_int64_under_x64_stays_int64():
     with jax.enable_x64(True):
         out = np.asarray(dpjax.release(jax.random.key(0), np.full(100, 3 * 10**12, np.int64),
-                                       dpjax.DiscreteGaussian(sigma=3.0)))
+                                       dpjax.DiscreteGaussian(sigma=3.0), numerics="float"))
     assert out.dtype == np.int64 and np.abs(out - 3 * 10**12).max() < 40
 
 
 def test_dtypes_refused_widened_or_warned():
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="values: int64 values"):
-        dpjax.release(key, np.full(2, 2**40, np.int64), dpjax.DiscreteLaplace(1.0))
-    assert dpjax.release(key, np.ones(2, np.int64), dpjax.DiscreteLaplace(1.0)).dtype == jnp.int32
-    out = dpjax.release(key, np.ones(3, np.float16), dpjax.Laplace(1e-3))
+        dpjax.release(key, np.full(2, 2**40, np.int64), dpjax.DiscreteLaplace(1.0), numerics="float")
+    assert dpjax.release(key, np.ones(2, np.int64), dpjax.DiscreteLaplace(1.0), numerics="float").dtype == jnp.int32
+    out = dpjax.release(key, np.ones(3, np.float16), dpjax.Laplace(1e-3), numerics="float")
     assert out.dtype == jnp.float32 and np.all(np.isfinite(out)) and np.all(np.abs(np.asarray(out) - 1) < 0.1)
     with pytest.warns(UserWarning, match="rounded to float32"):
-        dpjax.release(key, np.full(2, 1e9 + 0.3), dpjax.Laplace(1.0))
+        dpjax.release(key, np.full(2, 1e9 + 0.3), dpjax.Laplace(1.0), numerics="float")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        dpjax.release(key, np.full(2, 0.5), dpjax.Laplace(1.0))  # exact in float32: no warning
+        dpjax.release(key, np.full(2, 0.5), dpjax.Laplace(1.0), numerics="float")  # exact in float32: no warning
 
 
 @pytest.mark.parametrize("ctor, name", [
@@ -67,13 +68,13 @@ def test_scales_and_sizes_the_float_cannot_carry_are_refused(ctor, name):
     """At release (a kernel of any positive scale can still be accounted, in float64)."""
     with pytest.raises(ValueError, match=name):
         mech = ctor()
-        dpjax.release(jax.random.key(0), np.zeros(2, np.int32), mech)
+        dpjax.release(jax.random.key(0), np.zeros(2, np.int32), mech, numerics="float")
 
 
 def test_a_list_of_scales_is_a_batch():
     m = dpjax.Laplace(scale=[1.0, 2.0])
     assert m.batch_shape == (2,)
-    assert dpjax.release(jax.random.key(0), np.zeros(2, np.float32), m).shape == (2,)
+    assert dpjax.release(jax.random.key(0), np.zeros(2, np.float32), m, numerics="float").shape == (2,)
 
 
 def test_discrete_gaussian_sampler_loop_is_bounded():
@@ -91,6 +92,7 @@ def test_discrete_gaussian_sampler_loop_is_bounded():
     assert out.shape == (4,) and discrete_gaussian.MAX_TRIALS == 64
 
 
+@pytest.mark.slow
 def test_huge_discrete_support_is_refused_naming_the_sensitivity():
     with pytest.raises(ValueError, match="sensitivity"):
         accounting.pld(dpjax.DiscreteGaussian(sigma=2.0), sensitivity=1e8)

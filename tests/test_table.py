@@ -85,6 +85,7 @@ def test_bounding_choice_is_uniform():
     assert sps.chisquare(hits).pvalue > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["gaussian", pytest.param("laplace", marks=pytest.mark.slow),
                                    pytest.param("discrete_laplace", marks=pytest.mark.slow)])
 def test_calibration_meets_the_budget_exactly(noise):
@@ -108,6 +109,7 @@ def test_calibration_meets_the_budget_exactly(noise):
     assert float(total.get_epsilon_for_delta(rel.delta - rel.selection_delta)) <= 1.0 + 1e-9
 
 
+@pytest.mark.slow
 def test_noise_drawn_has_the_stated_law():
     """The noise actually added to a count, measured over many groups, follows the stated kernel."""
     groups = 4000
@@ -154,6 +156,7 @@ def test_neighbouring_tables_event_frequencies():
         assert q <= math.exp(rel.epsilon) * p + rel.delta + slack
 
 
+@pytest.mark.slow
 def test_selection_drops_tiny_groups_keeps_large():
     rng = np.random.default_rng(3)
     n = 20000
@@ -198,6 +201,7 @@ def test_public_groups_forms_and_multi_column_keys_with_nulls():
     assert (None, 1) in list(zip(*(private.column(c).to_pylist() for c in ("a", "b"))))
 
 
+@pytest.mark.slow
 def test_every_input_type_gives_the_same_table(tmp_path):
     d = _data(n=2000, seed=4)
     kw = dict(by="g", statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=2,

@@ -66,6 +66,7 @@ def test_exact_table_noise_has_the_law_it_claims(kernel, lo, hi):
     assert p > 1e-3
 
 
+@pytest.mark.slow
 def test_exact_is_the_default_for_laplace_and_its_outputs_lie_on_the_lattice():
     d = _data(n=20000, users=4000)  # ≈ 900 units per group: above the selection threshold (≈ 400)
     rel = table.release(jax.random.key(0), d, by="g", **EXACT_KW)
@@ -81,6 +82,7 @@ def test_exact_is_the_default_for_laplace_and_its_outputs_lie_on_the_lattice():
         table.release(jax.random.key(0), d, by="g", **{**EXACT_KW, "numerics": "integer"})
 
 
+@pytest.mark.slow
 def test_exact_noise_is_invariant_to_row_order_and_to_the_other_groups():
     """A group's exact noise depends only on (key, statistic, group key, element): shuffled rows give the same
     table, and a group's draw is bitwise the same whichever other groups are drawn with it."""
@@ -159,6 +161,28 @@ def test_cli_default_table_release_runs_on_the_exact_tier(tmp_path, capsys):
     assert main(["release", "--seed", "0", "--numerics", "float"]) == 0
     text = capsys.readouterr().out
     assert "dpjax release (table)" in text and "numerics: float" in text
+
+
+def test_api_defaults_name_the_command_lines():
+    """The defaults of ``dpjax.table.release`` are those of ``dpjax release``: Laplace noise, on the exact tier where
+    the kernel has one (the release itself: the slow test below)."""
+    import inspect
+
+    from dpjax.table.release import numerics_of
+
+    params = inspect.signature(table.release).parameters
+    assert params["noise"].default == "laplace" and params["numerics"].default is None
+    assert numerics_of(dpjax.Laplace(1.0), None) == "exact"
+
+
+@pytest.mark.slow
+def test_api_defaults_are_the_command_lines():
+    """``dpjax.table.release`` without ``noise`` or ``numerics`` runs what ``dpjax release`` runs: Laplace noise on
+    the exact tier (the configuration of the tests above: its calibration is remembered)."""
+    default = {k: v for k, v in EXACT_KW.items() if k != "noise"}
+    rel = table.release(jax.random.key(4), _data(), by="g", **default)
+    assert rel.noise == "laplace" and rel.numerics == "exact"
+    assert rel.table.equals(table.release(jax.random.key(4), _data(), by="g", **EXACT_KW).table)
 
 
 @pytest.mark.slow

@@ -48,11 +48,11 @@ STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table
          table.variance("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
 
 
-@pytest.mark.parametrize("groups", [None, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None]])
+@pytest.mark.parametrize("groups", [pytest.param(None, marks=pytest.mark.slow), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None]])
 def test_spark_equals_pyarrow_bitwise(spark, groups):
     t = _data()
     kw = dict(by="g", statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=1.0, delta=1e-6, groups=groups)
+              epsilon=1.0, delta=1e-6, groups=groups, noise="gaussian")  # (the exact tier: the test below)
     local = table.release(jax.random.key(5), t, **kw)
     df = spark.createDataFrame(t.to_pandas()).repartition(3)
     remote = table.release(jax.random.key(5), df, **kw)
@@ -61,6 +61,7 @@ def test_spark_equals_pyarrow_bitwise(spark, groups):
     assert local.table.num_rows >= 3
 
 
+@pytest.mark.slow
 def test_spark_equals_pyarrow_bitwise_on_the_exact_tier(spark):
     """Integer-only noise addressed by (key, component, group key): the same bits from Spark."""
     t = _data()
@@ -74,6 +75,7 @@ def test_spark_equals_pyarrow_bitwise_on_the_exact_tier(spark):
     assert local.table.num_rows >= 3
 
 
+@pytest.mark.slow
 def test_spark_row_level_and_bad_input(spark):
     t = _data(seed=1)
     df = spark.createDataFrame(t.to_pandas())

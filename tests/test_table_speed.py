@@ -29,6 +29,7 @@ def _compiles(fn):
     return out, count[0]
 
 
+@pytest.mark.slow
 def test_calibration_compiles_few_programs():
     """Laplace, count + sum, K = 3, a budget no other test uses (the cache cannot answer): the old
     search (wide grids of 12 ratios, bucketed by the accountant) compiled 66 programs here; the
@@ -42,8 +43,8 @@ def test_calibration_compiles_few_programs():
     assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
 
 
-@pytest.mark.parametrize("noise, k, epsilon, delta", [("laplace", 30, 0.5, 1e-5), ("gaussian", 1, 5.0, 1e-9),
-                                                     ("laplace", 1, 1.0, 0.0)])
+@pytest.mark.parametrize("noise, k, epsilon, delta", [pytest.param("laplace", 30, 0.5, 1e-5, marks=pytest.mark.slow), ("gaussian", 1, 5.0, 1e-9),
+                                                     pytest.param("laplace", 1, 1.0, 0.0, marks=pytest.mark.slow)])
 def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
     """Far from the start (many runs; a tiny δ; pure ε) the search still lands within the tolerance."""
     make = by_name(noise)

@@ -51,7 +51,7 @@ def test_streamed_inputs_release_bitwise_what_the_table_in_memory_releases(tmp_p
         groups = ["oslo", "lima", "pune", "nowhere"] if by == "city" else \
             {"city": ["oslo", "lima", "pune"], "band": [0, 1, 2, None]}
     kw = dict(by=by, statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=4.0, delta=1e-6, groups=groups)
+              epsilon=4.0, delta=1e-6, groups=groups, noise="gaussian")
     ref = table.release(jax.random.key(5), memory, **kw)
     for source in (str(path), tmp_path / "d.parquet", io.BytesIO(path.read_bytes())):
         got = table.release(jax.random.key(5), source, **kw)

@@ -13,6 +13,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import accounting
 import dpjax
@@ -68,6 +69,7 @@ def test_accountant_budget_admits_exactly_n_under_threads():
     assert acc.spent_epsilon() == eps[n - 1] <= budget
 
 
+@pytest.mark.slow
 def test_dpsgd_accountant_budget_admits_exactly_n_under_threads():
     n = 12
     probe = accounting.DpsgdAccountant(1.0, 0.05, delta=1e-5)

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 
 from accounting.rdp import sampled_gaussian_rdp, subsampled_rdp
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.mechanism import overrides
 from dpjax.randomized_response import RandomizedResponse
 
 __all__ = ["noise_kind", "noise_mechanism", "step_mechanism"]
@@ -35,11 +34,11 @@ def noise_kind(mechanism) -> str:
     if mechanism is None:
         return "gaussian"
     if isinstance(mechanism, type) and issubclass(mechanism, AdditiveMechanism):
-        if mechanism.discrete and overrides(mechanism, "renyi_divergence_bound"):
+        if mechanism.discrete and mechanism.renyi_divergence_bound is not None:
             return "discrete_gaussian"
-        if not mechanism.discrete and overrides(mechanism, "gaussian_pld_mu"):
+        if not mechanism.discrete and mechanism.gaussian_pld_mu is not None:
             return "gaussian"
-        if not mechanism.discrete and overrides(mechanism, "pure_epsilon"):
+        if not mechanism.discrete and mechanism.pure_epsilon is not None:
             return "laplace"
     raise ValueError(
         "mechanism must be None or an additive kernel class whose DP-SGD accounting is known (the class: its scale "

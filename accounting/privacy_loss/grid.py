@@ -174,8 +174,8 @@ def disjoint(pmf: GridPmf, apart) -> GridPmf:
 # queries
 # ----------------------------------------------------------------------------------
 def _rcumsum(x):
-    """Reverse cumulative sum along the last axis (jnp.cumsum of a flip is 2-3x slower on CPU;
-    lax.associative_scan is faster still but compiles 4x slower)."""
+    """Reverse cumulative sum along the last axis (faster on CPU than jnp.cumsum of a flip;
+    lax.associative_scan runs faster still but compiles far slower)."""
     return jax.lax.cumsum(x, axis=x.ndim - 1, reverse=True)
 
 
@@ -374,7 +374,7 @@ def self_compose(pmf: GridPmf, count, size: int, tail: float, pessimistic: bool,
 
 def _roll_left(out, lo, size: int):
     """``out[..., (lo + i) % size]`` for i < size (per batch element ``lo``): a dynamic slice of
-    the doubled array (a gather is ~10x slower on CPU)."""
+    the doubled array (a gather is much slower on CPU)."""
 
     def one(x, l):
         sh = jnp.mod(l, float(size)).astype(jnp.int32)

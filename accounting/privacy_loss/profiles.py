@@ -35,7 +35,6 @@ import numpy as np
 from accounting._numerics import safe_log, searchsorted_right, take_last
 from accounting.privacy_loss.route import route
 from accounting.privacy_loss.pair_path import HOOKS, convex_minorant, path_divergence, supremum
-from dpjax.mechanism import overrides
 
 #: output-space tail (per side, per law) left out of the output grid; carried as +∞ mass.
 OUTPUT_TAIL = 1e-18
@@ -140,7 +139,7 @@ def _grid_pair(mech, v, nv, cells, pessimistic):
     ylo, yhi = output_interval(mech, v, nv)
     u = jnp.linspace(0.0, 1.0, cells + 1)
     y = ylo + (yhi - ylo) * u
-    if overrides(mech, "output_breakpoints"):
+    if mech.output_breakpoints is not None:
         bp = jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64)
         bp = jnp.clip(bp, ylo, yhi)
         y = jnp.sort(jnp.concatenate([jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + y.shape[-1:]),

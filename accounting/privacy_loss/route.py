@@ -26,7 +26,6 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from dpjax.mechanism import overrides
 
 __all__ = ["Route", "route", "pure_cap", "capped_by_pure"]
 
@@ -51,15 +50,15 @@ def route(mech, sampling_prob=None, *, use_analytic=True) -> Route:
     """The :class:`Route` of ``mech``'s PLD; ``sampling_prob`` the Poisson sampling rate as
     :func:`construction.sampling_rate` gives it (``None``: not subsampled), ``use_analytic=False``
     forces the grid for a Gaussian loss."""
-    if overrides(mech, "hockey_stick"):
+    if mech.hockey_stick is not None:
         profile = "closed_form"
     elif mech.discrete:
         profile = "discrete"
     else:
         profile = "output_grid"
-    return Route(analytic=bool(use_analytic) and sampling_prob is None and overrides(mech, "gaussian_pld_mu"),
+    return Route(analytic=bool(use_analytic) and sampling_prob is None and mech.gaussian_pld_mu is not None,
                  profile=profile, pair_path=bool(getattr(mech, "pair_path", False)),
-                 pure_cap=getattr(mech, "pure_epsilon", None) is not None, atomic=bool(mech.discrete))
+                 pure_cap=mech.pure_epsilon is not None, atomic=bool(mech.discrete))
 
 
 def pure_cap(mech, sensitivity, sampling_prob):

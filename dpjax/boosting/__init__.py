@@ -31,7 +31,7 @@ The package, one idea per module:
 Everything goes through the kernel protocol (masses, quantiles, loss thresholds, tilted
 integrals); the built-in kernels' closed forms make it exact and fast, a kernel without
 them gets numerical defaults. Exact single-release accounting: :mod:`accounting.exact`;
-the paper's (uncertified) formulas: :mod:`accounting.pbdp_paper`.
+the paper's (uncertified) formulas: :mod:`accounting.papers.pbdp`.
 """
 
 from dpjax.boosting.mechanism import PrivacyBoosted

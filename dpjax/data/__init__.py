@@ -11,7 +11,8 @@ unit. Each was produced by its recipe (:func:`make_steps_table`, seed 2025;
 :func:`make_daily_steps_table`, seed 2026) and is checked against it by the
 tests, so the shipped files and their recipes cannot drift apart. (numpy's
 generator, seeded explicitly, only synthesises these fixed tables; no release
-noise comes from it.)
+noise comes from it.) :func:`path` gives a file's location, to read it as any
+other table: ``dpjax.table.release(key, dpjax.data.path("steps_daily.csv"), ...)``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["AGE_GROUPS", "REGIONS", "make_steps_table", "load_steps", "STEPS_CSV", "DAILY_STEPS_CSV",
+__all__ = ["AGE_GROUPS", "REGIONS", "path", "make_steps_table", "load_steps", "STEPS_CSV", "DAILY_STEPS_CSV",
            "make_daily_steps_table", "BUDGET_MENU",
            "BUDGETS_CSV", "make_budget_table", "load_budgets", "load_steps_with_budgets"]
 
@@ -30,6 +31,25 @@ AGE_GROUPS = ("18-29", "30-44", "45-59", "60-74", "75+")
 REGIONS = ("north", "south", "east", "west")
 STEPS_CSV = "steps.csv"
 _MEAN_STEPS = (8600.0, 7900.0, 7100.0, 6000.0, 4300.0)
+
+
+def path(name: str) -> str:
+    """The file system path of an embedded dataset, to pass where a CSV file is read.
+
+    Args:
+      name: ``"steps.csv"`` (one row per user), ``"steps_daily.csv"`` (one row per user and logged
+        day; several rows per user) or ``"budgets.csv"`` (each user's privacy budget).
+
+    Returns:
+      The path of the shipped file, as a string.
+
+    Raises:
+      ValueError: ``name`` is not one of the embedded datasets.
+    """
+    names = (STEPS_CSV, DAILY_STEPS_CSV, BUDGETS_CSV)
+    if name not in names:
+        raise ValueError(f"name must be one of {', '.join(names)} (the embedded datasets), got {name!r}")
+    return str(resources.files(__package__).joinpath(name))
 
 
 def make_steps_table(num_users: int = 4000, seed: int = 2025) -> str:

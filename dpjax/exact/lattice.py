@@ -40,7 +40,7 @@ import numpy as np
 
 from dpjax.exact import cks, table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
-from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float, overrides
+from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
 from dpjax._draw import SHARD_MIN_RECORDS, _shard
@@ -56,7 +56,6 @@ GAUSSIAN_BITS = 12
 #: lattice indices |x/g| must stay below this (int64 arithmetic with room for the noise)
 _INDEX_MAX = 2.0**62
 
-_OPTIONAL = ("hockey_stick", "renyi_divergence", "output_breakpoints", "renyi_divergence_bound")
 
 
 def _concrete(name, x):
@@ -65,6 +64,7 @@ def _concrete(name, x):
     return np.asarray(x, np.float64)
 
 
+@pytree_dataclass
 class ExactLattice(Mechanism):
     """The discrete mechanism an exact release runs: integer noise ``noise`` on the lattice gℤ.
 
@@ -77,11 +77,42 @@ class ExactLattice(Mechanism):
     Built by ``mech.exact_lattice()``; not meant to be constructed by hand.
     """
 
+    noise: Mechanism
+    granularity: jax.Array
+    param: jax.Array
+    shift: jax.Array
+    sampler: str = static_field(default="dl")
+
     discrete = True
 
     @property
     def symmetric_pairs(self):
         return self.noise.symmetric_pairs
+
+    # the optional hooks are the noise's (None where the noise has none), in lattice units
+    @property
+    def hockey_stick(self):
+        return self.noise.hockey_stick
+
+    @property
+    def renyi_divergence(self):
+        return self.noise.renyi_divergence
+
+    @property
+    def output_breakpoints(self):
+        return self.noise.output_breakpoints
+
+    @property
+    def renyi_divergence_bound(self):
+        return self.noise.renyi_divergence_bound
+
+    @property
+    def pure_epsilon(self):
+        pure = self.noise.pure_epsilon
+        return None if pure is None else lambda sensitivity=1.0: pure(self.lattice_sensitivity(sensitivity))
+
+    def _sample(self, uniform, value):
+        raise TypeError("an exact lattice draws integer words (sample_records), never float uniforms")
 
     def lattice_sensitivity(self, sensitivity):
         """⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for randomized response."""
@@ -128,37 +159,19 @@ def check_index_range(lat, values) -> None:
                          f"(granularity {g.min()}), got {np.abs(values).max()}")
 
 
-@functools.lru_cache(maxsize=None)
-def _lattice_class(noise_cls):
-    """ExactLattice specialised to a noise class: it forwards exactly the optional hooks the noise has
-    (the accountant asks ``overrides(mech, hook)``)."""
-    ns = {}
-    for name in _OPTIONAL:
-        if overrides(noise_cls, name):
-            ns[name] = (lambda nm: lambda self, *a: getattr(self.noise, nm)(*a))(name)
-    if getattr(noise_cls, "pure_epsilon", None) is not None:
-        ns["pure_epsilon"] = lambda self, sensitivity=1.0: self.noise.pure_epsilon(self.lattice_sensitivity(sensitivity))
-    ns["__annotations__"] = {"noise": Mechanism, "granularity": jax.Array, "param": jax.Array,
-                             "shift": jax.Array, "sampler": str}
-    ns["sampler"] = static_field(default="dl")
-    cls = type(f"ExactLattice[{noise_cls.__name__}]", (ExactLattice,), ns)
-    return pytree_dataclass(cls)
-
-
 def _make(noise, granularity, param, shift, sampler):
-    cls = _lattice_class(type(noise))
-    return cls(noise=noise, granularity=np.asarray(granularity, np.float64), param=np.asarray(param, np.uint64),
+    return ExactLattice(noise=noise, granularity=np.asarray(granularity, np.float64), param=np.asarray(param, np.uint64),
                shift=np.asarray(shift, np.uint64), sampler=sampler)
 
 
 def _elementwise(fn, x):
     """The results of ``fn`` (a tuple of numbers) for every element of ``x``, as a tuple of arrays of x's shape:
-    ``fn`` (exact arithmetic in Python, microseconds a call) runs once per *distinct* value of x, so per-record
+    ``fn`` (exact arithmetic in Python) runs once per *distinct* value of x, so per-record
     parameters cost their number of distinct values, not of records."""
     x = np.asarray(x)
     flat = x.reshape(-1)
     if np.unique(flat[:: max(1, flat.size >> 12)]).size <= 64:  # few distinct values (on a strided sample): a sort
-        distinct = np.unique(flat)  # and a search in them, 4x faster than the argsort of return_inverse
+        distinct = np.unique(flat)  # and a search in them, cheaper than the argsort of return_inverse
         inverse = np.searchsorted(distinct, flat)
     else:  # (a search in many values is the slower)
         distinct, inverse = np.unique(flat, return_inverse=True)
@@ -253,9 +266,12 @@ def _integer_kernel_sampler(kernel):
     """"dl" or "dg": the exact sampler of an integer-noise kernel (discrete Laplace or discrete Gaussian, as
     its own :meth:`exact_lattice` declares), or None for any other kernel. Asked of the kernel, not of its
     class (the kernels import this module)."""
-    if not (kernel.discrete and overrides(kernel, "exact_lattice")):
+    if not kernel.discrete:
         return None
-    kind = kernel.exact_lattice().sampler
+    try:
+        kind = kernel.exact_lattice().sampler
+    except ValueError:  # no exact sampler: the default hook refuses
+        return None
     return kind if kind in ("dl", "dg") else None
 
 
@@ -395,8 +411,8 @@ def _table_noise(words, kind, t, shift):
 PREFIX_BITS = 16
 #: the prefix table is used where it decides at least this share of the records (else every record reads whole words)
 PREFIX_MIN_DECIDED = 0.97
-#: releases of fewer records read whole words (the programs of the undecided records cost about what the 6 bytes a
-#: record save: at 2^14 records 1.1 ms either way, at 2^16 1.9 ms against 3.0 ms; 2 vCPUs, load 4)
+#: releases of fewer records read whole words (below it the programs of the undecided records cost about what the
+#: 6 bytes a record save)
 PREFIX_MIN_RECORDS = 1 << 16
 #: the prefix table's entry for a prefix that does not decide the noise
 _UNDECIDED = np.iinfo(np.int32).min
@@ -428,7 +444,7 @@ def _prefix_table(kind, t, shift):
 @functools.partial(jax.jit, static_argnames=("kind", "t", "shift"))
 def _noise_of_words(table, *, kind, t, shift):
     """:func:`_table_noise` of the words ``table`` (uint64 [1, n]), in one compiled program (eager, its few dozen
-    operations compile one by one: 1.3 s)."""
+    operations would compile one by one)."""
     return _table_noise(_WordTable(table), kind, t, shift)
 
 
@@ -721,8 +737,8 @@ def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, record
 
 def _padded(idx):
     """The flagged records' indices padded to a power of two (at least 16) by repeating the last: the device steps
-    of the host completion compile once per size class, not once per count of flagged records (a compilation
-    costs 0.1 s; a release of 4·10^6 records flags about one)."""
+    of the host completion compile once per size class, not once per count of flagged records (a release of
+    millions of records flags about one)."""
     return np.concatenate([idx, np.repeat(idx[-1:], max(16, 1 << int(idx.size - 1).bit_length()) - idx.size)])
 
 
@@ -908,7 +924,7 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
 
 #: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`_RRTable`)
 RR_TABLE_MAX = 1024
-#: records whose ε the table misses are completed on the host up to this many (100 µs each); beyond, the missed
+#: records whose ε the table misses are completed on the host up to this many (one by one); beyond, the missed
 #: values join the table and the release runs again
 _RR_HOST_MISSES = 64
 

@@ -600,7 +600,7 @@ def _symmetric_record(word, tab, bounds):
 
 # -- PB-DP over the discrete kernels: one word per record, an exact inverse-CDF table of the boosted |N| ------
 #: the largest kernel scale of an exact boosted release, σ of the discrete Gaussian or b of the discrete Laplace:
-#: the table of |N| has about 7.4σ (28 b) entries, built from about 12σ (61 b) terms in ≈ 2 s per 40 000 σ
+#: the table of |N| has about 7.4σ (28 b) entries, built on the host from about 12σ (61 b) terms
 PB_MAX_SCALE = {"dg": 2.0**17, "dl": 2.0**13}
 
 

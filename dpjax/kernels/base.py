@@ -43,6 +43,7 @@ at the kinks of both laws.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import ClassVar
 
@@ -50,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.mechanism import Mechanism, overrides
+from dpjax.mechanism import Mechanism
 from dpjax.pytree import replace
 from dpjax.validation import check_positive, check_scale, is_traced
 
@@ -182,17 +183,17 @@ class AdditiveMechanism(Mechanism):
         return super().traced_checks(values) + [(jnp.all(scale > 0), f"{self.scale_name} must be positive")]
 
     # -- required: the noise law ------------------------------------------------------
+    @abc.abstractmethod
     def noise_log_prob(self, n) -> jax.Array:
         """log density (log pmf on the integers) of the noise at ``n``."""
-        raise NotImplementedError(f"{type(self).__name__} must define noise_log_prob(n)")
 
+    @abc.abstractmethod
     def noise_log_cdf(self, n) -> jax.Array:
         """``log Pr[N ≤ n]``."""
-        raise NotImplementedError(f"{type(self).__name__} must define noise_log_cdf(n)")
 
+    @abc.abstractmethod
     def noise_icdf(self, u) -> jax.Array:
         """Quantile: ``F⁻¹(u)``, or the smallest integer ``k`` with ``F(k) ≥ u`` (discrete)."""
-        raise NotImplementedError(f"{type(self).__name__} must define noise_icdf(u)")
 
     # -- the scale --------------------------------------------------------------------
     @property
@@ -452,4 +453,4 @@ class AdditiveMechanism(Mechanism):
     def pair_path(self) -> bool:
         """The shifts of a kernel that is not log-concave sample the path (0, d), d ∈ (0, Δ], when a
         closed-form ``hockey_stick`` lets the accountant bound the supremum between them."""
-        return (not self.log_concave) and (not self.discrete) and overrides(self, "hockey_stick")
+        return (not self.log_concave) and (not self.discrete) and self.hockey_stick is not None

@@ -200,8 +200,8 @@ def _cks_rejection(uniform, sigma):
 
 def _first_kept(trial):
     """Each record's first kept candidate of ``trial(j)`` (the candidates, NaN where a record keeps none: one output,
-    which XLA fuses into one loop; a (candidates, kept) pair cost 3.5x) over j = 0, 1, … until every record has one
-    or :data:`MAX_TRIALS` trials ran (a record with none gets 0)."""
+    which XLA fuses into one loop, where a (candidates, kept) pair would not) over j = 0, 1, … until every record has
+    one or :data:`MAX_TRIALS` trials ran (a record with none gets 0)."""
 
     def cond(state):
         j, out = state
@@ -331,7 +331,7 @@ class DiscreteGaussian(AdditiveMechanism):
         if r is not None and r <= ICDF_MAX_RADIUS and jnp.ndim(self.sigma) == 0:
             # one σ for the batch: |Z| by the inverse of its tail table, one hash per record (no rejection)
             a = _tail_table(self.sigma, r, uniform.dtype)
-            if r <= LINEAR_MAX_RADIUS:  # a is non-increasing: |Z| = #{j ≥ 1 : u < a[j]}, counted (4x the search's speed)
+            if r <= LINEAR_MAX_RADIUS:  # a is non-increasing: |Z| = #{j ≥ 1 : u < a[j]}, counted (faster than the search)
                 u = uniform(0)
                 c = jnp.zeros(jnp.shape(u), jnp.int32)
                 for j in range(1, r + 2):

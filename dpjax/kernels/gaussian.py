@@ -39,7 +39,7 @@ def _ndtr(x):
 def _log_ndtr(x):
     """log Φ(x): log of :func:`_ndtr` down to x = −37 (erfc is relative-accurate there), the
     asymptotic series below (relative error < 1e-16 at |x| > 37). Abs. error ≤ 6e-14 for x > −30
-    (jax's log_ndtr: 4e-9 near x = −20), about 4× cheaper."""
+    (jax's log_ndtr: 4e-9 near x = −20), and cheaper."""
     big = x < -37.0
     core = jnp.log(_ndtr(jnp.where(big, -1.0, x)))
     xb = jnp.where(big, x, -40.0)

@@ -26,11 +26,12 @@ What is not in the paper, or corrected from it (docs/mixture.md):
   :func:`log_concave_at`).
 
 The paper's own quantities (the general privacy budget ζ, Proposition 1, Theorems 2 and 4)
-live in :mod:`accounting.mixture_paper`, labelled NOT CERTIFIED.
+live in :mod:`accounting.papers.mixture`, labelled NOT CERTIFIED.
 """
 
 from __future__ import annotations
 
+import abc
 import math
 
 import jax
@@ -170,8 +171,9 @@ class _Piecewise(AdditiveMechanism):
         """d/dx log f at a point that is not a kink (per unit step on the integers)."""
         return -jnp.sign(x) * jnp.where(jnp.abs(x) < self.breakpoint, self._l2, self._l1)
 
+    @abc.abstractmethod
     def _log_norm(self):
-        raise NotImplementedError
+        """log of the density's normalising constant."""
 
     def _log_density(self, x):
         """log f(x) ignoring the integer support (the potential form on the real line)."""
@@ -285,9 +287,9 @@ class _Piecewise(AdditiveMechanism):
         g_mid = a * self._log_density(mid - v) + (1.0 - a) * self._log_density(mid - nv)
         return piecewise_log_integral(g_mid, slope, mid, k1, k2, self.discrete)
 
+    @abc.abstractmethod
     def tail_mass(self):
         """P(|N| > c), the paper's P_out."""
-        raise NotImplementedError
 
     def variance(self):
         """E N² (the mean is 0)."""

@@ -98,7 +98,7 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     if unit is None:
         return np.arange(n, dtype=_index_dtype(n)), np.ones(n, bool)
     units = len(unit_words)
-    # the group hash words per group, one column at a time (a 1-D take is ≈ 15× numpy's 2-D row gather)
+    # the group hash words per group, one column at a time (a 1-D take is cheaper than numpy's 2-D row gather)
     gw0, gw1 = (np.ascontiguousarray(group_words[:, j]) for j in (0, 1))
     unit_pair = _h(bound_key[0], bound_key[1], unit_words[:, 0], unit_words[:, 1])  # per distinct unit
     grank = np.empty(len(gw0), np.uint64)  # each group's rank by (gw0, gw1): a unit's pairs tie on it

@@ -18,7 +18,7 @@ sensitivity, as for integer-valued kernels — the privacy of the mechanism actu
 A continuous kernel's lattice search with several distinct sensitivities, or a Gaussian one, starts from
 the float calibration (fast: one fused query per ratio): the lattice costs ≤ g/s relative in sensitivity
 (g ≤ 2^-20 b for Laplace, 2^-11 σ for Gaussian), so the first lattice evaluation — one PLD per distinct
-sensitivity; a discrete Gaussian one, accounted from its atoms, takes seconds — usually meets the
+sensitivity; a discrete Gaussian one is accounted from its atoms, the dearest — usually meets the
 tolerance.
 
 ``t`` is a scale whose exact ε at the composition's δ share is ≤ the requested ε and within a
@@ -38,7 +38,6 @@ import numpy as np
 
 import accounting
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.mechanism import overrides
 
 __all__ = ["kernel_of", "Calibration", "calibrate", "kernel_key", "remembered"]
 
@@ -141,12 +140,12 @@ def calibrate(make, components, max_groups: int, selection: bool, epsilon: float
 
     def compute():
         start = None
-        if exact and not discrete and (len(runs) > 2 or not overrides(probe.exact_lattice(), "hockey_stick")):
+        if exact and not discrete and (len(runs) > 2 or probe.exact_lattice().hockey_stick is None):
             # the float calibration (scale-invariant: one fused query per ratio) is within ≈ g/s of the lattice's
             # ratio: usually the first lattice evaluation meets the tolerance. Worth its cost (a compiled fused
             # query) where a lattice evaluation is dear: several distinct sensitivities (one PLD each), or a
             # lattice accounted from its atoms (the Gaussian's); one statistic and the selection of a Laplace
-            # lattice (closed form) go faster from the pure-ε start (measured: 5.2 s against 6.7–9.4 s cold)
+            # lattice (closed form) go faster from the pure-ε start
             start = calibrate(make, components, max_groups, selection, epsilon, delta, False).ratio
         return _calibrate(make, runs, epsilon, delta, discrete, exact, start)
 
@@ -159,7 +158,7 @@ def _start(make, n, epsilon, delta) -> float:
     Laplace's scale family, where the composition's ε(δ) ≤ its pure ε)."""
     t = math.sqrt(2 * n * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
     probe = make(1.0)
-    if overrides(probe, "pure_epsilon"):
+    if probe.pure_epsilon is not None:
         with jax.enable_x64(True):
             pure = float(np.asarray(probe.pure_epsilon(1.0)))
         if math.isfinite(pure) and pure > 0:
@@ -171,8 +170,8 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
     """A safeguarded secant search on ``log ε(t)`` against ``log t``, one ratio per accountant query.
 
     One ratio at a time, each near the last, keeps the accountant on the few compiled programs of
-    the grid-length buckets it visits (a batch of ratios spanning many buckets compiles a program
-    per bucket and per batch size: the first release used to pay ≈ 95 compilations for it). ``start``:
+    the grid-length buckets it visits (a batch of ratios spanning many buckets would compile a
+    program per bucket and per batch size). ``start``:
     the first ratio (default :func:`_start`). The
     secant aims at ``ε·(1 − TOLERANCE/4)``; a step leaving the current bracket (largest ratio over
     the budget, smallest within it) is replaced by the bracket's geometric midpoint."""

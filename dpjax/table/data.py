@@ -209,8 +209,8 @@ _DENSE_SPAN_PER_ROW = 4
 def _dense_codes(column: pa.ChunkedArray):
     """``(code, dictionary)`` of an integer column without nulls whose values span a compact range
     (at most ``_DENSE_SPAN_PER_ROW`` per row, or 2**20): the present values in increasing order as
-    the dictionary, found by one count over the range — a few numpy passes, about 15× the hash
-    table of ``dictionary_encode`` on 10^6 unit ids. ``None`` when the column has nulls or a wider
+    the dictionary, found by one count over the range — a few numpy passes, cheaper than the hash
+    table of ``dictionary_encode``. ``None`` when the column has nulls or a wider
     range (the caller hashes it)."""
     n = len(column)
     if column.null_count or n == 0:

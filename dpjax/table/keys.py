@@ -33,7 +33,7 @@ __all__ = ["KeyWords", "canonical_bytes", "hash_values", "hash_int64", "GroupStr
 _BOUNDING, _NOISE, _INT_HASH = np.uint32(0x7AB1E001), np.uint32(0x7AB1E002), np.uint32(0x7AB1E003)
 
 
-#: from this many entries the hash runs as one fused XLA loop (5x numpy's 60 array passes)
+#: from this many entries the hash runs as one fused XLA loop (instead of numpy's 60 array passes)
 _JIT_MIN = 1 << 16
 #: entries per call of the jitted hash: a large input is hashed in chunks of this size into its
 #: output (never a padded copy of the whole input; the last chunk is padded to a power of two,

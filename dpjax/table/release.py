@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpjax.mechanism import overrides
 from dpjax.random import check_key
 from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
@@ -123,15 +122,15 @@ def numerics_of(probe, numerics) -> str:
     one-scale discrete Laplace or discrete Gaussian lattice, :meth:`exact_lattice`), or by default
     ``"exact"`` where the kernel ``probe`` has one and its lattice calibrates about as fast as the kernel —
     the integer-valued kernels, and a lattice with a closed-form hockey-stick (Laplace's discrete Laplace);
-    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms, seconds per
-    PLD) would turn a millisecond calibration into about a minute (``numerics="exact"`` runs it)."""
+    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms) calibrates far
+    slower than the analytic Gaussian (``numerics="exact"`` runs it)."""
     if numerics not in (None, "exact", "float"):
         raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), "
                          f"got {numerics!r}")
     if numerics == "float":
         return "float"
     try:
-        lattice = probe.exact_lattice() if overrides(probe, "exact_lattice") else None
+        lattice = probe.exact_lattice()
     except ValueError:
         lattice = None
     if lattice is None or lattice.sampler not in ("dl", "dg"):
@@ -139,7 +138,7 @@ def numerics_of(probe, numerics) -> str:
             raise ValueError(f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
                              f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}")
         return "float"
-    if numerics == "exact" or probe.discrete or overrides(lattice, "hockey_stick"):
+    if numerics == "exact" or probe.discrete or lattice.hockey_stick is not None:
         return "exact"
     return "float"
 
@@ -322,7 +321,7 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
 
 
 def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
-            epsilon, delta=0.0, groups=None, noise="gaussian", numerics=None) -> TableRelease:
+            epsilon, delta=0.0, groups=None, noise="laplace", numerics=None) -> TableRelease:
     """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
 
     Args:
@@ -338,14 +337,14 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
       epsilon, delta: the budget of the whole release; ``delta > 0`` when groups are selected.
       groups: ``None`` (private selection), or the public groups: a list of keys (tuples for
         several columns), a dict column → list of values (their cross product), or a table of keys.
-      noise: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``,
-        a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
+      noise: ``"laplace"`` (default, as ``dpjax release``), ``"gaussian"``, ``"discrete_laplace"``,
+        ``"discrete_gaussian"``, a kernel class of the protocol (:mod:`dpjax.kernels`) or a kernel instance.
       numerics: ``"exact"`` — integer-only noise, each noisy value the kernel's lattice mechanism
         (``kernel.exact_lattice()``: rounded to the lattice gℤ, discrete Laplace or discrete Gaussian noise
         drawn by integer comparisons only), calibrated and accounted as that mechanism (lattice sensitivity
         ⌈Δ/g⌉); ``"float"`` — the kernel's float sampler (docs/threat-model.md); ``None`` (default): exact
         for ``"laplace"`` and the integer-valued kernels, float for ``"gaussian"`` (its exact lattice, a
-        discrete Gaussian accounted from its atoms, calibrates in about a minute: ask for it) and for
+        discrete Gaussian accounted from its atoms, calibrates far slower: ask for it) and for
         kernels without an exact sampler (:func:`numerics_of`). ``TableRelease.numerics`` says which ran.
 
     Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)

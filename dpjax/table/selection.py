@@ -35,8 +35,8 @@ def _log_sf(kernel, x):
 
 def _log_tail(kernel, x):
     """``log Pr[Z > x]`` of the kernel's noise, float64 (``x`` a number or an array). One compiled
-    program per shape (a number, the search's grid), reused by every release of the kernel class:
-    run op by op, the first release compiled each of the tail's operations per shape (≈ 2.5 s)."""
+    program per shape (a number, the search's grid), reused by every release of the kernel class
+    (run op by op, a first release would compile each of the tail's operations per shape)."""
     with jax.enable_x64(True):
         return np.asarray(_log_sf(kernel, jnp.asarray(x, jnp.float64)), np.float64)
 

@@ -31,30 +31,9 @@ Privacy-Boosting Approach", IEEE S&P 2025:
 * **Algorithm 2** — the paper's ε0 search, as a search over ``σ ∈ [σ_base, 50 σ_base]``
   (Algorithm 2 printed in ε0; :func:`paper_tune`).
 
-Why these formulas are not guarantees (docs/pbdp.md, "Paper mode vs exact mode"): Theorem 1 measures the region strips
-under the *kernel* law instead of the boosted one and treats the kernel loss as
-independent of the strip. Consequences, with this engine's numbers:
-
-* RDP (Prop. 2) is *below* the true Rényi divergence for moderate α: α = 2, ρ = 0.9,
-  ΔQ = 1, |S| = 10 at the paper's optimum: paper 0.094, exact 0.115, while the plain
-  Gaussian meeting the same utility has 0.108;
-* composition (Thm 2) is wildly optimistic: T = 1000, ΔQ = 3, |S| = 10, ρ = 0.9,
-  δ = 1e-5, σ = 40 σ_base: paper ε ≈ 107, exact ≈ 1848 (Gaussian 619); the paper's ε
-  keeps falling as σ → ∞;
-* relative error (Prop. 4): the printed strips have width θΔ instead of (1 ∓ θ)Δ and the
-  pair (0, Δ) is not the worst one; the paper's ε can be below the exact one.
-
-Two weight conventions (``weights=``):
-
-* ``"paper"`` — the printed W's: eq. (9) ``W1 = W2 = Φ(Δ−τ) − Φ(−τ)`` for absolute error
-  (capped at ``Φ(τ) − Φ(−τ)`` when the regions separate, ``Δ > 2τ``); Proposition 4's
-  ``W1 = Φ(θΔ+τ) − Φ(τ)``, ``W2 = Φ(θΔ−τ) − Φ(−τ)`` for relative error; ``W1 = W2 = 0``
-  for a fixed region (Prop. 5 / Rem. 3). Kernel measure (eq. 6).
-* ``"corrected"`` — ours, not the paper's: the strips of the region
-  definition for the pair (0, Δ), ``+L2``: ``[−τ, (1−θ)Δ − τ)`` (capped at ``τ``) and
-  ``−L2``: ``(max(τ, (1−θ)Δ − τ), (1+θ)Δ + τ]``, measured under the *boosted* law:
-  ``W1 = W1^ker/(1 − p̄ q)`` (strip inside S(X)), ``W2 = (1 − q) W2^ker/(1 − p̄ q)`` (strip
-  outside). Within a few percent of exact for composition — still NOT certified.
+Why these formulas are not guarantees, with this engine's numbers beside the paper's, and the
+two weight conventions (``weights="paper"``, the printed W's; ``"corrected"``, the strips measured
+under the boosted law): docs/pbdp.md, "Paper mode vs exact mode".
 
 Kernels: Gaussian (the paper's experiments) and Laplace (single release only; T-fold
 composition needs the Gaussian's closed-form T-fold profile). Everything is evaluated in
@@ -77,7 +56,6 @@ from accounting._root import epsilon_root
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.boosting import PrivacyBoosted
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.mechanism import overrides
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
 
 __all__ = [
@@ -126,7 +104,7 @@ class PaperTuning(NamedTuple):
 def _check(mech, weights, sensitivity):
     if not isinstance(mech, PrivacyBoosted):
         raise ValueError(f"mech must be a dpjax.PrivacyBoosted mechanism, got {type(mech).__name__}")
-    if not overrides(mech.kernel, "hockey_stick"):
+    if mech.kernel.hockey_stick is None:
         raise ValueError("mech: paper mode needs the kernel's closed-form privacy profile (hockey_stick: the Gaussian "
                          f"and Laplace kernels), got {type(mech.kernel).__name__}")
     if weights not in _WEIGHTS:
@@ -141,7 +119,7 @@ def _check_orders(orders):
 
 
 def _check_gaussian_for(kernel, T):
-    if T > 1 and not overrides(kernel, "gaussian_pld_mu"):
+    if T > 1 and kernel.gaussian_pld_mu is None:
         raise ValueError(
             "mech: paper-mode composition (T > 1) needs a Gaussian kernel (closed-form T-fold profile, "
             f"gaussian_pld_mu), got {type(kernel).__name__}"
@@ -216,7 +194,7 @@ def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
     Gaussian kernel only: its loss for the pair (0, Δ) is ``Z ~ N(μ²/2, μ²)``, ``μ = Δ/σ``.
     """
     _check(mech, weights, sensitivity)
-    if not overrides(mech.kernel, "gaussian_pld_mu"):
+    if mech.kernel.gaussian_pld_mu is None:
         raise ValueError(f"mech: paper_loss_density needs a Gaussian kernel (gaussian_pld_mu), got "
                          f"{type(mech.kernel).__name__}")
     check_real("gamma", gamma)
@@ -537,7 +515,7 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
         iterations = 4 if method == "grid" else 48
     iterations = check_int("iterations", iterations, minimum=1)
     kernel = by_name(kernel)(1.0) if isinstance(kernel, str) else kernel
-    if not isinstance(kernel, AdditiveMechanism) or not overrides(kernel, "hockey_stick"):
+    if not isinstance(kernel, AdditiveMechanism) or kernel.hockey_stick is None:
         raise ValueError(f"kernel must be an additive kernel with a closed-form hockey_stick, got {kernel!r}")
     _check_gaussian_for(kernel, T)
     kind, target = ("dp", delta) if delta is not None else ("rdp", order)
