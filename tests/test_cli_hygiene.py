@@ -160,7 +160,8 @@ def test_show_must_not_be_negative(capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,words", [
     # (a kernel release: the input file of one row per person; the default run is a table release)
-    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"], "sensitivity 140000 per group"),
+    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"],
+     "sensitivity 140000 per group"),
 ])
 def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
     assert main(["release", "--seed", "0", *args]) == 2

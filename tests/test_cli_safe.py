@@ -133,7 +133,8 @@ def test_noise_std_and_interval_of_the_laplace_family():
     p = np.exp(-0.5)
     k = half(0.05) / 0.5
     assert 2 * p ** (k + 1) / (1 + p) <= 0.05 < 2 * p ** k / (1 + p)
-    draws = 0.5 * (np.random.default_rng(0).geometric(1 - p, 400000) - np.random.default_rng(1).geometric(1 - p, 400000))
+    n = 400000
+    draws = 0.5 * (np.random.default_rng(0).geometric(1 - p, n) - np.random.default_rng(1).geometric(1 - p, n))
     assert std == pytest.approx(draws.std(), rel=0.01)
 
 

@@ -431,7 +431,8 @@ def add_parser(sub) -> None:
     t = r.add_argument_group("privacy unit, contribution bounds, public groups")
     t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
     t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
-    t.add_argument("--max-rows-per-group", type=int, metavar="M", help="rows a unit may contribute per group (default 1)")
+    t.add_argument("--max-rows-per-group", type=int, metavar="M",
+                   help="rows a unit may contribute per group (default 1)")
     t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
     b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget, on public groups")
     b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernels) + ",package.module:Class}",
