@@ -21,11 +21,13 @@ from dpjax.randomized_response import RandomizedResponse
 from dpjax.release import checked_release, release
 from dpjax import prdp  # per-record DP (Chen et al., SIGMOD 2025): dpjax.prdp.count / sum / max / local_*
 from dpjax.subsampling import PoissonSampler, poisson_mask
+from dpjax.compilation_cache import enable_compilation_cache
 from dpjax import exact  # the exact (integer-only, lattice) sampling tier: release(..., numerics="exact")
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "enable_compilation_cache",
     "Mechanism",
     "AdditiveMechanism",
     "Laplace",

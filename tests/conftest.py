@@ -7,6 +7,9 @@ import pytest
 
 # Tests run on the CPU; the sharding test spawns its own process with 4 simulated devices.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the command line's persistent compilation cache stays off in tests (JAX's configuration is process-wide):
+# tests/test_cli_safe.py turns it on where it is what is tested
+os.environ.setdefault("DPJAX_COMPILATION_CACHE", "off")
 
 #: every compiled XLA:CPU executable holds memory mappings of its own; a long test session
 #: compiles thousands and reaches the kernel's limit (vm.max_map_count, 65530 by default),

@@ -28,11 +28,14 @@ SMALL = ["--group-by", "g", "--value-column", "v", "--clip", "10", "--seed", "0"
 def table(tmp_path):
     path = tmp_path / "in.csv"
     path.write_text(GOOD)
+    (tmp_path / "groups.csv").write_text("g\na\nb\n")
     return str(path)
 
 
 def _release(table, *extra):
-    return main(["release", "--input", table, *SMALL, *extra])
+    """A release of ``table`` on its public groups (beside it: groups.csv)."""
+    return main(["release", "--input", table, *SMALL, "--groups", os.path.join(os.path.dirname(table), "groups.csv"),
+                 *extra])
 
 
 # ----------------------------------------------------------------------------------
@@ -44,7 +47,7 @@ def test_output_through_a_symlink_writes_the_target_and_keeps_the_link(table, tm
     link.symlink_to(target)
     assert _release(table, "--output", str(link)) == 0
     assert link.is_symlink() and os.readlink(link) == str(target)
-    assert target.read_text().startswith("group,released_sum")
+    assert target.read_text().startswith("g,sum_v")
 
 
 def test_output_onto_a_character_device_is_written_through(table, tmp_path, capsys):
@@ -64,7 +67,7 @@ def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
     reader.start()
     assert _release(table, "--output", str(fifo)) == 0
     reader.join(timeout=60)
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith("group,released_sum")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith("g,sum_v")
 
 
 def test_output_keeps_the_users_umask(table, tmp_path, capsys):
@@ -80,7 +83,7 @@ def test_output_dash_is_standard_output_and_the_report_goes_to_stderr(table, tmp
     monkeypatch.chdir(tmp_path)
     assert _release(table, "--output", "-") == 0
     out, err = capsys.readouterr()
-    assert list(csv.reader(io.StringIO(out)))[0] == ["group", "released_sum"] and "privacy:" in err
+    assert list(csv.reader(io.StringIO(out)))[0][:2] == ["g", "sum_v"] and "privacy of the whole release" in err
     assert not (tmp_path / "-").exists()
 
 
@@ -97,12 +100,13 @@ def test_output_folder_is_refused_before_any_work(table, tmp_path, capsys):
 def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys):
     out = tmp_path / "out.csv"
     assert _release(table, "--output", str(out)) == 0
-    assert list(csv.reader(out.open()))[0] == ["group", "released_sum"]
+    released = ["sum_v", "sum_v_std", "sum_v_ci_low", "sum_v_ci_high"]
+    assert list(csv.reader(out.open()))[0] == ["g"] + released
     text = capsys.readouterr()
     assert "true" not in text.out.splitlines()[1]  # the user's own data: released values only on screen
     assert _release(table, "--output", str(out), "--include-true-values") == 0
     rows = list(csv.reader(out.open()))
-    assert rows[0] == ["group", "true_sum", "released_sum"] and rows[1][:2] == ["a", "14.0"]
+    assert rows[0] == ["g", "true_sum_v"] + released and rows[1][:2] == ["a", "14.0"]
     assert "--include-true-values" in capsys.readouterr().err
 
 
@@ -112,7 +116,7 @@ def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys)
 @pytest.mark.parametrize("args,flag", [
     (["--mechanism", "gaussian", "--scale", "3"], "--scale"),
     (["--sigma", "3"], "--sigma"),
-    (["--mechanism", "gaussian", "--sigma", "3", "--window", "0", "1"], "--window"),
+    (["--mechanism", "gaussian", "--kernel", "laplace"], "--kernel"),
     (["--r", "2"], "--r"),
     (["--rho", "0.5"], "--rho"),
     (["--beta", "0.5"], "--beta"),
@@ -120,7 +124,7 @@ def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys)
     (["--mechanism", "boosted", "--epsilon", "2"], "--epsilon"),
     (["--mechanism", "boosted", "--region", "absolute", "--theta", "0.1"], "--theta"),
     (["--per-record-budget", "privacy_budget", "--mechanism", "gaussian", "--epsilon", "7"], "--epsilon"),
-    (["--scale", "3", "--epsilon", "2"], "--epsilon"),
+    (["--scale", "3", "--epsilon", "2"], "--scale"),
     (["--mechanism", "composite", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
     (["--mechanism", "composite", "--window", "0", "1", "--numerics", "exact"], "--numerics exact"),
 ])
@@ -139,6 +143,10 @@ def test_a_flag_given_twice_is_refused(capsys):
 def test_a_malformed_command_line_ends_with_one_line_and_a_usage_hint(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
+    if "--bogus" in args:  # an unknown flag: the subcommand's usage, then the one line
+        usage, _, err = err.partition("dpjax: error:")
+        assert usage.startswith("usage: dpjax release") and "--privacy-unit" in usage
+        err = "dpjax: error:" + err
     assert err.startswith("dpjax: error:") and err.count("\n") == 1 and "--help" in err
 
 
@@ -152,10 +160,8 @@ def test_show_must_not_be_negative(capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,words", [
     # (a kernel release: the input file of one row per person; the default run is a table release)
-    (["--clip", "1e300", "--numerics", "float", "--input", str(Path(dpjax.__file__).parent / "data" / "steps.csv")],
-     "--clip 1e+300"),
-    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"], "--clip 20000"),
-    (["--mechanism", "gaussian", "--sigma", "1"], "--numerics float"),
+    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"],
+     "sensitivity 140000 per group"),
 ])
 def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
     assert main(["release", "--seed", "0", *args]) == 2
@@ -208,8 +214,11 @@ def test_per_record_release_pads_in_proportion_to_the_rows(tmp_path, monkeypatch
         return record
 
     monkeypatch.setattr(jax, "vmap", recording_vmap)
+    groups = tmp_path / "groups.csv"
+    groups.write_text("g\n" + "".join(f"s{i}\n" for i in range(30)) + "big\n")
     assert main(["release", "--input", str(path), "--group-by", "g", "--value-column", "v", "--per-record-budget",
-                 "b", "--eps-min", "1", "--eps-max", "2", "--statistic", "count", "--seed", "0", "--show", "0"]) == 0
+                 "b", "--eps-min", "1", "--eps-max", "2", "--statistic", "count", "--seed", "0", "--show", "0",
+                 "--groups", str(groups)]) == 0
     assert 0 < sum(padded) <= 2 * len(rows)
 
 
@@ -237,9 +246,8 @@ def test_kernel_class_found_from_the_repository_root_without_pythonpath(monkeypa
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".") and Path(p).resolve() != ROOT])
     for name in [m for m in sys.modules if m == "examples" or m.startswith("examples.")]:
         monkeypatch.delitem(sys.modules, name)
-    assert main(["release", "--mechanism", "examples.custom_kernel:Logistic", "--scale", "20000", "--seed", "1",
-                 "--show", "0"]) == 0
-    assert "Logistic(scale=20000)" in capsys.readouterr().out
+    assert main(["release", "--mechanism", "examples.custom_kernel:Logistic", "--seed", "1", "--show", "0"]) == 0
+    assert "noise Logistic" in capsys.readouterr().out
     assert str(ROOT) not in sys.path  # the folder was searched for that import only
 
 

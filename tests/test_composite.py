@@ -387,7 +387,7 @@ def test_tune_composite_validation():
 def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys, tuned):
     from dpjax import cli
     from dpjax.cli import io as tables
-    from dpjax.cli import release
+    from dpjax.cli import release_public as release
 
     out = tmp_path / "means.csv"
     assert cli.main(["release", "--mechanism", "composite", "--window", "0", "20000", "--seed", "3",

@@ -10,8 +10,7 @@ import pytest
 
 import accounting
 import dpjax
-from dpjax import cli
-from dpjax.cli import release as cli_release
+from dpjax.cli import release_public as cli_release
 
 _KERNEL = {
     "discrete_laplace": lambda: dpjax.DiscreteLaplace(2.0),
@@ -84,25 +83,6 @@ def test_continuous_and_rounding_mechanisms_have_no_lattice():
     # the exact tier rounds the answers to its lattice first: Δ = 0.5 costs the lattice shift ⌈Δ/g⌉ = 1
     lat = dpjax.DiscreteLaplace(2.0).exact_lattice()
     assert float(accounting.pld(lat, sensitivity=0.5).get_epsilon_for_delta(1e-6)) == pytest.approx(0.5, abs=1e-3)
-
-
-def _privacy_line(out):
-    return next(line for line in out.splitlines() if line.startswith("privacy:"))
-
-
-def test_cli_accounts_the_rounded_release(tmp_path, capsys):
-    path = tmp_path / "frac.csv"
-    path.write_text("g,v\na,0.3\na,0.4\nb,1.2\nb,0.45\nc,0.5\n")
-    base = ["release", "--input", str(path), "--value-column", "v", "--group-by", "g", "--seed", "0",
-            "--mechanism", "discrete-laplace", "--numerics", "float", "--clip", "0.5"]
-    assert cli.main(base + ["--scale", "1"]) == 0
-    out = capsys.readouterr().out
-    # the released sums are rounded to the integers: sensitivity ⌈0.5⌉ = 1, ε = 1/b = 1 (main: 0.5)
-    assert "epsilon = 1.0000" in _privacy_line(out)
-    assert cli.main(base + ["--epsilon", "1"]) == 0
-    out = capsys.readouterr().out
-    # calibrated to the sensitivity the release has: it spends the ε asked for (main: 2 while printing 1)
-    assert "DiscreteLaplace(scale=1)" in out and "epsilon = 1.0000" in _privacy_line(out)
 
 
 def test_cli_rounds_half_up():

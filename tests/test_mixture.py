@@ -505,22 +505,30 @@ def test_validation_names_the_parameter():
         dpjax.GeometricMixture.from_epsilon(0.2, 5.0, 2.5)
 
 
-def test_cli_alias_builds_the_paper_mixture_and_prints_both_numbers():
-    from dpjax.cli import release as cli
+def test_cli_mixture_is_the_papers_shape_with_a_calibrated_scale():
+    """``--mechanism laplace-mixture --r R --c C``: the paper's Lap_m(ε, rε) with breakpoint c is the template
+    whose scale the table release calibrates to the whole release's --epsilon (main released it as it was,
+    at pure ε = r·ε, under --epsilon ε)."""
+    import argparse
 
-    m = cli.build_mechanism("laplace-mixture", 1.0, 0.2, 1e-6, r=5.0, c=5.0)
+    from dpjax.cli.release import _noise
+
+    def args(**kw):
+        return argparse.Namespace(**{"mechanism": "laplace-mixture", "epsilon": 0.2, "r": None, "c": None, **kw})
+
+    m = _noise(args(r=5.0, c=5.0))
     assert isinstance(m, dpjax.LaplaceMixture) and float(m.inner_scale) == 5.0 and float(m.outer_scale) == 1.0
-    line = cli._mixture_line(m, 1.0)
-    assert "pure epsilon = 1.0000" in line and "zeta = 0.3126" in line and "NOT CERTIFIED" in line
-    with pytest.raises(ValueError, match="--r"):
-        cli.build_mechanism("geometric-mixture", 1.0, 0.2, 1e-6)
+    with pytest.raises(ValueError, match="--r and --c"):
+        _noise(args(mechanism="geometric-mixture"))
 
 
 @pytest.mark.slow
 def test_cli_release_with_a_mixture(capsys):
+    import json
+
     from dpjax import cli
 
     rc = cli.main(["release", "--mechanism", "geometric-mixture", "--epsilon", "0.2", "--r", "5", "--c", "5",
-                   "--statistic", "count", "--seed", "1"])
-    out = capsys.readouterr().out
-    assert rc == 0 and "pure epsilon = 1.0000" in out and "zeta = 0.3281" in out
+                   "--statistic", "count", "--seed", "1", "--json"])
+    got = json.loads(capsys.readouterr().out)
+    assert rc == 0 and got["noise"] == "GeometricMixture" and 0.199 <= got["epsilon"] <= 0.2

@@ -52,6 +52,11 @@ def test_per_record_budget_errors(tmp_path, capsys):
     data = tmp_path / "d.csv"
     data.write_text("g,v,b\na,1,0.5\nb,2,1.0\n")
     base = ["release", "--input", str(data), "--value-column", "v", "--group-by", "g", "--per-record-budget", "b"]
+    assert main(base + ["--eps-min", "0.5", "--eps-max", "2"]) == 2
+    assert "--groups" in capsys.readouterr().err  # no private selection: the keys must be public
+    groups = tmp_path / "groups.csv"
+    groups.write_text("g\na\nb\n")
+    base += ["--groups", str(groups)]
     assert main(base) == 2
     assert "--eps-min" in capsys.readouterr().err  # the range must be given: never taken from the data
     assert main(base + ["--eps-min", "0.75", "--eps-max", "2"]) == 2

@@ -217,32 +217,58 @@ def emit(args, payload: dict, lines) -> None:
             print(line)
 
 
+class _Progress:
+    """What a :func:`progress` block reports: ``advance()`` after each of its ``total`` parts (an
+    estimate the block may revise)."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+
+    def advance(self, parts: int = 1) -> None:
+        self.done += parts
+
+
 @contextlib.contextmanager
-def progress(label: str, stream=None):
-    """An elapsed-time indicator on stderr while the block runs, only when stderr is a terminal."""
+def progress(label: str, stream=None, total: int | None = None):
+    """An indicator on stderr while the block runs, only when stderr is a terminal: with ``total`` the
+    parts done out of ``total`` (the block calls ``advance()``) and the time left estimated from the
+    rate so far; else the elapsed time."""
     stream = stream or sys.stderr
+    state = _Progress(total)
     if not (hasattr(stream, "isatty") and stream.isatty()):
-        yield
+        yield state
         return
     done = threading.Event()
     start = time.monotonic()
+    width = [0]
+
+    def line():
+        elapsed = time.monotonic() - start
+        if state.total is None:
+            return f"{label} {elapsed:5.1f} s"
+        if not state.done:
+            return f"{label} 0/{state.total}, {elapsed:.0f} s so far"
+        left = elapsed / state.done * max(state.total - state.done, 0)
+        return f"{label} {state.done}/{state.total}, about {left:.0f} s left"
 
     def tick():
         frames = "|/-\\"
         i = 0
         while not done.wait(0.25):
-            stream.write(f"\r{label} {frames[i % 4]} {time.monotonic() - start:5.1f} s")
+            text = f"\r{line()} {frames[i % 4]}"
+            width[0] = max(width[0], len(text))
+            stream.write(text)
             stream.flush()
             i += 1
 
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
     try:
-        yield
+        yield state
     finally:
         done.set()
         thread.join()
-        stream.write("\r" + " " * (len(label) + 12) + "\r")
+        stream.write("\r" + " " * width[0] + "\r")
         stream.flush()
 
 

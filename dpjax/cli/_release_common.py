@@ -1,29 +1,35 @@
-"""What every ``dpjax release`` path shares (the plain, boosted and composite releases of
-:mod:`dpjax.cli.release` and the per-record release of :mod:`dpjax.cli.release_prdp`): the flag
-sets each mechanism allows, the release key, and the report and release file."""
+"""What every ``dpjax release`` path shares (the table release of :mod:`dpjax.cli.release`, the PB-DP and
+composite releases of :mod:`dpjax.cli.release_public` and the per-record release of
+:mod:`dpjax.cli.release_prdp`): the flag sets each allows, the release key, the public groups, and the
+report and release file."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 
+import numpy as np
+
 from dpjax.cli._common import refuse_flags
 from dpjax.cli.io import write_csv
 
 #: flags every release takes
-_COMMON = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
+_COMMON = {"groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
            "include_true_values", "json"}
+#: flags of the table release only
+_TABLE = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "alpha", "plot", "r", "c"}
 _PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
-_BOOSTED = {"kernel", "region", "theta", "tau", "rho"}
+_BOOSTED = {"kernel", "region", "theta", "tau", "rho", "scale", "sigma"}
 _COMPOSITE = {"window", "activation", "base"}
-_EVERY = _COMMON | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "scale", "sigma", "r", "c", "numerics"}
+_EVERY = _COMMON | _TABLE | _PRDP | _BOOSTED | _COMPOSITE | {"epsilon", "delta", "numerics"}
 _DEMO = "embedded dataset: daily steps of 4000 synthetic health-app users"
 #: the report's numerics line of a float-tier release
 FLOAT_NUMERICS = "numerics: float (idealized floating-point noise; see docs/threat-model.md)"
 
 
 def _key(seed):
-    """The release key: ``jax.random.key(seed)``, or a secure key from ``os.urandom``."""
+    """The release key: a fresh key from the OS (:func:`dpjax.random.secure_key`), or ``jax.random.key(seed)``
+    (:func:`released` then warns that the release is reproducible)."""
     import jax
 
     import dpjax
@@ -35,9 +41,50 @@ def _key(seed):
     return jax.random.key(seed)
 
 
+def released(args, row_level: bool) -> None:
+    """What a release says once on stderr after it is made: that each row was taken as a person
+    (``row_level``: no ``--privacy-unit``), and under ``--seed`` that the release is reproducible."""
+    if row_level:
+        print("dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
+              file=sys.stderr)
+    if args.seed is not None:
+        print(f"dpjax: warning: --seed {args.seed} makes this release reproducible: its noise is a function of the "
+              "seed. Never release the same data twice with one seed, nor publish the seed (two releases with one "
+              "key differ by exactly the true difference)", file=sys.stderr)
+
+
 def _allow(args, allowed, why: str) -> None:
     """Refuse every given flag outside ``allowed`` (and the common ones), naming it."""
     refuse_flags(args, sorted(_EVERY - _COMMON - set(allowed)), why)
+
+
+def public_groups(args, names, inverse, embedded_domains):
+    """(public group names, each row's index into them, -1 for a row of an unlisted group) of a release
+    without private group selection: the keys of ``--groups FILE``, or for the embedded dataset the public
+    domain of its column (``embedded_domains``); ``names``/``inverse`` as :func:`dpjax.cli.io.read_table`
+    gives them. A release by no column is one group, ``all``. Otherwise refused: a key read from the data
+    is never printed."""
+    if args.group_by is None:
+        return names, inverse
+    if "," in args.group_by:
+        raise ValueError(f"--group-by: a release on public groups groups by one column, got {args.group_by!r}")
+    if args.groups is not None:
+        from dpjax.table.data import public_groups as read_groups
+
+        try:
+            keys = read_groups(args.groups, [args.group_by])
+        except ValueError as exc:
+            raise ValueError(f"--groups: {exc}") from None
+        public = np.asarray([str(k) for k in keys.column(args.group_by).to_pylist()])
+    elif args.input is None and args.group_by in embedded_domains:
+        public = np.asarray(embedded_domains[args.group_by])
+    else:
+        raise ValueError("--groups FILE: this release has no private group selection, so its group keys must be "
+                         "public (a CSV/Parquet of the keys); a key read from the data is never printed")
+    order = np.argsort(public)
+    pos = np.minimum(np.searchsorted(public[order], names), len(public) - 1)
+    to_public = np.where(public[order][pos] == names, order[pos], -1)
+    return public, to_public[inverse]
 
 
 def _print_rows(names, true, released, labels, show, output):

@@ -8,8 +8,14 @@ sampling) and ``--steps`` (runs, default 1); or ``--plan plan.json``, a JSON lis
 is composed exactly (:class:`accounting.Accountant`: a pessimistic PLD, runs of one group by an
 FFT power, groups by convolution) and the command prints ε at ``--delta`` (or δ at
 ``--epsilon``); ``--rdp`` adds the Rényi-DP bound beside it, ``--curve`` the ε–δ curve.
-A DP-SGD run is the group ``--mechanism gaussian --sigma Z --sampling-prob Q --steps T``: its ε
-is :func:`accounting.dpsgd_epsilon`'s.
+``--plot FILE.png`` draws the plan's privacy profile ε(δ).
+
+``dpjax account dpsgd --noise-multiplier Z (--batch-size B --num-examples N --epochs E | --sampling-prob Q
+--steps T) --delta D``: a DP-SGD run in users' units (q = B/N, T = ⌈E·N/B⌉): its ε by
+:func:`accounting.dpsgd_epsilon` (the exact PLD) and, for Gaussian noise, the Rényi-DP bound of the sampled
+Gaussian (:func:`accounting.rdp.sampled_gaussian_rdp_at` on :data:`accounting.rdp.SAMPLED_GAUSSIAN_ORDERS`,
+dp_accounting's orders among them, converted as dp_accounting does); ``--plot FILE.png`` draws ε against
+the steps.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 
 from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, kernel_class,
                                kernel_names, parameters, progress, reported, scale_flag)
+from dpjax.cli._dpsgd import add_setting_flags, dpsgd_kernel, sampling
 
 __all__ = ["add_parser", "plan_groups", "plan_accountant", "plan_rdp", "add_group_flags"]
 
@@ -109,24 +116,32 @@ def plan_accountant(groups, delta=None):
 
 
 def plan_rdp(groups):
-    """(orders, RDP of the composed plan): each group's exact RDP (:func:`accounting.rdp`), through
-    the Poisson-subsampling bound where sampled (:func:`accounting.dpsgd.subsampled_rdp`), times its
-    steps, summed."""
+    """(orders, RDP of the composed plan): each group's exact RDP (:func:`accounting.rdp`) times its
+    steps, summed, on :data:`accounting.rdp.SAMPLED_GAUSSIAN_ORDERS`; a sampled Gaussian group's is the
+    sampled Gaussian's own (:func:`accounting.rdp.sampled_gaussian_rdp_at`), another sampled group's the
+    Poisson-subsampling bound (:func:`accounting.rdp.subsampled_rdp`, at the integer orders only: the
+    others are left out, ∞)."""
     import jax
     import jax.numpy as jnp
 
     import accounting
-    from accounting.dpsgd import RDP_ORDERS, subsampled_rdp
+    import dpjax
+    from accounting.rdp import RDP_ORDERS, SAMPLED_GAUSSIAN_ORDERS, sampled_gaussian_rdp_at, subsampled_rdp
 
-    total = np.zeros(len(RDP_ORDERS))
+    orders = SAMPLED_GAUSSIAN_ORDERS
+    total = np.zeros(len(orders))
     with jax.enable_x64(True):
         for mech, sensitivity, sampling_prob, steps in groups:
             if sampling_prob == 1.0:
-                r = accounting.rdp(mech, jnp.asarray(RDP_ORDERS), sensitivity=sensitivity)
+                r = np.asarray(accounting.rdp(mech, jnp.asarray(orders), sensitivity=sensitivity), dtype=float)
+            elif type(mech) is dpjax.Gaussian:
+                r = sampled_gaussian_rdp_at(float(np.asarray(mech.sigma)) / sensitivity, sampling_prob, orders)
             else:
-                r = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), sampling_prob)
-            total += steps * np.asarray(r, dtype=float)
-    return RDP_ORDERS, total
+                at = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), sampling_prob)
+                r = np.full(len(orders), np.inf)
+                r[np.isin(orders, RDP_ORDERS)] = np.asarray(at, dtype=float)
+            total += steps * r
+    return orders, total
 
 
 def _curve(acc):
@@ -151,13 +166,17 @@ def _account(args):
     else:
         check_positive("--epsilon", args.epsilon)
     groups = plan_groups(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
     with progress("accounting"):
         acc = plan_accountant(groups, args.delta)
         if args.delta is not None:
             value = float(acc.spent_epsilon(args.delta))
         else:
             value = float(acc.spent_delta(args.epsilon))
-        curve = _curve(acc) if args.curve else None
+        curve = _curve(acc) if args.curve or args.plot else None
         rdp_value = None
         if args.rdp:
             orders, total = plan_rdp(groups)
@@ -170,7 +189,9 @@ def _account(args):
                query[2]: query[3], query[0]: value}
     if rdp_value is not None:
         payload[f"rdp_{query[0]}"] = rdp_value
-    if curve is not None:
+    if args.plot:
+        plots.profile_plot(args.plot, curve)
+    if args.curve:
         payload["curve"] = [{"delta": d, "epsilon": e} for d, e in curve]
     lines = ["dpjax account — the exact privacy of the plan (pessimistic PLD, composed exactly)"]
     for m, s, sampling_prob, t in groups:
@@ -179,21 +200,80 @@ def _account(args):
     lines.append(f"{query[0]} = {value:.6g} at {query[2]} = {query[3]:g} (exact PLD)")
     if rdp_value is not None:
         lines.append(f"{query[0]} = {rdp_value:.6g} at {query[2]} = {query[3]:g} (RDP bound, never tighter)")
-    if curve is not None:
+    if args.curve:
         lines.append(f"{'delta':>10}{'epsilon':>14}")
         lines += [f"{d:>10.0e}" + (f"{e:>14.6g}" if e is not None else "  below the PLD's round-off floor")
                   for d, e in curve]
     return payload, lines
 
 
+def _dpsgd(args):
+    """``dpjax account dpsgd``: ε of a DP-SGD run (the exact PLD, and the RDP bound for Gaussian noise)."""
+    import accounting
+    from accounting.rdp import SAMPLED_GAUSSIAN_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp_at
+
+    z = check_positive("--noise-multiplier", args.noise_multiplier)
+    delta = check_probability("--delta", args.delta)
+    cls = dpsgd_kernel(args)
+    q, steps = sampling(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
+    with progress("accounting"):
+        eps = float(accounting.dpsgd_epsilon(z, q, steps, delta, mechanism=cls))
+        rdp = None
+        if cls is None or args.mechanism == "gaussian":
+            curve = sampled_gaussian_rdp_at(z, q)
+            rdp = float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, steps * curve, delta))
+    noise = cls.__name__ if cls is not None else "Gaussian"
+    setting = {"noise_multiplier": z, "sampling_prob": q, "steps": steps}
+    if args.batch_size is not None:
+        setting.update(batch_size=args.batch_size, num_examples=args.num_examples, epochs=args.epochs)
+    payload = {**setting, "mechanism": noise, "delta": delta, "epsilon": eps, "rdp_epsilon": rdp}
+    users = (f"batch {args.batch_size} of {args.num_examples} examples, {args.epochs:g} epochs: "
+             if args.batch_size is not None else "")
+    lines = [f"dpjax account dpsgd — {noise} noise, noise multiplier {z:g}; {users}sampling rate q = {q:.6g}, "
+             f"{steps} steps",
+             f"epsilon = {eps:.6g} at delta = {delta:g} (exact PLD, accounting.dpsgd_epsilon; never below the truth)"]
+    if rdp is not None:
+        lines.append(f"epsilon = {rdp:.6g} at delta = {delta:g} (RDP of the sampled Gaussian at "
+                     f"{len(SAMPLED_GAUSSIAN_ORDERS)} orders, dp_accounting's among them; never tighter than the PLD)")
+    if args.plot:
+        points = plots.steps_grid(steps)
+        pld_points = plots.steps_grid(steps, 4)
+        pld = []
+        with progress("accounting the curve", total=len(pld_points) - 1) as bar:
+            for t in pld_points[:-1]:  # one exact PLD per step count (each its own grid)
+                pld.append(float(accounting.dpsgd_epsilon(z, q, t, delta, mechanism=cls)))
+                bar.advance()
+        rdp_points = (None if rdp is None else
+                      [float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, t * curve, delta)) for t in points])
+        plots.steps_plot(args.plot, pld_points, pld + [eps], points, rdp_points, delta, noise)
+        lines.append(f"plot: {args.plot}")
+    return payload, lines
+
+
 def add_parser(sub) -> None:
-    p = sub.add_parser("account", help="the privacy of a plan of releases (exact PLD; RDP beside it)",
+    p = sub.add_parser("account", help="the privacy of a plan of releases (exact PLD; RDP beside it), or of DP-SGD",
                        description=__doc__.split("\n\n")[0])
+    forms = p.add_subparsers(dest="form", required=False, metavar="{dpsgd}",
+                             help="dpsgd: a DP-SGD run in users' units (without it: a plan, the flags below)")
+    d = forms.add_parser("dpsgd", help="the epsilon of a DP-SGD run (batch size, dataset size, epochs)",
+                         description="The epsilon of DP-SGD: --noise-multiplier with --batch-size --num-examples "
+                                     "--epochs, or with --sampling-prob --steps, at --delta.")
+    add_setting_flags(d)
+    d.add_argument("--delta", type=float, required=True, help="print epsilon at this delta")
+    d.add_argument("--plot", metavar="FILE.png", help="draw epsilon against the steps (needs the plot extra)")
+    d.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    d.set_defaults(run=reported(_dpsgd))
     add_group_flags(p, scales=True)
     p.add_argument("--delta", type=float, help="print epsilon at this delta ...")
     p.add_argument("--epsilon", type=float, help="... or delta at this epsilon")
-    p.add_argument("--rdp", action="store_true", help="also the Renyi-DP bound (Poisson subsampling: Zhu & Wang 2019)")
+    p.add_argument("--rdp", action="store_true", help="also the Renyi-DP bound (Poisson subsampling: the sampled "
+                                                      "Gaussian's own, Zhu & Wang 2019 for other kernels)")
     p.add_argument("--curve", action="store_true", help="also the epsilon-delta curve (delta = 1e-1 ... 1e-12)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the privacy profile epsilon(delta) (needs the plot extra)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(run=reported(_account))
 

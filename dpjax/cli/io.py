@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["read_table", "check_output", "write_csv"]
+__all__ = ["read_table", "check_input", "check_output", "write_csv"]
 
 _PROGRESS_MIN_BYTES = 8 << 20
 
@@ -38,13 +38,20 @@ def _open_input(path: str):
         if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
             print("dpjax: reading standard input… (end it with Ctrl-D)", file=sys.stderr, flush=True)
         return sys.stdin.buffer, 0
+    check_input(path)
+    if stat.S_ISFIFO(os.stat(path).st_mode) and sys.stderr.isatty():
+        print(f"dpjax: reading the pipe {path}… (waiting for a writer)", file=sys.stderr, flush=True)
+    return open(path, "rb"), os.path.getsize(path)
+
+
+def check_input(path: str) -> None:
+    """Refuse an ``--input`` that is a folder or does not exist (``-``: standard input)."""
+    if path == "-":
+        return
     if os.path.isdir(path):
         raise ValueError(f"--input: {path!r} is a directory, not a CSV file")
     if not os.path.exists(path):
         raise ValueError(f"--input: no such file {path!r}")
-    if stat.S_ISFIFO(os.stat(path).st_mode) and sys.stderr.isatty():
-        print(f"dpjax: reading the pipe {path}… (waiting for a writer)", file=sys.stderr, flush=True)
-    return open(path, "rb"), os.path.getsize(path)
 
 
 def _header(handle):

@@ -1,408 +1,328 @@
-"""``dpjax release``: aggregate a table by group and release it with noise.
+"""``dpjax release``: aggregate a table by group and release it with noise, through the table layer
+(:mod:`dpjax.table`).
 
-With no arguments it releases the embedded default dataset (weekly-average daily step counts of
-4000 synthetic health-app users, :mod:`dpjax.data`): the sum of steps per age group, each
-user's contribution clipped to ``--clip``. Groups are disjoint, so the whole table costs the
-privacy of one release (parallel composition); the privacy spent is computed exactly by
-:mod:`accounting` from the output law of the mechanism actually run.
+Every kernel release — CSV (a file, gzip-compressed ``.csv.gz``, or standard input ``-``), Parquet, one
+statistic or several, one ``--group-by`` column or several — is a :func:`dpjax.table.release_file`: a
+privacy unit with contribution bounds (``--privacy-unit``; without it each row is taken as a person, said
+once on stderr), the statistics under one exactly-accounted budget calibrated to ``--epsilon`` /
+``--delta``, and group keys that appear only when they are public (``--groups FILE``) or selected
+privately (a noisy unit count above a threshold: a key held by a few people is dropped). The default run
+(no ``--input``) releases the embedded daily step log (:mod:`dpjax.data`, several rows per user) with
+``user_id`` as the privacy unit, each user keeping at most ``--max-groups-per-unit`` (1) group and
+``--max-rows-per-group`` (7, the days of a week) rows in it.
 
-Mechanisms come from the kernel registry (:func:`dpjax.kernels.by_name`) or a kernel class
-``package.module:Class``, calibrated by the class's own calibrator unless its scale is given.
-``--mechanism boosted`` states a utility constraint instead of a budget: the release lies in
-the preferred region ``S(Q)`` with probability ``--rho``; the command tunes the scale of the
-privacy-boosted (PB-DP) kernel (``--kernel``) for the least exact ε at ``--delta`` and prints
-it next to the plain kernel meeting the same constraint. ``--mechanism composite --window LO
-HI`` releases group means with the bounded, unbiased composite mechanism and prints its true
-worst-case ε*. ``--per-record-budget COLUMN`` releases under per-record DP (:mod:`dpjax.prdp`;
+``--statistic`` is a comma-separated list; each item is ``count``, ``count_units``, or
+``sum``/``mean``/``variance`` (on ``--value-column``, bounds ``--window LO HI``, else
+``[-clip, clip]``), or the full spelling of :func:`dpjax.table.statistics.parse`
+(``sum:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``). ``--mechanism`` is the noise kernel (a registry
+name or ``package.module:Class``); a piecewise mixture takes its shape from ``--r``/``--c`` and its scale
+from the calibration. Each released count and sum comes with its noise standard deviation and a
+(1 − ``--alpha``) confidence interval. The output file holds only released values (the true ones too
+with ``--include-true-values``, a warning says so); on screen the true values (every row, unclipped,
+unbounded) are shown beside the released ones for the embedded dataset and with
+``--include-true-values``. Errors name the flag they come from.
+
+``--mechanism boosted`` (PB-DP) and ``--mechanism composite`` (bounded, unbiased means) and
+``--per-record-budget`` (per-record DP) release on public groups only (:mod:`dpjax.cli.release_public`,
 :mod:`dpjax.cli.release_prdp`).
 
-What is released and what is not: the output file holds the group names and the released
-values only; the true values are written only with ``--include-true-values`` (a demo: a
-warning says the file is then no release). On screen the true values are shown beside the
-released ones for the embedded demo dataset (synthetic) and with ``--include-true-values``;
-for the user's own ``--input`` only the released values are shown. A flag that does not apply
-to the chosen mechanism is refused, naming it.
+Numerics: the exact tier (integer-only noise on each component's lattice, accounted as the mechanism
+run) wherever the kernel has one, as :func:`dpjax.table.release` decides (``--numerics exact|float``
+to choose); the report's ``numerics:`` line says which ran.
 """
 
 from __future__ import annotations
 
-import contextlib
+import re
 
 import numpy as np
 
-from dpjax.cli._common import (calibrated_kernel, calibration_parameters, check_probability, describe, emit, given,
-                               kernel_class, kernel_names, parameters, progress, refuse_flags, scale_flag)
-from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, _PRDP, FLOAT_NUMERICS, _allow, _key, _print_rows,
-                                       _report, _true_shown, _write)
-from dpjax.cli.io import check_output, read_table
+from dpjax.cli._common import emit, given, kernel_class, kernel_names, progress, refuse_flags
+from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write,
+                                       released)
+from dpjax.cli.io import check_input, check_output
+from dpjax.table.statistics import component_label
 
-__all__ = ["add_parser", "run", "aggregate", "build_mechanism"]
+__all__ = ["add_parser", "run", "statistics", "true_values", "accuracy"]
 
-REGIONS = ("relative", "absolute")
-PRDP_METHODS = ("framework", "extension")
-
-
-def aggregate(names, inverse, values, statistic: str, clip: float):
-    """Per-group sums of clipped values (or counts) and the query's L1 sensitivity (``names``, ``inverse``:
-    the groups as :func:`dpjax.cli.io.read_table` gives them).
-
-    Values are clipped to ``[-clip, clip]`` so that adding or removing one row
-    changes one group's sum by at most ``clip``; a count changes by at most 1.
-    """
-    if statistic == "count":
-        return names, np.bincount(inverse, minlength=len(names)).astype(float), 1.0
-    clipped = np.clip(values, -clip, clip)
-    return names, np.bincount(inverse, weights=clipped, minlength=len(names)), float(clip)
+#: flags of the releases on public groups (PB-DP, composite, per-record DP), refused here
+_REFUSED = sorted((_BOOSTED | _COMPOSITE | _PRDP) - {"window", "scale", "sigma"})
+#: the embedded dataset of the default run, its privacy unit and bounds (a user logs up to 7 days)
+EMBEDDED = "steps_daily.csv"
+EMBEDDED_UNIT, EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS = "user_id", 1, 7
+_DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app users, several rows per user"
 
 
-def build_mechanism(name: str, sensitivity: float, epsilon: float, delta: float, scale=None, **shape):
-    """The kernel ``name`` (a registry name or ``package.module:Class``) at ``scale`` if given, else
-    calibrated to (ε, δ) at ``sensitivity`` by its class (a piecewise mixture: the paper's
-    parametrisation ε, r, c, given as ``shape``)."""
-    cls = kernel_class(name, "--mechanism")
-    if scale is not None:
+def statistics(args):
+    """The ``--statistic`` list as table statistics."""
+    from dpjax.table.statistics import parse
+
+    lo, hi = (float(x) for x in args.window) if args.window else (-args.clip, args.clip)
+    out = []
+    for item in (args.statistic or "sum").split(","):
+        item = item.strip()
+        if item in ("sum", "mean", "variance"):
+            item = f"{item}:{args.value_column}:{lo:g}:{hi:g}"
         try:
-            return cls(**{cls.scale_name: scale})
-        except TypeError as exc:  # a class with required parameters beyond its scale
-            raise ValueError(f"{scale_flag(cls)}: --mechanism {name} needs more than its scale ({exc})") from None
-    missing = [f"--{p}" for p in calibration_parameters(cls) if shape.get(p) is None]
-    if missing:
-        raise ValueError(f"{' and '.join(missing)}: --mechanism {name} is calibrated from --epsilon with "
-                         f"{', '.join(missing)} (the paper's parametrisation)")
-    return calibrated_kernel(cls, epsilon, delta, sensitivity,
-                             **{p: shape[p] for p in calibration_parameters(cls)})
-
-
-def _clip_text(args, sensitivity) -> str:
-    if args.statistic == "count":
-        return "the count's sensitivity 1"
-    return f"--clip {args.clip:g} (the sensitivity {sensitivity:g})"
-
-
-@contextlib.contextmanager
-def _named(origin: str):
-    """Re-raise a ``ValueError`` that names an internal parameter as one naming the flag it came from."""
-    try:
-        yield
-    except ValueError as exc:
-        if str(exc).startswith("--"):
-            raise
-        raise ValueError(f"{origin}: {exc}") from None
-
-
-def _privacy_spent(mech, sensitivity: float, delta: float):
-    """(ε at δ, pure ε or inf) of one release of ``mech`` at ``sensitivity``: the exact PLD, pessimistic."""
-    import accounting
-
-    pld = accounting.pld(mech, sensitivity=sensitivity)
-    eps = float(np.asarray(pld.get_epsilon_for_delta(delta)))
-    pure = getattr(pld, "pure_epsilon", None)
-    pure = float(np.asarray(pure() if callable(pure) else pure)) if pure is not None else float("inf")
-    return eps, pure
-
-
-def _privacy_text(eps, pure, delta) -> str:
-    text = f"epsilon = {eps:.4f} at delta = {delta:g} (exact PLD accounting, pessimistic)"
-    if np.isfinite(pure):
-        text += f"; pure epsilon = {pure:.4f}"
-    return text
-
-
-def build_region(name: str, theta: float, tau: float):
-    """The preferred region of a ``--mechanism boosted`` release."""
-    import dpjax
-
-    if name == "relative":
-        return dpjax.RelativeError(theta=theta, tau=tau)
-    if name == "absolute":
-        return dpjax.AbsoluteError(tau=tau)
-    raise ValueError(f"--region must be one of {REGIONS}, got {name!r}")
-
-
-def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=None, kernel: str = "gaussian"):
-    """PB-DP with a ``kernel`` (a ``--kernel`` choice) meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho``, and the
-    plain kernel meeting it too.
-
-    The kernel scale is ``scale`` if given, else tuned for the least exact ε at ``delta``
-    (:func:`optimize.tune_boosted`); the plain kernel has the largest scale meeting the
-    constraint alone (:func:`optimize.base_sigma`). Returns ``[(label, mechanism, exact ε), ...]``,
-    the boosted mechanism first. Both ε are exact single-release ε at ``delta`` from the same
-    accountant (:func:`accounting.exact.epsilon`: closed forms of the output laws, worst
-    neighbouring pair; the plain kernel's as the boosted mechanism at its scale, where q = 0
-    and the law is the kernel's own), computed for the mechanisms as built, in the default
-    float precision they sample with.
-    """
-    import dpjax
-    import optimize
-    from accounting import exact
-
-    check_probability("--rho", rho)
-    check_probability("--delta", delta)
-    cls = kernel_class(kernel)
-    template = cls(**{cls.scale_name: 1.0})
-    if scale is None:
-        with progress("tuning the PB-DP kernel scale"):
-            scale = float(optimize.tune_boosted(kernel=template, region=region, rho=rho, sensitivity=sensitivity,
-                                                delta=delta).sigma)
-
-    def boost(s):  # the kernel at scale s, boosted
-        mech = dpjax.PrivacyBoosted(cls(**{cls.scale_name: s}), region, rho)
-        return mech, float(exact.epsilon(mech, delta, sensitivity))
-
-    boosted, eps = boost(scale)
-    at_base, plain_eps = boost(float(optimize.base_sigma(region, rho, template)))
-    plain = at_base.kernel
-    return [("PB-DP", boosted, eps), (type(plain).__name__, plain, plain_eps)]
-
-
-def _release_values(key, true, mech, numerics="float"):
-    """``dpjax.release`` of the group answers: floats through a continuous mechanism; for a
-    discrete one, the rounded answers as integers end to end (int32, or int64 in an x64 context
-    where a sum does not fit int32 with room for the noise), never through a float.
-    ``numerics="exact"``: the exact tier (integer-only noise on a lattice), float64 answers in."""
-    import jax
-
-    import dpjax
-
-    if not mech.discrete:
-        if numerics == "exact":
-            with jax.enable_x64(True):
-                return np.asarray(dpjax.release(key, true.astype(np.float64), mech, numerics="exact"), dtype=float)
-        return np.asarray(dpjax.release(key, true.astype(np.float32), mech), dtype=float)
-    ints = np.floor(true + 0.5)  # half up: answers Δ apart stay ⌈Δ⌉ apart (half to even: 0.5, 1.5 → 0, 2)
-    if np.abs(ints).max() < 2**30:
-        return np.asarray(dpjax.release(key, ints.astype(np.int32), mech, numerics=numerics)).astype(np.int64)
-    if np.abs(ints).max() >= 2**62:
-        raise ValueError(f"--statistic: a group's answer {np.abs(ints).max():.3g} is beyond the "
-                         "int64 range of a discrete release")
-    with jax.enable_x64(True):
-        return np.asarray(dpjax.release(key, ints.astype(np.int64), mech, numerics=numerics))
-
-
-def _numerics(requested, mech):
-    """(tier, mechanism accounted): the exact tier and ``mech.exact_lattice()`` (the mechanism actually
-    run) where ``mech`` has one, unless ``--numerics float``; ``--numerics exact`` on a mechanism
-    without an exact sampler is refused, naming the flag."""
-    if requested == "float":
-        return "float", mech
-    try:
-        return "exact", mech.exact_lattice()
-    except ValueError as exc:
-        if requested == "exact":
-            raise ValueError(f"--numerics exact: {exc}") from None
-        return "float", mech
-
-
-def _numerics_line(tier, lattice) -> str:
-    if tier == "float":
-        return FLOAT_NUMERICS
-    g = float(np.asarray(lattice.granularity))
-    return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
-            f"{describe(lattice.noise)} at the lattice sensitivity)")
-
-
-# ----------------------------------------------------------------------------------
-# composite
-# ----------------------------------------------------------------------------------
-def build_composite(window, epsilon: float, activation: str = "rectangle", base: str = "uniform"):
-    """``--mechanism composite``: the least-variance :class:`dpjax.Composite` at ``epsilon`` on the
-    public ``window`` (variance at the window's centre, the paper's objective), built with
-    ``clip=True`` so that float32 rounding of an answer at the window's edge stays inside."""
-    import dpjax
-    import optimize
-
-    if window is None:
-        raise ValueError("--window: --mechanism composite needs the public input window --window LO HI")
-    lo, hi = (float(x) for x in window)
-    if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
-        raise ValueError(f"--window must be two finite numbers LO < HI, got {lo:g} {hi:g}")
-    t = optimize.tune_composite(float(epsilon), window=(lo, hi), activation=activation, base=base).mechanism
-    return dpjax.Composite(t.activation, t.base, *(float(np.asarray(x)) for x in (t.epsilon, t.k, t.m, t.y)),
-                           window=(lo, hi), clip=True)
-
-
-def _composite_command(args) -> int:
-    """Group means of the value column clipped to ``--window``, released by the composite mechanism."""
-    import jax
-
-    import accounting
-
-    _allow(args, _COMPOSITE | {"epsilon", "numerics"}, "to --mechanism composite (a bounded release of means on "
-                                                      "--window; its privacy is the exact ε*, no δ)")
-    if args.statistic not in (None, "mean"):
-        raise ValueError(f"--statistic: --mechanism composite releases group means, got {args.statistic!r}")
-    mech = build_composite(args.window, args.epsilon, args.activation, args.base)
-    tier, _ = _numerics(args.numerics, mech)
-    lo, hi = (float(x) for x in args.window)
-    check_output(args.output, [args.input])
-    names, inverse, values = read_table(args.input, args.value_column, args.group_by)
-    clipped = np.clip(values, lo, hi)
-    true = np.bincount(inverse, weights=clipped) / np.bincount(inverse)
-    released = _release_values(_key(args.seed), true, mech)
-    star = accounting.composite.epsilon_star(mech)
-    _write(args, ["group", "released_mean"], list(zip(names, released)), [("true_mean", true)])
-    width = hi - lo
-    with jax.enable_x64(True):
-        out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
-        var = float(np.asarray(mech.variance(0.5 * (lo + hi))))
-    lap = 2.0 * (width / args.epsilon) ** 2
-    payload = {"statistic": "mean", "mechanism": parameters(mech), "epsilon_star": float(star.epsilon),
-               "nominal_epsilon": float(star.nominal), "numerics": tier, "output_range": [out_lo, out_hi],
-               "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, released)]}
-    with _report(args):
-        if args.json:
-            return emit(args, payload, ()) or 0
-        source = args.input or _DEMO
-        print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-        _print_rows(names, true if _true_shown(args) else None, [released], ["released"], args.show, args.output)
-        print(f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours "
-              f"(W = {width:g}); groups are disjoint (parallel composition)")
-        print(f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
-              f"m={float(mech.m):.6g}, y={float(mech.y):.6g}); unbiased, every release in "
-              f"[{out_lo:,.1f}, {out_hi:,.1f}]")
-        print(f"variance at the window's centre {var:.4g} (Laplace(W/eps) on the same window: {lap:.4g}, "
-              f"ratio {var / lap:.3f})")
-        print(f"privacy: epsilon* = {float(star.epsilon):.4f} (exact worst pair over the window, never below the "
-              f"truth); nominal epsilon = {float(star.nominal):.4f}")
-        print(_numerics_line(tier, None))
-    return 0
-
-
-# ----------------------------------------------------------------------------------
-# kernels and PB-DP
-# ----------------------------------------------------------------------------------
-def _check_kernel_flags(args):
-    """Refuse the flags that do not apply to ``--mechanism``; return its class (None for boosted)."""
-    if args.mechanism == "boosted":
-        cls = kernel_class(args.kernel)
-        own = {"sigma" if cls.scale_name == "sigma" else "scale"}
-        for dest in ({"scale", "sigma"} - own) & set(given(args)):
-            raise ValueError(f"{given(args)[dest]} does not apply to a {args.kernel} kernel: its scale is "
-                             f"{scale_flag(cls)}")
-        if args.region != "relative":
-            refuse_flags(args, ["theta"], f"to --region {args.region} (theta is the relative region's)")
-        _allow(args, _BOOSTED | own | {"delta", "numerics"},
-               "to --mechanism boosted (a utility constraint --region/--tau/--rho instead of a budget; the "
-               "kernel's scale is tuned, or given by " + scale_flag(cls) + ")")
-        return None
-    cls = kernel_class(args.mechanism, "--mechanism")
-    flag = scale_flag(cls)
-    own = "sigma" if flag == "--sigma" else "scale"
-    if own not in given(args) and "scale" not in given(args) and "sigma" not in given(args):
-        shape = set(calibration_parameters(cls))
-        _allow(args, {"epsilon", "delta", "numerics"} | shape, f"to --mechanism {args.mechanism}")
-        return cls
-    if ({"scale", "sigma"} - {own}) & set(given(args)):
-        other = "--scale" if own == "sigma" else "--sigma"
-        raise ValueError(f"{given(args).get(other.strip('-'), other)} does not apply to --mechanism "
-                         f"{args.mechanism}: its scale is {flag}")
-    _allow(args, {own, "delta", "numerics"}, f"to --mechanism {args.mechanism} with {flag} (the scale is given, "
-                                             "not calibrated)")
-    return cls
-
-
-def _release_command(args) -> int:
-    import jax
-
-    if args.mechanism == "composite":
-        return _composite_command(args)
-    if args.statistic == "mean":
-        raise ValueError("--statistic mean: only with --mechanism composite (a mean is released on a public window)")
-    cls = _check_kernel_flags(args)
-    args.statistic = args.statistic or "sum"
-    check_output(args.output, [args.input])
-    names, inverse, values = read_table(args.input, args.value_column, args.group_by)
-    names, true, sensitivity = aggregate(names, inverse, values, args.statistic, args.clip)
-    if (kernel_class(args.kernel) if args.mechanism == "boosted" else cls).discrete:
-        # a discrete release rounds the answers half up to the integers (_release_values): rounded
-        # neighbours differ by up to ⌈Δ⌉, the sensitivity the release has (calibrated and accounted)
-        sensitivity = float(np.ceil(sensitivity))
-    origin = _clip_text(args, sensitivity)
-    if args.mechanism == "boosted":
-        import dpjax
-
-        region = build_region(args.region, args.theta, args.tau if args.tau is not None else 2.0 * sensitivity)
-        kcls = kernel_class(args.kernel)
-        check_probability("--rho", args.rho)
-        # the exact tier is a capability of the mechanism: refused before any tuning where it has none
-        tier, _ = _numerics(args.numerics, dpjax.PrivacyBoosted(kcls(**{kcls.scale_name: 1.0}), region, args.rho))
-        given_scale = args.sigma if kcls.scale_name == "sigma" else args.scale
-        with _named(origin):
-            releases = build_boosted(region, args.rho, sensitivity, args.delta, given_scale, args.kernel)
-        runs = [_numerics(tier, mech)[1] for _, mech, _ in releases]
-        if tier == "exact":  # the privacy of the lattice mechanisms actually run
-            with _named(origin):
-                releases = [(label, mech, _privacy_spent(run, sensitivity, args.delta)[0])
-                            for (label, mech, _), run in zip(releases, runs)]
-    else:
-        user_scale = args.sigma if cls.scale_name == "sigma" else args.scale
-        with _named(scale_flag(cls) if user_scale is not None else f"{origin} with --epsilon {args.epsilon:g}"):
-            mech = build_mechanism(args.mechanism, sensitivity, args.epsilon, args.delta, user_scale,
-                                   r=args.r, c=args.c)
-        releases = [("released", mech, None)]
-        tier, ran = _numerics(args.numerics, mech)
-        runs = [ran]
-        try:
-            with _named(origin):
-                eps, pure = _privacy_spent(ran, sensitivity, args.delta)
+            out.append(parse(item))
         except ValueError as exc:
-            if tier != "exact":
-                raise
-            raise ValueError(f"{exc}; the exact tier's lattice mechanism cannot be accounted here: use "
-                             f"--numerics float or a larger {scale_flag(cls)}") from None
-    key = _key(args.seed)
-    keys = jax.random.split(key, len(releases)) if len(releases) > 1 else [key]
-    released = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
+            raise ValueError(f"--statistic: {exc}") from None
+    return out
 
-    labels = [label for label, _, _ in releases]
-    cols = ["released"] if len(labels) == 1 else [label.lower().replace("-", "") for label in labels]
-    _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *released)),
-           [(f"true_{args.statistic}", true)])
-    payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
-               "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run),
-                             "values": {str(n): float(v) for n, v in zip(names, vals)}}
-                            for (label, mech, _), run, vals in zip(releases, runs, released)]}
-    if args.mechanism == "boosted":
-        for entry, (_, _, e) in zip(payload["releases"], releases):
-            entry["epsilon"] = e
+
+def _flag(message: str, args, by, unit) -> str:
+    """The flag a table-layer error comes from."""
+    named = re.findall(r"'([^']+)'", message)
+    if message.startswith("column "):  # the content of a value column
+        return "--value-column" if args.value_column in named else "--statistic"
+    if "unknown column" in message:
+        if any(n in by for n in named):
+            return "--group-by"
+        if unit is not None and unit in named:
+            return "--privacy-unit"
+        return "--value-column" if args.value_column in named else "--statistic"
+    for prefix, flag in (("privacy_unit", "--privacy-unit"), ("max_groups_per_unit", "--max-groups-per-unit"),
+                         ("max_rows_per_group", "--max-rows-per-group"), ("epsilon", "--epsilon"),
+                         ("delta", "--delta"), ("groups", "--groups"), ("statistic", "--statistic"),
+                         ("noise", "--mechanism"), ("by", "--group-by"), ("numerics", "--numerics")):
+        if message.startswith(prefix):
+            return flag
+    return "--input"
+
+
+def true_values(data, by, stats, unit, keys):
+    """The true statistics of every row of ``data`` (no bounding, no clipping, no noise) for the
+    groups of ``keys`` (a table of by-columns; a group without rows: counts 0, the rest NaN)."""
+    from dpjax.table import data as table_data
+
+    value_columns = sorted({s.column for s in stats if s.column is not None})
+    r = table_data.rows(data, by, unit, value_columns)
+    size = len(r.group_words)
+    known = table_data.words_to_u64(r.group_words)
+    wanted_keys = table_data.words_to_u64(table_data.key_hashes(keys))
+    order = np.argsort(known)
+    pos = np.minimum(np.searchsorted(known[order], wanted_keys), size - 1)
+    where = np.where(known[order][pos] == wanted_keys, order[pos], -1)
+    n = np.bincount(r.group, minlength=size).astype(np.float64)
+    out = {}
+    for s in stats:
+        if s.kind == "count":
+            v = n
+        elif s.kind == "count_units":
+            if r.unit is None:
+                v = n
+            else:
+                pairs = np.unique(r.group.astype(np.int64) * (int(r.unit.max()) + 1) + r.unit)
+                v = np.bincount(pairs // (int(r.unit.max()) + 1), minlength=size).astype(np.float64)
+        else:
+            x = r.values[s.column]
+            total = np.bincount(r.group, x, size)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = total / n
+                if s.kind == "sum":
+                    v = total
+                elif s.kind == "mean":
+                    v = mean
+                elif s.kind == "variance":
+                    v = np.bincount(r.group, (x - mean[r.group]) ** 2, size) / n
+                else:  # the q-quantile of each group, linear interpolation (numpy's default)
+                    by_group = np.lexsort((x, r.group))
+                    xs, start = x[by_group], np.cumsum(n.astype(np.int64)) - n.astype(np.int64)
+                    at = s.q * np.maximum(n - 1, 0)
+                    lo = np.floor(at).astype(np.int64)
+                    hi = np.minimum(lo + 1, np.maximum(n.astype(np.int64) - 1, 0))
+                    safe = np.minimum(start + lo, len(xs) - 1), np.minimum(start + hi, len(xs) - 1)
+                    v = np.where(n > 0, xs[safe[0]] + (at - lo) * (xs[safe[1]] - xs[safe[0]]), np.nan)
+        absent = 0.0 if s.kind in ("count", "count_units", "sum") else np.nan
+        out[s.name] = np.where(where >= 0, v[np.maximum(where, 0)], absent)
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# accuracy of each released value
+# ----------------------------------------------------------------------------------
+def accuracy(t, names) -> dict:
+    """``{statistic name: (noise std per group, half-width of the (1 − alpha) interval per group)}`` of the
+    statistics whose release carries them (the table's ``<name>_std``, ``_ci_low``, ``_ci_high`` columns,
+    :func:`dpjax.table.release`); quantiles (a noisy max, whose error is in rank) get none."""
+    out = {}
+    for n in names:
+        if f"{n}_std" not in t.column_names:
+            continue
+        std = t.column(f"{n}_std").to_pylist()
+        if all(v is None for v in std):
+            continue
+        lo, hi = t.column(f"{n}_ci_low").to_pylist(), t.column(f"{n}_ci_high").to_pylist()
+        out[n] = (std, [None if a is None or b is None else (b - a) / 2 for a, b in zip(lo, hi)])
+    return out
+
+
+def _span(values) -> str:
+    """One figure, or the range of a per-group figure (a mean's noise depends on its group's count)."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return "-"
+    lo, hi = min(v), max(v)
+    return f"{lo:,.4g}" if lo == hi else f"{lo:,.4g}–{hi:,.4g}"
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return f"{'-':>16}"
+    if isinstance(v, float):
+        return f"{v:>16,.1f}" if abs(v) < 1e12 else f"{v:>16.6g}"
+    return f"{v:>16,}" if isinstance(v, int) else f"{str(v):>16}"
+
+
+def _print(t, by, names, true, acc, alpha, show, output):
+    """The first ``show`` groups: released values with their ± half-width of the (1 − alpha) interval,
+    beside the true ones and the relative errors when ``true`` is given."""
+    label = ",".join(by)
+    head = f"{label:<16}"
+    for name in names:
+        head += f"{'true ' + name:>16}" if true is not None else ""
+        head += f"{name:>16}" + (f"{f'± {1 - alpha:.0%} CI':>14}" if name in acc else "")
+        head += f"{'rel. error':>12}" if true is not None else ""
+    print(head)
+    columns = {c: t.column(c).to_pylist() for c in t.column_names}
+    for i in range(min(show, t.num_rows)):
+        line = f"{','.join(str(columns[c][i]) for c in by):<16}"
+        for name in names:
+            r = columns[name][i]
+            line += _cell(float(true[name][i])) if true is not None else ""
+            half = acc[name][1][i] if name in acc else None
+            line += _cell(r) + ((f"{half:>14,.1f}" if half is not None else f"{'-':>14}") if name in acc else "")
+            if true is not None:
+                tv = float(true[name][i])
+                err = abs(r - tv) / max(abs(tv), 1e-12) if np.isfinite(tv) and r is not None else float("nan")
+                line += f"{err:>12.3%}"
+        print(line)
+    if t.num_rows > show:
+        print(f"... {t.num_rows - show} more groups" + (f" in {output}" if output not in (None, "-") else ""))
+
+
+def _noise(args):
+    """The ``noise`` of the table release: a kernel class, or for a piecewise mixture the paper's
+    ``from_epsilon(--epsilon, --r, --c)`` at sensitivity 1 as the template whose scale the release
+    calibrates (the shape r and, for the Laplace mixture, c relative to the scale, kept)."""
+    from dpjax.cli._common import calibration_parameters
+
+    cls = kernel_class(args.mechanism, "--mechanism")
+    shape = calibration_parameters(cls)
+    if not shape:
+        refuse_flags(args, ["r", "c"], f"to --mechanism {args.mechanism} (a piecewise mixture's shape)")
+        return cls
+    missing = [f"--{p}" for p in shape if getattr(args, p) is None]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)}: --mechanism {args.mechanism} needs its shape "
+                         f"{' and '.join('--' + p for p in shape)}; its scale is calibrated to --epsilon")
+    try:
+        return cls.from_epsilon(args.epsilon, **{p: getattr(args, p) for p in shape})
+    except ValueError as exc:
+        raise ValueError(f"--r/--c: {exc}") from None
+
+
+def release_table(args) -> int:
+    """A kernel release through :func:`dpjax.table.release_file` (the module docstring)."""
+    from importlib import resources
+
+    from dpjax import table
+
+    refuse_flags(args, _REFUSED, f"to --mechanism {args.mechanism} (a table release calibrated to --epsilon)")
+    for dest in ("scale", "sigma"):
+        if dest in given(args):
+            raise ValueError(f"{given(args)[dest]} does not apply: dpjax release calibrates the noise to --epsilon "
+                             "and --delta (the privacy of a given scale: dpjax account)")
+    if not (0.0 < args.alpha < 1.0):
+        raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    noise = _noise(args)
+    if args.plot:
+        from dpjax.cli import plots
+
+        plots.check(args.plot)
+    embedded = args.input is None
+    if args.input == "-" and args.include_true_values:
+        raise ValueError("--include-true-values: the true values need a second pass over the input; standard "
+                         "input is read once (give --input a file)")
+    if args.input is not None:
+        check_input(args.input)
+    check_output(args.output, [args.input] if args.input else [])
+    by = [c.strip() for c in args.group_by.split(",") if c.strip()]
+    stats = statistics(args)
+    unit = args.privacy_unit or (EMBEDDED_UNIT if embedded else None)
+    if unit is None:
+        refuse_flags(args, ["max_groups_per_unit", "max_rows_per_group"], "without --privacy-unit")
+        options = {}
     else:
-        payload["releases"][0].update(epsilon=eps, pure_epsilon=pure)
+        k, m = (EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS) if embedded else (1, 1)
+        options = dict(privacy_unit=unit,
+                       max_groups_per_unit=k if args.max_groups_per_unit is None else args.max_groups_per_unit,
+                       max_rows_per_group=m if args.max_rows_per_group is None else args.max_rows_per_group)
+    path = str(resources.files("dpjax.data").joinpath(EMBEDDED)) if embedded else args.input
+    key = _key(args.seed)
+    try:
+        with progress("calibrating and releasing"):
+            rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,
+                                     groups=args.groups, noise=noise, numerics=args.numerics, alpha=args.alpha,
+                                     **options)
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith("--"):
+            raise
+        raise ValueError(f"{_flag(message, args, by, unit)}: {message}") from None
+    released(args, rel.row_level)
+    t = rel.table
+    names = [s.name for s in stats]  # (beside each in the table: _std, _ci_low, _ci_high)
+    acc = accuracy(t, names)
+    shown = embedded or args.include_true_values
+    true = true_values(path, by, stats, unit, t.select(by)) if shown else None
+    rows = t.to_pylist()
+    header = t.column_names
+    _write(args, header, [tuple(r.values()) for r in rows],
+           [(f"true_{n}", true[n].tolist()) for n in names] if true is not None else [], keys=len(by))
+    if args.plot:
+        plots.release_plot(args.plot, t, by, names, acc, args.alpha, true)
+    payload = {"by": by, "statistics": names, "privacy_unit": rel.privacy_unit, "row_level": rel.row_level,
+               "max_groups_per_unit": rel.max_groups_per_unit, "max_rows_per_group": rel.max_rows_per_group,
+               "groups": "public" if args.groups else "selected privately", "noise": rel.noise,
+               "numerics": rel.numerics, "epsilon": rel.epsilon, "delta": rel.delta,
+               "requested": {"epsilon": args.epsilon, "delta": args.delta}, "alpha": args.alpha,
+               "noise_std": {n: a[0] for n, a in acc.items()},  # per group, as the rows
+               "scales": {component_label(c): s for c, s in rel.scales.items()},
+               "granularity": {component_label(c): g for c, g in rel.granularity.items()},
+               "threshold": rel.threshold, "rows": rows}
+    if true is not None:
+        payload["true"] = [dict(zip(by, k), **{n: float(true[n][i]) for n in names})
+                           for i, k in enumerate(zip(*(t.column(c).to_pylist() for c in by)))]
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
-        source = args.input or _DEMO
-        print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
-        _print_rows(names, true if _true_shown(args) else None, released, labels, args.show, args.output)
-        print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are disjoint "
-              "(parallel composition)")
-        if args.mechanism == "boosted":
-            region = releases[0][1].region
-            print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {describe(region)}")
-            for label, mech, e in releases:
-                extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""
-                print(f"{label}: {describe(mech)}{extra}")
-                print(f"  privacy: epsilon = {e:.4f} at delta = {args.delta:g} (exact, worst neighbouring pair)")
-            print(_numerics_line(tier, runs[0] if tier == "exact" else None))
-        else:
-            print(f"mechanism: {describe(mech)}")
-            print(f"privacy: {_privacy_text(eps, pure, args.delta)}")
-            print(_numerics_line(tier, ran))
-            if calibration_parameters(type(mech)):
-                print(_mixture_line(mech, sensitivity))
+        source = _DEMO if embedded else ("standard input" if args.input == "-" else args.input)
+        print(f"dpjax release — {', '.join(names)} by {','.join(by)} ({source})")
+        _print(t, by, names, true, acc, args.alpha, args.show, args.output)
+        if rel.privacy_unit:
+            print(f"privacy unit {rel.privacy_unit!r}: each keeps at most {rel.max_groups_per_unit} group(s) and "
+                  f"{rel.max_rows_per_group} row(s) per group (chosen at random); true values: every row, unbounded")
+        print("groups " + ("public (--groups)" if args.groups else
+                           f"selected privately (noisy unit count above {rel.threshold:.1f})"))
+        print(f"noise {rel.noise}, scale per component: " +
+              ", ".join(f"{component_label(name)} {scale:,.4g}" for name, scale in rel.scales.items()))
+        if acc:
+            print("noise std: " + ", ".join(f"{n} {_span(a[0])}" for n, a in acc.items())
+                  + f"; ± the half-width of the {1 - args.alpha:.0%} interval of the noise (--alpha)")
+        print(numerics_line(rel))
+        print(f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
+              f"(composed exact PLD of every statistic and the group selection)")
     return 0
 
 
-def _mixture_line(mech, sensitivity: float) -> str:
-    """The exact pure ε next to the paper's general privacy budget ζ (NOT CERTIFIED)."""
-    import jax
-
-    from accounting.papers import mixture as mixture_paper
-
-    zeta = float(np.asarray(mixture_paper.general_privacy_budget(mech, sensitivity)))
-    with jax.enable_x64(True):
-        pure = float(np.asarray(mech.pure_epsilon(sensitivity)))
-    return (f"exact pure epsilon = {pure:.4f} (tight); the paper's general privacy budget zeta = {zeta:.4f} "
-            "(NOT CERTIFIED: an average of the loss, not a DP guarantee)")
+def numerics_line(rel) -> str:
+    """The report's numerics line: the tier that ran and, on the exact tier, each component's lattice."""
+    if rel.numerics != "exact":
+        return FLOAT_NUMERICS
+    lattices = ", ".join(f"{component_label(name)} {g:g}·Z" for name, g in rel.granularity.items())
+    return (f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
+            f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)")
 
 
 # ----------------------------------------------------------------------------------
@@ -414,77 +334,79 @@ def run(args) -> int:
     if args.clip <= 0 or not np.isfinite(args.clip):
         raise ValueError(f"--clip must be a positive finite number, got {args.clip}")
     if args.per_record_budget is not None:
-        if args.statistic not in (None, "sum", "count", "mean"):
-            raise ValueError(f"--statistic: --per-record-budget releases one of sum, count, mean, got {args.statistic!r}")
         from dpjax.cli.release_prdp import release_per_record
 
         return release_per_record(args)
     refuse_flags(args, sorted(_PRDP - {"per_record_budget"}), "without --per-record-budget")
-    from dpjax.cli import release_table
+    if args.mechanism in ("boosted", "composite"):
+        from dpjax.cli import release_public
 
-    if release_table.wanted(args):
-        return release_table.release_table(args, _key(args.seed))
-    return _release_command(args)
+        return release_public.run(args)
+    return release_table(args)
 
 
 def add_parser(sub) -> None:
+    from dpjax.cli.release_public import REGIONS
+
     kernels = kernel_names()
     mechanisms = kernels + ("boosted", "composite")
     r = sub.add_parser("release", help="aggregate a table by group and release it with calibrated noise",
                        description=__doc__.split("\n\n")[0])
-    r.add_argument("--input", help="CSV file with a header row, - for standard input (default: the embedded "
-                                   "step-count dataset)")
+    r.add_argument("--input", help="CSV file (.csv.gz too) with a header row, a Parquet file, or - for CSV on "
+                                   "standard input (default: the embedded step-count dataset)")
     r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
-    r.add_argument("--group-by", default="age_group", help="column to group by (default: age_group)")
+    r.add_argument("--group-by", default="age_group",
+                   help="column(s) to group by, comma-separated (default: age_group)")
     r.add_argument("--statistic",
-                   help="sum (default) or count; mean with --mechanism composite (its default); several, comma-"
-                        "separated (count,count_units,sum,mean,variance or sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH), "
-                        "go through the table layer")
-    r.add_argument("--clip", type=float, default=20000.0, help="per-row clipping bound for sums (default 20000)")
+                   help="sum (default), count, count_units, mean, variance, or several comma-separated; full "
+                        "spellings sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH")
+    r.add_argument("--clip", type=float, default=20000.0,
+                   help="values clipped to [-clip, clip] for sum/mean/variance without --window (default 20000)")
     r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
-                   help="noise mechanism (default laplace); a kernel class is calibrated by its own "
-                        "from_epsilon, or released at its --scale/--sigma")
-    r.add_argument("--epsilon", type=float, default=1.0, help="target epsilon for calibration (default 1)")
-    r.add_argument("--delta", type=float, default=1e-6, help="delta for Gaussian calibration and reporting")
-    r.add_argument("--scale", type=float,
-                   help="the kernel's scale for a scale-parametrised kernel (instead of --epsilon); boosted: the "
-                        "kernel's scale (no tuning)")
-    r.add_argument("--sigma", type=float,
-                   help="the kernel's sigma for a Gaussian-type kernel (instead of --epsilon); boosted: the "
-                        "kernel's sigma (no tuning)")
-    b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget")
+                   help="noise kernel (default laplace), calibrated to --epsilon/--delta for the whole release")
+    r.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the whole release (default 1)")
+    r.add_argument("--delta", type=float, default=1e-6, help="delta of the whole release (default 1e-6)")
+    r.add_argument("--alpha", type=float, default=0.05,
+                   help="each count and sum comes with its (1 - alpha) noise interval (default 0.05)")
+    r.add_argument("--r", type=float, help="laplace-mixture / geometric-mixture: outer/inner scale ratio r")
+    r.add_argument("--c", type=float, help="laplace-mixture / geometric-mixture: breakpoint c of the paper's "
+                                           "parametrisation at --epsilon (integer for geometric-mixture)")
+    r.add_argument("--numerics", choices=("exact", "float"),
+                   help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
+                        "mechanism has one) or float (idealized numerics; the default where it has none)")
+    r.add_argument("--seed", type=int, help="integer seed: a reproducible release, never to be repeated on the same "
+                                            "data (default: a fresh key from the OS)")
+    r.add_argument("--output", help="write the released table to this CSV file; - for standard output (the report "
+                                    "then goes to stderr)")
+    r.add_argument("--include-true-values", action="store_true",
+                   help="demo only: also write the true, unprotected values (a warning says so)")
+    r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
+    r.add_argument("--plot", metavar="FILE.png", help="draw each released value with its interval, per group "
+                                                      "(needs the plot extra: matplotlib)")
+    r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
+    t = r.add_argument_group("privacy unit, contribution bounds, public groups")
+    t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
+    t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
+    t.add_argument("--max-rows-per-group", type=int, metavar="M",
+                   help="rows a unit may contribute per group (default 1)")
+    t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
+    b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget, on public groups")
     b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernels) + ",package.module:Class}",
                    help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
-                        "(default gaussian); any dpjax.AdditiveMechanism subclass as package.module:Class")
+                        "(default gaussian)")
     b.add_argument("--region", choices=REGIONS, default="relative",
                    help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
     b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")
     b.add_argument("--tau", type=float, help="absolute error / offset (default: 2 x sensitivity)")
     b.add_argument("--rho", type=float, default=0.9, help="required Pr[release in S(Q)] (default 0.9)")
-    r.add_argument("--r", type=float, help="laplace-mixture / geometric-mixture: outer/inner ratio r (outer eps = r*eps)")
-    r.add_argument("--c", type=float, help="laplace-mixture / geometric-mixture: breakpoint c (output units; integer "
-                                           "for geometric-mixture)")
-    k = r.add_argument_group("composite (bounded, unbiased): group means on a public window")
+    b.add_argument("--scale", type=float, help="boosted: the kernel's scale (no tuning)")
+    b.add_argument("--sigma", type=float, help="boosted: the kernel's sigma (no tuning)")
+    k = r.add_argument_group("composite (bounded, unbiased): group means on a public window and public groups")
     k.add_argument("--window", type=float, nargs=2, metavar=("LO", "HI"),
-                   help="public input window: values are clipped to it; every pair of it is neighbouring")
+                   help="public input window: values are clipped to it (also the bounds of sum/mean/variance)")
     k.add_argument("--activation", default="rectangle", help="rectangle (A1, default), half_sine (A2), triangle (A3)")
     k.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
-    r.add_argument("--numerics", choices=("exact", "float"),
-                   help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
-                        "mechanism has one) or float (idealized numerics; the default where it has none)")
-    r.add_argument("--seed", type=int, help="integer seed (default: a secure key from os.urandom)")
-    r.add_argument("--output", help="write the released values (group,released) to this CSV file; - for standard "
-                                    "output (the report then goes to stderr)")
-    r.add_argument("--include-true-values", action="store_true",
-                   help="demo only: also write the true, unprotected values (a warning says so)")
-    r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
-    r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
-    t = r.add_argument_group("table release (dpjax.table): privacy unit, contribution bounds, group selection")
-    t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
-    t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
-    t.add_argument("--max-rows-per-group", type=int, metavar="M", help="rows a unit may contribute per group (default 1)")
-    t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
-    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget")
+    g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget, on public groups")
     g.add_argument("--per-record-budget", metavar="COLUMN",
                    help="column with each row's privacy budget E(r); releases --statistic per group under "
                         "per-record DP (embedded dataset: privacy_budget)")
@@ -492,6 +414,6 @@ def add_parser(sub) -> None:
                    help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
     g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
     g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
-    g.add_argument("--prdp-method", choices=PRDP_METHODS, default="framework",
+    g.add_argument("--prdp-method", choices=("framework", "extension"), default="framework",
                    help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
     r.set_defaults(run=run)

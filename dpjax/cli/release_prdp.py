@@ -10,30 +10,37 @@ import numpy as np
 
 from dpjax.cli._common import emit
 from dpjax.cli.io import check_output, read_table
-from dpjax.cli._release_common import _DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write
+from dpjax.cli._release_common import (_DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write,
+                                       public_groups, released)
 
 __all__ = ["release_per_record"]
 
 
 def _prdp_table(args):
-    """(group names, each row's group index, values, budgets) for a per-record-budget release; the embedded
-    table has ``privacy_budget``."""
-    if args.input is not None:
-        return read_table(args.input, args.value_column, args.group_by, budget_column=args.per_record_budget)
-    from dpjax.data import BUDGET_MENU, load_steps_with_budgets
+    """(public group names, each kept row's group index, values, budgets) for a per-record-budget release
+    (rows of groups not listed dropped, :func:`dpjax.cli._release_common.public_groups`); the embedded table
+    has ``privacy_budget``."""
+    from dpjax.data import AGE_GROUPS, BUDGET_MENU, REGIONS, load_steps_with_budgets
 
-    rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
-    for name, flag in ((args.value_column, "--value-column"), (args.per_record_budget, "--per-record-budget"),
-                       (args.group_by, "--group-by")):
-        if name is not None and name not in rows[0]:
-            raise ValueError(f"{flag}: {name!r} is not a column of the embedded dataset (columns: {list(rows[0])})")
-    if args.eps_min is None:
-        args.eps_min = min(BUDGET_MENU.values())
-    if args.eps_max is None:
-        args.eps_max = max(BUDGET_MENU.values())
-    names, inverse = np.unique([r[args.group_by] if args.group_by else "all" for r in rows], return_inverse=True)
-    return (names, inverse, np.asarray([float(r[args.value_column]) for r in rows]),
-            np.asarray([float(r[args.per_record_budget]) for r in rows]))
+    if args.input is not None:
+        names, inverse, values, budgets = read_table(args.input, args.value_column, args.group_by,
+                                                     budget_column=args.per_record_budget)
+    else:
+        rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
+        for name, flag in ((args.value_column, "--value-column"), (args.per_record_budget, "--per-record-budget"),
+                           (args.group_by, "--group-by")):
+            if name is not None and name not in rows[0]:
+                raise ValueError(f"{flag}: {name!r} is not a column of the embedded dataset (columns: {list(rows[0])})")
+        if args.eps_min is None:
+            args.eps_min = min(BUDGET_MENU.values())
+        if args.eps_max is None:
+            args.eps_max = max(BUDGET_MENU.values())
+        names, inverse = np.unique([r[args.group_by] if args.group_by else "all" for r in rows], return_inverse=True)
+        values = np.asarray([float(r[args.value_column]) for r in rows])
+        budgets = np.asarray([float(r[args.per_record_budget]) for r in rows])
+    names, inverse = public_groups(args, names, inverse, {"age_group": AGE_GROUPS, "region": REGIONS})
+    kept = inverse >= 0
+    return names, inverse[kept], values[kept], budgets[kept]
 
 
 def _size_buckets(sizes):
@@ -71,7 +78,7 @@ def release_per_record(args) -> int:
                          "least budget, which is private)")
     if not (0.0 < args.beta < 1.0):
         raise ValueError(f"--beta must lie in (0, 1), got {args.beta}")
-    if not np.isfinite(budgets).all() or budgets.min() < args.eps_min:
+    if not np.isfinite(budgets).all() or (budgets.size and budgets.min() < args.eps_min):
         raise ValueError(f"--per-record-budget: every budget must be a finite number >= --eps-min = {args.eps_min:g}")
     ledger = accounting.PrDPLedger(eps_min=args.eps_min, eps_max=args.eps_max)
     share = ledger.record(1.0, label=f"{args.statistic} by {args.group_by or '(all)'}")
@@ -106,16 +113,17 @@ def release_per_record(args) -> int:
     ledger.verify(res)
     true = (sizes if args.statistic == "count" else np.bincount(inverse, weights=np.clip(values, 0.0, args.clip),
                                                                 minlength=len(names))).astype(float)
-    released, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
+    estimates, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
+    released(args, args.input is not None)
 
     _write(args, ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
-           list(zip(names, released, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
+           list(zip(names, estimates, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
            [(f"true_{args.statistic}", true)])
     spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
     payload = {"statistic": args.statistic, "eps_min": args.eps_min, "eps_max": args.eps_max, "beta": args.beta,
                "groups": [{"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv),
                            "naive": float(nv)}
-                          for n, r, t, lv, nv in zip(names, released, np.asarray(res.epsilon_tau),
+                          for n, r, t, lv, nv in zip(names, estimates, np.asarray(res.epsilon_tau),
                                                      np.asarray(res.level), naive_released)],
                "ledger": [{"level": i + 1, "floor": float(f), "charged": float(ledger.spent[i]),
                            "spent": float(spent[i])} for i, f in enumerate(ledger.floors)]}
@@ -129,7 +137,7 @@ def release_per_record(args) -> int:
               f"{args.group_by or '(all)'} ({source})")
         print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
               f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
-        _print_rows(names, true if _true_shown(args) else None, [released, naive_released], ["PrDP", "naive"],
+        _print_rows(names, true if _true_shown(args) else None, [estimates, naive_released], ["PrDP", "naive"],
                     args.show, args.output)
         lev = np.asarray(res.level)
         print("selected level per group (eps_tau = its floor): "

@@ -29,7 +29,7 @@ def _f(x) -> float:
 def _boosted(args):
     import optimize
 
-    from dpjax.cli.release import build_region
+    from dpjax.cli.release_public import build_region
 
     rho = check_probability("--rho", args.rho)
     delta = check_probability("--delta", args.delta)
