@@ -130,6 +130,12 @@ def test_exact_boosted_refusals():
         dpjax.PrivacyBoosted(dpjax.Gaussian(3.0), dpjax.AbsoluteError(2.0), 0.9).exact_lattice()
     with pytest.raises(ValueError, match="sigma must be at most"):
         dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(1e6), dpjax.AbsoluteError(2.0), 0.9).exact_lattice()
+    # per-record kernel scales (a batch of boosted laws, each its own table) are refused before anything is drawn,
+    # naming the parameter: the one-scale release is the only exact route of a boosted mechanism
+    with pytest.raises(ValueError, match="needs one sigma for all records, got shape"):
+        dpjax.release(jax.random.key(0), jnp.zeros(64, jnp.int32),
+                      dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(1.0 + np.arange(64.0)), dpjax.AbsoluteError(5.0), 0.9),
+                      numerics="exact")
 
 
 @pytest.mark.slow

@@ -130,3 +130,25 @@ def test_per_record_discrete_gaussian_from_host_bits():
     z = np.asarray(dpjax.release(HostBits(), jnp.zeros(sig.size, jnp.int32), dpjax.DiscreteGaussian(sig),
                                  numerics="exact"))
     assert abs(np.var(z / sig) - 1.0) < 0.05
+
+
+@pytest.mark.parametrize("mech, dtype, want", [
+    ("DiscreteGaussian(3)", np.int32, np.int32),
+    ("Gaussian(2.5)", np.int32, np.float32),
+    ("Laplace(per record)", np.int32, np.float32),
+    ("DiscreteGaussian(per record)", np.float32, np.float32),
+])
+def test_an_empty_batch_is_the_empty_release_of_the_dtype_of_any_other(mech, dtype, want):
+    """A lattice's ``sample`` of no records (shape ``(0,)``) gives the empty array of the dtype a non-empty batch
+    gets (``want``: that of ``release_exact`` on three records), from a Threefry key or ``HostBits``."""
+    import dpjax
+    from dpjax.exact import HostBits
+
+    m = {"DiscreteGaussian(3)": dpjax.DiscreteGaussian(3.0), "Gaussian(2.5)": dpjax.Gaussian(2.5),
+         "Laplace(per record)": dpjax.Laplace(np.linspace(1.0, 2.0, 40)),
+         "DiscreteGaussian(per record)": dpjax.DiscreteGaussian(np.linspace(1.0, 2.0, 40))}[mech].exact_lattice()
+    for key in (jax.random.key(0), HostBits()):
+        out = lattice.release_exact(key, np.zeros((0,) + m.batch_shape, dtype), m, flat=True)
+        assert out.shape == (0,) + m.batch_shape and out.dtype == want
+    out = m.sample(jax.random.key(1), jnp.zeros((), dtype), (0,))
+    assert out.shape == (0,) + m.batch_shape

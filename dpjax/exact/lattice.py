@@ -5,7 +5,7 @@ r"""Exact releases on a data-independent lattice (the float attack of Mironov 20
 
 1. the answer x is rounded to the lattice gℤ, g a power of two chosen from the scale alone
    (never from the data): k = ⌊x/g + ½⌋, computed exactly (x/g is a power-of-two scaling);
-2. integer noise N is drawn by an integer-only sampler (:mod:`dpjax.exact.cks`) from raw
+2. integer noise N is drawn by an integer-only sampler (:mod:`dpjax.exact.table_samplers`) from raw
    words (Threefry from the key, or ``os.urandom`` through :class:`~dpjax.exact.bits.HostBits`);
 3. the output is g·(k + N), an exact point of gℤ (converted once to the output float dtype, a
    post-processing of k + N; in float32 large lattice indices round to coarser points of gℤ).
@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.exact import cks, table_samplers
+from dpjax.exact import table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float
 from dpjax.pytree import pytree_dataclass, static_field
@@ -327,24 +327,6 @@ def _pb_spec(mech):
 
 
 # -- the release ------------------------------------------------------------------------------
-def _prepare(kind, shape, param, shift, value, k_categories=None):
-    """(machine params, initial state) on the host (exact integers)."""
-    if kind == "dl":
-        return cks.laplace_params(param, shift, shape), cks._init(shape, cks._U)
-    if kind == "dg":
-        return cks.gaussian_params(param, shape), cks._init(shape, cks._U)
-    k1 = np.uint64(k_categories - 1)
-    params = {"keep": jnp.asarray(np.broadcast_to(param, shape)), "k1": jnp.full(shape, k1),
-              "thr": jnp.full(shape, cks.lemire_threshold(k1)), "value": jnp.asarray(value, jnp.int64)}
-    return params, cks._init(shape, cks._RR_KEEP)
-
-
-@functools.partial(jax.jit, static_argnames=("kind", "budget"))
-def _threefry_noise(key, start, params, state, *, kind, budget):
-    words = ThreefryWords(key, state["phase"].shape, start)
-    return cks.run_machine(kind, params, state, words, budget)
-
-
 def nearest_index(x):
     """⌊x + ½⌋ of numpy or jax float arrays, exactly (the lattice index of x = v/g; g a power of two makes
     x exact). Float result: the caller casts it to its integer width."""
@@ -776,38 +758,6 @@ def _patch(out, idx, v, z, g, *, kind, unit, out_dtype):
     return out.at[idx].set(fixed)
 
 
-@functools.partial(jax.jit, static_argnames=("kind",))
-def _host_block(params, state, block, *, kind):
-    def step(i, s):
-        nxt = cks._step(kind, params, s, block[i])
-        nxt["j"] = s["j"]
-        return nxt
-
-    return jax.lax.fori_loop(0, block.shape[0], step, state)
-
-
-def _host_noise(bits, params, state, kind, budget):
-    """Drive the machines with words made on the host: a block of ``budget`` words for every record
-    still running, until none is."""
-    shape = state["phase"].shape
-    n = int(np.prod(shape))
-    flat = jax.tree_util.tree_map(lambda x: np.array(jnp.broadcast_to(x, shape).reshape(-1)), state)
-    fparams = jax.tree_util.tree_map(lambda x: np.asarray(jnp.broadcast_to(x, shape).reshape(-1)), params)
-    flat["j"] = np.zeros(n, np.uint32)
-    while True:
-        idx = np.nonzero(flat["phase"] != cks._DONE)[0]
-        if idx.size == 0:
-            break
-        m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
-        pad = np.concatenate([idx, np.full(m - idx.size, idx[0])])
-        sub = cks._State({k: jnp.asarray(v[pad]) for k, v in flat.items()})
-        sp = {k: jnp.asarray(v[pad]) for k, v in fparams.items()}
-        sub = _host_block(sp, sub, jnp.asarray(bits.words((budget, m))), kind=kind)
-        for k in flat:
-            flat[k][idx] = np.asarray(sub[k])[: idx.size]
-    return jnp.asarray(flat["out"]).reshape(shape)
-
-
 #: the noise scale may reach the output's largest value over 2^this: |noise| beyond it has probability
 #: below e^-512 (Laplace tails; Gaussian ones far below), and a float output keeps the float tier's bound
 _RANGE_BITS = {"f": 16, "i": 9}
@@ -834,8 +784,7 @@ MAX_SCALE_GROUPS = 16
 
 def _scale_groups(shape, *params):
     """[(first record, records)] of each distinct scale (the parameters broadcast to ``shape``), or None when
-    there are more than :data:`MAX_SCALE_GROUPS` (the per-record samplers, or the state machine, then run every
-    record)."""
+    there are more than :data:`MAX_SCALE_GROUPS` (the per-record samplers then run every record)."""
     cols = [np.broadcast_to(p, shape).reshape(-1) for p in params if np.size(p) > 1]
     probe = np.stack([c[:: max(1, c.size // 4096)] for c in cols], axis=-1)  # a strided sample: many scales early
     if len(np.unique(probe, axis=0)) > MAX_SCALE_GROUPS:
@@ -1105,8 +1054,7 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     rr_eps = _device_rr_epsilon(mech) if laplace_b is None else None
     # (the lattice of the largest scale checks the records; the randomized response itself, per-record ε)
     lat = mech.exact_lattice() if laplace_b is None and rr_eps is None else None
-    host = isinstance(key, HostBits)
-    if not host:
+    if not isinstance(key, HostBits):
         key = check_key(key)
     if not flat:
         check_finite_values("values", values)
@@ -1131,21 +1079,22 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
     g = np.broadcast_to(g_own, shape)
     kind = lat.sampler
-    budget = cks.DEFAULT_BUDGET.get(kind)  # (the state machine: not for "pb")
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(param_own, shape)
     shift = np.broadcast_to(shift_own, shape)
     if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most table_samplers.PB_MAX_SCALE)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
+    unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"  # integers on ℤ (or categories): no float
+    out_dt = jnp.dtype(in_dt if unit else out_float)
+    if not n:  # no records (a flat release of an empty batch): the output dtype of any other batch
+        return jnp.zeros(shape, out_dt)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
     # one word-to-noise map per law, whatever the layout: a discrete Laplace whose tables would be chunked (τ above
     # 2^DL_TABLE_LOG2: two or more words) runs the one-word inverse CDF of the per-record program for every record
-    chunked = bool(n) and kind == "dl" and _chunked(param_own, shift_own)
-    groups = None if one_scale or not n or chunked else _scale_groups(shape, param_own, shift_own, g_own)
+    chunked = kind == "dl" and _chunked(param_own, shift_own)
+    groups = None if one_scale or chunked else _scale_groups(shape, param_own, shift_own, g_own)
     if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
         with jax.enable_x64(True):
-            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
-            out_dt = jnp.dtype(in_dt if unit else out_float)
             flat_v = values.reshape(-1)
             out = np.empty(n, out_dt)
             for first, idx in groups:
@@ -1158,62 +1107,22 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                                      records=start + pad)
                 out[idx] = np.asarray(part)[: idx.size]
         out = jnp.asarray(out).reshape(shape)
-        return out.reshape(()) if squeeze else out
-    if groups is None and (chunked or not one_scale) and n and kind in ("dl", "rr"):  # any number of scales (or ε)
+    elif (chunked or not one_scale) and kind in ("dl", "rr"):  # any number of scales (or ε)
         with jax.enable_x64(True):
-            unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"
             scales = tuple(np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1)
                            for a in (param, shift, g))
             out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
-                                lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit,
-                                jnp.dtype(in_dt if unit else out_float), scales=scales)
-        return out.reshape(()) if squeeze else out
-    if groups is None and not one_scale and n and kind == "dg":  # any number of distinct σ²: a table each
+                                lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit, out_dt, scales=scales)
+    elif not one_scale and kind == "dg":  # any number of distinct σ²: a table each
         with jax.enable_x64(True):
-            unit = bool(integer and np.all(g_own == 1.0))
             out = _release_gaussian_tables(key, start, values, np.ascontiguousarray(param).reshape(-1),
-                                           np.ascontiguousarray(g).reshape(-1), unit,
-                                           jnp.dtype(in_dt if unit else out_float))
-        return out.reshape(()) if squeeze else out
-    if kind == "rr" and n and one_scale:  # one ε: one keep word, one Lemire word
+                                           np.ascontiguousarray(g).reshape(-1), unit, out_dt)
+    elif kind == "rr":  # one ε: one keep word, one Lemire word
         with jax.enable_x64(True):
             out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
-                                1.0, True, jnp.dtype(in_dt))
-        return out.reshape(()) if squeeze else out
-    if kind in ("dl", "dg", "pb") and n and one_scale:  # one scale: the fused fixed-trip release
-        g0 = float(g.flat[0])
-        unit = bool(integer and g0 == 1.0)
+                                1.0, True, out_dt)
+    else:  # one scale ("dl", "dg", and "pb", whose lattice always has one): the fused fixed-trip release
         t0 = _pb_spec(lat.noise) if kind == "pb" else int(param.flat[0])
         with jax.enable_x64(True):
-            out = _fast_release(key, start, values, kind, t0, int(shift.flat[0]), g0, unit,
-                                jnp.dtype(in_dt if unit else out_float))
-        return out.reshape(()) if squeeze else out
-    if kind == "pb":  # no records
-        return jnp.zeros(shape, in_dt if integer else out_float)
-    with jax.enable_x64(True):
-        v = np.asarray(values)
-        if kind == "rr":
-            index = jnp.asarray(v, jnp.int64)
-        elif integer and np.all(g == 1.0):
-            index = jnp.asarray(v, jnp.int64)
-        else:
-            x = v.astype(np.float64) / g  # exact: g is a power of two
-            if np.any(np.abs(x) >= _INDEX_MAX):
-                raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                                 f"(granularity {g.min()}), got {np.abs(v).max()}")
-            index = jnp.asarray(nearest_index(x).astype(np.int64))  # ⌊x/g + ½⌋, exactly
-        params, state = _prepare(kind, shape, param, shift, index, getattr(lat.noise, "num_categories", None))
-        if host:
-            noise = _host_noise(key, params, state, kind, budget)
-        else:
-            noise = _threefry_noise(key, jnp.uint32(start), params, state, kind=kind, budget=budget)
-        if kind == "rr":
-            out = noise.astype(in_dt)
-        else:
-            total = index + noise
-            if integer and np.all(g == 1.0):
-                out = total.astype(in_dt)
-            else:
-                out = np.asarray(np.asarray(total).astype(np.float64) * g).astype(out_float)
-    out = jnp.asarray(out)
+            out = _fast_release(key, start, values, kind, t0, int(shift.flat[0]), float(g.flat[0]), unit, out_dt)
     return out.reshape(()) if squeeze else out

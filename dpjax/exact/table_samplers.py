@@ -730,9 +730,11 @@ def exact_boosted_record(word, spec):
 
 
 # -- per-record scales: the discrete Laplace's inverse CDF computed per record, checked with error bounds --------
-#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (64 ulp; they are within
-#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``)
-TRANSCENDENTAL_ERROR = 2.0**-46
+#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (16 ulp; they are within
+#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``; a backend is trusted
+#: only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more records for the host
+#: (the same release, slower): τ = 2^30 flags about 2.8·10^-4 of the records at 2^-46, 9·10^-5 at this one
+TRANSCENDENTAL_ERROR = 2.0**-48
 #: assumed bound on the error of XLA's float32 ``exp`` (relative) and ``log`` (relative to |log r| + 1: near r = 1
 #: an absolute error), 64 float32 ulp; they are within 2^-22 (``tests/test_exact.py::
 #: test_float32_transcendentals_are_within_the_assumed_error``: 16× headroom; a looser bound only flags more records)
@@ -874,7 +876,7 @@ def laplace_noise_per_record(words, t, shift, small=False):
     float64 at S = w/2^63 with a rigorous bound E of its rounding error (every operation's, the
     transcendentals' at :data:`TRANSCENDENTAL_ERROR`, doubled), so the true x of every S in the word's interval
     lies in [x_f − E, x_f + E + τ/(w − 1)]; when that interval has one floor (or lies below 0) |Z| is decided
-    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: 3·10^-7 at τ ∈ [2^20, 2^21]) and
+    exactly, otherwise the record is flagged (probability ≈ 2E + τ 2^-63/S: 10^-7 at τ ∈ [2^20, 2^21]) and
     :func:`exact_per_record` decides it from the record's further words against interval bounds of F.
     ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
     its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p.
