@@ -421,6 +421,16 @@ class _GaussianPair(Mechanism):
     def neighbour_pairs(self, sensitivity=1.0):
         return jnp.zeros((1,)), jnp.ones((1,))
 
+    # the law of an answer v: N(μ·v, 1)
+    def _sample(self, uniform, value):
+        return self.mu * value + jax.scipy.special.ndtri(uniform(0))
+
+    def log_prob(self, y, value):
+        return jax.scipy.stats.norm.logpdf(y - self.mu * value)
+
+    def cdf(self, y, value):
+        return jax.scipy.special.ndtr(y - self.mu * value)
+
     def hockey_stick(self, epsilon, value, neighbour_value):
         return gaussian_privacy_profile(epsilon, self.mu * jnp.abs(jnp.asarray(neighbour_value) - value))
 
