@@ -37,11 +37,18 @@ def spark():
 
 
 def _data(seed=0, n=6000):
+    """Issue 28's keys too: -0.0 beside 0.0 (one group), float unit ids (their integers), -0.0 beside 0.0
+    (one unit), and a unit with a row in each of 300 groups of its own, all but one emptied by the
+    bounding (no candidates: never released)."""
     rng = np.random.default_rng(seed)
     g = rng.integers(0, 6, n).astype(float)
     g[::97] = np.nan  # a null key is a group of its own
-    return pa.table({"user_id": rng.integers(0, 3000, n), "g": pa.array(g, from_pandas=True),
-                     "steps": rng.integers(0, 20000, n).astype(np.float64)})
+    g[(g == 0) & (np.arange(n) % 2 == 0)] = -0.0
+    units = rng.integers(0, 3000, n).astype(np.float64)
+    units[(units == 0) & (np.arange(n) % 2 == 0)] = -0.0
+    return pa.table({"user_id": np.concatenate([units, np.full(300, 5000.0)]),
+                     "g": pa.array(np.concatenate([g, np.arange(300) + 10.0]), from_pandas=True),
+                     "steps": np.concatenate([rng.integers(0, 20000, n), np.zeros(300)]).astype(np.float64)})
 
 
 STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
@@ -59,6 +66,8 @@ def test_spark_equals_pyarrow_bitwise(spark, groups):
     assert remote.table.equals(local.table), (remote.table.to_pandas(), local.table.to_pandas())
     assert (remote.epsilon, remote.delta) == (local.epsilon, local.delta)
     assert local.table.num_rows >= 3
+    assert set(local.table.column("g").to_pylist()) <= {0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None}
+    assert len(set(local.table.column("g").to_pylist())) == local.table.num_rows
 
 
 def test_spark_equals_pyarrow_bitwise_on_the_exact_tier(spark):
@@ -85,3 +94,9 @@ def test_spark_row_level_and_bad_input(spark):
     with pytest.raises(ValueError, match="column 'steps' has 1 null"):
         table.release(jax.random.key(1), bad, by="g", statistics=[table.sum("steps", 0, 1)], epsilon=1.0,
                       delta=1e-6)
+    nan = spark.createDataFrame([(1, float("nan"), 1.0), (2, 2.0, 3.0)], "user_id long, g double, steps double")
+    with pytest.raises(ValueError, match="by: group column 'g' has 1 NaN key"):
+        table.release(jax.random.key(1), nan, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError, match="groups: the public groups of column 'g' are string"):
+        table.release(jax.random.key(1), df, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6,
+                      groups=["0", "1"])

@@ -32,7 +32,7 @@ from dpjax.table.bounding import bound
 from dpjax.table.calibration import calibrate, kernel_of
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
-from dpjax.table.selection import selection_delta, threshold
+from dpjax.table.selection import candidates, selection_delta, threshold
 from dpjax.table.statistics import Statistic
 
 __all__ = ["release", "TableRelease", "Request"]
@@ -211,6 +211,7 @@ def _local_aggregates(req: Request, data, public, bound_key):
     values, unit, unit_words = prepared.values, prepared.unit, prepared.unit_words
     group, keys, words = prepared.group, prepared.keys, prepared.group_words
     if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
+        _data.check_public_types(public, keys.schema)
         pub_words = _data.key_hashes(public)
         pub_u64 = _data.words_to_u64(pub_words)
         order = np.argsort(pub_u64)
@@ -282,6 +283,9 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
     if not public:
         sel_kernel, tau, d_sel = _selection(req, cal)
         kernels["selection"] = sel_kernel
+        present = candidates(agg)
+        keys, words = keys.take(pa.array(present)), words[present]
+        agg = {k: v[present] for k, v in agg.items()}
         noisy_units = draw(sel_kernel, key_words.component("selection"), words, np.zeros((len(words), 1)),
                            agg["units"].astype(np.float64)[:, None])[:, 0]
         kept = np.flatnonzero(noisy_units > tau)

@@ -41,6 +41,10 @@ def _check(req, df):
         checks.append(F.sum(bad.cast("long")).alias(f"__null_{c}"))
     if req.privacy_unit:
         checks.append(F.sum(F.col(req.privacy_unit).isNull().cast("long")).alias("__null_unit"))
+    keyed = [c for c in dict.fromkeys(list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+             if types[c] in ("FloatType", "DoubleType")]
+    for c in keyed:
+        checks.append(F.sum(F.isnan(F.col(c)).cast("long")).alias(f"__nan_{c}"))
     row = df.agg(*checks).collect()[0].asDict()
     if not row["__rows"]:
         raise ValueError("data: the table is empty")
@@ -49,6 +53,21 @@ def _check(req, df):
             raise ValueError(f"column {c!r} has {row[f'__null_{c}']} null or NaN value(s); fill or drop them first")
     if req.privacy_unit and row["__null_unit"]:
         raise ValueError(f"privacy_unit column {req.privacy_unit!r} has {row['__null_unit']} null id(s)")
+    for c in keyed:
+        _data.refuse_nan_keys(row[f"__nan_{c}"], c, unit=c == req.privacy_unit)
+
+
+def _canonical(df, names):
+    """``df`` with its float key columns canonical as :func:`dpjax.table.data.canonical_keys` makes
+    them (``-0.0`` → ``0.0``) before the units are bucketed and the keys hashed: one unit id, one
+    group, as on pyarrow."""
+    from pyspark.sql import functions as F
+
+    for c in names:
+        t = df.schema[c].dataType
+        if type(t).__name__ in ("FloatType", "DoubleType"):
+            df = df.withColumn(c, F.when(F.col(c) == 0, F.lit(0.0)).otherwise(F.col(c)).cast(t))
+    return df
 
 
 def spark_aggregates(req, df, public, bound_key, local_aggregates):
@@ -63,8 +82,10 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     from dpjax.table.aggregate import needed
 
     _check(req, df)
-    df = df.select(*req.columns)
+    df = _canonical(df.select(*req.columns), list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
+    if public is not None:
+        _data.check_public_types(public, key_schema)
     names = list(needed(req.statistics, req.discrete))
     trees = [n for n in names if n.startswith("tree:")]
     scalars = [n for n in names if n not in trees]
@@ -84,7 +105,7 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
                                       for f in table.schema]))
         pub = pa.table(public_dict, schema=public_schema) if public_dict is not None else None
         keys, words, agg = local_aggregates(req, table, pub, bound_key)
-        present = np.flatnonzero(agg["units"] > 0) if pub is not None else np.arange(len(words))
+        present = np.flatnonzero(agg["units"] > 0)  # groups with a kept row: the only candidates
         frame = {c: keys.column(c).take(pa.array(present)).to_pandas() for c in req.by}
         frame["__h0"] = words[present, 0].astype(np.int64)
         frame["__h1"] = words[present, 1].astype(np.int64)
