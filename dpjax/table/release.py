@@ -377,14 +377,21 @@ def release_file(key, path, *, by, statistics, **options) -> TableRelease:
     (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input; ``by`` a column
     name or a comma-separated list, ``statistics`` statistics or their spellings
     (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
-    string for several); ``groups`` may be the path of a CSV/Parquet file of public keys.
+    string for several; a name holding a comma double-quoted as in CSV, ``'"a,b",c'``,
+    :func:`dpjax.table.statistics.split`); ``groups`` may be the path of a CSV/Parquet file of public keys.
     Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`)."""
-    from dpjax.table.statistics import parse
+    from dpjax.table.statistics import parse, split
 
     if isinstance(by, str):
-        by = [c.strip() for c in by.split(",") if c.strip()]
+        try:
+            by = split(by)
+        except ValueError as exc:
+            raise ValueError(f"by: {exc}") from None
     if isinstance(statistics, str):
-        statistics = [s for s in statistics.split(",") if s.strip()]
+        try:
+            statistics = split(statistics)
+        except ValueError as exc:
+            raise ValueError(f"statistics: {exc}") from None
     statistics = [parse(s) if isinstance(s, str) else s for s in statistics]
     if path == "-":
         if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read
