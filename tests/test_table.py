@@ -320,6 +320,9 @@ BAD = [
     (dict(groups=[0.0, float("nan")]), "groups: a public group of column 'g' is NaN"),
     (dict(by="g_nan"), "by: group column 'g_nan' has 1 NaN key"),
     (dict(privacy_unit="g_nan"), "privacy_unit column 'g_nan' has 1 NaN id"),
+    (dict(delta=0.0, groups=[0, 1], noise="gaussian"), "delta: Gaussian noise needs delta > 0"),
+    (dict(epsilon=2e6), r"epsilon: 2000000.0 is outside \[1e-06, 1e\+06\]"),
+    (dict(epsilon=1e-7), r"epsilon: 1e-07 is outside"),
 ]
 
 
@@ -337,6 +340,39 @@ def test_bad_input_is_refused_before_any_noise(change, message, monkeypatch):
     monkeypatch.setattr(sys.modules["dpjax.table.release"], "draw", no_noise)
     with pytest.raises(ValueError, match=message):
         table.release(jax.random.key(0), d, **kw)
+
+
+def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
+    """Issue 28: a ratio the accountant cannot evaluate (its round-off guard, say) counts as over the budget,
+    never as calibrated; where no ratio meets the budget the refusal names epsilon and says why."""
+    from dpjax.table import calibration
+
+    floor = {"ratio": 3.0}
+
+    def accountant(make, runs, ratios, delta, discrete, exact=False):  # ε = 4/t, refused below the floor
+        if ratios[0] < floor["ratio"]:
+            raise ValueError("round-off floor 2.22e+242")
+        return np.array([4.0 / ratios[0]])
+
+    monkeypatch.setattr(calibration, "_epsilons", accountant)
+    make = calibration.kernel_of("laplace")
+    ok = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)  # starts at t = 2 (refused), ends near 4
+    assert 1 - calibration.TOLERANCE <= ok.epsilon <= 1.0 and ok.ratio >= 3.0
+    floor["ratio"] = 5.0  # now every ratio it accepts gives ε ≤ 0.8: none within the tolerance
+    with pytest.raises(ValueError, match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
+                                         r"accountant refused a ratio: round-off floor"):
+        calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("epsilon", [1e-6, 1e6])
+def test_every_epsilon_of_the_range_calibrates(noise, epsilon):
+    """Issue 28: the ends of [1e-6, 1e6] calibrate, count + sum + quantile, private selection."""
+    rel = table.release(jax.random.key(0), _data(n=500), by="g", statistics=[table.count(), table.sum("steps", 0, 1),
+                        table.quantile("steps", 0.5, 0, 20000)], privacy_unit="user_id", max_groups_per_unit=2,
+                        max_rows_per_group=2, epsilon=epsilon, delta=1e-6, noise=noise)
+    assert epsilon * (1 - 1e-3) <= rel.epsilon <= epsilon
 
 
 def test_bad_statistic_arguments():

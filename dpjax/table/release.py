@@ -29,7 +29,7 @@ from dpjax.random import check_key
 from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
-from dpjax.table.calibration import calibrate, kernel_of
+from dpjax.table.calibration import calibrate, has_pure_epsilon, kernel_of
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
 from dpjax.table.selection import candidates, selection_delta, threshold
@@ -39,6 +39,8 @@ __all__ = ["release", "TableRelease", "Request"]
 
 #: the share of δ that private selection gets (the rest goes to the noisy statistics)
 SELECTION_DELTA_SHARE = 0.5
+#: the budgets ε a release calibrates: others are refused (issue 28: each of them calibrates or is refused)
+EPSILON_RANGE = (1e-6, 1e6)
 #: the largest per-group sensitivity an integer-valued kernel is calibrated for (the discrete
 #: accountant's window grows with the shift)
 MAX_DISCRETE_SENSITIVITY = 4096
@@ -181,6 +183,10 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
             not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if not EPSILON_RANGE[0] <= epsilon <= EPSILON_RANGE[1]:
+        raise ValueError(f"epsilon: {epsilon!r} is outside [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}], the budgets a "
+                         "table release calibrates (above, a release protects no one; below, its noise hides "
+                         "every group)")
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     if groups is None and delta == 0:
@@ -188,6 +194,9 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                          "pass the public groups to release with delta=0")
     make = kernel_of(noise)
     probe = make(1.0)
+    if delta == 0 and not has_pure_epsilon(probe):
+        raise ValueError(f"delta: {type(probe).__name__} noise needs delta > 0 (no scale of it gives a pure "
+                         "epsilon-DP release); give delta > 0, or noise='laplace' for delta = 0")
     if probe.discrete:
         for s in statistics:
             if s.low is not None and not (float(s.low).is_integer() and float(s.high).is_integer()):
