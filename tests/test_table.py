@@ -362,6 +362,11 @@ def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
     with pytest.raises(ValueError, match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
                                          r"accountant refused a ratio: round-off floor"):
         calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+    # a nearly flat ε(t) (an accountant no longer resolving ε): the secant's step overflowed math.exp
+    monkeypatch.setattr(calibration, "_epsilons", lambda make, runs, ratios, *a: np.array(
+        [400.0 / ratios[0] if ratios[0] > 200 else 2.0 - 1e-12 * ratios[0]]))
+    flat = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+    assert 1 - calibration.TOLERANCE <= flat.epsilon <= 1.0 and flat.ratio == pytest.approx(400.0, rel=1e-3)
 
 
 @pytest.mark.slow
