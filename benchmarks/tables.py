@@ -12,7 +12,8 @@ own partition selection (``--public-groups``: the 1000 groups given as public ke
     python benchmarks/tables.py --rows 1e5         # smaller
     python benchmarks/tables.py --parquet 1e8      # dpjax on a 10^8-row Parquet path: time, peak RSS
     python benchmarks/tables.py --csv 2e9          # `dpjax release` on a 2 GB CSV, from the file and stdin
-    python benchmarks/tables.py --spark            # 10^7 rows as a pyspark DataFrame: dpjax, PipelineDP
+    python benchmarks/tables.py --spark            # 10^7 rows as a pyspark DataFrame: dpjax, PipelineDP, and
+                                                   # dpjax on the same rows' Parquet path (the Spark / Parquet ratio)
     python benchmarks/tables.py --stages           # dpjax alone: the time of each stage of a warm release
 
 Each tool runs in a fresh Python process (this script with ``--worker``) so that none inherits another's
@@ -355,6 +356,8 @@ def _dpjax_path(path, public, repeats):
 
 def _spark_session():
     from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers run this interpreter and its packages
     return (SparkSession.builder.master("local[*]").appName("dpjax-tables-bench")
             .config("spark.driver.memory", "6g").config("spark.sql.shuffle.partitions", "8")
             .config("spark.ui.enabled", "false").getOrCreate())
@@ -529,8 +532,10 @@ def main(argv=None):
         print(f"local Spark, {rows:.0e} rows; load {os.getloadavg()[0]:.2f}")
         rates["dpjax"] = run_tool("dpjax-spark", path, args, "dpjax.table (Spark DataFrame)")
         rates["PipelineDP"] = run_tool("pipelinedp-spark", path, args, "PipelineDP (Spark, dataframes API)")
+        rates["dpjax, Parquet path"] = run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path, warm)")
         _add_cold(rates)
-        _ratios(rates, [("dpjax", "PipelineDP"), ("dpjax (first call)", "PipelineDP")])
+        _ratios(rates, [("dpjax", "PipelineDP"), ("dpjax (first call)", "PipelineDP"),
+                        ("dpjax", "dpjax, Parquet path")])
     else:
         rows = int(args.rows or 1e6)
         path = table_path(rows)

@@ -188,3 +188,29 @@ def test_component_labels_read_as_the_statistic():
                       "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
                       "tree:('a:b)', 0.0, 8.0):10": "quantile tree of a:b) in [0, 8] (depth 10)"}
     assert st.component_label("selection") == "selection"
+
+
+def test_window_bounds_are_exact_and_names_with_commas_are_quoted(tmp_path, capsys):
+    """Issue 28: --window 0 1234567 is [0, 1234567] (it was printed to 6 digits and read back as 1234570);
+    a column whose name holds a comma is named by CSV quoting in --group-by and --statistic; an open
+    quote is refused naming the flag."""
+    import json
+
+    path = tmp_path / "c.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["user", "g,h", "v,w"])
+        w.writerows((f"u{i % 40}", "ab"[i % 2], float(i % 7)) for i in range(200))
+    groups = tmp_path / "groups.csv"
+    groups.write_text('"g,h"\na\nb\n')
+    args = ["release", "--seed", "0", "--json", "--input", str(path), "--privacy-unit", "user", "--groups",
+            str(groups), "--group-by", '"g,h"', "--value-column", "v,w", "--mechanism", "gaussian"]
+    assert main([*args, "--window", "0", "1234567", "--statistic", 'sum,"mean:v,w:0:10",count']) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["by"] == ["g,h"] and payload["statistics"] == ["sum_v,w", "mean_v,w", "count"]
+    assert "sum:('v,w', 0.0, 1234567.0)" in payload["scales"]
+    assert [r["g,h"] for r in payload["rows"]] == ["a", "b"]
+    assert main([*args, "--window", "0", "1", "--statistic", 'mean:"v,w:0:10']) == 2
+    assert capsys.readouterr().err.startswith("dpjax: error: --statistic: a quote is left open")
+    assert main([*args, "--window", "5", "5"]) == 2
+    assert capsys.readouterr().err.startswith("dpjax: error: --window")

@@ -176,6 +176,61 @@ def test_selection_drops_tiny_groups_keeps_large():
     assert seen == 0
 
 
+def test_groups_emptied_by_bounding_are_no_candidates():
+    """Issue 28, leak 1, the neighbouring-table experiment: one unit with a row in each of 2000 groups of its
+    own keeps max_groups_per_unit = 1 of them; its other groups, emptied by the bounding, must not be
+    selection candidates: across 10 keys its groups are released at a rate within δ (main, which
+    thresholded every key seen in the raw data, released about 2 of them per key)."""
+    rng = np.random.default_rng(0)
+    base = {"user_id": rng.integers(0, 1000, 3000), "g": rng.integers(0, 5, 3000), "steps": np.zeros(3000)}
+    heavy = {"user_id": np.full(2000, 10**6), "g": np.arange(2000) + 100, "steps": np.zeros(2000)}
+    both = {c: np.concatenate([base[c], heavy[c]]) for c in base}
+    delta, runs, released = 1e-2, 10, 0
+    for seed in range(runs):
+        rel = table.release(jax.random.key(seed), both, by="g", statistics=[table.count()], privacy_unit="user_id",
+                            max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=delta)
+        got = np.array(rel.table.column("g").to_pylist())
+        assert np.count_nonzero(got < 100) == 5
+        released += np.count_nonzero(got >= 100)
+    assert released / runs <= delta
+
+
+def test_signed_zero_keys_are_one_group_and_nan_keys_are_refused():
+    """Issue 28, leak 2: -0.0 and 0.0 are one key (one group, one noise draw), not two groups whose noise is
+    bitwise the same (the difference of their released values was the true difference); a NaN key is
+    refused rather than hashed as null."""
+    d = _data(n=2000, users=300, groups=4, seed=4)
+    g = d["g"].astype(np.float64)
+    signed = g.copy()
+    signed[(g == 0) & (np.arange(len(g)) % 2 == 0)] = -0.0
+    kw = dict(by="g", statistics=[table.count(), table.sum("steps", 0, 20000)], privacy_unit="user_id",
+              max_groups_per_unit=2, max_rows_per_group=2, epsilon=1.0, delta=1e-6)
+    for groups in (None, [0.0, 1.0, 2.0, 3.0]):
+        a = table.release(jax.random.key(7), dict(d, g=signed), groups=groups, **kw).table
+        b = table.release(jax.random.key(7), dict(d, g=g), groups=groups, **kw).table
+        assert a.equals(b), (a.to_pandas(), b.to_pandas())
+        assert a.num_rows == 4
+    with_nan = g.copy()
+    with_nan[:3] = np.nan
+    with pytest.raises(ValueError, match="by: group column 'g' has 3 NaN key"):
+        table.release(jax.random.key(7), dict(d, g=with_nan), **kw)
+    nulls = pa.array(np.where(np.arange(len(g)) < 3, np.nan, g), from_pandas=True)  # pandas' NaN: null
+    public = table.release(jax.random.key(7), dict(d, g=nulls), groups=[0.0, 1.0, 2.0, 3.0, None], **kw).table
+    assert public.column("g").to_pylist()[-1] is None
+
+
+def test_integer_and_float_unit_ids_bound_the_same():
+    """Issue 28, leak 2: a unit id read as float (5.0) is the unit read as integer (5): the same bounding
+    draws, the same released table; -0.0 and 0.0 are one unit."""
+    d = _data(n=3000, users=300, groups=4, seed=5)
+    kw = dict(by="g", statistics=[table.count(), table.mean("steps", 0, 20000)], privacy_unit="user_id",
+              max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=[0, 1, 2, 3])
+    ints = table.release(jax.random.key(9), d, **kw).table
+    floats = d["user_id"].astype(np.float64)
+    floats[(d["user_id"] == 0) & (np.arange(len(floats)) % 2 == 0)] = -0.0
+    assert table.release(jax.random.key(9), dict(d, user_id=floats), **kw).table.equals(ints)
+
+
 def test_public_groups_absent_and_unlisted():
     d = _data()
     rel = table.release(jax.random.key(0), d, by="g", statistics=[table.count(), table.sum("steps", 0, 20000)],
@@ -268,13 +323,20 @@ BAD = [
     (dict(noise="cauchy"), "noise"),
     (dict(privacy_unit="nope"), "unknown column"),
     (dict(statistics=[table.count(), table.count()]), "duplicated statistic"),
+    (dict(groups=["0", "1"]), "groups: the public groups of column 'g' are string values, the column holds int64"),
+    (dict(groups=[0.0, float("nan")]), "groups: a public group of column 'g' is NaN"),
+    (dict(by="g_nan"), "by: group column 'g_nan' has 1 NaN key"),
+    (dict(privacy_unit="g_nan"), "privacy_unit column 'g_nan' has 1 NaN id"),
+    (dict(delta=0.0, groups=[0, 1], noise="gaussian"), "delta: Gaussian noise needs delta > 0"),
+    (dict(epsilon=2e6), r"epsilon: 2000000.0 is outside \[1e-06, 1e\+06\]"),
+    (dict(epsilon=1e-7), r"epsilon: 1e-07 is outside"),
 ]
 
 
 @pytest.mark.parametrize("change,message", BAD)
 def test_bad_input_is_refused_before_any_noise(change, message, monkeypatch):
     d = {"user_id": np.arange(4), "g": np.arange(4), "steps": np.ones(4), "name": np.array(["a", "b", "c", "d"]),
-         "steps_null": pa.array([1.0, None, 2.0, 3.0])}
+         "steps_null": pa.array([1.0, None, 2.0, 3.0]), "g_nan": np.array([0.0, np.nan, 1.0, 2.0])}
     kw = dict(by="g", statistics=[table.count()], privacy_unit="user_id", max_groups_per_unit=1,
               max_rows_per_group=1, epsilon=1.0, delta=1e-6)
     kw.update(change)
@@ -285,6 +347,51 @@ def test_bad_input_is_refused_before_any_noise(change, message, monkeypatch):
     monkeypatch.setattr(sys.modules["dpjax.table.release"], "draw", no_noise)
     with pytest.raises(ValueError, match=message):
         table.release(jax.random.key(0), d, **kw)
+
+
+def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
+    """Issue 28: a ratio the accountant cannot evaluate (its round-off guard, say) counts as over the budget,
+    never as calibrated; where no ratio meets the budget the refusal names epsilon and says why."""
+    from dpjax.table import calibration
+
+    floor = {"ratio": 3.0}
+
+    def accountant(make, runs, ratios, delta, discrete, exact=False):  # ε = 4/t, refused below the floor
+        if ratios[0] < floor["ratio"]:
+            raise ValueError("round-off floor 2.22e+242")
+        return np.array([4.0 / ratios[0]])
+
+    monkeypatch.setattr(calibration, "_epsilons", accountant)
+    make = calibration.kernel_of("laplace")
+    ok = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)  # starts at t = 2 (refused), ends near 4
+    assert 1 - calibration.TOLERANCE <= ok.epsilon <= 1.0 and ok.ratio >= 3.0
+    floor["ratio"] = 5.0  # now every ratio it accepts gives ε ≤ 0.8: none within the tolerance
+    with pytest.raises(ValueError, match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
+                                         r"accountant refused a ratio: round-off floor"):
+        calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+    # a nearly flat ε(t) (an accountant no longer resolving ε): the secant's step overflowed math.exp
+    monkeypatch.setattr(calibration, "_epsilons", lambda make, runs, ratios, *a: np.array(
+        [400.0 / ratios[0] if ratios[0] > 200 else 2.0 - 1e-12 * ratios[0]]))
+    flat = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+    assert 1 - calibration.TOLERANCE <= flat.epsilon <= 1.0 and flat.ratio == pytest.approx(400.0, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("epsilon", [1e-6, 1e6])
+def test_every_epsilon_of_the_range_calibrates(noise, epsilon):
+    """Issue 28: the ends of [1e-6, 1e6] calibrate (count + sum + quantile, private selection) or are refused in
+    words naming epsilon — never an accountant's exception (Laplace at 1e-6 is refused today: every ratio
+    near its answer is over the budget or refused by the accountant's round-off guard)."""
+    try:
+        rel = table.release(jax.random.key(0), _data(n=500), by="g", statistics=[
+            table.count(), table.sum("steps", 0, 1), table.quantile("steps", 0.5, 0, 20000)], privacy_unit="user_id",
+            max_groups_per_unit=2, max_rows_per_group=2, epsilon=epsilon, delta=1e-6, noise=noise)
+    except ValueError as exc:
+        assert str(exc).startswith(f"epsilon: could not calibrate {'Laplace' if noise == 'laplace' else 'Gaussian'}")
+        assert (noise, epsilon) == ("laplace", 1e-6), exc  # the one refusal seen; any other is a regression
+        return
+    assert epsilon * (1 - 1e-3) <= rel.epsilon <= epsilon
 
 
 def test_bad_statistic_arguments():

@@ -1,5 +1,6 @@
 """dpjax.table on a local Spark session: bitwise the table of the pyarrow run, for the same key."""
 
+import functools
 import os
 import shutil
 import sys
@@ -9,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import dpjax
 from dpjax import table
 
 
@@ -21,8 +23,11 @@ def _spark():
         pytest.skip("Java is not installed: a local Spark session needs Java 17")
     from pyspark.sql import SparkSession
 
-    # the Python workers run this interpreter (its pyarrow and dpjax), not whatever python3 is on PATH
+    # the Python workers run this interpreter (its pyarrow and dpjax), not whatever python3 is on PATH,
+    # and import the dpjax under test (this checkout's, first on their path), not the one installed
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dpjax.__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
 
     return (SparkSession.builder.master("local[2]").appName("dpjax-table-test")
             .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
@@ -37,11 +42,18 @@ def spark():
 
 
 def _data(seed=0, n=6000):
+    """Issue 28's keys too: -0.0 beside 0.0 (one group), float unit ids (their integers), -0.0 beside 0.0
+    (one unit), and a unit with a row in each of 300 groups of its own, all but one emptied by the
+    bounding (no candidates: never released)."""
     rng = np.random.default_rng(seed)
     g = rng.integers(0, 6, n).astype(float)
     g[::97] = np.nan  # a null key is a group of its own
-    return pa.table({"user_id": rng.integers(0, 3000, n), "g": pa.array(g, from_pandas=True),
-                     "steps": rng.integers(0, 20000, n).astype(np.float64)})
+    g[(g == 0) & (np.arange(n) % 2 == 0)] = -0.0
+    units = rng.integers(0, 3000, n).astype(np.float64)
+    units[(units == 0) & (np.arange(n) % 2 == 0)] = -0.0
+    return pa.table({"user_id": np.concatenate([units, np.full(300, 5000.0)]),
+                     "g": pa.array(np.concatenate([g, np.arange(300) + 10.0]), from_pandas=True),
+                     "steps": np.concatenate([rng.integers(0, 20000, n), np.zeros(300)]).astype(np.float64)})
 
 
 STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
@@ -59,6 +71,8 @@ def test_spark_equals_pyarrow_bitwise(spark, groups):
     assert remote.table.equals(local.table), (remote.table.to_pandas(), local.table.to_pandas())
     assert (remote.epsilon, remote.delta) == (local.epsilon, local.delta)
     assert local.table.num_rows >= 3
+    assert set(local.table.column("g").to_pylist()) <= {0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None}
+    assert len(set(local.table.column("g").to_pylist())) == local.table.num_rows
 
 
 @pytest.mark.slow
@@ -87,3 +101,41 @@ def test_spark_row_level_and_bad_input(spark):
     with pytest.raises(ValueError, match="column 'steps' has 1 null"):
         table.release(jax.random.key(1), bad, by="g", statistics=[table.sum("steps", 0, 1)], epsilon=1.0,
                       delta=1e-6)
+    _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df)
+    nan = spark.createDataFrame([(1, float("nan"), 1.0), (2, 2.0, 3.0)], "user_id long, g double, steps double")
+    with pytest.raises(ValueError, match="by: group column 'g' has 1 NaN key"):
+        table.release(jax.random.key(1), nan, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError, match="groups: the public groups of column 'g' are string"):
+        table.release(jax.random.key(1), df, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6,
+                      groups=["0", "1"])
+
+
+def _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df):
+    """Issue 28: a worker without dpjax (here: the bucket code from a module the workers cannot import), or
+    running another dpjax than the driver, is reported as such, with the fix (PYSPARK_PYTHON / install)."""
+    import types
+
+    import importlib
+
+    table_release = importlib.import_module("dpjax.table.release")  # the module (the package's name is the function)
+    table_spark = importlib.import_module("dpjax.table.spark")
+
+    req = table_release.validate("g", [table.count()], None, None, None, 1.0, 1e-6, None, "gaussian")
+    key = (np.uint32(1), np.uint32(2))
+    elsewhere = types.ModuleType("dpjax_nowhere")  # importable on the driver only
+    exec("def local(req, t, pub, key, run=None):\n    return run(req, t, pub, key)", elsewhere.__dict__)
+    sys.modules["dpjax_nowhere"] = elsewhere
+    try:
+        local = functools.partial(elsewhere.local, run=table_release._local_aggregates)
+        with pytest.raises(table_spark.WorkerError, match="cannot import 'dpjax_nowhere': install pyarrow and "
+                                                          "this dpjax on every worker .* PYSPARK_PYTHON"):
+            table_spark.spark_aggregates(req, df, None, key, local)
+    finally:
+        del sys.modules["dpjax_nowhere"]
+    fingerprint = table_spark._fingerprint
+    table_spark._fingerprint = lambda: "another"
+    try:
+        with pytest.raises(table_spark.WorkerError, match="run another dpjax than the driver"):
+            table_spark.spark_aggregates(req, df, None, key, table_release._local_aggregates)
+    finally:
+        table_spark._fingerprint = fingerprint

@@ -11,7 +11,8 @@ privately (a noisy unit count above a threshold: a key held by a few people is d
 ``user_id`` as the privacy unit, each user keeping at most ``--max-groups-per-unit`` (1) group and
 ``--max-rows-per-group`` (7, the days of a week) rows in it.
 
-``--statistic`` is a comma-separated list; each item is ``count``, ``count_units``, or
+``--statistic`` and ``--group-by`` are comma-separated lists (a name holding a comma double-quoted as
+in CSV: ``--group-by '"a,b",c'``); each ``--statistic`` item is ``count``, ``count_units``, or
 ``sum``/``mean``/``variance`` (on ``--value-column``, bounds ``--window LO HI``, else
 ``[-clip, clip]``), or the full spelling of :func:`dpjax.table.statistics.parse`
 (``sum:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``). ``--mechanism`` is the noise kernel (a registry
@@ -55,19 +56,30 @@ _DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app us
 
 def statistics(args):
     """The ``--statistic`` list as table statistics."""
-    from dpjax.table.statistics import parse
+    from dpjax import table
+    from dpjax.table.statistics import parse, split
 
     lo, hi = (float(x) for x in args.window) if args.window else (-args.clip, args.clip)
+    short = {"sum": table.sum, "mean": table.mean, "variance": table.variance}
     out = []
-    for item in (args.statistic or "sum").split(","):
-        item = item.strip()
-        if item in ("sum", "mean", "variance"):
-            item = f"{item}:{args.value_column}:{lo:g}:{hi:g}"
-        try:
-            out.append(parse(item))
-        except ValueError as exc:
-            raise ValueError(f"--statistic: {exc}") from None
+    try:
+        for item in split(args.statistic or "sum"):  # the bounds as given: no text round trip
+            out.append(short[item](args.value_column, lo, hi) if item in short else parse(item))
+    except ValueError as exc:
+        flag = "--window" if args.window and "low must be below high" in str(exc) else "--statistic"
+        raise ValueError(f"{flag}: {exc}") from None
     return out
+
+
+def group_columns(args) -> list:
+    """The ``--group-by`` list (CSV quoting: ``'"a,b",c'``)."""
+    from dpjax.table.statistics import split
+
+    try:
+        by = split(args.group_by)
+    except ValueError as exc:
+        raise ValueError(f"--group-by: {exc}") from None
+    return by
 
 
 def _flag(message: str, args, by, unit) -> str:
@@ -247,7 +259,7 @@ def release_table(args) -> int:
     if args.input is not None:
         check_input(args.input)
     check_output(args.output, [args.input] if args.input else [])
-    by = [c.strip() for c in args.group_by.split(",") if c.strip()]
+    by = group_columns(args)
     stats = statistics(args)
     unit = args.privacy_unit or (EMBEDDED_UNIT if embedded else None)
     if unit is None:

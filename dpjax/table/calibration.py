@@ -45,7 +45,7 @@ from dpjax.kernels import AdditiveMechanism, Gaussian, Laplace, by_name
 from dpjax.randomized_response import RandomizedResponse
 
 __all__ = ["kernel_of", "Calibration", "Run", "calibrate", "split", "noisy_max_kernel", "noisy_max_epsilon",
-           "kernel_key", "remembered"]
+           "has_pure_epsilon", "kernel_key", "remembered"]
 
 #: relative ε gap the calibration stops at
 TOLERANCE = 1e-3
@@ -221,6 +221,16 @@ def calibrate(make, runs, epsilon: float, delta: float, discrete: bool, exact: b
     return remembered(key, compute)
 
 
+def has_pure_epsilon(kernel) -> bool:
+    """Whether ``kernel`` has a finite pure ε at sensitivity 1 (Laplace-type noise; not the Gaussians): what a
+    release at δ = 0 needs."""
+    if kernel.pure_epsilon is None:
+        return False
+    with jax.enable_x64(True):
+        pure = float(np.asarray(kernel.pure_epsilon(1.0)))
+    return math.isfinite(pure) and pure > 0
+
+
 def _start(make, runs, epsilon, delta) -> float:
     """A first ratio to try: Gaussian-like scales need about √(2N log(1.25/δ))/ε (``N = Σ n/v²``); a kernel
     with a pure ε needs at most about ``Σ n/v · ε₁/ε`` (ε₁ its pure ε at scale 1 and sensitivity 1; exact for
@@ -251,8 +261,12 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
     best_eps = math.nan
     t = _start(make, runs, epsilon, delta) if start is None else start
     last = None  # (log t, log ε) of the previous finite evaluation
+    failure = None  # the accountant's last refusal of a ratio (counted as over the budget: never returned)
     for _ in range(64):
-        e = float(_epsilons(make, runs, [t], delta, discrete, exact)[0])
+        try:
+            e = float(_epsilons(make, runs, [t], delta, discrete, exact)[0])
+        except (ValueError, ArithmeticError) as exc:
+            e, failure = math.nan, f"{exc}"
         if math.isfinite(e) and e <= epsilon:
             if t < under:
                 under, best_eps = t, e
@@ -267,7 +281,10 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
             if last is not None and here[0] != last[0]:
                 s = (here[1] - last[1]) / (here[0] - last[0])
                 slope = s if s < 0 else slope
-            step = math.exp(here[0] + (target - here[1]) / slope)
+            # the secant's log-step, clamped to the ×64 steps below before exp (a nearly flat ε(t), where the
+            # accountant no longer resolves ε, overflowed math.exp: OverflowError at epsilon = 1e-6)
+            log_step = here[0] + (target - here[1]) / slope
+            step = math.exp(min(max(log_step, here[0] - math.log(64)), here[0] + math.log(64)))
             last = here
         if under < math.inf and over > 0:
             if step is None or not over < step < under:
@@ -282,5 +299,9 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
         if over == 0 and step >= under:
             step = under / 4
         t = step
-    raise ValueError(f"epsilon: could not calibrate the noise to epsilon={epsilon}, delta={delta} "
-                     f"(last ε {best_eps} at ratio {under})")
+    found = f"the nearest: ε {best_eps:.6g} at noise ratio {under:.6g}" if under < math.inf else \
+        "no noise ratio met the budget"
+    why = f"; the accountant refused a ratio: {failure}" if failure else ""
+    raise ValueError(f"epsilon: could not calibrate {type(make(1.0)).__name__} noise to epsilon={epsilon:g}, "
+                     f"delta={delta:g} within {TOLERANCE:g} relative ({found}{why}); try another epsilon or "
+                     "noise, or fewer statistics, groups or rows per unit")

@@ -158,10 +158,12 @@ class _Codes:
     range, else one hash pass; no unification)."""
 
     def __init__(self, keep_integers: bool = False):
-        self.chunks, self.nulls, self.raw, self.keep_integers = [], 0, None, keep_integers
+        self.chunks, self.nulls, self.nans, self.raw, self.keep_integers = [], 0, 0, None, keep_integers
 
     def add(self, col) -> None:
         self.nulls += col.null_count
+        col, nans = canonical_keys(col)
+        self.nans += nans
         if self.raw is None and self.keep_integers and pa.types.is_integer(col.type):
             self.raw = True
         if self.raw:
@@ -199,6 +201,29 @@ class _Codes:
         if self.nulls:
             dictionary = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
         return code, dictionary
+
+
+def canonical_keys(col):
+    """``(column, NaN count)``: a key or unit column in its canonical form before any grouping or
+    hashing — a float column's ``-0.0`` made ``0.0`` (equal keys are one group, whose hash and noise
+    are then one; the hash already takes an integral float as its integer), other types as they
+    are. NaN keys are counted (the caller refuses them: NaN is not null, and a NaN group would not
+    be one group on every backend)."""
+    if pa.types.is_dictionary(col.type) and pa.types.is_floating(col.type.value_type):
+        col = col.dictionary_decode()
+    if not pa.types.is_floating(col.type):
+        return col, 0
+    nans = pc.sum(pc.is_nan(col)).as_py() or 0
+    return pc.add(col, pa.scalar(0.0, col.type)), int(nans)
+
+
+def refuse_nan_keys(nans: int, name: str, unit: bool = False) -> None:
+    """The error of ``nans`` NaN keys in the group column (``unit``: the privacy-unit column) ``name``."""
+    if nans:
+        what = f"privacy_unit column {name!r} has {nans} NaN id(s)" if unit else \
+            f"by: group column {name!r} has {nans} NaN key(s)"
+        raise ValueError(f"{what}: NaN is not a key (nor null); make them null (pandas' NaN is read as null) "
+                         "or drop those rows")
 
 
 #: an integer column whose values span at most this many entries per row (or 2**20 in all) is
@@ -304,8 +329,12 @@ def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
             raise ValueError(f"column {c!r} has {nulls[c]} null value(s); fill or drop them first")
         if nans[c]:
             raise ValueError(f"column {c!r} has NaN value(s); fill or drop them first")
+    for c in by:
+        refuse_nan_keys(keys[c].nans, c)
     if unit is not None and unit.nulls:
         raise ValueError(f"privacy_unit column {privacy_unit!r} has {unit.nulls} null id(s)")
+    if unit is not None:
+        refuse_nan_keys(unit.nans, privacy_unit, unit=True)
     merged = {}
     for c in value_columns:
         merged[c], values[c] = _concatenate(values[c], n), None
@@ -328,9 +357,20 @@ def _concatenate(parts: list, n: int) -> np.ndarray:
 
 
 def _unit_words(encoded) -> tuple[np.ndarray, np.ndarray]:
+    """``(code, words)``: the hash of each distinct unit id, an integral float hashed as its integer
+    (:func:`hash_int64`, as integer ids are), so that a unit's id read as float or as integer draws
+    the same bounding."""
     code, dictionary = encoded
     if pa.types.is_integer(dictionary.type):
         return code, hash_int64(dictionary.to_numpy())
+    if pa.types.is_floating(dictionary.type):
+        x = dictionary.to_numpy(zero_copy_only=False).astype(np.float64)
+        integral = np.flatnonzero((np.trunc(x) == x) & (np.abs(x) < 2.0**63))
+        other = np.setdiff1d(np.arange(len(x)), integral)
+        words = np.empty((len(x), 2), np.uint32)
+        words[integral] = hash_int64(x[integral].astype(np.int64))
+        words[other] = hash_values(x[other].tolist())
+        return code, words
     return code, hash_values(dictionary.to_pylist())
 
 
@@ -347,6 +387,7 @@ def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     codes = _encoded(table, name)
     if codes.nulls:
         raise ValueError(f"privacy_unit column {name!r} has {codes.nulls} null id(s)")
+    refuse_nan_keys(codes.nans, name, unit=True)
     return _unit_words(codes.finish())
 
 
@@ -360,8 +401,13 @@ class Prepared:
 
 
 def group_index(table: pa.Table, by: list[str]) -> Prepared:
-    """Group index of every row of ``table`` (null is a key of its own) and the distinct keys."""
-    return _group_index([_encoded(table, c).finish() for c in by], by)
+    """Group index of every row of ``table`` (null is a key of its own; NaN refused) and the distinct keys."""
+    encoded = []
+    for c in by:
+        codes = _encoded(table, c)
+        refuse_nan_keys(codes.nans, c)
+        encoded.append(codes.finish())
+    return _group_index(encoded, by)
 
 
 def _group_index(encoded, by: list[str]) -> Prepared:
@@ -381,6 +427,31 @@ def _group_index(encoded, by: list[str]) -> Prepared:
         rest = rest // len(d)
     keys = pa.table(dict(zip(by, reversed(parts))))
     return Prepared(group.astype(np.int32), keys, key_hashes(keys))
+
+
+def _key_kind(t: pa.DataType):
+    """The kind of keys a column type holds, as the hash sees them: numbers (integers and floats hash
+    alike: an integral float is its integer), text, or the type itself; ``None`` for the null type."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_null(t):
+        return None
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "numbers"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    return str(t)
+
+
+def check_public_types(public: pa.Table, schema: pa.Schema) -> None:
+    """Refuse public groups whose values are of another kind than the data's key column (``"0"`` for
+    an integer column): no data row could ever fall in them, and their release would be noise alone."""
+    for name in public.column_names:
+        want, got = _key_kind(schema.field(name).type), _key_kind(public.schema.field(name).type)
+        if want is not None and got is not None and want != got:
+            raise ValueError(f"groups: the public groups of column {name!r} are {public.schema.field(name).type} "
+                             f"values, the column holds {schema.field(name).type}: no row matches them; "
+                             "give the keys as the column's type")
 
 
 def key_hashes(keys: pa.Table) -> np.ndarray:
@@ -411,6 +482,12 @@ def public_groups(groups, by: list[str]) -> pa.Table:
             raise ValueError(f"groups: {exc}") from exc
     if table.num_rows == 0:
         raise ValueError("groups: the list of public groups is empty")
+    for c in by:
+        col = table.column(c)
+        if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+            raise ValueError(f"groups: a public group of column {c!r} is NaN: NaN is not a key (nor null)")
+        col, _ = canonical_keys(col.combine_chunks())
+        table = table.set_column(table.column_names.index(c), c, col)
     words = key_hashes(table)
     u64 = words_to_u64(words)
     uniq, counts = np.unique(u64, return_counts=True)

@@ -112,7 +112,8 @@ class KeyWords:
 def canonical_bytes(value) -> bytes:
     """A value's bytes, the same whichever backend produced it (numpy/pandas/Python scalars):
     a type tag, then an integer's decimal digits, a float's ``hex`` (an integral float is an
-    integer), a string's UTF-8; ``None``/NaN/NaT is the null key."""
+    integer, so ``-0.0`` is ``0``; NaN its own ``Fnan``, not null), a string's UTF-8; ``None``/NaT is the
+    null key. The table layer refuses NaN keys before hashing (:func:`dpjax.table.data.canonical_keys`)."""
     if value is None:
         return b"N"
     if isinstance(value, tuple):  # a group key of several columns: length-prefixed parts
@@ -124,8 +125,6 @@ def canonical_bytes(value) -> bytes:
     if isinstance(value, int):
         return b"I" + str(value).encode()
     if isinstance(value, float):
-        if math.isnan(value):
-            return b"N"
         return b"I" + str(int(value)).encode() if value.is_integer() else b"F" + value.hex().encode()
     if isinstance(value, str):
         return b"S" + value.encode("utf-8")

@@ -30,16 +30,19 @@ from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
 from dpjax.exact import ExactLattice
 from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
-from dpjax.table.calibration import Run, calibrate, kernel_key, kernel_of, noisy_max_kernel, remembered, split
+from dpjax.table.calibration import (Run, calibrate, has_pure_epsilon, kernel_key, kernel_of, noisy_max_kernel,
+                                     remembered, split)
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
-from dpjax.table.selection import selection_delta, tail_point, threshold
+from dpjax.table.selection import candidates, selection_delta, tail_point, threshold
 from dpjax.table.statistics import Component, Statistic
 
 __all__ = ["release", "TableRelease", "Request"]
 
 #: the share of δ that private selection gets (the rest goes to the noisy statistics)
 SELECTION_DELTA_SHARE = 0.5
+#: the budgets ε a release calibrates: others are refused (issue 28: each of them calibrates or is refused)
+EPSILON_RANGE = (1e-6, 1e6)
 #: the largest per-group sensitivity an integer-valued kernel is calibrated for (the discrete
 #: accountant's window grows with the shift)
 MAX_DISCRETE_SENSITIVITY = 4096
@@ -243,6 +246,10 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
             not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if not EPSILON_RANGE[0] <= epsilon <= EPSILON_RANGE[1]:
+        raise ValueError(f"epsilon: {epsilon!r} is outside [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}], the budgets a "
+                         "table release calibrates (above, a release protects no one; below, its noise hides "
+                         "every group)")
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     if groups is None and delta == 0:
@@ -250,6 +257,9 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
                          "pass the public groups to release with delta=0")
     make = kernel_of(noise)
     probe = make(1.0)
+    if delta == 0 and not has_pure_epsilon(probe):
+        raise ValueError(f"delta: {type(probe).__name__} noise needs delta > 0 (no scale of it gives a pure "
+                         "epsilon-DP release); give delta > 0, or noise='laplace' for delta = 0")
     if probe.discrete:
         for s in statistics:
             if s.low is not None and not (float(s.low).is_integer() and float(s.high).is_integer()):
@@ -276,6 +286,7 @@ def _local_aggregates(req: Request, data, public, bound_key):
     values, unit, unit_words = prepared.values, prepared.unit, prepared.unit_words
     group, keys, words = prepared.group, prepared.keys, prepared.group_words
     if public is not None:  # rows of unlisted groups are dropped before bounding; indices become public ones
+        _data.check_public_types(public, keys.schema)
         pub_words = _data.key_hashes(public)
         pub_u64 = _data.words_to_u64(pub_words)
         order = np.argsort(pub_u64)
@@ -372,6 +383,9 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
     tau, d_sel = None, 0.0
     if not public:
         tau, d_sel = _selection(req, kernels["units"])
+        present = candidates(agg)  # only groups with a kept row after bounding are candidates
+        keys, words = keys.take(pa.array(present)), words[present]
+        agg = {k: v[present] for k, v in agg.items()}
         noisy_units = draw(kernels["units"], key_words.component("units"), words, np.zeros((len(words), 1)),
                            agg["units"].astype(np.float64)[:, None])[:, 0]
         kept = np.flatnonzero(noisy_units > tau)
@@ -480,14 +494,21 @@ def release_file(key, path, *, by, statistics, **options) -> TableRelease:
     (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input; ``by`` a column
     name or a comma-separated list, ``statistics`` statistics or their spellings
     (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
-    string for several); ``groups`` may be the path of a CSV/Parquet file of public keys.
+    string for several; a name holding a comma double-quoted as in CSV, ``'"a,b",c'``,
+    :func:`dpjax.table.statistics.split`); ``groups`` may be the path of a CSV/Parquet file of public keys.
     Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`)."""
-    from dpjax.table.statistics import parse
+    from dpjax.table.statistics import parse, split
 
     if isinstance(by, str):
-        by = [c.strip() for c in by.split(",") if c.strip()]
+        try:
+            by = split(by)
+        except ValueError as exc:
+            raise ValueError(f"by: {exc}") from None
     if isinstance(statistics, str):
-        statistics = [s for s in statistics.split(",") if s.strip()]
+        try:
+            statistics = split(statistics)
+        except ValueError as exc:
+            raise ValueError(f"statistics: {exc}") from None
     statistics = [parse(s) if isinstance(s, str) else s for s in statistics]
     if path == "-":
         if sys.stdin.isatty():  # else a silent wait for a terminal the user does not know is read

@@ -5,7 +5,8 @@ Desfontaines, Voss, Gipson & Mandayam, "Differentially private partition selecti
 of a group is its number of units (after bounding) plus the release kernel's noise at scale
 ``t`` (sensitivity 1); the group is kept when that exceeds ``τ``.
 
-Privacy. Let D, D' differ by one unit, which is in at most K groups. Groups present in both
+Privacy. The candidates are the groups with a kept row after bounding (:func:`candidates`). Let D, D'
+differ by one unit, which is in at most K candidate groups. Groups present in both
 tables see their selection counts move by at most 1 (composed in the release's PLD,
 :mod:`dpjax.table.calibration`). A group present only in D (the unit is its only one) is
 released with probability ``p = Pr[1 + Z > τ]``, independently of every other noise; nothing of it
@@ -31,7 +32,16 @@ import numpy as np
 
 from dpjax.table.calibration import kernel_key, remembered
 
-__all__ = ["threshold", "selection_delta", "tail_point"]
+__all__ = ["candidates", "threshold", "selection_delta", "tail_point"]
+
+
+def candidates(agg: dict) -> np.ndarray:
+    """The indices of the selection's candidate groups: exactly those with at least one kept row
+    after contribution bounding (``agg["units"] > 0``). A group seen in the data whose rows were all
+    dropped by the bounding is no candidate: else one unit with rows in many groups would add a
+    chance of release to each of them, beyond the ``max_groups_per_unit`` the privacy argument
+    counts."""
+    return np.flatnonzero(agg["units"] > 0)
 
 
 @jax.jit

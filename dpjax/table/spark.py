@@ -1,25 +1,88 @@
 """The Spark backend of :func:`dpjax.table.release`: bounding and aggregation run in Spark.
 
-No row reaches the driver. The rows are shuffled into buckets of units (``pmod(xxhash64(unit),
-B)``: all the rows of a unit land in one bucket), and each bucket runs the *same* numpy code as
-the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding, exact integer
-aggregates) through ``applyInPandas``. The per-bucket, per-group integer aggregates are summed by
-Spark (``groupBy(group hash).sum``; quantile-tree leaves exploded to (group, leaf, count) first)
-and only those per-group sums are collected. Integer sums are exact, the bounding draws depend on
-the units' own rows, and the noise on (key, component, group): the released table is bitwise
-the table of the local backend on the same data and key.
+No row reaches the driver. The rows are hash-partitioned by unit into ``spark.sql.shuffle.partitions``
+buckets (all the rows of a unit land in one bucket; no sort), and each bucket runs the *same* numpy code
+as the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding, exact integer
+aggregates) on its rows as one Arrow table (``mapInArrow``: no pandas conversion). The per-bucket,
+per-group integer aggregates are summed by Spark (``groupBy(group hash).sum``; quantile-tree leaves
+exploded to (group, leaf, count) first) and only those per-group sums are collected. Integer sums
+are exact, the bounding draws depend on the units' own rows, and the noise on (key, component,
+group): the released table is bitwise the table of the local backend on the same data and key.
 
 Install with ``pip install 'dpjax[spark]'`` (pyspark; Java 17).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import re
+import sys
+
 import numpy as np
 import pyarrow as pa
 
 from dpjax.table import data as _data
 
-__all__ = ["spark_aggregates"]
+__all__ = ["spark_aggregates", "WorkerError"]
+
+#: the prefix of the message a worker raises when its dpjax is not the driver's (found in Spark's error text)
+_MISMATCH = "dpjax-spark-worker: "
+
+
+class WorkerError(RuntimeError):
+    """Spark's Python workers cannot run the release: they lack pyarrow or dpjax, or run another dpjax."""
+
+
+@functools.cache
+def _fingerprint() -> str:
+    """A hash of the source of the table layer (this package's modules): the code the workers must run, the
+    driver's, for the bounding to be the one the privacy argument and the bitwise equality with pyarrow assume."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+        with open(os.path.join(folder, name), "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()
+
+
+def _worker_python(spark) -> str:
+    """The interpreter Spark's Python workers run (``spark.pyspark.python``, ``PYSPARK_PYTHON``, else python3)."""
+    return spark.conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+
+def _run(spark, action):
+    """``action()`` (a Spark job running Python workers), with a worker that cannot import pyarrow or dpjax,
+    or runs another dpjax than the driver, reported as :class:`WorkerError` saying how to fix it."""
+    try:
+        return action()
+    except Exception as exc:
+        text = str(exc)
+        fix = (f"install pyarrow and this dpjax on every worker (pip install 'dpjax[spark]'), or point "
+               f"PYSPARK_PYTHON (or spark.pyspark.python) at an interpreter that has them, e.g. this driver's "
+               f"{sys.executable}, before the Spark session starts")
+        missing = re.search(r"No module named '([\w.]+)'", text)
+        if missing:
+            raise WorkerError(f"data: Spark's Python workers ({_worker_python(spark)}) cannot import "
+                              f"{missing.group(1)!r}: {fix}") from None
+        mismatch = re.search(re.escape(_MISMATCH) + r"([^\n]*)", text)
+        detail = mismatch.group(1) if mismatch else None
+        if re.search(r"module 'dpjax[\w.]*' has no attribute|Can't get attribute '\w+' on <module 'dpjax", text):
+            detail = "run another dpjax than the driver (theirs lacks a function the driver's calls)"
+        if detail:
+            raise WorkerError(f"data: Spark's Python workers ({_worker_python(spark)}) {detail}: {fix}") from None
+        raise
+
+
+def _check_worker(expected: str) -> None:
+    """In a worker: refuse to run a dpjax whose table layer is not the driver's."""
+    here = _fingerprint()
+    if here != expected:
+        import dpjax
+
+        raise RuntimeError(f"{_MISMATCH}run another dpjax than the driver (theirs at {dpjax.__file__}, table "
+                           f"layer {here}; the driver's {expected})")
 
 _NUMERIC = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType")
 
@@ -41,6 +104,10 @@ def _check(req, df):
         checks.append(F.sum(bad.cast("long")).alias(f"__null_{c}"))
     if req.privacy_unit:
         checks.append(F.sum(F.col(req.privacy_unit).isNull().cast("long")).alias("__null_unit"))
+    keyed = [c for c in dict.fromkeys(list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+             if types[c] in ("FloatType", "DoubleType")]
+    for c in keyed:
+        checks.append(F.sum(F.isnan(F.col(c)).cast("long")).alias(f"__nan_{c}"))
     row = df.agg(*checks).collect()[0].asDict()
     if not row["__rows"]:
         raise ValueError("data: the table is empty")
@@ -49,6 +116,21 @@ def _check(req, df):
             raise ValueError(f"column {c!r} has {row[f'__null_{c}']} null or NaN value(s); fill or drop them first")
     if req.privacy_unit and row["__null_unit"]:
         raise ValueError(f"privacy_unit column {req.privacy_unit!r} has {row['__null_unit']} null id(s)")
+    for c in keyed:
+        _data.refuse_nan_keys(row[f"__nan_{c}"], c, unit=c == req.privacy_unit)
+
+
+def _canonical(df, names):
+    """``df`` with its float key columns canonical as :func:`dpjax.table.data.canonical_keys` makes
+    them (``-0.0`` → ``0.0``) before the units are bucketed and the keys hashed: one unit id, one
+    group, as on pyarrow."""
+    from pyspark.sql import functions as F
+
+    for c in names:
+        t = df.schema[c].dataType
+        if type(t).__name__ in ("FloatType", "DoubleType"):
+            df = df.withColumn(c, F.when(F.col(c) == 0, F.lit(0.0)).otherwise(F.col(c)).cast(t))
+    return df
 
 
 def spark_aggregates(req, df, public, bound_key, local_aggregates):
@@ -63,8 +145,10 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     from dpjax.table.aggregate import needed
 
     _check(req, df)
-    df = df.select(*req.columns)
+    df = _canonical(df.select(*req.columns), list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
+    if public is not None:
+        _data.check_public_types(public, key_schema)
     names = list(needed(req.statistics, req.discrete))
     trees = [n for n in names if n.startswith("tree:")]
     scalars = [n for n in names if n not in trees]
@@ -73,36 +157,47 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
                               T.StructField("__h1", T.LongType())] +
                               [T.StructField(alias[n], T.LongType()) for n in scalars] +
                               [T.StructField(alias[n], T.ArrayType(T.LongType())) for n in trees])
+    out_arrow = to_arrow_schema(out_schema)
     public_dict = public.to_pydict() if public is not None else None
     public_schema = public.schema if public is not None else None
+    fingerprint = _fingerprint()
 
-    def bucket(pdf):
-        import pandas as pd
-
-        table = pa.Table.from_pandas(pdf, preserve_index=False)
+    def bucket(batches):
+        """The bounding and integer aggregates of one partition (all the rows of its units), as one Arrow batch
+        of its groups with a kept row (the only candidates)."""
+        _check_worker(fingerprint)
+        batches = list(batches)
+        if not batches or not any(b.num_rows for b in batches):
+            return
+        table = pa.Table.from_batches(batches).combine_chunks()  # one batch: codes and hashes in one pass
+        del batches
         table = table.cast(pa.schema([pa.field(f.name, key_schema.field(f.name).type) if f.name in req.by else f
                                       for f in table.schema]))
         pub = pa.table(public_dict, schema=public_schema) if public_dict is not None else None
         keys, words, agg = local_aggregates(req, table, pub, bound_key)
-        present = np.flatnonzero(agg["units"] > 0) if pub is not None else np.arange(len(words))
-        frame = {c: keys.column(c).take(pa.array(present)).to_pandas() for c in req.by}
-        frame["__h0"] = words[present, 0].astype(np.int64)
-        frame["__h1"] = words[present, 1].astype(np.int64)
-        for n in scalars:
-            frame[alias[n]] = agg[n][present]
+        present = pa.array(np.flatnonzero(agg["units"] > 0))
+        idx = present.to_numpy()
+        columns = [keys.column(c).take(present).combine_chunks() for c in req.by]
+        columns += [pa.array(words[idx, 0].astype(np.int64)), pa.array(words[idx, 1].astype(np.int64))]
+        columns += [pa.array(agg[n][idx]) for n in scalars]
         for n in trees:
-            frame[alias[n]] = list(agg[n][present])
-        return pd.DataFrame(frame)
+            hist = agg[n][idx]
+            offsets = np.arange(len(idx) + 1, dtype=np.int32) * hist.shape[1]
+            columns.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(hist.ravel())))
+        yield pa.RecordBatch.from_arrays(columns, schema=out_arrow)
 
+    # Arrow batches in and out of the workers (mapInArrow: no pandas conversion, NaN and null kept apart), and
+    # the rows of each unit brought together by hash partitioning, not by applyInPandas's sort of every row
     if req.privacy_unit:
         buckets = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        grouped = df.groupBy(F.pmod(F.xxhash64(req.privacy_unit), F.lit(buckets)).alias("__bucket"))
-        partial = grouped.applyInPandas(bucket, out_schema)
+        partial = df.repartition(buckets, F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
     else:  # each row its own unit: nothing to bound, aggregate each partition where it is
-        partial = df.mapInPandas(lambda frames: (bucket(pdf) for pdf in frames), out_schema)
+        partial = df.mapInArrow(bucket, out_schema)
     partial = partial.cache()
-    rows = partial.groupBy("__h0", "__h1").agg(*[F.first(c).alias(c) for c in req.by],
-                                               *[F.sum(alias[n]).alias(alias[n]) for n in scalars]).collect()
+    spark = df.sparkSession
+    rows = _run(spark, partial.groupBy("__h0", "__h1").agg(*[F.first(c).alias(c) for c in req.by],
+                                                           *[F.sum(alias[n]).alias(alias[n]) for n in scalars])
+                .collect)
     h = np.array([[r["__h0"], r["__h1"]] for r in rows], np.int64).astype(np.uint32).reshape(-1, 2)
     if public is not None:
         words = _data.key_hashes(public)

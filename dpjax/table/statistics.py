@@ -226,7 +226,7 @@ def component_label(name: str) -> str:
     if kind == "rank":
         d, _, q = extra[1:].partition(":")
         depth = f" (q = {float(q):g}, {(1 << int(d)) + 1} candidates)"
-    return f"{_COMPONENT_WORDS[kind]} of {column} in [{low:g}, {high:g}]{depth}"
+    return f"{_COMPONENT_WORDS[kind]} of {column} in [{low:.15g}, {high:.15g}]{depth}"
 
 
 def _column(name, column):
@@ -282,18 +282,50 @@ def quantile(column: str, q: float, low: float, high: float, *, depth: int = 10)
     return Statistic("quantile", column, *_bounds(f"quantile({column!r})", low, high), q=float(q), depth=int(depth))
 
 
+def split(text: str) -> list[str]:
+    """The items of a comma-separated list of the command line, quoted as in CSV: a double-quoted
+    stretch keeps its commas (``"a,b",c`` → ``a,b`` and ``c``; ``sum:"a,b":0:9`` → ``sum:a,b:0:9``), and
+    ``""`` inside it is one quote; items are stripped, empty ones dropped.
+
+    Raises:
+      ValueError: a quote left open.
+    """
+    items, item, quoted, i = [], [], False, 0
+    text = str(text)
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            if quoted and text[i + 1:i + 2] == '"':
+                item.append('"')
+                i += 1
+            else:
+                quoted = not quoted
+        elif ch == "," and not quoted:
+            items.append("".join(item))
+            item = []
+        else:
+            item.append(ch)
+        i += 1
+    if quoted:
+        raise ValueError(f"a quote is left open in {text!r}")
+    items.append("".join(item))
+    return [x.strip() for x in items if x.strip()]
+
+
 def parse(spec: str) -> Statistic:
     """A statistic from its command-line spelling: ``count``, ``count_units``,
-    ``sum:COL:LOW:HIGH``, ``mean:COL:LOW:HIGH``, ``variance:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``."""
+    ``sum:COL:LOW:HIGH``, ``mean:COL:LOW:HIGH``, ``variance:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``
+    (the numbers are the last fields, so ``COL`` may hold colons; commas by quoting, :func:`split`)."""
     parts = str(spec).strip().split(":")
     kind, args = parts[0], parts[1:]
     try:
         if kind in ("count", "count_units") and not args:
             return count() if kind == "count" else count_units()
-        if kind in ("sum", "mean", "variance") and len(args) == 3:
-            return {"sum": sum, "mean": mean, "variance": variance}[kind](args[0], float(args[1]), float(args[2]))
-        if kind == "quantile" and len(args) == 4:
-            return quantile(args[0], float(args[1]), float(args[2]), float(args[3]))
+        if kind in ("sum", "mean", "variance") and len(args) >= 3:
+            return {"sum": sum, "mean": mean, "variance": variance}[kind](":".join(args[:-2]), float(args[-2]),
+                                                                        float(args[-1]))
+        if kind == "quantile" and len(args) >= 4:
+            return quantile(":".join(args[:-3]), float(args[-3]), float(args[-2]), float(args[-1]))
     except ValueError as exc:
         raise ValueError(f"statistic {spec!r}: {exc}") from None
     raise ValueError(f"statistic {spec!r}: expected count, count_units, sum:COL:LOW:HIGH, mean:COL:LOW:HIGH, "
