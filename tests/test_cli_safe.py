@@ -121,6 +121,24 @@ def test_two_runs_without_a_seed_differ_and_a_seed_warns(files, capsys):
     assert _run(args + ["--seed", "7"], capsys)[1] == out
 
 
+# ----------------------------------------------------------------------------------
+# the request is what runs, or it is refused
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,words", [
+    (["release", "--sigma", "3", "--mechanism", "gaussian"], "--sigma does not apply"),
+    (["release", "--mechanism", "laplace-mixture", "--r", "5"], "--c"),
+    (["release", "--mechanism", "laplace", "--r", "5"], "--r does not apply"),
+    (["calibrate", "dpsgd", "--epsilon", "0.01", "--delta", "1e-5", "--noise-multiplier", "0.3",
+      "--sampling-prob", "0.5"], "out of reach"),
+    (["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--num-examples", "100",
+      "--steps", "10"], "--steps does not apply"),
+    (["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--mechanism", "discrete-laplace",
+      "--sampling-prob", "0.1", "--steps", "10"], "invalid choice"),
+    (["account", "dpsgd", "--noise-multiplier", "1", "--batch-size", "10", "--num-examples", "100", "--epochs", "1",
+      "--steps", "3", "--delta", "1e-5"], "not both"),
+    (["account", "dpsgd", "--noise-multiplier", "1", "--batch-size", "1000", "--num-examples", "100", "--epochs", "1",
+      "--delta", "1e-5"], "larger than --num-examples"),
+])
 def test_each_cannot_exits_non_zero_saying_why(argv, words, capsys):
     rc, out, err = _run(argv, capsys)
     assert rc == 2 and words in err and out == ""

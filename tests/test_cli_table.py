@@ -32,8 +32,7 @@ def test_several_statistics_with_a_unit_and_public_groups(tmp_path):
                  "--output", str(out)]) == 0
     got = list(csv.reader(open(out)))
     accuracy = ["_std", "_ci_low", "_ci_high"]
-    assert got[0] == ["g", "count"] + [f"count{a}" for a in accuracy] + ["sum_v"] + [f"sum_v{a}" for a in accuracy] \
-        + ["mean_v"]  # a mean is post-processed: no noise interval of its own
+    assert got[0] == ["g"] + [f"{s}{a}" for s in ("count", "sum_v", "mean_v") for a in [""] + accuracy]
     assert [r[0] for r in got[1:]] == ["a", "b", "c"]  # public groups, the absent one too
 
 
@@ -186,7 +185,7 @@ def test_component_labels_read_as_the_statistic():
               for c in s.components(3, False)}
     assert labels == {"rows": "rows", "centred:('steps', -2.5, 20000.0):False": "centred sum of steps in [-2.5, 20000]",
                       "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
-                      "tree:('a:b)', 0.0, 8.0):10": "quantile tree of a:b) in [0, 8] (depth 10)"}
+                      "rank:('a:b)', 0.0, 8.0):10:0.5": "noisy-max quantile of a:b) in [0, 8] (q = 0.5, 1025 candidates)"}
     assert st.component_label("selection") == "selection"
 
 
@@ -208,7 +207,7 @@ def test_window_bounds_are_exact_and_names_with_commas_are_quoted(tmp_path, caps
     assert main([*args, "--window", "0", "1234567", "--statistic", 'sum,"mean:v,w:0:10",count']) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["by"] == ["g,h"] and payload["statistics"] == ["sum_v,w", "mean_v,w", "count"]
-    assert "sum:('v,w', 0.0, 1234567.0)" in payload["scales"]
+    assert "centred sum of v,w in [0, 1234567]" in payload["scales"]  # the bounds as given, not rounded
     assert [r["g,h"] for r in payload["rows"]] == ["a", "b"]
     assert main([*args, "--window", "0", "1", "--statistic", 'mean:"v,w:0:10']) == 2
     assert capsys.readouterr().err.startswith("dpjax: error: --statistic: a quote is left open")

@@ -363,16 +363,16 @@ def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
 
     monkeypatch.setattr(calibration, "_epsilons", accountant)
     make = calibration.kernel_of("laplace")
-    ok = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)  # starts at t = 2 (refused), ends near 4
+    ok = calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)  # starts at t = 2 (refused), ends near 4
     assert 1 - calibration.TOLERANCE <= ok.epsilon <= 1.0 and ok.ratio >= 3.0
     floor["ratio"] = 5.0  # now every ratio it accepts gives ε ≤ 0.8: none within the tolerance
     with pytest.raises(ValueError, match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
                                          r"accountant refused a ratio: round-off floor"):
-        calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+        calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
     # a nearly flat ε(t) (an accountant no longer resolving ε): the secant's step overflowed math.exp
     monkeypatch.setattr(calibration, "_epsilons", lambda make, runs, ratios, *a: np.array(
         [400.0 / ratios[0] if ratios[0] > 200 else 2.0 - 1e-12 * ratios[0]]))
-    flat = calibration._calibrate(make, {1.0: 2}, 1.0, 1e-6, False)
+    flat = calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
     assert 1 - calibration.TOLERANCE <= flat.epsilon <= 1.0 and flat.ratio == pytest.approx(400.0, rel=1e-3)
 
 
