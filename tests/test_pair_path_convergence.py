@@ -282,3 +282,38 @@ def test_absolute_region_sanity():
         composed = float(p.self_compose(50).get_epsilon_for_delta(1e-6))
         assert composed <= previous + 1e-9
         previous = composed
+
+
+# ----------------------------------------------------------------------------------
+# a kink between two grid answers (issue 33)
+# ----------------------------------------------------------------------------------
+KINK_SENSITIVITY = 2.4771562
+KINK_THETA, KINK_TAU = 0.12655532, 0.82896286
+
+
+def _kink_case():
+    """PB-DP whose worst answer at δ ≳ 0.3 is the kink Q* where the upper edge of S(Q) meets the lower
+    edge of S(Q + Δ), between grid answers 0 and 2.75, both lower than the path's end −Δ/2 (the best
+    answer, around which alone main searched): the pair at Q* is a lower bound of the supremum."""
+    m = dpjax.PrivacyBoosted(dpjax.Laplace(1.6642705), RelativeError(KINK_THETA, KINK_TAU), 0.69705594)
+    q = (KINK_SENSITIVITY * (1.0 - KINK_THETA) - 2.0 * KINK_TAU) / (2.0 * KINK_THETA)
+    return m, (np.asarray([q]), np.asarray([q + KINK_SENSITIVITY]))
+
+
+def test_exact_profile_finds_a_kink_between_grid_answers():
+    # main: 0.742780 against the pair's 0.763864 (−2.76 %)
+    m, pair = _kink_case()
+    lower = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY, pairs=pair))
+    got = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY))
+    assert lower == pytest.approx(0.763864, abs=1e-6)
+    assert lower <= got <= lower * (1 + 1e-4), (got, lower)
+
+
+@pytest.mark.slow
+def test_pld_finds_a_kink_between_grid_answers():
+    # main: ε(0.5) 1.461636 against the pair's 1.470205
+    m, pair = _kink_case()
+    lower = float(accounting.exact.epsilon(m, 0.5, KINK_SENSITIVITY, pairs=pair))
+    got = float(accounting.pld(m, sensitivity=KINK_SENSITIVITY).get_epsilon_for_delta(0.5))
+    assert lower == pytest.approx(1.470205, abs=1e-5)
+    assert lower <= got <= lower + 1e-3, (got, lower)
