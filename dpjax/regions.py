@@ -177,6 +177,14 @@ class RelativeError(Region):
     def pair_path(self, discrete=False):
         return not discrete
 
+    def path_kink(self, values, nvalues):
+        """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ)
+        (Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ): a kink of the pairs' divergence along the path, often its
+        peak, between grid answers. ``values``/``nvalues``: the path's nodes (trailing axis)."""
+        s = nvalues[..., 0] - values[..., 0]
+        theta = jnp.asarray(self.theta, s.dtype)
+        return (s * (1.0 - theta) - 2.0 * self.tau) / (2.0 * jnp.maximum(theta, 1e-300))
+
     def required_pairs(self, reach, discrete=False):
         if not discrete:
             return None
@@ -200,17 +208,8 @@ class RelativeError(Region):
         q_max = jnp.minimum((jnp.maximum(reach - self.tau, 0.0) + s) / jnp.maximum(theta, 1e-300), cap)
         q_max = jnp.maximum(q_max, s)
         # Q = 0 is a kink of every pair's divergence (|Q| in the region) and often its peak:
-        # it is the second answer, after −Δ/2. The other kink, where the upper edge of S(Q) meets
-        # the lower edge of S(Q + Δ) (Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ), is an answer too: a peak
-        # there falls off linearly and can hide between two grid answers lower than the path's end
-        # (the search only brackets the best answer, assuming kinks on the grid)
-        if num < 3:
-            values = _grid(jnp.zeros_like(q_max), q_max, num - 1, False)
-        else:
-            values = _grid(jnp.zeros_like(q_max), q_max, num - 2, False)
-            kink = jnp.clip((s * (1.0 - theta) - 2.0 * self.tau) / (2.0 * jnp.maximum(theta, 1e-300)), 0.0, q_max)
-            kink = jnp.broadcast_to(kink, values.shape[:-1])
-            values = jnp.sort(jnp.concatenate([values, kink[..., None]], -1), axis=-1)
+        # it is the second answer, after −Δ/2
+        values = _grid(jnp.zeros_like(q_max), q_max, num - 1, False)
         values = jnp.concatenate([jnp.broadcast_to(-s / 2.0, values.shape[:-1] + (1,)), values], -1)
         shape = _batch(values[..., 0], s)
         values = jnp.broadcast_to(values, shape + (num,))

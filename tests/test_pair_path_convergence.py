@@ -300,15 +300,18 @@ def _kink_case():
     return m, (np.asarray([q]), np.asarray([q + KINK_SENSITIVITY]))
 
 
-def test_relative_region_pairs_hold_the_edge_crossing_kink():
-    # the path's answers: −Δ/2, then 0 … q_max with Q* among them (main: a uniform grid, step ≈ 2.75)
-    _, pair = _kink_case()
+def test_search_finds_a_kink_peak_between_nodes_lower_than_the_best():
+    # the shape: the best node is the path's end, the peak a kink between the next two nodes,
+    # both lower than the end; searched around the best node only, the bound is the end's 0.75
+    from accounting.privacy_loss.pair_path import supremum
     with jax.enable_x64(True):
-        v, nv = RelativeError(KINK_THETA, KINK_TAU).neighbour_pairs(KINK_SENSITIVITY, 40 * 1.6642705, 201)
-    v = np.asarray(v)
-    assert v.shape == (201,) and v[0] == -KINK_SENSITIVITY / 2 and (np.diff(v) >= 0).all() and 0.0 in v
-    assert np.isclose(v, pair[0][0], rtol=0, atol=1e-12).any()
-    np.testing.assert_allclose(np.asarray(nv) - v, KINK_SENSITIVITY)
+        values = jnp.asarray([-1.24, 0.0, 2.75, 5.5, 8.25])
+        f = lambda q: jnp.maximum(0.75 - 0.01 * (q + 1.24), 0.7639 - 0.05 * jnp.abs(q - 1.998))  # noqa: E731
+        best = f(values)
+        value, margin, position = supremum(lambda v, nv: f(v), values, values + 2.0, jnp.max(best)[None],
+                                           jnp.argmax(best)[None], discrete=False, kink=jnp.asarray(1.998))
+    assert float(best[0]) == float(jnp.max(best))
+    assert 0.7639 <= float(value[0] + margin[0]) <= 0.7639 + 1e-4
 
 
 @pytest.mark.slow
