@@ -29,7 +29,9 @@ their lower convex hull in e^ε (:func:`convex_minorant`), never point by point.
 
 The assumption, stated where the mechanism declares its grid: the samples resolve
 the peaks (peaks wider than a grid step, or kinks placed on the grid), so that the
-supremum lies within a grid step of the best sample.
+supremum lies within a grid step of the best sample — or of a kink the mechanism
+declares off the grid (``path_kink``), around which a second search runs, the larger
+bound kept (a kink peak between two samples lower than the best escapes the first).
 """
 
 from __future__ import annotations

@@ -28,8 +28,7 @@ class PrivacyBoosted(Mechanism):
       rho: required coverage ``Pr[M(Q) ∈ S(Q)]``, in (0, 1].
       sampler: ``"mixture"`` (exact, default) or ``"rejection"`` (the paper's).
       num_pairs: number of answer pairs :meth:`neighbour_pairs` returns for regions that
-        move non-rigidly with the answer (relative, fixed). Default: 201 answers of a grid
-        (for a relative region, the divergence's kinks among them),
+        move non-rigidly with the answer (relative, fixed). Default: 201 answers of a grid,
         or for a relative region with a discrete kernel every distinct pair (6 per region
         width up to the kernel's reach; a smaller value is refused).
     """
@@ -209,8 +208,7 @@ class PrivacyBoosted(Mechanism):
 
         Absolute error: ``(0, Δ)`` (translation invariant). Relative error: ``(Q, Q + Δ)``
         for ``num_pairs`` answers ``Q`` from ``−Δ/2`` to where both strips leave the
-        kernel's support (the mirror half is the reversed direction), the kinks ``Q = 0`` and
-        ``Q = (Δ(1−θ) − 2τ)/(2θ)`` (S(Q)'s upper edge on S(Q + Δ)'s lower) among them; with a discrete
+        kernel's support (the mirror half is the reversed direction); with a discrete
         kernel, one pair per distinct pair of region widths instead. Fixed region:
         ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]`` (integer answers for discrete kernels).
         Each pair is to be examined in both directions.
