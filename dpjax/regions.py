@@ -177,6 +177,14 @@ class RelativeError(Region):
     def pair_path(self, discrete=False):
         return not discrete
 
+    def path_kink(self, values, nvalues):
+        """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ)
+        (Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ): a kink of the pairs' divergence along the path, often its
+        peak, between grid answers. ``values``/``nvalues``: the path's nodes (trailing axis)."""
+        s = nvalues[..., 0] - values[..., 0]
+        theta = jnp.asarray(self.theta, s.dtype)
+        return (s * (1.0 - theta) - 2.0 * self.tau) / (2.0 * jnp.maximum(theta, 1e-300))
+
     def required_pairs(self, reach, discrete=False):
         if not discrete:
             return None

@@ -282,3 +282,53 @@ def test_absolute_region_sanity():
         composed = float(p.self_compose(50).get_epsilon_for_delta(1e-6))
         assert composed <= previous + 1e-9
         previous = composed
+
+
+# ----------------------------------------------------------------------------------
+# a kink between two grid answers (issue 33)
+# ----------------------------------------------------------------------------------
+KINK_SENSITIVITY = 2.4771562
+KINK_THETA, KINK_TAU = 0.12655532, 0.82896286
+
+
+def _kink_case():
+    """PB-DP whose worst answer at δ ≳ 0.3 is the kink Q* where the upper edge of S(Q) meets the lower
+    edge of S(Q + Δ), between grid answers 0 and 2.75, both lower than the path's end −Δ/2 (the best
+    answer, around which alone main searched): the pair at Q* is a lower bound of the supremum."""
+    m = dpjax.PrivacyBoosted(dpjax.Laplace(1.6642705), RelativeError(KINK_THETA, KINK_TAU), 0.69705594)
+    q = (KINK_SENSITIVITY * (1.0 - KINK_THETA) - 2.0 * KINK_TAU) / (2.0 * KINK_THETA)
+    return m, (np.asarray([q]), np.asarray([q + KINK_SENSITIVITY]))
+
+
+def test_search_finds_a_kink_peak_between_nodes_lower_than_the_best():
+    # the issue's shape: the best node is the path's end, the peak a kink between the next two nodes,
+    # both lower than the end; searched around the best node only, the bound is the end's 0.75
+    from accounting.privacy_loss.pair_path import supremum
+    with jax.enable_x64(True):
+        values = jnp.asarray([-1.24, 0.0, 2.75, 5.5, 8.25])
+        f = lambda q: jnp.maximum(0.75 - 0.01 * (q + 1.24), 0.7639 - 0.05 * jnp.abs(q - 1.998))  # noqa: E731
+        best = f(values)
+        value, margin, position = supremum(lambda v, nv: f(v), values, values + 2.0, jnp.max(best)[None],
+                                           jnp.argmax(best)[None], discrete=False, kink=jnp.asarray(1.998))
+    assert float(best[0]) == float(np.max(np.asarray(best)))
+    assert 0.7639 <= float(value[0] + margin[0]) <= 0.7639 + 1e-4
+
+
+@pytest.mark.slow
+def test_exact_profile_finds_a_kink_between_grid_answers():
+    # main: 0.742780 against the pair's 0.763864 (−2.76 %)
+    m, pair = _kink_case()
+    lower = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY, pairs=pair))
+    got = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY))
+    assert lower == pytest.approx(0.763864, abs=1e-6)
+    assert lower <= got <= lower * (1 + 1e-4), (got, lower)
+
+
+@pytest.mark.slow
+def test_pld_finds_a_kink_between_grid_answers():
+    # main: ε(0.5) 1.461636 against the pair's 1.469389 (the supremum's ≈ 1.470205)
+    m, pair = _kink_case()
+    lower = float(accounting.exact.epsilon(m, 0.5, KINK_SENSITIVITY, pairs=pair))
+    got = float(accounting.pld(m, sensitivity=KINK_SENSITIVITY).get_epsilon_for_delta(0.5))
+    assert lower == pytest.approx(1.469389, abs=1e-5)
+    assert lower <= got <= lower + 2e-3, (got, lower)

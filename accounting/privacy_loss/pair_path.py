@@ -29,7 +29,9 @@ their lower convex hull in e^ε (:func:`convex_minorant`), never point by point.
 
 The assumption, stated where the mechanism declares its grid: the samples resolve
 the peaks (peaks wider than a grid step, or kinks placed on the grid), so that the
-supremum lies within a grid step of the best sample.
+supremum lies within a grid step of the best sample — or of a kink the mechanism
+declares off the grid (``path_kink``), around which a second search runs, the larger
+bound kept (a kink peak between two samples lower than the best escapes the first).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def pairs_at(values, nvalues, position, discrete: bool):
     return v0 + t * (v1 - v0), n0 + t * (n1 - n0)
 
 
-def supremum(div, values, nvalues, best, index, *, discrete: bool):
+def supremum(div, values, nvalues, best, index, *, discrete: bool, kink=None):
     """``(value, margin, position)`` of the supremum over the path of ``div`` at every point:
     ``value`` is the best found (a divergence the path attains, never below ``best``), at path
     ``position``; ``value + margin`` is the upper bound.
@@ -69,10 +71,37 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool):
     ``div(v, nv)``: the divergence at every point for per-point pairs ``v``/``nv`` of shape
     (K,) + points shape, both orders already maxed (one call site: it is called once per
     round). ``values``/``nvalues``: the path's nodes (..., P); ``best``/``index``: the
-    nodes' maximum at every point and its node index (points shape). All results have the
-    points shape.
+    nodes' maximum at every point and its node index (points shape). ``kink``: optionally an
+    answer (``values``' shape less the last axis) where the divergence has a kink, searched as
+    well (a bracket of a grid step either side): a peak there, between two nodes lower than the
+    best, escapes the search around the best node. The result is then the larger bound of the two
+    searches. All results have the points shape.
     """
-    index = jax.lax.stop_gradient(index).astype(values.dtype)
+    value, margin, centre = _search(div, values, nvalues, best, jax.lax.stop_gradient(index).astype(values.dtype),
+                                    discrete)
+    if kink is None:
+        return value, margin, centre
+    pos = _position(values, jax.lax.stop_gradient(jnp.broadcast_to(kink, values.shape[:-1])))
+    pos = jnp.broadcast_to(pos.reshape(pos.shape + (1,) * (best.ndim - pos.ndim)), best.shape)
+    at_kink = div(*pairs_at(values, nvalues, pos[None], discrete))[0]
+    v2, m2, c2 = _search(div, values, nvalues, at_kink, pos, discrete)
+    second = v2 + m2 > value + margin
+    return jnp.where(second, v2, value), jnp.where(second, m2, margin), jnp.where(second, c2, centre)
+
+
+def _position(values, answer):
+    """The real path position (index into the nodes, last axis) of ``answer`` (values' shape less
+    the last axis), linear between nodes, clipped to the path."""
+    last = values.shape[-1] - 1
+    k = jnp.clip(jnp.sum(values <= answer[..., None], axis=-1) - 1, 0, max(last - 1, 0))
+    v0 = jnp.take_along_axis(values, k[..., None], -1)[..., 0]
+    v1 = jnp.take_along_axis(values, jnp.minimum(k + 1, last)[..., None], -1)[..., 0]
+    t = jnp.clip((answer - v0) / jnp.where(v1 > v0, v1 - v0, 1.0), 0.0, 1.0)
+    return jnp.clip(k + t, 0.0, float(last))
+
+
+def _search(div, values, nvalues, best, index, discrete):
+    """:func:`supremum`'s bracketed search started at path position ``index`` (value ``best``)."""
     offsets = jnp.asarray([-1.0, 1.0], values.dtype)
 
     def evaluate(centre, half):
@@ -246,6 +275,7 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
         return best.reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
     me = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], m)
     div = path_divergence(hook, me, flat, forward)
-    value, margin, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete)
+    kink = m.path_kink(v_all, nv_all) if hasattr(m, "path_kink") else None
+    value, margin, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete, kink=kink)
     pair = pairs_at(v_all, nv_all, position, m.discrete)
     return (value + margin).reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)

@@ -312,7 +312,10 @@ def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
     values = jnp.broadcast_to(jnp.asarray(values, jnp.float64), best.shape[:-1] + jnp.shape(values)[-1:])
     nvalues = jnp.broadcast_to(jnp.asarray(nvalues, jnp.float64), values.shape)
     div = path_divergence(HOOKS["hockey_stick"], mech, args, forward=is_symmetric(mech))
-    value, margin, _ = supremum(div, values, nvalues, best, arg, discrete=mech.discrete)
+    # (the parameters are shaped batch + (1,): the nodes get that axis before the last)
+    kink = mech.path_kink(values[..., None, :], nvalues[..., None, :]) if hasattr(mech, "path_kink") else None
+    kink = None if kink is None else kink[..., 0]
+    value, margin, _ = supremum(div, values, nvalues, best, arg, discrete=mech.discrete, kink=kink)
     if not pessimistic:
         return value
     bound = value + margin  # (a bound the numerics could not evaluate is 1, as in the envelope)

@@ -243,6 +243,13 @@ class PrivacyBoosted(Mechanism):
         region (reflection y → v + v' − y swaps the two laws), not for the others."""
         return self.region.translation_invariant
 
+    def path_kink(self, values, nvalues):
+        """An answer on the pair path (nodes ``values``/``nvalues``, trailing axis) where the
+        divergence has a kink off the grid (relative region: S(Q)'s upper edge on S(Q + Δ)'s
+        lower), searched besides the best node; ``None`` where the region declares none."""
+        kink = getattr(self.region, "path_kink", None)
+        return None if kink is None or self.discrete else kink(values, nvalues)
+
     @property
     def pair_path(self) -> bool:
         """Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
