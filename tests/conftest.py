@@ -84,6 +84,8 @@ _SUBPROCESS_FILES = ("tests/test_multihost.py", "tests/test_table_spark.py")
 
 #: the default suite's wall-time budget on the 2-core CI machine (seconds); ``DPJAX_SUITE_BUDGET_S`` overrides it
 SUITE_BUDGET_S = float(os.environ.get("DPJAX_SUITE_BUDGET_S", 240))
+#: whether exceeding the budget fails the run (``DPJAX_ENFORCE_SUITE_BUDGET=1``); otherwise it is reported
+ENFORCE_SUITE_BUDGET = os.environ.get("DPJAX_ENFORCE_SUITE_BUDGET", "") == "1"
 
 
 def _is_default_suite(config) -> bool:
@@ -107,4 +109,5 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter is not None:
             reporter.write_line(f"the default suite took {took:.0f} s, over its budget of {SUITE_BUDGET_S:.0f} s: "
                                 "mark the heaviest tests slow where they are defined (tests/README.md)", red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if ENFORCE_SUITE_BUDGET:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

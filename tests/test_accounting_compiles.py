@@ -48,6 +48,7 @@ def test_a_new_laplace_scale_reuses_the_compiled_build():
     assert names == [] and eps == pytest.approx(1 / 25.7, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_composing_distinct_mechanisms_reuses_programs():
     """A chain of distinct Gaussians and Laplaces compiles per grid length; a second chain of other
     scales in the same octaves builds on compiled programs (each new scale had a build of its own

@@ -93,6 +93,7 @@ def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch)
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_output_is_replaced_atomically(tmp_path, capsys):
     out = tmp_path / "out.csv"
     out.write_text("old\n")

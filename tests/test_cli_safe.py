@@ -89,6 +89,7 @@ def test_releases_without_private_selection_need_public_groups(mechanism, files,
     assert rc == 2 and "--groups" in err and SECRET not in out + err
 
 
+@pytest.mark.slow
 def test_public_groups_release_the_listed_keys_only(files, capsys):
     groups = files["dir"] / "groups.csv"
     groups.write_text("country\nFR\nDE\nIT\n")

@@ -118,6 +118,7 @@ def test_mlp_matches_the_vmap_reference_without_fallback():
     _check(loss, params, x, y)
 
 
+@pytest.mark.slow
 def test_cnn_matches_the_vmap_reference_without_fallback():
     loss, params, x, y = _cnn()
     assert not _fallback(loss, params, x, y)
@@ -131,6 +132,7 @@ def test_embedding_attention_block_matches_the_vmap_reference():
     _check(loss, params, t, y)
 
 
+@pytest.mark.slow
 def test_a_weight_used_twice_gets_the_norm_of_its_summed_gradient():
     loss, params, t, y = _block(tied=True)
     plan = _analyse(jax.make_jaxpr(loss)(params, t[0], y[0]).jaxpr, len(params))
@@ -139,6 +141,7 @@ def test_a_weight_used_twice_gets_the_norm_of_its_summed_gradient():
     _check(loss, params, t, y)
 
 
+@pytest.mark.slow
 def test_masked_and_nonfinite_examples_contribute_nothing():
     loss, params, x, y = _mlp()
     mask = jnp.arange(24) % 4 != 1
@@ -155,6 +158,7 @@ def test_masked_and_nonfinite_examples_contribute_nothing():
     assert not np.isfinite(np.asarray(got.norms)[[3, 5]]).any()
 
 
+@pytest.mark.slow
 def test_an_operation_the_fast_path_does_not_know_still_gives_the_right_sum():
     """Leaves consumed inside a custom_jvp function (relu) and a scan get vmapped per-example gradients."""
     loss0, params, x, y = _mlp()
@@ -170,6 +174,7 @@ def test_an_operation_the_fast_path_does_not_know_still_gives_the_right_sum():
     _check(loss, params, x, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [_mlp, pytest.param(functools.partial(_block, tied=True), marks=pytest.mark.slow)])
 def test_float64_matches_to_round_off(model):
     with jax.enable_x64(True):
@@ -180,6 +185,7 @@ def test_float64_matches_to_round_off(model):
         assert jax.tree_util.tree_leaves(got.grads)[0].dtype == jnp.float64
 
 
+@pytest.mark.slow
 def test_no_per_example_gradients_in_the_compiled_program():
     """The compiled clipped_grad holds less than a tenth of the per-example gradients' bytes."""
     k = jax.random.split(jax.random.key(2), 3)
@@ -197,6 +203,7 @@ def test_no_per_example_gradients_in_the_compiled_program():
     assert ref.lower(params, x).compile().memory_analysis().temp_size_in_bytes > per_example
 
 
+@pytest.mark.slow
 def test_private_aggregate_takes_the_clipped_sum():
     loss, params, x, y = _mlp()
     mask = jnp.arange(24) < 20

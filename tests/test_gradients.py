@@ -158,6 +158,7 @@ def test_exact_figures_differentiate_in_32_bit_mode(case):
     np.testing.assert_allclose(g64, _fd(fn, x, 1e-5), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_batch_query_gradient_falls_back_to_pld():
     """jax.grad of accounting.get_epsilon raised ConcretizationTypeError (the multi-process check read
     a tracer's addressability), though the docs say traced parameters fall back to pld."""

@@ -58,6 +58,7 @@ def test_bounding_one_heavy_unit_moves_counts_within_bounds():
         assert np.all(with_units - base_units <= 1)
 
 
+@pytest.mark.slow
 def test_bounding_is_a_function_of_the_multiset_of_rows():
     d = _data(seed=1)
     perm = np.random.default_rng(5).permutation(len(d["g"]))
@@ -219,6 +220,7 @@ def test_signed_zero_keys_are_one_group_and_nan_keys_are_refused():
     assert public.column("g").to_pylist()[-1] is None
 
 
+@pytest.mark.slow
 def test_integer_and_float_unit_ids_bound_the_same():
     """Issue 28, leak 2: a unit id read as float (5.0) is the unit read as integer (5): the same bounding
     draws, the same released table; -0.0 and 0.0 are one unit."""

@@ -102,6 +102,7 @@ def test_exact_noise_is_invariant_to_row_order_and_to_the_other_groups():
     np.testing.assert_array_equal(few, full[[7, 250]])
 
 
+@pytest.mark.slow
 def test_exact_accounting_is_that_of_the_lattice_mechanism_run():
     """rel.epsilon is the composed PLD of the integer noise actually drawn — discrete Laplace t = scale/g at the
     lattice sensitivity ⌈Δ/g⌉, rebuilt here from rel.scales and rel.granularity — including a component whose
@@ -153,13 +154,13 @@ def test_cli_default_table_release_runs_on_the_exact_tier(tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert main(["release", "--seed", "0", "--output", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "dpjax release (table)" in text and "numerics: exact (integer-only noise on the lattice" in text
+    assert "dpjax release — " in text and "numerics: exact (integer-only noise on the lattice" in text
     g = float(text.split("sum of steps in [-20000, 20000] ")[-1].split("·Z")[0])
     released = np.array([float(r["sum_steps"]) for r in csv.DictReader(out.open())])
     np.testing.assert_array_equal(released / g, np.round(released / g))
     assert main(["release", "--seed", "0", "--numerics", "float"]) == 0
     text = capsys.readouterr().out
-    assert "dpjax release (table)" in text and "numerics: float" in text
+    assert "dpjax release — " in text and "numerics: float" in text
 
 
 def test_api_defaults_name_the_command_lines():

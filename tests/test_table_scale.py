@@ -5,6 +5,7 @@ in fixed chunks — each must give exactly what the one-piece computation gives.
 import jax
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from dpjax import table
 from dpjax.table import bounding, keys
@@ -40,6 +41,7 @@ def test_bounding_per_bucket_keeps_the_rows_of_one_piece(monkeypatch):
     assert len(whole) < len(d)  # the bounds did drop rows
 
 
+@pytest.mark.slow
 def test_release_per_bucket_is_bitwise_the_release_in_one_piece(monkeypatch):
     d = _data(seed=4)
     kw = dict(by=["g", "h"], statistics=[table.count(), table.count_units(), table.mean("x", low=0, high=3),
@@ -73,6 +75,7 @@ def test_jitted_hash_in_chunks_is_the_numpy_hash(monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
+@pytest.mark.slow
 def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):
     """An integer column with nearly one distinct value per row (unit ids) is held as read and
     encoded once at the end; a column of few values is encoded batch by batch. Either way each

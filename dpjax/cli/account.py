@@ -134,8 +134,9 @@ def plan_rdp(groups):
         for mech, sensitivity, sampling_prob, steps in groups:
             if sampling_prob == 1.0:
                 r = np.asarray(accounting.rdp(mech, jnp.asarray(orders), sensitivity=sensitivity), dtype=float)
-            elif type(mech) is dpjax.Gaussian:
-                r = sampled_gaussian_rdp_at(float(np.asarray(mech.sigma)) / sensitivity, sampling_prob, orders)
+            elif mech.gaussian_pld_mu is not None:  # a Gaussian loss: the sampled Gaussian's own RDP at σ/Δ = 1/μ
+                r = sampled_gaussian_rdp_at(1.0 / float(np.asarray(mech.gaussian_pld_mu(sensitivity))), sampling_prob,
+                                            orders)
             else:
                 at = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), sampling_prob)
                 r = np.full(len(orders), np.inf)

@@ -41,7 +41,7 @@ import jax
 import numpy as np
 
 import accounting
-from dpjax.kernels import AdditiveMechanism, Gaussian, Laplace, by_name
+from dpjax.kernels import AdditiveMechanism, by_name
 from dpjax.randomized_response import RandomizedResponse
 
 __all__ = ["kernel_of", "Calibration", "Run", "calibrate", "split", "noisy_max_kernel", "noisy_max_epsilon",
@@ -89,7 +89,7 @@ class Run:
 
 def noisy_max_kernel(scale, exact: bool):
     """The noise of a report-noisy-max at ``scale``: Laplace, or on the exact tier its lattice mechanism."""
-    kernel = Laplace(scale=np.asarray(scale, float))
+    kernel = by_name("laplace")(scale=np.asarray(scale, float))
     return kernel.exact_lattice() if exact else kernel
 
 
@@ -153,7 +153,7 @@ def _epsilons(make, runs, ratios, delta, discrete, exact=False):
             with jax.enable_x64(True):
                 return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) * w), delta, count=n,
                                                          progress=False), float)
-        if type(probe) is Gaussian:  # Gaussians compose to the Gaussian of the summed μ²: one run
+        if probe.gaussian_pld_mu is not None:  # Gaussians compose to the Gaussian of the summed μ²: one run
             eff = math.sqrt(sum(n / w**2 for w, _, n in additive))
             with jax.enable_x64(True):
                 return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) / eff), delta, count=1,

@@ -29,7 +29,7 @@ from dpjax.table import data as _data
 from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
 from dpjax.exact import ExactLattice
-from dpjax.kernels import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from dpjax.kernels import by_name
 from dpjax.table.calibration import (Run, calibrate, has_pure_epsilon, kernel_key, kernel_of, noisy_max_kernel,
                                      remembered, split)
 from dpjax.table.keys import KeyWords
@@ -350,12 +350,13 @@ def noise_std(kernel) -> float:
     noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
     g = float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else 1.0
     scale = float(np.asarray(getattr(noise, noise.scale_name)))
-    if isinstance(noise, (Gaussian, DiscreteGaussian)):
+    family = type(noise)
+    if family in (by_name("gaussian"), by_name("discrete_gaussian")):  # (the discrete one's variance is ≤ σ²)
         return g * scale
-    if isinstance(noise, DiscreteLaplace):
+    if family is by_name("discrete_laplace"):
         q = math.exp(-1.0 / scale)
         return g * math.sqrt(2 * q) / (1 - q)
-    if isinstance(noise, Laplace):
+    if family is by_name("laplace"):
         return g * math.sqrt(2) * scale
     return math.nan
 
