@@ -6,7 +6,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax._float64 import x64  # noqa: F401 (the accounting modules import it from here)
 from dpjax.validation import concrete  # noqa: F401 (the accounting modules import it from here)

@@ -125,7 +125,6 @@ def plan_rdp(groups):
     import jax.numpy as jnp
 
     import accounting
-    import dpjax
     from accounting.rdp import RDP_ORDERS, SAMPLED_GAUSSIAN_ORDERS, sampled_gaussian_rdp_at, subsampled_rdp
 
     orders = SAMPLED_GAUSSIAN_ORDERS

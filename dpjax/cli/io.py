@@ -98,7 +98,6 @@ def read_table(path: str | None, value_column: str, group_by: str | None, *, bud
     Python object per field. Blank lines, and rows blank in every column read, are skipped; a row of
     another width than the header, a field over the ``csv`` module's limit, a malformed field or
     text that is not UTF-8 is refused."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from dpjax.table import data as table_data
