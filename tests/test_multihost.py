@@ -221,6 +221,7 @@ def _assembled(outdir, name):
     return np.concatenate([np.load(os.path.join(outdir, f)) for _, f in parts])
 
 
+@pytest.mark.slow
 def test_two_processes_bitwise_one_process(tmp_path):
     import jax
 

@@ -295,6 +295,7 @@ def test_row_level_release_says_so():
                              max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6).row_level
 
 
+@pytest.mark.slow
 def test_statistics_are_accurate_with_a_large_budget():
     rng = np.random.default_rng(6)
     n = 40000
