@@ -62,6 +62,8 @@ _OVERSHOOT = 2.0
 
 
 class BracketState(NamedTuple):
+    """The state of :func:`scale_by_bracket`: the bracket's ends with their values, slopes and curvatures."""
+
     a: jax.Array  # left end: derivative < 0 there (the minimiser lies right of it)
     fa: jax.Array
     ga: jax.Array
@@ -176,6 +178,17 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
     the same end is a bisection (expansion steps and local Newton steps do not count).
     Superlinear on both kinds of minima. Points keep ``tol/2`` from the bracket's ends. The
     update is clipped into ``[lower, upper]``.
+
+    Args:
+      lower: the search box's lower end (scalar or array, broadcast with the parameters).
+      upper: the search box's upper end.
+      first_step: the first expansion step while no right end of the bracket is known.
+      tol: the distance (doubled) the candidate points keep from the bracket's ends.
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs`` whose ``update(grad, state, params, value=f,
+      curvature=h)`` needs the parameters and the objective's value (``curvature`` is optional);
+      its state is a :class:`BracketState`.
     """
 
     def init(params):

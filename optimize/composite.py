@@ -1,4 +1,7 @@
-"""Optimal composite-mechanism parameters (Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §4.2, Algorithms 1–2).
+"""Optimal composite-mechanism parameters.
+
+Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §4.2,
+Algorithms 1–2.
 
 :func:`tune_composite` minimises the release variance of ``dpjax.Composite`` (Definition 4.1;
 at the window's centre — the paper's choice, Algorithm 1 with ``C_p = 0`` — at its ends, or
@@ -37,13 +40,23 @@ _METHODS = ("gradient", "paper_grid")
 
 @dataclasses.dataclass(frozen=True)
 class CompositeTuning:
-    """Result of :func:`tune_composite` (arrays over the ε given).
+    """Result of :func:`tune_composite`.
 
-    ``mechanism``: the tuned :class:`dpjax.Composite` (batched over ε); ``variance``: the
-    objective's value; ``centre_variance`` / ``worst_variance`` / ``average_variance``;
-    ``baseline_variance``: Laplace(Δf/ε), ``2(Δf/ε)²``; ``ratio``: variance/baseline;
-    ``h1``: H1 = S2/S1; ``closed_form``: §3.5's check (B1; ``None`` for B2 and the grid):
-    ``{"m": optimal m/L by bisection, "variance": its variance, "relative_gap": ...}``.
+    Arrays have the shape of the ε given.
+
+    Attributes:
+      mechanism: the tuned :class:`dpjax.Composite` (batched over ε).
+      variance: the objective's value.
+      centre_variance: the release variance at the window's centre.
+      worst_variance: the release variance at the window's ends.
+      average_variance: the release variance averaged uniformly over the window.
+      baseline_variance: that of Laplace(Δf/ε), ``2(Δf/ε)²``.
+      ratio: ``variance / baseline_variance``.
+      h1: the rate H1 = S2/S1.
+      method: ``"gradient"`` or ``"paper_grid"``, as asked.
+      objective: ``"centre"``, ``"worst"`` or ``"average"``, as asked.
+      closed_form: §3.5's check (B1; ``None`` for B2 and the grid):
+        ``{"m": optimal m/L by bisection, "variance": its variance, "relative_gap": ...}``.
     """
 
     mechanism: Composite
@@ -87,8 +100,26 @@ def _build(template, eps, k, m, y):
 
 
 def canonical_variance(activation, m, epsilon, objective="centre"):
-    """§2.5's closed form (B1, L = 1, W = 1, k on the boundary):
-    Var(0) = (2 + qsm)(2/3 + qs·c_σ·m³)/(q²s²m²(2 − m)²), worst + 1/(2qsm), average + 1/(6qsm)."""
+    """The canonical composite mechanism's variance in closed form.
+
+    §2.5's closed form (B1, L = 1, W = 1, k on the boundary), with q = e^ε − 1:
+    Var(0) = (2 + qsm)(2/3 + qs·c_σ·m³)/(q²s²m²(2 − m)²), worst + 1/(2qsm), average + 1/(6qsm).
+
+    Args:
+      activation: the canonical activation name (``"rectangle"``, ``"half_sine"``, ``"triangle"``).
+      m: the activation width m/L in (0, 2) (array).
+      epsilon: ε (array, broadcast with ``m``).
+      objective: ``"centre"``, ``"worst"`` or ``"average"``.
+
+    Returns:
+      The variance, of the broadcast shape of ``m`` and ``epsilon``.
+
+    Raises:
+      KeyError: an unknown ``objective``.
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §2.5.
+    """
     s, c = _laws.area_factor(activation), _laws.shape_variance(activation)
     q = jnp.expm1(epsilon)
     v0 = (2.0 + q * s * m) * (2.0 / 3.0 + q * s * c * m**3) / (q**2 * s**2 * m**2 * (2.0 - m) ** 2)
@@ -119,9 +150,26 @@ def _closed_form_program(activation, objective, iterations):
 
 @x64
 def closed_form_optimum(activation, epsilon, objective="centre", iterations=200):
-    """(m*, Var*) of the canonical closed form by bisection on d Var/dm (unimodal in m ∈ (0, 2),
-    docs/composite.md); W = 1 (scale Var by W²). Batched over ``epsilon``; one compiled program per
-    (activation, objective, iterations)."""
+    """The optimal width of the canonical composite mechanism and its variance.
+
+    Bisection on d Var/dm of :func:`canonical_variance` (unimodal in m ∈ (0, 2), docs/composite.md);
+    W = 1 (scale Var by W²). Batched over ``epsilon``.
+
+    Args:
+      activation: ``"rectangle"`` (A1), ``"half_sine"`` (A2) or ``"triangle"`` (A3).
+      epsilon: ε (scalar or array).
+      objective: ``"centre"``, ``"worst"`` or ``"average"``.
+      iterations: bisection steps.
+
+    Returns:
+      ``(m*, Var*)``, arrays of ``epsilon``'s shape.
+
+    Raises:
+      ValueError: an unknown ``activation`` or ``objective``; ``iterations < 1``.
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §3.5.
+    """
     activation = _laws.canonical_activation(activation)
     if objective not in _OBJECTIVES:
         raise ValueError(f"objective must be one of {_OBJECTIVES}, got {objective!r}")
@@ -239,12 +287,31 @@ def _paper_score(activation, base, eps, k, m, y, rho2):
 
 
 def paper_grid_search(activation, base, epsilon, objective="centre"):
-    """The released 3-stage grid (``Mechanism/Parameter_Optimization.py`` of
-    github.com/CompositeDP/CompositeDP) for one ε, with its exact loop bounds: stage 1
+    """The paper's released 3-stage grid search of the composite parameters, for one ε.
+
+    ``Mechanism/Parameter_Optimization.py`` of github.com/CompositeDP/CompositeDP, with its exact
+    loop bounds: stage 1
     ``y, k ∈ [0, 1)``, ``m ∈ [0, 2]`` by 0.1; stage 2 ``[best − 0.1, best + 0.1)`` by 0.01;
     stage 3 ``[best − 0.01, best + 0.01)`` by 0.001; every loop by repeated ``+= step`` (float
     accumulation), the k range re-centred on the current best at each y and the m range at each
-    k (as the code does), strict improvement of ``reduceRate``. Returns (k, m, y), W = 1."""
+    k (as the code does), strict improvement of ``reduceRate``.
+
+    Args:
+      activation: the canonical activation name.
+      base: the canonical base name (``"uniform"`` or ``"quartic"``).
+      epsilon: ε, one number.
+      objective: ``"centre"``, ``"worst"`` or ``"average"``.
+
+    Returns:
+      ``(k, m, y)`` of the best grid point, W = 1.
+
+    Raises:
+      ValueError: no grid point is feasible at ``epsilon``.
+      KeyError: an unknown ``objective``.
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, §3.3.
+    """
     rho2 = {"centre": 0.0, "worst": 1.0, "average": 1.0 / 3.0}[objective]
     best = [-1000.0, 0.0, 0.0, 0.0]  # reduceRate, k, m, y
 
@@ -283,12 +350,34 @@ def paper_grid_search(activation, base, epsilon, objective="centre"):
 
 def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", objective="centre",
                    method="gradient", sensitivity=None, steps=300, learning_rate=0.05) -> CompositeTuning:
-    """Composite parameters of least variance at each ``epsilon`` (scalar or 1-D array).
+    """Composite parameters of least variance at each ``epsilon``.
 
-    ``window``: ``(lo, hi)`` of the query values; ``sensitivity``: Δf of the Laplace baseline
-    (default the window's width, the paper's comparison). ``objective``: ``"centre"``
-    (Var at the window's centre, the paper's), ``"worst"`` (its ends), ``"average"`` (uniform
-    over the window). ``method``: ``"gradient"`` (default) or ``"paper_grid"``.
+    Minimises the release variance of ``dpjax.Composite`` over ``(k, m, y)`` on the DP boundary
+    ``k = y(e^ε − 1)``, with optax Adam on ``log Var`` then safeguarded Newton steps, ``vmap``-ed
+    over ε. The search touches no data: it has no privacy cost.
+
+    Args:
+      epsilon: ε, a scalar or an array.
+      window: ``(lo, hi)`` of the query values.
+      activation: ``"rectangle"`` (A1), ``"half_sine"`` (A2) or ``"triangle"`` (A3).
+      base: ``"uniform"`` (B1) or ``"quartic"`` (B2).
+      objective: ``"centre"`` (Var at the window's centre, the paper's), ``"worst"`` (its ends)
+        or ``"average"`` (uniform over the window).
+      method: ``"gradient"`` (default) or ``"paper_grid"`` (the released code's grid).
+      sensitivity: Δf of the Laplace baseline (default the window's width, the paper's comparison).
+      steps: Adam steps of the gradient method.
+      learning_rate: Adam's learning rate.
+
+    Returns:
+      A :class:`CompositeTuning` with arrays of ``epsilon``'s shape.
+
+    Raises:
+      ValueError: an unknown ``activation``, ``base``, ``objective`` or ``method``; ``epsilon``,
+        ``sensitivity`` or ``learning_rate`` not positive; ``window`` not a pair of finite numbers
+        with ``lo < hi``; ``steps < 0``; the paper's grid finds no feasible point.
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Definition 4.1, §2.5, §3.3, §4.2 and Algorithms 1–2.
     """
     activation = _laws.canonical_activation(activation)
     base = _laws.canonical_base(base)

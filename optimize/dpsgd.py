@@ -53,8 +53,13 @@ NOISE_TAG = 0x7D15E001
 
 
 class PrivateAggregateState(NamedTuple):
-    """``key`` (never consumed: each noisy update folds its index in), ``step`` (noisy updates so
-    far), ``accumulated`` (clipped sum of the logical batch in progress; int32 on a grid)."""
+    """The state of :func:`private_aggregate`.
+
+    Attributes:
+      key: the PRNG key, never consumed: each noisy update folds its index in.
+      step: the number of noisy updates so far.
+      accumulated: the clipped sum of the logical batch in progress (int32 on a grid).
+    """
 
     key: jax.Array
     step: jax.Array
@@ -63,13 +68,17 @@ class PrivateAggregateState(NamedTuple):
 
 @jax.tree_util.register_pytree_node_class
 class ClippedSum:
-    """A sum of per-example gradients each clipped to L2 norm ``l2_norm_clip`` (what
-    :func:`optimize.clipped_grad` returns), ready for :func:`private_aggregate`.
+    """A sum of per-example gradients each clipped to L2 norm ``l2_norm_clip``.
 
-    ``grads`` (a pytree shaped like the parameters) is Σ_i min(1, C/‖g_i‖)·g_i over the examples kept;
-    ``norms`` (float[B]) are the unclipped per-example norms ‖g_i‖ of the whole batch; ``l2_norm_clip``
-    (C) and ``masked`` (whether a mask chose the examples) are static: :func:`private_aggregate` refuses
-    a sum clipped to more than its own C, and a masked sum without ``expected_batch_size``.
+    What :func:`optimize.clipped_grad` returns, ready for :func:`private_aggregate`, which refuses
+    a sum clipped to more than its own C, and a masked sum without ``expected_batch_size``. A pytree
+    whose leaves are ``grads`` and ``norms``; ``l2_norm_clip`` and ``masked`` are static.
+
+    Args:
+      grads: a pytree shaped like the parameters, Σ_i min(1, C/‖g_i‖)·g_i over the examples kept.
+      norms: float[B], the unclipped per-example norms ‖g_i‖ of the whole batch.
+      l2_norm_clip: the clipping norm C.
+      masked: whether a mask chose the examples.
     """
 
     def __init__(self, grads, norms, l2_norm_clip, masked=False):
@@ -103,7 +112,16 @@ def _clip_scales(leaves, clip, order, mask):
 
 
 def scales_from_norms(norm, clip, mask=None):
-    """min(1, clip/norm) per example; 0 where ``mask`` is False or the norm is not finite."""
+    """The per-example clipping factors of a batch's norms.
+
+    Args:
+      norm: float[B], the per-example norms.
+      clip: the clipping norm.
+      mask: optional bool[B], False for examples to drop.
+
+    Returns:
+      float[B]: min(1, clip/norm) per example; 0 where ``mask`` is False or the norm is not finite.
+    """
     finite = jnp.isfinite(norm)
     keep = finite if mask is None else finite & jnp.asarray(mask, bool)
     return jnp.where(keep, jnp.minimum(1.0, clip / jnp.maximum(jnp.where(finite, norm, 1.0), 1e-30)), 0.0)
@@ -119,8 +137,19 @@ def _bcast(v, g):
 
 
 def clip_per_example(per_example_grads, clip, *, order=2, mask=None):
-    """Scale each example's gradient (leading axis) to global L``order`` norm ≤ ``clip``; examples
-    with ``mask`` False or a non-finite norm become zero. Returns the clipped pytree."""
+    """Scale each example's gradient to a global norm of at most ``clip``.
+
+    Examples with ``mask`` False or a non-finite norm become zero.
+
+    Args:
+      per_example_grads: a pytree of per-example gradients (examples on the leading axis of each leaf).
+      clip: the clipping norm.
+      order: 2 (L2 norm, the Gaussian's) or 1 (L1 norm, the Laplace's), over all leaves together.
+      mask: optional bool[B], False for padded examples.
+
+    Returns:
+      The clipped pytree, shaped like ``per_example_grads``.
+    """
     leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
     return jax.tree_util.tree_unflatten(treedef, _clipped(leaves, _clip_scales(leaves, clip, order, mask)))
 
@@ -178,9 +207,21 @@ def _pairwise_sum(x, axis=0):
 
 
 def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
-    """Σ_i of the clipped per-example gradients (:func:`clip_per_example`), each rounded to its dtype
-    and added by :func:`_pairwise_sum`: the same bits whether the batch is on one device or sharded over
-    devices of several JAX processes (the mesh splitting the batch axis only)."""
+    """The sum of the clipped per-example gradients, bitwise independent of the sharding.
+
+    Each clipped gradient (:func:`clip_per_example`) is rounded to its dtype and added in a fixed
+    pairwise order: the same bits whether the batch is on one device or sharded over devices of
+    several JAX processes (the mesh splitting the batch axis only).
+
+    Args:
+      per_example_grads: a pytree of per-example gradients (examples on the leading axis of each leaf).
+      clip: the clipping norm.
+      order: 2 (L2 norm) or 1 (L1 norm).
+      mask: optional bool[B], False for padded examples.
+
+    Returns:
+      A pytree shaped like one example's gradients: Σ_i min(1, clip/‖g_i‖)·g_i.
+    """
     leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
     scale = _clip_scales(leaves, clip, order, mask)
     never = scale < 0  # the factors are never negative
@@ -191,6 +232,10 @@ def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
 def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None,
                       grid_step=None) -> optax.GradientTransformationExtraArgs:
     """Clip per-example gradients, sum, add noise once per logical batch, normalise.
+
+    A drop-in for ``optax.contrib.differentially_private_aggregate`` normalising by the expected
+    batch size, with masks, accumulation before noise and record-addressed noise from any dpjax
+    additive kernel (the module's docstring says why).
 
     Args:
       l2_norm_clip: clipping norm C (an L1 norm for a pure-DP kernel such as ``dpjax.Laplace``).
@@ -207,17 +252,25 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         tail below 2**31 (past it the arithmetic wraps: still private, post-processing of the
         integer release, but useless).
 
-    ``update(per_example_grads, state, params=None, *, mask=None, last_microbatch=None)``:
-    ``mask`` bool[B] marks real examples; ``last_microbatch=False`` accumulates without noise
-    (returns zeros), ``True``/``None`` closes the logical batch (noise once, state reset).
-    ``per_example_grads`` may instead be a :class:`ClippedSum` (from :func:`optimize.clipped_grad`,
-    Gaussian noise only, clipped to at most ``l2_norm_clip``, its mask given to ``clipped_grad``):
-    the sum is used as it is and the physical batch size is its number of examples.
+    Returns:
+      An ``optax.GradientTransformationExtraArgs`` whose state is a :class:`PrivateAggregateState`.
+      ``update(per_example_grads, state, params=None, *, mask=None, last_microbatch=None)``:
+      ``mask`` bool[B] marks real examples; ``last_microbatch=False`` accumulates without noise
+      (returns zeros), ``True``/``None`` closes the logical batch (noise once, state reset).
+      ``per_example_grads`` may instead be a :class:`ClippedSum` (from :func:`optimize.clipped_grad`,
+      Gaussian noise only, clipped to at most ``l2_norm_clip``, its mask given to ``clipped_grad``):
+      the sum is used as it is and the physical batch size is its number of examples.
 
     Raises:
-      ValueError: a parameter out of range; at ``update``, a masked or accumulated batch without
-        ``expected_batch_size``, or a :class:`ClippedSum` with another mechanism than the Gaussian,
-        a larger clip, or a ``mask`` of its own.
+      ValueError: ``l2_norm_clip``, ``noise_multiplier``, ``expected_batch_size`` or ``grid_step``
+        not positive; ``key`` not a single Threefry key; a ``mechanism`` DP-SGD cannot account
+        (:func:`accounting.dpsgd.noise_kind`); ``grid_step`` missing for the discrete Gaussian or
+        given for another kernel. At ``update``: γ√d/2 ≥ ``l2_norm_clip``; a masked or accumulated
+        batch without ``expected_batch_size``; a :class:`ClippedSum` with another mechanism than
+        the Gaussian, a larger clip, or a ``mask`` of its own.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", ACM CCS 2016, Algorithm 1.
     """
     kind = noise_kind(mechanism)
     check_positive("l2_norm_clip", l2_norm_clip)
@@ -308,9 +361,18 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
 
 
 def on_noisy_steps(inner: optax.GradientTransformation) -> optax.GradientTransformationExtraArgs:
-    """Run ``inner`` only on the calls that close a logical batch (``last_microbatch`` True or
-    absent); on accumulating calls its state stays as it was and the update is zero. Chain it
-    after :func:`private_aggregate` when accumulating micro-batches into one noisy update."""
+    """Run an optax transformation only on the calls that close a logical batch.
+
+    On the calls with ``last_microbatch`` True or absent ``inner`` runs; on accumulating calls its
+    state stays as it was and the update is zero. Chain it after :func:`private_aggregate` when
+    accumulating micro-batches into one noisy update.
+
+    Args:
+      inner: the optax transformation to gate (e.g. momentum and a learning rate).
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs`` taking ``last_microbatch`` in ``update``.
+    """
     inner = optax.with_extra_args_support(inner)
 
     def update_fn(updates, state, params=None, *, last_microbatch=None, **extra):
@@ -326,8 +388,31 @@ def on_noisy_steps(inner: optax.GradientTransformation) -> optax.GradientTransfo
 
 def dpsgd(learning_rate, l2_norm_clip, noise_multiplier, key, *, momentum=None, nesterov=False, mechanism=None,
           expected_batch_size=None, grid_step=None) -> optax.GradientTransformationExtraArgs:
-    """DP-SGD as one optax transformation (like ``optax.contrib.dpsgd``): :func:`private_aggregate`,
-    then momentum (optional) and the learning rate, the latter only on noisy updates."""
+    """DP-SGD as one optax transformation, like ``optax.contrib.dpsgd``.
+
+    :func:`private_aggregate`, then momentum (optional) and the learning rate, the latter only on
+    noisy updates (:func:`on_noisy_steps`).
+
+    Args:
+      learning_rate: a float or an optax schedule.
+      l2_norm_clip: clipping norm C (L1 for ``dpjax.Laplace``).
+      noise_multiplier: z; the noise has scale C·z.
+      key: a Threefry PRNG key, held in the state and never consumed.
+      momentum: ``optax.trace``'s decay, or ``None`` for plain SGD.
+      nesterov: Nesterov momentum.
+      mechanism: the noise kernel's class (see :func:`private_aggregate`).
+      expected_batch_size: q·n, the normaliser under Poisson sampling.
+      grid_step: γ of the discrete Gaussian's grid.
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs`` (``update`` takes ``mask`` and ``last_microbatch``).
+
+    Raises:
+      ValueError: as :func:`private_aggregate`.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", ACM CCS 2016, Algorithm 1.
+    """
     tail = optax.chain(optax.trace(decay=momentum, nesterov=nesterov) if momentum is not None else optax.identity(),
                        optax.scale_by_learning_rate(learning_rate))
     return optax.chain(private_aggregate(l2_norm_clip, noise_multiplier, key, mechanism=mechanism,

@@ -57,7 +57,9 @@ _MIN_GAIN = 1e-9
 
 @dataclasses.dataclass(frozen=True)
 class MixtureTuning:
-    """Outcome of :func:`tune_mixture` (arrays of the targets' shape).
+    """Outcome of :func:`tune_mixture`.
+
+    Arrays have the targets' shape.
 
     Attributes:
       mechanism: the tuned kernel — a mixture where one beats the plain kernel, else the plain
@@ -70,6 +72,8 @@ class MixtureTuning:
       pure_epsilon: the mechanism's exact pure ε (≤ the target for a pure-ε target; for an
         (ε, δ) target informational, it may exceed ε).
       improved: whether a mixture beat the plain kernel.
+      kernel: ``"laplace"`` or ``"geometric"``, as asked.
+      objective_name: ``"mean_abs"`` or ``"variance"``, as asked.
       delta: the δ of an (ε, δ) target, else ``None``.
       epsilon: for an (ε, δ) target the mechanism's exact ε(δ) (≤ the target), else ``None``.
     """
@@ -86,7 +90,11 @@ class MixtureTuning:
 
     @property
     def ratio(self):
-        """objective / baseline_objective (1 where the plain kernel is returned)."""
+        """The tuned kernel's objective over the plain kernel's.
+
+        Returns:
+          ``objective / baseline_objective`` (1 where the plain kernel is returned).
+        """
         return self.objective / self.baseline_objective
 
 
@@ -230,17 +238,36 @@ def _tune_approx(eps0, delta, sens, objective, grid):
 
 def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace", objective="mean_abs", steps=300,
                  grid=8):
-    """The Lap_m (``kernel="laplace"``) or Geom_m (``"geometric"``, integer Δ) with the least E|X|
-    (``objective="mean_abs"``) or E X² (``"variance"``) whose exact pure ε is at most
-    ``pure_epsilon`` for sensitivity Δ; the plain kernel when no mixture beats it.
+    """The piecewise mixture with the least noise at an exact privacy target.
 
-    ``pure_epsilon``: a target or an array of targets (tuned together under ``vmap``). Exact
+    Finds the Lap_m (``kernel="laplace"``) or Geom_m (``"geometric"``, integer Δ) with the least
+    E|X| (``objective="mean_abs"``) or E X² (``"variance"``) whose exact pure ε is at most
+    ``pure_epsilon`` for sensitivity Δ, or the plain kernel when no mixture beats it. Exact
     throughout: the constraint is the kernel's tight pure ε, never the paper's ζ. Runs in float64.
 
-    ``delta``: an (ε, δ) target instead (Lap_m only): the first argument is then the ε of the
-    target and the constraint the exact ε(δ) ≤ ε (:func:`accounting.exact.epsilon`, every shift
-    up to Δ); the baseline is the plain Laplace calibrated to the same (ε, δ). ``grid``: shape
-    points per axis of that search (``grid²`` calibrated shapes per round, three rounds).
+    Args:
+      pure_epsilon: a target ε, or an array of targets (tuned together under ``vmap``).
+      delta: an (ε, δ) target instead (Lap_m only): ``pure_epsilon`` is then the ε of the target and
+        the constraint the exact ε(δ) ≤ ε (:func:`accounting.exact.epsilon`, every shift up to Δ);
+        the baseline is the plain Laplace calibrated to the same (ε, δ). One number.
+      sensitivity: Δ (an integer for the geometric mixture).
+      kernel: ``"laplace"`` (Lap_m) or ``"geometric"`` (Geom_m).
+      objective: ``"mean_abs"`` (E|X|) or ``"variance"`` (E X²).
+      steps: Adam steps per start of the pure-ε search.
+      grid: shape points per axis of the (ε, δ) search (``grid²`` calibrated shapes per round,
+        three rounds).
+
+    Returns:
+      A :class:`MixtureTuning` with arrays of ``pure_epsilon``'s shape.
+
+    Raises:
+      ValueError: ``pure_epsilon`` or ``sensitivity`` not positive; ``kernel`` or ``objective``
+        unknown; ``steps < 1``; ``delta`` outside (0, 1), not one number, or given with
+        ``kernel="geometric"``; ``grid < 2``; a non-integer ``sensitivity`` for the geometric mixture.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189 (Lap_m, Geom_m).
     """
     check_positive("pure_epsilon", pure_epsilon)
     check_positive("sensitivity", sensitivity)
