@@ -31,9 +31,17 @@ __all__ = ["CompositePrivacy", "epsilon_star", "brute_force_epsilon", "pld"]
 
 @dataclasses.dataclass(frozen=True)
 class CompositePrivacy:
-    """``nominal``: the declared ε; ``epsilon``: the true ε* (≤ nominal); ``pair``: the two
-    answers attaining it; ``output``: the output where the loss peaks; ``sup_inf``: the paper's
-    own bound ln(sup P / inf P') (Theorem 3.2)."""
+    """The exact privacy of a composite release, next to its nominal ε (:func:`epsilon_star`).
+
+    Arrays have the mechanism's batch shape.
+
+    Attributes:
+      nominal: the declared ε.
+      epsilon: the true worst-case loss ε* (≤ nominal).
+      sup_inf: the paper's own bound ln(sup P / inf P') (Theorem 3.2).
+      pair: the two answers attaining ε*.
+      output: the output where the loss peaks.
+    """
 
     nominal: np.ndarray
     epsilon: np.ndarray
@@ -60,11 +68,26 @@ def _details_program():
 
 @x64
 def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
-    """The exact worst-case ε* of one release; pairs are answers of the window at distance
-    ≤ ``sensitivity`` (default: every pair of the window, the paper's design W = Δf).
+    """The exact worst-case privacy loss ε* of one composite release.
 
-    Concrete parameters only (the result holds numpy arrays: the worst pair, the output): under
-    ``jax.grad`` / ``jit`` it refuses, naming the differentiable route, rather than read 0."""
+    The maximum of the pointwise loss over every neighbouring pair of the window (the 1-D reduction
+    of :mod:`dpjax.composite.privacy`; never below the truth). Concrete parameters only (the result
+    holds numpy arrays): under ``jax.grad`` / ``jit`` it refuses, naming the differentiable route.
+
+    Args:
+      mech: a :class:`dpjax.Composite` (batched or not).
+      sensitivity: the largest distance of two neighbouring answers; default: every pair of the
+        window (the paper's design W = Δf).
+
+    Returns:
+      A :class:`CompositePrivacy` with arrays of the mechanism's batch shape.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; traced parameters.
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Theorem 3.2.
+    """
     _check(mech, sensitivity)
     if is_traced(sensitivity) or any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)):
         raise ValueError("mech: epsilon_star takes concrete parameters and cannot be differentiated or traced; "
@@ -86,8 +109,24 @@ def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
 
 @x64
 def brute_force_epsilon(mech, sensitivity=None, *, num_answers=41, num_outputs=40001):
-    """max over a grid of ``num_answers`` answers of the window (pairs at distance ≤ Δ) and
-    ``num_outputs`` outputs of the pointwise loss (a numerical check): a lower estimate of ε*."""
+    """A lower estimate of ε* by an explicit scan (a numerical check of :func:`epsilon_star`).
+
+    The maximum of the pointwise loss over a grid of answers of the window (pairs at distance ≤ Δ)
+    and a grid of outputs.
+
+    Args:
+      mech: a single (unbatched) :class:`dpjax.Composite`.
+      sensitivity: the largest distance of two neighbouring answers; default: the whole window.
+      num_answers: answers on the window's grid (≥ 2).
+      num_outputs: outputs on the grid (≥ 2).
+
+    Returns:
+      The largest loss found, a Python float.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.Composite`` or batched; ``sensitivity`` not positive;
+        ``num_answers`` or ``num_outputs`` not an integer ≥ 2.
+    """
     _check(mech, sensitivity)
     num_answers = check_int("num_answers", num_answers, minimum=2)
     num_outputs = check_int("num_outputs", num_outputs, minimum=2)
@@ -110,7 +149,22 @@ def brute_force_epsilon(mech, sensitivity=None, *, num_answers=41, num_outputs=4
 
 
 def pld(mech, *, sensitivity=None, **kwargs):
-    """``accounting.pld(mech, sensitivity=...)`` with the sensitivity defaulting to the window's width."""
+    """The privacy loss distribution of a composite release, for composition.
+
+    ``accounting.pld(mech, sensitivity=...)`` (exact 3 atoms for A1B1, cell-rounded pessimistic for
+    the others, every query capped by ε*), with the sensitivity defaulting to the window's width.
+
+    Args:
+      mech: a :class:`dpjax.Composite`.
+      sensitivity: the neighbouring answers' distance; default: the window's width.
+      **kwargs: passed to :func:`accounting.pld`.
+
+    Returns:
+      An :class:`accounting.PrivacyLossDistribution`.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; as :func:`accounting.pld`.
+    """
     _check(mech, sensitivity)
     if sensitivity is None:
         lo, hi = mech.window

@@ -106,14 +106,37 @@ def _worst_pairs(mech, kind, x, sensitivity, trim):
 
 
 def worst_delta(mech, epsilon, sensitivity, trim=False):
-    """Worst-case exact δ(ε) over the neighbouring pairs of an unbatched mechanism (traceable;
-    the supremum along a pair path). ``trim``: sweep a long listed pair set only as far as the
-    kernel reaches (for a privacy-boosted mechanism whose pair list covers larger scales)."""
+    """Worst-case exact δ(ε) over the neighbouring pairs of an unbatched mechanism.
+
+    Traceable (no validation, no float64 switch); the supremum along a pair path.
+
+    Args:
+      mech: an unbatched mechanism with a closed-form ``hockey_stick``.
+      epsilon: ε (array).
+      sensitivity: Δ.
+      trim: sweep a long listed pair set only as far as the kernel reaches (for a privacy-boosted
+        mechanism whose pair list covers larger scales; forward-mode differentiable only).
+
+    Returns:
+      δ(ε), of ``epsilon``'s shape.
+    """
     return _worst(mech, "hockey_stick", epsilon, sensitivity, trim)
 
 
 def worst_renyi(mech, order, sensitivity, trim=False):
-    """Worst-case exact Rényi divergence D_α over the neighbouring pairs (traceable, unbatched)."""
+    """Worst-case exact Rényi divergence D_α over the neighbouring pairs of an unbatched mechanism.
+
+    Traceable (no validation, no float64 switch).
+
+    Args:
+      mech: an unbatched mechanism with a closed-form ``renyi_divergence``.
+      order: α > 1 (array).
+      sensitivity: Δ.
+      trim: as in :func:`worst_delta`.
+
+    Returns:
+      D_α, of ``order``'s shape.
+    """
     return _worst(mech, "renyi", order, sensitivity, trim)
 
 
@@ -167,12 +190,26 @@ def _check_directions(directions):
 
 @x64
 def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="both"):
-    """Exact δ(ε) of one release: the worst case over the neighbouring pairs, both directions
-    (the supremum along the answers where the pairs sample a path). Any real ε.
+    """Exact δ(ε) of one release.
 
-    ``pairs``: optional ``(values, neighbour_values)`` replacing the mechanism's pairs (exactly
-    those pairs are examined). ``directions="forward"``: only ``δ(P_value‖P_neighbour)``.
-    Returns ``batch_shape + epsilon.shape``.
+    The worst case over the neighbouring pairs, both directions (the supremum along the answers
+    where the pairs sample a path), of the true hockey-stick divergence: nothing is discretised.
+
+    Args:
+      mech: a dpjax mechanism with a closed-form ``hockey_stick`` (batched: results get its batch shape).
+      epsilon: ε, any real (array).
+      sensitivity: the neighbouring answers' distance Δ (positive; broadcasts with the batch).
+      pairs: optional ``(values, neighbour_values)`` of equal shape, replacing the mechanism's
+        pairs (exactly those pairs are examined, no path supremum).
+      directions: ``"both"`` or ``"forward"`` (only ``δ(P_value‖P_neighbour)``).
+
+    Returns:
+      float64 δ of shape ``batch_shape + epsilon.shape``, differentiable in every parameter.
+
+    Raises:
+      ValueError: ``epsilon`` not real (NaN); ``directions`` unknown; ``mech`` is not a dpjax
+        Mechanism or has no closed-form ``hockey_stick``; ``sensitivity`` not
+        positive; ``pairs`` not two arrays of equal shape.
     """
     check_real("epsilon", epsilon)
     _check_directions(directions)
@@ -182,8 +219,26 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
 
 @x64
 def renyi(mech, order, sensitivity=1.0, *, pairs=None, directions="both"):
-    """Exact Rényi divergence D_α at ``order`` (> 1) of one release: the worst case over the
-    pairs and both directions. Returns ``batch_shape + order.shape``; T releases: ``T ×``."""
+    """Exact Rényi divergence D_α of one release.
+
+    The worst case over the neighbouring pairs and both directions. T releases compose to ``T ×`` it.
+
+    Args:
+      mech: a dpjax mechanism with a closed-form ``renyi_divergence`` (batched: results get its batch shape).
+      order: α > 1 (array).
+      sensitivity: the neighbouring answers' distance Δ (positive; broadcasts with the batch).
+      pairs: optional ``(values, neighbour_values)`` of equal shape, replacing the mechanism's
+        pairs (exactly those pairs are examined, no path supremum).
+      directions: ``"both"`` or ``"forward"``.
+
+    Returns:
+      float64 D_α of shape ``batch_shape + order.shape``.
+
+    Raises:
+      ValueError: ``order`` not real or ≤ 1; ``directions`` unknown; ``mech`` is not a dpjax
+        Mechanism or has no closed-form ``renyi_divergence``; ``sensitivity`` not
+        positive; ``pairs`` not two arrays of equal shape.
+    """
     check_real("order", order)
     if not is_traced(order) and np.any(np.asarray(order) <= 1.0):
         raise ValueError(f"order must be > 1, got {order!r}")
@@ -212,11 +267,26 @@ def _epsilon_batch(m, delta, sens, pairs):
 
 @x64
 def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
-    """Exact ε of one release at ``delta``: the smallest ε with δ(ε) ≤ delta (:func:`privacy_profile`).
+    """Exact ε of one release at ``delta``.
 
-    Never capped: ``inf`` where no ε reaches ``delta`` (e.g. a fully truncated kernel, ρ = 1).
-    Returns ``batch_shape + delta.shape``; implicit derivative with respect to every parameter
-    and ``delta`` (forward and reverse mode).
+    The smallest ε with δ(ε) ≤ delta (:func:`privacy_profile`), by bracketed Newton, reported on the
+    safe side. Never capped: ``inf`` where no ε reaches ``delta`` (e.g. a fully truncated kernel, ρ = 1).
+
+    Args:
+      mech: a dpjax mechanism with a closed-form ``hockey_stick`` (batched: results get its batch shape).
+      delta: δ in (0, 1) (array).
+      sensitivity: the neighbouring answers' distance Δ (positive; broadcasts with the batch).
+      pairs: optional ``(values, neighbour_values)`` of equal shape, replacing the mechanism's
+        pairs (exactly those pairs are examined, no path supremum).
+
+    Returns:
+      float64 ε of shape ``batch_shape + delta.shape``, with an implicit derivative with respect to
+      every parameter and ``delta`` (forward and reverse mode).
+
+    Raises:
+      ValueError: ``delta`` outside (0, 1); ``mech`` is not a dpjax Mechanism or has no closed-form
+        ``hockey_stick``; ``sensitivity`` not
+        positive; ``pairs`` not two arrays of equal shape.
     """
     if not is_traced(delta):
         check_probability("delta", delta, high_open=True)
@@ -226,9 +296,25 @@ def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
 
 @x64
 def worst_pair(mech, epsilon, sensitivity=1.0, *, pairs=None):
-    """``(value, neighbour_value, δ)``: the ordered pair whose hockey-stick divergence at
-    ``epsilon`` is largest (on the answers' path where the pairs sample one), and its δ.
-    A single mechanism and a scalar ε."""
+    """The ordered neighbouring pair whose hockey-stick divergence at ``epsilon`` is largest.
+
+    On the answers' path where the pairs sample one.
+
+    Args:
+      mech: a dpjax mechanism with a closed-form ``hockey_stick``, unbatched.
+      epsilon: ε, a scalar.
+      sensitivity: the neighbouring answers' distance Δ (positive; broadcasts with the batch).
+      pairs: optional ``(values, neighbour_values)`` of equal shape, replacing the mechanism's
+        pairs (exactly those pairs are examined, no path supremum).
+
+    Returns:
+      ``(value, neighbour_value, δ)`` as Python floats.
+
+    Raises:
+      ValueError: ``epsilon`` not real; a batched ``mech``; ``mech`` is not a dpjax Mechanism or has
+        no closed-form ``hockey_stick``; ``sensitivity`` not
+        positive; ``pairs`` not two arrays of equal shape.
+    """
     check_real("epsilon", epsilon)
     m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
     if m.batch_shape:

@@ -48,7 +48,17 @@ def _grid(eps_min: float, eps_max: float):
 
 @dataclasses.dataclass(frozen=True)
 class PrDPShare:
-    """A granted release: run it on :meth:`budgets` with ``eps_min``/``eps_max`` (the share of E)."""
+    """A granted release: run it on :meth:`budgets` with ``eps_min``/``eps_max`` (the share of E).
+
+    Returned by :meth:`PrDPLedger.record`.
+
+    Attributes:
+      fraction: the fraction c of every record's budget granted.
+      eps_min: the release's lowest budget ``c·ε̌``.
+      eps_max: the release's highest budget ``c·ε̂``.
+      charge: pure ε reserved on each of the ledger's levels.
+      label: the caller's label of the release.
+    """
 
     fraction: float
     eps_min: float
@@ -57,7 +67,17 @@ class PrDPShare:
     label: str
 
     def budgets(self, budgets) -> np.ndarray:
-        """The release's budgets ``c·E(r)`` (float64) from the records' total budgets E(r)."""
+        """The release's budgets from the records' total budgets.
+
+        Args:
+          budgets: the records' total budgets E(r) (concrete array).
+
+        Returns:
+          float64 ``c·E(r)``.
+
+        Raises:
+          ValueError: traced ``budgets`` (inside ``jit``).
+        """
         if is_traced(budgets):
             raise ValueError("budgets: scale concrete budgets (outside jit)")
         return self.fraction * np.asarray(budgets, np.float64)
@@ -77,6 +97,17 @@ class PrDPLedger:
     Thread-safe: a lock makes each :meth:`record` (check and charge) one indivisible step, so
     concurrent grants can never together take a level past its floor, and reads see the
     ledger between grants.
+
+    Args:
+      eps_min: the records' lowest total budget ε̌ (a concrete positive scalar).
+      eps_max: their highest total budget ε̂ (≥ ``eps_min``).
+
+    Raises:
+      ValueError: ``eps_min`` or ``eps_max`` traced, not a scalar or not positive; ``eps_max < eps_min``.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), Lemma 3.10 (sequential composition per record).
     """
 
     def __init__(self, *, eps_min, eps_max):
@@ -95,40 +126,82 @@ class PrDPLedger:
 
     @property
     def spent(self) -> np.ndarray:
-        """Pure ε charged so far to each level ``i = 1 … L`` (a copy)."""
+        """Pure ε charged so far to each level ``i = 1 … L`` (a copy).
+
+        Returns:
+          float64 array of shape ``(num_levels,)``.
+        """
         with self._lock:
             return self._spent.copy()
 
     @property
     def remaining(self) -> np.ndarray:
-        """``lo_i − spent_i`` per level: what every record of level i has left, at least."""
+        """What every record of each level has left, at least.
+
+        Returns:
+          ``lo_i − spent_i`` per level, shape ``(num_levels,)``.
+        """
         with self._lock:
             return self.floors - self._spent
 
     @property
     def releases(self) -> tuple[PrDPShare, ...]:
+        """The shares granted so far, in order.
+
+        Returns:
+          A tuple of :class:`PrDPShare`.
+        """
         with self._lock:
             return tuple(self._shares)
 
     def charge(self, fraction) -> np.ndarray:
-        """Per-level pure ε of a release run on ``fraction·E`` (its floors mapped onto these levels)."""
+        """Per-level pure ε of a release run on ``fraction·E``, without recording it.
+
+        Args:
+          fraction: the fraction c in (0, 1] of every record's budget.
+
+        Returns:
+          The release's floors mapped onto the ledger's levels, shape ``(num_levels,)``.
+
+        Raises:
+          ValueError: ``fraction`` outside (0, 1].
+        """
         check_probability("fraction", fraction)
         eps_min = float(fraction) * self.eps_min
         levels, floors = _grid(eps_min, float(fraction) * self.eps_max)
         return floors[np.minimum(np.arange(self.num_levels), levels - 1)]
 
     def would_exceed(self, fraction) -> bool:
-        """True if granting ``fraction`` of every budget would take some level past its floor."""
+        """Whether granting a fraction of every budget would take some level past its floor.
+
+        Args:
+          fraction: the fraction c in (0, 1].
+
+        Returns:
+          True if some level would exceed its floor.
+
+        Raises:
+          ValueError: ``fraction`` outside (0, 1].
+        """
         charge = self.charge(fraction)
         with self._lock:
             return bool(np.any(self._spent + charge > self.floors))
 
     def record(self, fraction=1.0, *, label: str = "") -> PrDPShare:
-        """Grant ``fraction`` of every record's budget to the next release; returns its share.
+        """Grant a fraction of every record's budget to the next release.
 
-        Raises ``ValueError`` and records nothing if a level would exceed its floor. Fractions
-        that are sums of powers of two (1/2, 1/4, 3/4 …) compose exactly; others are compared in
-        float64 with no tolerance (the check errs on refusing).
+        Fractions that are sums of powers of two (1/2, 1/4, 3/4 …) compose exactly; others are
+        compared in float64 with no tolerance (the check errs on refusing).
+
+        Args:
+          fraction: the fraction c in (0, 1].
+          label: a label kept with the share.
+
+        Returns:
+          The release's :class:`PrDPShare`.
+
+        Raises:
+          ValueError: ``fraction`` outside (0, 1], or a level would exceed its floor (nothing is recorded).
         """
         charge = self.charge(fraction)
         with self._lock:
@@ -151,7 +224,14 @@ class PrDPLedger:
 
         Its level grid must be a granted share's (``eps_min``/``eps_max``), and on every level
         its realized ``level_epsilon`` must stay within the level's floor and within the charge
-        recorded for it (acceptance A2). Raises ``ValueError`` otherwise.
+        recorded for it (acceptance A2).
+
+        Args:
+          result: a :class:`dpjax.prdp.PrDPResult`.
+
+        Raises:
+          ValueError: the result's budget range is no recorded share's, or a level was charged more than
+            its floor or than the share's charge.
         """
         eps_min = np.unique(np.asarray(result.eps_min, np.float64))
         eps_max = np.unique(np.asarray(result.eps_max, np.float64))

@@ -79,8 +79,27 @@ def _pair_divergence(mech, kind, v, nv, alpha, cells, klo, count):
 
 @x64
 def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
-    """Exact Rényi divergence D_α of ``mech`` at ``orders`` (all > 1): worst declared pair,
-    both orders. Returns shape batch + orders.shape (float64). Compose T runs by ``T * rdp``."""
+    """Exact Rényi divergence D_α of a mechanism at the given orders.
+
+    The worst declared neighbouring pair, both directions: a closed form where the mechanism has
+    ``renyi_divergence``, the exact sum over the integers for a discrete law, Gauss–Legendre
+    quadrature between the output breakpoints otherwise. Compose T runs by ``T * rdp``.
+
+    Args:
+      mech: a dpjax mechanism (batched: results get its batch shape).
+      orders: Rényi orders α, all > 1 (array).
+      sensitivity: the neighbouring answers' distance Δ (positive).
+      quadrature_cells: cells of the quadrature grid of a continuous law without a closed form (≥ 16).
+
+    Returns:
+      float64 D_α of shape ``batch_shape + orders.shape`` (∞ where the shift leaves the mechanism's lattice).
+
+    Raises:
+      ValueError: ``mech`` not a dpjax Mechanism; an order not real or ≤ 1; ``sensitivity`` not
+        positive; ``quadrature_cells`` not an integer ≥ 16.
+      NotImplementedError: a mechanism whose pairs sample a path (``pair_path``) without a closed-form
+        ``renyi_divergence``.
+    """
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     _check_orders(orders)
@@ -141,9 +160,27 @@ def _conv_inputs(orders, rdp_values):
 
 @x64
 def rdp_to_epsilon(orders, rdp_values, delta):
-    """ε at ``delta`` from an RDP curve (last axis = orders): min over α of
-    r + log1p(−1/α) − (log δ + log α)/(α − 1), and 0 when δ² + expm1(−r) > 0 (KL bound).
-    Returns ``rdp_values.shape[:-1]`` (plus δ's shape when δ is an array)."""
+    """ε at ``delta`` from an RDP curve.
+
+    The minimum over α of r + log1p(−1/α) − (log δ + log α)/(α − 1), and 0 when
+    δ² + expm1(−r) > 0 (the KL bound), as dp_accounting does.
+
+    Args:
+      orders: the Rényi orders α, all > 1 (last axis).
+      rdp_values: the RDP at each order (last axis = orders; negative values count as 0).
+      delta: δ in (0, 1) (scalar or array).
+
+    Returns:
+      float64 ε of shape ``rdp_values.shape[:-1]`` (plus δ's shape when δ is an array).
+
+    Raises:
+      ValueError: ``delta`` outside (0, 1); an order not real or ≤ 1; ``rdp_values`` NaN or its last
+        axis not matching ``orders``.
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
+      (arXiv:2004.00010), Proposition 12.
+    """
     check_probability("delta", delta, high_open=True)
     a, r = _conv_inputs(orders, rdp_values)
     d = jnp.asarray(delta, jnp.float64)
@@ -156,8 +193,26 @@ def rdp_to_epsilon(orders, rdp_values, delta):
 
 @x64
 def rdp_to_delta(orders, rdp_values, epsilon):
-    """δ at ``epsilon`` from an RDP curve: min over α of
-    exp((α−1)(r − ε + log1p(−1/α)) − log α), also bounded by sqrt(1 − e^{−r})."""
+    """δ at ``epsilon`` from an RDP curve.
+
+    The minimum over α of exp((α−1)(r − ε + log1p(−1/α)) − log α), also bounded by sqrt(1 − e^{−r}).
+
+    Args:
+      orders: the Rényi orders α, all > 1 (last axis).
+      rdp_values: the RDP at each order (last axis = orders).
+      epsilon: ε ≥ 0 (scalar or array).
+
+    Returns:
+      float64 δ of shape ``rdp_values.shape[:-1]`` (plus ε's shape when ε is an array), at most 1.
+
+    Raises:
+      ValueError: ``epsilon`` negative; an order not real or ≤ 1; ``rdp_values`` NaN or its last
+        axis not matching ``orders``.
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
+      (arXiv:2004.00010), Proposition 12.
+    """
     check_positive("epsilon", epsilon, allow_zero=True)
     a, r = _conv_inputs(orders, rdp_values)
     e = jnp.asarray(epsilon, jnp.float64)
@@ -188,12 +243,22 @@ def _log1m(q):
 
 
 def subsampled_rdp(base_rdp, sampling_prob):
-    """Zhu & Wang (ICML 2019) Thm. 5: an RDP bound at the integer :data:`RDP_ORDERS` of a mechanism
-    with RDP ``base_rdp(l)`` run on a Poisson sample of rate q; min'd with the base RDP.
+    """An RDP bound of a mechanism run on a Poisson sample, at the integer :data:`RDP_ORDERS`.
 
     ε_q(α) ≤ log[(1−q)^{α−1}(αq − q + 1) + C(α,2) q² (1−q)^{α−2} e^{ε(2)}
-    + 3 Σ_{l=3}^{α} C(α,l) (1−q)^{α−l} q^l e^{(l−1)ε(l)}] / (α−1).
-    ``base_rdp`` maps orders (an array broadcasting against ``sampling_prob``'s shape + (1, 1)) to RDP values.
+    + 3 Σ_{l=3}^{α} C(α,l) (1−q)^{α−l} q^l e^{(l−1)ε(l)}] / (α−1), min'd with the base RDP.
+    Traceable; no validation.
+
+    Args:
+      base_rdp: maps orders (an array broadcasting against ``sampling_prob``'s shape + (1, 1)) to the
+        unsampled mechanism's RDP values.
+      sampling_prob: the Poisson rate q (scalar or array).
+
+    Returns:
+      float64 RDP of shape ``sampling_prob.shape + RDP_ORDERS.shape``.
+
+    References:
+      Zhu, Wang, "Poisson Subsampled Rényi Differential Privacy", ICML 2019, Theorem 5.
     """
     q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
     a, k = jnp.asarray(_A), jnp.asarray(_K)
@@ -208,9 +273,22 @@ def subsampled_rdp(base_rdp, sampling_prob):
 
 
 def sampled_gaussian_rdp(z, sampling_prob):
-    """RDP of the Poisson-subsampled Gaussian at the integer :data:`RDP_ORDERS`, exactly (Mironov,
-    Talwar, Zhang 2019, Sec. 3.3: A_α = Σ_k C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/2z²}; the add direction
-    is smaller, their Thm. 5)."""
+    """RDP of the Poisson-subsampled Gaussian at the integer :data:`RDP_ORDERS`, exactly.
+
+    log A_α / (α − 1) with A_α = Σ_k C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/2z²} (the add direction is
+    smaller, the paper's Theorem 5). Traceable; no validation.
+
+    Args:
+      z: the noise multiplier (σ over the L2 sensitivity), scalar or array.
+      sampling_prob: the Poisson rate q, broadcasting with ``z``.
+
+    Returns:
+      float64 RDP of shape ``broadcast(z, sampling_prob).shape + RDP_ORDERS.shape``.
+
+    References:
+      Mironov, Talwar, Zhang, "Rényi Differential Privacy of the Sampled Gaussian Mechanism",
+      arXiv:1908.10530, 2019, §3.3.
+    """
     z = jnp.asarray(z, jnp.float64)[..., None, None]
     q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
     a, k = jnp.asarray(_A), jnp.asarray(_K)
@@ -289,10 +367,10 @@ def _log_a_frac(q, z, alpha):
 
 
 def sampled_gaussian_rdp_at(z, sampling_prob, orders=SAMPLED_GAUSSIAN_ORDERS) -> np.ndarray:
-    """RDP of the Poisson-subsampled Gaussian (noise multiplier ``z``, rate ``sampling_prob``) at any
-    ``orders`` > 1 (Mironov, Talwar & Zhang, "Rényi Differential Privacy of the Sampled Gaussian
-    Mechanism", 2019, Sec. 3.3): log A_α / (α − 1), A_α the finite sum at an integer α and the
-    paper's series at a fractional one, bounded above (computed on the host in float64, as dp_accounting does).
+    """RDP of the Poisson-subsampled Gaussian at any orders > 1.
+
+    log A_α / (α − 1), A_α the finite sum at an integer α and the paper's series at a fractional
+    one, bounded above (computed on the host in float64, as dp_accounting does).
 
     Args:
       z: the noise multiplier (σ over the L2 sensitivity), a positive number.
@@ -304,6 +382,10 @@ def sampled_gaussian_rdp_at(z, sampling_prob, orders=SAMPLED_GAUSSIAN_ORDERS) ->
 
     Raises:
       ValueError: ``z`` not positive, ``sampling_prob`` outside (0, 1], or an order ≤ 1.
+
+    References:
+      Mironov, Talwar, Zhang, "Rényi Differential Privacy of the Sampled Gaussian Mechanism",
+      arXiv:1908.10530, 2019, §3.3.
     """
     z = float(check_positive("z", z))
     q = float(check_probability("sampling_prob", sampling_prob, low_open=True))
