@@ -115,14 +115,30 @@ def _naive(m):
 
 @x64
 def general_privacy_budget(mech, sensitivity=1.0, *, form="definition"):
-    """The paper's general privacy budget ζ (Definition 5, eqs. 24–27) of a single release with
-    shift ``sensitivity``. **NOT CERTIFIED: ζ is an average of e^{|L|}, not a DP parameter**
-    (compare ``mech.pure_epsilon(Δ)`` and ``accounting.exact.epsilon``).
+    """The paper's general privacy budget ζ of a single release. NOT CERTIFIED.
 
-    ``form``: ``"definition"`` (exact eq. 24 for the kernel's own law; the default),
-    ``"eq25"`` (Geom_m or the geometric, Δ = 1; exact), ``"eq27"`` (Lap_m: TABLE I's
-    approximation for the *rounded* mixture, c ≥ 1.5, Δ = 1), ``"naive"`` (Lap_m: the Fig. 1
-    value). A plain Laplace / discrete Laplace kernel is the mixture with r = 1.
+    ζ = ln E_P[e^{|L|}] for the shift ``sensitivity``: an average of e^{|L|}, **not a DP parameter**
+    (compare ``mech.pure_epsilon(Δ)`` and ``accounting.exact.epsilon``). A plain Laplace / discrete
+    Laplace kernel is the mixture with r = 1.
+
+    Args:
+      mech: a LaplaceMixture, GeometricMixture, Laplace or DiscreteLaplace kernel (batched or not).
+      sensitivity: the shift Δ (positive; 1 for the paper's printed forms).
+      form: ``"definition"`` (exact eq. 24 for the kernel's own law; the default), ``"eq25"``
+        (Geom_m or the geometric, Δ = 1; exact), ``"eq27"`` (Lap_m: TABLE I's approximation for
+        the *rounded* mixture, c ≥ 1.5, Δ = 1), ``"naive"`` (Lap_m: the Fig. 1 value).
+
+    Returns:
+      float64 ζ of the kernel's batch shape.
+
+    Raises:
+      ValueError: ``mech`` not of the Laplace family; ``sensitivity`` not positive, or not 1 for a
+        printed form; an unknown ``form``, or one that does not fit the kernel (``"eq25"`` for Lap_m,
+        ``"eq27"``/``"naive"`` for Geom_m).
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, Definition 5, eqs. (24)–(27), Fig. 1 and TABLE I.
     """
     _check_kernel(mech)
     check_positive("sensitivity", sensitivity)
@@ -145,16 +161,48 @@ def general_privacy_budget(mech, sensitivity=1.0, *, form="definition"):
 
 @x64
 def rounded_laplace_budget(epsilon):
-    """Eq. (26), typo fixed: ζ of round(Lap(1/ε)), Δ = 1; exact. NOT CERTIFIED (ζ is not DP).
-    ζ(0.332) = 0.309167."""
+    """ζ of the rounded Laplace round(Lap(1/ε)), Δ = 1, exactly. NOT CERTIFIED (ζ is not DP).
+
+    Eq. (26) with its typo fixed; e.g. ζ(0.332) = 0.309167.
+
+    Args:
+      epsilon: the Laplace's ε (positive, scalar or array).
+
+    Returns:
+      float64 ζ of ``epsilon``'s shape.
+
+    Raises:
+      ValueError: ``epsilon`` not positive.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, eq. (26).
+    """
     check_positive("epsilon", epsilon)
     return _eq26(jnp.asarray(epsilon, jnp.float64))
 
 
 @x64
 def laplace_epsilon_for_budget(zeta, *, iterations=200):
-    """TABLE I's ε_Lap: the ε with ``rounded_laplace_budget(ε) = zeta`` (bisection on the increasing
-    eq. 26). NOT CERTIFIED: a Laplace at ε_Lap is ε_Lap-DP, the mixture it is matched to is not."""
+    """TABLE I's ε_Lap: the ε whose rounded Laplace has budget ``zeta``. NOT CERTIFIED.
+
+    Bisection on the increasing eq. (26) for ``rounded_laplace_budget(ε) = zeta``. A Laplace at ε_Lap
+    is ε_Lap-DP; the mixture it is matched to is not.
+
+    Args:
+      zeta: the target ζ (positive, scalar or array).
+      iterations: bisection steps (≥ 1).
+
+    Returns:
+      float64 ε of ``zeta``'s shape.
+
+    Raises:
+      ValueError: ``zeta`` not positive; ``iterations < 1``.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, eq. (26) and TABLE I.
+    """
     check_positive("zeta", zeta)
     iterations = check_int("iterations", iterations, minimum=1)
     return _invert_eq26(jnp.asarray(zeta, jnp.float64), iterations)
@@ -182,8 +230,24 @@ def _eq26(e):
 
 
 def compose_budgets(*zetas):
-    """Proposition 1: ζ of independent releases ≤ Σ ζ_i (the paper states equality; it is an upper
-    bound). NOT CERTIFIED: a sum of ζ's is no DP composition — use ``accounting.pld(...).compose``."""
+    """The paper's composition of budgets, Σ ζ_i. NOT CERTIFIED.
+
+    ζ of independent releases ≤ Σ ζ_i (the paper states equality; it is an upper bound). A sum of
+    ζ's is no DP composition — use ``accounting.pld(...).compose``.
+
+    Args:
+      *zetas: the releases' budgets ζ_i (non-negative, scalars or arrays broadcasting together).
+
+    Returns:
+      float64 Σ ζ_i.
+
+    Raises:
+      ValueError: no budget given, or a negative one.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, Proposition 1.
+    """
     if not zetas:
         raise ValueError("zetas: give at least one budget")
     for z in zetas:
@@ -192,7 +256,14 @@ def compose_budgets(*zetas):
 
 
 class Usefulness(NamedTuple):
-    """Result of :func:`usefulness`. NOT CERTIFIED (a tail bound on the noise, no privacy claim)."""
+    """Result of :func:`usefulness`. NOT CERTIFIED (a tail bound on the noise, no privacy claim).
+
+    Attributes:
+      radius: t*, with P(max_k |Y_k| ≥ t*) ≤ δ by the union bound.
+      valid: whether the theorem's premise t* ≥ c (> c on the integers) holds.
+      laplace_radius: the same bound for the plain kernel at the inner ε, (Δ/ε) ln(k/δ).
+      label: :data:`NOT_CERTIFIED`.
+    """
 
     radius: jax.Array  # t*: P(max_k |Y_k| ≥ t*) ≤ δ by the union bound
     valid: jax.Array  # the theorem's premise t* ≥ c (> c on the integers) holds
@@ -202,12 +273,29 @@ class Usefulness(NamedTuple):
 
 @x64
 def usefulness(mech, delta, *, k=1, corrected=True):
-    """Theorems 2 (Lap_m) and 4 (Geom_m): the radius t* with P(max over k noises |Y| ≥ t*) ≤ δ.
+    """The radius t* with P(max over k noises |Y| ≥ t*) ≤ δ: Theorems 2 (Lap_m) and 4 (Geom_m).
 
     Lap_m: t* = b1 ln(k a1/δ), valid when t* ≥ c (i.e. δ ≤ k P_out); the paper's "r/ln a1 times more
     useful than Laplace" is wrong (the ratio tends to r). Geom_m: printed (``corrected=False``)
     t* = b1 ln(k a1,g/δ), which understates the tail by 2α1/(α1 + 1); corrected: the smallest integer
-    ≥ max(c + 1, 1 + b1 ln(2k a1,g/((α1 + 1)δ))) (Theorem 4, corrected). NOT CERTIFIED (no privacy statement).
+    ≥ max(c + 1, 1 + b1 ln(2k a1,g/((α1 + 1)δ))) (Theorem 4, corrected). NOT CERTIFIED (no privacy
+    statement).
+
+    Args:
+      mech: a LaplaceMixture or GeometricMixture (batched or not).
+      delta: the tail probability δ in (0, 1).
+      k: the number of independent noises (≥ 1).
+      corrected: Geom_m: the corrected radius (default) or the printed one.
+
+    Returns:
+      A :class:`Usefulness`.
+
+    Raises:
+      ValueError: ``mech`` not a mixture; ``delta`` outside (0, 1); ``k < 1``.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, Theorems 2 and 4.
     """
     if not isinstance(mech, (LaplaceMixture, GeometricMixture)):
         raise ValueError(f"mech must be a LaplaceMixture or GeometricMixture, got {type(mech).__name__}")
@@ -228,9 +316,25 @@ def usefulness(mech, delta, *, k=1, corrected=True):
 
 @x64
 def rounded_moments(mech, *, terms=None):
-    """``(E|K|, E K²)`` of K = round(Y) (nearest integer) for a continuous LaplaceMixture or Laplace
-    kernel: TABLE I's "Lap_m" and "Lap" E|x| and Var columns (rounding is post-processing). Exact sums
-    of CDF masses over |k| ≤ K (``terms``; default c + 60 b1, tail < 1e-25)."""
+    """The moments of the rounded noise of a continuous Laplace mixture or Laplace kernel.
+
+    ``(E|K|, E K²)`` of K = round(Y) (nearest integer): TABLE I's "Lap_m" and "Lap" E|x| and Var
+    columns (rounding is post-processing). Exact sums of CDF masses over |k| ≤ ``terms``.
+
+    Args:
+      mech: a single (unbatched) continuous LaplaceMixture or Laplace kernel.
+      terms: the largest |k| summed (≥ 1); default c + 60 b1 (tail < 1e-25).
+
+    Returns:
+      ``(E|K|, E K²)``, float64 scalars.
+
+    Raises:
+      ValueError: ``mech`` not a continuous Laplace-family kernel, or batched; ``terms < 1``.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, TABLE I.
+    """
     if mech.discrete or not callable(getattr(mech, "as_mixture", None)):
         raise ValueError(f"mech must be a LaplaceMixture or Laplace kernel, got {type(mech).__name__}")
     m = _as_mixture(to64(mech))

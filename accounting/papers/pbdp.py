@@ -78,7 +78,17 @@ _TRINOMIAL_CHUNK = 1 << 22
 
 
 class PaperParameters(NamedTuple):
-    """The paper's quantities of its dominating pair (eq. 3, 4, 6). NOT CERTIFIED."""
+    """The paper's quantities of its dominating pair (eq. 3, 4, 6). NOT CERTIFIED.
+
+    Attributes:
+      region_mass: p_S at the hardest answer (the mass eq. 3 uses).
+      q: the boosting rate, eq. (3) clipped at 0.
+      L1: the normaliser mismatch log((1 − p̄(X') q)/(1 − p̄(X) q)).
+      L2: −log(1 − q).
+      W1: the weight of the +L2 shift.
+      W2: the weight of the −L2 shift.
+      W3: 1 − W1 − W2.
+    """
 
     region_mass: jax.Array  # p_S at the hardest answer (the mass eq. 3 uses)
     q: jax.Array  # boosting rate, eq. (3) clipped at 0
@@ -90,7 +100,14 @@ class PaperParameters(NamedTuple):
 
 
 class PaperTuning(NamedTuple):
-    """Result of :func:`paper_tune`: the paper-mode optimum. NOT CERTIFIED."""
+    """Result of :func:`paper_tune`: the paper-mode optimum. NOT CERTIFIED.
+
+    Attributes:
+      epsilon: the paper's ε (or RDP ε(α)) at ``sigma``.
+      sigma: the kernel scale σ* minimising it.
+      sigma_base: σ of the plain kernel meeting the utility (q = 0).
+      baseline_epsilon: the plain kernel's ε: the objective at ``sigma_base``.
+    """
 
     epsilon: jax.Array  # the paper's ε (or RDP ε(α)) at ``sigma``
     sigma: jax.Array  # the kernel σ* minimising it
@@ -176,9 +193,25 @@ def _parameters(mech, d, weights):
 
 @x64
 def paper_parameters(mech, *, sensitivity=1.0, weights="paper") -> PaperParameters:
-    """``p_S, q, L1, L2, W1, W2, W3`` of the paper's dominating pair (Thm 1, eq. 3, 4, 6). NOT CERTIFIED.
+    """The paper's quantities ``p_S, q, L1, L2, W1, W2, W3`` of its dominating pair. NOT CERTIFIED.
 
     Broadcasts over a batched mechanism and ``sensitivity``.
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` whose kernel has a closed-form ``hockey_stick`` (batched or not).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+
+    Returns:
+      A :class:`PaperParameters`.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Theorem 1, eqs. (3), (4), (6).
     """
     _check(mech, weights, sensitivity)
     return _parameters_jit(to64(mech), jnp.asarray(sensitivity, jnp.float64), weights)
@@ -189,9 +222,27 @@ _parameters_jit = jax.jit(_parameters, static_argnums=(2,))
 
 @x64
 def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
-    """Theorem 1: ``f_Γ(γ) = Σ_i W_i f_Z(γ − L1 − s_i)``, ``s = (+L2, −L2, 0)``. NOT CERTIFIED.
+    """The paper's privacy-loss density ``f_Γ(γ) = Σ_i W_i f_Z(γ − L1 − s_i)``. NOT CERTIFIED.
 
-    Gaussian kernel only: its loss for the pair (0, Δ) is ``Z ~ N(μ²/2, μ²)``, ``μ = Δ/σ``.
+    ``s = (+L2, −L2, 0)``. Gaussian kernel only: its loss for the pair (0, Δ) is
+    ``Z ~ N(μ²/2, μ²)``, ``μ = Δ/σ``.
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` with a Gaussian kernel.
+      gamma: the loss values γ (array).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+
+    Returns:
+      float64 density of the broadcast shape of ``gamma`` and the batch.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; a non-Gaussian kernel; ``gamma`` not real.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Theorem 1.
     """
     _check(mech, weights, sensitivity)
     if mech.kernel.gaussian_pld_mu is None:
@@ -255,13 +306,28 @@ def _trinomial(T, W1, W2):
 
 @x64
 def trinomial_weights(T, W1, W2):
-    """Algorithm 1, index bugs fixed: ``V[k+T] = Pr[#(+L2) − #(−L2) = k]``, k = −T..T. NOT CERTIFIED use.
+    """The trinomial law ``V[k+T] = Pr[#(+L2) − #(−L2) = k]``, k = −T..T (Algorithm 1, fixed). NOT CERTIFIED use.
 
     The coefficients of ``(W2/x + W3 + W1 x)^T``, ``W3 = 1 − W1 − W2``: the law of a sum of T
     i.i.d. steps in {+1 (W1), −1 (W2), 0 (W3)}; sums to 1, mean ``T (W1 − W2)``.
     Computed as the paper's O(T²) double loop, in log space. Broadcasts over W1, W2.
     ``W1 + W2 > 1`` is accepted (eq. 9's printed W1 = W2 exceed 1/2 when Δ > τ): V is then
     the polynomial's signed coefficients, not a law — the paper's formula, as printed.
+
+    Args:
+      T: the number of compositions (≥ 1).
+      W1: the weight of a +1 step, in [0, 1] (array).
+      W2: the weight of a −1 step, in [0, 1] (array).
+
+    Returns:
+      float64 array of shape ``broadcast(W1, W2) + (2T + 1,)``.
+
+    Raises:
+      ValueError: ``T < 1``; ``W1`` or ``W2`` outside [0, 1].
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Theorem 2 and Algorithm 1.
     """
     T = check_int("T", T, minimum=1)
     check_probability("W1", W1, low_open=False)
@@ -298,12 +364,31 @@ def _composed(m, eps, d, T, weights):
 
 @x64
 def paper_composed_privacy_profile(mech, epsilon, T, *, sensitivity=1.0, weights="paper"):
-    """Proposition 3 / Theorem 2 / Algorithm 1 (fixed). NOT CERTIFIED — wildly optimistic as q → 1.
+    """The paper's T-fold privacy profile δ^T(ε). NOT CERTIFIED — wildly optimistic as q → 1.
 
     ``δ^T(ε) = Σ_{k=−T}^{T} V_k δ_Z^{(T)}(ε − T L1 − k L2)``, ``V = trinomial_weights(T, W1, W2)``,
     ``δ_Z^{(T)}`` the T-fold kernel profile (Gaussian: Balle–Wang at ``√T Δ/σ``; exact for the
     Gaussian kernel, where the paper uses the Analytic Fourier Accountant). Broadcasts
     ``epsilon`` against a batched mechanism.
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` whose kernel has a closed-form ``hockey_stick`` (batched or not).
+      epsilon: ε (array; ±inf allowed).
+      T: the number of compositions (≥ 1; > 1 needs a Gaussian kernel).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+
+    Returns:
+      float64 δ of the broadcast shape of ``epsilon`` and the batch.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``epsilon`` NaN; ``T <
+        1``; ``T > 1`` with a non-Gaussian kernel.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Theorem 2, Proposition 3 and Algorithm 1 (index bugs fixed).
     """
     _check(mech, weights, sensitivity)
     check_real("epsilon", epsilon, finite=False)
@@ -315,11 +400,30 @@ def paper_composed_privacy_profile(mech, epsilon, T, *, sensitivity=1.0, weights
 
 @x64
 def paper_privacy_profile(mech, epsilon, *, sensitivity=1.0, weights="paper"):
-    """Proposition 1: ``δ(ε) = W1 δ_Z(ε−L1−L2) + W2 δ_Z(ε−L1+L2) + W3 δ_Z(ε−L1)``. NOT CERTIFIED.
+    """The paper's single-release privacy profile δ(ε). NOT CERTIFIED.
+
+    ``δ(ε) = W1 δ_Z(ε−L1−L2) + W2 δ_Z(ε−L1+L2) + W3 δ_Z(ε−L1)`` (Proposition 1).
 
     Remark 4 for absolute error (L1 = 0, W1 = W2), Remark 3 for a fixed region
     (``δ_Z(ε − L1)``), Proposition 4's W's for relative error. The true δ(ε) is
     ``accounting.exact.privacy_profile``.
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` whose kernel has a closed-form ``hockey_stick`` (batched or not).
+      epsilon: ε (array; ±inf allowed).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+
+    Returns:
+      float64 δ of the broadcast shape of ``epsilon`` and the batch.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``epsilon`` NaN.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Proposition 1, Remarks 3–4, Proposition 4.
     """
     return paper_composed_privacy_profile(mech, epsilon, 1, sensitivity=sensitivity, weights=weights)
 
@@ -340,13 +444,35 @@ def _epsilon(m, d, delta, T, weights, lower, upper, iterations):
 
 @x64
 def paper_epsilon(mech, delta, *, sensitivity=1.0, weights="paper", T=1, lower=0.0, upper=2000.0, iterations=90):
-    """ε solving the paper's ``δ^T(ε) = delta`` (Prop. 1 for T = 1, Prop. 3 otherwise) in ``[lower, upper]``
-    (the accountants' root solver, at most ``iterations`` steps). NOT CERTIFIED.
+    """The ε solving the paper's ``δ^T(ε) = delta``. NOT CERTIFIED.
 
-    Returns ``lower`` where the paper's δ is already below ``delta`` there, ``inf`` where it stays
-    above it up to ``upper``. Broadcasts
-    ``delta`` against a batched mechanism. The exact ε is ``accounting.exact.epsilon``
-    (single release) or ``accounting.pld(mech).self_compose(T)``.
+    Prop. 1 for T = 1, Prop. 3 otherwise, solved in ``[lower, upper]`` by the accountants' root
+    solver. Broadcasts ``delta`` against a batched mechanism. The exact ε is
+    ``accounting.exact.epsilon`` (single release) or ``accounting.pld(mech).self_compose(T)``.
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` whose kernel has a closed-form ``hockey_stick`` (batched or not).
+      delta: δ in (0, 1) (array).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+      T: the number of compositions (≥ 1; > 1 needs a Gaussian kernel).
+      lower: the search interval's lower end.
+      upper: its upper end (> ``lower``).
+      iterations: the root solver's step cap (≥ 1).
+
+    Returns:
+      float64 ε: ``lower`` where the paper's δ is already below ``delta`` there, ``inf`` where it
+      stays above it up to ``upper``.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``delta`` outside (0,
+        1); ``T < 1``; ``T > 1`` with a non-Gaussian
+        kernel; ``lower``/``upper`` not finite or ``upper <= lower``; ``iterations < 1``.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Propositions 1 and 3.
     """
     _check(mech, weights, sensitivity)
     check_probability("delta", delta, high_open=True)
@@ -383,12 +509,31 @@ def _rdp_jit(m, a, d, weights):
 
 @x64
 def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
-    """Proposition 2 (Remark 4 with its exponent fixed, Remark 3 for a fixed region). NOT CERTIFIED.
+    """The paper's Rényi DP of a privacy-boosted mechanism. NOT CERTIFIED.
+
+    Proposition 2 (Remark 4 with its exponent fixed, Remark 3 for a fixed region):
 
     ``ε(α) = ε0(α) + L1 + log(W1 e^{(α−1)L2} + W2 e^{−(α−1)L2} + W3)/(α − 1)``, ``ε0(α)`` the
     kernel's Rényi divergence of (0, Δ). *Below* the true Rényi divergence for moderate α
     (the paper's Prop. 2): use ``accounting.exact.renyi`` / ``accounting.rdp`` for a guarantee.
     T-fold composition is ``T ×`` this (Remark 2).
+
+    Args:
+      mech: a ``dpjax.PrivacyBoosted`` whose kernel has a closed-form ``hockey_stick`` (batched or not).
+      orders: Rényi orders α > 1 (array).
+      sensitivity: Δ of the dominating pair (positive; broadcasts with the batch).
+      weights: ``"paper"`` (the printed W's) or ``"corrected"`` (the strips measured under the boosted law).
+
+    Returns:
+      float64 ε(α) of the broadcast shape of ``orders`` and the batch.
+
+    Raises:
+      ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; an order not real or ≤ 1.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, Proposition 2, Remarks 2–4.
     """
     _check(mech, weights, sensitivity)
     _check_orders(orders)
@@ -400,7 +545,8 @@ def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
 # ----------------------------------------------------------------------------------
 def _sigma_base(kernel, region, rho):
     """Scale at which q reaches 0 (absolute / relative error, hardest answer Q = 0): the kernel at
-    unit scale puts ρ inside ``[−τ/σ, τ/σ]``, ``σ = τ/F₁⁻¹((1+ρ)/2)`` (Gaussian: ``τ/Φ⁻¹((1+ρ)/2)``)."""
+    unit scale puts ρ inside ``[−τ/σ, τ/σ]``, ``σ = τ/F₁⁻¹((1+ρ)/2)``
+    (Gaussian: ``τ/Φ⁻¹((1+ρ)/2)``)."""
     return region.tau / kernel.with_scale(1.0).noise_icdf((1.0 + rho) / 2.0)
 
 
@@ -470,10 +616,7 @@ def _tune(kernel, region, rho, d, target, kind, T, weights, method, grid, max_ra
 @x64
 def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, compositions=1, weights="paper",
                method="grid", grid=64, max_ratio=50.0, iterations=None, kernel="gaussian") -> PaperTuning:
-    """Paper-mode optimum of a mechanism over its kernel scale ``σ ∈ [σ_base, max_ratio·σ_base]``. NOT CERTIFIED.
-
-    ``kernel``: the paper's Gaussian by default; any kernel with a closed-form privacy profile
-    (an instance, or a built-in's name), the Gaussian for ``compositions > 1``.
+    """Paper-mode optimum of a mechanism over its kernel scale. NOT CERTIFIED.
 
     Minimises the paper's ε at ``delta`` (Prop. 1; Prop. 3 / Alg. 1 with ``compositions=T``)
     or its RDP at ``order`` (Prop. 2, times T) over the kernel scale, the boosting rate
@@ -488,6 +631,34 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
     Paper mode only reproduces the paper's curves; ``optimize.tune_boosted`` tunes on the
     exact accountant. In composition the paper's optimum drifts to the grid edge (its ε
     keeps falling as σ → ∞; docs/pbdp.md).
+
+    Args:
+      region: ``dpjax.AbsoluteError`` or ``dpjax.RelativeError``.
+      rho: the required coverage in (0, 1).
+      sensitivity: Δ (positive).
+      delta: minimise the paper's ε at this δ in (0, 1) ...
+      order: ... or its RDP at this order (> 1). Exactly one of the two.
+      compositions: T (≥ 1; > 1 needs a Gaussian kernel).
+      weights: ``"paper"`` or ``"corrected"``.
+      method: ``"grid"`` or ``"ternary"``.
+      grid: log-grid points (≥ 3).
+      max_ratio: the search's upper end over σ_base (> 1).
+      iterations: grid refinements + 1 (default 4) or ternary steps (default 48).
+      kernel: a kernel instance with a closed-form ``hockey_stick`` or a built-in kernel's name.
+
+    Returns:
+      A :class:`PaperTuning` of the broadcast shape.
+
+    Raises:
+      ValueError: ``region`` not absolute or relative error; ``rho`` or ``delta`` outside (0, 1);
+        ``sensitivity`` not positive; not exactly one of ``delta`` and ``order``; an order ≤ 1;
+        ``compositions``, ``grid`` or ``iterations`` out of range; ``weights`` or ``method``
+        unknown; ``max_ratio <= 1``; a kernel without a closed-form ``hockey_stick`` (or an
+        unknown name); ``compositions > 1`` with a non-Gaussian kernel.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, eq. (3), Propositions 1–3 and Algorithm 2.
     """
     if not isinstance(region, (AbsoluteError, RelativeError)):
         raise ValueError(
