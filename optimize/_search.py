@@ -272,7 +272,8 @@ def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimize
 
     The derivative comes from ``value_and_slope(u, warm) -> (value, slope, warm)`` when
     given (a fused evaluation; ``slope`` may be a pair ``(slope, curvature)``, passed on
-    as ``curvature=``), else from ``jax.jvp`` of ``fn`` (through the implicit root solve). ``optimizer``: an optax transformation (default :func:`scale_by_bracket`
+    as ``curvature=``), else from ``jax.jvp`` of ``fn`` (through the implicit root solve).
+    ``optimizer``: an optax transformation (default :func:`scale_by_bracket`
     with this ``tol``; any transformation accepting ``value=`` as an extra argument, or
     ignoring it, works), whose updates are projected back onto the box. Stops when a
     step moves ``u`` by less than ``tol`` (or after ``max_steps``); under ``vmap`` the

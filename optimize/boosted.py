@@ -57,7 +57,8 @@ _SCAN = 33
 class TuningResult:
     """Outcome of :func:`tune_boosted`.
 
-    Every array has the broadcast batch shape of the tuning's arguments. ``sigma`` is the kernel's scale leaf for every kernel (``kernel.scale_name``): σ of the
+    Every array has the broadcast batch shape of the tuning's arguments. ``sigma`` is the kernel's
+    scale leaf for every kernel (``kernel.scale_name``): σ of the
     Gaussian kernels, the scale b of the Laplace kernels, ``scale`` of a user's kernel.
 
     Attributes:

@@ -304,7 +304,8 @@ def clipped_grad(loss_fn, l2_norm_clip, *, method="ghost"):
 
     Raises:
       ValueError: ``l2_norm_clip`` not positive, an unknown ``method``, no batch, batch arrays with
-        different leading sizes, a ``mask`` not of shape ``(B,)``, or a loss that is not one floating-point scalar per example.
+        different leading sizes, a ``mask`` not of shape ``(B,)``, or a loss that is not one
+        floating-point scalar per example.
 
     References:
       Li, Tramèr, Liang, Hashimoto, "Large Language Models Can Be Strong Differentially Private

@@ -377,7 +377,8 @@ def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", o
         with ``lo < hi``; ``steps < 0``; the paper's grid finds no feasible point.
 
     References:
-      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Definition 4.1, §2.5, §3.3, §4.2 and Algorithms 1–2.
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Definition
+      4.1, §2.5, §3.3, §4.2 and Algorithms 1–2.
     """
     activation = _laws.canonical_activation(activation)
     base = _laws.canonical_base(base)
