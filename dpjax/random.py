@@ -5,8 +5,8 @@ All randomness in dpjax comes from an explicit key. A key passed to
 ``jax_debug_key_reuse`` checker flags a second use by the caller) and turned into
 a Threefry-2x32 key pair. The ``j``-th uniform of record ``i`` is then taken from
 the Threefry hash of a counter made of ``j`` and ``i`` under that pair (see
-:class:`UniformStream`): it depends only on the key and on ``(i, j)``, never on how many records are processed together, in which
-slice, or on which device. This is what makes a release bitwise identical whether
+:class:`UniformStream`): it depends only on the key and on ``(i, j)``, never on how many records are
+processed together, in which slice, or on which device. This is what makes a release bitwise identical whether
 it runs whole, in slices (``start=``) or sharded over several devices.
 
 Counter-based generation needs one hash per uniform, the same work
@@ -40,6 +40,9 @@ def secure_key() -> jax.Array:
     has 64 bits of state, so 64 bits is the key space; the extra entropy guards
     against a weak first draw.) ``rbg`` keys are never produced: they give wrong
     results under ``vmap`` over per-record keys.
+
+    Returns:
+      A typed Threefry-2x32 key of shape ``()``.
     """
     words = np.frombuffer(os.urandom(16), dtype=np.uint32)
     key = jax.random.wrap_key_data(jnp.asarray(words[:2]), impl="threefry2x32")
@@ -53,6 +56,16 @@ def check_key(key) -> jax.Array:
     Accepts ``jax.random.key(...)`` (typed, Threefry) and legacy raw
     ``jax.random.PRNGKey(...)`` arrays (``uint32[2]``). Refuses ``rbg`` and
     ``unsafe_rbg`` keys and batches of keys.
+
+    Args:
+      key: the key to check.
+
+    Returns:
+      A typed Threefry key of shape ``()``.
+
+    Raises:
+      ValueError: an int, a non-array, a typed key of another implementation or of shape other than
+        ``()``, a ``uint32[4]`` (rbg) array, or any other array than ``uint32[2]``.
     """
     if isinstance(key, (int, np.integer)):
         raise ValueError("key must be a JAX PRNG key (e.g. jax.random.key(0) or dpjax.random.secure_key()), got an int")
@@ -78,10 +91,22 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
 def threefry2x32(k0, k1, x0, x1):
-    """The Threefry-2x32 hash (Salmon et al. 2011, 20 rounds) of counters ``(x0, x1)`` under key ``(k0, k1)``.
+    """The Threefry-2x32 hash (20 rounds) of counters ``(x0, x1)`` under key ``(k0, k1)``.
 
     Bit-identical to JAX's ``threefry2x32`` primitive (tested), written as unrolled
     ``uint32`` arithmetic so that XLA can fuse it into its consumers on every backend.
+
+    Args:
+      k0: the key's first uint32 word.
+      k1: the key's second uint32 word.
+      x0: the counters' first uint32 words (array).
+      x1: the counters' second uint32 words (broadcasting with ``x0``).
+
+    Returns:
+      ``(y0, y1)``, the two uint32 hash words of each counter.
+
+    References:
+      Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy as 1, 2, 3", SC 2011.
     """
     ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
     x0, x1 = x0 + ks[0], x1 + ks[1]
@@ -120,6 +145,12 @@ class UniformStream:
     words of the hash of ``(j, i)`` give 52 random bits. Either way a uniform depends
     only on (key, j, i), and the hash is computed element-wise next to its consumer:
     no record's randomness is shared with, or laid out next to, another's.
+
+    Args:
+      key: a Threefry key, consumed once here.
+      shape: the records' shape (row-major layout of the record indices).
+      dtype: the uniforms' float dtype.
+      start: the record index of the first record.
     """
 
     def __init__(self, key, shape, dtype, start=0):
@@ -132,7 +163,14 @@ class UniformStream:
         self._cache = {}
 
     def __call__(self, j) -> jax.Array:
-        """The j-th uniform of every record (hashes are computed once per Python-int j)."""
+        """The j-th uniform of every record (hashes are computed once per Python-int j).
+
+        Args:
+          j: the stream index (a Python int or a traced integer).
+
+        Returns:
+          Uniforms in (0, 1) of the stream's shape and dtype.
+        """
         if self.dtype == jnp.float64:
             w0, w1 = self._words(j)
             return _bits_to_uniform(w0, w1, self.dtype)

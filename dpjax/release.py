@@ -53,8 +53,11 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | Non
       Noisy values with the shape of ``values``.
 
     Raises:
-      ValueError: invalid ``key``, ``values``, ``mech``, ``start`` or ``numerics`` (nothing is drawn);
-        ``numerics="exact"`` for a mechanism without an exact sampler.
+      ValueError: nothing is drawn when ``key`` is not a single Threefry key (or ``HostBits`` on the
+        exact tier); ``values`` empty, NaN/inf or of a non-numeric dtype, or outside the mechanism's
+        domain; ``mech`` not a dpjax mechanism or its batch shape not broadcasting to ``values``;
+        ``start`` negative or ``start`` + the number of records past 2**32; ``numerics`` not
+        ``"exact"``, ``"float"`` or ``None``; ``numerics="exact"`` for a mechanism without an exact sampler.
     """
     if numerics not in (None, "float", "exact"):
         raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the mechanism has an exact "
@@ -116,8 +119,9 @@ def _has_exact_sampler(mech) -> bool:
 
 
 def checked_release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Array:
-    """:func:`release` that also refuses invalid input *under* ``jit``, through
-    :mod:`jax.experimental.checkify`: NaN/inf values, non-finite or non-positive parameters,
+    """:func:`release` that also refuses invalid input *under* ``jit``.
+
+    Through :mod:`jax.experimental.checkify`: NaN/inf values, non-finite or non-positive parameters,
     values outside the mechanism's domain (:meth:`Mechanism.traced_checks`). Functionalize it
     with ``checkify.checkify`` and throw the error before using the output::
 
@@ -125,6 +129,19 @@ def checked_release(key, values, mech: Mechanism, *, start: int = 0) -> jax.Arra
         err.throw()   # ValueError-like JaxRuntimeError naming the problem; nothing released
 
     (Plain :func:`release` validates concrete input eagerly and lets traced input through.)
+
+    Args:
+      key: a Threefry PRNG key, consumed once.
+      values: array of true answers (any shape).
+      mech: a mechanism; its batch shape must broadcast to ``values.shape``.
+      start: record index of ``values[0]`` (flat).
+
+    Returns:
+      Noisy values with the shape of ``values`` (float numerics under ``jit``).
+
+    Raises:
+      ValueError: as :func:`release`, for concrete input; under ``checkify`` the failed checks are
+        returned as its error instead.
     """
     from jax.experimental import checkify
 

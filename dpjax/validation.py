@@ -1,4 +1,6 @@
-"""Input validation, run on concrete values outside ``jit`` (public: the validators of every mechanism).
+"""Input validation, run on concrete values outside ``jit``.
+
+Public: the validators of every mechanism.
 
 Every public constructor and entry point calls these helpers before any traced
 computation starts, so that invalid input raises a ``ValueError`` that names the
@@ -32,12 +34,26 @@ __all__ = [
 
 
 def is_traced(x) -> bool:
-    """True when ``x`` is (or contains) a JAX tracer whose value is unknown."""
+    """Whether a value is (or contains) a JAX tracer whose value is unknown.
+
+    Args:
+      x: any value or pytree.
+
+    Returns:
+      True when a leaf of ``x`` is a tracer.
+    """
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
 def is_global(x) -> bool:
-    """``x`` (or a leaf of the pytree ``x``) is a ``jax.Array`` with shards on other processes."""
+    """Whether a value holds a global array with shards on other processes.
+
+    Args:
+      x: any value or pytree.
+
+    Returns:
+      True when ``x`` (or a leaf of the pytree ``x``) is a concrete ``jax.Array`` not fully addressable here.
+    """
     return any(isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.is_fully_addressable
                for leaf in jax.tree_util.tree_leaves(x))
 
@@ -88,7 +104,19 @@ def _as_array(name: str, x) -> np.ndarray:
 
 
 def check_real(name: str, x, *, finite: bool = True):
-    """Validate a real scalar/array; return it unchanged. NaN is always refused."""
+    """Validate a real scalar or array. Traced and global values pass unchecked.
+
+    Args:
+      name: the parameter's name, for the error message.
+      x: the value.
+      finite: also refuse ±inf.
+
+    Returns:
+      ``x`` unchanged.
+
+    Raises:
+      ValueError: ``x`` is a string, bytes, ``None``, not numeric, boolean, NaN, or (``finite``) infinite.
+    """
     if _deferred(x):
         return x
     arr = _as_array(name, x)
@@ -100,7 +128,20 @@ def check_real(name: str, x, *, finite: bool = True):
 
 
 def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = False):
-    """Validate ``x > 0`` (or ``>= 0``) elementwise, finite unless ``allow_inf``."""
+    """Validate ``x > 0`` (or ``>= 0``) elementwise. Traced and global values pass unchecked.
+
+    Args:
+      name: the parameter's name, for the error message.
+      x: the value (scalar or array).
+      allow_inf: accept +inf.
+      allow_zero: accept 0.
+
+    Returns:
+      ``x`` unchanged.
+
+    Raises:
+      ValueError: as :func:`check_real`, or an entry out of range.
+    """
     if _deferred(x):
         return x
     check_real(name, x, finite=not allow_inf)
@@ -113,7 +154,22 @@ def check_positive(name: str, x, *, allow_inf: bool = False, allow_zero: bool = 
 
 
 def check_probability(name: str, x, *, low_open: bool = True, high_open: bool = False):
-    """Validate that ``x`` lies in the interval (0, 1] (open/closed ends as asked)."""
+    """Validate that ``x`` lies in the unit interval, ends open or closed as asked.
+
+    Traced and global values pass unchecked.
+
+    Args:
+      name: the parameter's name, for the error message.
+      x: the value (scalar or array).
+      low_open: refuse 0.
+      high_open: refuse 1.
+
+    Returns:
+      ``x`` unchanged.
+
+    Raises:
+      ValueError: as :func:`check_real`, or an entry out of the interval.
+    """
     if _deferred(x):
         return x
     check_real(name, x)
@@ -127,7 +183,19 @@ def check_probability(name: str, x, *, low_open: bool = True, high_open: bool = 
 
 
 def check_int(name: str, x, *, minimum: int | None = None) -> int:
-    """Validate a Python integer (static configuration) with an optional lower bound."""
+    """Validate a Python integer (static configuration) with an optional lower bound.
+
+    Args:
+      name: the parameter's name, for the error message.
+      x: the value (an int or numpy integer; not a bool).
+      minimum: the least value allowed, or ``None``.
+
+    Returns:
+      ``x`` as a Python int.
+
+    Raises:
+      ValueError: ``x`` not an integer, or below ``minimum``.
+    """
     if isinstance(x, bool) or not isinstance(x, (numbers.Integral, np.integer)):
         raise ValueError(f"{name} must be an integer, got {x!r}")
     x = int(x)
@@ -137,7 +205,17 @@ def check_int(name: str, x, *, minimum: int | None = None) -> int:
 
 
 def check_finite_values(name: str, values) -> None:
-    """Refuse empty, NaN or infinite data before it is released."""
+    """Refuse empty, NaN or infinite data before it is released.
+
+    Traced and global values pass unchecked.
+
+    Args:
+      name: the parameter's name, for the error message.
+      values: the data.
+
+    Raises:
+      ValueError: ``values`` not real numbers, empty, or with a NaN or infinite entry.
+    """
     if _deferred(values):
         return
     arr = _as_array(name, values)
@@ -152,8 +230,17 @@ def check_finite_values(name: str, values) -> None:
 
 
 def check_index_values(name: str, values, size: int, size_name: str) -> None:
-    """Refuse values that are not integer indices in ``[0, size)``, ``size`` being the
-    mechanism's parameter ``size_name`` (skipped under tracing)."""
+    """Refuse values that are not integer indices in ``[0, size)``. Skipped under tracing.
+
+    Args:
+      name: the parameter's name, for the error message.
+      values: the data.
+      size: the number of indices.
+      size_name: the mechanism's parameter that ``size`` is, for the error message.
+
+    Raises:
+      ValueError: a non-integer value, or one outside ``[0, size)``.
+    """
     if _deferred(values):
         return
     arr = np.asarray(values)
@@ -168,11 +255,24 @@ def _default_float():
 
 
 def check_scale(name: str, x, *, discrete: bool = False):
-    """A noise scale the default float dtype can carry: positive, finite, above 2^-20 (discrete)
-    or the dtype's smallest normal × 2^24 (continuous: a scale that small stores as zero or
-    releases the raw value), and below 2^(mantissa − 1) (discrete: integer noise must stay exact
-    in the float the sampler draws it in) or the dtype's largest value / 2^16 (continuous: the
-    noise would overflow to ±inf)."""
+    """Validate a noise scale the default float dtype can carry.
+
+    Positive, finite, above 2^-20 (discrete) or the dtype's smallest normal × 2^24 (continuous: a
+    scale that small stores as zero or releases the raw value), and below 2^(mantissa − 1)
+    (discrete: integer noise must stay exact in the float the sampler draws it in) or the dtype's
+    largest value / 2^16 (continuous: the noise would overflow to ±inf).
+
+    Args:
+      name: the parameter's name, for the error message.
+      x: the scale (scalar or array).
+      discrete: the bounds of an integer kernel.
+
+    Returns:
+      ``x`` unchanged.
+
+    Raises:
+      ValueError: ``x`` not positive and finite, or outside the dtype's bounds.
+    """
     check_positive(name, x)
     if _deferred(x):
         return x
@@ -192,10 +292,22 @@ def _half(dtype) -> bool:
 
 
 def release_dtype(name: str, values):
-    """``values`` as an array JAX can release exactly, or a ``ValueError``: float16/bfloat16 are
-    widened to float32 (exact); 64-bit integers in 32-bit mode are narrowed to int32 only where
-    every value fits; float64 data in 32-bit mode is rounded to float32 with a warning naming
-    the largest change."""
+    """The data as an array JAX can release exactly.
+
+    float16/bfloat16 are widened to float32 (exact); 64-bit integers in 32-bit mode are narrowed
+    to int32 only where every value fits; float64 data in 32-bit mode is rounded to float32 with a
+    warning naming the largest change.
+
+    Args:
+      name: the parameter's name, for the error message.
+      values: the data.
+
+    Returns:
+      The data as a numpy or JAX array of a dtype JAX releases.
+
+    Raises:
+      ValueError: 64-bit integers that do not fit int32 in 32-bit mode.
+    """
     if is_traced(values) or isinstance(values, jax.Array):
         # widened here too (a JAX float16 array, traced or not, would otherwise come back float16)
         return values.astype(jnp.float32) if _half(values.dtype) else values
@@ -222,9 +334,21 @@ def release_dtype(name: str, values):
 
 
 def check_categories(num_categories: int, name: str = "num_categories") -> int:
-    """A category count the uniform stream can address: at most 2^23 + 1 in 32-bit mode (a float32
-    uniform carries 23 random bits; beyond, half the categories could never be reported), 2^52 + 1
-    under x64."""
+    """Validate a category count the uniform stream can address.
+
+    At most 2^23 + 1 in 32-bit mode (a float32 uniform carries 23 random bits; beyond, half the
+    categories could never be reported), 2^52 + 1 under x64.
+
+    Args:
+      num_categories: the count.
+      name: the parameter's name, for the error message.
+
+    Returns:
+      ``num_categories`` unchanged.
+
+    Raises:
+      ValueError: more categories than the stream's resolution.
+    """
     limit = 2 ** np.finfo(_default_float()).nmant + 1
     if num_categories > limit:
         raise ValueError(f"{name} must be at most {limit} in {_default_float()} (the uniform stream's "
