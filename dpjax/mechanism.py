@@ -47,9 +47,16 @@ __all__ = ["Mechanism", "output_dtype", "default_float", "flat_records", "LANE_B
 
 
 def output_dtype(value, discrete: bool):
-    """dtype of a release of ``value``: the value's float dtype for continuous
-    mechanisms (default float dtype for integer input); for discrete mechanisms
-    the value's integer dtype, or its float dtype if ``value`` is float."""
+    """The dtype of a release of ``value``.
+
+    Args:
+      value: the true answers (array).
+      discrete: whether the mechanism's outputs are integers.
+
+    Returns:
+      The value's float dtype for continuous mechanisms (the default float dtype for integer input);
+      for discrete mechanisms the value's integer dtype, or its float dtype if ``value`` is float.
+    """
     dt = jnp.result_type(value)
     if jnp.issubdtype(dt, jnp.floating):
         return dt
@@ -59,7 +66,11 @@ def output_dtype(value, discrete: bool):
 
 
 def default_float():
-    """The default float dtype: float32, or float64 when the user enabled x64."""
+    """The default float dtype.
+
+    Returns:
+      float32, or float64 when the user enabled x64.
+    """
     return jax.dtypes.canonicalize_dtype(jnp.float64)
 
 
@@ -71,11 +82,22 @@ LANE_BLOCK = 128
 
 
 def flat_records(mech, value, shape, multiple: int = LANE_BLOCK):
-    """``(flat_mech, records, n)``: ``value`` and the mechanism's leaves broadcast to ``shape``,
-    flattened (record ``i`` is row-major position ``i``), padded to a multiple of ``multiple``
-    (values with 0, parameters with their last record's) and laid out as rows of
-    :data:`LANE_BLOCK` records; ``n`` real records. Rows keep every record in a full vector
-    whatever way XLA splits the rows between threads or devices."""
+    """The values and the mechanism's leaves laid out as rows of :data:`LANE_BLOCK` records.
+
+    Broadcast to ``shape``, flattened (record ``i`` is row-major position ``i``), padded to a
+    multiple of ``multiple`` (values with 0, parameters with their last record's). Rows keep every
+    record in a full vector whatever way XLA splits the rows between threads or devices.
+
+    Args:
+      mech: the mechanism (batched or not).
+      value: the true answers.
+      shape: the records' shape.
+      multiple: the padded record count's factor (a multiple of :data:`LANE_BLOCK`).
+
+    Returns:
+      ``(flat_mech, records, n)``: the mechanism with leaves of shape ``(rows, LANE_BLOCK)`` (scalars
+      kept), the values as ``(rows, LANE_BLOCK)``, and ``n`` the number of real records.
+    """
     n = math.prod(shape)
     pad = -n % multiple
 
@@ -91,7 +113,15 @@ def flat_records(mech, value, shape, multiple: int = LANE_BLOCK):
 
 
 def check_batch_shape(mech, shape) -> None:
-    """Refuse a mechanism whose batch shape does not broadcast to the values' ``shape``."""
+    """Refuse a mechanism whose batch shape does not broadcast to the values' shape.
+
+    Args:
+      mech: the mechanism.
+      shape: the values' shape.
+
+    Raises:
+      ValueError: ``mech.batch_shape`` does not broadcast to ``shape``.
+    """
     try:
         batch = jnp.broadcast_shapes(mech.batch_shape, shape)
     except ValueError:
@@ -101,8 +131,18 @@ def check_batch_shape(mech, shape) -> None:
 
 
 def as_records(values, mech):
-    """``(values, squeeze)``: ``values`` as an array of records (a scalar as one record) checked
-    against ``mech`` (its input domain and batch shape)."""
+    """The values as an array of records (a scalar as one record), checked against a mechanism.
+
+    Args:
+      values: the true answers.
+      mech: the mechanism (its input domain and batch shape are checked).
+
+    Returns:
+      ``(values, squeeze)``: the array of records, and whether the input was a scalar.
+
+    Raises:
+      ValueError: a value outside the mechanism's domain, or a batch shape not broadcasting to the values.
+    """
     values = jnp.asarray(values)
     squeeze = values.ndim == 0
     if squeeze:
@@ -117,7 +157,24 @@ def _float_dtype(dt):
 
 
 class Mechanism(abc.ABC):
-    """Base class of all mechanisms (subclasses are ``@pytree_dataclass``)."""
+    """Base class of all mechanisms (subclasses are ``@pytree_dataclass``).
+
+    Subclasses define ``_sample``, ``log_prob``, ``cdf`` and ``neighbour_pairs`` (abstract: a class
+    missing one cannot be instantiated) and may define the optional accounting hooks, which are
+    ``None`` here (docs/accounting.md).
+
+    Attributes:
+      discrete: outputs are integers (pmf/cdf on the integers).
+      lattice_step: the lattice ``g·ℤ`` the release adds to the unrounded answer, or ``None``.
+      symmetric_pairs: δ(P_v‖P_v') = δ(P_v'‖P_v) for every declared pair.
+      pair_path: the declared pairs sample a continuous path of neighbouring pairs.
+      hockey_stick: optional closed-form δ(ε) of a pair.
+      output_breakpoints: optional outputs where a pair's privacy loss jumps or turns.
+      renyi_divergence: optional closed-form Rényi divergence of a pair.
+      pure_epsilon: optional pure ε at a sensitivity.
+      gaussian_pld_mu: optional μ of a pair loss that is exactly Gaussian.
+      renyi_divergence_bound: optional upper bound on a pair's Rényi divergence.
+    """
 
     #: Outputs are integers (pmf/cdf on the integers).
     discrete: ClassVar[bool] = False
@@ -128,9 +185,16 @@ class Mechanism(abc.ABC):
     lattice_step: ClassVar[float | None] = None
 
     def off_lattice(self, sensitivity) -> jax.Array:
-        """Where a shift by ``sensitivity`` leaves :attr:`lattice_step`'s lattice (boolean, broadcast
-        against the batch; traceable): neighbouring outputs there never coincide, δ = 1 at every ε.
-        Always false for a mechanism without a lattice."""
+        """Where a shift by ``sensitivity`` leaves :attr:`lattice_step`'s lattice.
+
+        Neighbouring outputs there never coincide: δ = 1 at every ε. Traceable.
+
+        Args:
+          sensitivity: the shift Δ (scalar or array).
+
+        Returns:
+          A boolean array broadcast against the batch; always false for a mechanism without a lattice.
+        """
         s = jnp.asarray(sensitivity)
         if self.lattice_step is None:
             return jnp.zeros(jnp.broadcast_shapes(jnp.shape(s), self.batch_shape), bool)
@@ -140,13 +204,29 @@ class Mechanism(abc.ABC):
     # -- shapes -------------------------------------------------------------------
     @property
     def batch_shape(self) -> tuple[int, ...]:
-        """Broadcast shape of the numeric parameters (``()`` for a single mechanism)."""
+        """Broadcast shape of the numeric parameters.
+
+        Returns:
+          The shape, ``()`` for a single mechanism.
+        """
         shapes = [jnp.shape(leaf) for leaf in jax.tree_util.tree_leaves(self)]
         return tuple(jnp.broadcast_shapes(*shapes)) if shapes else ()
 
     # -- output law -------------------------------------------------------------
     def sample(self, key, value, shape=()) -> jax.Array:
-        """Draw outputs for true answer(s) ``value`` (addressed by flat position)."""
+        """Draw outputs for true answer(s) ``value``, addressed by flat position.
+
+        Args:
+          key: a Threefry PRNG key, consumed once.
+          value: the true answer(s) (real array).
+          shape: a sample shape prepended to the output.
+
+        Returns:
+          Draws of shape ``shape + broadcast(batch_shape, value.shape)``.
+
+        Raises:
+          ValueError: ``key`` not a single Threefry key; ``value`` NaN or infinite; more than 2**32 draws.
+        """
         key = check_key(key)
         value = jnp.asarray(check_real("value", value))
         out_shape = tuple(shape) + tuple(jnp.broadcast_shapes(self.batch_shape, value.shape))
@@ -160,7 +240,15 @@ class Mechanism(abc.ABC):
         """Outputs for ``value``, whose entries are records ``start, start+1, …`` (row-major).
 
         The randomness of each output depends only on ``key`` and its record
-        index; this is the primitive behind :func:`dpjax.release` (``start`` may be traced).
+        index; this is the primitive behind :func:`dpjax.release`. No validation.
+
+        Args:
+          key: a Threefry PRNG key, consumed once.
+          value: the true answers, one per record (parameters broadcast to its shape).
+          start: the record index of ``value``'s first entry (may be traced).
+
+        Returns:
+          Outputs of ``value``'s shape, in :func:`output_dtype`.
         """
         dt = output_dtype(value, self.discrete)
         stream = UniformStream(key, jnp.shape(value), _float_dtype(dt), start)
@@ -168,24 +256,67 @@ class Mechanism(abc.ABC):
 
     @abc.abstractmethod
     def _sample(self, uniform: UniformStream, value) -> jax.Array:
-        """Outputs for ``value`` from the per-record uniforms of ``uniform``."""
+        """Outputs for ``value`` from the per-record uniforms of ``uniform``.
+
+        Args:
+          uniform: the records' :class:`dpjax.random.UniformStream`.
+          value: the true answers.
+
+        Returns:
+          One output per record, of ``value``'s shape.
+        """
 
     @abc.abstractmethod
     def log_prob(self, y, value) -> jax.Array:
-        """Log density (continuous) or log pmf (discrete) of output ``y`` for the answer ``value``."""
+        """Log density (continuous) or log pmf (discrete) of an output.
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s), broadcasting with ``y`` and the batch.
+
+        Returns:
+          ``log p(y | value)``, of the broadcast shape.
+        """
 
     @abc.abstractmethod
     def cdf(self, y, value) -> jax.Array:
-        """``Pr[M(value) <= y]``."""
+        """The output's cumulative distribution function.
+
+        Args:
+          y: outputs (array; on the integers for discrete mechanisms).
+          value: the true answer(s), broadcasting with ``y`` and the batch.
+
+        Returns:
+          ``Pr[M(value) <= y]``, of the broadcast shape.
+        """
 
     def sf(self, y, value) -> jax.Array:
-        """``Pr[M(value) > y]``; default ``1 − cdf`` (override where the upper tail must stay
-        accurate below 1e-16: the accountant carries it to the +∞ atom)."""
+        """The output's survival function.
+
+        Default ``1 − cdf``; override where the upper tail must stay accurate below 1e-16 (the
+        accountant carries it to the +∞ atom).
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+
+        Returns:
+          ``Pr[M(value) > y]``, of the broadcast shape.
+        """
         return 1.0 - self.cdf(y, value)
 
     # -- privacy ------------------------------------------------------------------
     def privacy_loss(self, y, value, neighbour_value) -> jax.Array:
-        """``log p(y | value) - log p(y | neighbour_value)``."""
+        """The privacy loss of an output between two answers.
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+          neighbour_value: the neighbouring answer(s).
+
+        Returns:
+          ``log p(y | value) - log p(y | neighbour_value)``, of the broadcast shape.
+        """
         return self.log_prob(y, value) - self.log_prob(y, neighbour_value)
 
     @abc.abstractmethod
@@ -195,6 +326,12 @@ class Mechanism(abc.ABC):
         Accounting hook (docs/accounting.md): 1-D arrays of equal length P (or with
         leading batch axes matching the parameters). Each pair is examined in both
         orders, so list each unordered pair once; the grid must contain the worst pair.
+
+        Args:
+          sensitivity: the largest distance Δ of two neighbouring answers.
+
+        Returns:
+          ``(values, neighbour_values)``, arrays of equal shape ``(..., P)``.
         """
 
     # -- optional accounting hooks (override where a closed form exists) ----------------
@@ -231,9 +368,17 @@ class Mechanism(abc.ABC):
     renyi_divergence_bound: ClassVar[Callable | None] = None
 
     def traced_checks(self, values):
-        """``[(ok, message), …]``: the checks of the constructor and :meth:`validate_values` as
-        traced booleans, for :func:`dpjax.checked_release` under ``jit`` (where nothing can be
-        inspected): finite values, finite numeric parameters. Mechanisms add their own."""
+        """The checks of the constructor and :meth:`validate_values` as traced booleans.
+
+        For :func:`dpjax.checked_release` under ``jit``, where nothing can be inspected: finite
+        values, finite numeric parameters. Mechanisms add their own.
+
+        Args:
+          values: the true answers (possibly traced).
+
+        Returns:
+          A list of ``(ok, message)``: a traced boolean and the error message when it is false.
+        """
         checks = [(jnp.all(jnp.isfinite(values)), "values contain NaN or infinite entries")]
         for leaf in jax.tree_util.tree_leaves(self):
             if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
@@ -242,12 +387,27 @@ class Mechanism(abc.ABC):
 
     # -- exact tier (dpjax.exact) ------------------------------------------------------
     def exact_lattice(self) -> "Mechanism":
-        """The discrete mechanism that ``numerics="exact"`` runs for this one (integer-only noise on a
-        data-independent lattice, :mod:`dpjax.exact.lattice`); its accounting is the privacy of what
-        ran. Mechanisms without an exact sampler refuse."""
+        """The discrete mechanism that ``numerics="exact"`` runs for this one.
+
+        Integer-only noise on a data-independent lattice (:mod:`dpjax.exact.lattice`); its
+        accounting is the privacy of what ran.
+
+        Returns:
+          The exact tier's mechanism.
+
+        Raises:
+          ValueError: the mechanism has no exact sampler (the default here).
+        """
         raise ValueError(f"numerics='exact': {type(self).__name__} has no exact (integer-only) sampler; "
                          "use numerics='float' (idealized numerics) or a kernel with an exact lattice "
                          "(Laplace, Gaussian, their discrete versions, randomized response)")
 
     def validate_values(self, values) -> None:
-        """Raise ``ValueError`` if ``values`` are outside this mechanism's input domain."""
+        """Refuse values outside this mechanism's input domain.
+
+        Args:
+          values: the true answers (concrete; traced values pass).
+
+        Raises:
+          ValueError: a value outside the input domain.
+        """
