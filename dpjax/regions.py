@@ -46,7 +46,14 @@ _RELATIVE_GRID_CAP = 1e4
 
 
 class Region(abc.ABC):
-    """Base class of preferred regions (subclasses are ``@pytree_dataclass``)."""
+    """Base class of preferred regions (subclasses are ``@pytree_dataclass``).
+
+    Subclasses define :meth:`interval`, :meth:`hardest_answers` and :meth:`neighbour_pairs`.
+
+    Attributes:
+      translation_invariant: ``S(Q) − Q`` does not depend on Q.
+      symmetric_noise: ``S(Q) − Q`` is symmetric about 0.
+    """
 
     #: ``S(Q) − Q`` does not depend on Q (the law moves rigidly with the answer: every pair at
     #: distance Δ is the same, and reflection swaps a pair's two laws).
@@ -55,18 +62,37 @@ class Region(abc.ABC):
     symmetric_noise: ClassVar[bool] = False
 
     def check_answers(self, discrete: bool = False) -> None:
-        """Raise ``ValueError`` if the answer domain is empty (e.g. no integer answer in a fixed
-        interval for a discrete kernel)."""
+        """Refuse an empty answer domain (e.g. no integer answer in a fixed interval for a discrete kernel).
+
+        Args:
+          discrete: whether the kernel's answers are integers.
+
+        Raises:
+          ValueError: the answer domain is empty.
+        """
 
     @abc.abstractmethod
     def interval(self, value):
-        """``(lo, hi)``: the closed preferred interval ``S(value)`` in output coordinates."""
+        """The closed preferred interval ``S(value)`` in output coordinates.
+
+        Args:
+          value: the true answer(s) Q (array).
+
+        Returns:
+          ``(lo, hi)``, arrays of the broadcast shape of ``value`` and the region's parameters.
+        """
 
     def noise_interval(self, value):
         """``S(value) − value``: the interval the *noise* must fall in (samplers use it).
 
         Regions whose width does not depend on the answer return it without ``value``'s
         shape, so a sampler computes the kernel masses once per batch, not per record.
+
+        Args:
+          value: the true answer(s) Q.
+
+        Returns:
+          ``(lo − value, hi − value)``.
         """
         v = jnp.asarray(value)
         lo, hi = self.interval(v)
@@ -79,28 +105,62 @@ class Region(abc.ABC):
         For symmetric unimodal kernels the minimum of ``p_S`` over the answer
         domain is attained at one of these; the boosting rate takes the max of
         eq. (3) over all of them.
+
+        Args:
+          discrete: whether the answers are integers.
+
+        Returns:
+          A tuple of arrays of the region's batch shape.
         """
 
     @abc.abstractmethod
     def neighbour_pairs(self, sensitivity, reach, num: int, discrete: bool = False):
         """``(values, neighbour_values)`` with a trailing axis of pairs to examine.
 
-        ``reach``: a distance beyond which the kernel puts negligible mass
-        (< 1e-17); ``num``: the (static) grid size.
+        Args:
+          sensitivity: the neighbouring answers' distance Δ.
+          reach: a distance beyond which the kernel puts negligible mass (< 1e-17).
+          num: the (static) grid size.
+          discrete: whether the answers are integers.
+
+        Returns:
+          ``(values, neighbour_values)``, arrays with a trailing axis of pairs.
         """
 
     def validate_values(self, values) -> None:
-        """Raise ``ValueError`` for answers outside the region's answer domain."""
+        """Refuse answers outside the region's answer domain.
+
+        Args:
+          values: the true answers (concrete; traced values pass).
+
+        Raises:
+          ValueError: an answer outside the domain.
+        """
 
     def required_pairs(self, reach, discrete: bool = False):
-        """Smallest ``num`` for which :meth:`neighbour_pairs` holds every distinct pair, ``None``
-        when any ``num`` ≥ 2 will do (a grid sampling a path of pairs), or 0 when it depends on
-        traced parameters (then the caller must be given ``num``)."""
+        """The smallest grid size for which :meth:`neighbour_pairs` holds every distinct pair.
+
+        Args:
+          reach: the kernel's reach (a distance beyond which it puts negligible mass).
+          discrete: whether the answers are integers.
+
+        Returns:
+          The smallest ``num``; ``None`` when any ``num`` ≥ 2 will do (a grid sampling a path of
+          pairs); 0 when it depends on traced parameters (then the caller must be given ``num``).
+        """
         return None
 
     def pair_path(self, discrete: bool = False) -> bool:
-        """Whether :meth:`neighbour_pairs` samples a continuum of pairs (the accountant then bounds
-        the supremum between samples) rather than listing every distinct pair."""
+        """Whether :meth:`neighbour_pairs` samples a continuum of pairs.
+
+        The accountant then bounds the supremum between samples, rather than taking the listed pairs.
+
+        Args:
+          discrete: whether the answers are integers.
+
+        Returns:
+          True for a path of pairs, False for a list of every distinct pair.
+        """
         return True
 
 
@@ -117,7 +177,20 @@ def _grid(start, stop, num, discrete):
 
 @pytree_dataclass
 class AbsoluteError(Region):
-    """``S(Q) = [Q − τ, Q + τ]``: absolute error at most ``tau`` (τ > 0)."""
+    """Absolute error at most ``tau``: ``S(Q) = [Q − τ, Q + τ]``.
+
+    A data-independent region.
+
+    Args:
+      tau: τ > 0 (scalar or array: a batch of regions).
+
+    Raises:
+      ValueError: ``tau`` not positive and finite.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §4.3.
+    """
 
     tau: jax.Array
     translation_invariant = True
@@ -151,7 +224,21 @@ class AbsoluteError(Region):
 
 @pytree_dataclass
 class RelativeError(Region):
-    """``S(Q) = [Q − θ|Q| − τ, Q + θ|Q| + τ]``: relative error ``theta`` (θ ≥ 0) plus offset ``tau`` (τ > 0)."""
+    """Relative error ``theta`` plus an offset ``tau``: ``S(Q) = [Q − θ|Q| − τ, Q + θ|Q| + τ]``.
+
+    A data-dependent region (pure relative error is impossible at Q = 0, hence τ > 0).
+
+    Args:
+      theta: θ ≥ 0 (scalar or array).
+      tau: τ > 0 (scalar or array).
+
+    Raises:
+      ValueError: ``theta`` negative or ``tau`` not positive (or either not finite).
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §4.1.
+    """
 
     theta: jax.Array
     tau: jax.Array
@@ -178,9 +265,18 @@ class RelativeError(Region):
         return not discrete
 
     def path_kink(self, values, nvalues):
-        """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ)
-        (Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ): a kink of the pairs' divergence along the path, often its
-        peak, between grid answers. ``values``/``nvalues``: the path's nodes (trailing axis)."""
+        """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ).
+
+        Solves Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ: a kink of the pairs' divergence along the path,
+        often its peak, between grid answers.
+
+        Args:
+          values: the path's answers (trailing axis).
+          nvalues: their neighbours (trailing axis).
+
+        Returns:
+          The kink's answer Q, of the leading shape.
+        """
         s = nvalues[..., 0] - values[..., 0]
         theta = jnp.asarray(self.theta, s.dtype)
         return (s * (1.0 - theta) - 2.0 * self.tau) / (2.0 * jnp.maximum(theta, 1e-300))
@@ -242,7 +338,22 @@ class RelativeError(Region):
 
 @pytree_dataclass
 class FixedInterval(Region):
-    """``S = [low, high]`` for every answer (low < high); answers lie in ``[low, high]``."""
+    """A fixed interval ``S = [low, high]`` for every answer; the answers lie in ``[low, high]``.
+
+    Without that assumption no finite boosting rate meets the constraint:
+    :meth:`validate_values` enforces it on releases.
+
+    Args:
+      low: the interval's lower end (scalar or array).
+      high: its upper end (> ``low``).
+
+    Raises:
+      ValueError: ``low`` or ``high`` not finite, or ``high <= low``.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §4.2.
+    """
 
     low: jax.Array
     high: jax.Array
