@@ -29,8 +29,10 @@ optional method                    generic default                            us
 ``noise_kinks()``                  none                                       Rényi / loss pieces
 ``noise_loss_threshold``           bisection of the pair loss                 PB-DP hockey stick
 ``noise_tilted_log_integral``      sinh-mapped Gauss–Legendre quadrature      PB-DP Rényi divergence
-``hockey_stick``, ``renyi_divergence``, ``pure_epsilon``, ``gaussian_pld_mu``  (none: output grid / quadrature)   accounting
+accounting hooks (below)           none: output grid / quadrature             accounting
 =================================  =========================================  ==============================
+
+The accounting hooks are ``hockey_stick``, ``renyi_divergence``, ``pure_epsilon`` and ``gaussian_pld_mu``.
 
 ``log_concave`` (class flag, default ``True``) states that log f is concave: the pair loss
 ``y ↦ log f(y − v) − log f(y − v')`` is then monotone, the worst pair of shifts is ``(0, Δ)``
@@ -69,7 +71,14 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
 
 def safe_log(x):
-    """``log x`` for ``x >= 0`` (``−inf`` at 0) with a finite gradient at 0 (double ``where``)."""
+    """``log x`` for ``x >= 0`` with a finite gradient at 0 (double ``where``).
+
+    Args:
+      x: a non-negative array.
+
+    Returns:
+      ``log x``, ``−inf`` where ``x`` is 0.
+    """
     pos = x > 0
     return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
 
@@ -87,7 +96,15 @@ def _one_hot_take(t, idx):
 
 @jax.custom_jvp
 def take_small(arr, idx):
-    """``arr[..., idx]`` along a short last axis, batched integer ``idx`` of shape (..., m)."""
+    """``arr[..., idx]`` along a short last axis, differentiable in either precision.
+
+    Args:
+      arr: an array with a short last axis.
+      idx: batched integer indices of shape (..., m).
+
+    Returns:
+      The gathered entries, of shape ``broadcast(arr, idx)[:-1] + (m,)``.
+    """
     shape = jnp.broadcast_shapes(arr.shape[:-1], idx.shape[:-1])
     return jnp.take_along_axis(jnp.broadcast_to(arr, shape + arr.shape[-1:]),
                                jnp.broadcast_to(idx, shape + idx.shape[-1:]), axis=-1)
@@ -101,7 +118,14 @@ def _take_small_jvp(primals, tangents):
 
 @jax.custom_jvp
 def sort_small(x):
-    """``jnp.sort(x, axis=-1)`` of a short last axis (breakpoints)."""
+    """``jnp.sort(x, axis=-1)`` of a short last axis (breakpoints), differentiable in either precision.
+
+    Args:
+      x: an array with a short last axis.
+
+    Returns:
+      ``x`` sorted along its last axis.
+    """
     return jnp.sort(x, axis=-1)
 
 
@@ -113,7 +137,14 @@ def _sort_small_jvp(primals, tangents):
 
 
 def round_up_to_default_float(x) -> jax.Array:
-    """``x`` stored in the default float dtype, rounded towards +inf (more noise is the safe side)."""
+    """A value stored in the default float dtype, rounded towards +inf (more noise is the safe side).
+
+    Args:
+      x: a real scalar or array (converted through float64).
+
+    Returns:
+      A JAX array in the default float dtype, never below ``x``.
+    """
     dt = jax.dtypes.canonicalize_dtype(jnp.float64)
     x64 = np.asarray(x, np.float64)
     y = x64.astype(dt)
@@ -122,15 +153,31 @@ def round_up_to_default_float(x) -> jax.Array:
 
 
 def expand(tree, axes: int = 1):
-    """Every leaf with ``axes`` trailing unit axes (parameters against a trailing grid axis)."""
+    """Every leaf with trailing unit axes (parameters against a trailing grid axis).
+
+    Args:
+      tree: a pytree (e.g. a mechanism).
+      axes: the number of unit axes appended.
+
+    Returns:
+      The pytree with every leaf reshaped to ``shape + (1,) * axes``.
+    """
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x).reshape(jnp.shape(x) + (1,) * axes), tree)
 
 
 def add_integer_noise(value, noise):
-    """``value + noise`` for an integer ``value`` and integer-valued ``noise``, in ``value``'s integer
-    dtype (never through a float: a float32 sum rounds answers above 2^24 to a data-dependent
-    lattice). A sum beyond the dtype's range saturates at its end, a post-processing of the exact
-    integer output."""
+    """``value + noise`` for an integer ``value`` and integer-valued ``noise``, in ``value``'s integer dtype.
+
+    Never through a float: a float32 sum rounds answers above 2^24 to a data-dependent lattice. A
+    sum beyond the dtype's range saturates at its end, a post-processing of the exact integer output.
+
+    Args:
+      value: integer answers.
+      noise: integer-valued noise (integer or float dtype).
+
+    Returns:
+      The saturated sum in ``value``'s dtype.
+    """
     info = jnp.iinfo(value.dtype)
     top = np.asarray(info.max, noise.dtype)
     top = np.nextafter(top, np.asarray(0, noise.dtype)) if int(top) > info.max else top
@@ -150,6 +197,14 @@ class AdditiveMechanism(Mechanism):
 
     Required: ``noise_log_prob``, ``noise_log_cdf``, ``noise_icdf`` and a scale leaf (see the
     module docstring for the optional methods and what each unlocks).
+
+    Attributes:
+      scale_name: the name of the scale leaf (what ``with_scale`` replaces and tuners search over).
+      log_concave: log f is concave (the pair loss is monotone in the output).
+      num_shifts: the shifts a kernel that is not log-concave examines.
+
+    Raises:
+      ValueError: at construction, an empty or non-positive scale.
     """
 
     symmetric_pairs = True
@@ -162,7 +217,11 @@ class AdditiveMechanism(Mechanism):
 
     @property
     def lattice_step(self):
-        """1 for integer noise (``value + N`` keeps the answer's offset from ℤ), else ``None``."""
+        """The noise's lattice step.
+
+        Returns:
+          1 for integer noise (``value + N`` keeps the answer's offset from ℤ), else ``None``.
+        """
         return 1.0 if self.discrete else None
 
     def __post_init__(self):
@@ -174,8 +233,17 @@ class AdditiveMechanism(Mechanism):
         check_positive(self.scale_name, scale)
 
     def validate_values(self, values) -> None:
-        """A release also needs a scale the default float dtype can carry (an accountant, in
-        float64, takes any positive scale): :func:`dpjax.validation.check_scale`."""
+        """Refuse a scale the default float dtype cannot carry for a release.
+
+        An accountant, in float64, takes any positive scale; a release also needs
+        :func:`dpjax.validation.check_scale`.
+
+        Args:
+          values: the true answers (unused by the kernels' own check).
+
+        Raises:
+          ValueError: the scale is outside the default float dtype's bounds.
+        """
         check_scale(self.scale_name, getattr(self, self.scale_name), discrete=self.discrete)
 
     def traced_checks(self, values):
@@ -185,20 +253,45 @@ class AdditiveMechanism(Mechanism):
     # -- required: the noise law ------------------------------------------------------
     @abc.abstractmethod
     def noise_log_prob(self, n) -> jax.Array:
-        """log density (log pmf on the integers) of the noise at ``n``."""
+        """The noise's log density (log pmf on the integers, ``−inf`` off them).
+
+        Args:
+          n: noise values (array).
+
+        Returns:
+          ``log f(n)``, broadcast with the batch.
+        """
 
     @abc.abstractmethod
     def noise_log_cdf(self, n) -> jax.Array:
-        """``log Pr[N ≤ n]``."""
+        """The noise's log CDF, accurate in the lower tail.
+
+        Args:
+          n: noise values (array).
+
+        Returns:
+          ``log Pr[N ≤ n]``, broadcast with the batch.
+        """
 
     @abc.abstractmethod
     def noise_icdf(self, u) -> jax.Array:
-        """Quantile: ``F⁻¹(u)``, or the smallest integer ``k`` with ``F(k) ≥ u`` (discrete)."""
+        """The noise's quantile function.
+
+        Args:
+          u: probabilities in (0, 1) (array).
+
+        Returns:
+          ``F⁻¹(u)``, or the smallest integer ``k`` with ``F(k) ≥ u`` (discrete).
+        """
 
     # -- the scale --------------------------------------------------------------------
     @property
     def noise_scale(self) -> jax.Array:
-        """The scale leaf (``getattr(self, scale_name)``)."""
+        """The scale leaf.
+
+        Returns:
+          ``getattr(self, scale_name)``.
+        """
         return getattr(self, self.scale_name)
 
     def with_scale(self, scale, *, max_scale=None) -> "AdditiveMechanism":
@@ -208,29 +301,71 @@ class AdditiveMechanism(Mechanism):
         further ``with_scale`` calls under tracing; kernels with static configuration that
         depends on the scale (a support table) size it for that. No validation (tuners call
         this inside ``jit``).
+
+        Args:
+          scale: the new scale (array, may be traced).
+          max_scale: the largest scale later given under tracing (concrete), or ``None``.
+
+        Returns:
+          A kernel of the same class.
         """
         return replace(self, **{self.scale_name: scale})
 
     # -- derived law ------------------------------------------------------------------
     def noise_cdf(self, n) -> jax.Array:
-        """``Pr[N ≤ n]``."""
+        """The noise's CDF.
+
+        Args:
+          n: noise values (array).
+
+        Returns:
+          ``Pr[N ≤ n]``.
+        """
         return jnp.exp(self.noise_log_cdf(n))
 
     def noise_log_sf(self, n) -> jax.Array:
-        """``log Pr[N > n]``; by symmetry ``log Pr[N < −n]``."""
+        """The noise's log survival function.
+
+        Args:
+          n: noise values (array).
+
+        Returns:
+          ``log Pr[N > n]``; by symmetry ``log Pr[N < −n]``.
+        """
         return self.noise_log_cdf(self.sf_argument(n))
 
     def sf_argument(self, n):
-        """``m`` with ``Pr[N > n] = F(m)``: ``−n``, or ``−⌊n⌋ − 1`` on the integers."""
+        """The argument ``m`` with ``Pr[N > n] = F(m)``.
+
+        Args:
+          n: noise values (array).
+
+        Returns:
+          ``−n``, or ``−⌊n⌋ − 1`` on the integers.
+        """
         n = jnp.asarray(n)
         return -jnp.floor(n) - 1.0 if self.discrete else -n
 
     def noise_log_icdf(self, log_u) -> jax.Array:
-        """Quantile at ``u = exp(log_u)`` (targets carried in log space: far lower tails)."""
+        """The quantile at ``u = exp(log_u)`` (targets carried in log space: far lower tails).
+
+        Args:
+          log_u: log probabilities (array).
+
+        Returns:
+          ``F⁻¹(exp(log_u))``.
+        """
         return self.noise_icdf(jnp.exp(log_u))
 
     def sample_noise(self, uniform) -> jax.Array:
-        """One noise draw per record from the uniform stream: inverse CDF of ``uniform(0)``."""
+        """One noise draw per record from the uniform stream: the inverse CDF of ``uniform(0)``.
+
+        Args:
+          uniform: the records' :class:`dpjax.random.UniformStream`.
+
+        Returns:
+          Noise of the stream's shape and dtype.
+        """
         return jnp.asarray(self.noise_icdf(uniform(0))).astype(uniform.dtype)
 
     def _sample(self, uniform, value):
@@ -254,13 +389,29 @@ class AdditiveMechanism(Mechanism):
 
         Default: the tail from ``noise_log_sf`` and the half-mass as ``½ − tail`` (absolute
         accuracy; a closed form keeps the half-mass relative-accurate for ``x`` ≪ scale).
+
+        Args:
+          x: non-negative offsets (array).
+
+        Returns:
+          ``(P(0 < N < x), P(N > x))``.
         """
         tail = jnp.exp(self.noise_log_sf(x))
         return jnp.maximum(0.5 - tail, 0.0), tail
 
     def noise_split_icdf(self, p, w, side):
-        """The noise ``n`` on ``side`` (−1 below 0, +1 above) with ``min(F(n), 1 − F(n)) = p``,
-        given also ``w = F(n) − ½`` (accurate where ``p`` is near ½). Default: ``−side·F⁻¹(p)``."""
+        """The noise on one side of 0 whose smaller tail has mass ``p``.
+
+        Default: ``−side·F⁻¹(p)``.
+
+        Args:
+          p: ``min(F(n), 1 − F(n))`` (array).
+          w: ``F(n) − ½``, accurate where ``p`` is near ½.
+          side: −1 below 0, +1 above.
+
+        Returns:
+          The noise ``n``.
+        """
         return -side * self.noise_icdf(p)
 
     def noise_region_log_masses(self, e_lo, e_hi):
@@ -273,6 +424,13 @@ class AdditiveMechanism(Mechanism):
         interval around 0 as two half-masses (:meth:`noise_side_masses`: no cancellation at
         ½ even when the interval is tiny against the scale). One fused log-CDF call; finite
         gradients, also for an empty region.
+
+        Args:
+          e_lo: the region's lower end in noise coordinates (array).
+          e_hi: its upper end.
+
+        Returns:
+          ``(log P_lo, log P_in, log P_hi)``.
         """
         log_lo, log_hi, log_f_hi, log_sf_lo = self._log_cdf_stack(
             e_lo, self.sf_argument(e_hi), e_hi, self.sf_argument(e_lo))
@@ -293,6 +451,14 @@ class AdditiveMechanism(Mechanism):
         The interval is reflected (N is symmetric) so that its centre is ≤ 0, where
         ``F(b) − F(a)`` has no cancellation. Empty intervals give ``−inf`` with a zero
         (not NaN) gradient.
+
+        Args:
+          lo: the intervals' lower ends (array).
+          hi: their upper ends.
+          centres: a sequence of centres ``c``.
+
+        Returns:
+          A list with one array of log masses per centre.
         """
         ends, oks = [], []
         for centre in centres:
@@ -334,24 +500,47 @@ class AdditiveMechanism(Mechanism):
         return jnp.where(found, jnp.asarray(self.noise_scale) * 2.0 ** k.astype(x.dtype), jnp.inf)
 
     def noise_reach(self) -> jax.Array:
-        """A distance beyond which the two tails hold < 1e-17 of mass (pair grids stop there)."""
+        """A distance beyond which the two tails hold < 1e-17 of mass (pair grids stop there).
+
+        Returns:
+          The reach, of the kernel's batch shape.
+        """
         r = self._doubled_scale(math.log(REACH_TAIL / 2))
         return r + 1.0 if self.discrete else r
 
     def noise_far(self) -> jax.Array:
-        """A distance beyond which the tail mass underflows float64: finite edges there act as
-        ±∞ edges with finite gradients (the outer pieces of the boosted closed forms)."""
+        """A distance beyond which the tail mass underflows float64.
+
+        Finite edges there act as ±∞ edges with finite gradients (the outer pieces of the boosted
+        closed forms).
+
+        Returns:
+          The distance, of the kernel's batch shape.
+        """
         return self._doubled_scale(FAR_LOG_TAIL)
 
     def noise_kinks(self) -> jax.Array:
-        """Noise offsets (array ``batch + (K,)``, static K) between which the pair losses are
-        monotone and the log density has no kink (the Laplace kernels' 0, a mixture's
-        breakpoints). Default: none."""
+        """Noise offsets between which the pair losses are monotone and the log density has no kink.
+
+        The Laplace kernels' 0, a mixture's breakpoints. Default: none.
+
+        Returns:
+          An array ``batch + (K,)``, static K.
+        """
         return jnp.zeros(jnp.shape(self.noise_scale) + (0,))
 
     # -- pair loss and tilted integrals -------------------------------------------------
     def noise_pair_loss(self, y, v, nv):
-        """The kernel's privacy loss ``log f(y − v) − log f(y − nv)``."""
+        """The kernel's privacy loss of an output between two answers.
+
+        Args:
+          y: outputs (array).
+          v: the answer(s).
+          nv: the neighbouring answer(s).
+
+        Returns:
+          ``log f(y − v) − log f(y − nv)``.
+        """
         y = jnp.asarray(y)
         return self.noise_log_prob(y - v) - self.noise_log_prob(y - nv)
 
@@ -363,6 +552,17 @@ class AdditiveMechanism(Mechanism):
         On the integers (discrete kernels) ``y*`` is the half-integer between the last integer
         inside the set and the first outside. Default: bisection (64 halvings, or over the
         integers); a closed form (Gaussian and Laplace kernels) replaces it. Arguments broadcast.
+
+        Args:
+          t: the loss threshold.
+          v: the answer.
+          nv: the neighbouring answer.
+          lo: the piece's lower end.
+          hi: its upper end.
+          decreasing: whether the loss decreases on the piece.
+
+        Returns:
+          ``y*``, of the broadcast shape.
         """
         shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in (t, v, nv, lo, hi, decreasing)],
                                      jnp.shape(self.noise_scale))
@@ -403,6 +603,19 @@ class AdditiveMechanism(Mechanism):
         variable ``z`` of ``y = m + s·sinh(z)`` around the tilted centre ``m = αv + (1−α)nv``
         (``s`` the scale), which resolves the centre and compresses the tails. Numerical,
         not a bound; discrete kernels must define it (a sum over their support).
+
+        Args:
+          lo: the piece's lower end.
+          hi: its upper end.
+          v: the answer.
+          nv: the neighbouring answer.
+          alpha: the order α > 1.
+
+        Returns:
+          The log integral (``−inf`` for an empty piece).
+
+        Raises:
+          NotImplementedError: a discrete kernel that does not define it.
         """
         if self.discrete:
             raise NotImplementedError(f"{type(self).__name__} (discrete) must define noise_tilted_log_integral")
@@ -429,9 +642,21 @@ class AdditiveMechanism(Mechanism):
 
     # -- accounting -------------------------------------------------------------------
     def neighbour_pairs(self, sensitivity=1.0):
-        """``(0, Δ)`` for a log-concave kernel (the worst shift); otherwise every shift up to Δ:
+        """The neighbouring pairs the accountant examines.
+
+        ``(0, Δ)`` for a log-concave kernel (the worst shift); otherwise every shift up to Δ:
         ``num_shifts`` pairs ``(0, d)``, ``d = Δ·k/num_shifts`` (a path, ``pair_path``, when
-        the kernel has a closed-form ``hockey_stick``), or on the integers ``d = 1 … Δ``."""
+        the kernel has a closed-form ``hockey_stick``), or on the integers ``d = 1 … Δ``.
+
+        Args:
+          sensitivity: Δ (positive).
+
+        Returns:
+          ``(values, neighbour_values)``.
+
+        Raises:
+          ValueError: ``sensitivity`` not positive; a discrete kernel's Δ above ``num_shifts``.
+        """
         if not is_traced(sensitivity):
             check_positive("sensitivity", sensitivity)
         s = jnp.asarray(sensitivity)
@@ -451,6 +676,10 @@ class AdditiveMechanism(Mechanism):
 
     @property
     def pair_path(self) -> bool:
-        """The shifts of a kernel that is not log-concave sample the path (0, d), d ∈ (0, Δ], when a
-        closed-form ``hockey_stick`` lets the accountant bound the supremum between them."""
+        """Whether the shifts sample the path (0, d), d ∈ (0, Δ].
+
+        Returns:
+          True for a continuous kernel that is not log-concave with a closed-form ``hockey_stick``
+          (which lets the accountant bound the supremum between the shifts).
+        """
         return (not self.log_concave) and (not self.discrete) and self.hockey_stick is not None
