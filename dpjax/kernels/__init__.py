@@ -41,9 +41,18 @@ BUILTIN = {"gaussian": Gaussian, "laplace": Laplace, "discrete_laplace": Discret
 
 
 def by_name(name: str):
-    """The built-in kernel class called ``name`` (``"gaussian"``, ``"laplace"``,
-    ``"discrete_laplace"``, ``"discrete_gaussian"``, ``"laplace_mixture"``,
-    ``"geometric_mixture"``; dashes accepted)."""
+    """The built-in kernel class called ``name``.
+
+    Args:
+      name: ``"gaussian"``, ``"laplace"``, ``"discrete_laplace"``, ``"discrete_gaussian"``,
+        ``"laplace_mixture"`` or ``"geometric_mixture"`` (dashes accepted).
+
+    Returns:
+      The kernel class.
+
+    Raises:
+      ValueError: an unknown name.
+    """
     key = str(name).replace("-", "_")
     if key not in BUILTIN:
         raise ValueError(f"kernel must be one of {tuple(BUILTIN)} or a kernel instance, got {name!r}")

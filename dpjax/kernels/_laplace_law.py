@@ -18,14 +18,32 @@ class LaplaceScale:
 
     @classmethod
     def from_epsilon(cls, epsilon, sensitivity=1.0):
-        """Pure ε-DP mechanism for a query of L1 sensitivity Δ: scale Δ/ε (rounded up)."""
+        """Pure ε-DP mechanism for a query of L1 sensitivity Δ: scale Δ/ε (rounded up).
+
+        Args:
+          epsilon: ε > 0 (scalar or array).
+          sensitivity: the L1 sensitivity Δ > 0 (an integer for the discrete kernel to stay on the lattice).
+
+        Returns:
+          The kernel at scale b = Δ/ε, rounded up to the default float.
+
+        Raises:
+          ValueError: ``epsilon`` or ``sensitivity`` not positive.
+        """
         check_positive("epsilon", epsilon)
         check_positive("sensitivity", sensitivity)
         return cls(scale=round_up_to_default_float(np.asarray(sensitivity, float) / np.asarray(epsilon, float)))
 
     def pure_epsilon(self, sensitivity=1.0):
         """The pure-DP ε = Δ/b of the pair (0, Δ); ∞ where a discrete kernel's shift Δ leaves the integers
-        (the two output laws then have disjoint supports)."""
+        (the two output laws then have disjoint supports).
+
+        Args:
+          sensitivity: the shift Δ.
+
+        Returns:
+          The pure ε of a shift by Δ (``inf`` where the kernel is not pure-DP there).
+        """
         return jnp.where(self.off_lattice(sensitivity), jnp.inf, jnp.asarray(sensitivity) / self.scale)
 
     def noise_reach(self):

@@ -23,6 +23,12 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
 
     ε-DP with ε = Δ/b for an integer sensitivity Δ. Sampled exactly (in idealized
     arithmetic) as the difference of two geometric variables.
+
+    Args:
+      scale: the scale b > 0 (scalar or array: a batch of kernels; differentiable).
+
+    Raises:
+      ValueError: an empty or non-positive ``scale``.
     """
 
     scale: jax.Array
@@ -51,7 +57,11 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         return self.noise_log_icdf(jnp.log(u))
 
     def as_mixture(self):
-        """The same law as a :class:`~dpjax.kernels.mixture.GeometricMixture` (r = 1, c = 0)."""
+        """The same law as a :class:`~dpjax.kernels.mixture.GeometricMixture` (r = 1, c = 0).
+
+        Returns:
+          A :class:`~dpjax.kernels.mixture.GeometricMixture` with r = 1, c = 0.
+        """
         from dpjax.kernels.mixture import GeometricMixture
 
         return GeometricMixture._unchecked(self.scale, self.scale, 0)
@@ -61,7 +71,16 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         ε ≥ r, 1 − e^ε for ε ≤ −r, and between them, with the loss (k − 2y)/b above ε exactly
         for y ≤ y* = ⌈(k − εb)/2⌉ − 1 (and a = e^{−1/b}),
         1 − (a^{y*+1} + e^ε a^{k−y*}) / (1 + a). A shift off the integers separates the
-        supports: δ = 1. Any integer support size (the summing source is bounded)."""
+        supports: δ = 1. Any integer support size (the summing source is bounded).
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         eps = jnp.asarray(epsilon)
         k = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value))
         la = self._log_a()
@@ -74,7 +93,14 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         return jnp.where(k != jnp.round(k), 1.0, out)
 
     def noise_log_icdf(self, log_u):
-        """Smallest integer k with ``log F(k) ≥ log_u``, in closed form on both sides of 0."""
+        """Smallest integer k with ``log F(k) ≥ log_u``, in closed form on both sides of 0.
+
+        Args:
+          log_u: log probabilities (array).
+
+        Returns:
+          The integer quantiles, as floats.
+        """
         la = self._log_a()
         log1pa = jnp.log1p(jnp.exp(la))
         # lower part (k <= -1): log F(k) = |k| la - log(1+a)
@@ -100,7 +126,14 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         return laplace_tilted_log_integral(self, lo, hi, v, nv, alpha)
 
     def exact_lattice(self):
-        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): this law sampled with integers only."""
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): this law sampled with integers only.
+
+        Returns:
+          The lattice mechanism that ``numerics="exact"`` runs; account that one for the privacy of what ran.
+
+        Raises:
+          ValueError: parameters the exact tier cannot represent (see :mod:`dpjax.exact.lattice`).
+        """
         from dpjax.exact.lattice import discrete_laplace_lattice
 
         return discrete_laplace_lattice(self.scale, type(self))
@@ -108,5 +141,9 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
     def exact_lattice_scale(self):
         """The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
         per-record scales builds the same lattice parameters from them inside its device program
-        (:func:`dpjax.exact.lattice.release_exact`)."""
+        (:func:`dpjax.exact.lattice.release_exact`).
+
+        Returns:
+          The scale leaf.
+        """
         return self.scale

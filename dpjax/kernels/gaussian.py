@@ -50,11 +50,22 @@ def _log_ndtr(x):
 
 
 def gaussian_privacy_profile(epsilon, mu):
-    r"""Hockey-stick divergence of N(0,1) vs N(μ,1) (Balle & Wang 2018, Thm 8).
+    r"""Hockey-stick divergence of N(0,1) vs N(μ,1).
 
     :math:`\delta_G(\varepsilon;\mu) = \Phi(\mu/2 - \varepsilon/\mu) - e^{\varepsilon}\Phi(-\mu/2 - \varepsilon/\mu)`,
     valid for every real ε, on ``erfc`` only (the accountant's hot loop); the second term in
     log space. T-fold composition has μ_T = √T μ.
+
+    Args:
+      epsilon: ε, any real (array).
+      mu: μ > 0, the shift over σ (array broadcasting with ``epsilon``).
+
+    Returns:
+      δ_G(ε; μ), of the broadcast shape.
+
+    References:
+      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+      Calibration and Optimal Denoising", ICML 2018, Theorem 8.
     """
     eps = jnp.asarray(epsilon)
     a = mu / 2.0 - eps / mu
@@ -73,9 +84,24 @@ def _delta_gaussian_np(eps: float, mu: float) -> float:
 
 
 def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
-    """Smallest σ with δ_G(ε; Δ/σ) ≤ δ (Balle & Wang 2018), rounded up (conservative).
+    """Smallest σ with δ_G(ε; Δ/σ) ≤ δ, rounded up (conservative).
 
     Solved by bisection on concrete float64 values; accepts arrays elementwise.
+
+    Args:
+      epsilon: ε > 0 (scalar or array).
+      delta: δ in (0, 1).
+      sensitivity: Δ > 0.
+
+    Returns:
+      σ as a float, or a float64 numpy array of the broadcast shape.
+
+    Raises:
+      ValueError: ``epsilon`` or ``sensitivity`` not positive; ``delta`` outside (0, 1).
+
+    References:
+      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+      Calibration and Optimal Denoising", ICML 2018, Theorem 8 and Algorithm 1.
     """
     check_positive("epsilon", epsilon)
     check_probability("delta", delta, high_open=True)
@@ -136,31 +162,83 @@ def _horner(coeffs, x):
 
 @pytree_dataclass
 class Gaussian(AdditiveMechanism):
-    r"""Gaussian noise N(0, σ²)."""
+    r"""Gaussian noise N(0, σ²).
+
+    Args:
+      sigma: the standard deviation σ > 0 (scalar or array: a batch of kernels; differentiable).
+
+    Raises:
+      ValueError: an empty or non-positive ``sigma``.
+    """
 
     sigma: jax.Array
     scale_name = "sigma"
 
     @classmethod
     def from_epsilon_delta(cls, epsilon, delta, sensitivity=1.0) -> "Gaussian":
-        """(ε, δ)-DP Gaussian mechanism by the analytic calibration of Balle & Wang (2018)."""
+        """(ε, δ)-DP Gaussian mechanism by the analytic calibration.
+
+        Args:
+          epsilon: ε > 0 (scalar or array).
+          delta: δ in (0, 1).
+          sensitivity: the L2 sensitivity Δ > 0.
+
+        Returns:
+          A ``Gaussian`` whose σ (rounded up to the default float) meets (ε, δ) exactly.
+
+        Raises:
+          ValueError: ``epsilon`` or ``sensitivity`` not positive; ``delta`` outside (0, 1).
+
+        References:
+          Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+          Calibration and Optimal Denoising", ICML 2018, Theorem 8 and Algorithm 1.
+        """
         return cls(sigma=round_up_to_default_float(analytic_gaussian_sigma(epsilon, delta, sensitivity)))
 
     # -- accounting closed forms --------------------------------------------------------
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """δ(ε) of N(value, σ²) vs N(neighbour_value, σ²): the Balle–Wang profile at μ = |Δ|/σ."""
+        """δ(ε) of N(value, σ²) vs N(neighbour_value, σ²): the Balle–Wang profile at μ = |Δ|/σ.
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+
+        References:
+          Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+          Calibration and Optimal Denoising", ICML 2018, Theorem 8.
+        """
         eps = jnp.asarray(epsilon)
         mu = jnp.abs(jnp.asarray(value) - jnp.asarray(neighbour_value)) / self.sigma
         safe = jnp.where(mu > 0, mu, 1.0)
         return jnp.where(mu > 0, gaussian_privacy_profile(eps, safe), -jnp.expm1(jnp.minimum(eps, 0.0)))
 
     def renyi_divergence(self, order, value, neighbour_value):
-        """D_α(N(v, σ²)‖N(v', σ²)) = α (v − v')² / (2σ²)."""
+        """D_α(N(v, σ²)‖N(v', σ²)) = α (v − v')² / (2σ²).
+
+        Args:
+          order: the order α > 1 (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          D_α(P_v‖P_v'), of the broadcast shape.
+        """
         d = jnp.asarray(value) - jnp.asarray(neighbour_value)
         return jnp.asarray(order) * d * d / (2.0 * self.sigma**2)
 
     def gaussian_pld_mu(self, sensitivity=1.0):
-        """μ = Δ/σ: the pair's privacy loss is exactly N(μ²/2, μ²) (the analytic PLD)."""
+        """μ = Δ/σ: the pair's privacy loss is exactly N(μ²/2, μ²) (the analytic PLD).
+
+        Args:
+          sensitivity: the shift Δ.
+
+        Returns:
+          μ = Δ/σ, broadcast with the batch.
+        """
         return jnp.asarray(sensitivity) / self.sigma
 
     # -- the noise law ----------------------------------------------------------------
@@ -183,7 +261,16 @@ class Gaussian(AdditiveMechanism):
 
     def noise_split_icdf(self, p, w, side):
         """Cephes' ``ndtri`` (as in jax.scipy.special): its central rational evaluated at ``w``
-        (``p > e^{−2}``), its tail expansion at ``p``: exact to the float at both ends."""
+        (``p > e^{−2}``), its tail expansion at ``p``: exact to the float at both ends.
+
+        Args:
+          p: ``min(F(n), 1 − F(n))``.
+          w: ``F(n) − ½``.
+          side: −1 below 0, +1 above.
+
+        Returns:
+          The noise ``n``.
+        """
         p = jnp.where(p > 0, p, 0.5)  # p = 0 only in a component of zero weight: keep it finite
         central = p > _EXP_M2
         ww = w * w
@@ -213,7 +300,14 @@ class Gaussian(AdditiveMechanism):
         return big_k + self.log_interval_masses(lo, hi, (m,))[0]
 
     def exact_lattice(self):
-        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): discrete Gaussian noise on a lattice."""
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): discrete Gaussian noise on a lattice.
+
+        Returns:
+          The lattice mechanism that ``numerics="exact"`` runs; account that one for the privacy of what ran.
+
+        Raises:
+          ValueError: parameters the exact tier cannot represent (see :mod:`dpjax.exact.lattice`).
+        """
         from dpjax.exact.lattice import gaussian_lattice
         from dpjax.kernels.discrete_gaussian import DiscreteGaussian
 

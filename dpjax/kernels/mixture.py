@@ -1,4 +1,7 @@
-r"""Piecewise mixture kernels (Lap_m, Geom_m) of Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture Distributions in Query Release" (arXiv:1707.01189v3).
+r"""Piecewise mixture kernels (Lap_m, Geom_m).
+
+Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture Distributions
+in Query Release", arXiv:1707.01189v3.
 
 Two Laplace (or two two-sided geometric) laws fused into one continuous, symmetric law:
 scale ``b2`` (the *inner* scale, the paper's Δ/ε) on ``|n| ≤ c`` and ``b1`` (the *outer*
@@ -55,7 +58,19 @@ def piecewise_log_integral(g_ref, slope, ref, lo, hi, discrete):
 
     ``lo`` may be ``−inf`` where ``slope > 0`` and ``hi`` ``+inf`` where ``slope < 0`` (a decaying
     tail). Evaluated at the end where the exponent is largest with ``expm1``: no overflow, no
-    cancellation; finite gradients also for empty ranges (double ``where``)."""
+    cancellation; finite gradients also for empty ranges (double ``where``).
+
+    Args:
+      g_ref: the exponent at ``ref``.
+      slope: the exponent's slope.
+      ref: the reference point.
+      lo: the lower end.
+      hi: the upper end.
+      discrete: sum over the integers ``lo..hi`` instead of integrating.
+
+    Returns:
+      The log integral (or sum), ``−inf`` over an empty range.
+    """
     empty = (hi < lo) if discrete else (hi <= lo)
     up = slope > 0
     end = jnp.where(up, hi, lo)
@@ -83,7 +98,16 @@ def log_concave_at(inner_scale, outer_scale, breakpoint) -> bool:
     for λ2 > 0), i.e. iff its slopes do not decrease: λ1 ≥ λ2 (outer scale ≤ inner scale, the
     paper's r ≥ 1), or c = 0 (one Laplace law). On the integers (Geom_m) the same: sampled at the
     integers a convex φ stays discrete-convex, and for λ1 < λ2, c > 0, the second difference of φ at
-    the integer n = ⌈c⌉ ≥ 1 is λ1 − λ2(c − n + 1) − λ1(n − c) = (λ1 − λ2)(c − n + 1) < 0."""
+    the integer n = ⌈c⌉ ≥ 1 is λ1 − λ2(c − n + 1) − λ1(n − c) = (λ1 − λ2)(c − n + 1) < 0.
+
+    Args:
+      inner_scale: b2 (concrete).
+      outer_scale: b1 (concrete).
+      breakpoint: c (concrete).
+
+    Returns:
+      True when every member of the batch is log-concave.
+    """
     vals = concrete((inner_scale, outer_scale, breakpoint))
     if vals is None:
         return False
@@ -112,8 +136,28 @@ class _Piecewise(AdditiveMechanism):
 
     @classmethod
     def from_epsilon(cls, epsilon, r, c, sensitivity=1.0):
-        """The paper's Lap_m(ε, rε) / Geom_m(e^{ε/Δ}, e^{rε/Δ}) with breakpoint ``c`` (output units,
-        not rescaled by Δ): inner scale Δ/ε, outer scale Δ/(rε), both rounded up (more noise)."""
+        """The paper's Lap_m(ε, rε) / Geom_m(e^{ε/Δ}, e^{rε/Δ}) with breakpoint ``c``.
+
+        ``c`` is in output units, not rescaled by Δ: inner scale Δ/ε, outer scale Δ/(rε), both
+        rounded up (more noise).
+
+        Args:
+          epsilon: the inner ε > 0 (scalar or array).
+          r: the ratio of the outer ε to the inner one (> 0).
+          c: the breakpoint ≥ 0 (one integer for Geom_m).
+          sensitivity: Δ > 0.
+
+        Returns:
+          The mixture kernel.
+
+        Raises:
+          ValueError: ``epsilon``, ``r`` or ``sensitivity`` not positive; ``c`` negative, or not one
+            integer for Geom_m.
+
+        References:
+          Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+          Distributions in Query Release", arXiv:1707.01189v3, Definitions 3 and 4.
+        """
         check_positive("epsilon", epsilon)
         check_positive("r", r)
         check_positive("c", c, allow_zero=True)
@@ -130,12 +174,27 @@ class _Piecewise(AdditiveMechanism):
         return cls(inner_scale=inner, outer_scale=outer, breakpoint=jnp.asarray(c, inner.dtype))
 
     def paper_parameters(self, sensitivity=1.0):
-        """``(ε, r, c)`` of the paper's parametrisation: ε = Δ/b2, r = b2/b1."""
+        """``(ε, r, c)`` of the paper's parametrisation: ε = Δ/b2, r = b2/b1.
+
+        Args:
+          sensitivity: Δ.
+
+        Returns:
+          ``(ε, r, c)``.
+        """
         return jnp.asarray(sensitivity) / self.inner_scale, self.inner_scale / self.outer_scale, self.breakpoint
 
     def with_scale(self, scale, *, max_scale=None):
         """The law scaled by ``scale / inner_scale`` (Lap_m: both scales and the breakpoint — a scale
-        family; Geom_m: both scales, the integer breakpoint kept)."""
+        family; Geom_m: both scales, the integer breakpoint kept).
+
+        Args:
+          scale: the new inner scale (may be traced).
+          max_scale: unused (no static configuration depends on the scale).
+
+        Returns:
+          The scaled kernel (no validation).
+        """
         k = scale / self.inner_scale
         c = self.breakpoint if self.discrete else self.breakpoint * k
         return type(self)._unchecked(scale, self.outer_scale * k, c)
@@ -150,7 +209,11 @@ class _Piecewise(AdditiveMechanism):
         return obj
 
     def as_mixture(self):
-        """This kernel (the paper-mode functions take any kernel with a mixture form)."""
+        """This kernel (the paper-mode functions take any kernel with a mixture form).
+
+        Returns:
+          ``self``.
+        """
         return self
 
     # -- potential -------------------------------------------------------------------
@@ -184,7 +247,14 @@ class _Piecewise(AdditiveMechanism):
         r"""Tight pure ε of shifts up to Δ: sup_{t ≥ 0} φ(t + Δ) − φ(t) = max(λ1 Δ, φ(Δ)),
         i.e. rε for r ≥ 1 (Theorems 1/3) and [ε·min(c, Δ) + rε·(Δ − c)_+]/Δ for r < 1 (ours: Theorems 1/3 do
         not cover it; below max(ε, rε) when c < Δ). ∞ where a discrete kernel's shift Δ leaves the
-        integers (disjoint supports)."""
+        integers (disjoint supports).
+
+        Args:
+          sensitivity: the shift Δ.
+
+        Returns:
+          The pure ε of a shift by Δ (``inf`` where the kernel is not pure-DP there).
+        """
         d = jnp.asarray(sensitivity)
         return jnp.where(self.off_lattice(d), jnp.inf, jnp.maximum(self._l1 * d, self._phi(d)))
 
@@ -224,7 +294,16 @@ class _Piecewise(AdditiveMechanism):
         r"""Exact δ(ε) = ∫ (p − e^ε q)_+ of the pair (value, neighbour_value): on each of the seven
         segments between the loss's kinks the loss is linear and p, q are exponential, so the
         set {loss > ε} is an interval and both integrals are closed forms (geometric sums on
-        the integers). Any real ε; both orders agree (symmetric law)."""
+        the integers). Any real ε; both orders agree (symmetric law).
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         eps = jnp.asarray(epsilon)
         d, apart = self._pair(value, neighbour_value)
         shape = jnp.broadcast_shapes(eps.shape, d.shape, self.batch_shape)
@@ -251,7 +330,16 @@ class _Piecewise(AdditiveMechanism):
         return jnp.where(jnp.broadcast_to(apart, shape), 1.0, delta)
 
     def renyi_divergence(self, order, value, neighbour_value):
-        r"""Exact D_α(P‖Q) = log(Σ_segments ∫ p^α q^{1−α}) / (α − 1), α > 1 (geometric pieces)."""
+        r"""Exact D_α(P‖Q) = log(Σ_segments ∫ p^α q^{1−α}) / (α − 1), α > 1 (geometric pieces).
+
+        Args:
+          order: the order α > 1 (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          D_α(P_v‖P_v'), of the broadcast shape.
+        """
         a = jnp.asarray(order)
         d, apart = self._pair(value, neighbour_value)
         shape = jnp.broadcast_shapes(a.shape, d.shape, self.batch_shape)
@@ -263,7 +351,15 @@ class _Piecewise(AdditiveMechanism):
         return jnp.where(jnp.broadcast_to(apart, shape), jnp.inf, out)
 
     def output_breakpoints(self, value, neighbour_value):
-        """The kinks ±c, 0 of both laws: the pair loss is monotone between them."""
+        """The kinks ±c, 0 of both laws: the pair loss is monotone between them.
+
+        Args:
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          The outputs ``v ± c``, ``v``, ``v' ± c``, ``v'`` (trailing axis of 6).
+        """
         k = jnp.stack([-self.breakpoint, jnp.zeros_like(jnp.asarray(self.breakpoint)), self.breakpoint], -1)
         v, nv = jnp.asarray(value)[..., None], jnp.asarray(neighbour_value)[..., None]
         return jnp.concatenate([v + k, nv + k], -1)
@@ -277,7 +373,18 @@ class _Piecewise(AdditiveMechanism):
 
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
         """``log ∫`` (``Σ`` on the integers) of ``f(y−v)^α f(y−nv)^{1−α}`` over (lo, hi], a piece
-        without kinks of either law: the exponent is linear there (geometric closed form)."""
+        without kinks of either law: the exponent is linear there (geometric closed form).
+
+        Args:
+          lo: the piece's lower end.
+          hi: its upper end.
+          v: the answer.
+          nv: the neighbouring answer.
+          alpha: the order α > 1.
+
+        Returns:
+          The log integral (or sum).
+        """
         a = jnp.asarray(alpha)
         if self.discrete:
             k1, k2 = jnp.floor(lo) + 1.0, jnp.floor(hi)
@@ -290,10 +397,18 @@ class _Piecewise(AdditiveMechanism):
 
     @abc.abstractmethod
     def tail_mass(self):
-        """P(|N| > c), the paper's P_out."""
+        """P(|N| > c), the paper's P_out.
+
+        Returns:
+          P(|N| > c), of the batch shape.
+        """
 
     def variance(self):
-        """E N² (the mean is 0)."""
+        """E N² (the mean is 0).
+
+        Returns:
+          E N², of the batch shape.
+        """
         return self.second_moment()
 
 
@@ -304,7 +419,20 @@ class LaplaceMixture(_Piecewise):
 
     Leaves ``inner_scale`` (b2), ``outer_scale`` (b1), ``breakpoint`` (c ≥ 0), all differentiable.
     Exactly ``pure_epsilon(Δ)``-DP (tight); the PLD is built from the closed-form hockey stick
-    along every shift up to Δ."""
+    along every shift up to Δ.
+
+    Args:
+      inner_scale: b2 > 0, the scale on ``|n| ≤ c`` (scalar or array; differentiable).
+      outer_scale: b1 > 0, the scale beyond ``c`` (default 0.2).
+      breakpoint: c ≥ 0 (default 1; differentiable).
+
+    Raises:
+      ValueError: a scale not positive, a negative breakpoint.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, Definition 3, eqs. (9)–(10).
+    """
 
     inner_scale: jax.Array
     outer_scale: jax.Array = 0.2  # defaults: the paper's headline shape (r = 5, c = b2) at b2 = 1
@@ -322,11 +450,19 @@ class LaplaceMixture(_Piecewise):
         return jnp.log(2.0 * self._half_z())
 
     def tail_mass(self):
-        """P_out = P(|N| > c) = e^{−λ2 c} / (λ1 Z/2) (= a1 e^{−c/b1} of eq. 10)."""
+        """P_out = P(|N| > c) = e^{−λ2 c} / (λ1 Z/2) (= a1 e^{−c/b1} of eq. 10).
+
+        Returns:
+          P_out, of the batch shape.
+        """
         return jnp.exp(-self._l2 * self.breakpoint) / (self._l1 * self._half_z())
 
     def weights(self):
-        """The paper's ``(a1, a2)`` of eq. (10) (a1 may overflow: it is never used internally)."""
+        """The paper's ``(a1, a2)`` of eq. (10) (a1 may overflow: it is never used internally).
+
+        Returns:
+          ``(a1, a2)``, of the batch shape.
+        """
         l2, l1, c = self._l2, self._l1, self.breakpoint
         a2 = 1.0 / (self._half_z() * l2)
         return a2 * (l2 / l1) * jnp.exp((l1 - l2) * c), a2
@@ -356,7 +492,14 @@ class LaplaceMixture(_Piecewise):
         return jnp.where(n <= 0, half_tail, 1.0 - half_tail)
 
     def noise_side_masses(self, x):
-        """(P(0 < N < x), P(N > x)), the first relative-accurate for small x: −expm1(−λ2 x)/(λ2 Z) inside."""
+        """(P(0 < N < x), P(N > x)), the first relative-accurate for small x: −expm1(−λ2 x)/(λ2 Z) inside.
+
+        Args:
+          x: non-negative offsets.
+
+        Returns:
+          ``(P(0 < N < x), P(N > x))``.
+        """
         l2, l1, c = self._l2, self._l1, self.breakpoint
         x = jnp.asarray(x)
         zh = self._half_z()
@@ -385,7 +528,14 @@ class LaplaceMixture(_Piecewise):
         return jnp.where(use_outer, t_out, t_in)
 
     def noise_icdf(self, u):
-        """Branch-free inverse CDF of one uniform: sign(u − ½)·|N|-quantile at survival 2 min(u, 1 − u)."""
+        """Branch-free inverse CDF of one uniform: sign(u − ½)·|N|-quantile at survival 2 min(u, 1 − u).
+
+        Args:
+          u: probabilities in (0, 1).
+
+        Returns:
+          The quantiles.
+        """
         u = jnp.asarray(u)
         w = u - 0.5
         p = 0.5 - jnp.abs(w)
@@ -413,19 +563,31 @@ class LaplaceMixture(_Piecewise):
         return tuple(math.factorial(n) / l2 ** (n + 1) * jax.scipy.special.gammainc(n + 1.0, x) for n in (0, 1, 2))
 
     def mean_abs(self):
-        """E|N| (eq. 12): (I1 + e^{−λ2 c}(c/λ1 + 1/λ1²)) / (Z/2)."""
+        """E|N| (eq. 12): (I1 + e^{−λ2 c}(c/λ1 + 1/λ1²)) / (Z/2).
+
+        Returns:
+          E|N|, of the batch shape.
+        """
         l2, l1, c = self._l2, self._l1, self.breakpoint
         _, i1, _ = self._inner_integrals()
         return (i1 + jnp.exp(-l2 * c) * (c / l1 + 1.0 / l1**2)) / self._half_z()
 
     def second_moment(self):
-        """E N² (eq. 13): (I2 + e^{−λ2 c}(c²/λ1 + 2c/λ1² + 2/λ1³)) / (Z/2)."""
+        """E N² (eq. 13): (I2 + e^{−λ2 c}(c²/λ1 + 2c/λ1² + 2/λ1³)) / (Z/2).
+
+        Returns:
+          E N², of the batch shape.
+        """
         l2, l1, c = self._l2, self._l1, self.breakpoint
         _, _, i2 = self._inner_integrals()
         return (i2 + jnp.exp(-l2 * c) * (c * c / l1 + 2.0 * c / l1**2 + 2.0 / l1**3)) / self._half_z()
 
     def entropy(self):
-        """Differential entropy (eq. 14) = log Z + E φ(|N|) = log(2 Z/2) + λ2 (I1/(Z/2) + c P_out) + P_out."""
+        """Differential entropy (eq. 14) = log Z + E φ(|N|) = log(2 Z/2) + λ2 (I1/(Z/2) + c P_out) + P_out.
+
+        Returns:
+          The differential entropy in nats, of the batch shape.
+        """
         _, i1, _ = self._inner_integrals()
         zh, p_out = self._half_z(), self.tail_mass()
         return jnp.log(2.0 * zh) + self._l2 * (i1 / zh + self.breakpoint * p_out) + p_out
@@ -436,7 +598,20 @@ class GeometricMixture(_Piecewise):
     r"""Geom_m (Definition 4, eqs. 17–18) on the integers: pmf ∝ e^{−|k|/b2} for |k| ≤ c,
     ∝ e^{−|k|/b1} beyond, with the weights a1,g, a2,g of eq. (18) (continuity at ±c).
     ``GeometricMixture.from_epsilon(ε, r, c, Δ)`` is the paper's Geom_m(e^{ε/Δ}, e^{rε/Δ}), c an
-    integer. Exactly ``pure_epsilon(Δ)``-DP for an integer Δ (tight); exact four-atom PLD at Δ = 1."""
+    integer. Exactly ``pure_epsilon(Δ)``-DP for an integer Δ (tight); exact four-atom PLD at Δ = 1.
+
+    Args:
+      inner_scale: b2 > 0, the scale on ``|n| ≤ c`` (scalar or array; differentiable).
+      outer_scale: b1 > 0, the scale beyond ``c`` (default 0.2).
+      breakpoint: c ≥ 0, one integer (static; default 1).
+
+    Raises:
+      ValueError: a scale not positive, a negative breakpoint, or a breakpoint that is not one integer.
+
+    References:
+      Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture
+      Distributions in Query Release", arXiv:1707.01189v3, Definition 4, eqs. (17)–(18).
+    """
 
     inner_scale: jax.Array
     outer_scale: jax.Array = 0.2  # defaults: the paper's headline shape (r = 5, c = b2) at b2 = 1
@@ -461,11 +636,19 @@ class GeometricMixture(_Piecewise):
         return jnp.log(self._z())
 
     def tail_mass(self):
-        """P_out = P(|N| > c) = 2 q2^c T0 / Z_d."""
+        """P_out = P(|N| > c) = 2 q2^c T0 / Z_d.
+
+        Returns:
+          P_out, of the batch shape.
+        """
         return 2.0 * jnp.exp(-self._l2 * self.breakpoint) * self._t0() / self._z()
 
     def weights(self):
-        """The paper's ``(a1,g, a2,g)`` of eq. (18)."""
+        """The paper's ``(a1,g, a2,g)`` of eq. (18).
+
+        Returns:
+          ``(a1,g, a2,g)``, of the batch shape.
+        """
         l2, l1 = self._l2, self._l1
         a2 = jnp.tanh(l2 / 2.0) ** -1 / self._z()  # p(0) = a2,g (α2−1)/(α2+1) = 1/Z_d
         a1 = a2 * jnp.tanh(l2 / 2.0) / jnp.tanh(l1 / 2.0) * jnp.exp((l1 - l2) * self.breakpoint)
@@ -506,7 +689,14 @@ class GeometricMixture(_Piecewise):
 
     def noise_icdf(self, u):
         """Smallest k with F(k) ≥ u, branch-free: −M(u) for u ≤ ½, M(1 − u) above (M: the tail
-        magnitude, geometric on each piece; Algorithm 2 of the paper, rewritten symmetrically)."""
+        magnitude, geometric on each piece; Algorithm 2 of the paper, rewritten symmetrically).
+
+        Args:
+          u: probabilities in (0, 1).
+
+        Returns:
+          The integer quantiles, as floats.
+        """
         u = jnp.asarray(u)
         lower = u <= 0.5
         x = jnp.where(lower, u, 1.0 - u)
@@ -534,19 +724,31 @@ class GeometricMixture(_Piecewise):
         return qc, s1, s2, t0, t1, t2
 
     def mean_abs(self):
-        """E|N| = 2 (S1 + q2^c (c T0 + T1)) / Z_d."""
+        """E|N| = 2 (S1 + q2^c (c T0 + T1)) / Z_d.
+
+        Returns:
+          E|N|, of the batch shape.
+        """
         qc, s1, _, t0, t1, _ = self._sums()
         c = self.breakpoint
         return 2.0 * (s1 + qc * (c * t0 + t1)) / self._z()
 
     def second_moment(self):
-        """E N² = 2 (S2 + q2^c (c² T0 + 2c T1 + T2)) / Z_d."""
+        """E N² = 2 (S2 + q2^c (c² T0 + 2c T1 + T2)) / Z_d.
+
+        Returns:
+          E N², of the batch shape.
+        """
         qc, _, s2, t0, t1, t2 = self._sums()
         c = self.breakpoint
         return 2.0 * (s2 + qc * (c * c * t0 + 2.0 * c * t1 + t2)) / self._z()
 
     def entropy(self):
-        """Shannon entropy = ln Z_d + λ2·2(S1 + c q2^c T0)/Z_d + λ1·2 q2^c T1/Z_d (nats)."""
+        """Shannon entropy = ln Z_d + λ2·2(S1 + c q2^c T0)/Z_d + λ1·2 q2^c T1/Z_d (nats).
+
+        Returns:
+          The Shannon entropy in nats, of the batch shape.
+        """
         qc, s1, _, t0, t1, _ = self._sums()
         c, z = self.breakpoint, self._z()
         return jnp.log(z) + self._l2 * 2.0 * (s1 + c * qc * t0) / z + self._l1 * 2.0 * qc * t1 / z
