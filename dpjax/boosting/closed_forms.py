@@ -1,4 +1,7 @@
-r"""Exact privacy of a neighbouring pair of a privacy-boosted mechanism (the output law of Jiang et al., IEEE S&P 2025, eqs. (2)–(3); docs/pbdp.md).
+r"""Exact privacy of a neighbouring pair of a privacy-boosted mechanism.
+
+The output law is that of Jiang et al., "Meeting Utility Constraints in Differential Privacy: A
+Privacy-Boosting Approach", IEEE S&P 2025, eqs. (2)–(3) (docs/pbdp.md).
 
 Between the region boundaries of both laws (and the kernel's kinks), the boosted privacy
 loss is the kernel's pair loss ``ℓ(y) = log f(y − v) − log f(y − v')`` plus a constant
@@ -36,6 +39,16 @@ def pieces(mech, v, nv, kinks: bool, spread=0.0):
     answers and ``spread`` (a further distance, e.g. to a tilted centre), where the kernel's
     mass underflows: the values of ±∞ edges, with finite gradients. ``v``/``nv`` and the
     parameters must already broadcast with a trailing piece axis of length 1.
+
+    Args:
+      mech: a ``PrivacyBoosted`` whose parameters broadcast against the trailing axes added here.
+      v: the answer (with a trailing axis of length 1).
+      nv: the neighbouring answer (likewise).
+      kinks: also cut at the kernel's kinks.
+      spread: a further distance the outer edges must clear.
+
+    Returns:
+      ``((lo, hi), (c, c'))``, arrays with a trailing piece axis.
     """
     lo1, hi1 = mech.region.interval(v)
     lo2, hi2 = mech.region.interval(nv)
@@ -83,7 +96,17 @@ def _decreasing(kernel, lo, hi, v, nv):
 def hockey_stick(mech, epsilon, value, neighbour_value):
     """Exact ``δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy``, any real ε; broadcasts
     ε (..., m) against the pair and the parameters. Three fused special-function calls for a
-    kernel with a closed-form threshold."""
+    kernel with a closed-form threshold.
+
+    Args:
+      mech: a ``PrivacyBoosted`` whose parameters broadcast against the trailing axes added here.
+      epsilon: ε, any real (array, trailing axis m).
+      value: the answer.
+      neighbour_value: the neighbouring answer.
+
+    Returns:
+      δ(ε), of the broadcast shape.
+    """
     v = jnp.asarray(value)[..., None]
     nv = jnp.asarray(neighbour_value)[..., None]
     me = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], mech)
@@ -110,7 +133,17 @@ def hockey_stick(mech, epsilon, value, neighbour_value):
 
 def renyi_divergence(mech, order, value, neighbour_value):
     """Exact ``D_α(P_value‖P_neighbour_value)``, α > 1, in log space; broadcasts like
-    :func:`hockey_stick` (the outer edges also clear the tilted centre)."""
+    :func:`hockey_stick` (the outer edges also clear the tilted centre).
+
+    Args:
+      mech: a ``PrivacyBoosted`` whose parameters broadcast against the trailing axes added here.
+      order: α > 1 (array).
+      value: the answer.
+      neighbour_value: the neighbouring answer.
+
+    Returns:
+      D_α, of the broadcast shape.
+    """
     v = jnp.asarray(value)[..., None, None]
     nv = jnp.asarray(neighbour_value)[..., None, None]
     a = jnp.asarray(order)[..., None]  # (..., k, 1)

@@ -31,6 +31,15 @@ class PrivacyBoosted(Mechanism):
         move non-rigidly with the answer (relative, fixed). Default: 201 answers of a grid,
         or for a relative region with a discrete kernel every distinct pair (6 per region
         width up to the kernel's reach; a smaller value is refused).
+
+    Raises:
+      ValueError: ``kernel`` not an additive kernel; ``region`` not a region, or holding no answer
+        the kernel can take; ``rho`` outside (0, 1]; an unknown ``sampler``; ``num_pairs`` not an
+        integer or below the pairs the region needs.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §3.1, eqs. (2)–(3), and §4 (the regions).
     """
 
     kernel: AdditiveMechanism
@@ -60,16 +69,31 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def discrete(self) -> bool:
+        """Returns:
+
+          The kernel's ``discrete``.
+        """
         return self.kernel.discrete
 
     @property
     def lattice_step(self):
-        """The kernel's: the output is the unrounded answer plus the kernel's noise."""
+        """The kernel's: the output is the unrounded answer plus the kernel's noise.
+
+        Returns:
+          The kernel's ``lattice_step``.
+        """
         return self.kernel.lattice_step
 
     # -- region and boosting ----------------------------------------------------
     def interval(self, value):
-        """``(lo, hi)``: the preferred region ``S(value)``."""
+        """``(lo, hi)``: the preferred region ``S(value)``.
+
+        Args:
+          value: the true answer(s) Q (array).
+
+        Returns:
+          ``(lo, hi)``, of the broadcast shape.
+        """
         return self.region.interval(value)
 
     def _masses(self, value):
@@ -88,13 +112,24 @@ class PrivacyBoosted(Mechanism):
         return a, b
 
     def region_mass(self, value):
-        """``p_S(value)``: the kernel's mass in ``S(value)``."""
+        """``p_S(value)``: the kernel's mass in ``S(value)``.
+
+        Args:
+          value: the true answer(s) Q (array).
+
+        Returns:
+          ``p_S``, of the broadcast shape.
+        """
         return jnp.exp(self._masses(value)[1])
 
     @property
     def log1m_boosting_rate(self):
         """``log(1 − q)``, computed directly as ``min_h log[p_S (1 − ρ) / (ρ p̄_S)]`` over the
-        hardest answers h (clipped at 0): accurate when q is within float eps of 1."""
+        hardest answers h (clipped at 0): accurate when q is within float eps of 1.
+
+        Returns:
+          ``log(1 − q)``, of the batch shape.
+        """
         out = None
         for h in self.region.hardest_answers(self.discrete):
             log_lo, log_in, log_hi = self._masses(h)
@@ -104,23 +139,48 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def boosting_rate(self):
-        """``q`` of eq. (3), clipped at 0: max over the hardest answers of ``(ρ − p_S)/(ρ(1 − p_S))``."""
+        """``q`` of eq. (3), clipped at 0: max over the hardest answers of ``(ρ − p_S)/(ρ(1 − p_S))``.
+
+        Returns:
+          ``q`` in [0, 1], of the batch shape.
+        """
         return 0.0 - jnp.expm1(self.log1m_boosting_rate)
 
     def log_normalizer(self, value, *, _l1mq=None):
-        """``log(1 − p̄_S(value) q)``, the log of the normaliser of eq. (2)."""
+        """``log(1 − p̄_S(value) q)``, the log of the normaliser of eq. (2).
+
+        Args:
+          value: the true answer(s) Q (array).
+
+        Returns:
+          ``log(1 − p̄_S q)``, of the broadcast shape.
+        """
         log_lo, log_in, log_hi = self._masses(value)
         l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
         return jnp.logaddexp(log_in, l1mq + jnp.logaddexp(log_lo, log_hi))
 
     def coverage(self, value):
-        """``Pr[M(value) ∈ S(value)] = p_S/(1 − p̄_S q)``; equals ``rho`` at the hardest answer."""
+        """``Pr[M(value) ∈ S(value)] = p_S/(1 − p̄_S q)``; equals ``rho`` at the hardest answer.
+
+        Args:
+          value: the true answer(s) Q (array).
+
+        Returns:
+          The coverage, of the broadcast shape.
+        """
         return jnp.exp(self._masses(value)[1] - self.log_normalizer(value))
 
     def log_boost(self, y, value, *, _l1mq=None):
         """``log w(y) − log(1 − p̄_S q)``: ``log_prob`` minus the kernel's log density.
 
         Constant between :meth:`output_breakpoints`.
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+
+        Returns:
+          ``log w(y) − log(1 − p̄_S q)``, of the broadcast shape.
         """
         l1mq = self.log1m_boosting_rate if _l1mq is None else _l1mq
         lo, hi = self.region.interval(value)
@@ -131,10 +191,28 @@ class PrivacyBoosted(Mechanism):
 
     # -- output law -------------------------------------------------------------
     def log_prob(self, y, value):
+        """The boosted law's log density (log pmf for a discrete kernel), eq. (2).
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+
+        Returns:
+          ``log f_pb(y | value)``, of the broadcast shape.
+        """
         y = jnp.asarray(y)
         return self.kernel.noise_log_prob(y - value) + self.log_boost(y, value)
 
     def cdf(self, y, value):
+        """The boosted law's CDF.
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+
+        Returns:
+          ``Pr[M(value) <= y]``, of the broadcast shape.
+        """
         v = jnp.asarray(value)
         n = jnp.asarray(y) - v
         if self.discrete:
@@ -155,7 +233,15 @@ class PrivacyBoosted(Mechanism):
 
     def sf(self, y, value):
         """``Pr[M(value) > y]``: ``(1−q)·Pr[N > y − value]/Z`` above the region (tail-accurate), else
-        ``1 − cdf``."""
+        ``1 − cdf``.
+
+        Args:
+          y: outputs (array).
+          value: the true answer(s).
+
+        Returns:
+          ``Pr[M(value) > y]``, of the broadcast shape.
+        """
         v = jnp.asarray(value)
         n = jnp.asarray(y) - v
         if self.discrete:
@@ -167,7 +253,16 @@ class PrivacyBoosted(Mechanism):
         return jnp.where(n > e_hi, jnp.clip(above, 0.0, 1.0), 1.0 - self.cdf(y, value))
 
     def privacy_loss(self, y, value, neighbour_value):
-        """``log p(y|value) − log p(y|neighbour_value)``: kernel loss + ``log_boost`` difference."""
+        """``log p(y|value) − log p(y|neighbour_value)``: kernel loss + ``log_boost`` difference.
+
+        Args:
+          y: outputs (array).
+          value: the answer.
+          neighbour_value: the neighbouring answer.
+
+        Returns:
+          The privacy loss, of the broadcast shape.
+        """
         y = jnp.asarray(y)
         kernel_loss = self.kernel.noise_log_prob(y - value) - self.kernel.noise_log_prob(y - neighbour_value)
         l1mq = self.log1m_boosting_rate
@@ -195,9 +290,18 @@ class PrivacyBoosted(Mechanism):
         return v + sampler.mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, mech.region.symmetric_noise)
 
     def exact_lattice(self):
-        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): over a discrete Gaussian or discrete Laplace
-        kernel with an absolute-error region, this boosted law sampled with integers only (one exact inverse-CDF
-        table of the boosted |N|, the keep probability that of the accountant); other kernels and regions refuse."""
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`).
+
+        Over a discrete Gaussian or discrete Laplace kernel with an absolute-error region, this boosted
+        law sampled with integers only (one exact inverse-CDF table of the boosted |N|, the keep
+        probability that of the accountant); other kernels and regions refuse.
+
+        Returns:
+          The lattice mechanism that ``numerics="exact"`` runs; account that one for the privacy of what ran.
+
+        Raises:
+          ValueError: parameters the exact tier cannot represent (see :mod:`dpjax.exact.lattice`).
+        """
         from dpjax.exact.lattice import boosted_lattice
 
         return boosted_lattice(self)
@@ -212,6 +316,16 @@ class PrivacyBoosted(Mechanism):
         kernel, one pair per distinct pair of region widths instead. Fixed region:
         ``(Q, Q + Δ)`` for ``Q ∈ [low, high − Δ]`` (integer answers for discrete kernels).
         Each pair is to be examined in both directions.
+
+        Args:
+          sensitivity: Δ (positive).
+
+        Returns:
+          ``(values, neighbour_values)``.
+
+        Raises:
+          ValueError: ``sensitivity`` not positive; ``num_pairs`` unknown (a discrete kernel's relative
+            region built from traced parameters).
         """
         if not is_traced(sensitivity):
             check_positive("sensitivity", sensitivity)
@@ -228,6 +342,13 @@ class PrivacyBoosted(Mechanism):
         is the kernel's loss plus a constant, hence monotone in ``y``. For discrete
         kernels the boundaries are placed at half-integers (``ceil(lo) − ½``,
         ``floor(hi) + ½``) so that no output sits on one.
+
+        Args:
+          value: the answer.
+          neighbour_value: the neighbouring answer.
+
+        Returns:
+          The sorted boundaries, shape ``broadcast + (4,)``.
         """
         lo, hi = self.region.interval(value)
         lo2, hi2 = self.region.interval(neighbour_value)
@@ -240,13 +361,25 @@ class PrivacyBoosted(Mechanism):
     @property
     def symmetric_pairs(self) -> bool:
         """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs: true for the absolute-error
-        region (reflection y → v + v' − y swaps the two laws), not for the others."""
+        region (reflection y → v + v' − y swaps the two laws), not for the others.
+
+        Returns:
+          True for the absolute-error region.
+        """
         return self.region.translation_invariant
 
     def path_kink(self, values, nvalues):
         """An answer on the pair path (nodes ``values``/``nvalues``, trailing axis) where the
         divergence has a kink off the grid (relative region: S(Q)'s upper edge on S(Q + Δ)'s
-        lower), searched besides the best node; ``None`` where the region declares none."""
+        lower), searched besides the best node; ``None`` where the region declares none.
+
+        Args:
+          values: the path's answers (trailing axis).
+          nvalues: their neighbours.
+
+        Returns:
+          The kink's answer, or ``None``.
+        """
         kink = getattr(self.region, "path_kink", None)
         return None if kink is None or self.discrete else kink(values, nvalues)
 
@@ -255,7 +388,11 @@ class PrivacyBoosted(Mechanism):
         """Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
         accountant bounds the supremum between them (the divergence peaks between grid
         answers). Not for a relative region with a discrete kernel, whose pairs are listed
-        exhaustively (:meth:`dpjax.RelativeError.neighbour_pairs`)."""
+        exhaustively (:meth:`dpjax.RelativeError.neighbour_pairs`).
+
+        Returns:
+          The region's ``pair_path(discrete)``.
+        """
         return self.region.pair_path(self.discrete)
 
     def boost_parts(self, value, neighbour_value):
@@ -263,6 +400,13 @@ class PrivacyBoosted(Mechanism):
 
         The same formulas as :attr:`log1m_boosting_rate` and :meth:`log_normalizer`
         (hardest answers and the pair stacked into one ``noise_region_log_masses`` call).
+
+        Args:
+          value: the answer.
+          neighbour_value: the neighbouring answer.
+
+        Returns:
+          ``(log(1−q), log Z(value), log Z(neighbour_value))``.
         """
         hard = [jnp.asarray(h) for h in self.region.hardest_answers(self.discrete)]
         vals = hard + [jnp.asarray(value), jnp.asarray(neighbour_value)]
@@ -281,14 +425,40 @@ class PrivacyBoosted(Mechanism):
     def hockey_stick(self, epsilon, value, neighbour_value):
         """Exact δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy, every kernel, any real ε
         (:func:`dpjax.boosting.closed_forms.hockey_stick`); broadcasts ε (..., m) against the
-        pair and the parameters (..., 1); differentiable in every parameter."""
+        pair and the parameters (..., 1); differentiable in every parameter.
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         return closed_forms.hockey_stick(self, epsilon, value, neighbour_value)
 
     def renyi_divergence(self, order, value, neighbour_value):
-        """Exact D_α(P_value‖P_neighbour_value), α > 1 (:func:`dpjax.boosting.closed_forms.renyi_divergence`)."""
+        """Exact D_α(P_value‖P_neighbour_value), α > 1 (:func:`dpjax.boosting.closed_forms.renyi_divergence`).
+
+        Args:
+          order: the order α > 1 (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          D_α(P_v‖P_v'), of the broadcast shape.
+        """
         return closed_forms.renyi_divergence(self, order, value, neighbour_value)
 
     def validate_values(self, values) -> None:
+        """Refuse values outside the kernel's and the region's domains.
+
+        Args:
+          values: the true answers.
+
+        Raises:
+          ValueError: a scale the default float cannot carry for a release, or an answer outside a fixed region.
+        """
         self.kernel.validate_values(values)
         self.region.validate_values(values)
 

@@ -44,6 +44,17 @@ def mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, symmetric):
     (``u0`` is a multiple of 2^-23 or 2^-52). ``1 − u1`` is exact on the uniforms' grid.
     (For an interval not holding 0 — a fixed region's answer outside it, which
     :func:`dpjax.release` refuses — the formulas stay right but ``P_in`` loses precision.)
+
+    Args:
+      kernel: the additive kernel.
+      uniform: the records' :class:`dpjax.random.UniformStream`.
+      e_lo: the region's lower edge in noise coordinates (per record or per batch).
+      e_hi: its upper edge.
+      keep: ``1 − q``.
+      symmetric: the region is symmetric (``e_lo = −e_hi``).
+
+    Returns:
+      One noise draw per record.
     """
     h_lo, p_lo = kernel.noise_side_masses(-e_lo)
     h_hi, p_hi = (h_lo, p_lo) if symmetric else kernel.noise_side_masses(e_hi)
@@ -71,7 +82,18 @@ def mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, symmetric):
 def mixture_noise_discrete(kernel, uniform, e_lo, e_hi, log1mq):
     """Integer noise of the exact mixture: ``e_lo``/``e_hi`` are the last noise values below /
     inside the region; ``log1mq = log(1 − q)``. The inside component is reflected so that its
-    interval's centre is ≤ 0 (small CDF values, no ``1 − F``); targets in log space."""
+    interval's centre is ≤ 0 (small CDF values, no ``1 − F``); targets in log space.
+
+    Args:
+      kernel: the additive kernel.
+      uniform: the records' :class:`dpjax.random.UniformStream`.
+      e_lo: the region's lower edge in noise coordinates (per record or per batch).
+      e_hi: its upper edge.
+      log1mq: ``log(1 − q)``.
+
+    Returns:
+      One integer-valued noise draw per record.
+    """
     one = 1.0
     log_lo, log_in, log_hi = kernel.noise_region_log_masses(e_lo, e_hi)
     lw_lo, lw_hi = log1mq + log_lo, log1mq + log_hi
@@ -95,7 +117,22 @@ def mixture_noise_discrete(kernel, uniform, e_lo, e_hi, log1mq):
 
 
 def rejection_noise(kernel, uniform, e_lo, e_hi, keep_out):
-    """The paper's rejection sampler (``keep_out = 1 − q``); region edges as in the mixture."""
+    """The paper's rejection sampler (``keep_out = 1 − q``); region edges as in the mixture.
+
+    Args:
+      kernel: the additive kernel.
+      uniform: the records' :class:`dpjax.random.UniformStream`.
+      e_lo: the region's lower edge in noise coordinates (per record or per batch).
+      e_hi: its upper edge.
+      keep_out: ``1 − q``, the acceptance probability outside the region.
+
+    Returns:
+      One noise draw per record.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §3.1 (rejection sampling) and §5.2.
+    """
 
     def trial(j):
         n = kernel.noise_icdf(uniform(2 * j))
