@@ -11,8 +11,8 @@ loss is the kernel's pair loss ``ℓ(y) = log f(y − v) − log f(y − v')`` p
   ``A_j = {y ∈ piece j : ℓ(y) > ε − (c_j − c'_j)}`` an interval cut at the kernel's loss
   threshold (``noise_loss_threshold``: closed form for the Gaussian and Laplace kernels, a
   bisection otherwise), its masses kernel CDF differences (``log_interval_masses``);
-* the Rényi divergence ``D_α = log Σ_j e^{α c_j + (1−α) c'_j} ∫_j f(y−v)^α f(y−v')^{1−α} dy / (α−1)``,
-  the integrals from ``noise_tilted_log_integral`` (closed forms for the built-in kernels).
+* the Rényi divergence
+  ``D_α = log Σ_j e^{α c_j + (1−α) c'_j} ∫_j f(y−v)^α f(y−v')^{1−α} dy / (α−1)``, the integrals from ``noise_tilted_log_integral`` (closed forms for the built-in kernels).
 
 Every function takes the mechanism with its parameters already broadcasting against the
 trailing axes it adds, and is differentiable in ε, the answers and every parameter: the
