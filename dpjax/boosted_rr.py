@@ -21,8 +21,11 @@ printed ``x_i``), both unbiased (Prop. 8):
 * ``F̂_S = (C_S − N |S| p̄) / (p + (|S|−1) p_s − |S| p̄)``                (category counts)
 * ``F̂_x = (C_x − F̂_{S(x)} (p_s − p̄) − N p̄) / (p − p_s)``              (value counts)
 
-with closed-form variances (Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting Approach", IEEE S&P 2025, §4.4.2, eqs. (10)–(11), Prop. 8) given the true counts. ``F̂_x`` needs ``ε0 > 0``
-(``p = p_s`` at ``ε0 = 0``: its variance is infinite).
+with closed-form variances given the true counts. ``F̂_x`` needs ``ε0 > 0`` (``p = p_s`` at
+``ε0 = 0``: its variance is infinite).
+
+Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting Approach",
+IEEE S&P 2025, §4.4 (§4.4.2, eqs. (10)–(11), Prop. 7, Prop. 8, Remark 5, App. H).
 """
 
 from __future__ import annotations
@@ -47,6 +50,14 @@ class BoostedRandomizedResponse(Mechanism):
       epsilon0: the GRR kernel's budget, ``0 ≤ ε0 ≤ ε`` (``ε0 = ε``: plain GRR).
       domain_size: d, a multiple of ``block_size`` (static).
       block_size: |S|, the category size (static).
+
+    Raises:
+      ValueError: ``epsilon`` not positive; ``epsilon0`` not real or outside [0, ε]; ``domain_size``
+        not an integer ≥ 2; ``block_size`` not an integer ≥ 1 or not dividing ``domain_size``.
+
+    References:
+      Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+      Approach", IEEE S&P 2025, §4.4, Proposition 7 and Appendix H.
     """
 
     epsilon: jax.Array
@@ -74,6 +85,10 @@ class BoostedRandomizedResponse(Mechanism):
     # -- probabilities --------------------------------------------------------------
     @property
     def num_blocks(self) -> int:
+        """Returns:
+
+          d/|S|.
+        """
         return self.domain_size // self.block_size
 
     def _log_den(self):
@@ -88,35 +103,66 @@ class BoostedRandomizedResponse(Mechanism):
 
     @property
     def keep_probability(self):
-        """p = e^ε / Den: the true value is reported."""
+        """p = e^ε / Den: the true value is reported.
+
+        Returns:
+          p, of the batch shape.
+        """
         return jnp.exp(self.epsilon - self._log_den())
 
     @property
     def block_probability(self):
-        """p_s = e^{ε−ε0} / Den: each other value of the true category."""
+        """p_s = e^{ε−ε0} / Den: each other value of the true category.
+
+        Returns:
+          p_s, of the batch shape.
+        """
         return jnp.exp(self.epsilon - self.epsilon0 - self._log_den())
 
     @property
     def other_probability(self):
-        """p̄ = 1 / Den: each value outside the true category."""
+        """p̄ = 1 / Den: each value outside the true category.
+
+        Returns:
+          p̄, of the batch shape.
+        """
         return jnp.exp(-self._log_den())
 
     @property
     def boosting_rate(self):
-        """q_b = 1 − e^{ε0 − ε}: the down-weighting of outputs outside S(x)."""
+        """q_b = 1 − e^{ε0 − ε}: the down-weighting of outputs outside S(x).
+
+        Returns:
+          q_b, of the batch shape.
+        """
         return -jnp.expm1(self.epsilon0 - self.epsilon)
 
     @property
     def coverage(self):
-        """ρ = p + (|S|−1) p_s: the report lies in the true category (Remark 5)."""
+        """ρ = p + (|S|−1) p_s: the report lies in the true category (Remark 5).
+
+        Returns:
+          ρ, of the batch shape.
+        """
         return self.keep_probability + (self.block_size - 1) * self.block_probability
 
     def pure_epsilon(self, sensitivity=None):
-        """The exact pure ε of the LDP guarantee: max log-likelihood ratio (ε; ε0 if one block)."""
+        """The exact pure ε of the LDP guarantee: max log-likelihood ratio (ε; ε0 if one block).
+
+        Args:
+          sensitivity: ignored (any two values are neighbours).
+
+        Returns:
+          The pure ε, of the batch shape.
+        """
         return jnp.asarray(self.epsilon) if self.domain_size > self.block_size else jnp.asarray(self.epsilon0)
 
     def confusion_matrix(self):
-        """``P[y | x]`` as a d×d matrix (rows: true value)."""
+        """``P[y | x]`` as a d×d matrix (rows: true value).
+
+        Returns:
+          An array ``batch_shape + (d, d)``.
+        """
         x = jnp.arange(self.domain_size)
         return jnp.exp(self.log_prob(x[None, :], x[:, None]))
 
@@ -128,6 +174,15 @@ class BoostedRandomizedResponse(Mechanism):
 
     # -- output law -----------------------------------------------------------------
     def validate_values(self, values) -> None:
+        """Refuse values that are not indices of the domain.
+
+        Args:
+          values: the true values.
+
+        Raises:
+          ValueError: a value not an integer in ``[0, domain_size)``, or a domain larger than the uniform
+            stream can address.
+        """
         check_categories(self.domain_size, "domain_size")
         check_index_values("values", values, self.domain_size, "domain_size")
 
@@ -150,6 +205,15 @@ class BoostedRandomizedResponse(Mechanism):
         return y.astype(value.dtype)
 
     def log_prob(self, y, value):
+        """The report's log pmf.
+
+        Args:
+          y: reports (array).
+          value: the true values.
+
+        Returns:
+          ``log P[y | value]`` (``−inf`` off the domain).
+        """
         y = jnp.asarray(y)
         v = jnp.asarray(value)
         s = self.block_size
@@ -162,6 +226,15 @@ class BoostedRandomizedResponse(Mechanism):
         return jnp.where(inside, lp, -jnp.inf)
 
     def cdf(self, y, value):
+        """The report's CDF over the domain's indices.
+
+        Args:
+          y: reports (array).
+          value: the true values.
+
+        Returns:
+          ``Pr[M(value) <= y]``.
+        """
         yf = jnp.floor(jnp.asarray(y))
         v = jnp.asarray(value)
         s = self.block_size
@@ -177,7 +250,14 @@ class BoostedRandomizedResponse(Mechanism):
 
     # -- accounting hooks -------------------------------------------------------------
     def neighbour_pairs(self, sensitivity=None):
-        """Two values in different blocks (ratio e^ε) and, if |S| > 1, two in one block (e^{ε0})."""
+        """Two values in different blocks (ratio e^ε) and, if |S| > 1, two in one block (e^{ε0}).
+
+        Args:
+          sensitivity: ignored.
+
+        Returns:
+          ``(values, neighbour_values)``.
+        """
         s, d = self.block_size, self.domain_size
         pairs = []
         if d > s:
@@ -188,7 +268,16 @@ class BoostedRandomizedResponse(Mechanism):
         return jnp.asarray(v), jnp.asarray(w)
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """δ(ε) = Σ_y (P(y|value) − e^ε P(y|neighbour_value))_+, summed over the d outputs."""
+        """δ(ε) = Σ_y (P(y|value) − e^ε P(y|neighbour_value))_+, summed over the d outputs.
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         eps = jnp.asarray(epsilon)[..., None]
         lp = self._log_probs(value)[..., None, :]
         lq = self._log_probs(neighbour_value)[..., None, :]
@@ -197,7 +286,16 @@ class BoostedRandomizedResponse(Mechanism):
         return out[..., 0] if jnp.ndim(epsilon) == 0 else out
 
     def renyi_divergence(self, order, value, neighbour_value):
-        """D_α of the two report laws (exact sum over the d outputs)."""
+        """D_α of the two report laws (exact sum over the d outputs).
+
+        Args:
+          order: the order α > 1 (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          D_α(P_v‖P_v'), of the broadcast shape.
+        """
         a = jnp.asarray(order)[..., None]
         lp = self._log_probs(value)[..., None, :]
         lq = self._log_probs(neighbour_value)[..., None, :]
@@ -212,12 +310,30 @@ class BoostedRandomizedResponse(Mechanism):
         return p + (s - 1) * ps, s * pn
 
     def report_counts(self, reports):
-        """Counts ``C_x`` of each output value (trailing axis d) from reports (trailing axis N)."""
+        """Counts ``C_x`` of each output value (trailing axis d) from reports (trailing axis N).
+
+        Args:
+          reports: the reports (trailing axis N; integer values in [0, d)).
+
+        Returns:
+          The counts, trailing axis d.
+        """
         reports = jnp.asarray(reports).astype(jnp.int32)
         return jnp.sum(jax.nn.one_hot(reports, self.domain_size, dtype=jnp.result_type(float)), axis=-2)
 
     def estimate_category_counts(self, reports):
-        """Unbiased F̂_S of eq. (10) for every category (trailing axis d/|S|)."""
+        """Unbiased F̂_S of eq. (10) for every category (trailing axis d/|S|).
+
+        Args:
+          reports: the reports (trailing axis N; integer values in [0, d)).
+
+        Returns:
+          F̂_S, trailing axis d/|S|.
+
+        References:
+          Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+          Approach", IEEE S&P 2025, §4.4.2, eq. (10), Proposition 8.
+        """
         c_x = self.report_counts(reports)
         return self._category_estimates(c_x)
 
@@ -228,7 +344,18 @@ class BoostedRandomizedResponse(Mechanism):
         return (c_s - n * b) / (a - b)
 
     def estimate_value_counts(self, reports):
-        """Unbiased F̂_x of eq. (11) for every value (trailing axis d); needs ε0 > 0."""
+        """Unbiased F̂_x of eq. (11) for every value (trailing axis d); needs ε0 > 0.
+
+        Args:
+          reports: the reports (trailing axis N; integer values in [0, d)).
+
+        Returns:
+          F̂_x, trailing axis d.
+
+        References:
+          Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
+          Approach", IEEE S&P 2025, §4.4.2, eq. (11), Proposition 8.
+        """
         c_x = self.report_counts(reports)
         n = jnp.sum(c_x, axis=-1, keepdims=True)
         f_s = jnp.repeat(self._category_estimates(c_x), self.block_size, axis=-1)
@@ -237,7 +364,14 @@ class BoostedRandomizedResponse(Mechanism):
 
     def category_count_variance(self, value_counts):
         """Var(F̂_S) per category given the true value counts (trailing axis d):
-        ``[F_S a(1−a) + (N − F_S) b(1−b)] / (a − b)²`` with a = p + (|S|−1)p_s, b = |S| p̄."""
+        ``[F_S a(1−a) + (N − F_S) b(1−b)] / (a − b)²`` with a = p + (|S|−1)p_s, b = |S| p̄.
+
+        Args:
+          value_counts: the true value counts (trailing axis d).
+
+        Returns:
+          Var(F̂_S), trailing axis d/|S|.
+        """
         f = jnp.asarray(value_counts, jnp.result_type(float))
         n = jnp.sum(f, axis=-1, keepdims=True)
         f_s = f.reshape(f.shape[:-1] + (self.num_blocks, self.block_size)).sum(-1)
@@ -246,7 +380,14 @@ class BoostedRandomizedResponse(Mechanism):
 
     def value_count_variance(self, value_counts):
         """Var(F̂_x) per value given the true value counts (trailing axis d): a sum over users of
-        Var(g(y_i)), g(y) = [1{y=x} − c 1{y∈S(x)}]/(p − p_s), c = (p_s − p̄)/(a − b)."""
+        Var(g(y_i)), g(y) = [1{y=x} − c 1{y∈S(x)}]/(p − p_s), c = (p_s − p̄)/(a − b).
+
+        Args:
+          value_counts: the true value counts (trailing axis d).
+
+        Returns:
+          Var(F̂_x), trailing axis d.
+        """
         f = jnp.asarray(value_counts, jnp.result_type(float))
         n = jnp.sum(f, axis=-1, keepdims=True)
         f_s = jnp.repeat(f.reshape(f.shape[:-1] + (self.num_blocks, self.block_size)).sum(-1), self.block_size, -1)

@@ -20,7 +20,19 @@ __all__ = ["RandomizedResponse"]
 
 @pytree_dataclass
 class RandomizedResponse(Mechanism):
-    """Generalized randomized response over ``num_categories`` categories."""
+    """Generalized randomized response over ``num_categories`` categories.
+
+    Args:
+      epsilon: ε > 0 (scalar or array: a batch of mechanisms; differentiable).
+      num_categories: k ≥ 2 (static).
+
+    Raises:
+      ValueError: ``epsilon`` not positive; ``num_categories`` not an integer ≥ 2.
+
+    References:
+      Warner, "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias", JASA
+      1965. Kairouz, Oh, Viswanath, "Extremal Mechanisms for Local Differential Privacy", JMLR 2016.
+    """
 
     epsilon: jax.Array
     num_categories: int = static_field(default=2)
@@ -32,23 +44,43 @@ class RandomizedResponse(Mechanism):
 
     @property
     def keep_probability(self):
-        """p = e^ε / (e^ε + k − 1): probability of reporting the true category."""
+        """p = e^ε / (e^ε + k − 1): probability of reporting the true category.
+
+        Returns:
+          p, of the batch shape.
+        """
         return jax.nn.sigmoid(self.epsilon - jnp.log(self.num_categories - 1.0))
 
     @property
     def flip_probability(self):
-        """q = 1 / (e^ε + k − 1): probability of reporting one given other category. Computed as
-        σ(log(k − 1) − ε)/(k − 1), not (1 − p)/(k − 1): at large ε, 1 − p cancels (ε = 27.19, k = 6: q was
-        4.6e-6 relative too large, and the accountant's δ(ε) = p − e^ε q too small)."""
+        """q = 1 / (e^ε + k − 1): probability of reporting one given other category.
+
+        Computed as σ(log(k − 1) − ε)/(k − 1), not (1 − p)/(k − 1): at large ε, 1 − p cancels, and
+        the accountant's δ(ε) = p − e^ε q would come out too small.
+
+        Returns:
+          q, of the batch shape.
+        """
         k1 = self.num_categories - 1.0
         return jax.nn.sigmoid(jnp.log(k1) - self.epsilon) / k1
 
     def pure_epsilon(self, sensitivity=None):
-        """ε of the local-DP guarantee (the likelihood ratio p/q)."""
+        """ε of the local-DP guarantee (the likelihood ratio p/q).
+
+        Args:
+          sensitivity: ignored (any two categories are neighbours).
+
+        Returns:
+          ε, of the batch shape.
+        """
         return jnp.asarray(self.epsilon)
 
     def confusion_matrix(self):
-        """``P[y | x]`` as a k×k matrix (rows: true category)."""
+        """``P[y | x]`` as a k×k matrix (rows: true category).
+
+        Returns:
+          An array ``batch_shape + (k, k)``.
+        """
         k = self.num_categories
         eye = jnp.eye(k)
         p = jnp.asarray(self.keep_probability)[..., None, None]
@@ -56,6 +88,15 @@ class RandomizedResponse(Mechanism):
         return eye * p + (1 - eye) * q
 
     def validate_values(self, values) -> None:
+        """Refuse values that are not category indices.
+
+        Args:
+          values: the true categories.
+
+        Raises:
+          ValueError: a value not an integer in ``[0, num_categories)``, or more categories than the
+            uniform stream can address.
+        """
         check_categories(self.num_categories)
         check_index_values("values", values, self.num_categories, "num_categories")
 
@@ -74,12 +115,30 @@ class RandomizedResponse(Mechanism):
         return jnp.where(keep, value, other)
 
     def log_prob(self, y, value):
+        """The report's log pmf.
+
+        Args:
+          y: reports (array).
+          value: the true categories.
+
+        Returns:
+          ``log P[y | value]`` (``−inf`` off the categories).
+        """
         y = jnp.asarray(y)
         inside = (y == jnp.round(y)) & (y >= 0) & (y <= self.num_categories - 1)
         lp = jnp.where(y == value, jnp.log(self.keep_probability), jnp.log(self.flip_probability))
         return jnp.where(inside, lp, -jnp.inf)
 
     def cdf(self, y, value):
+        """The report's CDF over the category indices.
+
+        Args:
+          y: reports (array).
+          value: the true categories.
+
+        Returns:
+          ``Pr[M(value) <= y]``.
+        """
         k = jnp.clip(jnp.floor(jnp.asarray(y)) + 1.0, 0.0, self.num_categories)
         p, q = self.keep_probability, self.flip_probability
         return q * k + (p - q) * (jnp.floor(jnp.asarray(y)) >= value)
@@ -88,7 +147,16 @@ class RandomizedResponse(Mechanism):
 
     def hockey_stick(self, epsilon, value, neighbour_value):
         """δ(ε) of the reports of two categories: (p − e^ε q)_+ + (q − e^ε p)_+ + (k−2) q (1 − e^ε)_+
-        (or (1 − e^ε)_+ when the categories coincide)."""
+        (or (1 − e^ε)_+ when the categories coincide).
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         eps = jnp.asarray(epsilon)
         p, q = self.keep_probability, self.flip_probability
         e = jnp.exp(jnp.minimum(eps, 700.0))
@@ -97,7 +165,16 @@ class RandomizedResponse(Mechanism):
         return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), same, diff)
 
     def renyi_divergence(self, order, value, neighbour_value):
-        """D_α between the report laws of two distinct categories (0 if they coincide)."""
+        """D_α between the report laws of two distinct categories (0 if they coincide).
+
+        Args:
+          order: the order α > 1 (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          D_α(P_v‖P_v'), of the broadcast shape.
+        """
         a = jnp.asarray(order)
         lp, lq = jnp.log(self.keep_probability), jnp.log(self.flip_probability)
         k = self.num_categories
@@ -108,16 +185,34 @@ class RandomizedResponse(Mechanism):
         return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), 0.0, d)
 
     def neighbour_pairs(self, sensitivity=None):
-        """Any two distinct categories are a worst pair (the law is symmetric)."""
+        """Any two distinct categories are a worst pair (the law is symmetric).
+
+        Args:
+          sensitivity: ignored.
+
+        Returns:
+          ``(values, neighbour_values)`` = ``([0], [1])``.
+        """
         return jnp.zeros((1,)), jnp.ones((1,))
 
     def exact_lattice(self):
-        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): integer keep threshold, achieved ε."""
+        """The exact tier's mechanism (:mod:`dpjax.exact.lattice`): integer keep threshold, achieved ε.
+
+        Returns:
+          The lattice mechanism that ``numerics="exact"`` runs; account that one for the privacy of what ran.
+
+        Raises:
+          ValueError: parameters the exact tier cannot represent (see :mod:`dpjax.exact.lattice`).
+        """
         from dpjax.exact.lattice import rr_lattice
 
         return rr_lattice(self)
 
     def exact_lattice_epsilon(self):
         """The ε :meth:`exact_lattice` builds its keep thresholds from, record by record: an exact release with
-        per-record ε looks the same thresholds up in its device program (:func:`dpjax.exact.lattice.release_exact`)."""
+        per-record ε looks the same thresholds up in its device program (:func:`dpjax.exact.lattice.release_exact`).
+
+        Returns:
+          The ε leaf.
+        """
         return self.epsilon
