@@ -48,12 +48,21 @@ class Composite(Mechanism):
         and requires ``t ≤ y`` (``t = y`` is B1). Also ``S1 = s·k·m < 1`` (Constraint-1) and
         ``m < 2L`` (the bump fits, Constraint-2). :func:`optimize.tune_composite` finds them.
       window: ``(lo, hi)``, the public, data-independent interval every query value lies in.
-        Any two values of the window are neighbours for the guarantee (the paper's Definition 3.3); the noise
-        scales with its width, so it should be the sensitivity's width (the paper's design).
+        Any two values of the window are neighbours for the guarantee (the paper's Definition 3.3);
+        the noise scales with its width, so it should be the sensitivity's width (the paper's design).
       clip: clip values into the window instead of refusing them (keeps DP; a clipped value
         is released unbiasedly for the *clipped* value, i.e. biased for the true one).
 
     All numeric parameters are differentiable, batchable leaves.
+
+    Raises:
+      ValueError: an unknown ``activation`` or ``base``; ``clip`` not a bool; ``window`` not a pair of
+        finite numbers with lo < hi; ``epsilon``, ``k``, ``m`` or ``y`` not positive; S1 ≥ 1
+        (Constraint-1); ``k`` above y(e^ε − 1) (Constraint-4); ``m ≥ 2L`` (Constraint-2).
+
+    References:
+      Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024,
+      Definitions 3.2–3.4, Theorem 3.1 and Table 4.
     """
 
     activation: str = static_field()
@@ -123,41 +132,74 @@ class Composite(Mechanism):
 
     @property
     def s1(self):
-        """``S1 = ∫H = s·k·m`` (s = 1, 2/π, 1/2 for A1–A3)."""
+        """``S1 = ∫H = s·k·m`` (s = 1, 2/π, 1/2 for A1–A3).
+
+        Returns:
+          S1, of the batch shape.
+        """
         return self._derived()["s1"]
 
     @property
     def t(self):
-        """Base value at ±L: ``y`` for B1, ``(y + k)e^{−ε}`` for B2."""
+        """Base value at ±L: ``y`` for B1, ``(y + k)e^{−ε}`` for B2.
+
+        Returns:
+          t, of the batch shape.
+        """
         return self._derived()["t"]
 
     @property
     def half_domain(self):
-        """``L``, from ``∫P = 1``: ``(1 − S1)/(2y)`` (B1), ``5(1 − S1)/(2(4y + t))`` (B2)."""
+        """``L``, from ``∫P = 1``: ``(1 − S1)/(2y)`` (B1), ``5(1 − S1)/(2(4y + t))`` (B2).
+
+        Returns:
+          L, of the batch shape.
+        """
         return self._derived()["L"]
 
     @property
     def cp_max(self):
-        """``C_p^max = S1(L − m/2)``: the mapped window's half-width in 𝓛."""
+        """``C_p^max = S1(L − m/2)``: the mapped window's half-width in 𝓛.
+
+        Returns:
+          C_p^max, of the batch shape.
+        """
         return self._derived()["cp_max"]
 
     @property
     def scale_factor(self):
-        """``C = 2C_p^max/W`` (Definition 3.2)."""
+        """``C = 2C_p^max/W`` (Definition 3.2).
+
+        Returns:
+          C, of the batch shape.
+        """
         return self._derived()["C"]
 
     @property
     def h1_rate(self):
-        """H1 = S2/S1 = (1 − S1)/S1 (Definition 4.2)."""
+        """H1 = S2/S1 = (1 − S1)/S1 (Definition 4.2).
+
+        Returns:
+          H1, of the batch shape.
+        """
         s1 = self.s1
         return (1.0 - s1) / s1
 
     @property
     def label(self) -> str:
+        """The paper's name of the mechanism, e.g. ``"A1B1"``.
+
+        Returns:
+          The label.
+        """
         return _laws.LABELS[self.activation] + _laws.LABELS[self.base]
 
     def output_range(self):
-        """``(l, u) = (mid − L/C, mid + L/C)``: every output lies in it (Definitions 3.2, 3.4)."""
+        """``(l, u) = (mid − L/C, mid + L/C)``: every output lies in it (Definitions 3.2, 3.4).
+
+        Returns:
+          ``(l, u)``, of the batch shape.
+        """
         d = self._derived()
         half = d["L"] / d["C"]
         return d["mid"] - half, d["mid"] + half
@@ -170,14 +212,29 @@ class Composite(Mechanism):
         return off
 
     def bump_start(self, value, *, _d=None):
-        """``a = C_p/S1 − m/2`` (Table 1 "Unbiased Output") for the answer ``value``."""
+        """``a = C_p/S1 − m/2`` (Table 1 "Unbiased Output") for the answer ``value``.
+
+        Args:
+          value: the query value(s) f (array).
+
+        Returns:
+          ``a``, of the broadcast shape.
+        """
         d = self._derived() if _d is None else _d
         cp = self._offset(value, d) * d["C"]
         return cp / d["s1"] - 0.5 * d["m"]
 
     # -- output law ------------------------------------------------------------------
     def density_x(self, x, value, *, _d=None):
-        """``P(x) = H(x − a) + G(x)`` on 𝓛 (0 outside [−L, L])."""
+        """``P(x) = H(x − a) + G(x)`` on 𝓛 (0 outside [−L, L]).
+
+        Args:
+          x: points of 𝓛 (array).
+          value: the query value(s).
+
+        Returns:
+          ``P(x)``, of the broadcast shape.
+        """
         d = self._derived() if _d is None else _d
         a = self.bump_start(value, _d=d)
         x = jnp.asarray(x)
@@ -185,7 +242,15 @@ class Composite(Mechanism):
         return jnp.where(jnp.abs(x) <= d["L"], p, 0.0)
 
     def cdf_x(self, x, value, *, _d=None):
-        """``∫_{−L}^{x} P`` (closed form)."""
+        """``∫_{−L}^{x} P`` (closed form).
+
+        Args:
+          x: points of 𝓛 (array).
+          value: the query value(s).
+
+        Returns:
+          The CDF on 𝓛, of the broadcast shape.
+        """
         d = self._derived() if _d is None else _d
         a = self.bump_start(value, _d=d)
         xc = jnp.clip(jnp.asarray(x), -d["L"], d["L"])
@@ -198,23 +263,56 @@ class Composite(Mechanism):
         return (jnp.asarray(out) - d["mid"]) * d["C"]
 
     def log_prob(self, y, value):
-        """Log density of the output ``y``: ``log(C·P((y − mid)C))``; ``−inf`` outside ``[l, u]``."""
+        """Log density of the output ``y``: ``log(C·P((y − mid)C))``; ``−inf`` outside ``[l, u]``.
+
+        Args:
+          y: outputs (array).
+          value: the query value(s).
+
+        Returns:
+          The log density, of the broadcast shape.
+        """
         d = self._derived()
         p = self.density_x(self._to_x(y, d), value, _d=d)
         return jnp.where(p > 0, jnp.log(jnp.where(p > 0, p, 1.0)) + jnp.log(d["C"]), -jnp.inf)
 
     def cdf(self, y, value):
+        """The output's CDF.
+
+        Args:
+          y: outputs (array).
+          value: the query value(s).
+
+        Returns:
+          ``Pr[M(value) <= y]``, of the broadcast shape.
+        """
         d = self._derived()
         return self.cdf_x(self._to_x(y, d), value, _d=d)
 
     def mean(self, value):
-        """``E[M(value)] = value`` inside the window (Theorem 3.1); the clipped value with ``clip``."""
+        """``E[M(value)] = value`` inside the window (Theorem 3.1); the clipped value with ``clip``.
+
+        Args:
+          value: the query value(s) f (array).
+
+        Returns:
+          ``E[M(value)]``, of the broadcast shape.
+        """
         d = self._derived()
         return d["mid"] + self._offset(value, d) + 0.0 * d["C"]
 
     def variance(self, value):
-        """``Var[M(value)] = (M2_G + S1·c_σ·m² + C_p²(1/S1 − 1))/C²`` (the paper's variance, Table 1; the corrected
-        Table 1/4 rows of §2.3) = Var(centre) + W²·H1·ρ²/4, ρ = C_p/C_p^max."""
+        """The release's variance at an answer.
+
+        ``Var[M(value)] = (M2_G + S1·c_σ·m² + C_p²(1/S1 − 1))/C²`` (the paper's variance, Table 1;
+        the corrected Table 1/4 rows of §2.3) = Var(centre) + W²·H1·ρ²/4, ρ = C_p/C_p^max.
+
+        Args:
+          value: the query value(s) f (array).
+
+        Returns:
+          The variance, of the broadcast shape.
+        """
         d = self._derived()
         cp = self._offset(value, d) * d["C"]
         m2g = _laws.base_second_moment(self.base, d["y"], d["t"], d["L"])
@@ -222,11 +320,19 @@ class Composite(Mechanism):
         return var_l / d["C"] ** 2
 
     def worst_variance(self):
-        """Largest variance over the window (at its ends)."""
+        """Largest variance over the window (at its ends).
+
+        Returns:
+          The variance at the window's ends, of the batch shape.
+        """
         return self.variance(self.window[1])
 
     def average_variance(self):
-        """Variance averaged uniformly over the window: Var(centre) + W²·H1/12."""
+        """Variance averaged uniformly over the window: Var(centre) + W²·H1/12.
+
+        Returns:
+          The average variance, of the batch shape.
+        """
         d = self._derived()
         return self.variance(d["mid"]) + d["width"] ** 2 * (1.0 - d["s1"]) / (12.0 * d["s1"])
 
@@ -268,7 +374,14 @@ class Composite(Mechanism):
     # -- validation --------------------------------------------------------------------
     def validate_values(self, values) -> None:
         """Refuse values outside the window (unless ``clip``): the bump would leave [−L, L]
-        and the release would be neither unbiased nor private (Definitions 3.2, 3.4)."""
+        and the release would be neither unbiased nor private (Definitions 3.2, 3.4).
+
+        Args:
+          values: the query values.
+
+        Raises:
+          ValueError: a value outside the window (without ``clip``).
+        """
         if self.clip or is_traced(values) or any(is_traced(x) for x in self.window):
             return
         v = np.asarray(values, np.float64)
@@ -280,33 +393,71 @@ class Composite(Mechanism):
 
     # -- privacy -----------------------------------------------------------------------
     def pure_epsilon(self, sensitivity=None):
-        """The true worst-case loss ε* over the neighbouring pairs of the window (never
-        below the truth, never above the nominal sup/inf bound): see :func:`dpjax.composite.privacy.epsilon_star`."""
+        """The true worst-case loss ε* over the neighbouring pairs of the window.
+
+        Never below the truth, never above the nominal sup/inf bound: see
+        :func:`dpjax.composite.privacy.epsilon_star`.
+
+        Args:
+          sensitivity: the largest distance of neighbouring values (default: the window's width).
+
+        Returns:
+          ε*, of the batch shape.
+        """
         return privacy.epsilon_star(self, sensitivity)
 
     @property
     def symmetric_pairs(self) -> bool:
-        """B1: δ(P_v‖P_v') = δ(P_v'‖P_v) (reflection and translation of the flat base)."""
+        """B1: δ(P_v‖P_v') = δ(P_v'‖P_v) (reflection and translation of the flat base).
+
+        Returns:
+          True for the uniform base (B1).
+        """
         return self.base == "uniform"
 
     def neighbour_pairs(self, sensitivity=None):
         """Edge pairs ``(lo, lo + s)``: A1 the single pair at ``s = min(Δ, W)`` (every pair with
         disjoint bump supports dominates; nearer bumps only lose mass, and the flat base makes the
         position irrelevant, B2's quartic base makes the edge the worst); A2/A3 eight shifts
-        ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair (:func:`dpjax.composite.privacy.neighbour_pairs`). ``sensitivity=None``: the window's width."""
+        ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair
+        (:func:`dpjax.composite.privacy.neighbour_pairs`).
+
+        Args:
+          sensitivity: Δ; ``None``: the window's width.
+
+        Returns:
+          ``(values, neighbour_values)``.
+        """
         return privacy.neighbour_pairs(self, sensitivity)
 
     def privacy_loss(self, y, value, neighbour_value):
         """``log P_value − log P_neighbour_value`` at the output ``y``; both laws share the support
         ``[l, u]``, outside which neither has mass: there the loss of the nearest end (finite, so an
-        output-grid accountant's cell bounds stay defined)."""
+        output-grid accountant's cell bounds stay defined).
+
+        Args:
+          y: outputs (array).
+          value: the query value.
+          neighbour_value: the neighbouring value.
+
+        Returns:
+          The loss, finite everywhere.
+        """
         d = self._derived()
         x = jnp.clip(self._to_x(y, d), -d["L"], d["L"])
         return jnp.log(self.density_x(x, value, _d=d)) - jnp.log(self.density_x(x, neighbour_value, _d=d))
 
     def output_breakpoints(self, value, neighbour_value):
         """Outputs where the pair's loss jumps or turns (for the output-grid accountant): both bumps'
-        ends and peaks, the centre (B2's base turns there) and the range ends ``l, u`` — (..., 9)."""
+        ends and peaks, the centre (B2's base turns there) and the range ends ``l, u`` — (..., 9).
+
+        Args:
+          value: the query value.
+          neighbour_value: the neighbouring value.
+
+        Returns:
+          Outputs of shape ``(..., 9)``.
+        """
         d = self._derived()
         a, a2 = self.bump_start(value, _d=d), self.bump_start(neighbour_value, _d=d)
         L, m = d["L"], d["m"]
@@ -318,5 +469,14 @@ class Composite(Mechanism):
     def hockey_stick(self, epsilon, value, neighbour_value):
         """δ(ε) of one pair: exact for A1B1 (piecewise constant laws: a 3-atom PLD),
         an upper bound from cells with pessimistic loss rounding otherwise
-        (:func:`dpjax.composite.privacy.hockey_stick`)."""
+        (:func:`dpjax.composite.privacy.hockey_stick`).
+
+        Args:
+          epsilon: ε, any real (array broadcasting with the answers and the parameters).
+          value: the answer v.
+          neighbour_value: the neighbouring answer v'.
+
+        Returns:
+          δ(ε) = ∫ (p(y|v) − e^ε p(y|v'))_+ dy, of the broadcast shape.
+        """
         return privacy.hockey_stick(self, epsilon, value, neighbour_value)

@@ -1,4 +1,6 @@
-"""Exact privacy of the composite mechanism (Zhang et al., IEEE S&P 2024, Definition 3.3; docs/composite.md).
+"""Exact privacy of the composite mechanism (docs/composite.md).
+
+Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Definition 3.3.
 
 The guarantee is local-DP-like: any two answers of the window at distance ≤ Δ are
 neighbours (with Δ ≥ W, every pair of the window). Three results, all traceable:
@@ -55,6 +57,15 @@ def _shift(mech, sensitivity, d):
 
 
 def neighbour_pairs(mech, sensitivity=None):
+    """Edge pairs of the window: A1 the single pair at ``min(Δ, W)``; A2/A3 eight shifts and the centred pair.
+
+    Args:
+      mech: a :class:`dpjax.Composite`.
+      sensitivity: the largest distance of two neighbouring values (``None``: the window's width).
+
+    Returns:
+      ``(values, neighbour_values)`` with a trailing pair axis.
+    """
     d = mech._derived()
     lo = d["lo"]
     delta = _shift(mech, sensitivity, d)
@@ -80,7 +91,18 @@ def _nominal_bound(mech, d):
 
 
 def epsilon_star(mech, sensitivity=None):
-    """ε* (see the module docstring); batch shape of the mechanism."""
+    """The true worst-case loss ε* over the window's neighbouring pairs (see the module docstring).
+
+    Args:
+      mech: a :class:`dpjax.Composite`.
+      sensitivity: the largest distance of two neighbouring values (``None``: the window's width).
+
+    Returns:
+      ε*, of the mechanism's batch shape.
+
+    Raises:
+      ValueError: a batched A2/A3 mechanism (vmap over the batch instead).
+    """
     shape = tuple(mech.batch_shape)
     if mech.activation == "rectangle" or not shape:
         return epsilon_star_details(mech, sensitivity)[0]
@@ -95,7 +117,18 @@ def epsilon_star(mech, sensitivity=None):
 
 def epsilon_star_details(mech, sensitivity=None):
     """``(ε*, x*, a*, a'*)``: the bound and where it is attained (𝓛 output point, bump starts
-    of the two answers). Unbatched for A2/A3 (vmap it); batched for A1."""
+    of the two answers). Unbatched for A2/A3 (vmap it); batched for A1.
+
+    Args:
+      mech: a :class:`dpjax.Composite`.
+      sensitivity: the largest distance of two neighbouring values (``None``: the window's width).
+
+    Returns:
+      ``(ε*, x*, a*, a'*)``.
+
+    Raises:
+      ValueError: a batched A2/A3 mechanism.
+    """
     d = mech._derived()
     gmin, gslope, hslope = _gmin_lip(mech, d)
     bound = _nominal_bound(mech, d)
@@ -187,7 +220,17 @@ def _cells(mech, d, a, a2):
 def hockey_stick(mech, epsilon, value, neighbour_value):
     """δ(ε) = ∫(p − e^ε p')_+ of the pair (value, neighbour_value): exact for A1B1, an upper
     bound otherwise (module docstring). Broadcasts ``epsilon`` (..., n) against the pair and
-    the parameters (..., 1)."""
+    the parameters (..., 1).
+
+    Args:
+      mech: a :class:`dpjax.Composite` with parameters shaped (..., 1).
+      epsilon: ε, any real (array).
+      value: the query value.
+      neighbour_value: the neighbouring value.
+
+    Returns:
+      δ(ε), of the broadcast shape.
+    """
     d = mech._derived()
     a = mech.bump_start(value, _d=d)
     a2 = mech.bump_start(neighbour_value, _d=d)
