@@ -3,7 +3,8 @@
 Pure, traceable functions of the parameters in the working domain 𝓛 = [−L, L]
 (Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Table 1,
 eqs. 16–25): activation ``H`` (A1 rectangle eq. 16, A2 half-sine eq. 17–18, A3 triangle
-eq. 19–21) of height ``k`` and width ``m`` on ``[a, a + m]``; base ``G`` (B1 flat eq. 22, B2 quartic cap eq. 23–25) of height ``y`` (``t`` at ``±L``).
+eq. 19–21) of height ``k`` and width ``m`` on ``[a, a + m]``; base ``G`` (B1 flat eq. 22, B2
+quartic cap eq. 23–25) of height ``y`` (``t`` at ``±L``).
 Every function broadcasts its arguments.
 """
 
