@@ -12,7 +12,8 @@ inside ``jax.enable_x64(True)``; a caller may ``jit`` a mechanism with the globa
 and JAX's float64 samplers then emit 64-bit integer operations that do not lower — these
 samplers use float64 arithmetic on ``uint32`` words only, so a mechanism lowers with the flag
 on or off. (2) Every ``jax.random`` call site compiles its own Threefry loop; the unrolled hash
-fuses into its consumer and compiles faster (docs/performance.md), which keeps a mechanism with a dozen draws cheap to compile.
+fuses into its consumer and compiles faster (docs/performance.md), which keeps a mechanism
+with a dozen draws cheap to compile.
 """
 
 from __future__ import annotations

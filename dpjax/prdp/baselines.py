@@ -1,5 +1,7 @@
-"""Baselines of the paper's experiments (Chen, Sun, Xu, Dong, SIGMOD 2025, §8.1): the naive global-minimum mechanisms and the
-personalized-DP (PDP) truncation of Sun et al. ("Personalized Truncation for Personalized Privacy").
+"""Baselines of the paper's experiments (Chen, Sun, Xu, Dong, SIGMOD 2025, §8.1).
+
+The naive global-minimum mechanisms and the personalized-DP (PDP) truncation of Sun et al.
+("Personalized Truncation for Personalized Privacy").
 
 * Naive: any ε̌-DP mechanism is E-PrDP because ``ε̌ ≤ E(r)`` for every record (the paper's §3.4):
   :func:`naive_count` (``n + Lap(1/ε̌)``) and :func:`naive_sum` (the universal sum at ε̌ on
@@ -50,6 +52,28 @@ def naive_count(key, budgets, *, eps_min, eps_max, mask=None, max_levels=None) -
     """The naive count ``n + Lap(1/ε̌)``: ε̌-DP, hence E-PrDP, with error ``O(1/ε̌)``.
 
     ``budgets`` only mark the valid records (``≥ ε̌``) and shape the ledger; the noise ignores them.
+
+    Args:
+      key: a JAX PRNG key, consumed.
+      budgets: ``E(r)`` per record, shape (n,), all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      mask: optional boolean (n,): False marks padding.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
+
+    Returns:
+      :class:`~dpjax.prdp.PrDPResult`, ε̌ charged to every level.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §8.1.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, None, max_levels)
     return _naive_count(key, budgets, mask, eps_min, eps_max, max_levels=max_levels)
@@ -67,8 +91,37 @@ def _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max
 
 @x64
 def naive_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None, max_levels=None) -> PrDPResult:
-    """The naive sum: the universal sum (:mod:`dpjax.prdp.universal_sum`) with ε̌ on ``[0, U]``
-    (``U`` the largest entry of ``upper``)."""
+    """The naive sum: the universal sum with ε̌ on ``[0, U]``.
+
+    :mod:`dpjax.prdp.universal_sum` with ε̌, ``U`` the largest entry of ``upper``.
+
+    Args:
+      key: a JAX PRNG key, consumed.
+      values: ``v(r) ∈ [0, upper]`` per record, shape (n,).
+      budgets: ``E(r)`` per record, all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      upper: public bound of the values (a scalar, or per-level bounds of which the largest is used).
+      mask: optional boolean (n,): False marks padding.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
+
+    Returns:
+      :class:`~dpjax.prdp.PrDPResult`, ε̌ charged to every level.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
+        shape, negative or above ``upper``;
+        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or above 2^63.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §8.1.
+    """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     upper, max_exponent = check_upper(upper, max_levels)
     check_values(values, budgets, upper)
@@ -103,10 +156,34 @@ def _pdp_count(key, budgets, mask, eps_min, beta, *, t):
 
 @x64
 def pdp_count(key, budgets, *, eps_min, eps_max, beta, mask=None):
-    """Sun et al.'s PDP count with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP (module doc).
+    """Sun et al.'s PDP count with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP.
+
+    See the module docstring for why.
 
     ``t = ⌈log2(ε̂/ε̌)⌉``; for ``k_i = 2^i ε̌``, ``i = 0 … t``:
     ``Ĉ_i = #{j : ε_j > k_i} + (t/k_i)·Lap(1) − (t/k_i)·ln(t/β)``; returns ``max(0, max_i Ĉ_i)``.
+
+    Args:
+      key: a JAX PRNG key, consumed.
+      budgets: the records' public budgets ε_j, shape (n,), all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      mask: optional boolean (n,): False marks padding.
+
+    Returns:
+      The float64 estimate (not a :class:`~dpjax.prdp.PrDPResult`: no PrDP ledger applies).
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; traced ``eps_min``/``eps_max``.
+
+    References:
+      Sun et al., "Personalized Truncation for Personalized Privacy"; used as a baseline in Chen, Sun,
+      Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025, §8.1.
     """
     key, _ = check_common(key, budgets, mask, eps_min, eps_max, beta, None)
     t = _num_queries("pdp_count", eps_max / eps_min)
@@ -132,10 +209,39 @@ def _pdp_sum(key, values, budgets, mask, eps_min, eps_max, beta, *, t):
 
 @x64
 def pdp_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None):
-    """Sun et al.'s PDP sum with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP (module doc).
+    """Sun et al.'s PDP sum with public budgets (the paper's §8.1 baseline). NOT CERTIFIED under PrDP.
+
+    See the module docstring for why.
 
     ``t = ⌈log2(ε̂U/ε̌)⌉``; for ``g_i = 2^i/ε̂``, ``i = 0 … t``: ``Ŝ_i = Σ_j min(x_j, ⌊g_i ε_j⌋) +
     t g_i·Lap(1) − t g_i·ln(t/β)``; returns ``max(0, max_i Ŝ_i)``. O(n·t) work.
+
+    Args:
+      key: a JAX PRNG key, consumed.
+      values: ``x_j ∈ [0, upper]`` per record, shape (n,).
+      budgets: the records' public budgets ε_j, all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      upper: the public bound U of the values.
+      mask: optional boolean (n,): False marks padding.
+
+    Returns:
+      The float64 estimate (not a :class:`~dpjax.prdp.PrDPResult`).
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
+        shape, negative or above ``upper``;
+        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or
+        above 2^63; traced ``eps_min``/``eps_max``/``upper``.
+
+    References:
+      Sun et al., "Personalized Truncation for Personalized Privacy"; used as a baseline in Chen, Sun,
+      Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025, §8.1.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, None)
     upper, _ = check_upper(upper, max_levels)

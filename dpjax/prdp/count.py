@@ -6,8 +6,8 @@ for the records of X_i, whose budgets are all ``≥ lo_i`` — so by parallel co
 the disjoint levels the vector of noisy counts is E-PrDP (Lemma 3.11). The first level whose
 noisy count reaches ``T_i = ln(L/β)/lo_i`` is ℓ ("heavy"); the estimate is the sum of the
 noisy counts of levels ℓ … L, and ``ε_τ = lo_ℓ`` estimates ε_min(D) (Theorem 5.1: with
-probability ≥ 1 − β, ``ε_τ ≥ ε_min(D)/2`` and the error is ``< 12·ln(L/β)/ε_min(D)``,
-the paper's Theorem 5.1). Selecting ℓ and summing are post-processing; the record count n is never used.
+probability ≥ 1 − β, ``ε_τ ≥ ε_min(D)/2`` and the error is ``< 12·ln(L/β)/ε_min(D)``).
+Selecting ℓ and summing are post-processing; the record count n is never used.
 """
 
 from __future__ import annotations
@@ -84,6 +84,17 @@ def count(key, budgets, *, eps_min, eps_max, beta, mask=None, max_levels=None) -
       :class:`~dpjax.prdp.PrDPResult`: ``estimate``, ``epsilon_tau`` (= lo_ℓ), ``level`` (ℓ,
       1-based), and the per-level ledger (``level_epsilon = lo_i``: each level pays its floor).
       ``jit``/``vmap``-able over keys.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §5.1, Algorithm 1 and Theorem 5.1.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     return _count(key, budgets, mask, eps_min, eps_max, beta, max_levels=max_levels)

@@ -46,7 +46,10 @@ def select_epsilon_tau(noise: Stream, part: Partition, beta):
 
 
 def framework_ledger(part: Partition, level):
-    """Pure ε spent per level by one run: ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2`` (sequential composition of the two parts)."""
+    """Pure ε spent per level by one run: ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2``.
+
+    Sequential composition of the two parts.
+    """
     idx = jnp.arange(part.floor.shape[0], dtype=jnp.int32)
     return part.floor / 2.0 + jnp.where(idx >= level, part.floor[level] / 2.0, 0.0)
 
@@ -95,10 +98,23 @@ def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=
       eps_min, eps_max: the budget range ``[ε̌, ε̂]`` of the domain (public).
       beta: failure probability in (0, 1), split β/2 + β/2.
       upper: optional public bound of the values: a scalar U, or per-level bounds ``u_i``.
-      mask, max_levels: as in :func:`dpjax.prdp.count`.
+      mask: optional boolean (n,): False marks padding.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
 
     Returns:
       :class:`~dpjax.prdp.PrDPResult` with M's output as ``estimate``.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite or
+        without one row per record; an invalid ``upper``.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §6 and Algorithm 2.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     check_finite_values("values", values)

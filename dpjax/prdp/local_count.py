@@ -121,14 +121,28 @@ def local_count(key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian"
     Args:
       key: a JAX PRNG key, consumed.
       budgets: each user's ``E(r)`` (n,); every row is a responding user (n is public in LDP).
-      eps_min, eps_max, beta, mask, max_levels: as in :func:`dpjax.prdp.count` (``mask`` False
-        marks padding rows, which are not users).
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
       threshold: ``"subgaussian"`` (default) or ``"paper"`` (module doc).
       per_user: draw every user's message (protocol fidelity, O(n·L)) instead of the exact
         aggregate (O(L)); the two have the same law.
+      mask: optional boolean (n,): False marks padding rows, which are not users.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
 
     Returns:
       :class:`~dpjax.prdp.PrDPResult`; each level's users are charged its floor ``lo_i``.
+
+    Raises:
+      ValueError: an unknown ``threshold``; ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; with ``per_user``, n·L ≥ 2^32.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §7.2, Algorithms 3 and 4.
     """
     _check_threshold(threshold)
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
@@ -149,6 +163,28 @@ def local_randomizer(key, budgets, *, eps_min, eps_max, mask=None, max_levels=No
 
     Row j is what user j sends: ``1[level(r_j) = i] + Lap(1/lo_i)`` in column i (a ⊥ user, or
     one whose budget is below ε̌, sends noise only).
+
+    Args:
+      key: a JAX PRNG key, consumed.
+      budgets: each user's ``E(r)``, shape (n,).
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      mask: optional boolean (n,): False marks padding rows.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
+
+    Returns:
+      float64 messages of shape ``(n, max_levels)``.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; n·L ≥ 2^32.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §7.2, Algorithm 3.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, None, max_levels)
     check_message_count(budgets, max_levels)
@@ -161,6 +197,26 @@ def local_analyzer(messages, *, eps_min, eps_max, beta, num_users=None, threshol
 
     ``num_users`` (default: the number of rows) is the number of responding parties.
     Post-processing of the messages only; its ledger repeats the randomizer's (``lo_i``).
+
+    Args:
+      messages: the received messages, shape ``(n, ≥ L)``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      num_users: the number of responding parties (positive).
+      threshold: ``"subgaussian"`` (default) or ``"paper"``.
+
+    Returns:
+      :class:`~dpjax.prdp.PrDPResult`.
+
+    Raises:
+      ValueError: an unknown ``threshold``; ``messages`` not finite, not 2-D or with fewer than L
+        columns; ``num_users`` not positive; ``eps_min``/``eps_max`` not positive scalars or
+        ``eps_max < eps_min``; ``beta`` outside (0, 1); a budget range needing more than 64 levels.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §7.2, Algorithm 4.
     """
     _check_threshold(threshold)
     check_finite_values("messages", messages)

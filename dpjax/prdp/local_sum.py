@@ -93,15 +93,36 @@ def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold=
 
     Args:
       key: a JAX PRNG key, consumed.
-      values, budgets, eps_min, eps_max, beta, upper, mask, max_levels: as in :func:`dpjax.prdp.sum`
-        (``mask`` False rows are padding, not users).
+      values: ``v(r) ∈ [0, upper]`` per user, shape (n,).
+      budgets: ``E(r)`` per user, all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      upper: public bound of the values: a scalar U, or per-level bounds ``u_i``.
       threshold: Round I analyzer threshold, ``"subgaussian"`` or ``"paper"``
         (:mod:`dpjax.prdp.local_count`).
       per_user: draw every user's Laplace messages (O(n·L)) instead of the exact aggregates.
       kappa: the constant κ of Round IIa's threshold (any κ is private; our choice, not the paper's).
+      mask: optional boolean (n,): False rows are padding, not users.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
 
     Returns:
       :class:`~dpjax.prdp.PrDPResult`, ledger ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2`` per level.
+
+    Raises:
+      ValueError: an unknown ``threshold``; ``kappa`` not positive; ``key`` not a single Threefry
+        key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
+        shape, negative or above ``upper``;
+        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or
+        above 2^63; with ``per_user``, n·L ≥ 2^32.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §7.3 and Algorithm 5.
     """
     _check_threshold(threshold)
     check_positive("kappa", kappa)

@@ -1,4 +1,9 @@
-"""PrDP max: ``dpjax.prdp.max``, Algorithm 2 with the exponential-mechanism max (Asi & Duchi, "Instance-optimality in differential privacy via approximate inverse sensitivity mechanisms", NeurIPS 2020; Dong & Yi, PODS 2023)."""
+"""PrDP max: ``dpjax.prdp.max``, Algorithm 2 with the exponential-mechanism max.
+
+The max is that of Asi & Duchi, "Instance-optimality in differential privacy via approximate
+inverse sensitivity mechanisms", NeurIPS 2020, and Dong & Yi, "Universal Private Estimators",
+PODS 2023.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +47,32 @@ def max(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None, max_l
     The released value is an integer (float64). It needs ``|D_ℓ| ≳ c`` records to be useful
     (the paper's "n > Õ(1/ε)").
 
-    Args: as :func:`dpjax.prdp.sum` (no ``method``).
+    Args:
+      key: a JAX PRNG key, consumed.
+      values: ``v(r) ∈ [0, upper]`` per record, shape (n,).
+      budgets: ``E(r)`` per record, all ``≥ eps_min``.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
+      upper: public bound of the values: a scalar U, or per-level bounds ``u_i``.
+      mask: optional boolean (n,): False marks padding.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
+
+    Returns:
+      :class:`~dpjax.prdp.PrDPResult` with the released maximum (an integer, float64) as ``estimate``.
+
+    Raises:
+      ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
+        shape, negative or above ``upper``;
+        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or above 2^63.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §6 and Algorithm 2.
     """
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     upper, _ = check_upper(upper, max_levels)

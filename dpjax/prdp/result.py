@@ -26,8 +26,10 @@ class PrDPResult:
         the least budget of a record of level i.
       level_epsilon: the pure ε this release spent on a record of level i (0 on padded
         levels). Algorithm 1: ``lo_i``; Algorithm 2: ``lo_i/2`` for ``i < ℓ`` and
-        ``lo_i/2 + lo_ℓ/2`` for ``i ≥ ℓ``; extension: ``sup v/cap_i = lo_i`` (sequential composition of the two parts).
-      eps_min, eps_max: the budget range ``[ε̌, ε̂]`` the levels were built from.
+        ``lo_i/2 + lo_ℓ/2`` for ``i ≥ ℓ``; extension: ``sup v/cap_i = lo_i`` (sequential
+        composition of the two parts).
+      eps_min: ε̌, the lower end of the budget range the levels were built from.
+      eps_max: ε̂, its upper end.
     """
 
     estimate: object
@@ -44,5 +46,8 @@ class PrDPResult:
 
         Since every record of level i has budget ``E(r) ≥ lo_i``, this is the check that
         no record was charged more than its own budget.
+
+        Returns:
+          A boolean array of the batch shape.
         """
         return jnp.all(self.level_epsilon <= self.level_floor, axis=-1)

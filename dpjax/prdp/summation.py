@@ -55,15 +55,32 @@ def sum(key, values, budgets, *, eps_min, eps_max, beta, upper, method="framewor
       key: a JAX PRNG key, consumed.
       values: ``v(r) ∈ [0, upper]`` per record, shape (n,).
       budgets: ``E(r)`` per record, all ``≥ eps_min``.
-      eps_min, eps_max, beta, mask, max_levels: as in :func:`dpjax.prdp.count`.
+      eps_min: ε̌, the least budget of the whole domain (data-independent).
+      eps_max: ε̂, the cap of the budget function.
+      beta: failure probability in (0, 1).
       upper: public bound of the values: a scalar U, or per-level bounds ``u_i`` (the values of
         level-i records never exceed ``u_i``; :meth:`PrivacyFunction.level_upper`), which tighten
         the extension's noise ``u_i/lo_i`` and the framework's domain ``U_ℓ``. Values above their
         level's bound are clipped to it.
       method: ``"framework"`` (default) or ``"extension"``.
+      mask: optional boolean (n,): False marks padding.
+      max_levels: static level count, needed only when ``eps_min``/``eps_max`` are traced.
 
     Returns:
       :class:`~dpjax.prdp.PrDPResult` (estimate, ε_τ, ℓ, per-level ledger).
+
+    Raises:
+      ValueError: an unknown ``method``; ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
+        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
+        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
+        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
+        shape, negative or above ``upper``;
+        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or above 2^63.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §5.2, §6, Algorithm 2, Theorems 6.1 and A.1.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

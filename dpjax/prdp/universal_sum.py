@@ -1,4 +1,6 @@
-"""The ε-DP base sum M of the PrDP framework: SVT-chosen clipping plus Laplace (Dong & Yi, "Universal Private Estimators", PODS 2023).
+"""The ε-DP base sum M of the PrDP framework: SVT-chosen clipping plus Laplace.
+
+Dong & Yi, "Universal Private Estimators", PODS 2023.
 
 The paper cites "Laplace-based standard DP sum estimation (dong2023universal)" without
 specifying it; this is a reconstruction from the co-authors' public code, with one
