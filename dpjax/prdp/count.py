@@ -34,6 +34,17 @@ def noisy_levels(noise: Stream, stream: int, stats, scales, levels, beta):
     crosses its threshold). Levels with scale 0 (nothing to protect, e.g. an extension
     level holding no positive value) and padded levels are never heavy.
     The noise comes from stream ``stream`` of ``noise``. Returns ``(noisy, ℓ)`` with ℓ 0-based.
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      stats: the level statistics (max_levels,).
+      scales: the Laplace scales per level (0: never heavy).
+      levels: L.
+      beta: failure probability.
+
+    Returns:
+      ``(noisy, ℓ)``.
     """
     idx = jnp.arange(stats.shape[-1], dtype=jnp.int32)
     real = idx < levels
@@ -44,7 +55,17 @@ def noisy_levels(noise: Stream, stream: int, stats, scales, levels, beta):
 
 
 def make_result(estimate, level, part: Partition, level_epsilon) -> PrDPResult:
-    """A :class:`PrDPResult` for 0-based level ℓ (padded levels charged nothing)."""
+    """A :class:`PrDPResult` for 0-based level ℓ (padded levels charged nothing).
+
+    Args:
+      estimate: the released answer.
+      level: ℓ, 0-based.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      level_epsilon: the pure ε spent per level.
+
+    Returns:
+      The :class:`PrDPResult`.
+    """
     return PrDPResult(
         estimate=estimate,
         epsilon_tau=part.floor[level],

@@ -38,6 +38,18 @@ def exponential_max_sorted(noise: Stream, stream: int, sorted_values, kept, epsi
     ``sorted_values``: ascending (n,); ``kept``: boolean (n,) in the same order. The
     domain bound ``upper`` must be public (data-independent). Draws from streams ``stream …
     stream + 2`` of ``noise``. Returns the released integer as float64.
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      sorted_values: ascending values (n,).
+      kept: (n,) bool, in the same order.
+      epsilon: ε.
+      beta: failure probability.
+      upper: the public domain bound.
+
+    Returns:
+      The released integer, as float64.
     """
     top = jnp.floor(upper) + 1.0  # one past the largest candidate
     m = jnp.sum(kept.astype(jnp.float64))
@@ -79,6 +91,14 @@ def categorical(noise: Stream, stream: int, log_w):
     on its log-weights. The law is exactly the categorical one (Pr[block]·Pr[entry | block]),
     with every mass computed from log-weights in float64, and it takes O(√len) random numbers
     instead of one Gumbel per entry. Draws from streams ``stream`` and ``stream + 1``.
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      log_w: 1-D log-weights.
+
+    Returns:
+      An int32 index.
     """
     size = log_w.shape[0]
     block = 1 << max(int(size**0.5).bit_length() - 1, 0)
@@ -93,6 +113,17 @@ def exponential_max(key, values, weights, epsilon, beta, upper):
     """The EM max of the records with ``weights`` True (sorts them; see :func:`exponential_max_sorted`).
 
     Has the signature of a user mechanism M of :func:`dpjax.prdp.framework`.
+
+    Args:
+      key: a JAX PRNG key.
+      values: the records' values, shape (n,).
+      weights: (n,) bool, the records the mechanism may read.
+      epsilon: ε.
+      beta: failure probability.
+      upper: the public bound of the values.
+
+    Returns:
+      The released integer, as float64.
     """
     sorted_values, sorted_weights = sort_records(values, weights)
     return exponential_max_sorted(Stream(key), 0, sorted_values, sorted_weights, epsilon, beta, upper)
@@ -103,6 +134,13 @@ def sort_records(values, *columns):
 
     int32 indices throughout (``jnp.argsort`` would emit 64-bit indices under x64, which
     do not lower in a program traced with the x64 flag off).
+
+    Args:
+      values: the values, shape (n,).
+      *columns: arrays of shape (n,) reordered alongside.
+
+    Returns:
+      ``(sorted_values, *sorted_columns)``.
     """
     values = opaque(values)
     order = jnp.arange(values.shape[0], dtype=jnp.int32)

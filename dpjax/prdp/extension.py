@@ -32,7 +32,26 @@ __all__ = ["extension_sum"]
 
 @partial(jax.jit, static_argnames=("max_levels",))
 def extension_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, max_levels):
-    """The Section 5.2 extension sum (arguments checked by :func:`dpjax.prdp.sum`)."""
+    """The Section 5.2 extension sum (arguments checked by :func:`dpjax.prdp.sum`).
+
+    Args:
+      key: a JAX PRNG key.
+      values: the values, shape (n,).
+      budgets: the budgets, shape (n,).
+      mask: optional (n,) bool.
+      eps_min: ε̌.
+      eps_max: ε̂.
+      beta: failure probability.
+      upper: a scalar bound or per-level bounds.
+      max_levels: the static level count.
+
+    Returns:
+      The :class:`PrDPResult`.
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
+      (PACMMOD 3(6), article 287), §5.2 and Theorem A.1.
+    """
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     bounds = jnp.where(part.floor > 0, level_upper_bounds(upper, part), 0.0)
     v = jnp.clip(opaque(values), 0.0, bounds[part.level])

@@ -39,7 +39,16 @@ __all__ = ["framework", "select_epsilon_tau", "framework_ledger", "kept_upper", 
 
 
 def select_epsilon_tau(noise: Stream, part: Partition, beta):
-    """Part 1 of Algorithm 2: Algorithm 1 with ``E/2`` and ``β/2`` (stream 0); returns ℓ (0-based)."""
+    """Part 1 of Algorithm 2: Algorithm 1 with ``E/2`` and ``β/2`` (stream 0); returns ℓ (0-based).
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      beta: failure probability.
+
+    Returns:
+      int32 ℓ, 0-based.
+    """
     scales = jnp.where(part.floor > 0, 2.0 / jnp.where(part.floor > 0, part.floor, 1.0), 0.0)
     _, level = noisy_levels(noise, 0, part.counts(), scales, part.levels, beta / 2.0)
     return level
@@ -49,19 +58,42 @@ def framework_ledger(part: Partition, level):
     """Pure ε spent per level by one run: ``lo_i/2 + [i ≥ ℓ]·lo_ℓ/2``.
 
     Sequential composition of the two parts.
+
+    Args:
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      level: ℓ, 0-based.
+
+    Returns:
+      float64 per-level ε, shape (max_levels,).
     """
     idx = jnp.arange(part.floor.shape[0], dtype=jnp.int32)
     return part.floor / 2.0 + jnp.where(idx >= level, part.floor[level] / 2.0, 0.0)
 
 
 def level_upper_bounds(upper, part: Partition):
-    """Per-level public value bounds ``u_i`` (max_levels,): a scalar ``upper`` on every level."""
+    """Per-level public value bounds ``u_i`` (max_levels,): a scalar ``upper`` on every level.
+
+    Args:
+      upper: a scalar bound or per-level bounds.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+
+    Returns:
+      float64 bounds of shape (max_levels,).
+    """
     upper = jnp.asarray(upper, jnp.float64)
     return jnp.broadcast_to(upper, part.floor.shape)
 
 
 def kept_upper(upper, part: Partition):
-    """``U_ℓ = max_{i ≥ ℓ, i < L} u_i`` for every ℓ (max_levels,): the public bound of D_ℓ's values."""
+    """``U_ℓ = max_{i ≥ ℓ, i < L} u_i`` for every ℓ (max_levels,): the public bound of D_ℓ's values.
+
+    Args:
+      upper: a scalar bound or per-level bounds.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+
+    Returns:
+      float64 bounds of shape (max_levels,).
+    """
     bounds = jnp.where(part.floor > 0, level_upper_bounds(upper, part), 0.0)
     return jax.lax.cummax(bounds, reverse=True)
 

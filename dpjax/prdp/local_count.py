@@ -56,7 +56,18 @@ def _users(part: Partition, mask):
 
 
 def randomize(noise: Stream, stream: int, part: Partition, mask, multiplier):
-    """Algorithm 3 for every user: (n, max_levels) messages; padded rows (``mask`` False) are 0."""
+    """Algorithm 3 for every user: (n, max_levels) messages; padded rows (``mask`` False) are 0.
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      mask: optional (n,) bool.
+      multiplier: the budget fraction the messages are calibrated to.
+
+    Returns:
+      float64 messages of shape (n, max_levels).
+    """
     scales = _scales(part, multiplier)
     idx = jnp.arange(part.floor.shape[0], dtype=jnp.int32)
     onehot = (part.level[:, None] == idx[None, :]) & part.weight[:, None]
@@ -66,7 +77,19 @@ def randomize(noise: Stream, stream: int, part: Partition, mask, multiplier):
 
 
 def aggregate(noise: Stream, stream: int, part: Partition, mask, multiplier, per_user):
-    """``Q̃_i = Σ_j msg_j[i]``: from every user's message, or drawn exactly as ``c_i + b_i(G − G')``."""
+    """``Q̃_i = Σ_j msg_j[i]``: from every user's message, or drawn exactly as ``c_i + b_i(G − G')``.
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      mask: optional (n,) bool.
+      multiplier: the budget fraction.
+      per_user: draw every user's message instead of the exact aggregate.
+
+    Returns:
+      float64 ``Q̃`` of shape (max_levels,).
+    """
     if per_user:
         return jnp.sum(randomize(noise, stream, part, mask, multiplier), axis=0)
     scales = _scales(part, multiplier)
@@ -76,7 +99,18 @@ def aggregate(noise: Stream, stream: int, part: Partition, mask, multiplier, per
 
 
 def thresholds(scales, n, levels, beta, threshold: str):
-    """Algorithm 4's thresholds for n aggregated ``Lap(scales)`` noises (module doc); padded: +inf."""
+    """Algorithm 4's thresholds for n aggregated ``Lap(scales)`` noises (module doc); padded: +inf.
+
+    Args:
+      scales: the per-level Laplace scales.
+      n: the number of users.
+      levels: L.
+      beta: failure probability.
+      threshold: ``"subgaussian"`` or ``"paper"``.
+
+    Returns:
+      float64 thresholds of shape (max_levels,).
+    """
     lev = levels.astype(jnp.float64)
     if threshold == "paper":
         t = jnp.sqrt(8.0 * n) * scales * jnp.log(lev / beta)
@@ -87,7 +121,19 @@ def thresholds(scales, n, levels, beta, threshold: str):
 
 
 def analyze(aggregated, n, part: Partition, beta, multiplier, threshold: str):
-    """Algorithm 4: ℓ (0-based) and the estimate ``Σ_{i ≥ ℓ} Q̃_i``."""
+    """Algorithm 4: ℓ (0-based) and the estimate ``Σ_{i ≥ ℓ} Q̃_i``.
+
+    Args:
+      aggregated: ``Q̃`` (max_levels,).
+      n: the number of users.
+      part: the records' :class:`dpjax.prdp.domains.Partition`.
+      beta: failure probability.
+      multiplier: the budget fraction.
+      threshold: ``"subgaussian"`` or ``"paper"``.
+
+    Returns:
+      ``(ℓ, estimate)``.
+    """
     level = first_heavy_level(aggregated, thresholds(_scales(part, multiplier), n, part.levels, beta, threshold),
                               part.levels)
     return level, sum_from_level(aggregated, level, part.levels)
@@ -102,7 +148,15 @@ def _local_count(key, budgets, mask, eps_min, eps_max, beta, *, threshold, per_u
 
 
 def check_message_count(budgets, max_levels):
-    """Every user's L noises are addressed by one 32-bit counter: n·max_levels < 2^32."""
+    """Every user's L noises are addressed by one 32-bit counter: n·max_levels < 2^32.
+
+    Args:
+      budgets: the users' budgets, shape (n,).
+      max_levels: the static level count.
+
+    Raises:
+      ValueError: n·max_levels ≥ 2^32.
+    """
     if jnp.shape(budgets)[0] * max_levels >= 2**32:
         raise ValueError(f"budgets: {jnp.shape(budgets)[0]} users × {max_levels} levels exceed the 2^32 per-user "
                          "noises one key addresses; use the exact aggregate (per_user=False) or split the users")

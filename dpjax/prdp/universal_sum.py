@@ -33,12 +33,31 @@ __all__ = ["value_bucket", "bucket_table", "universal_sum_from_buckets", "univer
 
 
 def value_bucket(values, max_exponent: int):
-    """Bucket of each value: the least ``b ∈ [0, max_exponent]`` with ``x ≤ 2^b`` (0 for x ≤ 1)."""
+    """Bucket of each value: the least ``b ∈ [0, max_exponent]`` with ``x ≤ 2^b`` (0 for x ≤ 1).
+
+    Args:
+      values: non-negative values (array).
+      max_exponent: the largest bucket.
+
+    Returns:
+      int32 buckets of ``values``' shape.
+    """
     return jnp.clip(dyadic_exponent(values, 1.0), 0, max_exponent)
 
 
 def bucket_table(values, weights, groups, num_groups: int, max_exponent: int):
-    """Weighted counts and sums per (group, bucket): two arrays of shape (num_groups, max_exponent + 1)."""
+    """Weighted counts and sums per (group, bucket): two arrays of shape (num_groups, max_exponent + 1).
+
+    Args:
+      values: the values, shape (n,).
+      weights: (n,) bool.
+      groups: (n,) int32 group of each record.
+      num_groups: the static number of groups.
+      max_exponent: the largest bucket.
+
+    Returns:
+      ``(counts, sums)``.
+    """
     width = max_exponent + 1
     cell = groups * width + value_bucket(values, max_exponent)
     w = weights.astype(jnp.float64)
@@ -54,6 +73,21 @@ def universal_sum_from_buckets(noise: Stream, stream: int, counts, sums, epsilon
     ``≤ 2^{len(counts) − 1}``. Draws from streams ``stream … stream + 2`` of ``noise``. Returns
     ``(estimate, τ)``. ε-DP under add/remove for any number of records (the record count is
     never read).
+
+    Args:
+      noise: the mechanism's :class:`dpjax.prdp._noise.Stream`.
+      stream: the first stream number drawn from.
+      counts: the weighted counts per bucket.
+      sums: the weighted sums per bucket.
+      epsilon: ε.
+      beta: failure probability.
+      upper: the public bound B.
+
+    Returns:
+      ``(estimate, τ)``.
+
+    References:
+      Dong, Yi, "Universal Private Estimators", PODS 2023.
     """
     j_max = counts.shape[-1] - 1
     e1 = epsilon / 2.0
@@ -75,6 +109,21 @@ def universal_sum(key, values, weights, epsilon, beta, upper, *, max_exponent: i
 
     Returns the estimate. It has the signature of a user mechanism M of :func:`dpjax.prdp.framework`
     (the base M of ``dpjax.prdp.sum``, here from the records: one O(n) pass per run).
+
+    Args:
+      key: a JAX PRNG key.
+      values: the records' values, shape (n,).
+      weights: (n,) bool, the records the mechanism may read.
+      epsilon: ε.
+      beta: failure probability.
+      upper: the public bound of the values.
+      max_exponent: the largest clipping exponent (static).
+
+    Returns:
+      The float64 estimate.
+
+    References:
+      Dong, Yi, "Universal Private Estimators", PODS 2023.
     """
     values = jnp.clip(opaque(values), 0.0, 2.0**max_exponent)
     zeros = jnp.zeros(values.shape, jnp.int32)
