@@ -29,17 +29,27 @@ _ENV = ("DPJAX_COORDINATOR", "DPJAX_NUM_PROCESSES", "DPJAX_PROCESS_ID")
 
 
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 that was free a moment ago (bound to port 0, then released)."""
+    """A TCP port of 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+
+    Returns:
+      The port number.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def initialize(**kwargs) -> None:
-    """Join the multi-process run: under ``dpjax.launch`` with the coordinator and process id it set
-    (CPU, Gloo collectives); elsewhere ``jax.distributed.initialize(**kwargs)`` (cluster detection:
-    SLURM, TPU pods, …). A second call, or a call in a one-process run started without a launcher
-    and without arguments, does nothing."""
+    """Join the multi-process run.
+
+    Under ``dpjax.launch`` with the coordinator and process id it set (CPU, Gloo collectives);
+    elsewhere ``jax.distributed.initialize(**kwargs)`` (cluster detection: SLURM, TPU pods, …). A
+    second call, or a call in a one-process run started without a launcher and without arguments,
+    does nothing.
+
+    Args:
+      **kwargs: passed to ``jax.distributed.initialize``.
+    """
     import jax
 
     if jax.distributed.is_initialized():
@@ -108,6 +118,18 @@ def _supervise(procs, grace, timeout) -> int:
 
 
 def main(argv=None) -> int:
+    """Run ``script`` in ``--processes`` local JAX processes and supervise them (the launcher's entry point).
+
+    Args:
+      argv: the command-line arguments (default ``sys.argv[1:]``): ``--processes N
+        [--devices-per-process D] [--grace S] [--timeout S] script.py [args…]``.
+
+    Returns:
+      The exit status: the first failing process's (124 at ``--timeout``), else 0.
+
+    Raises:
+      SystemExit: ``--processes`` or ``--devices-per-process`` below 1, or no such ``script``.
+    """
     opts = _parser().parse_args(argv)
     if opts.processes < 1:
         raise SystemExit("--processes must be an integer >= 1")

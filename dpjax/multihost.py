@@ -54,7 +54,11 @@ _rounds: dict[str, int] = {}
 
 
 def active() -> bool:
-    """True in a run of several JAX processes joined by ``jax.distributed.initialize``."""
+    """Whether this is a run of several JAX processes joined by ``jax.distributed.initialize``.
+
+    Returns:
+      True when ``jax.process_count() > 1``.
+    """
     return jax.process_count() > 1
 
 
@@ -89,13 +93,25 @@ def _gathered(header, data, timeout):
 
 
 def agree(tag: str, payload: dict, *, timeout: float | None = None) -> list[dict]:
-    """Post ``payload`` (JSON-able) for this process's next round of ``tag`` and return every process's
-    payload of that round, in process order (collective: two all-gathers over every process). Rounds
-    are counted per tag and per process (every process calls in the same order; thread-safe); a
-    process at another tag or round makes every process raise ``ValueError``. When the exchange has
-    not completed within ``timeout`` seconds (default :data:`AGREE_TIMEOUT`; a process that never
-    calls, or that died) this process raises ``TimeoutError``: the run cannot go on (a collective is
-    left pending), stop it."""
+    """Exchange one payload per process for this process's next round of ``tag`` (collective).
+
+    Two all-gathers over every process. Rounds are counted per tag and per process (every process
+    calls in the same order; thread-safe).
+
+    Args:
+      tag: the name of the agreement.
+      payload: a JSON-able dict.
+      timeout: seconds to wait for the other processes (default :data:`AGREE_TIMEOUT`, or the
+        environment's ``DPJAX_AGREE_TIMEOUT``).
+
+    Returns:
+      Every process's payload of that round, in process order.
+
+    Raises:
+      ValueError: a process at another tag or round (raised on every process).
+      TimeoutError: the exchange did not complete within ``timeout`` (a process that never calls, or
+        that died): the run cannot go on (a collective is left pending), stop it.
+    """
     timeout = float(os.environ.get("DPJAX_AGREE_TIMEOUT", AGREE_TIMEOUT)) if timeout is None else timeout
     with _lock:
         n = _rounds.get(tag, 0)
@@ -124,7 +140,14 @@ def _refuse_if_any(tag, payloads):
 
 
 def key_fingerprint(key) -> str:
-    """A short hash of a Threefry key's words (compared across processes; the key itself is not sent)."""
+    """A short hash of a Threefry key's words (compared across processes; the key itself is not sent).
+
+    Args:
+      key: a typed Threefry key.
+
+    Returns:
+      16 hexadecimal characters.
+    """
     words = np.asarray(jax.random.key_data(key)).astype("<u4").tobytes()
     return hashlib.sha256(b"dpjax-key" + words).hexdigest()[:16]
 
@@ -217,10 +240,21 @@ def _agreed(tag, work, tree, extra):
 
 
 def global_records(local_values, *, mesh=None) -> jax.Array:
-    """A global array of records from each process's rows (collective): the rows of process 0 first,
-    then process 1's, …, sharded along axis 0 over ``mesh`` (default: every device, one axis
-    ``"records"``). Every process must hold the same number of rows, with the same row shape and
-    dtype, and their devices must divide the rows evenly; otherwise every process raises."""
+    """A global array of records from each process's rows (collective).
+
+    The rows of process 0 first, then process 1's, …, sharded along axis 0.
+
+    Args:
+      local_values: this process's rows (at least one dimension).
+      mesh: the device mesh (default: every device, one axis ``"records"``).
+
+    Returns:
+      The global ``jax.Array``.
+
+    Raises:
+      ValueError: on every process, when a process passes no rows, the processes hold different
+        numbers of rows, row shapes or dtypes, or a process's devices do not divide its rows evenly.
+    """
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     local = np.asarray(local_values)
@@ -243,18 +277,49 @@ def global_records(local_values, *, mesh=None) -> jax.Array:
 
 
 def map_shards(tag, fn, tree, shape, sharding, *, extra=None) -> jax.Array:
-    """Collective: ``fn(local_tree, offset)`` on every addressable shard of ``sharding`` over an array of
-    ``shape`` (``tree``'s leaves restricted to the shard, ``offset`` the flat index of its first record),
-    agreed across processes (an error on one process is raised on all; ``extra``, JSON-able, and the
-    mechanism must be the same on every process), assembled into a global array with ``sharding``."""
+    """Map a function over the addressable shards of a global array, agreed across processes (collective).
+
+    Args:
+      tag: the agreement's name.
+      fn: ``fn(local_tree, offset)``: ``tree``'s leaves restricted to the shard (mechanisms rebuilt,
+        so their constructors validate the shard's parameters), ``offset`` the flat index of its
+        first record; returns the shard's output.
+      tree: a pytree (values and mechanisms).
+      shape: the global array's shape.
+      sharding: its sharding (partitioned along axis 0 only).
+      extra: JSON-able arguments that must be equal on every process.
+
+    Returns:
+      The outputs assembled into a global array with ``sharding``.
+
+    Raises:
+      ValueError: on every process, when ``fn`` raises one on any process, the ``extra`` arguments or
+        the mechanisms differ between processes, or the sharding splits an axis other than 0.
+    """
     results = _agreed(tag, lambda: _each_shard(tree, shape, sharding, fn), tree, extra)
     return jax.make_array_from_single_device_arrays(tuple(shape), sharding,
                                                     [jax.device_put(r, d) for d, r in results])
 
 
 def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
-    """:func:`dpjax.release` in a multi-process run (collective; see the module docstring). Returns
-    ``None`` when every process passed process-local values (each then releases its own)."""
+    """:func:`dpjax.release` in a multi-process run (collective; see the module docstring).
+
+    Args:
+      key: a Threefry key, the same on every process.
+      values: a global array of records (or process-local values on every process).
+      mech: the mechanism (per-record parameters as global arrays sharded like ``values``).
+      start: record index of ``values``' first record.
+      numerics: ``"float"`` or ``"exact"``.
+
+    Returns:
+      The released global array, or ``None`` when every process passed process-local values (each
+      then releases its own).
+
+    Raises:
+      ValueError: on every process, when any process's validation fails (as :func:`dpjax.release`),
+        a process passes ``HostBits`` for a global array, the processes disagree on whether the
+        values are global, hold different keys, or pass different mechanisms or options.
+    """
     from dpjax.exact.bits import HostBits
     from dpjax.exact.lattice import check_index_range, release_exact
     from dpjax.mechanism import LANE_BLOCK, Mechanism, check_batch_shape

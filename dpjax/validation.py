@@ -70,6 +70,12 @@ def concrete(x):
 
     Static grid sizes are derived from concrete parameter values; under ``jit`` they
     are unknown and the caller must pass them explicitly.
+
+    Args:
+      x: a value or pytree.
+
+    Returns:
+      A numpy array (or the pytree of them), or ``None`` where a leaf's value is unknown.
     """
     leaves = jax.tree_util.tree_leaves(x)
     out = []

@@ -88,10 +88,24 @@ class ClippedSum:
         self.masked = bool(masked)
 
     def tree_flatten(self):
+        """Split a ``ClippedSum`` into its pytree parts (JAX's pytree protocol).
+
+        Returns:
+          ``((grads, norms), (l2_norm_clip, masked))``.
+        """
         return (self.grads, self.norms), (self.l2_norm_clip, self.masked)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
+        """Rebuild a ``ClippedSum`` from its pytree parts (JAX's pytree protocol).
+
+        Args:
+          aux: ``(l2_norm_clip, masked)``.
+          children: ``(grads, norms)``.
+
+        Returns:
+          The ``ClippedSum``.
+        """
         return cls(*children, *aux)
 
     def __repr__(self):
