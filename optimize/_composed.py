@@ -107,9 +107,9 @@ def _one(make, cfg, p, h):
     value = float(_epsilon(make, cfg, p, jnp.float64(u), h, grid))
     base = float(_epsilon(make, cfg, p, jnp.float64(0.0), h, grid))
     if np.isfinite(float(p["sigma_base"])):
-        # u = 0 is the plain kernel (boosting rate 0): its own PLD is the baseline's figure. Through the
-        # boosted mechanism's grid it read 0.4 % above it (3.2318 for 3.2189: no pure-ε cap on the
-        # coarse shared grid), and a tuned mechanism worse than the plain kernel passed as better
+        # u = 0 is the plain kernel (boosting rate 0): its own PLD is the baseline's figure. The boosted
+        # mechanism's coarse shared grid (no pure-ε cap) reads it higher, which would let a tuned
+        # mechanism worse than the plain kernel pass as better
         plain = accounting.pld(p["kernel"].with_scale(p["sigma_base"]), sensitivity=p["sensitivity"],
                               value_discretization_interval=h)
         base = min(base, float(plain.self_compose(cfg.compositions).get_epsilon_for_delta(p["target"])))
