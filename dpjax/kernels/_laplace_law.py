@@ -60,7 +60,18 @@ class LaplaceScale:
 def laplace_loss_threshold(b, t, v, nv, discrete):
     """y* of the Laplace pair loss ``(|y − nv| − |y − v|)/b``: linear with slope ∓2/b between the
     two answers, ±r = ±|v − nv|/b outside. {loss > t} = {y < y*} (v < nv) or {y > y*} (v > nv);
-    ±∞ when t is outside (−r, r). On the integers the caller rounds y* to the half-integers."""
+    ±∞ when t is outside (−r, r). On the integers the caller rounds y* to the half-integers.
+
+    Args:
+      b: the scale.
+      t: the loss threshold.
+      v: the answer.
+      nv: the neighbouring answer.
+      discrete: whether the kernel is on the integers (the caller rounds y*).
+
+    Returns:
+      y*, of the broadcast shape (±∞ outside (−r, r)).
+    """
     d = v - nv
     r = jnp.abs(d) / b
     y = 0.5 * (v + nv) + jnp.sign(d) * t * b / 2.0
@@ -74,7 +85,19 @@ def laplace_loss_threshold(b, t, v, nv, discrete):
 def laplace_tilted_log_integral(kernel, lo, hi, v, nv, a):
     """log of ∫ (continuous) or Σ over the integers (discrete) of ``f(y−v)^α f(y−nv)^{1−α}`` on
     (lo, hi]: ``g(y) = α log f(y−v) + (1−α) log f(y−nv)`` is linear on a piece that does not
-    contain a kink (v, nv; v + ½, nv + ½ on the integers), so the integral is geometric."""
+    contain a kink (v, nv; v + ½, nv + ½ on the integers), so the integral is geometric.
+
+    Args:
+      kernel: a Laplace-family kernel (its scale and ``discrete``).
+      lo: the piece's lower end.
+      hi: its upper end.
+      v: the answer.
+      nv: the neighbouring answer.
+      a: the order α > 1.
+
+    Returns:
+      The log integral (or sum), ``−inf`` over an empty piece.
+    """
     b = kernel.scale
     if kernel.discrete:
         k1, k2 = jnp.floor(lo) + 1.0, jnp.floor(hi)
