@@ -363,7 +363,9 @@ class BoostedRandomizedResponse(Mechanism):
         return (c_x - f_s * (ps - pn) - n * pn) / (p - ps)
 
     def category_count_variance(self, value_counts):
-        """Var(F̂_S) per category given the true value counts (trailing axis d):
+        """The variance of each category's count estimate F̂_S.
+
+        Var(F̂_S) per category given the true value counts (trailing axis d):
         ``[F_S a(1−a) + (N − F_S) b(1−b)] / (a − b)²`` with a = p + (|S|−1)p_s, b = |S| p̄.
 
         Args:
@@ -379,7 +381,9 @@ class BoostedRandomizedResponse(Mechanism):
         return (f_s * a * (1 - a) + (n - f_s) * b * (1 - b)) / (a - b) ** 2
 
     def value_count_variance(self, value_counts):
-        """Var(F̂_x) per value given the true value counts (trailing axis d): a sum over users of
+        """The variance of each value's count estimate F̂_x.
+
+        Var(F̂_x) per value given the true value counts (trailing axis d): a sum over users of
         Var(g(y_i)), g(y) = [1{y=x} − c 1{y∈S(x)}]/(p − p_s), c = (p_s − p̄)/(a − b).
 
         Args:

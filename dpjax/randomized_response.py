@@ -146,7 +146,9 @@ class RandomizedResponse(Mechanism):
     symmetric_pairs = True
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """δ(ε) of the reports of two categories: (p − e^ε q)_+ + (q − e^ε p)_+ + (k−2) q (1 − e^ε)_+
+        """δ(ε) of the report laws of two categories, in closed form.
+
+        δ(ε) of the reports of two categories: (p − e^ε q)_+ + (q − e^ε p)_+ + (k−2) q (1 − e^ε)_+
         (or (1 − e^ε)_+ when the categories coincide).
 
         Args:
@@ -209,7 +211,9 @@ class RandomizedResponse(Mechanism):
         return rr_lattice(self)
 
     def exact_lattice_epsilon(self):
-        """The ε :meth:`exact_lattice` builds its keep thresholds from, record by record: an exact release with
+        """The ε :meth:`exact_lattice` builds its keep thresholds from.
+
+        The ε :meth:`exact_lattice` builds its keep thresholds from, record by record: an exact release with
         per-record ε looks the same thresholds up in its device program (:func:`dpjax.exact.lattice.release_exact`).
 
         Returns:

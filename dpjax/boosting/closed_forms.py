@@ -12,7 +12,8 @@ loss is the kernel's pair loss ``ℓ(y) = log f(y − v) − log f(y − v')`` p
   threshold (``noise_loss_threshold``: closed form for the Gaussian and Laplace kernels, a
   bisection otherwise), its masses kernel CDF differences (``log_interval_masses``);
 * the Rényi divergence
-  ``D_α = log Σ_j e^{α c_j + (1−α) c'_j} ∫_j f(y−v)^α f(y−v')^{1−α} dy / (α−1)``, the integrals from ``noise_tilted_log_integral`` (closed forms for the built-in kernels).
+  ``D_α = log Σ_j e^{α c_j + (1−α) c'_j} ∫_j f(y−v)^α f(y−v')^{1−α} dy / (α−1)``, the integrals
+  from ``noise_tilted_log_integral`` (closed forms for the built-in kernels).
 
 Every function takes the mechanism with its parameters already broadcasting against the
 trailing axes it adds, and is differentiable in ε, the answers and every parameter: the
@@ -31,7 +32,9 @@ __all__ = ["pieces", "hockey_stick", "renyi_divergence"]
 
 
 def pieces(mech, v, nv, kinks: bool, spread=0.0):
-    """Piece edges ``(lo, hi)`` (trailing axis) between which both boost weights are constant,
+    """The pieces of the output line between which both laws' boost weights are constant.
+
+    Piece edges ``(lo, hi)`` (trailing axis) between which both boost weights are constant,
     and those constants ``(c, c')`` (``log_boost`` of each law on the piece); with ``kinks``
     also cut at the kernel's kinks around both answers.
 
@@ -94,7 +97,9 @@ def _decreasing(kernel, lo, hi, v, nv):
 
 
 def hockey_stick(mech, epsilon, value, neighbour_value):
-    """Exact ``δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy``, any real ε; broadcasts
+    """Exact hockey-stick divergence δ(ε) of a pair of a privacy-boosted mechanism.
+
+    Exact ``δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy``, any real ε; broadcasts
     ε (..., m) against the pair and the parameters. Three fused special-function calls for a
     kernel with a closed-form threshold.
 
@@ -132,7 +137,9 @@ def hockey_stick(mech, epsilon, value, neighbour_value):
 
 
 def renyi_divergence(mech, order, value, neighbour_value):
-    """Exact ``D_α(P_value‖P_neighbour_value)``, α > 1, in log space; broadcasts like
+    """Exact Rényi divergence D_α of a pair of a privacy-boosted mechanism.
+
+    Exact ``D_α(P_value‖P_neighbour_value)``, α > 1, in log space; broadcasts like
     :func:`hockey_stick` (the outer edges also clear the tilted centre).
 
     Args:

@@ -124,7 +124,9 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def log1m_boosting_rate(self):
-        """``log(1 − q)``, computed directly as ``min_h log[p_S (1 − ρ) / (ρ p̄_S)]`` over the
+        """``log(1 − q)``, accurate when q is within float eps of 1.
+
+        ``log(1 − q)``, computed directly as ``min_h log[p_S (1 − ρ) / (ρ p̄_S)]`` over the
         hardest answers h (clipped at 0): accurate when q is within float eps of 1.
 
         Returns:
@@ -232,7 +234,9 @@ class PrivacyBoosted(Mechanism):
         return jnp.clip(out, 0.0, 1.0)
 
     def sf(self, y, value):
-        """``Pr[M(value) > y]``: ``(1−q)·Pr[N > y − value]/Z`` above the region (tail-accurate), else
+        """The boosted law's survival function, accurate in the upper tail.
+
+        ``Pr[M(value) > y]``: ``(1−q)·Pr[N > y − value]/Z`` above the region (tail-accurate), else
         ``1 − cdf``.
 
         Args:
@@ -360,7 +364,9 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def symmetric_pairs(self) -> bool:
-        """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs: true for the absolute-error
+        """Whether the declared pairs' divergences are symmetric.
+
+        δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs: true for the absolute-error
         region (reflection y → v + v' − y swaps the two laws), not for the others.
 
         Returns:
@@ -369,7 +375,9 @@ class PrivacyBoosted(Mechanism):
         return self.region.translation_invariant
 
     def path_kink(self, values, nvalues):
-        """An answer on the pair path (nodes ``values``/``nvalues``, trailing axis) where the
+        """An answer on the pair path where the two laws' region edges cross.
+
+        An answer on the pair path (nodes ``values``/``nvalues``, trailing axis) where the
         divergence has a kink off the grid (relative region: S(Q)'s upper edge on S(Q + Δ)'s
         lower), searched besides the best node; ``None`` where the region declares none.
 
@@ -385,7 +393,9 @@ class PrivacyBoosted(Mechanism):
 
     @property
     def pair_path(self) -> bool:
-        """Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
+        """Whether the declared pairs sample a continuum of answers.
+
+        Relative and fixed regions' pairs sample the answers' continuum (Q, Q + Δ): the
         accountant bounds the supremum between them (the divergence peaks between grid
         answers). Not for a relative region with a discrete kernel, whose pairs are listed
         exhaustively (:meth:`dpjax.RelativeError.neighbour_pairs`).
@@ -423,7 +433,9 @@ class PrivacyBoosted(Mechanism):
         return l1mq, log_z[0], log_z[1]
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """Exact δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy, every kernel, any real ε
+        """Exact δ(ε) of a pair, for every kernel and any real ε.
+
+        Exact δ(ε) = ∫ (p(y|value) − e^ε p(y|neighbour_value))_+ dy, every kernel, any real ε
         (:func:`dpjax.boosting.closed_forms.hockey_stick`); broadcasts ε (..., m) against the
         pair and the parameters (..., 1); differentiable in every parameter.
 

@@ -27,7 +27,9 @@ __all__ = ["mixture_noise_continuous", "mixture_noise_discrete", "rejection_nois
 
 
 def mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, symmetric):
-    """Noise of the exact three-component mixture for a continuous kernel and a region
+    """Noise of the exact three-component mixture, continuous kernel.
+
+    Noise of the exact three-component mixture for a continuous kernel and a region
     ``[e_lo, e_hi] ∋ 0`` in noise coordinates (per record or per batch); ``keep = 1 − q``.
 
     Masses in linear space from two half-masses and two tails (one of each when the region
@@ -80,7 +82,9 @@ def mixture_noise_continuous(kernel, uniform, e_lo, e_hi, keep, symmetric):
 
 
 def mixture_noise_discrete(kernel, uniform, e_lo, e_hi, log1mq):
-    """Integer noise of the exact mixture: ``e_lo``/``e_hi`` are the last noise values below /
+    """Integer noise of the exact three-component mixture, discrete kernel.
+
+    Integer noise of the exact mixture: ``e_lo``/``e_hi`` are the last noise values below /
     inside the region; ``log1mq = log(1 − q)``. The inside component is reflected so that its
     interval's centre is ≤ 0 (small CDF values, no ``1 − F``); targets in log space.
 

@@ -373,7 +373,9 @@ class Composite(Mechanism):
 
     # -- validation --------------------------------------------------------------------
     def validate_values(self, values) -> None:
-        """Refuse values outside the window (unless ``clip``): the bump would leave [−L, L]
+        """Refuse values outside the window (unless ``clip``).
+
+        Refuse values outside the window (unless ``clip``): the bump would leave [−L, L]
         and the release would be neither unbiased nor private (Definitions 3.2, 3.4).
 
         Args:
@@ -416,7 +418,9 @@ class Composite(Mechanism):
         return self.base == "uniform"
 
     def neighbour_pairs(self, sensitivity=None):
-        """Edge pairs ``(lo, lo + s)``: A1 the single pair at ``s = min(Δ, W)`` (every pair with
+        """The neighbouring pairs the accountant examines: edge pairs of the window.
+
+        Edge pairs ``(lo, lo + s)``: A1 the single pair at ``s = min(Δ, W)`` (every pair with
         disjoint bump supports dominates; nearer bumps only lose mass, and the flat base makes the
         position irrelevant, B2's quartic base makes the edge the worst); A2/A3 eight shifts
         ``s ∈ (0, min(Δ, W)]`` at the edge and the centred pair
@@ -431,7 +435,9 @@ class Composite(Mechanism):
         return privacy.neighbour_pairs(self, sensitivity)
 
     def privacy_loss(self, y, value, neighbour_value):
-        """``log P_value − log P_neighbour_value`` at the output ``y``; both laws share the support
+        """The privacy loss of an output between two query values, finite everywhere.
+
+        ``log P_value − log P_neighbour_value`` at the output ``y``; both laws share the support
         ``[l, u]``, outside which neither has mass: there the loss of the nearest end (finite, so an
         output-grid accountant's cell bounds stay defined).
 
@@ -448,7 +454,9 @@ class Composite(Mechanism):
         return jnp.log(self.density_x(x, value, _d=d)) - jnp.log(self.density_x(x, neighbour_value, _d=d))
 
     def output_breakpoints(self, value, neighbour_value):
-        """Outputs where the pair's loss jumps or turns (for the output-grid accountant): both bumps'
+        """Outputs where a pair's privacy loss jumps or turns.
+
+        Outputs where the pair's loss jumps or turns (for the output-grid accountant): both bumps'
         ends and peaks, the centre (B2's base turns there) and the range ends ``l, u`` — (..., 9).
 
         Args:
@@ -467,7 +475,9 @@ class Composite(Mechanism):
         return d["mid"][..., None] + x / d["C"][..., None]
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        """δ(ε) of one pair: exact for A1B1 (piecewise constant laws: a 3-atom PLD),
+        """δ(ε) of one pair: exact for A1B1, an upper bound otherwise.
+
+        δ(ε) of one pair: exact for A1B1 (piecewise constant laws: a 3-atom PLD),
         an upper bound from cells with pessimistic loss rounding otherwise
         (:func:`dpjax.composite.privacy.hockey_stick`).
 

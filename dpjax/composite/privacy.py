@@ -116,7 +116,9 @@ def epsilon_star(mech, sensitivity=None):
 
 
 def epsilon_star_details(mech, sensitivity=None):
-    """``(ε*, x*, a*, a'*)``: the bound and where it is attained (𝓛 output point, bump starts
+    """ε* and where it is attained.
+
+    ``(ε*, x*, a*, a'*)``: the bound and where it is attained (𝓛 output point, bump starts
     of the two answers). Unbatched for A2/A3 (vmap it); batched for A1.
 
     Args:
@@ -218,7 +220,9 @@ def _cells(mech, d, a, a2):
 
 
 def hockey_stick(mech, epsilon, value, neighbour_value):
-    """δ(ε) = ∫(p − e^ε p')_+ of the pair (value, neighbour_value): exact for A1B1, an upper
+    """δ(ε) of one pair of a composite mechanism: exact for A1B1, an upper bound otherwise.
+
+    δ(ε) = ∫(p − e^ε p')_+ of the pair (value, neighbour_value): exact for A1B1, an upper
     bound otherwise (module docstring). Broadcasts ``epsilon`` (..., n) against the pair and
     the parameters (..., 1).
 

@@ -415,7 +415,9 @@ class AdditiveMechanism(Mechanism):
         return -side * self.noise_icdf(p)
 
     def noise_region_log_masses(self, e_lo, e_hi):
-        """``(log P_lo, log P_in, log P_hi)``: noise mass below, inside and above the region
+        """Log noise masses below, inside and above a region.
+
+        ``(log P_lo, log P_in, log P_hi)``: noise mass below, inside and above the region
         ``[e_lo, e_hi]`` in noise coordinates (for integer noise, ``e_lo``/``e_hi`` are the last
         integers below / inside it).
 
@@ -545,7 +547,9 @@ class AdditiveMechanism(Mechanism):
         return self.noise_log_prob(y - v) - self.noise_log_prob(y - nv)
 
     def noise_loss_threshold(self, t, v, nv, lo, hi, decreasing):
-        """``y*`` in ``[lo, hi]`` where the pair loss ℓ (monotone on ``[lo, hi]``) crosses ``t``:
+        """Where the pair loss crosses a threshold on a piece where it is monotone.
+
+        ``y*`` in ``[lo, hi]`` where the pair loss ℓ (monotone on ``[lo, hi]``) crosses ``t``:
         ``{y ∈ [lo, hi] : ℓ(y) > t}`` is ``[lo, y*)`` where ℓ decreases (``decreasing``; for a
         log-concave kernel, ``v < nv``) and ``(y*, hi]`` where it increases.
 
@@ -596,7 +600,9 @@ class AdditiveMechanism(Mechanism):
         return jnp.where(all_in, jnp.where(dec, hi, lo), jnp.where(none_in, jnp.where(dec, lo, hi), 0.5 * (a + b)))
 
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
-        """``log ∫_(lo, hi] f(y − v)^α f(y − nv)^{1−α} dy`` (α > 1), the Rényi divergence's
+        """The log of the Rényi divergence's tilted integral over one piece.
+
+        ``log ∫_(lo, hi] f(y − v)^α f(y − nv)^{1−α} dy`` (α > 1), the Rényi divergence's
         integral over one piece on which the log density has no kink.
 
         Default (continuous kernels): Gauss–Legendre quadrature, 32 cells × 8 nodes, in the

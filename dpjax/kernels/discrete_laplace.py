@@ -67,7 +67,9 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         return GeometricMixture._unchecked(self.scale, self.scale, 0)
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        r"""δ(ε) of DL(value, b) vs DL(neighbour_value, b) for an integer shift k, r = k/b: 0 for
+        r"""δ(ε) of two discrete Laplace laws an integer shift apart, in closed form.
+
+        δ(ε) of DL(value, b) vs DL(neighbour_value, b) for an integer shift k, r = k/b: 0 for
         ε ≥ r, 1 − e^ε for ε ≤ −r, and between them, with the loss (k − 2y)/b above ε exactly
         for y ≤ y* = ⌈(k − εb)/2⌉ − 1 (and a = e^{−1/b}),
         1 − (a^{y*+1} + e^ε a^{k−y*}) / (1 + a). A shift off the integers separates the
@@ -139,7 +141,9 @@ class DiscreteLaplace(LaplaceScale, AdditiveMechanism):
         return discrete_laplace_lattice(self.scale, type(self))
 
     def exact_lattice_scale(self):
-        """The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
+        """The scales :meth:`exact_lattice` builds its lattice from.
+
+        The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
         per-record scales builds the same lattice parameters from them inside its device program
         (:func:`dpjax.exact.lattice.release_exact`).
 

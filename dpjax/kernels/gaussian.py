@@ -260,7 +260,9 @@ class Gaussian(AdditiveMechanism):
         return 0.5 * jax.scipy.special.erf(z), 0.5 * jax.scipy.special.erfc(z)
 
     def noise_split_icdf(self, p, w, side):
-        """Cephes' ``ndtri`` (as in jax.scipy.special): its central rational evaluated at ``w``
+        """The split quantile, exact to the float at both ends.
+
+        Cephes' ``ndtri`` (as in jax.scipy.special): its central rational evaluated at ``w``
         (``p > e^{−2}``), its tail expansion at ``p``: exact to the float at both ends.
 
         Args:

@@ -49,7 +49,9 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         return LaplaceMixture._unchecked(self.scale, self.scale, jnp.zeros_like(self.scale))
 
     def hockey_stick(self, epsilon, value, neighbour_value):
-        r"""δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
+        r"""δ(ε) of two Laplace laws, in closed form.
+
+        δ(ε) of Lap(value, b) vs Lap(neighbour_value, b) with r = |value − neighbour_value|/b:
         1 − e^ε for ε ≤ −r, 1 − e^{(ε−r)/2} for |ε| < r, 0 for ε ≥ r.
 
         Args:
@@ -67,7 +69,9 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         return jnp.where(eps >= r, 0.0, jnp.where(eps <= -r, low, mid))
 
     def renyi_divergence(self, order, value, neighbour_value):
-        r"""D_α of two Laplace laws r = |Δ|/b apart (Mironov 2017, α > 1):
+        r"""The Rényi divergence of two Laplace laws, in closed form.
+
+        D_α of two Laplace laws r = |Δ|/b apart (Mironov 2017, α > 1):
         log(α/(2α−1) e^{(α−1)r} + (α−1)/(2α−1) e^{−αr}) / (α−1).
 
         Args:
@@ -106,7 +110,9 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         return -0.5 * jnp.expm1(-z), 0.5 * jnp.exp(-z)
 
     def noise_split_icdf(self, p, w, side):
-        """``|n| = −b log(2p) = −b log1p(−2|w|)``, evaluated as Kahan's ``log1p(x) = x log(y)/(y − 1)``
+        """The split quantile, exact at both ends.
+
+        ``|n| = −b log(2p) = −b log1p(−2|w|)``, evaluated as Kahan's ``log1p(x) = x log(y)/(y − 1)``
         with ``x = −2|w|`` and ``y = 2p ≈ 1 + x``: one log, exact at both ends.
 
         Args:
@@ -145,7 +151,9 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         return laplace_lattice(self.scale, DiscreteLaplace)
 
     def exact_lattice_scale(self):
-        """The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
+        """The scales :meth:`exact_lattice` builds its lattice from.
+
+        The scales :meth:`exact_lattice` builds its lattice from, record by record: an exact release with many
         per-record scales builds the same lattice parameters from them inside its device program
         (:func:`dpjax.exact.lattice.release_exact`).
 

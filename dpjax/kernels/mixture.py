@@ -53,7 +53,9 @@ _SEGMENTS = 7
 
 
 def piecewise_log_integral(g_ref, slope, ref, lo, hi, discrete):
-    """``log ∫_lo^hi e^{g_ref + slope·(y − ref)} dy`` (continuous) or ``log Σ_{k=lo}^{hi}`` of the
+    """The log integral (or sum) of an exponential-linear function over a range.
+
+    ``log ∫_lo^hi e^{g_ref + slope·(y − ref)} dy`` (continuous) or ``log Σ_{k=lo}^{hi}`` of the
     same on the integers (``lo``/``hi`` integers, inclusive); ``−inf`` for an empty range.
 
     ``lo`` may be ``−inf`` where ``slope > 0`` and ``hi`` ``+inf`` where ``slope < 0`` (a decaying
@@ -90,7 +92,9 @@ def piecewise_log_integral(g_ref, slope, ref, lo, hi, discrete):
 
 
 def log_concave_at(inner_scale, outer_scale, breakpoint) -> bool:
-    """Whether the mixture's noise law is log-concave, decided on concrete parameters (every member
+    """Whether the mixture's noise law is log-concave, on concrete parameters.
+
+    Whether the mixture's noise law is log-concave, decided on concrete parameters (every member
     of a batch); traced ones (inside ``jit``) give ``False``, the sound default (every shift is examined).
 
     log f(n) = −φ(|n|) − log Z with φ(t) = λ2·min(t, c) + λ1·(t − c)_+ piecewise linear, slopes λ2 on
@@ -414,7 +418,9 @@ class _Piecewise(AdditiveMechanism):
 
 @pytree_dataclass
 class LaplaceMixture(_Piecewise):
-    r"""Lap_m (Definition 3, eqs. 9–10): density ∝ e^{−|n|/b2} on |n| ≤ c, ∝ e^{−|n|/b1} beyond,
+    r"""The Laplace mixture Lap_m: two Laplace scales fused at the breakpoint c.
+
+    Lap_m (Definition 3, eqs. 9–10): density ∝ e^{−|n|/b2} on |n| ≤ c, ∝ e^{−|n|/b1} beyond,
     continuous at ±c. ``LaplaceMixture.from_epsilon(ε, r, c, Δ)`` is the paper's Lap_m(ε, rε).
 
     Leaves ``inner_scale`` (b2), ``outer_scale`` (b1), ``breakpoint`` (c ≥ 0), all differentiable.
@@ -595,7 +601,9 @@ class LaplaceMixture(_Piecewise):
 
 @pytree_dataclass
 class GeometricMixture(_Piecewise):
-    r"""Geom_m (Definition 4, eqs. 17–18) on the integers: pmf ∝ e^{−|k|/b2} for |k| ≤ c,
+    r"""The geometric mixture Geom_m on the integers: two geometric scales fused at c.
+
+    Geom_m (Definition 4, eqs. 17–18) on the integers: pmf ∝ e^{−|k|/b2} for |k| ≤ c,
     ∝ e^{−|k|/b1} beyond, with the weights a1,g, a2,g of eq. (18) (continuity at ±c).
     ``GeometricMixture.from_epsilon(ε, r, c, Δ)`` is the paper's Geom_m(e^{ε/Δ}, e^{rε/Δ}), c an
     integer. Exactly ``pure_epsilon(Δ)``-DP for an integer Δ (tight); exact four-atom PLD at Δ = 1.
@@ -688,7 +696,9 @@ class GeometricMixture(_Piecewise):
         return jnp.where(k <= -1, below, above)
 
     def noise_icdf(self, u):
-        """Smallest k with F(k) ≥ u, branch-free: −M(u) for u ≤ ½, M(1 − u) above (M: the tail
+        """The noise's quantile, branch-free.
+
+        Smallest k with F(k) ≥ u, branch-free: −M(u) for u ≤ ½, M(1 − u) above (M: the tail
         magnitude, geometric on each piece; Algorithm 2 of the paper, rewritten symmetrically).
 
         Args:

@@ -209,7 +209,9 @@ def opaque(x, dtype=jnp.float64):
 
 
 def partition_records(budgets, mask, eps_min, eps_max, max_levels: int) -> Partition:
-    """Assign each record its level (the paper's §5.1). Records with a budget below ε̌ (or NaN), and
+    """Assign each record its privacy level.
+
+    Assign each record its level (the paper's §5.1). Records with a budget below ε̌ (or NaN), and
     padded records (``mask`` False), get weight 0: they are in no level, so no release
     depends on them and they spend nothing.
 
