@@ -83,7 +83,8 @@ def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
       A :class:`CompositePrivacy` with arrays of the mechanism's batch shape.
 
     Raises:
-      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; traced parameters.
+      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; traced
+        parameters.
 
     References:
       Zhang et al., "Bounded and Unbiased Composite Differential Privacy", IEEE S&P 2024, Theorem 3.2.
@@ -163,7 +164,8 @@ def pld(mech, *, sensitivity=None, **kwargs):
       An :class:`accounting.PrivacyLossDistribution`.
 
     Raises:
-      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; as :func:`accounting.pld`.
+      ValueError: ``mech`` not a ``dpjax.Composite``; ``sensitivity`` not positive; as
+        :func:`accounting.pld`.
     """
     _check(mech, sensitivity)
     if sensitivity is None:

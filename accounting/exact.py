@@ -208,8 +208,8 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
 
     Raises:
       ValueError: ``epsilon`` not real (NaN); ``directions`` unknown; ``mech`` is not a dpjax
-        Mechanism or has no closed-form ``hockey_stick``; ``sensitivity`` not
-        positive; ``pairs`` not two arrays of equal shape.
+        Mechanism or has no closed-form ``hockey_stick``; ``sensitivity`` not positive; ``pairs``
+        not two arrays of equal shape.
     """
     check_real("epsilon", epsilon)
     _check_directions(directions)
@@ -236,8 +236,8 @@ def renyi(mech, order, sensitivity=1.0, *, pairs=None, directions="both"):
 
     Raises:
       ValueError: ``order`` not real or ≤ 1; ``directions`` unknown; ``mech`` is not a dpjax
-        Mechanism or has no closed-form ``renyi_divergence``; ``sensitivity`` not
-        positive; ``pairs`` not two arrays of equal shape.
+        Mechanism or has no closed-form ``renyi_divergence``; ``sensitivity`` not positive;
+        ``pairs`` not two arrays of equal shape.
     """
     check_real("order", order)
     if not is_traced(order) and np.any(np.asarray(order) <= 1.0):
@@ -285,8 +285,7 @@ def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
 
     Raises:
       ValueError: ``delta`` outside (0, 1); ``mech`` is not a dpjax Mechanism or has no closed-form
-        ``hockey_stick``; ``sensitivity`` not
-        positive; ``pairs`` not two arrays of equal shape.
+        ``hockey_stick``; ``sensitivity`` not positive; ``pairs`` not two arrays of equal shape.
     """
     if not is_traced(delta):
         check_probability("delta", delta, high_open=True)
@@ -312,8 +311,8 @@ def worst_pair(mech, epsilon, sensitivity=1.0, *, pairs=None):
 
     Raises:
       ValueError: ``epsilon`` not real; a batched ``mech``; ``mech`` is not a dpjax Mechanism or has
-        no closed-form ``hockey_stick``; ``sensitivity`` not
-        positive; ``pairs`` not two arrays of equal shape.
+        no closed-form ``hockey_stick``; ``sensitivity`` not positive; ``pairs`` not two arrays of
+        equal shape.
     """
     check_real("epsilon", epsilon)
     m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")

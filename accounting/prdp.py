@@ -103,7 +103,8 @@ class PrDPLedger:
       eps_max: their highest total budget ε̂ (≥ ``eps_min``).
 
     Raises:
-      ValueError: ``eps_min`` or ``eps_max`` traced, not a scalar or not positive; ``eps_max < eps_min``.
+      ValueError: ``eps_min`` or ``eps_max`` traced, not a scalar or not positive;
+        ``eps_max < eps_min``.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
@@ -201,7 +202,8 @@ class PrDPLedger:
           The release's :class:`PrDPShare`.
 
         Raises:
-          ValueError: ``fraction`` outside (0, 1], or a level would exceed its floor (nothing is recorded).
+          ValueError: ``fraction`` outside (0, 1], or a level would exceed its floor (nothing is
+            recorded).
         """
         charge = self.charge(fraction)
         with self._lock:
@@ -230,8 +232,8 @@ class PrDPLedger:
           result: a :class:`dpjax.prdp.PrDPResult`.
 
         Raises:
-          ValueError: the result's budget range is no recorded share's, or a level was charged more than
-            its floor or than the share's charge.
+          ValueError: the result's budget range is no recorded share's, or a level was charged more
+            than its floor or than the share's charge.
         """
         eps_min = np.unique(np.asarray(result.eps_min, np.float64))
         eps_max = np.unique(np.asarray(result.eps_max, np.float64))

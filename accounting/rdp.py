@@ -97,8 +97,8 @@ def rdp(mech, orders, *, sensitivity=1.0, quadrature_cells=4096):
     Raises:
       ValueError: ``mech`` not a dpjax Mechanism; an order not real or ≤ 1; ``sensitivity`` not
         positive; ``quadrature_cells`` not an integer ≥ 16.
-      NotImplementedError: a mechanism whose pairs sample a path (``pair_path``) without a closed-form
-        ``renyi_divergence``.
+      NotImplementedError: a mechanism whose pairs sample a path (``pair_path``) without a
+        closed-form ``renyi_divergence``.
     """
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")

@@ -180,8 +180,8 @@ class BoostedRandomizedResponse(Mechanism):
           values: the true values.
 
         Raises:
-          ValueError: a value not an integer in ``[0, domain_size)``, or a domain larger than the uniform
-            stream can address.
+          ValueError: a value not an integer in ``[0, domain_size)``, or a domain larger than the
+            uniform stream can address.
         """
         check_categories(self.domain_size, "domain_size")
         check_index_values("values", values, self.domain_size, "domain_size")

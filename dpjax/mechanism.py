@@ -141,7 +141,8 @@ def as_records(values, mech):
       ``(values, squeeze)``: the array of records, and whether the input was a scalar.
 
     Raises:
-      ValueError: a value outside the mechanism's domain, or a batch shape not broadcasting to the values.
+      ValueError: a value outside the mechanism's domain, or a batch shape not broadcasting to the
+        values.
     """
     values = jnp.asarray(values)
     squeeze = values.ndim == 0
@@ -225,7 +226,8 @@ class Mechanism(abc.ABC):
           Draws of shape ``shape + broadcast(batch_shape, value.shape)``.
 
         Raises:
-          ValueError: ``key`` not a single Threefry key; ``value`` NaN or infinite; more than 2**32 draws.
+          ValueError: ``key`` not a single Threefry key; ``value`` NaN or infinite; more than 2**32
+            draws.
         """
         key = check_key(key)
         value = jnp.asarray(check_real("value", value))

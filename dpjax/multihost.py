@@ -293,8 +293,8 @@ def map_shards(tag, fn, tree, shape, sharding, *, extra=None) -> jax.Array:
       The outputs assembled into a global array with ``sharding``.
 
     Raises:
-      ValueError: on every process, when ``fn`` raises one on any process, the ``extra`` arguments or
-        the mechanisms differ between processes, or the sharding splits an axis other than 0.
+      ValueError: on every process, when ``fn`` raises one on any process, the ``extra`` arguments
+        or the mechanisms differ between processes, or the sharding splits an axis other than 0.
     """
     results = _agreed(tag, lambda: _each_shard(tree, shape, sharding, fn), tree, extra)
     return jax.make_array_from_single_device_arrays(tuple(shape), sharding,

@@ -57,7 +57,8 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | Non
         exact tier); ``values`` empty, NaN/inf or of a non-numeric dtype, or outside the mechanism's
         domain; ``mech`` not a dpjax mechanism or its batch shape not broadcasting to ``values``;
         ``start`` negative or ``start`` + the number of records past 2**32; ``numerics`` not
-        ``"exact"``, ``"float"`` or ``None``; ``numerics="exact"`` for a mechanism without an exact sampler.
+        ``"exact"``, ``"float"`` or ``None``; ``numerics="exact"`` for a mechanism without an exact
+        sampler.
     """
     if numerics not in (None, "float", "exact"):
         raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the mechanism has an exact "

@@ -121,7 +121,8 @@ def check_real(name: str, x, *, finite: bool = True):
       ``x`` unchanged.
 
     Raises:
-      ValueError: ``x`` is a string, bytes, ``None``, not numeric, boolean, NaN, or (``finite``) infinite.
+      ValueError: ``x`` is a string, bytes, ``None``, not numeric, boolean, NaN, or (``finite``)
+        infinite.
     """
     if _deferred(x):
         return x

@@ -220,7 +220,8 @@ def base_sigma(region, rho, kernel="gaussian"):
       A float64 array of the broadcast shape: the baseline scale, NaN where no plain kernel meets ``rho``.
 
     Raises:
-      ValueError: ``kernel`` is not an additive kernel nor a built-in name; ``region`` is not a region.
+      ValueError: ``kernel`` is not an additive kernel nor a built-in name; ``region`` is not a
+        region.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting

@@ -280,8 +280,8 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         not positive; ``key`` not a single Threefry key; a ``mechanism`` DP-SGD cannot account
         (:func:`accounting.dpsgd.noise_kind`); ``grid_step`` missing for the discrete Gaussian or
         given for another kernel. At ``update``: γ√d/2 ≥ ``l2_norm_clip``; a masked or accumulated
-        batch without ``expected_batch_size``; a :class:`ClippedSum` with another mechanism than
-        the Gaussian, a larger clip, or a ``mask`` of its own.
+        batch without ``expected_batch_size``; a :class:`ClippedSum` with another mechanism than the
+        Gaussian, a larger clip, or a ``mask`` of its own.
 
     References:
       Abadi et al., "Deep Learning with Differential Privacy", ACM CCS 2016, Algorithm 1.

@@ -263,7 +263,8 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
     Raises:
       ValueError: ``pure_epsilon`` or ``sensitivity`` not positive; ``kernel`` or ``objective``
         unknown; ``steps < 1``; ``delta`` outside (0, 1), not one number, or given with
-        ``kernel="geometric"``; ``grid < 2``; a non-integer ``sensitivity`` for the geometric mixture.
+        ``kernel="geometric"``; ``grid < 2``; a non-integer ``sensitivity`` for the geometric
+        mixture.
 
     References:
       Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture

@@ -133,8 +133,8 @@ def general_privacy_budget(mech, sensitivity=1.0, *, form="definition"):
 
     Raises:
       ValueError: ``mech`` not of the Laplace family; ``sensitivity`` not positive, or not 1 for a
-        printed form; an unknown ``form``, or one that does not fit the kernel (``"eq25"`` for Lap_m,
-        ``"eq27"``/``"naive"`` for Geom_m).
+        printed form; an unknown ``form``, or one that does not fit the kernel (``"eq25"`` for
+        Lap_m, ``"eq27"``/``"naive"`` for Geom_m).
 
     References:
       Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture

@@ -238,7 +238,8 @@ def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
 
     Raises:
       ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
-        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; a non-Gaussian kernel; ``gamma`` not real.
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; a non-Gaussian kernel;
+        ``gamma`` not real.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
@@ -383,8 +384,8 @@ def paper_composed_privacy_profile(mech, epsilon, T, *, sensitivity=1.0, weights
 
     Raises:
       ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
-        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``epsilon`` NaN; ``T <
-        1``; ``T > 1`` with a non-Gaussian kernel.
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``epsilon`` NaN;
+        ``T < 1``; ``T > 1`` with a non-Gaussian kernel.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
@@ -467,8 +468,8 @@ def paper_epsilon(mech, delta, *, sensitivity=1.0, weights="paper", T=1, lower=0
     Raises:
       ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
         ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; ``delta`` outside (0,
-        1); ``T < 1``; ``T > 1`` with a non-Gaussian
-        kernel; ``lower``/``upper`` not finite or ``upper <= lower``; ``iterations < 1``.
+        1); ``T < 1``; ``T > 1`` with a non-Gaussian kernel; ``lower``/``upper`` not finite or
+        ``upper <= lower``; ``iterations < 1``.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
@@ -529,7 +530,8 @@ def paper_rdp(mech, orders, *, sensitivity=1.0, weights="paper"):
 
     Raises:
       ValueError: ``mech`` not a ``dpjax.PrivacyBoosted`` or its kernel without a closed-form
-        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; an order not real or ≤ 1.
+        ``hockey_stick``; ``weights`` unknown; ``sensitivity`` not positive; an order not real or ≤
+        1.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting
@@ -653,8 +655,8 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
       ValueError: ``region`` not absolute or relative error; ``rho`` or ``delta`` outside (0, 1);
         ``sensitivity`` not positive; not exactly one of ``delta`` and ``order``; an order ≤ 1;
         ``compositions``, ``grid`` or ``iterations`` out of range; ``weights`` or ``method``
-        unknown; ``max_ratio <= 1``; a kernel without a closed-form ``hockey_stick`` (or an
-        unknown name); ``compositions > 1`` with a non-Gaussian kernel.
+        unknown; ``max_ratio <= 1``; a kernel without a closed-form ``hockey_stick`` (or an unknown
+        name); ``compositions > 1`` with a non-Gaussian kernel.
 
     References:
       Jiang et al., "Meeting Utility Constraints in Differential Privacy: A Privacy-Boosting

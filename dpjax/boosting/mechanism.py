@@ -328,8 +328,8 @@ class PrivacyBoosted(Mechanism):
           ``(values, neighbour_values)``.
 
         Raises:
-          ValueError: ``sensitivity`` not positive; ``num_pairs`` unknown (a discrete kernel's relative
-            region built from traced parameters).
+          ValueError: ``sensitivity`` not positive; ``num_pairs`` unknown (a discrete kernel's
+            relative region built from traced parameters).
         """
         if not is_traced(sensitivity):
             check_positive("sensitivity", sensitivity)
@@ -469,7 +469,8 @@ class PrivacyBoosted(Mechanism):
           values: the true answers.
 
         Raises:
-          ValueError: a scale the default float cannot carry for a release, or an answer outside a fixed region.
+          ValueError: a scale the default float cannot carry for a release, or an answer outside a
+            fixed region.
         """
         self.kernel.validate_values(values)
         self.region.validate_values(values)

@@ -56,8 +56,8 @@ class Composite(Mechanism):
     All numeric parameters are differentiable, batchable leaves.
 
     Raises:
-      ValueError: an unknown ``activation`` or ``base``; ``clip`` not a bool; ``window`` not a pair of
-        finite numbers with lo < hi; ``epsilon``, ``k``, ``m`` or ``y`` not positive; S1 ≥ 1
+      ValueError: an unknown ``activation`` or ``base``; ``clip`` not a bool; ``window`` not a pair
+        of finite numbers with lo < hi; ``epsilon``, ``k``, ``m`` or ``y`` not positive; S1 ≥ 1
         (Constraint-1); ``k`` above y(e^ε − 1) (Constraint-4); ``m ≥ 2L`` (Constraint-2).
 
     References:

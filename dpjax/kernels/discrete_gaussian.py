@@ -260,8 +260,7 @@ class DiscreteGaussian(AdditiveMechanism):
     sign per record, no rejection); one larger σ by rejection from rounded continuous Gaussians
     (:func:`_rounded_gaussian`, from :data:`ROUNDED_MIN_SIGMA`); per-record σ, and a σ below that
     whose table is too wide, by the CKS rejection sampler from a discrete Laplace proposal with
-    scale t = ⌊σ⌋ + 1; both rejections inside a ``while_loop`` (vmap-safe: the loop runs until every
-    record is accepted, expected < 2 trials, at most
+    scale t = ⌊σ⌋ + 1; both rejections inside a ``while_loop`` (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
     :data:`MAX_TRIALS`).
     ``support_radius`` (static) bounds the table used by :meth:`cdf`; it defaults
     to ⌈14σ⌉ + 14, beyond which the mass is below 1e-40.

@@ -614,7 +614,8 @@ class GeometricMixture(_Piecewise):
       breakpoint: c ≥ 0, one integer (static; default 1).
 
     Raises:
-      ValueError: a scale not positive, a negative breakpoint, or a breakpoint that is not one integer.
+      ValueError: a scale not positive, a negative breakpoint, or a breakpoint that is not one
+        integer.
 
     References:
       Li et al., "More Flexible Differential Privacy: The Application of Piecewise Mixture

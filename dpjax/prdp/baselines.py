@@ -66,10 +66,10 @@ def naive_count(key, budgets, *, eps_min, eps_max, mask=None, max_levels=None) -
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels.
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in
+        [1, 64], or below L; a budget range needing more than 64 levels.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
@@ -111,12 +111,12 @@ def naive_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None,
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
-        shape, negative or above ``upper``;
-        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or above 2^63.
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in
+        [1, 64], or below L; a budget range needing more than 64 levels; ``values`` not finite, not
+        of the budgets' shape, negative or above ``upper``; ``upper`` not a positive scalar or 1-D
+        array of non-negative per-level bounds, all 0, or above 2^63.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
@@ -176,9 +176,9 @@ def pdp_count(key, budgets, *, eps_min, eps_max, beta, mask=None):
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        a budget range needing more than 64 levels; traced ``eps_min``/``eps_max``.
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; a budget range needing more than 64 levels; traced ``eps_min``/``eps_max``.
 
     References:
       Sun et al., "Personalized Truncation for Personalized Privacy"; used as a baseline in Chen, Sun,
@@ -230,12 +230,12 @@ def pdp_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None):
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
-        shape, negative or above ``upper``;
-        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or
-        above 2^63; traced ``eps_min``/``eps_max``/``upper``.
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; a budget range needing more than 64 levels; ``values`` not finite, not of
+        the budgets' shape, negative or above ``upper``; ``upper`` not a positive scalar or 1-D
+        array of non-negative per-level bounds, all 0, or above 2^63; traced
+        ``eps_min``/``eps_max``/``upper``.
 
     References:
       Sun et al., "Personalized Truncation for Personalized Privacy"; used as a baseline in Chen, Sun,

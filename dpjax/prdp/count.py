@@ -108,10 +108,10 @@ def count(key, budgets, *, eps_min, eps_max, beta, mask=None, max_levels=None) -
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels.
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in
+        [1, 64], or below L; a budget range needing more than 64 levels.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025

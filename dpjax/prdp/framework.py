@@ -138,10 +138,10 @@ def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels; ``values`` not finite or
+        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite,
+        non-empty 1-D array or with an entry below ``eps_min``; ``mask`` not a boolean array of the
+        budgets' shape; ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in
+        [1, 64], or below L; a budget range needing more than 64 levels; ``values`` not finite or
         without one row per record; an invalid ``upper``.
 
     References:

@@ -188,11 +188,12 @@ def local_count(key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian"
       :class:`~dpjax.prdp.PrDPResult`; each level's users are charged its floor ``lo_i``.
 
     Raises:
-      ValueError: an unknown ``threshold``; ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels; with ``per_user``, n·L ≥ 2^32.
+      ValueError: an unknown ``threshold``; ``key`` not a single Threefry key; ``eps_min`` or
+        ``eps_max`` not a positive scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1);
+        ``budgets`` not a finite, non-empty 1-D array or with an entry below ``eps_min``; ``mask``
+        not a boolean array of the budgets' shape; ``max_levels`` missing for traced
+        ``eps_min``/``eps_max``, not an integer in [1, 64], or below L; a budget range needing more
+        than 64 levels; with ``per_user``, n·L ≥ 2^32.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
@@ -231,10 +232,10 @@ def local_randomizer(key, budgets, *, eps_min, eps_max, mask=None, max_levels=No
 
     Raises:
       ValueError: ``key`` not a single Threefry key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels; n·L ≥ 2^32.
+        scalar, or ``eps_max < eps_min``; ``budgets`` not a finite, non-empty 1-D array or with an
+        entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape; ``max_levels``
+        missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L; a budget
+        range needing more than 64 levels; n·L ≥ 2^32.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025

@@ -111,14 +111,13 @@ def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold=
 
     Raises:
       ValueError: an unknown ``threshold``; ``kappa`` not positive; ``key`` not a single Threefry
-        key; ``eps_min`` or ``eps_max`` not a positive
-        scalar, or ``eps_max < eps_min``; ``beta`` outside (0, 1); ``budgets`` not a finite, non-empty 1-D
-        array or with an entry below ``eps_min``; ``mask`` not a boolean array of the budgets' shape;
-        ``max_levels`` missing for traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L;
-        a budget range needing more than 64 levels; ``values`` not finite, not of the budgets'
-        shape, negative or above ``upper``;
-        ``upper`` not a positive scalar or 1-D array of non-negative per-level bounds, all 0, or
-        above 2^63; with ``per_user``, n·L ≥ 2^32.
+        key; ``eps_min`` or ``eps_max`` not a positive scalar, or ``eps_max < eps_min``; ``beta``
+        outside (0, 1); ``budgets`` not a finite, non-empty 1-D array or with an entry below
+        ``eps_min``; ``mask`` not a boolean array of the budgets' shape; ``max_levels`` missing for
+        traced ``eps_min``/``eps_max``, not an integer in [1, 64], or below L; a budget range
+        needing more than 64 levels; ``values`` not finite, not of the budgets' shape, negative or
+        above ``upper``; ``upper`` not a positive scalar or 1-D array of non-negative per-level
+        bounds, all 0, or above 2^63; with ``per_user``, n·L ≥ 2^32.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025

@@ -52,8 +52,8 @@ class PrivacyFunction:
       log_base: the log function's base, finite and > 1 (static).
 
     Raises:
-      ValueError: an unknown ``kind``; ``alpha``, ``upper`` or ``cap`` not positive; ``log_base`` not a
-        finite number > 1; ``upper <= log_base`` for the log function.
+      ValueError: an unknown ``kind``; ``alpha``, ``upper`` or ``cap`` not positive; ``log_base``
+        not a finite number > 1; ``upper <= log_base`` for the log function.
 
     References:
       Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025
@@ -128,8 +128,8 @@ class PrivacyFunction:
           The :class:`PrivacyFunction`.
 
         Raises:
-          ValueError: ``upper``, ``alpha`` or ``eps_max`` not positive; ``base`` not a finite number > 1;
-            ``upper <= base``.
+          ValueError: ``upper``, ``alpha`` or ``eps_max`` not positive; ``base`` not a finite number
+            > 1; ``upper <= base``.
         """
         return cls(alpha=alpha, upper=upper, cap=eps_max, kind="log", log_base=float(base))
 
