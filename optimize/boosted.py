@@ -69,10 +69,12 @@ class TuningResult:
         (``None`` when no plain kernel meets it: a continuous kernel with a fixed region and
         ``rho >= 1/2``).
       baseline_epsilon: the baseline's exact ε (same objective; NaN where it has none).
-      sigma, sigma_base: tuned and baseline kernel scales (σ, or b for Laplace kernels).
+      sigma: the tuned kernel scale (σ, or b for Laplace kernels).
+      sigma_base: the baseline kernel scale.
       boosting_rate: ``q`` of the tuned mechanism.
       steps: optimiser iterations (gradient steps, or Algorithm 2 iterations).
-      method, objective: what was run (``"gradient"``/``"ternary"``; ``"dp"``/``"rdp"``).
+      method: the method run, ``"gradient"`` or ``"ternary"``.
+      objective: the objective, ``"dp"`` or ``"rdp"``.
     """
 
     mechanism: dpjax.PrivacyBoosted

@@ -43,10 +43,11 @@ class Composite(Mechanism):
       activation: ``"rectangle"`` (A1), ``"half_sine"`` (A2) or ``"triangle"`` (A3).
       base: ``"uniform"`` (B1) or ``"quartic"`` (B2).
       epsilon: the nominal privacy budget ε (> 0).
-      k, m, y: activation height, activation width, base height (> 0); ``L`` is derived.
-        B1 requires ``k ≤ y(e^ε − 1)`` (Table 4 Constraint-4); B2 sets ``t = (y + k)e^{−ε}``
-        and requires ``t ≤ y`` (``t = y`` is B1). Also ``S1 = s·k·m < 1`` (Constraint-1) and
-        ``m < 2L`` (the bump fits, Constraint-2). :func:`optimize.tune_composite` finds them.
+      k: the activation height (> 0). B1 requires ``k ≤ y(e^ε − 1)`` (Table 4 Constraint-4); B2
+        sets ``t = (y + k)e^{−ε}`` and requires ``t ≤ y`` (``t = y`` is B1). Also
+        ``S1 = s·k·m < 1`` (Constraint-1). :func:`optimize.tune_composite` finds k, m and y.
+      m: the activation width (> 0), with ``m < 2L`` (the bump fits, Constraint-2; ``L`` is derived).
+      y: the base height (> 0).
       window: ``(lo, hi)``, the public, data-independent interval every query value lies in.
         Any two values of the window are neighbours for the guarantee (the paper's Definition 3.3);
         the noise scales with its width, so it should be the sensitivity's width (the paper's design).

@@ -127,7 +127,8 @@ def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=
         lowers only where the caller's own ``jit`` runs with x64 on (wrap the call in
         ``jax.enable_x64(True)``); the built-in mechanisms draw from 32-bit words and lower
         either way.
-      eps_min, eps_max: the budget range ``[ε̌, ε̂]`` of the domain (public).
+      eps_min: ε̌, the least budget of the whole domain (public, data-independent).
+      eps_max: ε̂, the cap of the budget function (public).
       beta: failure probability in (0, 1), split β/2 + β/2.
       upper: optional public bound of the values: a scalar U, or per-level bounds ``u_i``.
       mask: optional boolean (n,): False marks padding.
