@@ -62,7 +62,23 @@ _OVERSHOOT = 2.0
 
 
 class BracketState(NamedTuple):
-    """The state of :func:`scale_by_bracket`: the bracket's ends with their values, slopes and curvatures."""
+    """The state of :func:`scale_by_bracket`: the bracket's ends with their values, slopes and curvatures.
+
+    Attributes:
+      a: the left end (derivative < 0 there: the minimiser lies right of it).
+      fa: the objective at ``a``.
+      ga: its derivative at ``a``.
+      ca: the curvature left of the minimiser (slope secant of the last two left ends).
+      b: the right end (derivative > 0 there; +inf until one is seen).
+      fb: the objective at ``b``.
+      gb: its derivative at ``b``.
+      cb: the curvature right of the minimiser.
+      probe: the expansion step while no right end is known.
+      stall: consecutive steps that moved the same end of the bracket (signed).
+      last: which end the last step moved: −1 left, +1 right.
+      c: the end the last step replaced (a third point for inverse interpolation).
+      gc: the derivative at ``c``.
+    """
 
     a: jax.Array  # left end: derivative < 0 there (the minimiser lies right of it)
     fa: jax.Array
