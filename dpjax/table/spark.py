@@ -133,6 +133,17 @@ def _canonical(df, names):
     return df
 
 
+def _to_arrow(df) -> pa.Table:
+    """``df`` collected to the driver as one Arrow table (``DataFrame.toArrow``, pyspark ≥ 4; before, the Arrow
+    batches it is made of)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()
+    return pa.Table.from_batches(batches) if batches else to_arrow_schema(df.schema).empty_table()
+
+
 def spark_aggregates(req, df, public, bound_key, local_aggregates):
     """``(keys, group hashes, aggregates)`` of a Spark DataFrame, as the local backend gives them;
     ``local_aggregates(req, table, public, bound_key)`` is the local backend itself, run on each
@@ -193,31 +204,37 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
         partial = df.repartition(buckets, F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
     else:  # each row its own unit: nothing to bound, aggregate each partition where it is
         partial = df.mapInArrow(bucket, out_schema)
-    partial = partial.cache()
     spark = df.sparkSession
-    rows = _run(spark, partial.groupBy("__h0", "__h1").agg(*[F.first(c).alias(c) for c in req.by],
-                                                           *[F.sum(alias[n]).alias(alias[n]) for n in scalars])
-                .collect)
-    h = np.array([[r["__h0"], r["__h1"]] for r in rows], np.int64).astype(np.uint32).reshape(-1, 2)
+    if trees:
+        partial = partial.cache()  # scanned twice: the scalars, then the exploded leaves
+    # the per-bucket, per-group rows (a few per group) come to the driver as one Arrow table, no Row objects and
+    # no shuffle of their own, and are summed there exactly (int64)
+    got = _run(spark, lambda: _to_arrow(partial.select("__h0", "__h1", *req.by, *[alias[n] for n in scalars])))
+    h = np.stack([got.column("__h0").to_numpy(), got.column("__h1").to_numpy()], axis=1).astype(np.uint32)
+    u64 = _data.words_to_u64(h)
+    distinct, first, inverse = np.unique(u64, return_index=True, return_inverse=True)
     if public is not None:
         words = _data.key_hashes(public)
         keys = public
     else:
-        words = h
-        keys = pa.table({c: pa.array([r[c] for r in rows], type=key_schema.field(c).type) for c in req.by})
-    index = {(int(a), int(b)): i for i, (a, b) in enumerate(words)}
-    where = np.array([index[(int(a), int(b))] for a, b in h], np.int64)
+        words = h[first]
+        keys = got.select(list(req.by)).take(pa.array(first)).cast(key_schema)
+    order = np.argsort(_data.words_to_u64(words))
+    where = order[np.searchsorted(_data.words_to_u64(words)[order], distinct)]  # row of each distinct group
     agg = {}
     for n in scalars:
         agg[n] = np.zeros(len(words), np.int64)
-        agg[n][where] = [r[alias[n]] for r in rows]
+        np.add.at(agg[n], where[inverse], got.column(alias[n]).to_numpy().astype(np.int64))
     for n in trees:
         leaves = 1 << int(n.rsplit(":", 1)[1])
-        cells = (partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c")).where("c > 0")
-                 .groupBy("__h0", "__h1", "leaf").agg(F.sum("c").alias("c")).collect())
+        cells = _run(spark, lambda n=n: _to_arrow(
+            partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c")).where("c > 0")
+            .groupBy("__h0", "__h1", "leaf").agg(F.sum("c").alias("c"))))
+        cw = np.stack([cells.column("__h0").to_numpy(), cells.column("__h1").to_numpy()], axis=1).astype(np.uint32)
+        row = where[np.searchsorted(distinct, _data.words_to_u64(cw))]
         hist = np.zeros((len(words), leaves), np.int64)
-        for r in cells:
-            hist[index[(int(r["__h0"]) & 0xFFFFFFFF, int(r["__h1"]) & 0xFFFFFFFF)], r["leaf"]] = r["c"]
+        hist[row, cells.column("leaf").to_numpy()] = cells.column("c").to_numpy()
         agg[n] = hist
-    partial.unpersist()
+    if trees:
+        partial.unpersist()
     return keys, words, agg
