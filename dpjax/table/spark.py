@@ -87,8 +87,9 @@ def _check_worker(expected: str) -> None:
 _NUMERIC = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType")
 
 
-def _check(req, df):
-    """The data checks of the local backend, as one Spark aggregation (before any noise)."""
+def _checks(req, df):
+    """The data checks of the local backend as Spark aggregate expressions (the column and type checks, which
+    read the schema only, are made here): ``(expressions, keyed float columns)``, read by :func:`_refuse`."""
     from pyspark.sql import functions as F
 
     missing = [c for c in req.columns if c not in df.columns]
@@ -108,7 +109,11 @@ def _check(req, df):
              if types[c] in ("FloatType", "DoubleType")]
     for c in keyed:
         checks.append(F.sum(F.isnan(F.col(c)).cast("long")).alias(f"__nan_{c}"))
-    row = df.agg(*checks).collect()[0].asDict()
+    return checks, keyed
+
+
+def _refuse(req, row, keyed):
+    """Refuse the data by the counts of :func:`_checks` (``row``: their values), as the local backend does."""
     if not row["__rows"]:
         raise ValueError("data: the table is empty")
     for c in req.value_columns:
@@ -155,8 +160,15 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
 
     from dpjax.table.aggregate import needed
 
-    _check(req, df)
-    df = _canonical(df.select(*req.columns), list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+    from pyspark.sql import Observation
+
+    checks, keyed = _checks(req, df)
+    # the checks are observed on the rows as the release's own job reads them (no pass of their own) and read
+    # before any noise; where bad data stops that job in a worker, one aggregation finds and names it
+    observation = Observation("dpjax_table_checks")
+    original = df
+    df = _canonical(df.select(*req.columns).observe(observation, *checks),
+                    list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
     if public is not None:
         _data.check_public_types(public, key_schema)
@@ -209,7 +221,12 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
         partial = partial.cache()  # scanned twice: the scalars, then the exploded leaves
     # the per-bucket, per-group rows (a few per group) come to the driver as one Arrow table, no Row objects and
     # no shuffle of their own, and are summed there exactly (int64)
-    got = _run(spark, lambda: _to_arrow(partial.select("__h0", "__h1", *req.by, *[alias[n] for n in scalars])))
+    try:
+        got = _run(spark, lambda: _to_arrow(partial.select("__h0", "__h1", *req.by, *[alias[n] for n in scalars])))
+    except Exception:
+        _refuse(req, original.agg(*checks).collect()[0].asDict(), keyed)
+        raise
+    _refuse(req, observation.get, keyed)
     h = np.stack([got.column("__h0").to_numpy(), got.column("__h1").to_numpy()], axis=1).astype(np.uint32)
     u64 = _data.words_to_u64(h)
     distinct, first, inverse = np.unique(u64, return_index=True, return_inverse=True)
