@@ -4,8 +4,9 @@ No row reaches the driver. The rows are hash-partitioned by unit into ``spark.sq
 buckets (all the rows of a unit land in one bucket; no sort), and each bucket runs the *same* numpy code
 as the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding, exact integer
 aggregates) on its rows as one Arrow table (``mapInArrow``: no pandas conversion). The per-bucket,
-per-group integer aggregates are summed by Spark (``groupBy(group hash).sum``; quantile-tree leaves
-exploded to (group, leaf, count) first) and only those per-group sums are collected. Integer sums
+per-group integer aggregates (a few rows per group) are collected as one Arrow table and summed on the
+driver in int64 (quantile-tree leaves exploded to (group, leaf, count) and summed by Spark first); the
+data checks are observed on that one job (``DataFrame.observe``) and read before any noise. Integer sums
 are exact, the bounding draws depend on the units' own rows, and the noise on (key, component,
 group): the released table is bitwise the table of the local backend on the same data and key.
 
