@@ -181,3 +181,7 @@ def test_variance_squares_are_centred_on_half_their_range(integer):
     centred = np.array([np.sum(x - stat.centre(integer))])
     got = stat.finish([n, centred, np.array([per_row.sum()])], integer)
     np.testing.assert_allclose(got, [x.var()], rtol=1e-6)
+    lo_, hi_ = stat.interval([n, centred, np.array([per_row.sum()])], [0.0, 0.0, 0.0], integer)
+    np.testing.assert_allclose([lo_[0], hi_[0]], [x.var(), x.var()], rtol=1e-6)
+    lo_, hi_ = stat.interval([n, centred, np.array([per_row.sum()])], [0.5, 30.0, 2000.0], integer)
+    assert lo_[0] < x.var() < hi_[0]
