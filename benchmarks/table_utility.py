@@ -109,8 +109,9 @@ def table_path(rows: int, seed: int) -> Path:
 def truth(t):
     """Per group: users (of the raw table), and the statistics every tool estimates — those of the table after
     contribution bounding (K groups per user, M rows per group, uniformly at random) with values clamped:
-    count, sum and mean as their expectation over the bounding; variance and median of one bounding drawn by
-    dpjax's keyed bounding under a key of its own (independent of every release)."""
+    count, sum, mean and variance from the expectation over the bounding of the count, the sum and the sum of
+    squares (mean = E[sum]/E[count], variance = E[squares]/E[count] − mean²); the median of one bounding drawn
+    by dpjax's keyed bounding under a key of its own (independent of every release)."""
     import jax
     import pandas as pd
 
@@ -125,19 +126,23 @@ def truth(t):
     keys = np.asarray(prep.keys.column("group").to_pylist())
     df = pd.DataFrame({"group": keys[prep.group[kept]], "v": v[kept]})
     gb = df.groupby("group")
-    raw = pd.DataFrame({"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy(), "v": v})
-    # count, sum (and their ratio, the mean): their expectation under uniform bounding — a pair (user, group) of
-    # r rows kept with probability min(1, K/groups of the user), then min(r, M) of its r rows — free of the
-    # sampling noise of one bounding draw
-    pairs = raw.groupby(["user", "group"])["v"].agg(["size", "sum"]).reset_index()
+    raw = pd.DataFrame({"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy(), "v": v,
+                        "v2": v * v})
+    # count, sum and sum of squares (and from them the mean and the variance): their expectation under uniform
+    # bounding — a pair (user, group) of r rows kept with probability min(1, K/groups of the user), then min(r, M)
+    # of its r rows — free of the sampling noise of one bounding draw
+    pairs = raw.groupby(["user", "group"]).agg(size=("v", "size"), sum=("v", "sum"), squares=("v2", "sum"))
+    pairs = pairs.reset_index()
     per_user = pairs.groupby("user").size()
     keep = np.minimum(1.0, K / per_user.loc[pairs["user"]].to_numpy())
     pairs["count"] = keep * np.minimum(pairs["size"], M)
     pairs["sum"] = pairs["count"] * pairs["sum"] / pairs["size"]
-    expected = pairs.groupby("group")[["count", "sum"]].sum()
+    pairs["squares"] = pairs["count"] * pairs["squares"] / pairs["size"]
+    expected = pairs.groupby("group")[["count", "sum", "squares"]].sum()
+    mean = expected["sum"] / expected["count"]
     return pd.DataFrame({"users": raw.groupby("group")["user"].nunique(), "count": expected["count"],
-                         "sum": expected["sum"], "mean": expected["sum"] / expected["count"],
-                         "variance": gb["v"].var(ddof=0), "median": gb["v"].median()})
+                         "sum": expected["sum"], "mean": mean,
+                         "variance": expected["squares"] / expected["count"] - mean**2, "median": gb["v"].median()})
 
 
 # ---------------------------------------------------------------- the tools: {group: {stat: value}}

@@ -157,3 +157,31 @@ def test_table_release_takes_keywords_only():
     assert {"ratios", "alpha"} <= set(fields)
     with pytest.raises(TypeError):
         TableRelease(None, 1.0, 0.0, False, None, 1, 1, "gaussian", {}, None, 0.0)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_variance_squares_are_centred_on_half_their_range(integer):
+    """The variance's sum of squares is measured centred on h = r²/2 (PipelineDP measures it uncentred): each row
+    moves Σ((x − mid)² − h) by at most r² − h ≈ r²/2, half of Σ(x − mid)²'s r², and the second moment comes back
+    as Σ(…)/rows + h from the noisy row count."""
+    from dpjax.table.aggregate import aggregate, component_values
+
+    lo, hi = (0, 201) if integer else (0.0, 200.0)
+    stat = table.variance("v", lo, hi)
+    squares = stat.components(3, integer)[2]
+    r = stat.radius(integer)
+    assert squares.sensitivity == 3 * (r * r - stat.square_centre(integer)) <= 3 * math.ceil(r * r / 2)
+    x = np.array([lo, stat.centre(integer), hi, 37.0, 150.0])
+    agg = aggregate([stat], np.arange(5), np.ones(5, bool), {"v": x}, 5, integer)
+    per_row = component_values(squares, stat, agg, integer)
+    assert np.all(np.abs(per_row) <= squares.sensitivity / 3)
+    np.testing.assert_allclose(per_row + stat.square_centre(integer), (x - stat.centre(integer)) ** 2, rtol=1e-6)
+    # noiseless measurements give the exact variance back
+    n = np.array([5.0])
+    centred = np.array([np.sum(x - stat.centre(integer))])
+    got = stat.finish([n, centred, np.array([per_row.sum()])], integer)
+    np.testing.assert_allclose(got, [x.var()], rtol=1e-6)
+    lo_, hi_ = stat.interval([n, centred, np.array([per_row.sum()])], [0.0, 0.0, 0.0], integer)
+    np.testing.assert_allclose([lo_[0], hi_[0]], [x.var(), x.var()], rtol=1e-6)
+    lo_, hi_ = stat.interval([n, centred, np.array([per_row.sum()])], [0.5, 30.0, 2000.0], integer)
+    assert lo_[0] < x.var() < hi_[0]

@@ -84,4 +84,6 @@ def component_values(component, stat, agg: dict, integer: bool) -> np.ndarray:
         return stat.low * rows + s1
     if component.name.startswith("centred:"):
         return s1 + (stat.low - stat.centre(integer)) * rows
-    return agg[f"S2:{stat.bounds_key()}"].astype(np.float64) * stat.square_unit(integer)
+    # Σ((x − mid)² − h), exactly in integers: h is 2**31 stored steps (integer values: an integer)
+    h = round(stat.square_centre(integer) / stat.square_unit(integer))
+    return (agg[f"S2:{stat.bounds_key()}"] - h * agg["rows"]).astype(np.float64) * stat.square_unit(integer)

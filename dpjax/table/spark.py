@@ -4,8 +4,9 @@ No row reaches the driver. The rows are hash-partitioned by unit into ``spark.sq
 buckets (all the rows of a unit land in one bucket; no sort), and each bucket runs the *same* numpy code
 as the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding, exact integer
 aggregates) on its rows as one Arrow table (``mapInArrow``: no pandas conversion). The per-bucket,
-per-group integer aggregates are summed by Spark (``groupBy(group hash).sum``; quantile-tree leaves
-exploded to (group, leaf, count) first) and only those per-group sums are collected. Integer sums
+per-group integer aggregates (a few rows per group) are collected as one Arrow table and summed on the
+driver in int64 (quantile-tree leaves exploded to (group, leaf, count) and summed by Spark first); the
+data checks are observed on that one job (``DataFrame.observe``) and read before any noise. Integer sums
 are exact, the bounding draws depend on the units' own rows, and the noise on (key, component,
 group): the released table is bitwise the table of the local backend on the same data and key.
 
@@ -87,8 +88,9 @@ def _check_worker(expected: str) -> None:
 _NUMERIC = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType")
 
 
-def _check(req, df):
-    """The data checks of the local backend, as one Spark aggregation (before any noise)."""
+def _checks(req, df):
+    """The data checks of the local backend as Spark aggregate expressions (the column and type checks, which
+    read the schema only, are made here): ``(expressions, keyed float columns)``, read by :func:`_refuse`."""
     from pyspark.sql import functions as F
 
     missing = [c for c in req.columns if c not in df.columns]
@@ -108,7 +110,11 @@ def _check(req, df):
              if types[c] in ("FloatType", "DoubleType")]
     for c in keyed:
         checks.append(F.sum(F.isnan(F.col(c)).cast("long")).alias(f"__nan_{c}"))
-    row = df.agg(*checks).collect()[0].asDict()
+    return checks, keyed
+
+
+def _refuse(req, row, keyed):
+    """Refuse the data by the counts of :func:`_checks` (``row``: their values), as the local backend does."""
     if not row["__rows"]:
         raise ValueError("data: the table is empty")
     for c in req.value_columns:
@@ -133,6 +139,17 @@ def _canonical(df, names):
     return df
 
 
+def _to_arrow(df) -> pa.Table:
+    """``df`` collected to the driver as one Arrow table (``DataFrame.toArrow``, pyspark ≥ 4; before, the Arrow
+    batches it is made of)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()
+    return pa.Table.from_batches(batches) if batches else to_arrow_schema(df.schema).empty_table()
+
+
 def spark_aggregates(req, df, public, bound_key, local_aggregates):
     """``(keys, group hashes, aggregates)`` of a Spark DataFrame, as the local backend gives them;
     ``local_aggregates(req, table, public, bound_key)`` is the local backend itself, run on each
@@ -144,8 +161,15 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
 
     from dpjax.table.aggregate import needed
 
-    _check(req, df)
-    df = _canonical(df.select(*req.columns), list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+    from pyspark.sql import Observation
+
+    checks, keyed = _checks(req, df)
+    # the checks are observed on the rows as the release's own job reads them (no pass of their own) and read
+    # before any noise; where bad data stops that job in a worker, one aggregation finds and names it
+    observation = Observation("dpjax_table_checks")
+    original = df
+    df = _canonical(df.select(*req.columns).observe(observation, *checks),
+                    list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
     if public is not None:
         _data.check_public_types(public, key_schema)
@@ -193,31 +217,42 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
         partial = df.repartition(buckets, F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
     else:  # each row its own unit: nothing to bound, aggregate each partition where it is
         partial = df.mapInArrow(bucket, out_schema)
-    partial = partial.cache()
     spark = df.sparkSession
-    rows = _run(spark, partial.groupBy("__h0", "__h1").agg(*[F.first(c).alias(c) for c in req.by],
-                                                           *[F.sum(alias[n]).alias(alias[n]) for n in scalars])
-                .collect)
-    h = np.array([[r["__h0"], r["__h1"]] for r in rows], np.int64).astype(np.uint32).reshape(-1, 2)
+    if trees:
+        partial = partial.cache()  # scanned twice: the scalars, then the exploded leaves
+    # the per-bucket, per-group rows (a few per group) come to the driver as one Arrow table, no Row objects and
+    # no shuffle of their own, and are summed there exactly (int64)
+    try:
+        got = _run(spark, lambda: _to_arrow(partial.select("__h0", "__h1", *req.by, *[alias[n] for n in scalars])))
+    except Exception:
+        _refuse(req, original.agg(*checks).collect()[0].asDict(), keyed)
+        raise
+    _refuse(req, observation.get, keyed)
+    h = np.stack([got.column("__h0").to_numpy(), got.column("__h1").to_numpy()], axis=1).astype(np.uint32)
+    u64 = _data.words_to_u64(h)
+    distinct, first, inverse = np.unique(u64, return_index=True, return_inverse=True)
     if public is not None:
         words = _data.key_hashes(public)
         keys = public
     else:
-        words = h
-        keys = pa.table({c: pa.array([r[c] for r in rows], type=key_schema.field(c).type) for c in req.by})
-    index = {(int(a), int(b)): i for i, (a, b) in enumerate(words)}
-    where = np.array([index[(int(a), int(b))] for a, b in h], np.int64)
+        words = h[first]
+        keys = got.select(list(req.by)).take(pa.array(first)).cast(key_schema)
+    order = np.argsort(_data.words_to_u64(words))
+    where = order[np.searchsorted(_data.words_to_u64(words)[order], distinct)]  # row of each distinct group
     agg = {}
     for n in scalars:
         agg[n] = np.zeros(len(words), np.int64)
-        agg[n][where] = [r[alias[n]] for r in rows]
+        np.add.at(agg[n], where[inverse], got.column(alias[n]).to_numpy().astype(np.int64))
     for n in trees:
         leaves = 1 << int(n.rsplit(":", 1)[1])
-        cells = (partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c")).where("c > 0")
-                 .groupBy("__h0", "__h1", "leaf").agg(F.sum("c").alias("c")).collect())
+        cells = _run(spark, lambda n=n: _to_arrow(
+            partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c")).where("c > 0")
+            .groupBy("__h0", "__h1", "leaf").agg(F.sum("c").alias("c"))))
+        cw = np.stack([cells.column("__h0").to_numpy(), cells.column("__h1").to_numpy()], axis=1).astype(np.uint32)
+        row = where[np.searchsorted(distinct, _data.words_to_u64(cw))]
         hist = np.zeros((len(words), leaves), np.int64)
-        for r in cells:
-            hist[index[(int(r["__h0"]) & 0xFFFFFFFF, int(r["__h1"]) & 0xFFFFFFFF)], r["leaf"]] = r["c"]
+        hist[row, cells.column("leaf").to_numpy()] = cells.column("c").to_numpy()
         agg[n] = hist
-    partial.unpersist()
+    if trees:
+        partial.unpersist()
     return keys, words, agg

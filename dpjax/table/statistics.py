@@ -15,13 +15,15 @@ group) and a *multiplicity* ``m`` (how many of its elements per group one unit c
 | ``sum(c, lo, hi)`` | rows, Σ(x−mid) (M·r, 1) when rows are measured | Σ(x−mid) + mid·rows (as PipelineDP) |
 | ``sum(c, lo, hi)`` alone | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
 | ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + Σ(x−mid) / max(rows, 1), in [lo, hi] |
-| ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ(x−mid)² (M·r², 1) | second moment − mean², clipped to [0, r²] |
+| ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ((x−mid)² − h) (M·(r² − h), 1) | (Σ(…) + h·rows)/rows − mean², in [0, r²] |
 | ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (max(q, 1−q), 1) | the winning candidate |
 
 ``mid`` is the middle of [lo, hi] (rounded down to an integer for integer-valued kernels) and
 ``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums when [lo, hi] is far
-from 0. Rows are measured when the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then
-costs no measurement of its own.
+from 0. The squares ``(x − mid)²`` lie in [0, r²] and are centred too, on ``h = r²/2`` (rounded down for
+integer-valued kernels), which halves their sensitivity; the second moment is then
+``Σ((x − mid)² − h)/rows + h`` from the noisy row count the variance measures anyway. Rows are measured when
+the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then costs no measurement of its own.
 
 **Quantile**: the candidates are the ``2**D + 1`` edges ``e_j`` of [lo, hi] cut into ``2**D`` equal
 leaves (default D = 10). Each unit contributes **one** value per kept group (its first kept row in the
@@ -77,6 +79,12 @@ class Component:
 #: in the budget split (a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x),
 #: f(x)·x ≈ 0.4 at a lognormal's median)
 RANK_WEIGHT = 2.5
+#: how much the row count's relative error weighs in the variance's, against the squares' (the budget split's
+#: model): ``(h + (mean − mid)² − variance)/r²`` squared, ≈ 0.5 for ``(mean − mid)² ≈ r²/3`` (the mean's model)
+#: and a variance of ``r²/9``
+VARIANCE_ROWS_WEIGHT = 0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class Statistic:
     """A statistic of a table release; build with :func:`count`, :func:`count_units`,
@@ -118,6 +126,12 @@ class Statistic:
     def square_unit(self, integer: bool) -> float:
         return 1.0 if integer else self.radius(integer) ** 2 / 2.0**_FRACTION_BITS
 
+    def square_centre(self, integer: bool) -> float:
+        """``h``: the centre of the squares ``(x − mid)² ∈ [0, r²]``, ``r²/2`` (rounded down for integer values;
+        on the stored lattice of squares ``2**31`` steps), so that ``|(x − mid)² − h| ≤ r² − h``."""
+        r2 = self.radius(integer) ** 2
+        return float(math.floor(r2 / 2)) if integer else r2 / 2
+
     # -- what is released ------------------------------------------------------------------
     def components(self, max_rows: int, integer: bool, with_rows: bool = False) -> list[Component]:
         """The noisy measurements of this statistic (sensitivities for ``max_rows`` rows per group).
@@ -136,7 +150,8 @@ class Statistic:
         if self.kind in ("sum", "mean"):
             return [rows, centred]
         if self.kind == "variance":
-            return [rows, centred, Component(f"squares:{self.bounds_key()}:{integer}", m * r * r, 1, norm=r * r)]
+            half = r * r - self.square_centre(integer)
+            return [rows, centred, Component(f"squares:{self.bounds_key()}:{integer}", m * half, 1, norm=r * r)]
         leaves = 1 << self.depth
         return [Component(f"rank:{self.bounds_key()}:{self.depth}:{self.q!r}", max(self.q, 1 - self.q), 1,
                           leaves + 1, norm=1 / RANK_WEIGHT, noisy_max=True)]
@@ -148,8 +163,8 @@ class Statistic:
             return [(self.centre(integer) / self.radius(integer)) ** 2, 1.0]  # sum = Σ(x − mid) + mid·rows
         if self.kind == "mean":  # mean − mid = Σ(x − mid)/rows: rows' error weighs (mean − mid)²/r², ≈ 1/3
             return [1 / 3, 1.0]
-        if self.kind == "variance":
-            return [1 / 9, 1.0, 1.0]
+        if self.kind == "variance":  # variance = Σ((x − mid)² − h)/rows + h − (mean − mid)²: rows' error weighs
+            return [VARIANCE_ROWS_WEIGHT, 1.0, 1.0]  # (h + (mean − mid)² − variance)²/r⁴
         return [1.0]
 
     def finish(self, noisy: list[np.ndarray], integer: bool) -> np.ndarray:
@@ -163,7 +178,8 @@ class Statistic:
         mean = noisy[1] / n
         if self.kind == "mean":
             return np.clip(c + mean, self.low, self.high)
-        return np.clip(noisy[2] / n - mean**2, 0.0, r * r)
+        second = np.clip((noisy[2] + self.square_centre(integer) * noisy[0]) / n, 0.0, r * r)
+        return np.clip(second - mean**2, 0.0, r * r)
 
     def interval(self, noisy: list[np.ndarray], half: list[float], integer: bool):
         """``(low, high)``: the values of this statistic over the box of measurements ``noisy ± half`` (each
@@ -188,11 +204,14 @@ class Statistic:
             lo = np.where(known, np.clip(c + m_lo, self.low, self.high), self.low)
             hi = np.where(known, np.clip(c + m_hi, self.low, self.high), self.high)
             return lo, hi
-        q_lo, q_hi = np.maximum(noisy[2] - half[2], 0.0), np.maximum(noisy[2] + half[2], 0.0)
+        h = self.square_centre(integer)  # the second moment is Σ((x − mid)² − h)/rows + h, in [0, r²]
+        q = np.stack([(noisy[2] - half[2]) / n_lo, (noisy[2] - half[2]) / n_hi, (noisy[2] + half[2]) / n_lo,
+                      (noisy[2] + half[2]) / n_hi])
+        s_lo, s_hi = np.clip(q.min(axis=0) + h, 0.0, r * r), np.clip(q.max(axis=0) + h, 0.0, r * r)
         sq_lo = np.where((m_lo <= 0) & (m_hi >= 0), 0.0, np.minimum(m_lo**2, m_hi**2))
         sq_hi = np.maximum(m_lo**2, m_hi**2)
-        lo = np.where(known, np.clip(q_lo / n_hi - sq_hi, 0.0, r * r), 0.0)
-        hi = np.where(known, np.clip(q_hi / n_lo - sq_lo, 0.0, r * r), r * r)
+        lo = np.where(known, np.clip(s_lo - sq_hi, 0.0, r * r), 0.0)
+        hi = np.where(known, np.clip(s_hi - sq_lo, 0.0, r * r), r * r)
         return lo, hi
 
     def std(self, noisy: list[np.ndarray], std: list[float], integer: bool) -> np.ndarray:
@@ -206,7 +225,7 @@ class Statistic:
         m = noisy[1] / n
         if self.kind == "mean":
             return np.sqrt(std[1] ** 2 + (m * std[0]) ** 2) / n
-        second = noisy[2] / n
+        second = noisy[2] / n  # the centred second moment: ∂variance/∂rows = (2m² − Σ(…)/rows)/rows
         return np.sqrt(std[2] ** 2 + (2 * m * std[1]) ** 2 + ((second - 2 * m * m) * std[0]) ** 2) / n
 
 
