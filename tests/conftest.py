@@ -1,15 +1,22 @@
 import ctypes
 import gc
 import os
+import shutil
+import tempfile
 import time
 
 import pytest
 
 # Tests run on the CPU; the sharding test spawns its own process with 4 simulated devices.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# the command line's persistent compilation cache stays off in tests (JAX's configuration is process-wide):
-# tests/test_cli_safe.py turns it on where it is what is tested
-os.environ.setdefault("DPJAX_COMPILATION_CACHE", "off")
+#: one persistent compilation cache for the session (the first process to load this file makes it, the xdist
+#: workers and the command-line processes tests start inherit it): a program one worker compiled, or compiled
+#: before its caches were dropped, is loaded instead of compiled again. The user's own cache is never touched.
+_SESSION_CACHE_VARIABLE = "DPJAX_TESTS_COMPILATION_CACHE"
+_OWNS_SESSION_CACHE = _SESSION_CACHE_VARIABLE not in os.environ
+if _OWNS_SESSION_CACHE:
+    os.environ[_SESSION_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="dpjax-tests-xla-")
+os.environ["DPJAX_COMPILATION_CACHE"] = os.environ[_SESSION_CACHE_VARIABLE]
 
 #: every compiled XLA:CPU executable holds memory mappings of its own; a long test session
 #: compiles thousands and reaches the kernel's limit (vm.max_map_count, 65530 by default),
@@ -92,6 +99,17 @@ def _is_default_suite(config) -> bool:
     """The whole default suite: no file, node or keyword selection, and ``-m 'not slow'`` as configured."""
     explicit = [a for a in config.args if os.path.normpath(a) not in ("tests", os.path.dirname(__file__))]
     return not explicit and not config.option.keyword and config.option.markexpr == "not slow"
+
+
+def pytest_configure(config):
+    import dpjax
+
+    dpjax.enable_compilation_cache(os.environ[_SESSION_CACHE_VARIABLE])
+
+
+def pytest_unconfigure(config):
+    if _OWNS_SESSION_CACHE and not hasattr(config, "workerinput"):
+        shutil.rmtree(os.environ[_SESSION_CACHE_VARIABLE], ignore_errors=True)
 
 
 def pytest_sessionstart(session):
