@@ -453,15 +453,19 @@ def _bound_pld(mu, sampling_prob, pessimistic, step, adaptive):
 
 def _part_epsilon(mu, q, count, delta):
     """ε at total δ of ``count`` runs of a Gaussian (μ) Poisson-subsampled at rate ``q``, an upper bound:
-    q = 1: the exact Gaussian of μ√count (Balle & Wang 2018); q < 1: basic composition of the runs,
+    q = 1: the Gaussian of μ√count (its δ(ε) ≤ Φ(μ/2 − ε/μ), Balle & Wang, "Improving the Gaussian
+    mechanism for differential privacy", ICML 2018, Thm. 8); q < 1: basic composition of the runs,
     each at δ/count by amplification (Balle, Barthe & Gaboardi, "Privacy amplification by subsampling:
     tight analyses via couplings and divergences", NeurIPS 2018, Thm. 8): a run at (ε, δ') is, subsampled,
     (log(1 + q(e^ε − 1)), qδ') — exact for removal, an upper bound for addition, whose profile is
     q δ'(ε) at the smaller −log(1 − q + q e^{−ε})."""
     whole = q >= 1.0
-    per_run = jnp.clip(delta / jnp.where(whole, 1.0, count * q), 1e-300, 1.0 - 1e-16)
-    e = jnp.maximum(_gaussian_epsilon(jnp.where(whole, mu * jnp.sqrt(count), mu), per_run), 0.0)
-    e = jnp.where(delta / jnp.where(whole, 1.0, count * q) >= 1.0, 0.0, e)
+    per_run = delta / jnp.where(whole, 1.0, count * q)
+    m = jnp.where(whole, mu * jnp.sqrt(count), mu)
+    # the Gaussian's ε(δ) by the closed-form bound ε ≤ m(m/2 − Φ⁻¹(δ)) (δ(ε) ≤ Φ(m/2 − ε/m)): at the μ of
+    # a part (above GRID_MU_LIMIT) within 1e-8 relative of the root, rounded up by 1e-15 relative
+    e = jnp.maximum(m * (m / 2.0 - ndtri(jnp.clip(per_run, 1e-300, 0.5))), 0.0) * (1.0 + 1e-15)
+    e = jnp.where(per_run >= 1.0, 0.0, e)
     small = e < 1.0
     amp = jnp.where(small, jnp.log1p(q * jnp.expm1(jnp.where(small, e, 0.0))),
                     e + jnp.log(q + (1.0 - q) * jnp.exp(-jnp.where(small, 1.0, e))))
@@ -598,7 +602,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     if how.analytic:
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
-    mu = _concrete_mu(mech, sensitivity)
+    mu = concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
         rate = sampling_rate(concrete(sampling_prob))
         return _bound_pld(mu, 1.0 if rate is None else rate, pessimistic, None if adaptive else step, adaptive)
@@ -623,7 +627,7 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
                                    adaptive=adaptive)
 
 
-def _concrete_mu(mech, sensitivity):
+def concrete_mu(mech, sensitivity):
     """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
