@@ -92,6 +92,10 @@ class Region(abc.ABC):
     def validate_values(self, values) -> None:
         """Raise ``ValueError`` for answers outside the region's answer domain."""
 
+    def edge_speed(self):
+        """The largest rate at which an edge of ``S(Q)`` moves with the answer Q (|d lo/dQ|, |d hi/dQ|)."""
+        return 1.0
+
     def required_pairs(self, reach, discrete: bool = False):
         """Smallest ``num`` for which :meth:`neighbour_pairs` holds every distinct pair, ``None``
         when any ``num`` ≥ 2 will do (a grid sampling a path of pairs), or 0 when it depends on
@@ -177,6 +181,9 @@ class RelativeError(Region):
     def pair_path(self, discrete=False):
         return not discrete
 
+    def edge_speed(self):
+        return 1.0 + jnp.asarray(self.theta)
+
     def path_kink(self, values, nvalues):
         """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ)
         (Q + θQ + τ = Q + Δ − θ(Q + Δ) − τ): a kink of the pairs' divergence along the path, often its
@@ -252,6 +259,9 @@ class FixedInterval(Region):
         check_real("high", self.high)
         if not is_traced((self.low, self.high)) and np.any(np.asarray(self.low) >= np.asarray(self.high)):
             raise ValueError(f"high must be greater than low, got low={self.low!r}, high={self.high!r}")
+
+    def edge_speed(self):
+        return 0.0
 
     def interval(self, value):
         shape = _batch(value, self.low, self.high)
