@@ -32,6 +32,15 @@ the peaks (peaks wider than a grid step, or kinks placed on the grid), so that t
 supremum lies within a grid step of the best sample — or of a kink the mechanism
 declares off the grid (``path_kink``), around which a second search runs, the larger
 bound kept (a kink peak between two samples lower than the best escapes the first).
+
+:func:`certified_supremum` drops the assumption where it can (host side, concrete values;
+``accounting.exact.privacy_profile`` runs it over the search's answer): a branch and bound over
+cells of the path, each bounded by the cones of a proven Lipschitz constant of the divergence in
+the answers (for PB-DP, (1 + e^ε) times the output laws' total-variation rate,
+:meth:`dpjax.PrivacyBoosted.answer_tv_rate`). A peak of any width between samples is then
+found or bounded; where the cells close within the budget the answer is proven. The cones are
+first order, so δ small against the slope (near a pure ε) exhausts the budget: there the answer
+stays the search's, unproven, and the PLD's (thousands of ε per build) is the search's alone.
 """
 
 from __future__ import annotations
