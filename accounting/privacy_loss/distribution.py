@@ -266,7 +266,7 @@ class PrivacyLossDistribution:
             return _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
         if self.bounds:
             plain = dataclasses.replace(self, bounds=())
-            return _bound_epsilon(plain._epsilon_core, self.bounds, flat)
+            return _bound_epsilon(plain._epsilon_core, plain.pure_bound(), self.bounds, flat)
         outs = []
         for pmf in self._directions():
             floor = ROUNDOFF_FACTOR * pmf.roundoff[..., None]
@@ -472,15 +472,17 @@ def _part_epsilon(mu, q, count, delta):
     return jnp.where(whole, e, count * amp)
 
 
-def _bound_epsilon(grid_epsilon, bounds, delta):
-    """ε(δ) of a grid PLD (``grid_epsilon``: δ → its ε, NaN where it refuses) composed with Gaussian
-    parts beyond the grid (``bounds``): basic composition, ε = ε_grid(δ_0) + Σ ε_i(δ_i) with
-    δ = δ_0 + Σ δ_i, the least over the grid's shares :data:`_GRID_SHARES` of δ (the parts share
-    the rest equally); every share is an upper bound, so is their least. Rounded up by 8 ulp."""
-    shares = jnp.asarray(_GRID_SHARES)
+def _bound_epsilon(grid_epsilon, grid_pure, bounds, delta):
+    """ε(δ) of a grid PLD (``grid_epsilon``: δ → its ε, NaN where it refuses; ``grid_pure``: an upper
+    bound of its pure ε, over the batch) composed with Gaussian parts beyond the grid (``bounds``):
+    basic composition, ε = ε_grid(δ_0) + Σ ε_i(δ_i) with δ = δ_0 + Σ δ_i, the least over the grid's
+    shares δ_0/δ in {0} ∪ :data:`_GRID_SHARES` (the parts share the rest equally; at share 0 the grid's
+    ε is its pure ε); every share is an upper bound, so is their least. Rounded up by 8 ulp."""
+    shares = jnp.asarray(np.concatenate([[0.0], _GRID_SHARES]))
     d = delta[..., None] * shares  # batch + (n, K)
-    e_grid = grid_epsilon(d.reshape(d.shape[:-2] + (-1,))).reshape(d.shape)
-    total = jnp.where(jnp.isnan(e_grid), jnp.inf, e_grid)
+    e_grid = grid_epsilon(d[..., 1:].reshape(d.shape[:-2] + (-1,))).reshape(d[..., 1:].shape)
+    pure = jnp.broadcast_to(jnp.asarray(grid_pure, jnp.float64)[..., None, None], d[..., :1].shape)
+    total = jnp.concatenate([pure, jnp.where(jnp.isnan(e_grid), jnp.inf, e_grid)], -1)
     rest = delta[..., None] * (1.0 - shares) / len(bounds)
     for mu, q, count in bounds:
         total = total + _part_epsilon(*(jnp.asarray(x, jnp.float64)[..., None, None] for x in (mu, q, count)), rest)
