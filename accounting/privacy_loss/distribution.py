@@ -464,7 +464,7 @@ def _part_epsilon(mu, q, count, delta):
     m = jnp.where(whole, mu * jnp.sqrt(count), mu)
     # the Gaussian's ε(δ) by the closed-form bound ε ≤ m(m/2 − Φ⁻¹(δ)) (δ(ε) ≤ Φ(m/2 − ε/m)): at the μ of
     # a part (above GRID_MU_LIMIT) within 1e-8 relative of the root, rounded up by 1e-15 relative
-    e = jnp.maximum(m * (m / 2.0 - ndtri(jnp.clip(per_run, 1e-300, 0.5))), 0.0) * (1.0 + 1e-15)
+    e = jnp.maximum(m * (m / 2.0 - ndtri(jnp.minimum(per_run, 0.5))), 0.0) * (1.0 + 1e-15)  # (δ 0: ∞)
     e = jnp.where(per_run >= 1.0, 0.0, e)
     small = e < 1.0
     amp = jnp.where(small, jnp.log1p(q * jnp.expm1(jnp.where(small, e, 0.0))),
