@@ -51,7 +51,7 @@ def _bits(count) -> int:
 def _compose_core(p, count, sizes, bits, tail):
     count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
     dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
-    return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, p.pure_bound() * count)
+    return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, p.pure_bound() * count, count=count)
 
 
 @functools.partial(jax.jit, static_argnames=("sizes", "bits", "tail"))

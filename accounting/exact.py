@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from accounting.privacy_loss.pair_path import worst_case
+from accounting.privacy_loss.pair_path import certified_supremum, worst_case
 from accounting._root import epsilon_and_slope, epsilon_root
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_positive, check_probability, check_real, is_traced
@@ -214,7 +214,51 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
     check_real("epsilon", epsilon)
     _check_directions(directions)
     m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
-    return _worst_batch(m, jnp.asarray(epsilon, jnp.float64), sens, pairs, "hockey_stick", directions)
+    eps = jnp.asarray(epsilon, jnp.float64)
+    out = _worst_batch(m, eps, sens, pairs, "hockey_stick", directions)
+    if pairs is None and _certifiable(m, sens, eps):
+        out = jnp.asarray(_certified(m, sens, eps, out, directions == "forward"))
+    return out
+
+
+def _certifiable(m, sens, *args):
+    """Whether the path supremum of ``m`` can be certified (:func:`_certified`): a pair path with a
+    bound of its laws' variation along the answers, on concrete values."""
+    return (bool(m.pair_path) and hasattr(m, "answer_tv_rate")
+            and not any(is_traced(a) for a in jax.tree_util.tree_leaves((m, sens) + args)))
+
+
+def _certified(m, sens, eps, bound, forward):
+    """The path supremum of δ(ε) of every member of ``m`` at ``eps`` by branch and bound
+    (:func:`accounting.privacy_loss.pair_path.certified_supremum`, the TV rate of
+    :meth:`dpjax.PrivacyBoosted.answer_tv_rate`) over the search's ``bound`` (shape batch + ε.shape):
+    where it proves the bound (raised by CERTIFY_SLACK), that proven bound; where its budget runs out
+    (δ small against the slope), the search's bound or a larger value the branch and bound found on
+    the path (a peak the search missed), unproven."""
+    flat, s, shape = _flat(m, sens)
+    bound = np.array(np.broadcast_to(np.asarray(bound, np.float64), shape + jnp.shape(eps)).reshape(len(s), -1))
+    x = np.broadcast_to(np.asarray(eps, np.float64), jnp.shape(eps)).reshape(-1)
+    apart = np.asarray(jax.vmap(lambda mm, ss: mm.off_lattice(ss))(flat, s)).reshape(-1)
+    for i in range(len(s)):
+        if apart[i]:
+            continue
+        mm = jax.tree_util.tree_map(lambda a: a[i], flat)
+        v, nv = (np.asarray(a, np.float64).reshape(-1) for a in mm.neighbour_pairs(s[i]))
+        slope = float(mm.answer_tv_rate()) * (1.0 + np.exp(np.minimum(x, 700.0)))
+        div = functools.partial(_pair_div, mm, forward=forward or bool(mm.symmetric_pairs))
+        up, best, proven = certified_supremum(div, x, v, nv, slope, bound[i], discrete=bool(mm.discrete))
+        bound[i] = np.where(proven, np.minimum(up, 1.0), np.maximum(bound[i], best))
+    return bound.reshape(shape + jnp.shape(eps))
+
+
+@functools.partial(jax.jit, static_argnames=("forward",))
+def _pair_div(m, x, v, nv, forward):
+    """δ at flat points ``x`` of the pairs (``v``, ``nv``), elementwise; both orders maxed unless ``forward``."""
+    def one(e, a, b):
+        d = m.hockey_stick(e, a, b).reshape(())
+        return d if forward else jnp.maximum(d, m.hockey_stick(e, b, a).reshape(()))
+
+    return jax.vmap(one)(x, v, nv)
 
 
 @x64

@@ -137,6 +137,10 @@ class Region(abc.ABC):
           ValueError: an answer outside the domain.
         """
 
+    def edge_speed(self):
+        """The largest rate at which an edge of ``S(Q)`` moves with the answer Q (|d lo/dQ|, |d hi/dQ|)."""
+        return 1.0
+
     def required_pairs(self, reach, discrete: bool = False):
         """The smallest grid size for which :meth:`neighbour_pairs` holds every distinct pair.
 
@@ -264,6 +268,9 @@ class RelativeError(Region):
     def pair_path(self, discrete=False):
         return not discrete
 
+    def edge_speed(self):
+        return 1.0 + jnp.asarray(self.theta)
+
     def path_kink(self, values, nvalues):
         """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ).
 
@@ -363,6 +370,9 @@ class FixedInterval(Region):
         check_real("high", self.high)
         if not is_traced((self.low, self.high)) and np.any(np.asarray(self.low) >= np.asarray(self.high)):
             raise ValueError(f"high must be greater than low, got low={self.low!r}, high={self.high!r}")
+
+    def edge_speed(self):
+        return 0.0
 
     def interval(self, value):
         shape = _batch(value, self.low, self.high)

@@ -23,7 +23,7 @@ from accounting.privacy_loss.construction import (AUTO_WINDOW, COARSE_BATCH, DEF
                                                   make_plan, mirror_extension, next_pow2, pairs, row_bounds,
                                                   sampling_rate, validate)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.distribution import check_floor, pld
+from accounting.privacy_loss.distribution import beyond_grid, check_floor, concrete_mu, pld
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from dpjax import multihost
@@ -365,6 +365,10 @@ def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discr
                and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
                and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
     small = math.prod(mech.batch_shape) <= _SMALL_BATCH
+    mu = concrete_mu(mech, sensitivity) if batched else None
+    if mu is not None and not how.analytic and beyond_grid(mu):  # no grid holds it: pld's basic composition
+        return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
+                       pessimistic, tail_mass_truncation, output_cells, use_analytic)
     if batched and small and not how.analytic:
         return _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
                             pessimistic, tail_mass_truncation, output_cells)

@@ -25,8 +25,8 @@ from jax.scipy.special import ndtri
 
 from accounting.privacy_loss import grid as _grid
 from accounting.privacy_loss.construction import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
-                                                  DEFAULT_TAIL_MASS, MAX_GRID, ROUNDOFF_FACTOR, Plan, build, make_plan,
-                                                  next_pow2, pairs, sampling_rate, validate)
+                                                  DEFAULT_TAIL_MASS, LOSS_LIMIT, MAX_GRID, ROUNDOFF_FACTOR, Plan,
+                                                  build, make_plan, next_pow2, pairs, sampling_rate, validate)
 from accounting.privacy_loss.profiles import envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
@@ -66,6 +66,9 @@ class PrivacyLossDistribution:
     # the step was chosen by the engine (value_discretization_interval=None): compositions may
     # coarsen it (:func:`accounting.privacy_loss.grid.coarsen`) to bound their FFT length
     adaptive: bool = static_field(default=False)
+    # Gaussian parts the loss grid cannot hold (μ above GRID_MU_LIMIT), composed with the grid by basic
+    # composition (:func:`_bound_epsilon`): a tuple of ``(mu, sampling_prob, count)`` arrays over the batch
+    bounds: tuple = ()
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -92,6 +95,8 @@ class PrivacyLossDistribution:
         mu = concrete(self.gaussian_mu)
         if mu is None:
             raise ValueError("to_grid: μ is traced; call outside jit or pass plan= to accounting.pld")
+        if beyond_grid(mu):
+            return _bound_pld(self.gaussian_mu, 1.0, self.pessimistic, step, self.adaptive)
         return pld(_GaussianPair(mu=jnp.asarray(self.gaussian_mu)), value_discretization_interval=step,
                    pessimistic=self.pessimistic, use_analytic=False)
 
@@ -124,15 +129,19 @@ class PrivacyLossDistribution:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
         return a.composed_as(rem, add, a.pure_bound() + b.pure_bound(), b)
 
-    def composed_as(self, remove, add, pure_eps, other=None):
-        """The PLD of a composition of this one (and ``other``) with the given grid directions: the one
-        route that carries the flags — ``atomic`` (a composed discrete mechanism refuses derivatives),
-        ``adaptive``, the step — whoever composes (``compose``, ``self_compose``, the odometer's
-        count-traced composition)."""
+    def composed_as(self, remove, add, pure_eps, other=None, count=None):
+        """The PLD of a composition of this one (and ``other``, or ``count`` runs of this one) with the
+        given grid directions: the one route that carries the flags — ``atomic`` (a composed discrete
+        mechanism refuses derivatives), ``adaptive``, the step — and the Gaussian parts beyond the grid
+        (:attr:`bounds`) whoever composes (``compose``, ``self_compose``, the odometer's count-traced
+        composition)."""
         others = () if other is None else (other,)
+        bounds = self.bounds + sum((o.bounds for o in others), ())
+        if count is not None:
+            bounds = tuple((mu, q, c * jnp.asarray(count, jnp.float64)) for mu, q, c in bounds)
         return PrivacyLossDistribution(remove, add, None, pure_eps, self.pessimistic, remove.step,
                                        atomic=self.atomic or any(o.atomic for o in others), composed=True,
-                                       adaptive=self.adaptive and all(o.adaptive for o in others))
+                                       adaptive=self.adaptive and all(o.adaptive for o in others), bounds=bounds)
 
     def pure_bound(self):
         """An upper bound on the pure ε of this (grid) PLD, the one a composition adds up: the mechanisms'
@@ -195,7 +204,7 @@ class PrivacyLossDistribution:
             outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
                                                   pessimistic=self.pessimistic))(pmf))
         add = outs[1] if len(outs) > 1 else None
-        return src.composed_as(outs[0], add, src.pure_bound() * count)
+        return src.composed_as(outs[0], add, src.pure_bound() * count, count=count)
 
     # -- queries -----------------------------------------------------------------------
     @x64
@@ -211,6 +220,8 @@ class PrivacyLossDistribution:
         return self._refuse_if_inexact(x64_vjp(_delta_core)(self, flat)).reshape(self.batch_shape + shp)
 
     def _delta_core(self, flat):
+        if self.bounds:
+            return _bound_delta(self._epsilon_core, flat)
         if self.is_analytic:
             mu = jnp.asarray(self.gaussian_mu, jnp.float64)[..., None]
             out = gaussian_privacy_profile(flat, mu)
@@ -253,6 +264,9 @@ class PrivacyLossDistribution:
     def _epsilon_core(self, flat):
         if self.is_analytic:
             return _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
+        if self.bounds:
+            plain = dataclasses.replace(self, bounds=())
+            return _bound_epsilon(plain._epsilon_core, plain.pure_bound(), self.bounds, flat)
         outs = []
         for pmf in self._directions():
             floor = ROUNDOFF_FACTOR * pmf.roundoff[..., None]
@@ -270,7 +284,7 @@ class PrivacyLossDistribution:
     @x64
     def pure_epsilon(self):
         """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
-        if self.is_analytic:
+        if self.is_analytic or self.bounds:
             return jnp.full(self.batch_shape, jnp.inf)
         if self.composed:
             return self.pure_bound()
@@ -411,6 +425,87 @@ def _gaussian_epsilon(mu, delta):
     return jnp.where(big, upper, root)
 
 
+#: the largest Gaussian μ = Δ/σ a loss grid holds: its losses, N(μ²/2, μ²), stay 40 standard deviations
+#: below LOSS_LIMIT (beyond it the grid would carry them to +∞, and every answer would be ∞)
+GRID_MU_LIMIT = math.sqrt(1600.0 + 2.0 * LOSS_LIMIT) - 40.0
+#: the grid's share of δ tried by :func:`_bound_epsilon` (the Gaussian parts share the rest equally)
+_GRID_SHARES = np.concatenate([2.0 ** -np.arange(60, 0, -1.0), 1.0 - 2.0 ** -np.arange(2, 31, 2.0)])
+
+
+def beyond_grid(mu) -> bool:
+    """Whether a (concrete) Gaussian μ, any member of a batch, is too large for a loss grid."""
+    return bool(np.any(np.asarray(mu, np.float64) > GRID_MU_LIMIT))
+
+
+def _bound_pld(mu, sampling_prob, pessimistic, step, adaptive):
+    """A PLD of a Gaussian (μ, Poisson rate ``sampling_prob``) whose losses a grid cannot hold: the
+    identity grid (loss 0) and the Gaussian as a part composed by basic composition
+    (:attr:`PrivacyLossDistribution.bounds`, :func:`_bound_epsilon`)."""
+    mu = jnp.asarray(mu, jnp.float64)
+    shape = mu.shape
+    step = DEFAULT_DISCRETIZATION if step is None else step
+    zeros = jnp.zeros(shape, jnp.float64)
+    pmf = _grid.GridPmf(jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0]), shape + (3,)), zeros, zeros, zeros, step)
+    q = jnp.broadcast_to(jnp.asarray(sampling_prob, jnp.float64), shape)
+    return PrivacyLossDistribution(pmf, None, None, zeros, bool(pessimistic), step, adaptive=adaptive,
+                                   bounds=((mu, q, jnp.ones(shape, jnp.float64)),))
+
+
+def _part_epsilon(mu, q, count, delta):
+    """ε at total δ of ``count`` runs of a Gaussian (μ) Poisson-subsampled at rate ``q``, an upper bound:
+    q = 1: the Gaussian of μ√count (its δ(ε) ≤ Φ(μ/2 − ε/μ), Balle & Wang, "Improving the Gaussian
+    mechanism for differential privacy", ICML 2018, Thm. 8); q < 1: basic composition of the runs,
+    each at δ/count by amplification (Balle, Barthe & Gaboardi, "Privacy amplification by subsampling:
+    tight analyses via couplings and divergences", NeurIPS 2018, Thm. 8): a run at (ε, δ') is, subsampled,
+    (log(1 + q(e^ε − 1)), qδ') — exact for removal, an upper bound for addition, whose profile is
+    q δ'(ε) at the smaller −log(1 − q + q e^{−ε})."""
+    whole = q >= 1.0
+    per_run = delta / jnp.where(whole, 1.0, count * q)
+    m = jnp.where(whole, mu * jnp.sqrt(count), mu)
+    # the Gaussian's ε(δ) by the closed-form bound ε ≤ m(m/2 − Φ⁻¹(δ)) (δ(ε) ≤ Φ(m/2 − ε/m)): at the μ of
+    # a part (above GRID_MU_LIMIT) within 1e-8 relative of the root, rounded up by 1e-15 relative
+    e = jnp.maximum(m * (m / 2.0 - ndtri(jnp.minimum(per_run, 0.5))), 0.0) * (1.0 + 1e-15)  # (δ 0: ∞)
+    e = jnp.where(per_run >= 1.0, 0.0, e)
+    small = e < 1.0
+    amp = jnp.where(small, jnp.log1p(q * jnp.expm1(jnp.where(small, e, 0.0))),
+                    e + jnp.log(q + (1.0 - q) * jnp.exp(-jnp.where(small, 1.0, e))))
+    return jnp.where(whole, e, count * amp)
+
+
+def _bound_epsilon(grid_epsilon, grid_pure, bounds, delta):
+    """ε(δ) of a grid PLD (``grid_epsilon``: δ → its ε, NaN where it refuses; ``grid_pure``: an upper
+    bound of its pure ε, over the batch) composed with Gaussian parts beyond the grid (``bounds``):
+    basic composition, ε = ε_grid(δ_0) + Σ ε_i(δ_i) with δ = δ_0 + Σ δ_i, the least over the grid's
+    shares δ_0/δ in {0} ∪ :data:`_GRID_SHARES` (the parts share the rest equally; at share 0 the grid's
+    ε is its pure ε); every share is an upper bound, so is their least. Rounded up by 8 ulp."""
+    shares = jnp.asarray(np.concatenate([[0.0], _GRID_SHARES]))
+    d = delta[..., None] * shares  # batch + (n, K)
+    e_grid = grid_epsilon(d[..., 1:].reshape(d.shape[:-2] + (-1,))).reshape(d[..., 1:].shape)
+    pure = jnp.broadcast_to(jnp.asarray(grid_pure, jnp.float64)[..., None, None], d[..., :1].shape)
+    total = jnp.concatenate([pure, jnp.where(jnp.isnan(e_grid), jnp.inf, e_grid)], -1)
+    rest = delta[..., None] * (1.0 - shares) / len(bounds)
+    for mu, q, count in bounds:
+        total = total + _part_epsilon(*(jnp.asarray(x, jnp.float64)[..., None, None] for x in (mu, q, count)), rest)
+    return jnp.min(total, axis=-1) * (1.0 + 8.0 * np.finfo(np.float64).eps)
+
+
+def _bound_delta(epsilon_of, eps):
+    """δ(ε) from an upper bound ``epsilon_of`` (δ → ε, non-increasing): the least δ (to a bisection of
+    log δ, 64 halvings) at which it is at most ``eps`` — an upper bound of the true δ(ε), which is at
+    most δ wherever ε(δ) ≤ ε; 1 where none is."""
+    lo = jnp.full(eps.shape, -745.0)
+    hi = jnp.zeros(eps.shape)
+
+    def body(_, state):
+        lo, hi = state
+        mid = 0.5 * (lo + hi)
+        ok = epsilon_of(jnp.exp(mid)) <= eps
+        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, 64, body, (lo, hi))
+    return jnp.where(epsilon_of(jnp.exp(lo)) <= eps, 0.0, jnp.exp(hi))
+
+
 @pytree_dataclass
 class _GaussianPair(Mechanism):
     """The pair N(0, 1), N(μ, 1): the source :meth:`PrivacyLossDistribution.to_grid` discretises."""
@@ -509,6 +604,10 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
     if how.analytic:
         mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
+    mu = concrete_mu(mech, sensitivity)
+    if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
+        rate = sampling_rate(concrete(sampling_prob))
+        return _bound_pld(mu, 1.0 if rate is None else rate, pessimistic, None if adaptive else step, adaptive)
     if plan is None:
         plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
                          value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
@@ -528,6 +627,13 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
         source = (mech, jnp.asarray(sensitivity), sampling_prob)
     return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic,
                                    adaptive=adaptive)
+
+
+def concrete_mu(mech, sensitivity):
+    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
+    if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
+        return None
+    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(jnp.asarray(sensitivity))), np.float64)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):

@@ -32,19 +32,36 @@ the peaks (peaks wider than a grid step, or kinks placed on the grid), so that t
 supremum lies within a grid step of the best sample — or of a kink the mechanism
 declares off the grid (``path_kink``), around which a second search runs, the larger
 bound kept (a kink peak between two samples lower than the best escapes the first).
+
+:func:`certified_supremum` drops the assumption where it can (host side, concrete values;
+``accounting.exact.privacy_profile`` runs it over the search's answer): a branch and bound over
+cells of the path, each bounded by the cones of a proven Lipschitz constant of the divergence in
+the answers (for PB-DP, (1 + e^ε) times the output laws' total-variation rate,
+:meth:`dpjax.PrivacyBoosted.answer_tv_rate`). A peak of any width between samples is then
+found or bounded; where the cells close within the budget the answer is proven. The cones are
+first order, so δ small against the slope (near a pure ε) exhausts the budget: there the answer
+stays the search's, unproven, and the PLD's (thousands of ε per build) is the search's alone.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax.kernels.base import take_small
 
 #: bisection rounds: the final step is 2^-ROUNDS of the grid's.
 ROUNDS = 12
+#: :func:`certified_supremum`: evaluations per point before it stops refining (its answer is then the
+#: largest cell bound left, still an upper bound), and the size of one compiled evaluation
+CERTIFY_EVALS = 1 << 14
+#: :func:`certified_supremum`'s threshold: the value to certify raised by this fraction of itself
+CERTIFY_SLACK = 1e-7
+_CERTIFY_CHUNK = 4096
 
 
 def pairs_at(values, nvalues, position, discrete: bool):
@@ -279,3 +296,91 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
     value, margin, position = supremum(div, v_all, nv_all, best, index, discrete=m.discrete, kink=kink)
     pair = pairs_at(v_all, nv_all, position, m.discrete)
     return (value + margin).reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
+
+
+def certified_supremum(div, x, values, nvalues, slope, bound, *, discrete: bool, max_evals: int = CERTIFY_EVALS):
+    """A proven upper bound of the supremum along the path at every point ``x``, at least ``bound``:
+    branch and bound over cells of the path (host side, concrete values).
+
+    ``div(x, v, nv)``: the divergence at flat arrays of points and pairs (elementwise, both orders
+    maxed). ``values``/``nvalues``: the path's nodes (P,), linear between them (integer answers for
+    ``discrete``). ``slope``: per point, a Lipschitz constant of the divergence in the answers (per
+    unit of max(|Δv|, |Δv'|)); see :meth:`dpjax.PrivacyBoosted.answer_tv_rate`. ``bound``: per point,
+    the value to certify (the search's bound).
+
+    Each cell [a, b] between path positions bounds the divergence inside it by the two cones from its
+    ends, (f(a) + f(b))/2 + L·w/2 (w the answers' change across the cell; with integer answers and no
+    integer inside, max(f(a), f(b)) exactly). Cells whose bound exceeds the threshold — ``bound``, or
+    the best value found if larger — are halved; the others are proven below it. When no cell is left
+    the threshold is proven; after ``max_evals`` evaluations per point the answer is the largest bound
+    of the cells left (never below the supremum either way). The threshold is raised by CERTIFY_SLACK
+    of itself: a search's bound is often within round-off of the supremum, which no cell bound reaches.
+    Returns ``(upper, best, proven)``: the bound, the best value found (a divergence the path attains)
+    and whether the threshold was proven within the budget, arrays of ``x``'s length.
+
+    The cones are first order: where the divergence is small against the slope (δ(ε) ≪ the slope's
+    change over a grid step, e.g. near a pure ε, where it is 0), the budget runs out long before
+    the cells close, and ``upper`` is then a loose bound.
+    """
+    x = np.asarray(x, np.float64).reshape(-1)
+    values, nvalues = np.asarray(values, np.float64), np.asarray(nvalues, np.float64)
+    n, last = x.size, values.size - 1
+    slope = np.broadcast_to(np.asarray(slope, np.float64), (n,))
+    evaluate = functools.partial(_evaluate, div, discrete, values, nvalues)
+    nodes = evaluate(np.repeat(x, last + 1), np.tile(np.arange(last + 1.0), n)).reshape(n, last + 1)
+    best = nodes.max(axis=1)
+    slack = 1.0 + CERTIFY_SLACK
+    thr = np.maximum(np.asarray(bound, np.float64).reshape(-1), best) * slack
+    pt = np.repeat(np.arange(n), last)
+    pa, pb = np.tile(np.arange(last, dtype=np.float64), n), np.tile(np.arange(1.0, last + 1), n)
+    fa, fb = nodes[:, :-1].reshape(-1), nodes[:, 1:].reshape(-1)
+    spent = np.full(n, float(last + 1))
+    left = np.full(n, -np.inf)
+    while pt.size:
+        width = np.maximum(*[np.abs(e - s) for s, e in zip(_answers(values, nvalues, pa, discrete),
+                                                            _answers(values, nvalues, pb, discrete))])
+        ub = 0.5 * (fa + fb) + 0.5 * slope[pt] * width
+        if discrete:
+            ub = np.where(width <= 1.0, np.maximum(fa, fb), ub)
+        ub = np.where(np.isnan(ub), np.inf, ub)
+        live = ub > thr[pt]
+        over = spent[pt] >= max_evals
+        np.maximum.at(left, pt[live & over], ub[live & over])
+        keep = live & ~over
+        pt, pa, pb, fa, fb = pt[keep], pa[keep], pb[keep], fa[keep], fb[keep]
+        if not pt.size:
+            break
+        mid = 0.5 * (pa + pb)
+        fm = evaluate(x[pt], mid)
+        spent += np.bincount(pt, minlength=n)
+        np.maximum.at(best, pt, np.where(np.isnan(fm), -np.inf, fm))
+        thr = np.maximum(thr, best * slack)
+        pt, pa, pb = np.concatenate([pt, pt]), np.concatenate([pa, mid]), np.concatenate([mid, pb])
+        fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
+    return np.maximum(thr, left), best, ~np.isfinite(left)
+
+
+def _answers(values, nvalues, position, discrete):
+    """:func:`pairs_at` on the host (numpy)."""
+    last = values.size - 1
+    position = np.clip(position, 0.0, float(last))
+    k = np.clip(np.floor(position), 0, max(last - 1, 0)).astype(np.int64)
+    t = position - k
+    k1 = np.minimum(k + 1, last)
+    v0, v1, n0, n1 = values[k], values[k1], nvalues[k], nvalues[k1]
+    if discrete:
+        v = np.round(v0 + t * (v1 - v0))
+        return v, v + (n0 - v0)
+    return v0 + t * (v1 - v0), n0 + t * (n1 - n0)
+
+
+def _evaluate(div, discrete, values, nvalues, x, position):
+    """``div`` at the points ``x`` and path positions ``position`` (flat), in chunks of one compiled size."""
+    v, nv = _answers(values, nvalues, position, discrete)
+    out = np.empty(x.size)
+    for i in range(0, x.size, _CERTIFY_CHUNK):
+        sl = slice(i, i + _CERTIFY_CHUNK)
+        m = x[sl].size
+        pad = (lambda a: np.concatenate([a, np.repeat(a[-1:], _CERTIFY_CHUNK - m)]))  # noqa: E731
+        out[sl] = np.asarray(div(pad(x[sl]), pad(v[sl]), pad(nv[sl])))[:m]
+    return out

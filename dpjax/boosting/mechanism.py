@@ -391,6 +391,26 @@ class PrivacyBoosted(Mechanism):
         kink = getattr(self.region, "path_kink", None)
         return None if kink is None or self.discrete else kink(values, nvalues)
 
+    def answer_tv_rate(self):
+        """ℓ: the total variation between the output laws at answers Q and Q' is at most ℓ|Q − Q'| (for
+        a symmetric unimodal kernel of density or pmf f, largest at 0).
+
+        With g_Q(y) = f(y − Q) w_Q(y) (w = 1 in S(Q), 1 − q outside) and Z_Q = ∫ g_Q: ‖∂_Q g_Q‖₁ ≤
+        ∫|f'| + q (|lo'| f(lo − Q) + |hi'| f(hi − Q)) ≤ 2 f(0) (1 + q s), s the region's edge speed
+        (:meth:`dpjax.regions.Region.edge_speed`), and |∂_Q Z_Q| is at most the same, so
+        ‖∂_Q (g_Q / Z_Q)‖₁ ≤ 2 ‖∂_Q g_Q‖₁ / Z_Q: ℓ = 2 f(0) (1 + q s) / min Z, the least normaliser at
+        the hardest answers (every answer's region holds at least their kernel mass). Integer answers: a
+        unit shift moves g by at most the same in ℓ1. Hence a pair's δ(ε) moves by at most
+        (1 + e^ε) ℓ per unit of answer (:func:`accounting.privacy_loss.pair_path.certified_supremum`)."""
+        f0 = jnp.exp(self.kernel.noise_log_prob(jnp.zeros(())))
+        l1mq = self.log1m_boosting_rate
+        z = None
+        for h in self.region.hardest_answers(self.discrete):
+            lz = self.log_normalizer(h, _l1mq=l1mq)
+            z = lz if z is None else jnp.minimum(z, lz)
+        q = -jnp.expm1(l1mq)
+        return 2.0 * f0 * (1.0 + q * self.region.edge_speed()) * jnp.exp(-z)
+
     @property
     def pair_path(self) -> bool:
         """Whether the declared pairs sample a continuum of answers.
