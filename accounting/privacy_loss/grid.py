@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import EPS64, safe_log, take_last
+from dpjax.validation import is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
 #: largest absolute error of the first mass read from the gaps (:func:`connect_the_dots`); above it the first
@@ -283,12 +284,18 @@ def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool):
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
-    """Largest loss carrying mass (∞ if the +∞ atom is non-zero)."""
-    n = pmf.size
-    idx = jnp.arange(n, dtype=jnp.float64)
-    last = jnp.max(jnp.where(pmf.probs > tol, idx, -1.0), axis=-1)
-    eps = (pmf.offset + last) * pmf.step
-    return jnp.where(pmf.inf_mass > 0, jnp.inf, jnp.maximum(eps, 0.0))
+    """Largest loss carrying mass (∞ if the +∞ atom is non-zero); of a concrete pmf read on the host
+    (no program compiled per grid length)."""
+    xp = jnp if is_traced(pmf.probs) or is_traced(pmf.offset) or is_traced(pmf.inf_mass) else np
+    probs, offset, inf_mass = (xp.asarray(x) for x in (pmf.probs, pmf.offset, pmf.inf_mass))
+    idx = xp.arange(pmf.size, dtype=np.float64)
+    last = xp.max(xp.where(probs > tol, idx, -1.0), axis=-1)
+    eps = (offset + last) * pmf.step
+    out = xp.where(inf_mass > 0, np.inf, xp.maximum(eps, 0.0))
+    if xp is np:
+        with jax.enable_x64(True):
+            return jnp.asarray(out)
+    return out
 
 
 # ----------------------------------------------------------------------------------
@@ -421,11 +428,14 @@ def _clip_roundoff(out, roundoff_in):
     return out + jax.lax.stop_gradient(jnp.maximum(out, 0.0) - out), roundoff
 
 
-def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None) -> GridPmf:
+def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, length: int | None = None) -> GridPmf:
     """Linear convolution of two pmfs on the same grid (FFT), full support. ``support`` (traced, for
     pmfs padded with zeros on top): the length of the true convolution (the unpadded lengths' sum − 1),
-    above which the exact result is 0 and the FFT's round-off noise is dropped."""
-    size = a.size + b.size - 1
+    above which the exact result is 0 and the FFT's round-off noise is dropped. ``length`` (static, a
+    power of two at least the true convolution's length, :func:`support_len`): the result's length
+    and the FFT's (a circular convolution that long wraps nothing around); default the padded
+    lengths' sum − 1."""
+    size = a.size + b.size - 1 if length is None else length
     fft_len = 1 << (size - 1).bit_length()
     fa = jnp.fft.rfft(a.probs, n=fft_len, axis=-1)
     fb = jnp.fft.rfft(b.probs, n=fft_len, axis=-1)
@@ -435,6 +445,13 @@ def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None) -> GridPmf:
     out, roundoff = _clip_roundoff(out, a.roundoff + b.roundoff)
     inf = 1.0 - (1.0 - a.inf_mass) * (1.0 - b.inf_mass)
     return GridPmf(out, a.offset + b.offset, jnp.minimum(inf, 1.0), roundoff, a.step)
+
+
+def support_len(pmf: GridPmf) -> int:
+    """Concrete: one past the last index where any member of the batch has mass (1 if none): the length
+    of the pmf without the zeros that pad it on top."""
+    nz = np.flatnonzero(np.any(np.asarray(pmf.probs).reshape(-1, pmf.size) != 0, axis=0))
+    return int(nz[-1]) + 1 if nz.size else 1
 
 
 def trim(pmf: GridPmf, start, stop, size: int, pessimistic: bool) -> GridPmf:
@@ -459,10 +476,16 @@ def trim(pmf: GridPmf, start, stop, size: int, pessimistic: bool) -> GridPmf:
 
 
 def pad_to(pmf: GridPmf, size: int) -> GridPmf:
-    """Append zero masses (losses above the support) up to length ``size`` (static)."""
+    """Append zero masses (losses above the support) up to length ``size`` (static); concrete masses
+    are padded on the host (no program compiled per pair of lengths)."""
     if size <= pmf.size:
         return pmf
-    probs = jnp.pad(pmf.probs, [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)])
+    width = [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)]
+    if is_traced(pmf.probs):
+        probs = jnp.pad(pmf.probs, width)
+    else:
+        with jax.enable_x64(True):
+            probs = jnp.asarray(np.pad(np.asarray(pmf.probs), width))
     return GridPmf(probs, pmf.offset, pmf.inf_mass, pmf.roundoff, pmf.step)
 
 
