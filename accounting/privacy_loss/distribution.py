@@ -421,33 +421,30 @@ def _coarsen_jit(pmf, factor):
     return _grid.coarsen(pmf, factor)
 
 
-@functools.partial(jax.jit, static_argnames=("pessimistic", "length"))
-def _compose_jit(a, b, support, pessimistic, length=None):
-    return _grid.compose(a, b, pessimistic, support, length)
-
-
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
-def _trim_jit(pmf, start, stop, size, pessimistic):
-    return _grid.trim(pmf, start, stop, size, pessimistic)
+@functools.partial(jax.jit, static_argnames=("pessimistic",))
+def _compose_jit(a, b, support, pessimistic):
+    return _grid.compose(a, b, pessimistic, support)
 
 
 def _compose_trim(a, b, pessimistic, tail):
-    """``a`` ⊗ ``b`` trimmed to all but ``tail`` mass. Both are padded to one power-of-two length and
-    the result is trimmed onto one (the window's start a traced offset): composing PLDs of any sizes
-    meets a few compiled programs, one per length, not one per pair of sizes and window. Concrete
-    pmfs are padded to the power of two that holds their convolution (their supports without the zeros
-    that pad them) and composed on an FFT of that length; traced ones on one of twice the larger length."""
+    """``a`` ⊗ ``b`` trimmed to all but ``tail`` mass, on a power-of-two length.
+
+    Concrete pmfs are composed on the host (numpy FFT of their supports, without the zeros that pad
+    them), trimmed there and returned as arrays: a chain of compositions compiles nothing, where a
+    compiled composition and trim per length made a first call mostly XLA compilation. Traced ones
+    (under ``jit`` or ``grad``) are padded to one power-of-two length and composed in one program per
+    length, untrimmed."""
     if is_traced(a.probs) or is_traced(b.probs):
-        size, length, support = next_pow2(max(a.size, b.size)), None, a.size + b.size - 1
-    else:
-        support = _grid.support_len(a) + _grid.support_len(b) - 1
-        size = length = next_pow2(max(a.size, b.size, support))
-    out = x64_vjp(functools.partial(_compose_jit, support=jnp.asarray(support, jnp.int32), pessimistic=pessimistic,
-                                    length=length))(_grid.pad_to(a, size), _grid.pad_to(b, size))
-    if is_traced(out.probs):
-        return out
+        size = next_pow2(max(a.size, b.size))
+        return x64_vjp(functools.partial(_compose_jit, support=jnp.asarray(a.size + b.size - 1, jnp.int32),
+                                         pessimistic=pessimistic))(_grid.pad_to(a, size), _grid.pad_to(b, size))
+    host = [jax.tree_util.tree_map(np.asarray, p) for p in (a, b)]
+    host = [_grid.GridPmf(p.probs[..., :_grid.support_len(p)], p.offset, p.inf_mass, p.roundoff, p.step) for p in host]
+    out = _grid.compose(*host, pessimistic, xp=np)
     start, stop = _grid.trim_window(out, tail)
-    return _trim_jit(out, start, stop, next_pow2(stop - start), pessimistic)
+    out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(jnp.asarray, out)
 
 
 def _log_gaussian_delta(eps, mu):
