@@ -213,6 +213,8 @@ class Accountant:
         with self._lock:
             if self._total is None and self._entries:
                 self._total = self._compose(next(reversed(self._entries)), None)
+            if self._total is not None:
+                self._total = self._total.resolved()
             return self._total
 
     def _rest_of(self, key):

@@ -440,9 +440,10 @@ def _compose_trim(a, b, pessimistic, tail):
                                          pessimistic=pessimistic))(_grid.pad_to(a, size), _grid.pad_to(b, size))
     host = [jax.tree_util.tree_map(np.asarray, p) for p in (a, b)]
     host = [_grid.GridPmf(p.probs[..., :_grid.support_len(p)], p.offset, p.inf_mass, p.roundoff, p.step) for p in host]
-    out = _grid.compose(*host, pessimistic, xp=np)
-    start, stop = _grid.trim_window(out, tail)
-    out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
+    with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
+        out = _grid.compose(*host, pessimistic, xp=np)
+        start, stop = _grid.trim_window(out, tail)
+        out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
     with jax.enable_x64(True):
         return jax.tree_util.tree_map(jnp.asarray, out)
 
