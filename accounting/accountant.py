@@ -106,6 +106,7 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
     square-and-multiply, the products ``lax.integer_pow`` forms for a static count. An analytic
     Gaussian PLD stays analytic (μ·√count).
     """
+    p = p.resolved()
     if p.is_analytic:
         mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step, adaptive=p.adaptive)
@@ -212,6 +213,8 @@ class Accountant:
         with self._lock:
             if self._total is None and self._entries:
                 self._total = self._compose(next(reversed(self._entries)), None)
+            if self._total is not None:
+                self._total = self._total.resolved()
             return self._total
 
     def _rest_of(self, key):
@@ -283,6 +286,8 @@ class Accountant:
         """
         with self._lock:
             key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
+            if self.delta is not None:  # read now: kept with its analytic Gaussian part discretised
+                new = new.resolved()
             eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
             if self.epsilon_budget is not None and eps > self.epsilon_budget:
                 raise ValueError(

@@ -3,6 +3,7 @@
 Usage:  python benchmarks/accounting.py            (all cases, each in its own subprocess)
         python benchmarks/accounting.py --case NAME (one case; prints one JSON line)
         python benchmarks/accounting.py --quick    (skip dp_accounting's 20 s Gaussian accountant)
+        python benchmarks/accounting.py --only A,B (the table for the named cases only)
 
 Each case runs in a fresh subprocess so that peak RSS (``resource.getrusage``) is per
 case; "peak MB" is the growth of the process's max RSS over its post-import baseline
@@ -276,6 +277,58 @@ def case_distinct_100_accountant():
                 ref_name="Accountant.record x100 (ε after each) vs PLDAccountant compose+get_epsilon x100")
 
 
+def case_record_repeat():
+    """A repeated spend recorded into ``accounting.Accountant`` (a Poisson-subsampled Gaussian, σ 1,
+    q 0.01, ε at δ returned by every ``record``): median seconds per spend over 50 after 20 warm-up
+    spends vs dp_accounting's ``PLDAccountant`` (``compose`` then ``get_epsilon``) over 20. "cold" is
+    the first ``record`` of the process."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    import accounting
+    import dpjax
+
+    m, q = dpjax.Gaussian(sigma=1.0), 0.01
+    acc = accounting.Accountant(delta=DELTA)
+    first, _ = _first_then_best(lambda: acc.record(m, sampling_prob=q))
+    for _ in range(20):
+        acc.record(m, sampling_prob=q)
+    times = []
+    for _ in range(50):
+        t = time.perf_counter()
+        eps = acc.record(m, sampling_prob=q)
+        times.append(time.perf_counter() - t)
+    peak = _peak()
+    ev = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.0))
+    ref_acc, ref_times = pld_privacy_accountant.PLDAccountant(), []
+    for i in range(72):  # as many spends as ours (2 + 20 + 50), the last 20 timed
+        t = time.perf_counter()
+        ref = ref_acc.compose(ev).get_epsilon(DELTA)
+        if i >= 52:
+            ref_times.append(time.perf_counter() - t)
+    return dict(ours=eps, t_ours=float(np.median(times)), t_first=first, ref=ref, t_ref=float(np.median(ref_times)),
+                peak_mb=peak, ref_name="Accountant.record of a repeated PSG(0.01, σ 1) spend (median per spend) vs "
+                                       "PLDAccountant compose+get_epsilon")
+
+
+def case_dpsgd_first():
+    """A first ``accounting.dpsgd_epsilon`` call of the process (σ 1, q 0.01, T 1000; "cold"), then a
+    new setting (σ 1.1: "warm") vs dp_accounting's ``PLDAccountant`` on the same event."""
+    import dp_accounting
+
+    import accounting
+
+    t0 = time.perf_counter()
+    float(_block(accounting.dpsgd_epsilon(1.0, 0.01, 1000, DELTA)))
+    first = time.perf_counter() - t0
+    ours, t_ours = _best(lambda: float(_block(accounting.dpsgd_epsilon(1.1, 0.01, 1000, DELTA))), 1)
+    peak = _peak()
+    ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
+    ref, t_ref = _best(lambda: dp_accounting.pld.PLDAccountant().compose(ev, 1000).get_epsilon(DELTA), 1)
+    return dict(ours=ours, t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref, peak_mb=peak,
+                ref_name="dpsgd_epsilon(σ 1.1) after a first call (σ 1) vs PLDAccountant(PSG(0.01, σ 1.1), 1000)")
+
+
 CASES = {
     "gauss_T1000": case_gauss_T1000,
     "psg_T1000": case_psg_T1000,
@@ -285,6 +338,8 @@ CASES = {
     "batch_psg_10000": case_batch_psg_10000,
     "distinct_100": case_distinct_100,
     "distinct_100_accountant": case_distinct_100_accountant,
+    "record_repeat": case_record_repeat,
+    "dpsgd_first": case_dpsgd_first,
 }
 
 
@@ -312,13 +367,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="comma-separated case names (default: every case)")
     args = ap.parse_args()
     if args.case:
         run_case(args.case, args.quick)
         return
+    names = args.only.split(",") if args.only else list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"--only: unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
     rows = []
     load0 = os.getloadavg()[0]
-    for name in CASES:
+    for name in names:
         cmd = [sys.executable, __file__, "--case", name] + (["--quick"] if args.quick else [])
         out = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]

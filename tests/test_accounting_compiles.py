@@ -127,3 +127,45 @@ def test_calibration_compiles_a_handful_and_a_new_target_nothing():
         z2 = float(accounting.calibrate_noise_multiplier(2.4, 1e-5, 0.004, 15000))
     assert warm == [] and z2 > z
     assert 2.4 * (1 - 1e-3) <= float(accounting.dpsgd_epsilon(z2, 0.004, 15000, 1e-5)) <= 2.4
+
+
+def test_gaussians_composed_onto_a_grid_are_discretised_once(monkeypatch):
+    """Analytic Gaussians composed onto a grid PLD stay analytic (μ as √Σμ²) until the PLD is read: one
+    Gaussian grid for the chain (each was discretised at its own composition, a build and a composition
+    per Gaussian), the same ε as the one Gaussian of that μ composed explicitly, and dp_accounting's
+    figure on the same events."""
+    grids = []
+    to_grid = distribution.PrivacyLossDistribution.to_grid
+
+    def counted(self, *args, **kw):
+        if self.is_analytic:
+            grids.append(float(self.gaussian_mu))
+        return to_grid(self, *args, **kw)
+
+    sigmas = (1.5, 3.0, 6.0)
+    monkeypatch.setattr(distribution.PrivacyLossDistribution, "to_grid", counted)
+    eps = _epsilon([dpjax.Laplace(2.0)] + [dpjax.Gaussian(sigma=s) for s in sigmas])
+    mu = float(np.sqrt(sum(1.0 / s**2 for s in sigmas)))
+    assert grids == [pytest.approx(mu, rel=1e-15)]
+    monkeypatch.undo()
+    assert eps == pytest.approx(_epsilon([dpjax.Laplace(2.0), dpjax.Gaussian(sigma=1.0 / mu)]), rel=1e-12)
+    ref = pld_privacy_accountant.PLDAccountant()
+    ref.compose(dp_accounting.LaplaceDpEvent(2.0))
+    for s in sigmas:
+        ref.compose(dp_accounting.GaussianDpEvent(s))
+    assert eps == pytest.approx(ref.get_epsilon(1e-5), rel=1e-3)
+
+
+@pytest.mark.slow
+def test_gaussians_of_several_octaves_compile_one_gaussian_build():
+    """Gaussians of four octaves of σ composed onto a Laplace grid: one Gaussian build program, that of
+    their composed μ (one per octave of σ: each Gaussian was discretised at its composition)."""
+    _epsilon([dpjax.Laplace(20.0)])
+    with counting_compiles() as names:
+        eps = _epsilon([dpjax.Laplace(20.0)] + [dpjax.Gaussian(sigma=s) for s in (2.0, 5.0, 11.0, 23.0)])
+    assert names.count("jit(_build_jit)") <= 1, names
+    ref = pld_privacy_accountant.PLDAccountant()
+    ref.compose(dp_accounting.LaplaceDpEvent(20.0))
+    for s in (2.0, 5.0, 11.0, 23.0):
+        ref.compose(dp_accounting.GaussianDpEvent(s))
+    assert eps == pytest.approx(ref.get_epsilon(1e-5), rel=1e-3)

@@ -49,6 +49,10 @@ _LOWER_TAIL = 1e-16
 LOSS_LIMIT = 1e8
 #: largest single-step loss grid / FFT length accepted before asking for a coarser step.
 MAX_GRID = 2**25
+#: shortest single-step loss grid: mechanisms of small losses (at the default step, a Laplace scale or a
+#: Gaussian σ above ~8) share one build program instead of one per octave of their scale (the grid
+#: extends upwards, where δ ≈ δ(∞): zero masses, which compositions, sized by the supports, skip)
+MIN_GRID = 2**11
 #: adaptive step (``value_discretization_interval=None``): at most this many points across the
 #: single-step loss range (a wider range takes a coarser step than the default) ...
 AUTO_RANGE_POINTS = 2**18
@@ -212,7 +216,7 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
         k0, k1 = math.floor(lo / step), math.ceil(hi / step)
         # lengths rounded up to powers of two (the grid extends upwards, where δ ≈ δ(∞)): a new scale
         # meets a compiled program of its octave instead of one of its own
-        n = next_pow2(max(k1 - k0 + 1, 3))
+        n = next_pow2(max(k1 - k0 + 1, MIN_GRID))
         dd = np.asarray(d).reshape(-1, _COARSE.size)
         big = _COARSE[np.argmax(np.all(dd < 0.25, axis=0))] if np.any(np.all(dd < 0.25, axis=0)) else hi
         ng = int(min(n, coarse_len(max(3, math.ceil(big / step) - k0 + 2), n)))

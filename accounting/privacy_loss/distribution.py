@@ -48,7 +48,9 @@ class PrivacyLossDistribution:
 
     Build with :func:`pld`. ``gaussian_mu`` is set for the exact (analytic) Gaussian PLD
     of μ = Δ/σ; otherwise ``remove`` (and ``add``, ``None`` when both directions agree)
-    are grid pmfs.
+    are grid pmfs, composed with the analytic Gaussian PLD of μ = ``gaussian_part`` where that is
+    set: analytic Gaussians composed with a grid PLD stay analytic (μ composes as √Σμ²) and are
+    discretised once, when the PLD is read (:meth:`resolved`).
     """
 
     remove: _grid.GridPmf | None = None
@@ -69,6 +71,8 @@ class PrivacyLossDistribution:
     # Gaussian parts the loss grid cannot hold (μ above GRID_MU_LIMIT), composed with the grid by basic
     # composition (:func:`_bound_epsilon`): a tuple of ``(mu, sampling_prob, count)`` arrays over the batch
     bounds: tuple = ()
+    # μ of the analytic Gaussian PLD this grid PLD is composed with, not yet discretised (None: none)
+    gaussian_part: jax.Array | None = None
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -82,13 +86,43 @@ class PrivacyLossDistribution:
         return tuple(self.remove.batch_shape)
 
     def _directions(self):
+        if self.gaussian_part is not None:
+            raise ValueError("a PLD with an analytic Gaussian part has no grid directions until resolved()")
         return (self.remove,) if self.add is None else (self.remove, self.add)
+
+    @x64
+    def resolved(self) -> "PrivacyLossDistribution":
+        """This PLD with its analytic Gaussian part (``gaussian_part``) discretised and composed onto its
+        grid (itself if it has none): the one composition that every read of a grid PLD goes through."""
+        if self.gaussian_part is None:
+            return self
+        gauss = PrivacyLossDistribution(gaussian_mu=self.gaussian_part, pessimistic=self.pessimistic, step=self.step,
+                                        adaptive=self.adaptive)
+        return dataclasses.replace(self, gaussian_part=None)._compose_grids(gauss, DEFAULT_TAIL_MASS)
+
+    def _deferred(self, other, tail):
+        """The composition of ``self`` and ``other`` with their analytic Gaussian parts kept analytic
+        (μ as √Σμ², one grid composition at most), or None where the two grids could not share the step
+        of the Gaussian's eventual grid (mixed adaptive and fixed steps, unequal fixed steps or batches)."""
+        if (self.adaptive != other.adaptive or (not self.adaptive and self.step != other.step)
+                or self.batch_shape != other.batch_shape):
+            return None
+        parts = [(None, p.gaussian_mu) if p.is_analytic else (dataclasses.replace(p, gaussian_part=None),
+                                                                p.gaussian_part) for p in (self, other)]
+        grids = [g for g, _ in parts if g is not None]
+        mus = [m for _, m in parts if m is not None]
+        grid = grids[0] if len(grids) == 1 else grids[0]._compose_grids(grids[1], tail)
+        # (concrete μ on the host: no program compiled for the scalar arithmetic)
+        xp = jnp if any(is_traced(m) for m in mus) else np
+        mu = None if not mus else jnp.asarray(functools.reduce(lambda x, y: xp.sqrt(x * x + y * y),
+                                                                [xp.asarray(m, np.float64) for m in mus]))
+        return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
     def to_grid(self, value_discretization_interval=None) -> "PrivacyLossDistribution":
         """The grid (connect-the-dots) PLD of an analytic one (needs concrete μ)."""
         if not self.is_analytic:
-            return self
+            return self.resolved()
         step = None if self.adaptive else self.step
         if value_discretization_interval is not None:
             step = pow2_floor(float(value_discretization_interval))
@@ -113,6 +147,14 @@ class PrivacyLossDistribution:
             mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
             return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
                                            adaptive=self.adaptive and other.adaptive)
+        if self.is_analytic or other.is_analytic or self.gaussian_part is not None or other.gaussian_part is not None:
+            deferred = self._deferred(other, float(tail_mass_truncation))
+            if deferred is not None:
+                return deferred
+        return self.resolved()._compose_grids(other.resolved(), float(tail_mass_truncation))
+
+    def _compose_grids(self, other, tail):
+        """The composition on one grid: analytic Gaussians discretised first."""
         a = self.to_grid(None if self.adaptive or other.adaptive else other.step)
         b = other.to_grid(None if a.adaptive or other.adaptive else a.step)
         if a.step != b.step:
@@ -122,11 +164,11 @@ class PrivacyLossDistribution:
                     "value_discretization_interval (or leave it None: adaptive PLDs meet on the coarser grid)"
                 )
             a, b = a.coarsened(max(a.step, b.step)), b.coarsened(max(a.step, b.step))
-        rem = _compose_trim(a.remove, b.remove, a.pessimistic, float(tail_mass_truncation))
+        rem = _compose_trim(a.remove, b.remove, a.pessimistic, tail)
         if a.add is None and b.add is None:
             add = None
         else:
-            add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, float(tail_mass_truncation))
+            add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, tail)
         return a.composed_as(rem, add, a.pure_bound() + b.pure_bound(), b)
 
     def composed_as(self, remove, add, pure_eps, other=None, count=None):
@@ -148,6 +190,8 @@ class PrivacyLossDistribution:
         own (composed) pure ε where known, else the largest loss of the single-step grid (its losses are
         rounded up, its mass beyond the grid sits at +∞). A composed grid's largest loss with mass is no
         bound: round-off clears its smallest masses (the top ones of a long composition)."""
+        if self.gaussian_part is not None:
+            return self.resolved().pure_bound()
         if self.pure_eps is not None:
             return jnp.asarray(self.pure_eps, jnp.float64)
         if self.composed:
@@ -156,6 +200,8 @@ class PrivacyLossDistribution:
 
     def coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
+        if self.gaussian_part is not None:
+            return self.resolved().coarsened(step)
         if step == self.step:
             return self
         factor = int(round(step / self.step))
@@ -169,6 +215,8 @@ class PrivacyLossDistribution:
         ``need`` points (at its own step) within AUTO_WINDOW; any other PLD as it is. The one rule of
         every composition by a count: :meth:`self_compose`, the odometer's and DP-SGD's
         (:func:`accounting.accountant.composition_grid`)."""
+        if self.gaussian_part is not None:
+            return self.resolved().fitted_to_window(need)
         if not self.adaptive:
             return self
         factor = 1
@@ -189,6 +237,8 @@ class PrivacyLossDistribution:
         check_positive("tail_mass_truncation", tail_mass_truncation)
         if count == 1:
             return self
+        if self.gaussian_part is not None:
+            return self.resolved().self_compose(count, tail_mass_truncation=tail_mass_truncation, size=size)
         if self.is_analytic:
             mu = jnp.asarray(self.gaussian_mu) * math.sqrt(count)
             return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
@@ -210,6 +260,8 @@ class PrivacyLossDistribution:
     @x64
     def get_delta_for_epsilon(self, epsilon):
         """δ(ε) (max over directions); ``epsilon`` scalar or array → shape batch + ε.shape."""
+        if self.gaussian_part is not None:
+            return self.resolved().get_delta_for_epsilon(epsilon)
         eps = jnp.asarray(epsilon, jnp.float64)
         if not is_traced(epsilon):
             e = np.asarray(epsilon, float)
@@ -239,6 +291,8 @@ class PrivacyLossDistribution:
         Raises ``ValueError`` when ``delta`` is below the round-off floor of this PLD
         (the answer would be noise); inside ``jit`` such entries are NaN.
         """
+        if self.gaussian_part is not None:
+            return self.resolved().get_epsilon_for_delta(delta)
         if not is_traced(delta):
             check_probability("delta", delta, high_open=True)
         dl = jnp.asarray(delta, jnp.float64)
@@ -284,6 +338,8 @@ class PrivacyLossDistribution:
     @x64
     def pure_epsilon(self):
         """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
+        if self.gaussian_part is not None:
+            return self.resolved().pure_epsilon()
         if self.is_analytic or self.bounds:
             return jnp.full(self.batch_shape, jnp.inf)
         if self.composed:
@@ -296,6 +352,8 @@ class PrivacyLossDistribution:
         """Estimated absolute float64 round-off of δ (max over directions)."""
         if self.is_analytic:
             return jnp.zeros(self.batch_shape)
+        if self.gaussian_part is not None:
+            return self.resolved().roundoff
         return functools.reduce(jnp.maximum, [p.roundoff for p in self._directions()])
 
 
@@ -382,23 +440,26 @@ def _compose_jit(a, b, support, pessimistic):
     return _grid.compose(a, b, pessimistic, support)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
-def _trim_jit(pmf, start, stop, size, pessimistic):
-    return _grid.trim(pmf, start, stop, size, pessimistic)
-
-
 def _compose_trim(a, b, pessimistic, tail):
-    """``a`` ⊗ ``b`` trimmed to all but ``tail`` mass. Both are padded to one power-of-two length and
-    the result is trimmed onto one (the window's start a traced offset): composing PLDs of any sizes
-    meets a few compiled programs, one per length, not one per pair of sizes and window."""
-    size = next_pow2(max(a.size, b.size))
-    support = jnp.asarray(a.size + b.size - 1, jnp.int32)
-    out = x64_vjp(functools.partial(_compose_jit, support=support, pessimistic=pessimistic))(
-        _grid.pad_to(a, size), _grid.pad_to(b, size))
-    if is_traced(out.probs):
-        return out
-    start, stop = _grid.trim_window(out, tail)
-    return _trim_jit(out, start, stop, next_pow2(stop - start), pessimistic)
+    """``a`` ⊗ ``b`` trimmed to all but ``tail`` mass, on a power-of-two length.
+
+    Concrete pmfs are composed on the host (numpy FFT of their supports, without the zeros that pad
+    them), trimmed there and returned as arrays: a chain of compositions compiles nothing, where a
+    compiled composition and trim per length made a first call mostly XLA compilation. Traced ones
+    (under ``jit`` or ``grad``) are padded to one power-of-two length and composed in one program per
+    length, untrimmed."""
+    if is_traced(a.probs) or is_traced(b.probs):
+        size = next_pow2(max(a.size, b.size))
+        return x64_vjp(functools.partial(_compose_jit, support=jnp.asarray(a.size + b.size - 1, jnp.int32),
+                                         pessimistic=pessimistic))(_grid.pad_to(a, size), _grid.pad_to(b, size))
+    host = [jax.tree_util.tree_map(np.asarray, p) for p in (a, b)]
+    host = [_grid.GridPmf(p.probs[..., :_grid.support_len(p)], p.offset, p.inf_mass, p.roundoff, p.step) for p in host]
+    with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
+        out = _grid.compose(*host, pessimistic, xp=np)
+        start, stop = _grid.trim_window(out, tail)
+        out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(jnp.asarray, out)
 
 
 def _log_gaussian_delta(eps, mu):

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import EPS64, safe_log, take_last
+from dpjax.validation import is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
 #: largest absolute error of the first mass read from the gaps (:func:`connect_the_dots`); above it the first
@@ -283,12 +284,18 @@ def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool):
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
-    """Largest loss carrying mass (∞ if the +∞ atom is non-zero)."""
-    n = pmf.size
-    idx = jnp.arange(n, dtype=jnp.float64)
-    last = jnp.max(jnp.where(pmf.probs > tol, idx, -1.0), axis=-1)
-    eps = (pmf.offset + last) * pmf.step
-    return jnp.where(pmf.inf_mass > 0, jnp.inf, jnp.maximum(eps, 0.0))
+    """Largest loss carrying mass (∞ if the +∞ atom is non-zero); of a concrete pmf read on the host
+    (no program compiled per grid length)."""
+    xp = jnp if is_traced(pmf.probs) or is_traced(pmf.offset) or is_traced(pmf.inf_mass) else np
+    probs, offset, inf_mass = (xp.asarray(x) for x in (pmf.probs, pmf.offset, pmf.inf_mass))
+    idx = xp.arange(pmf.size, dtype=np.float64)
+    last = xp.max(xp.where(probs > tol, idx, -1.0), axis=-1)
+    eps = (offset + last) * pmf.step
+    out = xp.where(inf_mass > 0, np.inf, xp.maximum(eps, 0.0))
+    if xp is np:
+        with jax.enable_x64(True):
+            return jnp.asarray(out)
+    return out
 
 
 # ----------------------------------------------------------------------------------
@@ -403,66 +410,79 @@ def _roll_left(out, lo, size: int):
     return flat.reshape(out.shape)
 
 
-def _clip_roundoff(out, roundoff_in):
+def _clip_roundoff(out, roundoff_in, xp=jnp):
     """Clip FFT round-off negatives; estimate the δ round-off from them.
 
     The FFT error is two-signed noise spread over the window; where the true masses
     are ~0 (the tails, which small-δ queries read) it shows up as negative entries, so
     twice their total magnitude, plus ε·L·max(p), measures the noise floor empirically.
+    ``xp``: ``jax.numpy``, or ``numpy`` for concrete masses on the host.
     """
-    neg = -jnp.sum(jnp.minimum(out, 0.0), axis=-1)
-    floor = EPS64 * out.shape[-1] * jnp.max(out, axis=-1)
+    hold = jax.lax.stop_gradient if xp is jnp else (lambda x: x)
+    neg = -xp.sum(xp.minimum(out, 0.0), axis=-1)
+    floor = EPS64 * out.shape[-1] * xp.max(out, axis=-1)
     # derivative of the unclipped masses, as in :func:`connect_the_dots`; the round-off estimate is
     # an error bar, not a function of the parameters: differentiated, the noise it sums (cells an
     # atom moves into, at ±m/step) would shift the pessimistic δ − round-off (−6487 for −3.64)
-    roundoff = jax.lax.stop_gradient(roundoff_in + 2.0 * neg + floor)
+    roundoff = hold(roundoff_in + 2.0 * neg + floor)
     # a pmf that overflowed (masses beyond float64) has no error bar: +∞ refuses every δ query on it
-    roundoff = jnp.where(jnp.isfinite(out).all(-1) & jnp.isfinite(roundoff), roundoff, jnp.inf)
-    return out + jax.lax.stop_gradient(jnp.maximum(out, 0.0) - out), roundoff
+    roundoff = xp.where(xp.isfinite(out).all(-1) & xp.isfinite(roundoff), roundoff, np.inf)
+    return out + hold(xp.maximum(out, 0.0) - out), roundoff
 
 
-def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None) -> GridPmf:
+def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, xp=jnp) -> GridPmf:
     """Linear convolution of two pmfs on the same grid (FFT), full support. ``support`` (traced, for
     pmfs padded with zeros on top): the length of the true convolution (the unpadded lengths' sum − 1),
-    above which the exact result is 0 and the FFT's round-off noise is dropped."""
+    above which the exact result is 0 and the FFT's round-off noise is dropped. ``xp``: ``jax.numpy``,
+    or ``numpy`` for concrete pmfs composed on the host (masses as numpy arrays)."""
     size = a.size + b.size - 1
     fft_len = 1 << (size - 1).bit_length()
-    fa = jnp.fft.rfft(a.probs, n=fft_len, axis=-1)
-    fb = jnp.fft.rfft(b.probs, n=fft_len, axis=-1)
-    out = jnp.fft.irfft(fa * fb, n=fft_len, axis=-1)[..., :size]
+    fa = xp.fft.rfft(a.probs, n=fft_len, axis=-1)
+    fb = xp.fft.rfft(b.probs, n=fft_len, axis=-1)
+    out = xp.fft.irfft(fa * fb, n=fft_len, axis=-1)[..., :size]
     if support is not None:
-        out = jnp.where(jnp.arange(size) < support, out, 0.0)
-    out, roundoff = _clip_roundoff(out, a.roundoff + b.roundoff)
+        out = xp.where(xp.arange(size) < support, out, 0.0)
+    out, roundoff = _clip_roundoff(out, a.roundoff + b.roundoff, xp)
     inf = 1.0 - (1.0 - a.inf_mass) * (1.0 - b.inf_mass)
-    return GridPmf(out, a.offset + b.offset, jnp.minimum(inf, 1.0), roundoff, a.step)
+    return GridPmf(out, a.offset + b.offset, xp.minimum(inf, 1.0), roundoff, a.step)
 
 
-def trim(pmf: GridPmf, start, stop, size: int, pessimistic: bool) -> GridPmf:
-    """Keep indices [start, stop) (traced integers) on a grid of ``size`` (static) >= stop − start
+def support_len(pmf: GridPmf) -> int:
+    """Concrete: one past the last index where any member of the batch has mass (1 if none): the length
+    of the pmf without the zeros that pad it on top."""
+    nz = np.flatnonzero(np.any(np.asarray(pmf.probs).reshape(-1, pmf.size) != 0, axis=0))
+    return int(nz[-1]) + 1 if nz.size else 1
+
+
+def trim(pmf: GridPmf, start: int, stop: int, size: int, pessimistic: bool) -> GridPmf:
+    """Keep indices [start, stop) of a concrete pmf (numpy masses) on a grid of ``size`` >= stop − start
     points, zeros above ``stop``; cut mass below goes up to the first kept bucket, cut mass above to
-    +∞ (pessimistic) or is dropped / lumped down to the last kept one (optimistic). One program per
-    (length, size) whatever the window."""
-    p = pmf.probs
-    idx = jnp.arange(p.shape[-1])
-    below = jnp.sum(jnp.where(idx < start, p, 0.0), axis=-1)
-    above = jnp.sum(jnp.where(idx >= stop, p, 0.0), axis=-1)
-    inside = jnp.where((idx >= start) & (idx < stop), p, 0.0)
-    inside = jnp.pad(inside, [(0, 0)] * (p.ndim - 1) + [(0, size)])
-    kept = jax.lax.dynamic_slice_in_dim(inside, start, size, axis=p.ndim - 1)
+    +∞ (pessimistic) or is dropped / lumped down to the last kept one (optimistic). On the host, in
+    numpy (nothing compiled per pair of lengths)."""
+    p = np.asarray(pmf.probs)
+    below, above = p[..., :start].sum(-1), p[..., stop:].sum(-1)
+    kept = np.zeros(p.shape[:-1] + (size,))
+    kept[..., :stop - start] = p[..., start:stop]
+    inf = np.asarray(pmf.inf_mass)
     if pessimistic:
-        kept = kept.at[..., 0].add(below)
-        inf = jnp.minimum(pmf.inf_mass + above, 1.0)
+        kept[..., 0] += below
+        inf = np.minimum(inf + above, 1.0)
     else:
-        kept = kept + jnp.where(jnp.arange(size) == stop - 1 - start, above[..., None], 0.0)
-        inf = pmf.inf_mass
-    return GridPmf(kept, pmf.offset + start, inf, pmf.roundoff, pmf.step)
+        kept[..., stop - 1 - start] += above
+    return GridPmf(kept, np.asarray(pmf.offset) + start, inf, pmf.roundoff, pmf.step)
 
 
 def pad_to(pmf: GridPmf, size: int) -> GridPmf:
-    """Append zero masses (losses above the support) up to length ``size`` (static)."""
+    """Append zero masses (losses above the support) up to length ``size`` (static); concrete masses
+    are padded on the host (no program compiled per pair of lengths)."""
     if size <= pmf.size:
         return pmf
-    probs = jnp.pad(pmf.probs, [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)])
+    width = [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)]
+    if is_traced(pmf.probs):
+        probs = jnp.pad(pmf.probs, width)
+    else:
+        with jax.enable_x64(True):
+            probs = jnp.asarray(np.pad(np.asarray(pmf.probs), width))
     return GridPmf(probs, pmf.offset, pmf.inf_mass, pmf.roundoff, pmf.step)
 
 
