@@ -7,10 +7,10 @@ with integer comparisons only (no float enters an accept/reject decision):
 * :func:`bernoulli_exp` — Bernoulli(exp(−x)) for rational ``x = num/den`` (CKS Algorithm 1,
   with ``⌊x⌋`` Bernoulli(e⁻¹) factors for x > 1);
 * :func:`discrete_laplace` — pmf ∝ exp(−|z|·s/t) for integers t, s = 2^shift (CKS Algorithm 2;
-  for one scale and Threefry words, the fixed-trip table sampler of :mod:`dpjax.exact.table_samplers`);
+  for one scale and Threefry words, the fixed-trip table sampler of :mod:`dpjax.exact.laws.discrete_laplace`);
 * :func:`discrete_gaussian` — pmf ∝ exp(−z²/(2n)) for an integer variance n (CKS Algorithm 3,
   rejection from the discrete Laplace of scale t = ⌊√n⌋ + 1; for one n and Threefry words, the
-  fixed-trip version of :mod:`dpjax.exact.table_samplers`);
+  fixed-trip version of :mod:`dpjax.exact.laws.discrete_gaussian`);
 * :func:`randomized_response` — keep the category iff a word is below an integer threshold,
   otherwise a uniform other category (Lemire's multiply-shift with rejection).
 
@@ -263,9 +263,9 @@ def discrete_laplace(words, shape, t, shift=0, budget=None):
     """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t), int64 of ``shape`` (CKS Algorithm 2's law).
 
     One (t, shift) for all records and Threefry words: the fixed-trip table sampler of
-    :mod:`dpjax.exact.table_samplers` (a few words per record); otherwise the state machine below."""
+    :mod:`dpjax.exact.laws.discrete_laplace` (a few words per record); otherwise the state machine below."""
     from dpjax.exact.bits import ThreefryWords
-    from dpjax.exact.table_samplers import threefry_laplace
+    from dpjax.exact.laws.discrete_laplace import threefry_laplace
 
     if isinstance(words, ThreefryWords) and budget is None and np.ndim(t) == 0 and np.ndim(shift) == 0:
         _check_range("t", np.asarray(t, np.uint64), 1, 2**32 - 1)
@@ -278,9 +278,9 @@ def discrete_laplace(words, shape, t, shift=0, budget=None):
 def discrete_gaussian(words, shape, n, budget=None):
     """Discrete Gaussian, pmf ∝ exp(−z²/(2n)), int64 of ``shape`` (CKS Algorithm 3).
 
-    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.table_samplers`."""
+    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.laws.discrete_gaussian`."""
     from dpjax.exact.bits import ThreefryWords
-    from dpjax.exact.table_samplers import threefry_gaussian
+    from dpjax.exact.laws.discrete_gaussian import threefry_gaussian
 
     if isinstance(words, ThreefryWords) and budget is None and np.ndim(n) == 0:
         _check_range("n (sigma^2)", np.asarray(n, np.uint64), 1, 2**24)
