@@ -11,7 +11,8 @@ from scipy import stats
 
 import accounting
 import dpjax
-from dpjax.exact import HostBits, ThreefryWords, cks
+from dpjax.exact import HostBits, ThreefryWords, cks, table_samplers
+from dpjax.exact.laws import boosted, discrete_gaussian, discrete_laplace, randomized_response
 
 # -- the integer samplers: chi-square goodness of fit ------------------------------------------------
 
@@ -47,9 +48,8 @@ CASES = {
 
 
 def _fast_gauss(words, shape, nvar):
-    from dpjax.exact import table_samplers
 
-    code = table_samplers.gaussian_code(words, shape[0], nvar)
+    code = discrete_gaussian.gaussian_code(words, shape[0], nvar)
     return jnp.where((code & 1) == 1, 10**6, code >> 8)  # a flagged record would fail the fit
 
 
@@ -157,7 +157,7 @@ def test_exact_tier_survives_the_attack(mech):
     assert np.all(lat.noise.log_prob(jnp.asarray(np.round(outs[1][:1000] / g)), 0.0) > -np.inf)
     scale = float(np.std(outs[0]))
     edges = np.linspace(-3 * scale, 3 * scale + 1, 13)
-    if hasattr(lat, "pure_epsilon"):  # Laplace: the lattice mechanism's pure ε, ⌈1/g⌉/t
+    if lat.pure_epsilon is not None:  # Laplace: the lattice mechanism's pure ε, ⌈1/g⌉/t
         eps = np.full(12, float(lat.pure_epsilon(1.0)))
     else:  # Gaussian: the largest privacy loss inside each interval, (2|y|Δ' + Δ'²)/(2σ'²) at Δ' = ⌈1/g⌉ g
         d = math.ceil(1.0 / g) * g
@@ -234,14 +234,13 @@ def test_exact_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("t,shift", [(3, 0), (7, 3), (5000, 0), (1 << 20, 0), (1 << 30, 0)])
 def test_fast_laplace_device_equals_exact_host_path(t, shift):
     """The device output is the host's exact function of the same word stream (record by record)."""
-    from dpjax.exact import table_samplers
 
     n = 64
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        z, flag = jax.jit(lambda: table_samplers.discrete_laplace_fast(words, n, t, shift))()
+        z, flag = jax.jit(lambda: discrete_laplace.discrete_laplace_fast(words, n, t, shift))()
         k0, k1 = int(words._k0), int(words._k1)
-    host = table_samplers.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: table_samplers.threefry_word(k0, k1, j, i), t, shift)
+    host = discrete_laplace.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: table_samplers.threefry_word(k0, k1, j, i), t, shift)
     np.testing.assert_array_equal(np.asarray(z), host)
     assert not np.asarray(flag).any()
 
@@ -251,34 +250,32 @@ def test_fast_laplace_tables_are_exact_floors():
     and J's table ends where P(J > j) < 2^-40."""
     import decimal
 
-    from dpjax.exact import table_samplers
 
     ctx = decimal.Context(prec=300)
     floor = lambda x, bits: int((x * 2**bits).to_integral_value(rounding=decimal.ROUND_FLOOR))  # noqa: E731
     for t in (5, 5000):
-        offsets, widths, m = table_samplers.chunk_layout(t, 0)
+        offsets, widths, m = discrete_laplace.chunk_layout(t, 0)
         q = ctx.exp(decimal.Decimal(-1) / t)
         R = ctx.exp(decimal.Decimal(-(2**m)) / t)
         tail = lambda j: 2 * q / (1 + q) * R**j  # noqa: E731  P(J > j) = P(Z ≠ 0) R^j
-        table = table_samplers.dl_icdf(t, 0)
+        table = discrete_laplace.dl_icdf(t, 0)
         for j in (0, 1, 7, len(table) - 2, len(table) - 1):
             assert int(table[j]) == floor(1 - tail(j), 63)
         assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
-        for (o, w), chunk in zip(zip(offsets, widths), table_samplers.dl_tables(t, 0)):
+        for (o, w), chunk in zip(zip(offsets, widths), discrete_laplace.dl_tables(t, 0)):
             r = q ** (2**o)
             for c in (0, 1, (1 << w) - 2):
                 assert int(chunk[c]) == floor((1 - r ** (c + 1)) / (1 - r ** (1 << w)), 64)
-    assert table_samplers.chunk_layout(5000, 0)[2] == 3 and table_samplers.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
+    assert discrete_laplace.chunk_layout(5000, 0)[2] == 3 and discrete_laplace.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
 
 
 def test_fast_laplace_tie_is_decided_by_further_words():
     """A word equal to a threshold T = ⌊2^64 F⌋ is decided by the next words: U = T/2^64 + 0 < F keeps
     the chunk at c; U just below (T+1)/2^64 > F moves it to c + 1 (F irrational)."""
-    from dpjax.exact import table_samplers
 
     t, shift = 5000, 0
-    (chunk,) = table_samplers.dl_tables(t, shift)
-    jtab = table_samplers.dl_icdf(t, shift)
+    (chunk,) = discrete_laplace.dl_tables(t, shift)
+    jtab = discrete_laplace.dl_icdf(t, shift)
     c = 2
     tie = int(chunk[c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
@@ -288,7 +285,7 @@ def test_fast_laplace_tie_is_decided_by_further_words():
             if j == 1:
                 return tie
             return ext  # extension words of word 1
-        assert table_samplers.exact_record(word, t, shift) == 1 + expect
+        assert discrete_laplace.exact_record(word, t, shift) == 1 + expect
 
 
 # -- the CLI's data releases default to the exact tier -----------------------------------------------
@@ -333,21 +330,20 @@ def test_cli_exact_refused_for_boosted_float_kept(capsys):
 def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
     """Words past J's table go to the host (forced for P(J > K) ≥ 2^-3 here): the release is unchanged, the
     noise being a function of each record's words whichever route finished it."""
-    from dpjax.exact import table_samplers
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.arange(-1000, 1000, dtype=jnp.int32)
     key = jax.random.key(4)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
+    caches = (discrete_laplace.dl_icdf, discrete_laplace.dl_guide)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
+    monkeypatch.setattr(discrete_laplace, "_DL_TAIL", 3)
     try:
         lat = mech.exact_lattice()
         with jax.enable_x64(True):
-            code = np.asarray(table_samplers.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
+            code = np.asarray(discrete_laplace.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
         assert (code & 1).sum() > 100  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
@@ -362,15 +358,14 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
 
 @pytest.mark.parametrize("nvar", [5, 2**22 + 77])
 def test_fast_gaussian_device_equals_exact_host_path(nvar):
-    from dpjax.exact import table_samplers
 
     n = 40
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(6), (n,))
-        code = np.asarray(jax.jit(lambda: table_samplers.gaussian_code(words, n, nvar))())
+        code = np.asarray(jax.jit(lambda: discrete_gaussian.gaussian_code(words, n, nvar))())
         k0, k1 = int(words._k0), int(words._k1)
     assert not (code & 1).any()
-    host = [table_samplers.exact_gaussian_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
+    host = [discrete_gaussian.exact_gaussian_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
     np.testing.assert_array_equal(code >> 8, host)
 
 
@@ -379,10 +374,9 @@ def test_fast_gaussian_icdf_table_is_exact():
     decimal sums, and the table ends where P(|Z| > K) < 2^-40."""
     import decimal
 
-    from dpjax.exact import table_samplers
 
     nvar = 1000
-    table = table_samplers.dg_icdf(nvar)
+    table = discrete_gaussian.dg_icdf(nvar)
     ctx = decimal.Context(prec=200)
     p = [ctx.exp(ctx.divide(decimal.Decimal(-k * k), decimal.Decimal(2 * nvar))) for k in range(3000)]
     s = ctx.add(p[0], ctx.multiply(decimal.Decimal(2), sum(p[1:], decimal.Decimal(0))))
@@ -399,25 +393,24 @@ def test_fast_gaussian_icdf_table_is_exact():
 @pytest.mark.slow
 def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
     """Words past the |Z| table go to the host (forced for P(|Z| > K) ≥ 2^-3 here): the same release."""
-    from dpjax.exact import table_samplers
 
     mech = dpjax.Gaussian(3.0)
     x = jnp.linspace(-50, 50, 100, dtype=jnp.float32)
     key = jax.random.key(8)
     plain = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
-    table_samplers.dg_icdf.cache_clear()
-    table_samplers.dg_guide.cache_clear()
+    discrete_gaussian.dg_icdf.cache_clear()
+    discrete_gaussian.dg_guide.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(table_samplers, "_DG_TAIL", 3)
+    monkeypatch.setattr(table_samplers, "ICDF_TAIL", 3)
     try:
         nvar = int(mech.exact_lattice().param)
         with jax.enable_x64(True):
-            code = np.asarray(table_samplers.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
+            code = np.asarray(discrete_gaussian.gaussian_code(ThreefryWords(key, (100,)), 100, nvar))
         assert (code & 1).sum() > 5  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
-        table_samplers.dg_icdf.cache_clear()
-        table_samplers.dg_guide.cache_clear()
+        discrete_gaussian.dg_icdf.cache_clear()
+        discrete_gaussian.dg_guide.cache_clear()
         jax.clear_caches()
     np.testing.assert_array_equal(plain, forced)
 
@@ -492,13 +485,12 @@ def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
 def test_randomized_response_host_completion_is_the_record_function(monkeypatch):
     """A rejected Lemire word (forced for about half the records here) is completed on the host with the
     record's next words: the release equals the host's exact function of every record's words."""
-    from dpjax.exact import table_samplers
     from dpjax.exact.bits import key_pair
 
     rr = dpjax.RandomizedResponse(0.5, 5)
     n = 300
     values = jnp.asarray(np.arange(n) % 5, jnp.int32)
-    monkeypatch.setattr(table_samplers, "rr_threshold", lambda k1: 1 << 63)
+    monkeypatch.setattr(randomized_response, "rr_threshold", lambda k1: 1 << 63)
     jax.clear_caches()
     try:
         out = np.asarray(dpjax.release(jax.random.key(3), values, rr, numerics="exact"))
@@ -507,7 +499,7 @@ def test_randomized_response_host_completion_is_the_record_function(monkeypatch)
     keep = int(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
-    host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
+    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
             for i in range(n)]
     np.testing.assert_array_equal(out, host)
     assert sum(table_samplers.threefry_word(k0, k1, 0, i) >= keep and table_samplers.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
@@ -529,17 +521,15 @@ def _prefix_cases():
 
 
 def _prefix_args(mech):
-    """(kind, t, shift, the sampler's 63-bit thresholds T) of a one-scale mechanism's exact lattice."""
-    from dpjax.exact import lattice, table_samplers
+    """(the one-scale sampler, its 63-bit thresholds T) of a one-scale mechanism's exact lattice."""
 
     lat = mech.exact_lattice()
-    if lat.sampler == "pb":
-        spec = lattice._pb_spec(lat.noise)
-        return "pb", spec, 0, table_samplers.pb_icdf(spec)
-    t, shift = int(lat.param), int(lat.shift)
-    if lat.sampler == "dg":
-        return "dg", t, shift, table_samplers.dg_icdf(t)
-    return "dl", t, shift, table_samplers.dl_icdf(t, shift)
+    sampler = lat.sampler.one_scale(lat, int(lat.param), int(lat.shift))
+    if isinstance(sampler, boosted.BoostedTable):
+        return sampler, boosted.pb_icdf(sampler.spec)
+    if isinstance(sampler, discrete_gaussian.DiscreteGaussianTable):
+        return sampler, discrete_gaussian.dg_icdf(sampler.nvar)
+    return sampler, discrete_laplace.dl_icdf(sampler.t, sampler.shift)
 
 
 #: two of the six mechanisms (discrete Laplace 3, discrete Gaussian 100) in the default suite
@@ -554,8 +544,8 @@ def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
     of the decided prefixes gives the entry."""
     from dpjax.exact import lattice
 
-    kind, t, shift, tab = _prefix_args(mech)
-    table = lattice._prefix_table(kind, t, shift)
+    sampler, tab = _prefix_args(mech)
+    table = lattice._prefix_table(sampler)
     assert table is not None and table.shape == (1 << 16,)
     assert np.all(np.diff(tab.astype(object)) >= 0)  # monotone: a count of thresholds below v
     p = np.arange(1 << 16, dtype=np.uint64)
@@ -569,7 +559,7 @@ def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
     rng = np.random.default_rng(1)
     inner = np.repeat(p[decided], 4) << np.uint64(48) | (rng.integers(0, 1 << 48, 4 * int(decided.sum()), dtype=np.uint64))
     with jax.enable_x64(True):
-        z, flag = lattice._table_noise(lattice._WordTable(inner[None, :]), kind, t, shift)
+        z, flag = sampler.noise(lattice._WordTable(inner[None, :]), None, ())
     assert not np.asarray(flag).any()
     np.testing.assert_array_equal(np.asarray(z), np.repeat(table[decided], 4))
 
@@ -579,8 +569,8 @@ def test_prefix_table_serves_only_where_it_decides_most_records():
     from dpjax.exact import lattice
 
     for mech in (dpjax.DiscreteLaplace(2000.0), dpjax.DiscreteGaussian(3000.0)):
-        kind, t, shift, _ = _prefix_args(mech)
-        assert lattice._prefix_table(kind, t, shift) is None
+        sampler, _ = _prefix_args(mech)
+        assert lattice._prefix_table(sampler) is None
 
 
 def _count_calls(monkeypatch, module, name):
@@ -620,17 +610,17 @@ def test_host_bits_release_with_host_completion(monkeypatch, tail, n, by_prefix)
     records, or a table that leaves too many prefixes open), or 16-bit prefixes whose undecided records complete their
     word. Records past J's table (forced: P(J > K) ≥ 2^-tail) are flagged by the sampler and continue on the host
     from their words and further fresh words: the law is still the discrete Laplace (χ²)."""
-    from dpjax.exact import lattice, table_samplers
+    from dpjax.exact import lattice
 
     rng = np.random.default_rng(tail)  # a seeded source: deterministic test
     bits = HostBits(lambda nbytes: rng.bytes(nbytes))
-    caches = (table_samplers.dl_icdf, table_samplers.dl_guide, lattice._prefix_table)
+    caches = (discrete_laplace.dl_icdf, discrete_laplace.dl_guide, lattice._prefix_table)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()  # the tables are constants of the compiled release
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", tail)
+    monkeypatch.setattr(discrete_laplace, "_DL_TAIL", tail)
     prefix = _count_calls(monkeypatch, lattice, "_prefix_release")
-    host = _count_calls(monkeypatch, table_samplers, "exact_record")
+    host = _count_calls(monkeypatch, discrete_laplace, "exact_record")
     try:
         out = np.asarray(dpjax.release(bits, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(3.0), numerics="exact"))
     finally:
@@ -706,19 +696,17 @@ def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers()
 
 
 def _per_record_host(key, t, shift):
-    from dpjax.exact import table_samplers
     from dpjax.exact.bits import key_pair
 
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
-    return [table_samplers.exact_per_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i]))
+    return [discrete_laplace.exact_per_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i]))
             for i in range(len(t))]
 
 
 def test_per_record_laplace_device_equals_exact_host_path():
     """Scales from 1/8 to 2^30 mixed record by record: the device's code is the host's exact function of each
     record's word stream (min{k : V < F(k)}, decided with further words against interval bounds of F)."""
-    from dpjax.exact import table_samplers
 
     base = [(1, 3), (7, 3), (3, 0), (5000, 0), (1 << 20, 0), ((1 << 21) - 5, 0), (1 << 30, 0), (123456789, 10)]
     n = 400
@@ -726,7 +714,7 @@ def test_per_record_laplace_device_equals_exact_host_path():
     shift = np.asarray([base[i % len(base)][1] for i in range(n)], np.uint64)
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        z, flag = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record(
+        z, flag = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record(
             words, jnp.asarray(t), jnp.asarray(shift)))())
     assert not flag.any()
     np.testing.assert_array_equal(z, _per_record_host(jax.random.key(3), t, shift))
@@ -739,7 +727,8 @@ def _per_record_discrete_laplace_fit(monkeypatch, n, scales, seed):
 
     calls = []
     real = lattice._per_record_lattice
-    monkeypatch.setattr(lattice, "_per_record_lattice", lambda *a, **k: calls.append(k.get("narrow", False)) or real(*a, **k))
+    monkeypatch.setattr(lattice, "_per_record_lattice",
+                        lambda *a, **k: calls.append(getattr(k["sampler"], "narrow", False)) or real(*a, **k))
     b = jnp.asarray(np.resize(scales, n))
     lat = dpjax.DiscreteLaplace(b).exact_lattice()
     assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
@@ -769,7 +758,6 @@ def test_per_record_discrete_laplace_float32_range_fits_its_law_1e6(monkeypatch)
 def test_per_record_host_completion_is_the_same_release(monkeypatch):
     """With an error bound 2^38 times the assumed one most records are flagged and completed on the host: the
     release equals the host's exact function of every record's words (device and host agree; the host path ran)."""
-    from dpjax.exact import table_samplers
 
     n = 300
     b = jnp.asarray(np.linspace(0.7, 900.0, n))
@@ -779,7 +767,7 @@ def test_per_record_host_completion_is_the_same_release(monkeypatch):
     try:
         with jax.enable_x64(True):
             words = ThreefryWords(jax.random.key(5), (n,))
-            _, flag = table_samplers.laplace_noise_per_record(words, jnp.asarray(np.asarray(lat.param)),
+            _, flag = discrete_laplace.laplace_noise_per_record(words, jnp.asarray(np.asarray(lat.param)),
                                                               jnp.asarray(np.asarray(lat.shift)))
         out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
                                        numerics="exact"))
@@ -803,12 +791,12 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
                             np.nextafter(np.ldexp(1.0, exps), np.inf), np.ldexp(1.0 + 2.0**-21, exps[:-1]),
                             np.ldexp(1.0 + 2.0**-20, exps[:-1]), [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1]])
     b = np.concatenate([edges, np.ldexp(rng.uniform(1.0, 2.0, 20000), rng.integers(-1002, 1023, 20000))])
-    assert b.min() >= lattice._DEVICE_LAPLACE_MIN
+    assert b.min() >= discrete_laplace.DEVICE_LAPLACE_MIN
     integer = (b >= 2.0**-40) & (b < 2.0**31)  # the discrete Laplace's range
     for bs, host, flag in ((b, lattice.laplace_lattice(b, DiscreteLaplace), False),
                            (b[integer], lattice.discrete_laplace_lattice(b[integer], DiscreteLaplace), True)):
         with jax.enable_x64(True):
-            t, shift, g = jax.jit(lambda x: lattice._laplace_lattice_bits(x, flag))(jnp.asarray(bs))
+            t, shift, g = jax.jit(lambda x: discrete_laplace.laplace_lattice_bits(x, flag))(jnp.asarray(bs))
         np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
         np.testing.assert_array_equal(np.asarray(shift), np.broadcast_to(host.shift, bs.shape))
         np.testing.assert_array_equal(np.asarray(g), np.broadcast_to(host.granularity, bs.shape))
@@ -858,7 +846,6 @@ def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch
 def test_per_record_randomized_response_with_many_distinct_epsilons():
     """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
     exact record function."""
-    from dpjax.exact import table_samplers
     from dpjax.exact.bits import key_pair
 
     n = 300
@@ -868,7 +855,7 @@ def test_per_record_randomized_response_with_many_distinct_epsilons():
     keep = np.asarray(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(2))))
-    host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
+    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
             for i in range(n)]
     np.testing.assert_array_equal(out, host)
 
@@ -909,7 +896,6 @@ def test_float64_transcendentals_are_within_the_assumed_error():
     uses, they are within 2^-50 here (the platform margin: 4× headroom)."""
     import mpmath
 
-    from dpjax.exact import table_samplers
 
     rng = np.random.default_rng(0)
     s = np.concatenate([rng.uniform(0, 1, 3000), 2.0 ** -rng.uniform(0, 63, 3000), 1 - 2.0 ** -rng.uniform(1, 52, 1000)])
@@ -934,7 +920,6 @@ def test_float32_transcendentals_are_within_the_assumed_error():
     arguments it uses (−λ for the scales 2^-5 … 2^5; r = q 2^32/((1 + q) W) from below e^-32 to 2^32, near 1 and
     near powers of two): measured against float64 (whose own error, ~2^-53, is negligible here), they are within
     2^-22 (16× headroom)."""
-    from dpjax.exact import table_samplers
 
     rng = np.random.default_rng(0)
     f32 = np.float32
@@ -976,7 +961,7 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     |Z| exactly as the float64 program and the host's exact function do, on random words and on words placed at
     the edges of its decisions (beside every c q^k where the floor of x changes, W = 1, 2, 3, 2^31); it leaves open
     the words within its error bound of an edge (many of the placed ones) and fewer than 2·10^-3 of random ones."""
-    from dpjax.exact import lattice, table_samplers
+    from dpjax.exact import lattice
     from dpjax.kernels.discrete_laplace import DiscreteLaplace
 
     rng = np.random.default_rng(5)
@@ -992,9 +977,9 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     t, shift = np.asarray(lat.param)[which], np.asarray(lat.shift)[which]
     with jax.enable_x64(True):
         src = lattice._WordTable(jnp.asarray(words[None, :]))
-        z32, open32 = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record32(
+        z32, open32 = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record32(
             src, jnp.asarray(t), jnp.asarray(shift)))())
-        z64, open64 = (np.asarray(a) for a in jax.jit(lambda: table_samplers.laplace_noise_per_record(
+        z64, open64 = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record(
             src, jnp.asarray(t), jnp.asarray(shift)))())
     both = ~open32 & ~open64
     assert both[: edge.size].sum() > 5000 and open32[: edge.size].sum() > 5000  # decided and open ones at the edges
@@ -1006,7 +991,7 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     small = np.flatnonzero((words[: edge.size] >> np.uint64(32) & np.uint64(0x7FFFFFFF)) >= np.uint64(2**31 - 3))
     near = np.concatenate([near[:: max(1, near.size // 150)], small])
     ext = lambda i: (lambda j: int(words[i]) if j == 0 else table_samplers.threefry_word(1, 2, j, int(i)))
-    host = [table_samplers.exact_per_record(ext(i), int(t[i]), int(shift[i])) for i in near]
+    host = [discrete_laplace.exact_per_record(ext(i), int(t[i]), int(shift[i])) for i in near]
     np.testing.assert_array_equal(np.where(open32[near], host, z32[near]), host)
 
 
@@ -1017,12 +1002,13 @@ def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_the
     the release is the host's exact function of every record's words. With the assumed bounds: bitwise the release of
     its host-built lattice (the float64 program on every record), Threefry and os.urandom words, int32 and float32
     answers."""
-    from dpjax.exact import lattice, table_samplers
+    from dpjax.exact import lattice
 
     calls = []
     real = lattice._per_record_lattice
     monkeypatch.setattr(lattice, "_per_record_lattice",
-                        lambda *a, **k: calls.append((k.get("narrow", False), a[2].shape[0])) or real(*a, **k))
+                        lambda *a, **k: calls.append((getattr(k["sampler"], "narrow", False), a[2].shape[0]))
+                        or real(*a, **k))
     n = 400
     b = jnp.asarray(np.linspace(0.04, 30.0, n))
     with jax.enable_x64(True):
@@ -1032,8 +1018,8 @@ def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_the
     monkeypatch.setattr(table_samplers, "TRANSCENDENTAL_ERROR", 2.0**-8)
     jax.clear_caches()
     host_runs = []
-    real_host = table_samplers.exact_per_record
-    monkeypatch.setattr(table_samplers, "exact_per_record", lambda *a: host_runs.append(1) or real_host(*a))
+    real_host = discrete_laplace.exact_per_record
+    monkeypatch.setattr(discrete_laplace, "exact_per_record", lambda *a: host_runs.append(1) or real_host(*a))
     try:
         out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), mech, numerics="exact"))
     finally:
@@ -1094,7 +1080,7 @@ def test_lattice_value_of_float_noise_is_the_integer_sums():
             for out_dt in (jnp.float32, jnp.float64):
                 want = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(v, z, g, False, out_dt))(v, z, g))
                 got = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(
-                    v, z.astype(jnp.float64), g, False, out_dt, lattice._reciprocal_pow2(g)))(v, z, g))
+                    v, z.astype(jnp.float64), g, False, out_dt, discrete_laplace.reciprocal_pow2(g)))(v, z, g))
                 np.testing.assert_array_equal(got, want)
 
 
@@ -1153,17 +1139,16 @@ def test_device_search_on_32_bit_halves(nvar):
     just above it) are decided by the low halves in a long table (exactly: |Z| = #{T ≤ v}, open only on a tie) and
     left open for the host in a short one (≤ EXACT_LOW_ABOVE thresholds); every decided record is the host's exact
     value, and the host completes the open ones to the same function of the word."""
-    from dpjax.exact import table_samplers
 
-    tab = table_samplers.dg_icdf(nvar)
+    tab = discrete_gaussian.dg_icdf(nvar)
     ks = np.linspace(0, tab.size - 1, 12).astype(np.int64)
     near = np.concatenate([tab[ks] - np.uint64(1), tab[ks], tab[ks] + np.uint64(1)])
     far = (tab[ks] & ~np.uint64(0xFFFFFFFF)) - np.uint64(1)  # below the threshold's high half: decided by it
     v = np.concatenate([near, far[far < tab[ks]]])
     u = np.concatenate([v, v | np.uint64(1 << 63)])  # both signs
     with jax.enable_x64(True):
-        z, flag = (np.asarray(a) for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *table_samplers.dg_guide(nvar)))
-    host = np.array([table_samplers.exact_gaussian_record(lambda j, w=int(w): w, nvar) for w in u])
+        z, flag = (np.asarray(a) for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *discrete_gaussian.dg_guide(nvar)))
+    host = np.array([discrete_gaussian.exact_gaussian_record(lambda j, w=int(w): w, nvar) for w in u])
     ties = np.isin(u & np.uint64((1 << 63) - 1), tab)  # (V against F: the further words decide)
     count = np.searchsorted(tab, u & np.uint64((1 << 63) - 1), side="right")
     np.testing.assert_array_equal(np.where(u >> np.uint64(63) == 1, -count, count)[~ties], host[~ties])
@@ -1181,15 +1166,14 @@ def test_host_completion_compiles_once_per_size_class(monkeypatch):
     (each count compiled its own small programs before, 0.1 s apiece: seconds per release)."""
     from jax._src import monitoring
 
-    from dpjax.exact import table_samplers
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.linspace(-100.0, 100.0, 1200, dtype=jnp.float32)  # float answers: the lattice value on the host side too
-    caches = (table_samplers.dl_icdf, table_samplers.dl_guide)
+    caches = (discrete_laplace.dl_icdf, discrete_laplace.dl_guide)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()
-    monkeypatch.setattr(table_samplers, "_DL_TAIL", 3)
+    monkeypatch.setattr(discrete_laplace, "_DL_TAIL", 3)
     compiled = []
 
     def listen(event, duration, **kwargs):
@@ -1204,7 +1188,7 @@ def test_host_completion_compiles_once_per_size_class(monkeypatch):
         finally:
             monitoring.unregister_event_duration_listener(listen)
         lat = mech.exact_lattice()
-        counts = [int((np.abs(np.round(o - np.round(x))) >= len(table_samplers.dl_icdf(int(lat.param), int(lat.shift)))).sum())
+        counts = [int((np.abs(np.round(o - np.round(x))) >= len(discrete_laplace.dl_icdf(int(lat.param), int(lat.shift)))).sum())
                   for o in (first, second)]
     finally:
         for f in caches:

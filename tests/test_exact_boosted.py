@@ -13,7 +13,7 @@ from scipy import stats
 
 import dpjax
 from dpjax.exact import ThreefryWords, table_samplers
-from dpjax.exact.lattice import _pb_spec
+from dpjax.exact.laws import boosted
 
 MECHS = {
     "dg(10) tau 5 rho .9": dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9),
@@ -54,13 +54,13 @@ def test_exact_boosted_release_fits_the_boosted_law(name):
 def test_exact_boosted_table_floors_are_exact():
     """T[k] = ⌊2^63 P(|N| ≤ k)⌋ against a 400-digit evaluation of the boosted law with the same keep."""
     mech = MECHS["dg(10) tau 5 rho .9"]
-    spec = _pb_spec(mech.exact_lattice().noise)
+    spec = boosted.boosted_spec(mech.exact_lattice().noise)
     keep = mpmath.mpf(spec[4]) / 2 ** spec[5]
     with mpmath.workdps(400):
         w = [mpmath.exp(-mpmath.mpf(k) ** 2 / 200) * (1 if k <= 5 else keep) for k in range(2000)]
         total = w[0] + 2 * mpmath.fsum(w[1:])
         cum = w[0]
-        tab = table_samplers.pb_icdf(spec)
+        tab = boosted.pb_icdf(spec)
         for k, t in enumerate(tab):
             if k:
                 cum += 2 * w[k]
@@ -71,13 +71,13 @@ def test_exact_boosted_table_floors_are_exact():
 @pytest.mark.parametrize("name", [pytest.param("dg(10) tau 5 rho .9", marks=pytest.mark.slow), "dl(7.5) tau 2.5 rho .8"])
 def test_exact_boosted_device_equals_host_record_function(name):
     """The device's code is the host's exact function of each record's word stream."""
-    spec = _pb_spec(MECHS[name].exact_lattice().noise)
+    spec = boosted.boosted_spec(MECHS[name].exact_lattice().noise)
     n = 300
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        code = np.asarray(jax.jit(lambda: table_samplers.boosted_code(words, n, spec))())
+        code = np.asarray(jax.jit(lambda: boosted.boosted_code(words, n, spec))())
         k0, k1 = int(words._k0), int(words._k1)
-    host = [table_samplers.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
+    host = [boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
     assert not (code & 1).any()
     np.testing.assert_array_equal(code >> 8, host)
 
@@ -87,19 +87,19 @@ def test_exact_boosted_host_completion_is_the_same_release(monkeypatch):
     """With the table cut where P(|N| > k) < 2^-2 a quarter of the records are completed on the host (further
     words against interval bounds): the release equals the host's exact record function everywhere."""
     mech = MECHS["dl(7.5) tau 2.5 rho .8"]
-    spec = _pb_spec(mech.exact_lattice().noise)
-    caches = (table_samplers.pb_icdf, table_samplers.pb_guide)
+    spec = boosted.boosted_spec(mech.exact_lattice().noise)
+    caches = (boosted.pb_icdf, boosted.pb_guide)
     for f in caches:
         f.cache_clear()
     jax.clear_caches()
-    monkeypatch.setattr(table_samplers, "_DG_TAIL", 2)
+    monkeypatch.setattr(table_samplers, "ICDF_TAIL", 2)
     try:
         n = 400
         out = np.asarray(dpjax.release(jax.random.key(4), jnp.zeros(n, jnp.int32), mech, numerics="exact"))
-        cut = len(table_samplers.pb_icdf(spec))
+        cut = len(boosted.pb_icdf(spec))
         with jax.enable_x64(True):
             k0, k1 = (int(w) for w in np.asarray(jax.random.bits(jax.random.key(4), (2,), jnp.uint32)))
-        host = [table_samplers.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
+        host = [boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
     finally:
         for f in caches:
             f.cache_clear()
@@ -119,7 +119,7 @@ def test_exact_boosted_accounts_the_mechanism_run():
     with jax.enable_x64(True):
         np.testing.assert_allclose(np.asarray(lat.log_prob(z, 0.0)), np.asarray(mech.log_prob(z, 0.0)), rtol=1e-6)
         np.testing.assert_array_equal(np.asarray(lat.neighbour_pairs(1.0)[1]), np.asarray(mech.neighbour_pairs(1.0)[1]))
-        spec = _pb_spec(lat.noise)
+        spec = boosted.boosted_spec(lat.noise)
         assert Fraction(spec[4], 1 << spec[5]) == Fraction(float(jnp.exp(lat.noise.log1m_boosting_rate)))
 
 

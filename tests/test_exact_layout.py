@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from dpjax.exact import lattice
+from dpjax.exact.laws import discrete_gaussian
+from dpjax.exact.laws.discrete_laplace import LaplaceScales
 
 
 def _primitives(jaxpr):
@@ -36,13 +38,13 @@ def test_release_programs_do_not_branch_on_the_values():
     with jax.enable_x64(True):
         for mech in (__import__("dpjax").Laplace(1.0), __import__("dpjax").Gaussian(3.0)):
             lat = mech.exact_lattice()
-            kind, t, g = lat.sampler, int(lat.param), float(lat.granularity)
-            prog = jax.make_jaxpr(lambda s, v, kind=kind, t=t, g=g: lattice._fast_lattice(
-                s, jnp.uint32(0), v, kind=kind, t=t, shift=0, g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)))
+            sampler, g = lat.sampler.one_scale(lat, int(lat.param), 0), float(lat.granularity)
+            prog = jax.make_jaxpr(lambda s, v, sampler=sampler, g=g: lattice._fast_lattice(
+                s, jnp.uint32(0), v, sampler=sampler, g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)))
             assert not {"cond", "while"} & _primitives(prog(pair, values)), mech
         b = jnp.linspace(0.5, 4.0, 4096)
         prog = jax.make_jaxpr(lambda s, v, b: lattice._per_record_lattice(
-            s, jnp.uint32(0), v, b, None, None, kind="lap", k1=0, small=True, unit=False,
+            s, jnp.uint32(0), v, (b,), None, sampler=LaplaceScales(small=True), unit=False,
             out_dtype=jnp.dtype(jnp.float32)))
         assert not {"cond", "while"} & _primitives(prog(pair, values, b))
 
@@ -86,7 +88,6 @@ def test_per_record_discrete_gaussian_is_the_one_scale_release_record_by_record(
     record's noise is that of its σ's release at its index; the flagged records (ties, past the table) are completed
     by the host's exact function, forced here by shortening the tables (``dg_icdf``)."""
     import dpjax
-    from dpjax.exact import table_samplers
 
     sig = 2.0 + 0.37 * np.arange(40)
     key = jax.random.key(4)
@@ -95,25 +96,24 @@ def test_per_record_discrete_gaussian_is_the_one_scale_release_record_by_record(
     for i in (7, 39):
         want = np.asarray(dpjax.release(key, x, dpjax.DiscreteGaussian(sig[i]), numerics="exact"))
         assert got[i] == want[i], i
-    full = table_samplers.dg_icdf
+    full = discrete_gaussian.dg_icdf
     short = {}
 
     def shortened(nvar):
         return short.setdefault(nvar, full(nvar)[:2])
 
-    lattice_tables = lattice.table_samplers
     try:
-        lattice_tables.dg_icdf = shortened  # (the host completion keeps the whole tables: its bounds decide)
+        discrete_gaussian.dg_icdf = shortened  # (the host completion keeps the whole tables: its bounds decide)
         cut = np.asarray(dpjax.release(key, x, dpjax.DiscreteGaussian(sig), numerics="exact"))
     finally:
-        lattice_tables.dg_icdf = full
+        discrete_gaussian.dg_icdf = full
     np.testing.assert_array_equal(cut, got)
 
 
 def test_per_record_discrete_gaussian_refuses_more_distinct_scales_than_tables(monkeypatch):
     import dpjax
 
-    monkeypatch.setattr(lattice, "DG_TABLES_MAX", 20)
+    monkeypatch.setattr(discrete_gaussian, "DG_TABLES_MAX", 20)
     with pytest.raises(ValueError, match="at most 20 distinct per-record sigma"):
         dpjax.release(jax.random.key(0), jnp.zeros(30, jnp.int32), dpjax.DiscreteGaussian(2.0 + 0.1 * np.arange(30)),
                       numerics="exact")

@@ -10,6 +10,7 @@ import pytest
 
 import dpjax
 from dpjax.exact import HostBits, lattice, table_samplers
+from dpjax.exact.laws import randomized_response
 from dpjax.exact.lattice import release_exact
 
 
@@ -17,13 +18,13 @@ from dpjax.exact.lattice import release_exact
 def tables(monkeypatch):
     """The tables the releases build (a list of _RRTable)."""
     built = []
-    init = lattice._RRTable.__init__
+    init = randomized_response.RRTable.__init__
 
     def spy(self, bits, k):
         init(self, bits, k)
         built.append(self)
 
-    monkeypatch.setattr(lattice._RRTable, "__init__", spy)
+    monkeypatch.setattr(randomized_response.RRTable, "__init__", spy)
     return built
 
 
@@ -69,7 +70,7 @@ def test_value_missed_by_the_sample_on_few_records_is_completed_on_the_host(tabl
     completes them with the value's own threshold; one table."""
     n = 40_000
     eps = np.resize(np.linspace(0.5, 3.0, 40), n)
-    eps[np.setdiff1d(np.arange(n), lattice._sample_positions(n))[[0, 1, 500]]] = 7.25
+    eps[np.setdiff1d(np.arange(n), randomized_response.sample_positions(n))[[0, 1, 500]]] = 7.25
     rr = dpjax.RandomizedResponse(eps, 4)
     x = jnp.asarray(np.arange(n) % 4, jnp.int32)
     key = jax.random.key(7)
@@ -83,7 +84,7 @@ def test_value_missed_by_the_sample_on_many_records_joins_the_table(tables):
     the missed value joins the table and the release runs again (the same words)."""
     n = 40_000
     eps = np.full(n, 2.0)
-    eps[lattice._sample_positions(n)] = 0.5
+    eps[randomized_response.sample_positions(n)] = 0.5
     rr = dpjax.RandomizedResponse(jnp.asarray(eps, jnp.float32), 3)
     x = jnp.asarray(np.arange(n) % 3, jnp.int32)
     key = jax.random.key(8)
@@ -102,7 +103,7 @@ def test_beyond_the_table_limit_the_host_lattice_runs(tables, monkeypatch):
     assert not tables
     # the sample sees 1 value, the records hold 1 + 20: past the limit once the missed values are known
     eps = np.resize(np.linspace(1.0, 3.0, 20), n)
-    eps[lattice._sample_positions(n)] = 0.5
+    eps[randomized_response.sample_positions(n)] = 0.5
     hidden = dpjax.RandomizedResponse(eps, 4)
     np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, hidden, numerics="exact")), _host_lattice(key, x, hidden))
     assert [t.bits.size for t in tables] == [1]
@@ -121,7 +122,7 @@ def test_a_wrong_table_key_is_caught_by_the_check(monkeypatch):
     """A table whose slot of ε = 2.0 names another ε: the device's equality check flags the records of 2.0, and
     the host completes them with their own threshold: the output is still bitwise the host lattice's. A wrong
     *threshold* is not caught by the check, and the comparison sees it (this test's comparison can fail)."""
-    init = lattice._RRTable.__init__
+    init = randomized_response.RRTable.__init__
     wrong, built = {}, []
 
     def corrupt(self, bits, k):
@@ -133,7 +134,7 @@ def test_a_wrong_table_key_is_caught_by_the_check(monkeypatch):
         else:
             self.table[1, two] = self.table[1, two] // np.uint64(2)
 
-    monkeypatch.setattr(lattice._RRTable, "__init__", corrupt)
+    monkeypatch.setattr(randomized_response.RRTable, "__init__", corrupt)
     n = 6000
     rr = dpjax.RandomizedResponse(np.resize(np.linspace(0.5, 3.0, 6), n), 4)  # 0.5, 1.0, ..., 3.0
     x = jnp.asarray(np.arange(n) % 4, jnp.int32)
@@ -156,7 +157,7 @@ def test_lemire_rejections_take_their_thresholds_from_the_table(monkeypatch):
     rr = dpjax.RandomizedResponse(eps, 5)
     x = jnp.asarray(np.arange(n) % 5, jnp.int32)
     key = jax.random.key(11)
-    monkeypatch.setattr(table_samplers, "rr_threshold", lambda k1: 1 << 63)
+    monkeypatch.setattr(randomized_response, "rr_threshold", lambda k1: 1 << 63)
     jax.clear_caches()
     try:
         got = np.asarray(dpjax.release(key, x, rr, numerics="exact"))
@@ -167,7 +168,7 @@ def test_lemire_rejections_take_their_thresholds_from_the_table(monkeypatch):
     keep = np.asarray(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
-    host = [table_samplers.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(x[i]),
+    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(x[i]),
                                            int(keep[i]), 4) for i in range(n)]
     np.testing.assert_array_equal(got, host)
 
@@ -195,11 +196,11 @@ def test_epsilon_sample_sees_every_tier_of_a_repeating_layout_and_spreads():
     record), and no gap above 4 × size/4096 (tiers in blocks). (A stride of size // 4096 saw one of two
     alternating tiers at 20 000 records; the golden-ratio sequence alone, 543 of 1000 at 10^7.)"""
     for size in (20_000, 10**6, 10**7, 12_345_600, 2**24, 429_496_731, 2**32 - 100):
-        p = lattice._sample_positions(size)
+        p = randomized_response.sample_positions(size)
         assert p.size == 4096 and p.min() >= 0 and p.max() < size
         gaps = np.diff(np.r_[np.sort(p), p.min() + size])
         assert gaps.max() <= 4 * size / 4096, size
         for period in (2, 3, 7, 40, 300, 1000, 4096):
             if size % period == 0:
                 assert np.unique(p % period).size == period, (size, period)
-    np.testing.assert_array_equal(lattice._sample_positions(100), np.arange(100))
+    np.testing.assert_array_equal(randomized_response.sample_positions(100), np.arange(100))

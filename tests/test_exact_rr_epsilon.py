@@ -6,7 +6,7 @@ import mpmath
 import numpy as np
 
 import dpjax
-from dpjax.exact.lattice import _rr_keep
+from dpjax.exact.laws.randomized_response import rr_keep as _rr_keep
 
 
 def test_reported_epsilon_is_at_least_the_thresholds_true_epsilon():

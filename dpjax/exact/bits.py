@@ -78,7 +78,7 @@ class ThreefryWords(_CounterWords):
 class GroupWords(_CounterWords):
     """Word ``j`` of every entry under its own key pair: ``(w0 << 32) | w1`` of
     ``threefry2x32((k0[i], k1[i]), (j, elements[i]))`` — :class:`ThreefryWords` addressed by (pair, element)
-    instead of (key, record), for the samplers of :mod:`dpjax.exact.table_samplers` (``records``: the elements,
+    instead of (key, record), for the table samplers of :mod:`dpjax.exact.laws` (``records``: the elements,
     the counter's second word). ``k0``, ``k1``, ``elements``: ``uint32`` arrays of one shape. On the host, word
     ``j`` of entry ``i`` is ``table_samplers.threefry_word(k0[i], k1[i], j, elements[i])``."""
 

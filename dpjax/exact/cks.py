@@ -7,10 +7,10 @@ with integer comparisons only (no float enters an accept/reject decision):
 * :func:`bernoulli_exp` — Bernoulli(exp(−x)) for rational ``x = num/den`` (CKS Algorithm 1,
   with ``⌊x⌋`` Bernoulli(e⁻¹) factors for x > 1);
 * :func:`discrete_laplace` — pmf ∝ exp(−|z|·s/t) for integers t, s = 2^shift (CKS Algorithm 2;
-  for one scale and Threefry words, the fixed-trip table sampler of :mod:`dpjax.exact.table_samplers`);
+  for one scale and Threefry words, the fixed-trip table sampler of :mod:`dpjax.exact.laws.discrete_laplace`);
 * :func:`discrete_gaussian` — pmf ∝ exp(−z²/(2n)) for an integer variance n (CKS Algorithm 3,
   rejection from the discrete Laplace of scale t = ⌊√n⌋ + 1; for one n and Threefry words, the
-  fixed-trip version of :mod:`dpjax.exact.table_samplers`);
+  fixed-trip version of :mod:`dpjax.exact.laws.discrete_gaussian`);
 * :func:`randomized_response` — keep the category iff a word is below an integer threshold,
   otherwise a uniform other category (Lemire's multiply-shift with rejection).
 
@@ -35,14 +35,17 @@ are charged to δ in :mod:`docs/threat-model.md` (zero in float64).
 
 from __future__ import annotations
 
+import abc
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dpjax.exact.bits import _M32, mul_128
 
-__all__ = ["bernoulli_exp", "discrete_laplace", "discrete_gaussian", "randomized_response", "run_machine",
-           "DEFAULT_BUDGET"]
+__all__ = ["bernoulli_exp", "discrete_laplace", "discrete_gaussian", "randomized_response", "run_machine", "Machine",
+           "BernoulliExpMachine", "DiscreteLaplaceMachine", "DiscreteGaussianMachine", "RandomizedResponseMachine"]
 
 U64 = jnp.uint64
 _K_CAP = np.uint64(1 << 13)
@@ -51,10 +54,6 @@ DG_Y_MAX = 1 << 19
 
 # phases
 _U, _D, _V, _SIGN, _INT, _FRAC, _RR_KEEP, _RR_OTHER, _DONE = range(9)
-
-#: steps of the lock-step batch before the straggler stages (a discrete Laplace needs about 8 on average)
-DEFAULT_BUDGET = {"dl": 16, "dg": 24, "bexp": 8, "rr": 2}
-
 
 def _u(x):
     return jnp.asarray(x, U64)
@@ -89,17 +88,37 @@ def _init(shape, phase, **fields):
     return s
 
 
-def _step(kind, params, s, u):
-    """One step of the machine ``kind`` ("dl", "dg", "bexp", "rr") on word ``u`` for every record."""
-    ph = s["phase"]
-    new = _State(s)
+def _setter(new):
+    """``setw(mask, **fields)``: set the fields of the records ``mask`` in the state ``new``."""
 
     def setw(mask, **fields):
         for name, value in fields.items():
             new[name] = jnp.where(mask, jnp.asarray(value).astype(new[name].dtype), new[name])
 
-    one32 = np.uint64(1)
-    if kind == "rr":
+    return setw
+
+
+class Machine(abc.ABC):
+    """One CKS state machine: its step on one word for every record, and its lock-step budget."""
+
+    #: steps of the lock-step batch before the straggler stages
+    budget: ClassVar[int]
+
+    @abc.abstractmethod
+    def step(self, params, s, u):
+        """The state after one step on the words ``u`` (one per record) from the state ``s``."""
+
+
+class RandomizedResponseMachine(Machine):
+    """Randomized response: keep the value iff the word is below the threshold, else a uniform other category by
+    Lemire's multiply-shift on the low 32 bits (rejected: the next word)."""
+
+    budget = 2
+
+    def step(self, params, s, u):
+        ph = s["phase"]
+        new = _State(s)
+        setw = _setter(new)
         keep_thr, kcat, lemire = params["keep"], params["k1"], params["thr"]
         at = ph == _RR_KEEP
         keep = u < keep_thr
@@ -113,18 +132,66 @@ def _step(kind, params, s, u):
         setw(at & ok, out=other, phase=_DONE)
         return new
 
-    # Algorithm 1 sub-machine, shared by phases D, V, INT, FRAC: A_k ~ Bernoulli(p0 / (d0 * k))
-    kk = jnp.minimum(s["k"], _K_CAP)
-    one, zero, resid = bernoulli_step(u, s["res"], s["d0"] * kk)
-    alg1 = (ph == _D) | (ph == _V) | (ph == _INT) | (ph == _FRAC)
-    cont = alg1 & one
-    setw(cont, k=s["k"] + one32, res=s["p0"])
-    setw(alg1 & ~one & ~zero, res=resid)
-    fin = alg1 & zero
-    odd = (s["k"] & one32) == one32  # Algorithm 1 returns 1 iff K is odd
-    start_e1 = dict(k=np.uint64(2), res=one32, p0=one32, d0=one32)  # Bernoulli(e^-1): A_1 = 1 always
 
-    if kind in ("dl", "dg"):
+class BernoulliExpMachine(Machine):
+    """Bernoulli(exp(−num/den)) (CKS Algorithm 1): phases INT (⌊x⌋ Bernoulli(e⁻¹) factors) and FRAC
+    (Bernoulli(exp(−rem/den))), on the Algorithm 1 sub-machine the other machines share."""
+
+    budget = 8
+
+    def step(self, params, s, u):
+        new = _State(s)
+        setw = _setter(new)
+        one32 = np.uint64(1)
+        ph = s["phase"]
+        # Algorithm 1 sub-machine, shared by phases D, V, INT, FRAC: A_k ~ Bernoulli(p0 / (d0 * k))
+        kk = jnp.minimum(s["k"], _K_CAP)
+        one, zero, resid = bernoulli_step(u, s["res"], s["d0"] * kk)
+        alg1 = (ph == _D) | (ph == _V) | (ph == _INT) | (ph == _FRAC)
+        cont = alg1 & one
+        setw(cont, k=s["k"] + one32, res=s["p0"])
+        setw(alg1 & ~one & ~zero, res=resid)
+        fin = alg1 & zero
+        odd = (s["k"] & one32) == one32  # Algorithm 1 returns 1 iff K is odd
+        start_e1 = dict(k=np.uint64(2), res=one32, p0=one32, d0=one32)  # Bernoulli(e^-1): A_1 = 1 always
+        self._propose(params, s, u, setw, fin, odd, start_e1)
+        self._accept(params, s, setw, fin, odd, start_e1)
+        return new
+
+    def _propose(self, params, s, u, setw, fin, odd, start_e1):
+        """The phases before the acceptance (none: the Bernoulli starts in INT or FRAC)."""
+
+    #: the phase a failed acceptance goes to (done, output 0: the Bernoulli's 0)
+    _fail = _DONE
+
+    def _success(self, s):
+        """The output of an accepted record."""
+        return 1
+
+    def _accept(self, params, s, setw, fin, odd, start_e1):
+        """INT: ⌊γ⌋ Bernoulli(e⁻¹) factors; FRAC: Bernoulli(exp(−rem/den))."""
+        one32 = np.uint64(1)
+        ph = s["phase"]
+        fail = jnp.int32(self._fail)
+        at = fin & (ph == _INT)
+        last = s["count"] == one32
+        setw(at & odd & ~last, count=s["count"] - one32, **start_e1)
+        setw(at & odd & last, count=np.uint64(0), phase=_FRAC, k=one32, res=s["rem"], p0=s["rem"], d0=params["den"])
+        setw(at & ~odd, phase=fail, out=0)
+        at = fin & (ph == _FRAC)
+        setw(at & odd, phase=_DONE, out=self._success(s))
+        setw(at & ~odd, phase=fail, out=0)
+
+
+class DiscreteLaplaceMachine(BernoulliExpMachine):
+    """The discrete Laplace (CKS Algorithm 2): U uniform on [0, t), D ~ Bernoulli(exp(−U/t)), V Bernoulli(e⁻¹)
+    successes, a sign; the output at the sign (no acceptance phases)."""
+
+    budget = 16
+
+    def _propose(self, params, s, u, setw, fin, odd, start_e1):
+        one32 = np.uint64(1)
+        ph = s["phase"]
         t, shift = params["t"], params["shift"]
         # U: uniform on {0..t-1} from the low 32 bits (Lemire), retried with the next word if rejected
         at = ph == _U
@@ -146,56 +213,65 @@ def _step(kind, params, s, u):
         bad = neg & (y == np.uint64(0))
         z = jnp.where(neg, -(y.astype(jnp.int64)), y.astype(jnp.int64))
         setw(at & bad, phase=_U)
-        if kind == "dl":
-            setw(at & ~bad, out=z, phase=_DONE)
-        else:
-            n, den = params["n"], params["den"]
-            far = y >= np.uint64(DG_Y_MAX)
-            setw(at & ~bad & far, phase=_U)
-            yc = jnp.minimum(y, np.uint64(DG_Y_MAX))
-            yt = yc * t
-            a = jnp.where(yt >= n, yt - n, n - yt)  # |(|y| t − n)|
-            num = a * a
-            qi = num // den
-            rem = num - qi * den
-            go = at & ~bad & ~far
-            setw(go, Y=z, count=qi, rem=rem)
-            setw(go & (qi > np.uint64(0)), phase=_INT, **start_e1)
-            setw(go & (qi == np.uint64(0)), phase=_FRAC, k=one32, res=rem, p0=rem, d0=den)
-    if kind == "dl":
-        return new
-    # INT: floor(gamma) Bernoulli(e^-1) factors; FRAC: Bernoulli(exp(-rem/den))
-    fail = jnp.int32(_U) if kind == "dg" else jnp.int32(_DONE)
-    at = fin & (ph == _INT)
-    last = s["count"] == one32
-    setw(at & odd & ~last, count=s["count"] - one32, **start_e1)
-    setw(at & odd & last, count=np.uint64(0), phase=_FRAC, k=one32, res=s["rem"], p0=s["rem"], d0=params["den"])
-    setw(at & ~odd, phase=fail, out=0)
-    at = fin & (ph == _FRAC)
-    setw(at & odd, phase=_DONE, out=s["Y"] if kind == "dg" else 1)
-    setw(at & ~odd, phase=fail, out=0)
-    return new
+        self._signed(params, setw, at & ~bad, y, z, start_e1)
+
+    def _signed(self, params, setw, at, y, z, start_e1):
+        """The records ``at`` whose signed draw ``z`` (|z| = ``y``) is accepted by the sign step."""
+        setw(at, out=z, phase=_DONE)
+
+    def _accept(self, params, s, setw, fin, odd, start_e1):
+        """(No acceptance phases: the discrete Laplace is done at its sign.)"""
 
 
-def _advance(kind, params, state, words, records, steps):
+class DiscreteGaussianMachine(DiscreteLaplaceMachine):
+    """The discrete Gaussian (CKS Algorithm 3): a discrete Laplace proposal of scale t = ⌊√n⌋ + 1, accepted with
+    probability exp(−(|y| t − n)²/(2nt²)) by the INT and FRAC phases (a rejection draws a new proposal)."""
+
+    budget = 24
+    _fail = _U
+
+    def _success(self, s):
+        return s["Y"]
+
+    def _signed(self, params, setw, at, y, z, start_e1):
+        one32 = np.uint64(1)
+        t, n, den = params["t"], params["n"], params["den"]
+        far = y >= np.uint64(DG_Y_MAX)
+        setw(at & far, phase=_U)
+        yc = jnp.minimum(y, np.uint64(DG_Y_MAX))
+        yt = yc * t
+        a = jnp.where(yt >= n, yt - n, n - yt)  # |(|y| t − n)|
+        num = a * a
+        qi = num // den
+        rem = num - qi * den
+        go = at & ~far
+        setw(go, Y=z, count=qi, rem=rem)
+        setw(go & (qi > np.uint64(0)), phase=_INT, **start_e1)
+        setw(go & (qi == np.uint64(0)), phase=_FRAC, k=one32, res=rem, p0=rem, d0=den)
+
+    _accept = BernoulliExpMachine._accept
+
+
+def _advance(machine, params, state, words, records, steps):
     """``steps`` lock-step steps; word j of a record is ``words(state['j'], records)``."""
 
     def step(_, s):
         u = words(s["j"], records)
-        nxt = _step(kind, params, s, u)
+        nxt = machine.step(params, s, u)
         nxt["j"] = s["j"] + (s["phase"] != _DONE).astype(jnp.uint32)
         return nxt
 
     return jax.lax.fori_loop(0, steps, step, state)
 
 
-def run_machine(kind, params, state, words, budget, records=None):
+def run_machine(machine, params, state, words, budget, records=None):
     """Run the machines until all are done: the oversampled lock-step batch, then the stragglers.
 
     ``budget`` steps run on every record; the records still running are then gathered
     (``jnp.nonzero`` with a static size, a sixteenth of the batch) and stepped on their own,
-    ``budget`` steps at a time, in a ``while_loop`` until every record is done. Each record carries its own word counter ``j``: word j of record
-    i is ``words(j, i)``, so the output does not depend on which stage ran which step.
+    ``budget`` steps at a time, in a ``while_loop`` until every record is done. Each record carries its own word
+    counter ``j``: word j of record i is ``words(j, i)``, so the output does not depend on which stage ran which
+    step. ``machine``: a :class:`Machine`.
     """
     shape = state["phase"].shape
     n = int(np.prod(shape))
@@ -205,7 +281,7 @@ def run_machine(kind, params, state, words, budget, records=None):
         records = words.records
     records = jnp.broadcast_to(records, shape).reshape(-1)
     flat["j"] = jnp.zeros((n,), jnp.uint32)
-    flat = _advance(kind, fparams, flat, words, records, budget)
+    flat = _advance(machine, fparams, flat, words, records, budget)
 
     def stage(full, size, steps):
         running = full["phase"] != _DONE
@@ -215,7 +291,7 @@ def run_machine(kind, params, state, words, budget, records=None):
         sub = jax.tree_util.tree_map(lambda x: x[safe], full)
         sub["phase"] = jnp.where(valid, sub["phase"], _DONE)
         sp = jax.tree_util.tree_map(lambda x: x[safe], fparams)
-        sub = _advance(kind, sp, sub, words, records[safe], steps)
+        sub = _advance(machine, sp, sub, words, records[safe], steps)
         return jax.tree_util.tree_map(lambda x, y: x.at[idx].set(y, mode="drop"), full, sub)
 
     small = min(n, max(n // 16, 1024))
@@ -240,7 +316,8 @@ def laplace_params(t, shift, shape):
     """Parameters of the discrete Laplace machine: scale t / 2^shift (t < 2^32 integer)."""
     t = np.asarray(t, np.uint64)
     _check_range("t", t, 1, 2**32 - 1)
-    return {"t": jnp.asarray(np.broadcast_to(t, shape)), "shift": jnp.asarray(np.broadcast_to(np.asarray(shift, np.uint64), shape)),
+    return {"t": jnp.asarray(np.broadcast_to(t, shape)),
+            "shift": jnp.asarray(np.broadcast_to(np.asarray(shift, np.uint64), shape)),
             "thr": jnp.asarray(np.broadcast_to(lemire_threshold(t), shape))}
 
 
@@ -263,30 +340,32 @@ def discrete_laplace(words, shape, t, shift=0, budget=None):
     """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t), int64 of ``shape`` (CKS Algorithm 2's law).
 
     One (t, shift) for all records and Threefry words: the fixed-trip table sampler of
-    :mod:`dpjax.exact.table_samplers` (a few words per record); otherwise the state machine below."""
+    :mod:`dpjax.exact.laws.discrete_laplace` (a few words per record); otherwise the state machine below."""
     from dpjax.exact.bits import ThreefryWords
-    from dpjax.exact.table_samplers import threefry_laplace
+    from dpjax.exact.laws.discrete_laplace import threefry_laplace
 
     if isinstance(words, ThreefryWords) and budget is None and np.ndim(t) == 0 and np.ndim(shift) == 0:
         _check_range("t", np.asarray(t, np.uint64), 1, 2**32 - 1)
         n = int(np.prod(shape))
         return threefry_laplace(words, n, int(t), int(shift)).reshape(shape)
     params = laplace_params(t, shift, shape)
-    return run_machine("dl", params, _init(shape, _U), words, DEFAULT_BUDGET["dl"] if budget is None else budget)
+    machine = DiscreteLaplaceMachine()
+    return run_machine(machine, params, _init(shape, _U), words, machine.budget if budget is None else budget)
 
 
 def discrete_gaussian(words, shape, n, budget=None):
     """Discrete Gaussian, pmf ∝ exp(−z²/(2n)), int64 of ``shape`` (CKS Algorithm 3).
 
-    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.table_samplers`."""
+    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.laws.discrete_gaussian`."""
     from dpjax.exact.bits import ThreefryWords
-    from dpjax.exact.table_samplers import threefry_gaussian
+    from dpjax.exact.laws.discrete_gaussian import threefry_gaussian
 
     if isinstance(words, ThreefryWords) and budget is None and np.ndim(n) == 0:
         _check_range("n (sigma^2)", np.asarray(n, np.uint64), 1, 2**24)
         return threefry_gaussian(words, int(np.prod(shape)), int(n)).reshape(shape)
     params = gaussian_params(n, shape)
-    return run_machine("dg", params, _init(shape, _U), words, DEFAULT_BUDGET["dg"] if budget is None else budget)
+    machine = DiscreteGaussianMachine()
+    return run_machine(machine, params, _init(shape, _U), words, machine.budget if budget is None else budget)
 
 
 def bernoulli_exp(words, shape, num, den, budget=None):
@@ -304,7 +383,8 @@ def bernoulli_exp(words, shape, num, den, budget=None):
     s["phase"] = jnp.where(intp, _INT, _FRAC).astype(jnp.int32)
     for name, v in (("k", 2), ("res", 1), ("p0", 1), ("d0", 1)):
         s[name] = jnp.where(intp, np.uint64(v), s[name])
-    return run_machine("bexp", params, s, words, DEFAULT_BUDGET["bexp"] if budget is None else budget)
+    machine = BernoulliExpMachine()
+    return run_machine(machine, params, s, words, machine.budget if budget is None else budget)
 
 
 def randomized_response(words, value, keep_threshold, num_categories, budget=None):
@@ -313,6 +393,7 @@ def randomized_response(words, value, keep_threshold, num_categories, budget=Non
     shape = jnp.shape(value)
     k1 = np.asarray(num_categories, np.uint64) - np.uint64(1)
     params = {"keep": jnp.asarray(np.broadcast_to(np.asarray(keep_threshold, np.uint64), shape)),
-              "k1": jnp.asarray(np.broadcast_to(k1, shape)), "thr": jnp.asarray(np.broadcast_to(lemire_threshold(k1), shape)),
-              "value": jnp.asarray(value, jnp.int64)}
-    return run_machine("rr", params, _init(shape, _RR_KEEP), words, DEFAULT_BUDGET["rr"] if budget is None else budget)
+              "k1": jnp.asarray(np.broadcast_to(k1, shape)),
+              "thr": jnp.asarray(np.broadcast_to(lemire_threshold(k1), shape)), "value": jnp.asarray(value, jnp.int64)}
+    machine = RandomizedResponseMachine()
+    return run_machine(machine, params, _init(shape, _RR_KEEP), words, machine.budget if budget is None else budget)

@@ -11,9 +11,9 @@ r"""Exact releases on a data-independent lattice (the float attack of Mironov 20
    post-processing of k + N; in float32 large lattice indices round to coarser points of gℤ).
 
 The set of possible outputs is gℤ whatever the data, so no output can rule out an input (the
-attack on float samplers: Mironov, "On Significance of the Least Significant Bits for Differential Privacy", ACM CCS 2012). Rounding moves two
-answers at distance ≤ Δ to lattice indices at distance ≤ ⌈Δ/g⌉ (≤ Δ/g + 1, i.e. the
-sensitivity is charged as Δ + g, exactly Δ/g when g divides Δ), and the integer noise is
+attack on float samplers: Mironov, "On Significance of the Least Significant Bits for Differential Privacy",
+ACM CCS 2012). Rounding moves two answers at distance ≤ Δ to lattice indices at distance ≤ ⌈Δ/g⌉ (≤ Δ/g + 1,
+i.e. the sensitivity is charged as Δ + g, exactly Δ/g when g divides Δ), and the integer noise is
 run at a scale rounded *up* to integers. :class:`ExactLattice` reports both: its accounting
 view is the integer kernel (``noise``) at the lattice sensitivity ⌈Δ/g⌉, so
 ``accounting.pld(mech.exact_lattice(), sensitivity=Δ)`` is the privacy of what ran.
@@ -29,7 +29,6 @@ integer (discrete Gaussian); randomized response keeps with probability T/2^64 (
 
 from __future__ import annotations
 
-import decimal
 import functools
 import math
 from fractions import Fraction
@@ -40,6 +39,14 @@ import numpy as np
 
 from dpjax.exact import table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
+from dpjax.exact.laws.boosted import BoostedSampler
+from dpjax.exact.laws.discrete_gaussian import DiscreteGaussianSampler
+from dpjax.exact.laws.discrete_laplace import (DEVICE_LAPLACE_MIN, LAPLACE_BITS, DiscreteLaplaceSampler,
+                                               LaplaceScales, float32_range)
+from dpjax.exact.laws.randomized_response import (RR_TABLE_MAX, RandomizedResponseLookup,
+                                                  RandomizedResponseSampler, RRTable, TableMiss, rr_keep,
+                                                  sample_positions)
+from dpjax.exact.sampler import IntegerSampler, LatticeSampler, padded, take
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float
 from dpjax.pytree import pytree_dataclass, static_field
 from dpjax.random import MAX_RECORDS, check_key
@@ -49,18 +56,16 @@ from dpjax.validation import check_finite_values, check_int, is_traced
 __all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
            "boosted_lattice", "release_exact", "check_index_range", "LAPLACE_BITS", "GAUSSIAN_BITS"]
 
-#: the lattice scale of the Laplace noise is in [2^LAPLACE_BITS, 2^(LAPLACE_BITS+1)]
-LAPLACE_BITS = 20
 #: the lattice σ of the Gaussian noise is in (2^(GAUSSIAN_BITS−1), 2^GAUSSIAN_BITS] (σ² ≤ 2^24)
 GAUSSIAN_BITS = 12
 #: lattice indices |x/g| must stay below this (int64 arithmetic with room for the noise)
 _INDEX_MAX = 2.0**62
 
 
-
 def _concrete(name, x):
     if is_traced(x):
-        raise ValueError(f"numerics='exact' needs concrete parameters: {name} is traced (build the mechanism outside jit)")
+        raise ValueError(f"numerics='exact' needs concrete parameters: {name} is traced (build the mechanism "
+                         "outside jit)")
     return np.asarray(x, np.float64)
 
 
@@ -73,7 +78,9 @@ class ExactLattice(Mechanism):
     (``log_prob``, ``cdf``, ``hockey_stick``, ``pure_epsilon``, …) are those of ``noise`` in
     *lattice units* (outputs y/g, answers ⌊x/g + ½⌋), and ``neighbour_pairs(Δ)`` turns the
     sensitivity Δ of the real answers into the lattice sensitivity ⌈Δ/g⌉: the accountant
-    reports the privacy of the mechanism actually run, rounding included.
+    reports the privacy of the mechanism actually run, rounding included. ``param`` and ``shift`` are the integer
+    noise's parameters (one, or one per record), ``sampler`` its law
+    (:class:`~dpjax.exact.sampler.LatticeSampler`), which gives the integer sampler of each layout.
     Built by ``mech.exact_lattice()``; not meant to be constructed by hand.
     """
 
@@ -81,7 +88,7 @@ class ExactLattice(Mechanism):
     granularity: jax.Array
     param: jax.Array
     shift: jax.Array
-    sampler: str = static_field(default="dl")
+    sampler: LatticeSampler = static_field()
 
     discrete = True
 
@@ -116,9 +123,7 @@ class ExactLattice(Mechanism):
 
     def lattice_sensitivity(self, sensitivity):
         """⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for randomized response."""
-        if self.sampler == "rr":
-            return sensitivity
-        return jnp.ceil(jnp.asarray(sensitivity) / jnp.asarray(self.granularity))
+        return self.sampler.lattice_sensitivity(sensitivity, self.granularity)
 
     def neighbour_pairs(self, sensitivity=1.0):
         return self.noise.neighbour_pairs(self.lattice_sensitivity(sensitivity))
@@ -136,7 +141,7 @@ class ExactLattice(Mechanism):
         return self.noise.privacy_loss(y, value, neighbour_value)
 
     def validate_values(self, values):
-        if self.sampler in ("rr", "pb"):
+        if self.sampler.checks_values:
             self.noise.validate_values(values)
 
     def sample_records(self, key, value, start=0):
@@ -152,16 +157,21 @@ def check_index_range(lat, values) -> None:
     that the processes agree on the refusal (:mod:`dpjax.multihost`)."""
     values = np.asarray(values)
     g = np.asarray(lat.granularity, np.float64)
-    if lat.sampler == "rr" or not values.size or (np.issubdtype(values.dtype, np.integer) and np.all(g == 1.0)):
+    if lat.sampler.categorical or not values.size or (np.issubdtype(values.dtype, np.integer) and np.all(g == 1.0)):
         return
+    _refuse_off_index(values, g)
+
+
+def _refuse_off_index(values, g):
+    """Refuse answers ``values`` (numpy, not empty) whose lattice index |value| / g reaches 2**62."""
     if np.max(np.abs(values.astype(np.float64)) / g) >= _INDEX_MAX:
         raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                         f"(granularity {g.min()}), got {np.abs(values).max()}")
+                         f"(granularity {np.min(g)}), got {np.max(np.abs(values))}")
 
 
 def _make(noise, granularity, param, shift, sampler):
-    return ExactLattice(noise=noise, granularity=np.asarray(granularity, np.float64), param=np.asarray(param, np.uint64),
-               shift=np.asarray(shift, np.uint64), sampler=sampler)
+    return ExactLattice(noise=noise, granularity=np.asarray(granularity, np.float64),
+                        param=np.asarray(param, np.uint64), shift=np.asarray(shift, np.uint64), sampler=sampler)
 
 
 def _elementwise(fn, x):
@@ -198,7 +208,7 @@ def laplace_lattice(scale, lattice_kernel):
     _check_granularity("scale", b, e - 1 - LAPLACE_BITS)
     g = np.ldexp(1.0, e - 1 - LAPLACE_BITS)
     t = np.ceil(b / g)
-    return _make(lattice_kernel(scale=t), g, t, 0, "dl")
+    return _make(lattice_kernel(scale=t), g, t, 0, DiscreteLaplaceSampler())
 
 
 def discrete_laplace_lattice(scale, kernel_cls):
@@ -211,7 +221,7 @@ def discrete_laplace_lattice(scale, kernel_cls):
     if np.any(p > 60):
         raise ValueError(f"scale must be at least 2**-40 for numerics='exact', got {b.min()}")
     t = np.ceil(np.ldexp(b, p))
-    return _make(kernel_cls(scale=np.ldexp(t, -p)), np.ones_like(b), t, p, "dl")
+    return _make(kernel_cls(scale=np.ldexp(t, -p)), np.ones_like(b), t, p, DiscreteLaplaceSampler())
 
 
 def _sigma_below(n):
@@ -234,29 +244,7 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
     _check_granularity("sigma", s, shift)
     g = np.ldexp(1.0, shift)
     n, sig = _elementwise(lambda x: (lambda q: (q, _sigma_below(q)))(math.ceil(Fraction(float(x)) ** 2)), s / g)
-    return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, "dg")
-
-
-#: decimal digits of the randomized response's thresholds and achieved ε (the achieved ε is 0 or at least about
-#: 2^-64/k: its relative error stays below 10^-60, far inside the float64 ulp the report is rounded up by)
-_RR_DIGITS = 80
-
-
-@functools.lru_cache(maxsize=4096)
-def _rr_keep(x, k):
-    """(T, ε achieved) of randomized response over ``k`` categories at ε = ``x`` (a float): the integer keep
-    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1, at least ⌈2^64/k⌉ (keep at least as likely as each other
-    category: the law the accountant's randomized response has) and at most 2^64 − 1, in
-    :data:`_RR_DIGITS`-digit decimal arithmetic, and the ε its law has, ln(T (k − 1)/(2^64 − T)) (≥ 0) at the
-    same precision, rounded up to a float64 (the smallest positive float where it is 0). Cached: privacy
-    tiers repeat their few values release after release."""
-    ctx = decimal.Context(prec=_RR_DIGITS)
-    ex = ctx.exp(decimal.Decimal(x))
-    t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
-    t = max(-(-(2**64) // k), min(t, 2**64 - 1))
-    kept, other = t * (k - 1), 2**64 - t  # the law's ratio kept/other ≥ 1 (T ≥ 2^64/k)
-    achieved = float(ctx.ln(ctx.add(1, ctx.divide(kept - other, other)))) if kept > other else 0.0
-    return t, math.nextafter(achieved, math.inf)
+    return _make(lattice_kernel(sigma=np.asarray(sig, np.float64)), g, n, 0, DiscreteGaussianSampler())
 
 
 def rr_lattice(mech):
@@ -264,37 +252,38 @@ def rr_lattice(mech):
     accounted at the ε it achieves, ln(T (k − 1)/(2^64 − T)), rounded up."""
     eps = _concrete("epsilon", mech.epsilon)
     k = mech.num_categories
-    t, achieved = _elementwise(lambda x: (lambda r: (np.uint64(r[0]), r[1]))(_rr_keep(float(x), k)), eps)
+    t, achieved = _elementwise(lambda x: (lambda r: (np.uint64(r[0]), r[1]))(rr_keep(float(x), k)), eps)
     from dpjax.pytree import replace
 
     noise = replace(mech, epsilon=np.asarray(achieved, np.float64))
-    return _make(noise, np.ones_like(eps), t, 0, "rr")
+    return _make(noise, np.ones_like(eps), t, 0, RandomizedResponseSampler())
 
 
-def _integer_kernel_sampler(kernel):
-    """"dl" or "dg": the exact sampler of an integer-noise kernel (discrete Laplace or discrete Gaussian, as
-    its own :meth:`exact_lattice` declares), or None for any other kernel. Asked of the kernel, not of its
-    class (the kernels import this module)."""
+def _boostable(kernel):
+    """The lattice sampler of an integer-noise kernel whose boosted law runs exactly (discrete Laplace or discrete
+    Gaussian, as its own :meth:`exact_lattice` declares), or None for any other kernel. Asked of the kernel, not of
+    its class (the kernels import this module)."""
     if not kernel.discrete:
         return None
     try:
-        kind = kernel.exact_lattice().sampler
+        sampler = kernel.exact_lattice().sampler
     except ValueError:  # no exact sampler: the default hook refuses
         return None
-    return kind if kind in ("dl", "dg") else None
+    return sampler if sampler.boost_max_scale is not None else None
 
 
 def boosted_lattice(mech):
     """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly: the
-    boosted law itself (the kernel at its own σ or b, no rounding: the table of :func:`table_samplers.pb_icdf` is built
-    from the float64 parameters as exact rationals) with the keep probability 1 − q that the accountant
-    computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted is ``mech`` itself."""
+    boosted law itself (the kernel at its own σ or b, no rounding: the table of
+    :func:`~dpjax.exact.laws.boosted.pb_icdf` is built from the float64 parameters as exact rationals) with the keep
+    probability 1 − q that the accountant computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted
+    is ``mech`` itself."""
     from dpjax.regions import AbsoluteError
 
     name = type(mech).__name__
     kernel = mech.kernel
-    kind = _integer_kernel_sampler(kernel)
-    if kind is None:
+    sampler = _boostable(kernel)
+    if sampler is None:
         raise ValueError(f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
                          f"DiscreteLaplace kernels, got {type(kernel).__name__}")
     if not isinstance(mech.region, AbsoluteError):
@@ -305,25 +294,13 @@ def boosted_lattice(mech):
                      ("rho", _concrete("rho", mech.rho))):
         if np.size(x) != 1:
             raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
-    top = table_samplers.PB_MAX_SCALE[kind]
+    top = sampler.boost_max_scale
     if float(scale) > top:
-        raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, got {float(scale)!r}")
+        raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, "
+                         f"got {float(scale)!r}")
     with jax.enable_x64(True):
         noise = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
-    return _make(noise, 1.0, 0, 0, "pb")
-
-
-def _pb_spec(mech):
-    """The static description of a boosted law for :func:`table_samplers.pb_icdf` (exact rationals from float64s): the
-    keep probability is the float64 exp(log(1 − q)) of the accountant's formulas."""
-    with jax.enable_x64(True):
-        keep = float(jnp.exp(jnp.asarray(mech.log1m_boosting_rate, jnp.float64)))
-    kind = _integer_kernel_sampler(mech.kernel)
-    s = Fraction(float(np.asarray(getattr(mech.kernel, mech.kernel.scale_name))))
-    scale = s * s if kind == "dg" else s
-    k = Fraction(keep)
-    radius = math.floor(float(np.asarray(mech.region.tau)))
-    return kind, scale.numerator, scale.denominator, radius, k.numerator, k.denominator.bit_length() - 1
+    return _make(noise, 1.0, 0, 0, BoostedSampler())
 
 
 # -- the release ------------------------------------------------------------------------------
@@ -338,11 +315,6 @@ def _lattice_coordinate(v, g, inv_g=None):
     """v/g in float64 (exact: g is a power of two), or v·inv_g with ``inv_g`` = 1/g (a normal power of two: the same
     value; a product fuses into its consumers where a per-record division would be computed apart)."""
     return v.astype(jnp.float64) / g if inv_g is None else v.astype(jnp.float64) * inv_g
-
-
-def _reciprocal_pow2(g):
-    """1/g of float64 powers of two g whose reciprocals are normal, exactly, from the exponent bits."""
-    return jax.lax.bitcast_convert_type(np.uint64(2046 << 52) - jax.lax.bitcast_convert_type(g, jnp.uint64), jnp.float64)
 
 
 def _lattice_value(v, noise, g, unit, out_dtype, inv_g=None):
@@ -375,21 +347,6 @@ class _WordTable:
         return self.table[j]
 
 
-def _words_per_record(kind, t, shift):
-    """How many words the fixed-trip sampler of ``kind`` reads per record (before any host completion)."""
-    if kind == "dl":
-        return 1 + len(table_samplers.chunk_layout(t, shift)[0])
-    return 2 if kind == "rr" else 1  # (dg, pb, dlr, dgr, lap, dlap: one word)
-
-
-def _table_noise(words, kind, t, shift):
-    """(z, flagged) of the fixed-trip table sampler of ``kind`` ("dl": discrete Laplace t/2^shift, "dg": discrete
-    Gaussian of variance t, "pb": boosted, t its spec) on ``words``."""
-    return {"dl": lambda: table_samplers.laplace_noise(words, t, shift),
-            "dg": lambda: table_samplers.symmetric_noise(words, table_samplers.dg_icdf(t), *table_samplers.dg_guide(t)),
-            "pb": lambda: table_samplers.symmetric_noise(words, table_samplers.pb_icdf(t), *table_samplers.pb_guide(t))}[kind]()
-
-
 # -- os.urandom words by 16-bit prefixes -------------------------------------------------------------------------
 #: bits of a word read for every record of a HostBits release (its top bits: a prefix table decides most records)
 PREFIX_BITS = 16
@@ -403,7 +360,7 @@ _UNDECIDED = np.iinfo(np.int32).min
 
 
 @functools.lru_cache(maxsize=32)
-def _prefix_table(kind, t, shift):
+def _prefix_table(sampler: IntegerSampler):
     """The noise of every 16-bit word prefix of the one-word table samplers, or None where no such table serves.
 
     For a fixed top bit (the sign) the samplers map the word's low 63 bits v to |Z| = #{k : T[k] ≤ v} (a count of
@@ -411,36 +368,37 @@ def _prefix_table(kind, t, shift):
     Z when the sampler gives the same unflagged noise at both ends: no threshold lies between them, and every word
     of the prefix, whatever its 48 further bits, draws that noise (the sampler flags a word only at a threshold's
     value, an equal high half, or past the table, all of them between the ends). Entry p is that noise, or
-    ``_UNDECIDED`` (int32 [2^16]). None for the discrete Laplace's several-word scales (τ > 2^10) and where fewer than
-    :data:`PREFIX_MIN_DECIDED` of the prefixes decide (large scales: the thresholds spread over most prefixes)."""
-    if kind not in ("dl", "dg", "pb") or (kind == "dl" and _words_per_record(kind, t, shift) > 1):
+    ``_UNDECIDED`` (int32 [2^16]). None for a sampler that is not :attr:`~IntegerSampler.prefixable` (the discrete
+    Laplace's several-word scales, τ > 2^10; randomized response) and where fewer than :data:`PREFIX_MIN_DECIDED` of
+    the prefixes decide (large scales: the thresholds spread over most prefixes)."""
+    if not sampler.prefixable:
         return None
     low = np.arange(1 << PREFIX_BITS, dtype=np.uint64) << np.uint64(64 - PREFIX_BITS)
     ends = np.stack([low, low | np.uint64((1 << (64 - PREFIX_BITS)) - 1)])
     with jax.enable_x64(True):
-        z, flag = (np.asarray(a).reshape(2, -1) for a in _noise_of_words(ends.reshape(1, -1), kind=kind, t=t, shift=shift))
+        z, flag = (np.asarray(a).reshape(2, -1) for a in _noise_of_words(ends.reshape(1, -1), sampler=sampler))
     decided = (z[0] == z[1]) & ~flag[0] & ~flag[1]
     if decided.mean() < PREFIX_MIN_DECIDED:
         return None
     return np.where(decided, z[0], _UNDECIDED).astype(np.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "t", "shift"))
-def _noise_of_words(table, *, kind, t, shift):
-    """:func:`_table_noise` of the words ``table`` (uint64 [1, n]), in one compiled program (eager, its few dozen
-    operations would compile one by one)."""
-    return _table_noise(_WordTable(table), kind, t, shift)
+@functools.partial(jax.jit, static_argnames=("sampler",))
+def _noise_of_words(table, *, sampler):
+    """The one-scale ``sampler``'s noise of the words ``table`` (uint64 [1, n]), in one compiled program (eager, its
+    few dozen operations would compile one by one)."""
+    return sampler.noise(_WordTable(table), None, ())
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "g", "unit", "out_dtype"))
-def _prefix_lattice(table, prefixes, values, *, kind, g, unit, out_dtype):
+@functools.partial(jax.jit, static_argnames=("categorical", "g", "unit", "out_dtype"))
+def _prefix_lattice(table, prefixes, values, *, categorical, g, unit, out_dtype):
     """The release of records whose words begin with ``prefixes`` (uint16): the noise looked up in the prefix table
     (:func:`_prefix_table`), the sentinel where the prefix does not decide it."""
     z = table.at[prefixes].get(mode="promise_in_bounds")  # (a uint16 index is in bounds: no clamp)
-    return _finish_noise(z, z == _UNDECIDED, values, kind, g, unit, out_dtype)
+    return _finish_noise(z, z == _UNDECIDED, values, categorical, g, unit, out_dtype)
 
 
-def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
+def _prefix_release(bits, table, values, sampler, g, unit, out_dtype):
     """A one-scale release from ``bits`` (:class:`HostBits`) reading two bytes per record: (out, word_of).
 
     Each record reads its word's top 16 bits (:meth:`HostBits.prefixes`); the prefix table gives its noise, except
@@ -450,18 +408,19 @@ def _prefix_release(bits, table, values, kind, t, shift, g, unit, out_dtype):
     release. The records that sampler flags keep the sentinel for the host completion, whose ``word_of(i)`` gives
     the completed word 0 and fresh words after it."""
     pre = bits.prefixes(values.shape[0])
-    out = _prefix_lattice(jnp.asarray(table), jax.device_put(pre, may_alias=True), values, kind=kind, g=g, unit=unit, out_dtype=out_dtype)
+    out = _prefix_lattice(jnp.asarray(table), jax.device_put(pre, may_alias=True), values,
+                          categorical=sampler.categorical, g=g, unit=unit, out_dtype=out_dtype)
     idx = _flagged(out, values.shape[0])
     first = {}
     if idx.size:
         count = idx.size
-        pad = _padded(idx)
+        pad = padded(idx)
         fresh = bits.words((count,)) & np.uint64((1 << (64 - PREFIX_BITS)) - 1)
         words = (pre[idx].astype(np.uint64) << np.uint64(64 - PREFIX_BITS)) | fresh
         first = dict(zip(idx.tolist(), words.tolist()))
         table_words = np.append(words, np.repeat(words[-1:], pad.size - count))[None, :]
-        part = _fast_lattice(jnp.asarray(table_words), jnp.uint32(0), _take(values, jnp.asarray(pad)), kind=kind, t=t,
-                             shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+        part = _fast_lattice(jnp.asarray(table_words), jnp.uint32(0), take(values, jnp.asarray(pad)), sampler=sampler,
+                             g=g, unit=unit, out_dtype=out_dtype)
         out = _put(out, jnp.asarray(pad), part)
     return out, _host_streams(bits, lambda j, i: first[i] if j == 0 else None)
 
@@ -485,106 +444,46 @@ def _host_streams(bits, known):
     return word_of
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "t", "shift", "g", "unit", "out_dtype"))
-def _fast_lattice(source, start, values, records=None, *, kind, t, shift, g, unit, out_dtype):
-    """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the fixed-trip
-    discrete Laplace t/2^shift (:func:`table_samplers.laplace_code`) or discrete Gaussian of variance t
-    (:func:`table_samplers.gaussian_code`), the lattice output, and the sentinel for the rare flagged records. ``source``:
-    the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per record, records]);
-    ``records``: the records' indices (default ``start, start + 1, ...``)."""
-    n = values.shape[0]
-    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (n,), start, pair=source)
-    if records is not None and source.ndim == 1:
-        words.records = records
-    if kind == "rr":  # t: the keep threshold, shift: the number of other categories
-        return _finish(table_samplers.rr_code(words, values, t, shift), values, kind, g, unit, out_dtype)
-
+@functools.partial(jax.jit, static_argnames=("sampler", "g", "unit", "out_dtype"))
+def _fast_lattice(source, start, values, records=None, *, sampler, g, unit, out_dtype):
+    """The one-scale lattice release of the flat ``values`` (sharded or not) in one program: the noise of the one-scale
+    ``sampler`` (:class:`~dpjax.exact.sampler.IntegerSampler`), the lattice output, and the sentinel for the rare
+    flagged records. ``source``: the key's Threefry pair (uint32 [2]) or a table of host words (uint64 [words per
+    record, records]); ``records``: the records' indices (default ``start, start + 1, ...``)."""
+    words = _words(source, start, values, records)
     # one program whatever the values (no branch on them: the release's work does not depend on the data)
-    z, flag = _table_noise(words, kind, t, shift)
-    return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
+    z, flag = sampler.noise(words, values, ())
+    return _finish_noise(z, flag, values, sampler.categorical, g, unit, out_dtype)
 
 
-#: the smallest Laplace scale whose lattice :func:`_laplace_lattice_bits` builds (b and g = 2^(⌊log2 b⌋ − 20)
-#: normal floats: XLA may flush subnormals to zero); smaller ones are built on the host
-_DEVICE_LAPLACE_MIN = 2.0**-1002
-
-
-def _laplace_lattice_bits(b, integer=False):
-    """The (t, shift, g) of float64 scales b from their bits, in a device program: :func:`laplace_lattice`'s
-    (b ≥ :data:`_DEVICE_LAPLACE_MIN`) or, ``integer``, :func:`discrete_laplace_lattice`'s (2^-40 ≤ b < 2^31). With
-    b = M 2^(E − 52), M its 53-bit significand: the lattice g = 2^(E − 20), t = ⌈b/g⌉ = ⌈M/2^32⌉; the integers
-    g = 1, shift p = max(0, 20 − E), t = ⌈b 2^p⌉ = ⌈M/2^r⌉ with r = 32 (p > 0) or 52 − E. The same integers as
-    numpy's frexp/ldexp/ceil (``tests/test_exact.py``)."""
-    bits = jax.lax.bitcast_convert_type(b, jnp.uint64)
-    m = (bits & jnp.uint64((1 << 52) - 1)) | jnp.uint64(1 << 52)
-    biased = bits >> jnp.uint64(52)
-    if integer:
-        p = jnp.maximum(jnp.int64(1023 + LAPLACE_BITS) - biased.astype(jnp.int64), 0)
-        r = jnp.where(p > 0, jnp.int64(32), jnp.int64(1023 + 52) - biased.astype(jnp.int64)).astype(jnp.uint64)
-        return (m + (jnp.uint64(1) << r) - jnp.uint64(1)) >> r, p.astype(jnp.uint64), jnp.ones_like(b)
-    t = (m + jnp.uint64((1 << 32) - 1)) >> jnp.uint64(32)
-    g = jax.lax.bitcast_convert_type((biased - jnp.uint64(LAPLACE_BITS)) << jnp.uint64(52), jnp.float64)
-    return t, jnp.zeros_like(t), g
-
-
-@functools.partial(jax.jit, static_argnames=("kind", "k1", "small", "narrow", "unit", "out_dtype"))
-def _per_record_lattice(source, start, values, t, shift, g, records=None, *, kind, k1, small, unit, out_dtype,
-                        narrow=False, table=None):
-    """The lattice release of per-record scales (any number of distinct values: uint64 arrays ``t``, ``shift``,
-    float64 ``g``) in one program, like :func:`_fast_lattice`: the discrete Laplace by
-    :func:`table_samplers.laplace_noise_per_record` (kind "dlr"), or randomized response with per-record keep thresholds
-    ``t`` over ``k1`` other categories (kind "rr"). Kinds "lap" and "dlap": ``t`` holds the Laplace or discrete
-    Laplace scales b themselves (any float dtype; ``shift`` and ``g`` None), whose lattice parameters are built here
-    (:func:`_laplace_lattice_bits`). Kind "rr" with float ``t``: the records' ε, their thresholds looked up in the
-    table ``shift`` with the hash multiplier ``g`` (:func:`_rr_lookup`; the records it misses flagged).
-    Kind "dgr": the discrete Gaussian, record i's exact table ``table[t[i] : t[i] + shift[i]]`` searched in ``k1``
-    bisection steps (:func:`table_samplers.icdf_noise_per_record`). ``narrow``
-    (static; a discrete Laplace, every scale in :func:`_float32_range`): the float32 decision
-    (:func:`table_samplers.laplace_noise_per_record32`), whose open records the host sends back to this program
-    without ``narrow``. ``records``: the records' indices (default ``start, start + 1, ...``)."""
-    inv_g = None
-    if kind in ("lap", "dlap"):
-        t, shift, g = _laplace_lattice_bits(t.astype(jnp.float64), integer=kind == "dlap")
-        inv_g = _reciprocal_pow2(g)  # g and 1/g normal: b ≥ _DEVICE_LAPLACE_MIN (Laplace), g = 1 (discrete)
-        kind = "dlr"
-    words = _WordTable(source) if source.ndim == 2 else ThreefryWords(None, (values.shape[0],), start, pair=source)
-    if records is not None and source.ndim == 1:
+def _words(source, start, values, records):
+    """The word source of a release program: a table of host words, or Threefry words of the key pair ``source`` at
+    the records ``records`` (default ``start, start + 1, ...``)."""
+    if source.ndim == 2:
+        return _WordTable(source)
+    words = ThreefryWords(None, (values.shape[0],), start, pair=source)
+    if records is not None:
         words.records = records
-    if kind == "dgr":  # the discrete Gaussian: record i's table at offset t[i], of length shift[i], in ``table``
-        z, flag = table_samplers.icdf_noise_per_record(words, table, t, shift, k1)
-        return _finish_noise(z, flag, values, kind, g, unit, out_dtype)
-    if kind == "rr" and jnp.issubdtype(t.dtype, jnp.floating):  # the ε themselves: their thresholds from the table
-        t, missing = _rr_lookup(t, shift, g)
-        return _finish(table_samplers.rr_code(words, values, t, k1) | missing.astype(jnp.int64), values, kind, 1.0, unit,
-                       out_dtype)
-    if kind == "rr":
-        return _finish(table_samplers.rr_code(words, values, t, k1), values, kind, g, unit, out_dtype)
-    z, flag = (table_samplers.laplace_noise_per_record32(words, t, shift) if narrow
-               else table_samplers.laplace_noise_per_record(words, t, shift, small))
-    return _finish_noise(z, flag, values, kind, g, unit, out_dtype, inv_g)
+    return words
 
 
-def _rr_lookup(eps, table, multiplier):
-    """The keep thresholds of the records' ε from an :class:`_RRTable`'s slots ``table`` (uint64 [2, 2^b]: the ε
-    bits, their T) and ``multiplier``: slot h = (bits · multiplier mod 2^w) >> (w − b) of the ε's w-bit pattern
-    (one multiply, one shift, two gathers), and the records whose slot holds another ε (``missing``: flagged)."""
-    width = jnp.dtype(eps.dtype).itemsize * 8
-    u = jnp.uint64 if width == 64 else jnp.uint32
-    bits = jax.lax.bitcast_convert_type(eps, u)
-    h = (bits * multiplier.astype(u)) >> u(width - (table.shape[1].bit_length() - 1))
-    return table[1][h], table[0][h] != bits.astype(jnp.uint64)
+@functools.partial(jax.jit, static_argnames=("sampler", "unit", "out_dtype"))
+def _per_record_lattice(source, start, values, params, g, records=None, *, sampler, unit, out_dtype):
+    """The lattice release of per-record parameters ``params`` (any number of distinct values: a tuple of arrays over
+    the records, or 0-d) and granularities ``g`` in one program, like :func:`_fast_lattice`, by the per-record
+    ``sampler`` — which may build the records' lattice in the program itself (:meth:`IntegerSampler.prepare`: the
+    Laplace scales b). ``records``: the records' indices (default ``start, start + 1, ...``)."""
+    sampler, params, g, inv_g = sampler.prepare(params, g)
+    words = _words(source, start, values, records)
+    z, flag = sampler.noise(words, values, params)
+    return _finish_noise(z, flag, values, sampler.categorical, g, unit, out_dtype, inv_g)
 
 
-def _finish(code, values, kind, g, unit, out_dtype):
-    """:func:`_finish_noise` of packed codes."""
-    return _finish_noise(code >> 8, (code & 1) == 1, values, kind, g, unit, out_dtype)
-
-
-def _finish_noise(z, flag, values, kind, g, unit, out_dtype, inv_g=None):
-    """The output of the noise ``z`` (or category, randomized response) and the ``flag`` of the records that await
-    the host: the category or the lattice value, and the sentinel for the flagged records and for answers off the
-    index range (the host refuses the release). ``inv_g``: 1/g (:func:`_lattice_coordinate`)."""
-    if kind == "rr":
+def _finish_noise(z, flag, values, categorical, g, unit, out_dtype, inv_g=None):
+    """The output of the noise ``z`` (or category, ``categorical``: randomized response) and the ``flag`` of the records
+    that await the host: the category or the lattice value, and the sentinel for the flagged records and for answers
+    off the index range (the host refuses the release). ``inv_g``: 1/g (:func:`_lattice_coordinate`)."""
+    if categorical:
         out = z.astype(out_dtype)
     elif unit and values.dtype == out_dtype and jnp.issubdtype(out_dtype, jnp.integer):
         # in the values' width: the same bits as the int64 sum, narrowed (float noise: |z| < 2^53, exact in int64)
@@ -627,116 +526,85 @@ def _flagged(out, n):
     blocks = np.flatnonzero(np.asarray(_flag_blocks(out)))
     if not blocks.size:
         return blocks
-    rows = np.asarray(_block_rows(out, jnp.asarray(_padded(blocks))))[: blocks.size]
+    rows = np.asarray(_block_rows(out, jnp.asarray(padded(blocks))))[: blocks.size]
     b, c = np.nonzero(rows)
     idx = blocks[b] * _FLAG_BLOCK + c
     return idx[idx < n]
 
 
-def _fast_release(key, start, values, kind, t, shift, g, unit, out_dtype, records=None, scales=None, scales_at=None,
-                  small=None, narrow=False, table=None):
-    """The one-scale lattice release: one device program over the records (sharded over the local devices
-    for large inputs: the noise of record i is a function of (key, i) and integer-only, so the release is
-    bitwise the same on any number of devices); the rare flagged records completed exactly on the host.
-    ``records``: the (global) record indices of ``values`` when they are a group of a batch (not sharded).
-    ``scales``: per-record (t, shift, g) numpy arrays instead (:func:`_per_record_lattice`, not sharded), or, kind
-    "lap" or "dlap", (scales b, None, None) with ``scales_at(idx)``: the (t, shift, g) of the records ``idx``, and
-    ``small``: whether every 1/τ ≤ 2^-8 (:func:`table_samplers.laplace_noise_per_record`); ``narrow``: the float32
-    decision first (:func:`_per_record_lattice`); ``table``: kind "dgr"'s concatenated exact tables (scales: each
-    record's offset and length in it, and g). A :class:`HostBits` key feeds whole words, or, for the one-word
-    samplers of one scale, 16-bit word prefixes (:func:`_prefix_release`). The flagged records are found on the
-    device (:func:`_flagged`); the float32 decision's go through the float64 program first, on the device; the host
-    completes the rest."""
+def _fast_release(key, start, values, sampler, g, unit, out_dtype, records=None, params=None):
+    """A lattice release by ``sampler`` (:class:`~dpjax.exact.sampler.IntegerSampler`): one device program over the
+    records (sharded over the local devices for large inputs: the noise of record i is a function of (key, i) and
+    integer-only, so the release is bitwise the same on any number of devices); the rare flagged records completed
+    exactly on the host by the sampler's :meth:`~dpjax.exact.sampler.IntegerSampler.complete`.
+
+    ``params``: None for a one-scale sampler (:func:`_fast_lattice`, granularity ``g`` a number), else its per-record
+    parameters (:func:`_per_record_lattice`, not sharded unless every one is 0-d; ``g`` a number, an array over the
+    records or None where the program builds it). ``records``: the (global) record indices of ``values`` when they are
+    a group of a batch (not sharded). A :class:`HostBits` key feeds whole words, or, for the one-word samplers of one
+    scale, 16-bit word prefixes (:func:`_prefix_release`). The flagged records are found on the device
+    (:func:`_flagged`); those a float32 decision leaves open go through its :meth:`~IntegerSampler.fallback` first, on
+    the device; the host completes the rest."""
     n = values.size
     flat = values.reshape(-1)
     rec = None if records is None else np.asarray(records, np.uint32)
     host_bits = isinstance(key, HostBits)
-    prefix = _prefix_table(kind, t, shift) if host_bits and scales is None and n >= PREFIX_MIN_RECORDS else None
+    prefix = _prefix_table(sampler) if host_bits and params is None and n >= PREFIX_MIN_RECORDS else None
     if prefix is not None:  # os.urandom words, two bytes for most records
-        out, word_of = _prefix_release(key, prefix, flat, kind, t, shift, g, unit, out_dtype)
+        out, word_of = _prefix_release(key, prefix, flat, sampler, g, unit, out_dtype)
     elif host_bits:  # os.urandom words, made here for every record and fed to the device
-        words = key.words((_words_per_record(kind, t, shift), n))
+        words = key.words((sampler.words_per_record, n))
         source = jax.device_put(words, may_alias=True)  # (os.urandom's buffer is aligned: no copy on a CPU)
         word_of = _host_streams(key, lambda j, i: int(words[j, i]) if j < words.shape[0] else None)
     else:
         source = key_pair(key)
         devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
         if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and (
-                scales is None or all(np.ndim(a) == 0 for a in scales if a is not None)):  # (one scale as 0-d arrays)
+                params is None or all(np.ndim(a) == 0 for a in params)):  # (one scale as 0-d arrays)
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
             return lambda j: table_samplers.threefry_word(k0, k1, j, r)
-    if prefix is None and scales is None:
-        out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec), kind=kind,
-                            t=t, shift=shift, g=g, unit=unit, out_dtype=out_dtype)
+    fallback = sampler.fallback()
+    if prefix is None and params is None:
+        out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec),
+                            sampler=sampler, g=g, unit=unit, out_dtype=out_dtype)
     elif prefix is None:
-        if small is None:
-            small = kind == "dlr" and bool(np.all(np.ldexp(1.0, scales[1].astype(np.int64)) <= scales[0] * 2.0**-8))
-            narrow = kind == "dlr" and _float32_range(scales[0], scales[1])
-        narrow = narrow and table_samplers.transcendentals_trusted("float32")  # (the platform check, once)
-        on_device = tuple(None if a is None else jnp.asarray(a) for a in scales)
-        if kind in ("dlr", "lap", "dlap") and not table_samplers.transcendentals_trusted("float64"):
+        on_device = tuple(jnp.asarray(a) for a in params)
+        g_device = None if g is None else jnp.asarray(g)
+        if sampler.transcendental and not table_samplers.transcendentals_trusted("float64"):
             # the float64 decision's error bound fails on this backend: every record decided on the host
-            out, narrow = jnp.full(flat.shape[0], _sentinel(out_dtype), out_dtype), False
+            out, fallback = jnp.full(flat.shape[0], _sentinel(out_dtype), out_dtype), None
         else:
-            out = _per_record_lattice(source, jnp.uint32(start), flat, *on_device, kind=kind, k1=shift, small=small,
-                                      narrow=narrow, unit=unit, out_dtype=out_dtype,
-                                      table=None if table is None else jnp.asarray(table))
+            out = _per_record_lattice(source, jnp.uint32(start), flat, on_device, g_device, sampler=sampler, unit=unit,
+                                      out_dtype=out_dtype)
     idx = _flagged(out, n)
-    if idx.size and narrow:  # the float32 decision's open records (a few per 10^4): the float64 program on them
-        pad = jnp.asarray(_padded(idx))
+    if idx.size and fallback is not None:  # the float32 decision's open records (a few per 10^4): the float64 program
+        pad = jnp.asarray(padded(idx))
         sub = _per_record_lattice(source if source.ndim == 1 else _take_columns(source, pad), jnp.uint32(start),
-                                  _take(values, pad), *(None if a is None else _take(a, pad) for a in on_device),
-                                  jnp.uint32(start) + pad.astype(jnp.uint32), kind=kind, k1=shift, small=small,
-                                  unit=unit, out_dtype=out_dtype)
+                                  take(values, pad), tuple(take(a, pad) for a in on_device),
+                                  None if g_device is None else take(g_device, pad),
+                                  jnp.uint32(start) + pad.astype(jnp.uint32), sampler=fallback, unit=unit,
+                                  out_dtype=out_dtype)
         out = _put(out, pad, sub)
         idx = idx[np.asarray(_sentinel_mask(sub))[: idx.size]]
     if idx.size:
-        pad = _padded(idx)
-        v = np.asarray(_take(values, jnp.asarray(pad)))[: idx.size]
-        every = scales_at or (lambda i: tuple(np.broadcast_to(a, (n,))[i] for a in scales))  # (0-d: one scale)
-        at = None if scales is None else every(idx)
-        gi = g if scales is None else at[2]
-        if not unit and v.size and np.max(np.abs(v.astype(np.float64)) / gi) >= _INDEX_MAX:
-            raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                             f"(granularity {np.min(gi)}), got {np.max(np.abs(v))}")
-
-        def record_fn(word, value, pos):
-            if scales is not None:
-                t_i = int(at[0][pos])
-                if kind == "dgr":
-                    return table_samplers.exact_gaussian_record(word, t_i)
-                return table_samplers.exact_rr_record(word, value, t_i, shift) if kind == "rr" else \
-                    table_samplers.exact_per_record(word, t_i, int(at[1][pos]))
-            if kind == "rr":
-                return table_samplers.exact_rr_record(word, value, t, shift)
-            if kind == "pb":
-                return table_samplers.exact_boosted_record(word, t)
-            return table_samplers.exact_record(word, t, shift) if kind == "dl" else table_samplers.exact_gaussian_record(word, t)
-
-        z = np.asarray([record_fn(word_of(int(i)), int(x), pos) for pos, (i, x) in enumerate(zip(idx, v))], np.int64)
+        pad = padded(idx)
+        v = np.asarray(take(values, jnp.asarray(pad)))[: idx.size]
+        at, gi = ((), g) if params is None else sampler.at(params, g, idx, n)
+        if not unit and v.size:
+            _refuse_off_index(v, gi)
+        z = np.asarray([sampler.complete(word_of(int(i)), int(x), tuple(a[pos] for a in at))
+                        for pos, (i, x) in enumerate(zip(idx, v))], np.int64)
         last = pad.size - idx.size
         out = _patch(out, jnp.asarray(pad), jnp.asarray(np.append(v, np.repeat(v[-1:], last))),
                      jnp.asarray(np.append(z, np.repeat(z[-1:], last))),
-                     jnp.asarray(gi if np.ndim(gi) == 0 else np.append(gi, np.repeat(gi[-1:], last))), kind=kind,
-                     unit=unit, out_dtype=out_dtype)
+                     jnp.asarray(gi if np.ndim(gi) == 0 else np.append(gi, np.repeat(gi[-1:], last))),
+                     categorical=sampler.categorical, unit=unit, out_dtype=out_dtype)
     out = out if out.shape[0] == n else out[:n]
     return out.reshape(values.shape)
-
-
-def _padded(idx):
-    """The flagged records' indices padded to a power of two (at least 16) by repeating the last: the device steps
-    of the host completion compile once per size class, not once per count of flagged records (a release of
-    millions of records flags about one)."""
-    return np.concatenate([idx, np.repeat(idx[-1:], max(16, 1 << int(idx.size - 1).bit_length()) - idx.size)])
-
-
-@jax.jit
-def _take(x, idx):
-    return x.reshape(-1)[idx]
 
 
 @jax.jit
@@ -750,28 +618,30 @@ def _put(out, idx, fixed):
     return out.at[idx].set(fixed)
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "unit", "out_dtype"), donate_argnums=0)
-def _patch(out, idx, v, z, g, *, kind, unit, out_dtype):
+@functools.partial(jax.jit, static_argnames=("categorical", "unit", "out_dtype"), donate_argnums=0)
+def _patch(out, idx, v, z, g, *, categorical, unit, out_dtype):
     """``out`` (donated) with the host-completed records ``idx`` (noise ``z``, answers ``v``) set to their outputs
     (padded entries repeat the last record: the same value written twice)."""
-    fixed = z.astype(out_dtype) if kind == "rr" else _lattice_value(v, z, g, unit, out_dtype)
+    fixed = z.astype(out_dtype) if categorical else _lattice_value(v, z, g, unit, out_dtype)
     return out.at[idx].set(fixed)
 
 
-#: the noise scale may reach the output's largest value over 2^this: |noise| beyond it has probability
-#: below e^-512 (Laplace tails; Gaussian ones far below), and a float output keeps the float tier's bound
-_RANGE_BITS = {"f": 16, "i": 9}
+#: the noise scale may reach the output's largest value over 2^this (a float output, an integer one): |noise| beyond
+#: it has probability below e^-512 (Laplace tails; Gaussian ones far below), and a float output keeps the float tier's
+#: bound
+_RANGE_BITS_FLOAT, _RANGE_BITS_INT = 16, 9
 
 
 def _check_output_range(lat, param, shift, g, out_dtype):
     """Refuse a scale whose noise would overflow the output dtype (±inf, or wrapped integers)."""
     dt = np.dtype(out_dtype)
-    top = float(np.finfo(dt).max) if dt.kind == "f" else float(np.iinfo(dt).max)
-    hi = top * 2.0 ** -_RANGE_BITS["f" if dt.kind == "f" else "i"]
+    floating = bool(np.issubdtype(dt, np.floating))
+    top = float(np.finfo(dt).max) if floating else float(np.iinfo(dt).max)
+    hi = top * 2.0 ** -(_RANGE_BITS_FLOAT if floating else _RANGE_BITS_INT)
     p = np.asarray(param, np.float64)
-    scale = (np.ldexp(p, -np.asarray(shift, np.int64)) if lat.sampler == "dl" else np.sqrt(p)) * g
+    scale = lat.sampler.noise_scale(p, shift) * g
     if scale.size and np.max(scale) > hi:
-        wider = "float values, or int64 ones inside jax.enable_x64(True)" if dt.kind != "f" else \
+        wider = "float values, or int64 ones inside jax.enable_x64(True)" if not floating else \
             "float64 values inside jax.enable_x64(True)"
         hint = f"; release {wider}" if dt.itemsize < 8 else ""
         raise ValueError(f"{lat.noise.scale_name} must be at most {hi:.3g} for numerics='exact' with {dt} output (the "
@@ -825,7 +695,7 @@ def _device_laplace_scales(mech):
     """The per-record scales b of a Laplace or discrete Laplace ``mech`` (``exact_lattice_scale``, asked of the
     class that defines the mechanism's ``exact_lattice``), a device array, when its exact release builds
     their lattice parameters in the device program — more than :data:`MAX_SCALE_GROUPS` distinct values (on a
-    strided sample, as :func:`_scale_groups`), the Laplace's all at least :data:`_DEVICE_LAPLACE_MIN` — with the
+    strided sample, as :func:`_scale_groups`), the Laplace's all at least :data:`DEVICE_LAPLACE_MIN` — with the
     host lattices of the smallest and the largest (which refuse scales out of range, as a host lattice of all
     would); otherwise None (the lattice is built on the host). The scales keep their own dtype (the device program
     converts them)."""
@@ -842,18 +712,9 @@ def _device_laplace_scales(mech):
         if len(np.unique(np.asarray(probe))) <= MAX_SCALE_GROUPS:
             return None
         lo, top = np.float64(lo), np.float64(top)
-        if not mech.discrete and lo < _DEVICE_LAPLACE_MIN:
+        if not mech.discrete and lo < DEVICE_LAPLACE_MIN:
             return None
         return b, replace(mech, scale=lo).exact_lattice(), replace(mech, scale=top).exact_lattice()
-
-
-def _float32_range(t, shift):
-    """Whether every discrete Laplace scale τ = t/2^shift lies in the range of the float32 decision
-    (:func:`table_samplers.laplace_noise_per_record32`), with t exact in float32 (below 2^24)."""
-    t = np.asarray(t, np.float64)
-    tau = np.ldexp(t, -np.asarray(shift, np.int64))
-    return bool(tau.size and np.max(t) < 2.0**24 and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
-                and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
 
 
 def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt):
@@ -869,117 +730,24 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
     out_dtype = jnp.dtype(in_dt if unit or jnp.issubdtype(in_dt, jnp.floating) else default_float())
     with jax.enable_x64(True):
         _check_output_range(top_lat, top_lat.param, top_lat.shift, top_lat.granularity, out_dtype)
-        host_b = b.reshape(-1)
 
-        def scales_at(idx):
-            lat = replace(mech, scale=np.asarray(_take(host_b, jnp.asarray(_padded(idx))), np.float64)[: idx.size]).exact_lattice()
-            return np.asarray(lat.param), np.broadcast_to(lat.shift, idx.shape), np.asarray(lat.granularity)
+        def lattice_of(b):
+            return replace(mech, scale=b).exact_lattice()
 
         small = bool(np.ldexp(1.0, int(low_lat.shift)) <= float(low_lat.param) * 2.0**-8)
-        narrow = bool(mech.discrete) and _float32_range([low_lat.param, top_lat.param], [low_lat.shift, top_lat.shift])
-        return _fast_release(key, start, values, "dlap" if mech.discrete else "lap", None, 0, 1.0, unit, out_dtype,
-                             scales=(host_b, None, None), scales_at=scales_at, small=small, narrow=narrow)
-
-
-#: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`_RRTable`)
-RR_TABLE_MAX = 1024
-#: records whose ε the table misses are completed on the host up to this many (one by one); beyond, the missed
-#: values join the table and the release runs again
-_RR_HOST_MISSES = 64
-
-
-def _perfect_hash(keys, width):
-    """(multiplier a, b, slots) of a multiply-shift hash slot = (key · a mod 2^w) >> (w − b) that sends the distinct
-    ``width``-bit ``keys`` to distinct slots of 2^b ≥ n²/4 (n keys; 4 MB of table for 1024 values): a random odd a
-    does with probability about e^-2; the first of 64 deterministic candidates (SplitMix64 of 1, 2, ...) that does
-    is taken, else b grows (at b = w every odd a is a bijection)."""
-    mask = (1 << 64) - 1
-    keys = keys.astype(np.uint64)
-    b = max(4, (-(-keys.size**2 // 4) - 1).bit_length())
-    while True:  # (ends by b = w)
-        for i in range(1, 65):
-            z = i * 0x9E3779B97F4A7C15 & mask
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & mask
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EB & mask
-            a = ((z ^ (z >> 31)) | 1) & ((1 << width) - 1)
-            slots = ((keys * np.uint64(a)) & np.uint64((1 << width) - 1)) >> np.uint64(width - b)
-            if np.unique(slots).size == keys.size:
-                return a, b, slots
-        b += 1
-
-
-class _RRTable:
-    """The keep thresholds of randomized response over ``k`` categories for the distinct ε ``bits`` (their
-    w-bit patterns, w = 32 or 64) in a perfect hash table (:func:`_perfect_hash`) for :func:`_rr_lookup`. An
-    empty slot holds the ε of the first slot in use, whose hash is not that slot: no record can match it."""
-
-    def __init__(self, bits, k):
-        self.bits = np.unique(bits)
-        self.k = k
-        width = self.bits.dtype.itemsize * 8
-        a, b, slots = _perfect_hash(self.bits, width)
-        table = np.zeros((2, 1 << b), np.uint64)
-        table[0] = self.bits[0]
-        table[0, slots] = self.bits
-        table[1, slots] = [_rr_keep(float(v), k)[0] for v in self.bits.view(np.float32 if width == 32 else np.float64)]
-        self.table, self.multiplier = table, np.uint64(a)
-
-    def thresholds_at(self, eps):
-        """``scales_at`` of :func:`_fast_release`: the thresholds of the flagged records ``idx`` (their ε gathered
-        from the device array ``eps``), or :class:`_TableMiss` when more than :data:`_RR_HOST_MISSES` of them have
-        an ε the table misses."""
-        def at(idx):
-            e = np.asarray(_take(eps, jnp.asarray(_padded(idx))))[: idx.size]
-            missed = ~np.isin(e.view(self.bits.dtype), self.bits)
-            if np.count_nonzero(missed) > _RR_HOST_MISSES:
-                raise _TableMiss(e[missed].view(self.bits.dtype))
-            return np.asarray([_rr_keep(float(v), self.k)[0] for v in e], np.uint64), None, 1.0
-
-        return at
-
-
-class _TableMiss(Exception):
-    """Raised from the host completion of :func:`_release_rr_epsilon` with the ε bits its table missed."""
-
-    def __init__(self, bits):
-        super().__init__(f"{bits.size} records with an ε out of the table")
-        self.bits = bits
-
-
-@functools.lru_cache(maxsize=64)
-def _sample_step(size):
-    """The first integer from max(⌊size/φ⌋, 4097) (φ the golden ratio) with no prime factor up to 4096 (one lies
-    within 1024: prime gaps below 2^32 are at most 336)."""
-    sieve = np.ones(4097, bool)
-    sieve[:2] = False
-    for p in range(2, 65):
-        if sieve[p]:
-            sieve[p * p :: p] = False
-    primes = np.flatnonzero(sieve)
-    cand = max(int(size * 0.6180339887498949), 4097) + np.arange(64, dtype=np.int64)
-    while True:  # (64 candidates at a time: about 4 of them qualify)
-        ok = np.all(cand[:, None] % primes != 0, axis=1)
-        if ok.any():
-            return int(cand[ok][0])
-        cand += 64
-
-
-def _sample_positions(size):
-    """The records whose ε the table starts from: j s mod ``size`` for j < 4096 (all the records when fewer), s of
-    :func:`_sample_step`. Spread over the records (s/size near 1/φ: the golden-ratio sequence; gaps up to 3.3 ×
-    size/4096 in the sizes tested, 2·10^4 to 2^32), and over the residues modulo every period L ≤ 4096 that divides ``size`` (s is prime to L, so
-    any L consecutive j hit every residue): ε assigned in tiers that repeat record by record (record i in tier
-    i mod L) shows the sample every tier, where a stride sharing a factor with L sees some of them only."""
-    if size <= 4096:
-        return np.arange(size)
-    return np.arange(4096, dtype=np.int64) * _sample_step(size) % size
+        narrow = bool(mech.discrete) and float32_range([low_lat.param, top_lat.param], [low_lat.shift, top_lat.shift])
+        narrow = narrow and table_samplers.transcendentals_trusted("float32")  # (the platform check, once)
+        sampler = LaplaceScales(small, narrow, integer=bool(mech.discrete), lattice_of=lattice_of)
+        return _fast_release(key, start, values, sampler, None, unit, out_dtype, params=(b.reshape(-1),))
 
 
 def _device_rr_epsilon(mech):
     """The per-record ε of a randomized response ``mech`` (``exact_lattice_epsilon``, asked of the class that
     defines the mechanism's ``exact_lattice``), a float32 or float64 device array, with the distinct bit patterns
-    of a sample of them (:func:`_sample_positions`), when its exact release looks the keep thresholds up in a table: concrete float ε,
-    more than one, at most :data:`RR_TABLE_MAX` distinct in the sample; otherwise None (the host lattice)."""
+    of a sample of them (:func:`~dpjax.exact.laws.randomized_response.sample_positions`), when its exact release
+    looks the keep thresholds up in a table: concrete float ε, more than one, at most
+    :data:`~dpjax.exact.laws.randomized_response.RR_TABLE_MAX` distinct in the sample; otherwise None (the host
+    lattice)."""
     eps = _lattice_parameter(mech, "exact_lattice_epsilon")
     if eps is None or is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
         return None
@@ -987,7 +755,7 @@ def _device_rr_epsilon(mech):
         eps = jnp.asarray(eps)
         eps = eps if eps.dtype in (jnp.float32, jnp.float64) else eps.astype(jnp.float32)  # (exact: a wider float)
         flat = eps.reshape(-1)
-        sample = np.unique(np.asarray(flat[jnp.asarray(_sample_positions(flat.size))]))
+        sample = np.unique(np.asarray(flat[jnp.asarray(sample_positions(flat.size))]))
     if sample.size > RR_TABLE_MAX:
         return None
     return eps, sample.view(np.uint32 if sample.dtype == np.float32 else np.uint64)
@@ -995,51 +763,23 @@ def _device_rr_epsilon(mech):
 
 def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
     """The release of a randomized response with per-record ε (:func:`_device_rr_epsilon`): only the ε move to the
-    device program, which looks each record's keep threshold up in an :class:`_RRTable` of the distinct values
+    device program, which looks each record's keep threshold up in an
+    :class:`~dpjax.exact.laws.randomized_response.RRTable` of the distinct values
     (the thresholds of :func:`rr_lattice`, so the output is bitwise that of the host lattice) and flags the
     records whose ε it misses; the host completes a few of them, or adds the missed values and runs again (the
     same words: the records already right are unchanged). None (the host lattice runs) when the values outgrow
-    :data:`RR_TABLE_MAX`."""
+    :data:`~dpjax.exact.laws.randomized_response.RR_TABLE_MAX`."""
     with jax.enable_x64(True):
         eps = jnp.broadcast_to(eps, values.shape).reshape(-1)
         while bits.size <= RR_TABLE_MAX:
-            table = _RRTable(bits, mech.num_categories)
+            table = RRTable(bits, mech.num_categories)
+            sampler = RandomizedResponseLookup(mech.num_categories - 1, table=table)
             try:
-                return _fast_release(key, start, values, "rr", None, mech.num_categories - 1, 1.0, True,
-                                     jnp.dtype(in_dt), scales=(eps, table.table, table.multiplier),
-                                     scales_at=table.thresholds_at(eps))
-            except _TableMiss as miss:  # (values not yet in the table: each round grows it)
+                return _fast_release(key, start, values, sampler, 1.0, True, jnp.dtype(in_dt),
+                                     params=(eps, table.table, table.multiplier))
+            except TableMiss as miss:  # (values not yet in the table: each round grows it)
                 bits = np.union1d(bits, miss.bits)
     return None
-
-
-def _chunked(t, shift):
-    """Whether any discrete Laplace scale τ = t/2^shift has chunked tables (:func:`table_samplers.chunk_layout`'s
-    m = ⌈log2 t⌉ − shift − DL_TABLE_LOG2 > 0: τ above 2^DL_TABLE_LOG2; ⌈log2 t⌉ is the bit length of t − 1)."""
-    t = np.asarray(t, np.float64)
-    return bool(np.any(np.frexp(t - 1.0)[1] - np.asarray(shift, np.int64) - table_samplers.DL_TABLE_LOG2 > 0))
-
-
-#: a discrete Gaussian release with per-record σ builds one exact inverse-CDF table per distinct lattice variance
-#: (about 0.25 s and 7.4σ words each at the Gaussian lattice's σ ≤ 2^12): at most this many distinct values
-DG_TABLES_MAX = 1024
-
-
-def _release_gaussian_tables(key, start, values, nvar, g, unit, out_dtype):
-    """The discrete Gaussian of per-record lattice variances ``nvar`` (any number of distinct values, at most
-    :data:`DG_TABLES_MAX`): each record's |Z| by the exact table of its own variance (:func:`table_samplers.dg_icdf`,
-    the one-scale release's), searched per record in the concatenated tables
-    (:func:`table_samplers.icdf_noise_per_record`): the one-scale map, whatever the other records' scales."""
-    distinct, inverse = np.unique(nvar, return_inverse=True)
-    if distinct.size > DG_TABLES_MAX:
-        raise ValueError(f"sigma: numerics='exact' runs at most {DG_TABLES_MAX} distinct per-record sigma (one exact "
-                         f"table each), got {distinct.size}; round sigma to fewer values or release them in batches")
-    tables = [table_samplers.dg_icdf(int(v)) for v in distinct]
-    sizes = np.asarray([tab.size for tab in tables], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return _fast_release(key, start, values, "dgr", None, int(sizes.max()).bit_length(), 1.0, unit, out_dtype,
-                         scales=(offsets[inverse], sizes[inverse], g), scales_at=lambda idx: (nvar[idx], None, g[idx]),
-                         table=np.concatenate(tables))
 
 
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
@@ -1076,53 +816,39 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if lat is None:  # scales broadcast to the records: the host lattice
         lat = mech.exact_lattice()
         check_batch_shape(lat, shape)
-    g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param), np.asarray(lat.shift))
+    g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param),
+                                   np.asarray(lat.shift))
+    law = lat.sampler
     g = np.broadcast_to(g_own, shape)
-    kind = lat.sampler
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
     param = np.broadcast_to(param_own, shape)
     shift = np.broadcast_to(shift_own, shape)
-    if kind not in ("rr", "pb"):  # (a boosted kernel's scale is at most table_samplers.PB_MAX_SCALE)
+    if law.noise_scale(param_own, shift_own) is not None:  # (randomized response and boosted laws have no range)
         _check_output_range(lat, param_own, shift_own, g_own, in_dt if integer and np.all(g_own == 1.0) else out_float)
-    unit = bool(integer and np.all(g_own == 1.0)) or kind == "rr"  # integers on ℤ (or categories): no float
+    unit = bool(integer and np.all(g_own == 1.0)) or law.categorical  # integers on ℤ (or categories): no float
     out_dt = jnp.dtype(in_dt if unit else out_float)
     if not n:  # no records (a flat release of an empty batch): the output dtype of any other batch
         return jnp.zeros(shape, out_dt)
     one_scale = all(np.all(a == a.flat[0]) for a in (param_own, shift_own, g_own) if a.size)
-    # one word-to-noise map per law, whatever the layout: a discrete Laplace whose tables would be chunked (τ above
-    # 2^DL_TABLE_LOG2: two or more words) runs the one-word inverse CDF of the per-record program for every record
-    chunked = kind == "dl" and _chunked(param_own, shift_own)
-    groups = None if one_scale or chunked else _scale_groups(shape, param_own, shift_own, g_own)
-    if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
-        with jax.enable_x64(True):
+    # the release branches on the layout only: one scale, a few scales (groups), or per-record parameters
+    per_record = law.per_record_only(param_own, shift_own)
+    groups = None if one_scale or per_record else _scale_groups(shape, param_own, shift_own, g_own)
+    with jax.enable_x64(True):
+        if groups is not None:  # a few distinct scales: the fixed-trip release of each, on its records
             flat_v = values.reshape(-1)
             out = np.empty(n, out_dt)
             for first, idx in groups:
                 m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
                 pad = np.concatenate([idx, np.full(m - idx.size, idx[-1])])
-                t0, s0 = int(param.flat[first]), int(shift.flat[first])
-                if kind == "rr":
-                    s0 = lat.noise.num_categories - 1
-                part = _fast_release(key, start, flat_v[pad], kind, t0, s0, float(g.flat[first]), unit, out_dt,
+                sampler = law.one_scale(lat, int(param.flat[first]), int(shift.flat[first]))
+                part = _fast_release(key, start, flat_v[pad], sampler, float(g.flat[first]), unit, out_dt,
                                      records=start + pad)
                 out[idx] = np.asarray(part)[: idx.size]
-        out = jnp.asarray(out).reshape(shape)
-    elif (chunked or not one_scale) and kind in ("dl", "rr"):  # any number of scales (or ε)
-        with jax.enable_x64(True):
-            scales = tuple(np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1)
-                           for a in (param, shift, g))
-            out = _fast_release(key, start, values, "dlr" if kind == "dl" else "rr", None,
-                                lat.noise.num_categories - 1 if kind == "rr" else 0, 1.0, unit, out_dt, scales=scales)
-    elif not one_scale and kind == "dg":  # any number of distinct σ²: a table each
-        with jax.enable_x64(True):
-            out = _release_gaussian_tables(key, start, values, np.ascontiguousarray(param).reshape(-1),
-                                           np.ascontiguousarray(g).reshape(-1), unit, out_dt)
-    elif kind == "rr":  # one ε: one keep word, one Lemire word
-        with jax.enable_x64(True):
-            out = _fast_release(key, start, jnp.asarray(values), "rr", int(param.flat[0]), lat.noise.num_categories - 1,
-                                1.0, True, out_dt)
-    else:  # one scale ("dl", "dg", and "pb", whose lattice always has one): the fused fixed-trip release
-        t0 = _pb_spec(lat.noise) if kind == "pb" else int(param.flat[0])
-        with jax.enable_x64(True):
-            out = _fast_release(key, start, values, kind, t0, int(shift.flat[0]), float(g.flat[0]), unit, out_dt)
+            out = jnp.asarray(out).reshape(shape)
+        elif per_record or not one_scale:  # any number of scales (one program, per-record parameters)
+            sampler, params, g_run = law.per_record(lat, param, shift, g, one_scale)
+            out = _fast_release(key, start, values, sampler, g_run, unit, out_dt, params=params)
+        else:  # one scale: the fused fixed-trip release
+            sampler = law.one_scale(lat, int(param.flat[0]), int(shift.flat[0]))
+            out = _fast_release(key, start, values, sampler, float(g.flat[0]), unit, out_dt)
     return out.reshape(()) if squeeze else out

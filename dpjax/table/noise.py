@@ -11,11 +11,13 @@ Two tiers (``dpjax.table.release(..., numerics=...)``):
   a group's noise is the same bits whatever else is released.
 * ``"exact"`` (:func:`draw` of ``kernel.exact_lattice()``, an :class:`~dpjax.exact.ExactLattice`): the
   integer-only release of :mod:`dpjax.exact.lattice` — the true value rounded to the lattice gℤ
-  (k = ⌊x/g + ½⌋, exact: g is a power of two), plus integer noise N of the fixed-trip discrete Laplace or
-  discrete Gaussian table samplers (:mod:`dpjax.exact.table_samplers`) fed by
+  (k = ⌊x/g + ½⌋, exact: g is a power of two), plus integer noise N of the lattice's one-scale sampler (the
+  fixed-trip discrete Laplace or discrete Gaussian table sampler of :mod:`dpjax.exact.laws`, the
+  :class:`~dpjax.exact.sampler.IntegerSampler` a release of one scale runs) fed by
   :class:`dpjax.exact.bits.GroupWords` (the same pair and element, raw 64-bit words); the rare flagged
   entries (a tie with a threshold, a word past the table) are completed exactly on the host from further
-  words of the same entry. The output g·(k + N) is a point of gℤ whatever the data.
+  words of the same entry, by the same sampler's host completion. The output g·(k + N) is a point of gℤ
+  whatever the data.
 """
 
 from __future__ import annotations
@@ -39,13 +41,11 @@ def _draw(kernel, k0, k1, elements, values):
     return kernel._sample(GroupStream(k0, k1, elements, jnp.float64), values)
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "t", "shift"))
-def _codes(k0, k1, elements, *, kind, t, shift):
-    """Packed codes (z = code >> 8, flagged = code & 1) of the table samplers on group-addressed words."""
-    words = GroupWords(k0, k1, elements)
-    if kind == "dl":
-        return table_samplers.laplace_code(words, elements.shape[0], t, shift)
-    return table_samplers.gaussian_code(words, elements.shape[0], t)
+@functools.partial(jax.jit, static_argnames=("sampler",))
+def _noise(k0, k1, elements, *, sampler):
+    """(z, flagged) of the one-scale ``sampler`` (:class:`~dpjax.exact.sampler.IntegerSampler`) on group-addressed
+    words."""
+    return sampler.noise(GroupWords(k0, k1, elements), None, ())
 
 
 def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -72,10 +72,9 @@ def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, 
 
 def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
     """The exact tier's :func:`draw`: g·(⌊x/g + ½⌋ + N), N the lattice's integer noise (module docstring)."""
-    kind = lat.sampler
-    if kind not in ("dl", "dg") or np.size(lat.param) != 1:
+    if not lat.sampler.for_tables or np.size(lat.param) != 1:
         raise ValueError(f"noise: the exact tier of a table release needs a one-scale discrete Laplace or discrete "
-                         f"Gaussian lattice, got {type(lat).__name__} (sampler {kind!r})")
+                         f"Gaussian lattice, got {type(lat).__name__} (sampler {lat.sampler!r})")
     shape = values.shape
     n = values.size
     g = float(np.asarray(lat.granularity))
@@ -87,18 +86,13 @@ def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
         return np.pad(np.broadcast_to(a, shape).reshape(-1).astype(np.uint32), (0, size - n))
 
     k0, k1, e = flat(k0[:, None]), flat(k1[:, None]), flat(elements)
-    t, shift = int(np.asarray(lat.param)), int(np.asarray(lat.shift))
+    sampler = lat.sampler.one_scale(lat, int(np.asarray(lat.param)), int(np.asarray(lat.shift)))
     with jax.enable_x64(True):
-        code = np.asarray(_codes(k0, k1, e, kind=kind, t=t, shift=shift if kind == "dl" else 0))[:n]
-    z = code >> 8
-    for i in np.flatnonzero(code & 1):  # ties and the far tail (probability ≲ 2^-40 each): exactly, on the host
+        z, flag = (np.asarray(a)[:n] for a in _noise(k0, k1, e, sampler=sampler))
+    z = z.astype(np.int64)
+    for i in np.flatnonzero(flag):  # ties and the far tail (probability ≲ 2^-40 each): exactly, on the host
         a, b, c = int(k0[i]), int(k1[i]), int(e[i])
-
-        def word(j, a=a, b=b, c=c):
-            return table_samplers.threefry_word(a, b, j, c)
-
-        z[i] = table_samplers.exact_record(word, t, shift) if kind == "dl" else \
-            table_samplers.exact_gaussian_record(word, t)
+        z[i] = sampler.complete(lambda j, a=a, b=b, c=c: table_samplers.threefry_word(a, b, j, c), None, ())
     return ((index + z).astype(np.float64) * g).reshape(shape)
 
 

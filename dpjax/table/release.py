@@ -183,7 +183,7 @@ def numerics_of(probe, numerics) -> str:
         lattice = probe.exact_lattice()
     except ValueError:
         lattice = None
-    if lattice is None or lattice.sampler not in ("dl", "dg"):
+    if lattice is None or not lattice.sampler.for_tables:
         if numerics == "exact":
             raise ValueError(f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
                              f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}")
