@@ -13,9 +13,10 @@ where each parameter leaf is used:
 * **ghost norms** (Li, Tramèr, Liang, Hashimoto, "Large Language Models Can Be Strong
   Differentially Private Learners", ICLR 2022, §4): a leaf used once, through a
   norm-preserving view, by a ``dot_general`` (a dense layer, the batch or a sequence as free
-  dimensions), a convolution (its patches) or a row gather (an embedding) gets its per-example
-  norm from the activation a and g alone: ‖a‖²‖g‖² for one row, Σ_ts (a_t·a_s)(g_t·g_s) over a
-  sequence, or the per-example gradient a^T g where that is smaller than the two Gram matrices;
+  dimensions), a convolution (its patches, strided slices of the padded input) or a row gather
+  (an embedding) gets its per-example norm from the activation a and g alone: ‖a‖²‖g‖² for one
+  row, Σ_ts (a_t·a_s)(g_t·g_s) over a sequence, or the per-example gradient a^T g where that is
+  smaller than the two Gram matrices;
 * **per-operation gradients**: any other use (element-wise scale and bias, layer norm's affine,
   a leaf used twice, a broadcast view) materialises the per-example gradient of that leaf from the
   operation's own VJP at the captured operands: an activation-sized product, not a backward pass;
@@ -26,11 +27,14 @@ where each parameter leaf is used:
 The clipped sum is then book-kept (Bu, Wang, Zha, Karypis, "Differentially Private Optimization
 on Large Model at Small Cost", ICML 2023, §3): each site's weight gradient is taken once for the
 whole batch with the cotangents scaled by the per-example factors, so no second backward pass
-runs. Calls (``jit``) inside the loss are inlined.
+runs; leaves whose per-example gradients were formed sum them. Examples left out (masked, or with a
+non-finite norm) have their rows zeroed, not just weighted by 0. Calls (``jit``) inside the loss are
+inlined.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -202,18 +206,32 @@ def _dot_ghost(eqn, k, other, g):
     return _rows_norm(a, g)
 
 
+def _patches(eqn, view_shape, lhs):
+    """[B, N, K·C, out spatial...]: each output position's input window of a convolution, per example, as
+    strided slices of the padded (and dilated) input, one per kernel offset (K of them); no arithmetic."""
+    lhs_spec, rhs_spec, _ = eqn.params["dimension_numbers"]
+    strides, dilation = eqn.params["window_strides"], eqn.params["rhs_dilation"]
+    x = jnp.transpose(lhs, [0] + [1 + d for d in lhs_spec])  # [B, N, C, spatial...]
+    pads = [(lo, hi, d - 1) for (lo, hi), d in zip(eqn.params["padding"], eqn.params["lhs_dilation"])]
+    x = jax.lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0)] * 3 + pads)
+    kernel = [view_shape[d] for d in rhs_spec[2:]]
+    out = [(n - (k - 1) * r - 1) // s + 1 for n, k, r, s in zip(x.shape[3:], kernel, dilation, strides)]
+    windows = []
+    for offset in itertools.product(*map(range, kernel)):
+        start = [o * r for o, r in zip(offset, dilation)]
+        stop = [b + (m - 1) * s + 1 for b, m, s in zip(start, out, strides)]
+        windows.append(jax.lax.slice(x, (0, 0, 0, *start), (*x.shape[:3], *stop), (1, 1, 1, *strides)))
+    return jnp.concatenate(windows, axis=2)
+
+
 def _conv_ghost(eqn, view_shape, lhs, g):
-    lhs_spec, rhs_spec, out_spec = eqn.params["dimension_numbers"]
-    p = eqn.params
-    patches = jax.vmap(lambda x: jax.lax.conv_general_dilated_patches(
-        jnp.transpose(x, lhs_spec), [view_shape[d] for d in rhs_spec[2:]], p["window_strides"], p["padding"],
-        p["lhs_dilation"], p["rhs_dilation"], precision=_HIGHEST))(lhs)
+    out_spec = eqn.params["dimension_numbers"][2]
     bsz = lhs.shape[0]
 
     def rows(x):  # [B, N, C, spatial...] -> [B, 1, N·spatial, C]
         return jnp.moveaxis(x, 2, -1).reshape(bsz, 1, -1, x.shape[2])
 
-    return _rows_norm(rows(patches), rows(jnp.transpose(g, [0] + [1 + d for d in out_spec])))
+    return _rows_norm(rows(_patches(eqn, view_shape, lhs)), rows(jnp.transpose(g, [0] + [1 + d for d in out_spec])))
 
 
 def _gather_ghost(eqn, view_shape, indices, g):
@@ -266,18 +284,9 @@ def _keep_rows(x, keep):
     return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.zeros((), x.dtype))
 
 
-def _weight_grad(fn, leaf, ops, weighted, keep):
-    """Σ_i of the VJP of ``fn(leaf, ops_i)`` at ``weighted_i``: one batched VJP (``keep`` None), or one
-    example at a time, leaving out those with ``keep`` False (whose operands may not be finite)."""
-    if keep is None:
-        return jax.vjp(lambda p: jax.vmap(lambda o: fn(p, o))(ops), leaf)[1](weighted)[0]
-
-    def add(i, acc):
-        ops_i = jax.tree_util.tree_map(lambda x: x[i], ops)
-        c = jax.vjp(lambda p: fn(p, ops_i), leaf)[1](weighted[i])[0]
-        return acc + jnp.where(keep[i], c, jnp.zeros_like(c))
-
-    return jax.lax.fori_loop(0, weighted.shape[0], add, jnp.zeros_like(leaf))
+def _weight_grad(fn, leaf, ops, weighted):
+    """Σ_i of the VJP of ``fn(leaf, ops_i)`` at ``weighted_i``, as one batched VJP."""
+    return jax.vjp(lambda p: jax.vmap(lambda o: fn(p, o))(ops), leaf)[1](weighted)[0]
 
 
 def clipped_grad(loss_fn, l2_norm_clip, *, method="ghost"):
@@ -390,34 +399,31 @@ def _ghost_clipped(closed, leaves, ex_leaves, clip, mask):
             captured[u.site], g_sites[u.site])
 
     sq = jnp.zeros((size,), closed.out_avals[0].dtype)
-    for g in g_fb:
-        sq = sq + _sq(g).astype(sq.dtype)
-    for us in plan.uses.values():
-        u = us[0]
+    materialised = dict(zip(fb, g_fb))  # leaf -> its per-example gradients, where they were formed
+    for leaf, us in plan.uses.items():
         ghost = None
         if len(us) == 1:
-            site = plan.site_list[u.site]
-            ghost = _ghost(site, u, views[u].shape, captured[u.site], g_sites[u.site])
+            u = us[0]
+            ghost = _ghost(plan.site_list[u.site], u, views[u].shape, captured[u.site], g_sites[u.site])
         if ghost is None:
-            ghost = _sq(sum(per_example_grad(u) for u in us))
+            materialised[leaf] = sum(per_example_grad(u) for u in us)
+            ghost = _sq(materialised[leaf])
         sq = sq + ghost.astype(sq.dtype)
+    for g in g_fb:
+        sq = sq + _sq(g).astype(sq.dtype)
     norms = jnp.sqrt(sq)
     scale = scales_from_norms(norms, clip, mask)
     keep = scale > 0
-    weighted = [g * scale.reshape((-1,) + (1,) * (g.ndim - 1)).astype(g.dtype) for g in g_sites]
-
-    def book_kept(finite):
-        """Σ_i scale_i·g_i per leaf: each use's weight gradient over the whole batch at once, or (``finite``
-        False: an example whose gradient is not finite, NaN·0 being NaN) one example at a time, those
-        with a zero factor left out."""
-        total = [jnp.zeros_like(x) for x in leaves]
-        for leaf, g in zip(fb, g_fb):
-            total[leaf] = jnp.einsum("b,b...->...", scale.astype(g.dtype), _keep_rows(g, keep), precision=_HIGHEST)
-        for u in (u for us in plan.site_uses.values() for u in us):
-            contribution = _weight_grad(through(u), leaves[u.leaf], captured[u.site], weighted[u.site],
-                                        None if finite else keep)
-            total[u.leaf] = total[u.leaf] + contribution
-        return total
-
-    total = jax.lax.cond(jnp.all(jnp.isfinite(norms)), lambda: book_kept(True), lambda: book_kept(False))
+    # Σ_i scale_i·g_i per leaf. Rows of examples left out (masked, or a non-finite norm) are zeroed in the
+    # per-example gradients, operands and cotangents, not just weighted by 0 (NaN·0 is NaN); a ghost-norm
+    # leaf's use is linear in each of its operands (dot_general, convolution, gather), so the zeroed
+    # rows add exactly nothing to its weight gradient, taken once for the batch.
+    total = [jnp.zeros_like(x) for x in leaves]
+    for leaf, g in materialised.items():
+        total[leaf] = jnp.einsum("b,b...->...", scale.astype(g.dtype), _keep_rows(g, keep), precision=_HIGHEST)
+    for u in (u for us in plan.site_uses.values() for u in us if u.leaf not in materialised):
+        g = g_sites[u.site]
+        weighted = _keep_rows(g * scale.reshape((-1,) + (1,) * (g.ndim - 1)).astype(g.dtype), keep)
+        ops = [_keep_rows(x, keep) for x in captured[u.site]]
+        total[u.leaf] = total[u.leaf] + _weight_grad(through(u), leaves[u.leaf], ops, weighted)
     return norms, total
