@@ -1,6 +1,7 @@
-"""The float discrete Gaussian of one σ (the block sampler): its exact law, from all its words, within total
-variation 10^-6 of pmf ∝ exp(−z²/(2σ²)); the release's draws are exactly that map of the stream's words; its
-draws fit the law (χ²); per-record σ takes CKS rejection; a σ the float dtype cannot carry is refused."""
+"""The float discrete Gaussian (the block sampler, one σ or per-record σ): its exact law, from all its words,
+within total variation 10^-6 of pmf ∝ exp(−z²/(2σ²)); the release's draws are exactly that map of the stream's
+words; no guide bucket holds more thresholds than it checks; its draws fit the law (χ²); a σ the float dtype
+cannot carry is refused."""
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,14 @@ import dpjax
 from dpjax.kernels import discrete_gaussian as dgk
 from dpjax.random import UniformStream
 
-_table = jax.jit(dgk._block_table)
+_block_params = jax.jit(dgk._block_params)
+
+
+def _params(sigma, per_record):
+    """The block sampler's (b, table, gap, half) for σ, one for the batch or as a record's own."""
+    b, tables, index, gap, half = _block_params(jnp.full(1, sigma, jnp.float32) if per_record else jnp.float32(sigma))
+    first = (lambda x: np.asarray(x).reshape(-1)[0]) if per_record else np.asarray
+    return int(first(b)), np.asarray(tables)[int(first(index))], first(gap), bool(first(half))
 
 
 def _true_abs_law(sigma, k):
@@ -30,44 +38,65 @@ def _true_abs_law(sigma, k):
     return np.where(k == 0, p, 2 * p)
 
 
-def _sampler_abs_law(sigma):
+def _sampler_abs_law(sigma, per_record):
     """P(|Z| = k), k = q 2^b + s < BLOCKS·2^b, of the sampler, exactly from its words: the block q from the first
     uint32 word (P(q ≥ j) = T[j]/2^32, the table it computes), s from b bits of the second (uniform on [0, 2^b)), a
     candidate kept by a third word below its threshold (κ(q, s)/2^32, the threshold it computes for every (q, s)),
-    every candidate kept when b = 0; conditioned on a keep (the sign, one more bit, is exactly fair)."""
-    b, t = (np.asarray(x) for x in _table(np.float32(sigma)))
-    b, m = int(b), 1 << int(b)
+    every candidate kept for one σ below 16; conditioned on a keep (the sign, one more bit, is exactly fair)."""
+    b, t, gap, half = _params(sigma, per_record)
+    m = 1 << b
     ge = t[:dgk.BLOCKS + 1].astype(np.float64)
     ge[0] = 2.0**32
     pq = (ge[:-1] - ge[1:]) / 2.0**32
-    if b == 0:
+    if b == 0 and not per_record:
         return pq
-    keep = jax.jit(lambda q, s: dgk._keep_threshold(q, s, b, jnp.float32(sigma), jnp.float32))
-    parts, s = [], np.arange(m, dtype=np.uint32)
-    for q0 in range(0, dgk.BLOCKS, max(1, (1 << 20) // m)):
-        q = np.arange(q0, min(q0 + max(1, (1 << 20) // m), dgk.BLOCKS), dtype=np.int32)
+    keep = jax.jit(lambda q, s: dgk._keep_threshold(q, s, b, jnp.float32(sigma), gap, half, jnp.float32))
+    parts, s, step = [], np.arange(m, dtype=np.uint32), max(1, (1 << 20) // m)
+    for q0 in range(0, dgk.BLOCKS, step):
+        q = np.arange(q0, min(q0 + step, dgk.BLOCKS), dtype=np.int32)
         always, thr = (np.asarray(x) for x in keep(np.repeat(q, m), np.tile(s, q.size)))
         parts.append(np.repeat(pq[q], m) * np.where(always, 2.0**32, thr.astype(np.float64)))
     law = np.concatenate(parts)
     return law / law.sum()
 
 
-@pytest.mark.parametrize("sigma", [0.3, 1.0, 16.0, 100.0, 1e4, pytest.param(1e6, marks=pytest.mark.slow)])
-def test_float_law_within_tv_1e6(sigma):
-    """Total variation between the sampler's exact law (all its words) and the discrete Gaussian ≤ 10^-6 (the
-    float-uniform samplers it replaces were at 1.9e-7, 1.0e-5 and 8.9e-4 at σ 1, 100, 10^4 and 0.10 at 10^6)."""
-    law = _sampler_abs_law(sigma)
+@pytest.mark.parametrize("per_record", [False, True])
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0, 16.0, 100.0, 1e4, pytest.param(1e6, marks=pytest.mark.slow)])
+def test_float_law_within_tv_1e6(sigma, per_record):
+    """Total variation between the sampler's exact law (all its words) and the discrete Gaussian ≤ 10^-6, for one σ
+    and as a record's own σ (the float-uniform samplers it replaces were at 1.9e-7, 1.0e-5 and 8.9e-4 at σ 1, 100,
+    10^4 and 0.10 at 10^6)."""
+    law = _sampler_abs_law(sigma, per_record)
     true = _true_abs_law(sigma, np.arange(law.size))
     tv = 0.5 * (np.abs(law - true).sum() + max(0.0, 1.0 - true.sum()))
     assert tv <= 1e-6, tv
 
 
+def test_no_guide_bucket_holds_more_than_it_checks():
+    """Every table the sampler builds: one σ from 2^-20 to 16 and over [16, 32) (beyond, its table depends on σ only
+    through ρ = 2^b/σ, which [16, 32) sweeps), and the per-record tables: no guide bucket holds more than
+    GUIDE_SPAN thresholds (the block of a word is its row's plus at most GUIDE_SPAN comparisons)."""
+    bases, rows = dgk._buckets()
+    level = np.searchsorted(bases, np.arange(rows), side="right") - 1
+    width = np.where(level < 32, 2.0 ** np.maximum(31 - dgk.GUIDE_BITS - level, 0), 1.0)
+    start = np.where(level < 32, 2.0 ** (31 - level) + (np.arange(rows) - bases[level]) * width, 0.0)
+    sigmas = np.concatenate([2.0 ** np.linspace(-20, 4, 150), np.linspace(16, 32, 200, endpoint=False),
+                             np.nextafter(16 * 2.0 ** np.arange(8), 0)]).astype(np.float32)
+    tables = np.concatenate([np.asarray(jax.vmap(lambda s: _block_params(s)[1][0])(sigmas)),
+                             np.asarray(_block_params(jnp.ones(2, jnp.float32))[1])])
+    for t in tables:
+        desc = np.sort(t[1:].astype(np.int64))
+        def block(w):
+            return desc.size - np.searchsorted(desc, w, side="right")
+        assert (block(start) - block(start + width - 1)).max() <= dgk.GUIDE_SPAN
+
+
 def _reference(stream, sigma, n):
     """The draws by the documented map, in numpy, from the stream's words: trial j, words (w0, w1) of counter 2j,
     q = max{j' : w0 < T[j']}, s = w1 >> (32 − b), sign w1 & 1, kept when the first word of counter 2j + 1 is below
-    the keep threshold (b = 0: always)."""
-    b, t = (np.asarray(x) for x in _table(np.float32(sigma)))
-    b = int(b)
+    the keep threshold (one σ below 16: always)."""
+    per_record = np.ndim(sigma) > 0
+    b, t, gap, half = _params(float(np.max(sigma)), per_record)
     out, todo = np.zeros(n), np.ones(n, bool)
     for j in range(dgk.MAX_TRIALS):
         w0, w1 = (np.asarray(w) for w in stream.words(2 * j))
@@ -76,8 +105,9 @@ def _reference(stream, sigma, n):
         k = q.astype(np.float64) * 2.0**b + s
         z = np.where(w1 & 1, -k, k)
         kept = np.ones(n, bool)
-        if b:
-            always, thr = (np.asarray(x) for x in dgk._keep_threshold(q, s, b, jnp.float32(sigma), jnp.float32))
+        if b or per_record:
+            always, thr = (np.asarray(x) for x in dgk._keep_threshold(q, s, b, jnp.float32(np.max(sigma)), gap, half,
+                                                                       jnp.float32))
             kept = always | (np.asarray(stream.words(2 * j + 1)[0]) < thr)
         out = np.where(todo & kept, z, out)
         todo &= ~kept
@@ -87,7 +117,8 @@ def _reference(stream, sigma, n):
 
 
 @pytest.mark.parametrize("sigma", [3.0, pytest.param(100.0, marks=pytest.mark.slow),
-                                   pytest.param(1e6, marks=pytest.mark.slow)])
+                                   pytest.param(1e6, marks=pytest.mark.slow),
+                                   pytest.param(np.full(20_000, 40.0, np.float32), marks=pytest.mark.slow)])
 def test_release_draws_are_the_block_map_of_the_stream(sigma):
     """Through the stream, under jit and vmap over keys: each draw is the documented map of the record's words."""
     mech, n = dpjax.DiscreteGaussian(sigma), 20_000
@@ -113,14 +144,16 @@ def test_vmaps_over_sigma():
     np.testing.assert_array_equal(wide, np.asarray(out)[2])
 
 
-@pytest.mark.parametrize("sigma,width", [(2.0, 1), pytest.param(100.0, 5, marks=pytest.mark.slow),
-                                         pytest.param(1e5, 2000, marks=pytest.mark.slow)])
-def test_release_fits_its_law(sigma, width):
+@pytest.mark.parametrize("sigma,width,per_record", [(2.0, 1, False),
+                                                    pytest.param(100.0, 5, False, marks=pytest.mark.slow),
+                                                    pytest.param(1e5, 2000, False, marks=pytest.mark.slow),
+                                                    pytest.param(30.0, 2, True, marks=pytest.mark.slow)])
+def test_release_fits_its_law(sigma, width, per_record):
     """χ² of 10^6 float32 draws of the public release against pmf ∝ exp(−z²/(2σ²)), in bins of ``width``
     integers (exact bin masses from the pmf in float64)."""
     n = 1_000_000
-    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), dpjax.DiscreteGaussian(sigma),
-                                   numerics="float"))
+    mech = dpjax.DiscreteGaussian(np.full(n, sigma) if per_record else sigma)
+    out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), mech, numerics="float"))
     z = np.arange(-int(7 * sigma), int(7 * sigma) + 1)
     pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
     pmf /= pmf.sum()
@@ -131,16 +164,6 @@ def test_release_fits_its_law(sigma, width):
     obs = np.append(obs[keep], n - obs[keep].sum())
     exp = np.append(exp[keep], n - exp[keep].sum())
     assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
-
-
-@pytest.mark.slow
-def test_per_record_sigma_takes_cks_rejection():
-    """Per-record σ draws CKS rejection (one σ for the batch, the block sampler)."""
-    stream = lambda: UniformStream(jax.random.key(2), (4000,), jnp.float32)  # noqa: E731
-    sigma = jnp.full(4000, 50.0, jnp.float32)
-    got = np.asarray(jax.jit(lambda m: m.sample_noise(stream()))(dpjax.DiscreteGaussian(sigma)))
-    want = np.asarray(jax.jit(lambda s: dgk._cks_rejection(stream(), s))(sigma))
-    np.testing.assert_array_equal(got, want)
 
 
 def test_sigma_beyond_the_float_bound_is_refused():
