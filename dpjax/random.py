@@ -182,6 +182,12 @@ class UniformStream:
             word = jnp.where((j & 1) == 1, w1, w0)
         return _bits_to_uniform(word, None, self.dtype)
 
+    def words(self, j):
+        """Both uint32 words of the hash of counter ``(j, i)`` for every record i, whatever the stream's dtype
+        (float32 uniforms ``2j`` and ``2j + 1`` are their top 23 bits): for samplers that need more bits than a
+        float uniform carries."""
+        return self._words(j)
+
     def _words(self, j):
         """Both hash words of counter ``(j, i)`` for every record i (cached for a Python-int j)."""
         if isinstance(j, int) and j in self._cache:

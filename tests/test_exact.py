@@ -1085,38 +1085,21 @@ def test_lattice_value_of_float_noise_is_the_integer_sums():
 
 
 @pytest.mark.slow
-def test_float_discrete_gaussian_inverse_cdf_and_rejection_fit_their_law():
-    """The float tier's discrete Gaussian: one σ by inverse CDF of the |Z| tail table (float32 and float64
-    uniforms), per-record σ by the CKS rejection sampler; each fits pmf ∝ exp(−z²/(2σ²)) (χ²)."""
-    from dpjax.kernels import discrete_gaussian as dgk
-
+def test_float_discrete_gaussian_block_sampler_fits_its_law():
+    """The float tier's discrete Gaussian, the block sampler: one σ (float32 and float64 releases) and per-record σ
+    each fit pmf ∝ exp(−z²/(2σ²)) (χ²)."""
     n = 200_000
+    for sigma in (2.5, 20.0):
+        z = np.arange(-int(8 * sigma), int(8 * sigma) + 1)
+        pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
+        for dt in (jnp.float32, jnp.float64):
+            with jax.enable_x64(dt == jnp.float64):
+                out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), dpjax.DiscreteGaussian(sigma),
+                                               numerics="float"))
+            assert _chi2_pvalue(out, z, pmf) > 1e-4, (sigma, dt)
     z = np.arange(-60, 61)
     pmf = np.exp(-z.astype(float) ** 2 / (2 * 2.5**2))
-    one = dpjax.DiscreteGaussian(2.5)
-    assert one.support_radius <= dgk.ICDF_MAX_RADIUS
-    for dt in (jnp.float32, jnp.float64):
-        with jax.enable_x64(dt == jnp.float64):
-            out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), one, numerics="float"))
-        assert _chi2_pvalue(out, z, pmf) > 1e-4, dt
-    # the short table's count and the guided search give the same draws (the guided search against the full
-    # search: tests/test_kernels_discrete_gaussian.py)
-    wide = dpjax.DiscreteGaussian(9.0)
-    assert one.support_radius <= dgk.LINEAR_MAX_RADIUS < wide.support_radius
-    out = np.asarray(dpjax.release(jax.random.key(3), jnp.zeros(n, jnp.float32), wide, numerics="float"))
-    assert _chi2_pvalue(out, z, np.exp(-z.astype(float) ** 2 / (2 * 9.0**2))) > 1e-4
-    linear = dgk.LINEAR_MAX_RADIUS
-    draws = {}
-    try:
-        for lin in (linear, 0):
-            dgk.LINEAR_MAX_RADIUS = lin
-            jax.clear_caches()
-            draws[lin] = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, jnp.float32), one, numerics="float"))
-    finally:
-        dgk.LINEAR_MAX_RADIUS = linear
-        jax.clear_caches()
-    np.testing.assert_array_equal(draws[0], draws[linear])
-    per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the rejection sampler
+    per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the fixed proposal tables
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per, numerics="float"))
     assert _chi2_pvalue(out, z, pmf) > 1e-4
 

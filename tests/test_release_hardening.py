@@ -78,15 +78,16 @@ def test_a_list_of_scales_is_a_batch():
 
 
 def test_discrete_gaussian_sampler_loop_is_bounded():
-    """With every trial rejected (an acceptance test that never passes), the loop still ends."""
-    mech = dpjax.DiscreteGaussian(sigma=2.0)
+    """With every trial rejected (a keep word that never passes), the loop still ends."""
+    mech = dpjax.DiscreteGaussian(sigma=100.0)
 
     class Never:
-        """A stream whose every uniform is 0.999999: candidate 0, log u ≈ 0 above its accept bound."""
-        dtype = jnp.float32
+        """A stream whose every word is 2^32 − 1: the first block, the largest offset, a keep word above every
+        threshold."""
+        dtype, shape, _cache = jnp.float32, (4,), None
 
-        def __call__(self, j):
-            return jnp.full((4,), 0.999999, jnp.float32)
+        def words(self, j):
+            return jnp.full((4,), 2**32 - 1, jnp.uint32), jnp.full((4,), 2**32 - 1, jnp.uint32)
 
     out = jax.jit(lambda: mech.sample_noise(Never()))()
     assert out.shape == (4,) and discrete_gaussian.MAX_TRIALS == 64

@@ -2,47 +2,45 @@ r"""The discrete Gaussian kernel on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)
 
 Closed forms: the normaliser (direct sum or its Jacobi-theta dual), the CDF from a static
 table of the support (``support_radius``), the quantile by bisection on that table, the
-samplers (one σ: the inverse CDF of the |Z| tail table, counted or through a guide indexed by
-the uniform's float bits; one σ beyond the table: rejection from rounded continuous Gaussians;
-per-record σ: CKS rejection), the Gaussian pair loss threshold and the tilted sums of the Rényi
-closed form (an exact sum over the support window).
+float tier's sampler (blocks of |Z| by the inverse CDF of a 160-entry table, kept by rejection,
+from whole hash words), the Gaussian pair loss threshold and the tilted sums of the Rényi closed
+form (an exact sum over the support window).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.special
 import numpy as np
 
 from dpjax.kernels._gaussian_law import gaussian_loss_threshold, gaussian_tilted_exponent
 from dpjax.kernels.base import AdditiveMechanism, safe_log
+from dpjax.mechanism import default_float
 from dpjax.pytree import pytree_dataclass, replace, static_field
 from dpjax.validation import check_int, is_traced
 
 __all__ = ["DiscreteGaussian"]
 
-#: trials of the rejection samplers (each accepts with probability > 0.4 for every σ, so all
+#: trials of the block sampler (each keeps with probability ≥ 0.398 for every σ, so all
 #: 64 fail with probability < 1e-14 per record; such a record takes one fresh candidate of the
 #: proposal, unconditioned — noise with the proposal's full support, never the bare answer — a
 #: total-variation change below 1e-14 per record): a bounded loop, never a hang
 MAX_TRIALS = 64
-#: one σ whose support table has at most this radius (σ ≲ 75 000) is sampled by inverse CDF instead
-ICDF_MAX_RADIUS = 1 << 20
-#: a support table of at most this radius (σ ≲ 5.8) is searched by counting: one comparison per entry, no look-up
-LINEAR_MAX_RADIUS = 95
-#: the float inverse CDF's guide (:func:`_guide_shape`): rows of at most GUIDE_STEPS − 1 thresholds where at most
-#: GUIDE_MAX_ROWS rows allow it (σ ≲ 3·10^4 for float32 uniforms), more beyond
-GUIDE_STEPS = 3
-GUIDE_MAX_ROWS = 1 << 20
-#: one σ beyond the inverse CDF's table and at least this large draws rounded continuous Gaussians (two per trial,
-#: each kept with probability ≥ 0.9993: :func:`_rounded_gaussian`); smaller σ, and per-record σ, CKS rejection
-ROUNDED_MIN_SIGMA = 6.0e4
-
+#: the block sampler's blocks (:func:`_block_rejection`): |Z| ∈ [qm, qm + m) for q < BLOCKS, m = 2^b ∈ (σ/16, σ/8]
+#: (m = 1 below σ = 16), so that they reach 10σ (P(|Z| ≥ 10σ) < 10^-22)
+BLOCKS = 160
+#: the block table's length (BLOCKS thresholds padded with zeros)
+TABLE_SIZE = 256
+#: the block table's guide: buckets of relative width 2^-GUIDE_BITS of a word, each holding at most GUIDE_SPAN
+#: thresholds (:func:`_guide`)
+GUIDE_BITS = 5
+GUIDE_SPAN = 2
+#: the largest σ of the float tier, per float dtype: 2^(mantissa − 2) (float32: 2^21, where P(|Z| ≥ 2^24), the
+#: noise a float32 cannot carry exactly, is below 10^-15), at most 2^34 (the block offset s is one 31-bit word)
+MAX_SIGMA_BITS = 34
 
 def _dg_log_normalizer(sigma):
     """log Σ_k exp(-k²/(2σ²)), exact to float64 for all σ > 0 (fixed number of terms).
@@ -63,116 +61,135 @@ def _radius(max_sigma: float) -> int:
     return int(math.ceil(14 * max_sigma)) + 14
 
 
-def _tail_table(sigma, r, dt):
-    """a[j] = P(|Z| ≥ j), j = 0 … r + 2, in ``dt`` (a[0] = 1, a[r + 2] = 0; the tail summed from its smallest term):
-    |Z| = max{j : u < a[j]} for a uniform u."""
-    sigma = jnp.asarray(sigma, dt)
-    k = jnp.arange(1, r + 2, dtype=dt)
-    tail = jnp.cumsum(jnp.exp(-(k * k) * (0.5 / sigma**2))[::-1])[::-1]  # Σ_{i ≥ j} w_i
-    return jnp.concatenate([jnp.ones(1, dt), 2.0 * tail / (1.0 + 2.0 * tail[0]), jnp.zeros(1, dt)])
+def _exponent(sigma):
+    """⌊log2 σ⌋ from σ's float32 exponent bits (σ ≥ 2^-20 is normal)."""
+    return (jax.lax.bitcast_convert_type(jnp.asarray(sigma, jnp.float32), jnp.int32) >> 23) - 127
 
 
-def _signed(uniform, c):
-    """±|Z| from the count ``c`` = |Z| and the sign uniform ``uniform(1)``."""
-    mag = c.astype(uniform.dtype)
-    return jnp.where(uniform(1) < 0.5, -mag, mag)
+def _table(rho, m0):
+    """The uint32 thresholds T[j] = ⌊2^32 A_j⌋ of the blocks' proposal law, A_j = Σ_{q ≥ j} M_q / Σ_q M_q for
+    1 ≤ j < :data:`BLOCKS` (T[0] unused; 0 past the blocks, up to :data:`TABLE_SIZE`), M_q = 2 e^{−(qρ)²/2} for
+    q ≥ 1 and M_0 = ``m0``; computed in float64 (relative error ~10^-15 against the thresholds' 2^-32) whatever the
+    user's JAX config (ρ may be traced)."""
+    with jax.enable_x64(True):
+        x = jnp.arange(BLOCKS, dtype=jnp.float64) * jnp.asarray(rho, jnp.float64)
+        weight = jnp.where(jnp.arange(BLOCKS) == 0, m0, 2.0 * jnp.exp(-0.5 * x * x))
+        tail = jnp.cumsum(weight[::-1])[::-1]  # (summed from the smallest weight)
+        t = jnp.minimum(jnp.floor(tail[1:] / tail[0] * 2.0**32), 2.0**32 - 1).astype(jnp.uint32)
+        pad = jnp.zeros(TABLE_SIZE - BLOCKS, jnp.uint32)
+        return jnp.concatenate([jnp.full(1, 2**32 - 1, jnp.uint32), t, pad])
 
 
-def _full_count(a, u):
-    """max{j : u < a[j]} for the non-increasing table ``a`` (a[0] = 1 > u, a[-1] = 0), by a full search."""
-    return (a.shape[0] - 1 - jnp.searchsorted(a[::-1], u, side="right")).astype(jnp.int32)
+def _block_params(sigma):
+    r"""``(b, tables, index, gap, half)`` of the block sampler (:func:`_block_rejection`): the block width m = 2^b,
+    b = max(0, ⌊log2 σ⌋ − 3) ≤ 31 (m ∈ (σ/16, σ/8], or m = 1 below σ = 16), so that ρ = m/σ ≥ 1/16 and the
+    blocks reach 10σ; the proposal tables (:func:`_table`) and each record's ``index`` into them; the gap ρ² − ρ₀²
+    between the target's and the proposal's block scale; ``half``: whether M_0 = 2 (k = 0 is kept with
+    probability ½). The weight of |Z| is 1 at 0 and 2e^{−k²/(2σ²)} beyond, so M_q = 2e^{−(qρ₀)²/2} ≥ every weight
+    of block q when ρ₀ ≤ ρ (M_0 = 1 when m = 1). One σ: its own table (ρ₀ = ρ, computed in float64 from σ, gap 0).
+    Per-record σ: six fixed tables, ρ₀ = 1, ½, ¼, ⅛, 1/16 for σ < 1, [1, 2), [2, 4), [4, 8), [8, 16) (m = 1,
+    ρ = 1/σ ∈ (ρ₀, 2ρ₀]) and ρ₀ = 1/16, M_0 = 2 from σ = 16 (ρ ∈ (1/16, 1/8]): a block kept with probability
+    ≥ ρ₀/ρ ≥ ½ (≥ 0.398 below σ = 1)."""
+    e = _exponent(sigma)
+    b = jnp.clip(e - 3, 0, 31)
+    if jnp.ndim(sigma) == 0:
+        with jax.enable_x64(True):
+            rho = _pow2(b, jnp.float64) / jnp.asarray(sigma, jnp.float64)
+        return b, _table(rho, jnp.where(b == 0, 1.0, 2.0))[None], 0, jnp.float32(0), b > 0
+    index = jnp.clip(e + 1, 0, 5)
+    tables = jnp.stack([_table(2.0 ** -min(o, 4), 1.0 if o < 5 else 2.0) for o in range(6)])
+    rho = _pow2(b, jnp.float32) / jnp.asarray(sigma, jnp.float32)
+    rho0 = _pow2(4 - jnp.minimum(index, 4), jnp.float32) * jnp.float32(1 / 16)
+    return b, tables, index, (rho - rho0) * (rho + rho0), index == 5
 
 
-def _guide_layout(dtype):
-    """(mantissa bits, exponent bias, levels L, unsigned integer type) of a float32/float64 uniform: the guide's
-    levels cover [2^-L, 1), L = mantissa bits + 2, so that the smallest uniform of :mod:`dpjax.random`,
-    (0 + ½)·2^-(mantissa bits) = 2^-(L − 1), lies in a bucket above the first."""
-    fi = jnp.finfo(dtype)
-    return fi.nmant, fi.maxexp - 1, fi.nmant + 2, jnp.dtype(f"uint{fi.bits}")
+def _pow2(b, dt):
+    """2^b in ``dt``, exactly, for 0 ≤ b ≤ 31."""
+    return (jnp.uint32(1) << jnp.asarray(b, jnp.uint32)).astype(dt)
 
 
-@functools.lru_cache(maxsize=64)
-def _guide_shape(r, dtype, n):
-    """(G, steps) for a table of radius ``r`` and ``n`` records: buckets of G mantissa bits and the
-    thresholds a row holds to settle every bucket. A bucket of the level [2^-(l + 1), 2^-l) is 2^-(l + 1 + G) wide;
-    its thresholds' gaps P(|Z| = j) = h_j P(|Z| ≥ j) ≥ h 2^-(l + 1), h the hazard at the level's top (it does not
-    decrease: the law is log-concave), so it holds at most ⌊2^-G/h⌋ + 1 of them; 1/h ≤ σΦ̄(x)/φ(x) ≤ 0.78σ for the
-    two top levels (x ≈ 0 … 0.67; less below), 0.85σ with a margin for the discrete table and its rounding;
-    σ ≤ (r − 14)/14 at the default radius. The L·2^G rows cost about what a record's comparisons cost, so they are
-    kept near √(L n σ/4), the fewest rows plus comparisons (n·L·0.85σ/2^G), and at most :data:`GUIDE_MAX_ROWS`."""
-    sigma = max((r - 14) / 14, 1.0)
-    levels = _guide_layout(dtype)[2]
-    most = int(math.log2(max(min(GUIDE_MAX_ROWS, math.sqrt(levels * n * sigma / 4)), levels) // levels))
-    bits = min(max(math.ceil(math.log2(0.85 * sigma / (GUIDE_STEPS - 1))), 0), most)
-    return bits, int(0.85 * sigma / 2.0**bits) + 1
+def _buckets():
+    """(bases, rows): the guide's first row of each level l = 0 … 32 of a word w (l leading zeros: w ∈ [2^(31 − l),
+    2^(32 − l)), l = 32 for w = 0), each level cut into 2^min(G, 31 − l) buckets of equal width
+    (G = :data:`GUIDE_BITS`: relative width 2^-G, or single words), and the number of rows."""
+    sizes = [1 << min(GUIDE_BITS, 31 - level) for level in range(32)] + [1]
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32), int(sum(sizes))
 
 
-def _guide(a, r, sigma, dtype, n):
-    """(rows, ok) of the guide of the table ``a`` (radius ``r``, σ = ``sigma``) for ``n`` ``dtype`` uniforms
-    (:func:`_guided_count`): row q holds c(s_q) = max{j : s_q < a[j]} for s_q the smallest float of bucket q (bucket
-    0's start is 0: it takes every u below 2^-L too) and the thresholds a[c(s_q)], a[c(s_q) − 1], …; ``ok`` when
-    every bucket q ≥ 1 spans at most as many thresholds as a row holds."""
-    bits, steps = _guide_shape(r, dtype, n)
-    nmant, bias, levels, ut = _guide_layout(dtype)
-    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
-    starts = ((np.arange(1, size, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)).astype(ut).view(dtype)
-    # c(s) for the starts of buckets 1 …, then for the largest float below 1 (no u is above it)
-    first = _answers(a, jnp.asarray(np.append(starts, np.nextafter(dtype.type(1), dtype.type(0)))), sigma)
-    # a u of bucket q ≥ 1 has c(s_q) ≥ c(u) ≥ c(s_(q+1)): settled when those differ by at most `steps`
-    ok = jnp.max(first[:-1] - first[1:]) <= steps
-    first = jnp.concatenate([_full_count(a, jnp.zeros(1, dtype)), first[:-1]])  # and c(0) for bucket 0
-    rows = jnp.concatenate([first[:, None].astype(dtype), a[jnp.maximum(first[:, None] - np.arange(steps), 0)]], axis=1)
-    return rows, ok
+def _bucket(w):
+    """The guide row of the uint32 words ``w`` (:func:`_buckets`)."""
+    bases, _ = _buckets()
+    level = jax.lax.clz(w).astype(jnp.int32)
+    shift = jnp.maximum(31 - GUIDE_BITS - level, 0).astype(jnp.uint32)
+    within = (w >> shift).astype(jnp.int32) & ((1 << jnp.minimum(GUIDE_BITS, jnp.maximum(31 - level, 0))) - 1)
+    return jnp.asarray(bases)[level] + within
 
 
-def _answers(a, s, sigma):
-    """c(s) = max{j : s < a[j]} for 0 < s < 1: the continuous guess ⌊½ − σΦ⁻¹(s/2)⌋ (P(|Z| ≥ j) ≈ 2Φ(−(j − ½)/σ))
-    moved by two steps against the table, checked, and the full search when one is not settled."""
-    top = a.shape[0] - 1  # c(s) ∈ [0, top − 1]
-    guess = jnp.floor(0.5 - jnp.asarray(sigma, s.dtype) * jax.scipy.special.ndtri(0.5 * s))
-    c = jnp.clip(jnp.where(jnp.isfinite(guess), guess, 0), 0, top - 1).astype(jnp.int32)
-    for _ in range(2):
-        c = jnp.where(s < a[c + 1], jnp.minimum(c + 1, top - 1), jnp.where(s >= a[c], jnp.maximum(c - 1, 0), c))
-    done = jnp.all((s < a[c]) & (s >= a[c + 1]))
-    return jax.lax.cond(done, lambda: c, lambda: _full_count(a, s))
+def _guide(tables):
+    """Row r of each table: #{j ≥ 1 : T[j] > e_r}, the block of the largest word e_r of bucket r (:func:`_buckets`);
+    the block of a word w of the bucket is that plus #{1 ≤ d ≤ :data:`GUIDE_SPAN` : w < T[row + d]} (no bucket
+    holds more than GUIDE_SPAN thresholds: buckets of relative width 2^-5 and blocks whose law is log-concave, its
+    hazard never below 1/30; tested for every table the sampler builds)."""
+    bases, rows = _buckets()
+    level = np.searchsorted(bases, np.arange(rows), side="right") - 1
+    width = np.where(level < 32, 2.0 ** np.maximum(31 - GUIDE_BITS - level, 0), 1.0)
+    start = np.where(level < 32, 2.0 ** (31 - level) + (np.arange(rows) - bases[level]) * width, 0.0)
+    ends = jnp.asarray((start + width - 1).astype(np.uint32))
+    return jnp.sum(ends[:, None] < tables[..., None, 1:], axis=-1, dtype=jnp.int32)
 
 
-def _guided_count(rows, u, r, n):
-    """max{j : u < a[j]} from the guide's ``rows`` (:func:`_guide` for ``n`` records), for the u of buckets q ≥ 1 and
-    u = 0 (the uniforms of :mod:`dpjax.random`): c(s_q) − #{i : u ≥ a[c(s_q) − i]}."""
-    bits, _ = _guide_shape(r, u.dtype, n)
-    nmant, bias, levels, ut = _guide_layout(u.dtype)
-    shift, base, size = nmant - bits, (bias - levels) << bits, levels << bits
-    bucket = jax.lax.bitcast_convert_type(u, ut) >> ut.type(shift)
-    bucket = bucket.astype(jnp.int32 if ut.itemsize == 4 else jnp.int64)
-    row = rows[jnp.clip(bucket - base, 0, size - 1)]
-    return row[..., 0].astype(jnp.int32) - jnp.sum(u[..., None] >= row[..., 1:], axis=-1, dtype=jnp.int32)
+def _block_candidate(w0, w1, b, tables, index, dt):
+    """(q, s, k, z): the block q = max{j : w0 < T[j]} of the record's table T = ``tables[index]`` (P(q ≥ j) = T[j]/2^32
+    exactly), the offset s = the top b bits of w1, |Z|'s candidate k = q 2^b + s and z = ±k with the sign of w1's
+    lowest bit (independent of s: b ≤ 31), in ``dt`` (exact: |k| < 2^(mantissa + 1) for σ within the float tier's
+    bound)."""
+    q0 = _guide(tables)[index, _bucket(w0)]
+    q = q0 + sum((w0 < tables[index, q0 + d]).astype(jnp.int32) for d in range(1, GUIDE_SPAN + 1))
+    s = jnp.where(b > 0, w1 >> (32 - b).astype(jnp.uint32), jnp.uint32(0))
+    k = q.astype(dt) * _pow2(b, dt) + s.astype(dt)
+    return q, s, k, jnp.where((w1 & 1) == 1, -k, k)
 
 
-def _guided_noise(uniform, a, r, sigma):
-    """±|Z|, |Z| = max{j : u < a[j]} for u = ``uniform(0)`` and the non-increasing table ``a`` (a[0] = 1, a[-1] = 0):
-    the same map as :func:`_full_count`, through a guide indexed by u's float bits — the exponent and the top G
-    mantissa bits (:func:`_guide_shape`): buckets of one relative width, like the Gaussian tail's — each row the
-    bucket's largest answer and the thresholds below it (:func:`_guide`, :func:`_guided_count`). A table whose
-    buckets span more thresholds than a row holds (a ``support_radius`` below the default for σ), and uniforms other
-    than float32/float64, take the full search."""
-    dt = jnp.dtype(uniform.dtype)
-    if dt not in (jnp.float32, jnp.float64):
-        return _signed(uniform, _full_count(a, uniform(0)))
-    n = math.prod(uniform.shape)
-    rows, ok = _guide(a, r, sigma, dt, n)
-    # each branch draws its own uniforms (a fresh copy of the stream: its cached hash words must not leak from one
-    # traced branch into the other); the guided count inside the branch stays one fused pass over the records (a
-    # whole-batch check of the records after it would cost a second pass)
-    def guided():
+def _keep_threshold(q, s, b, sigma, gap, half, dt):
+    """(always, threshold): the candidate of block q, offset s is kept when ``always`` or a uniform uint32 word is
+    below ``threshold``: with probability p = w(k)/M_q (:func:`_block_params`) = e^{−s(2qm + s)/(2σ²) − q²·gap/2},
+    and ½ at k = 0 when ``half``, computed in ``dt``; threshold = ⌊2^32 p⌋ (exact for p ≥ 2^-8: p has 24 bits)."""
+    sf, qf = s.astype(dt), q.astype(dt)
+    qm, sigma = qf * _pow2(b, dt), jnp.asarray(sigma, dt)
+    p = jnp.exp(-(sf * (qm + qm + sf)) * (0.5 / (sigma * sigma)) - (qf * qf) * (0.5 * jnp.asarray(gap, dt)))
+    p = jnp.where((q == 0) & (s == 0) & half, 0.5, p)
+    return p >= 1.0, (p * 2.0**32).astype(jnp.uint32)
+
+
+def _block_rejection(uniform, sigma):
+    r"""The float tier's discrete Gaussian: |Z| proposed block by block and kept by rejection, from whole hash words
+    (no float uniform: 23 bits cannot resolve its law). Trial j takes the hash words (w0, w1) of counter 2j: the
+    block q of width m = 2^b by the inverse CDF of the blocks' proposal law (a 160-entry table, :func:`_block_params`),
+    the offset s ∈ [0, m) uniform and the sign (:func:`_block_candidate`); the first word of counter 2j + 1 keeps the
+    candidate with probability w(k)/M_q (:func:`_keep_threshold`), so that P(k) ∝ e^{−k²/(2σ²)}. One σ: a trial is
+    kept with probability > 0.95, and below σ = 16 (m = 1) every candidate is kept: one hash per record, no loop;
+    per-record σ: kept with probability ≥ 0.398."""
+    dt = jnp.promote_types(uniform.dtype, jnp.float32)
+    b, tables, index, gap, half = _block_params(sigma)
+
+    def trial(stream, j, keep):
+        w0, w1 = stream.words(2 * j)
+        q, s, _, z = _block_candidate(w0, w1, b, tables, index, dt)
+        if not keep:
+            return z
+        always, threshold = _keep_threshold(q, s, b, sigma, gap, half, dt)
+        return jnp.where(always | (stream.words(2 * j + 1)[0] < threshold), z, jnp.nan)
+
+    def rejection():
         stream = _uncached(uniform)
-        return _signed(stream, _guided_count(rows, stream(0), r, n))
+        return _first_kept(lambda j: trial(stream, j, True),
+                           lambda: trial(_uncached(uniform), jnp.uint32(MAX_TRIALS), False))
 
-    def full():
-        stream = _uncached(uniform)
-        return _signed(stream, _full_count(a, stream(0)))
-
-    return jax.lax.cond(ok, guided, full)
+    if jnp.ndim(sigma):
+        return rejection().astype(uniform.dtype)
+    # (each branch with its own copy of the stream: its cached hash words must not leak from one traced branch
+    # into the other)
+    return jax.lax.cond(b == 0, lambda: trial(_uncached(uniform), 0, False), rejection).astype(uniform.dtype)
 
 
 def _uncached(uniform):
@@ -180,23 +197,6 @@ def _uncached(uniform):
     fresh = copy.copy(uniform)
     fresh._cache = {}
     return fresh
-
-
-def _cks_rejection(uniform, sigma):
-    """Canonne, Kamath, Steinke (2020), Algorithm 3: discrete Laplace(⌊σ⌋ + 1) candidates, each kept with probability
-    exp(−(|y| − σ²/t)²/(2σ²)), trial after trial until every record has one (at most :data:`MAX_TRIALS`)."""
-    t = jnp.floor(sigma) + 1.0
-    centre, inv_two_var = sigma**2 * (1.0 / t), 1.0 / (2.0 * sigma**2)  # no per-record division
-
-    def candidate(stream, j):  # a discrete Laplace(t) candidate from two uniforms
-        return jnp.floor(-t * jnp.log(stream(3 * j))) - jnp.floor(-t * jnp.log(stream(3 * j + 1)))
-
-    def trial(j):
-        y = candidate(uniform, j)
-        accept_log = -((jnp.abs(y) - centre) ** 2) * inv_two_var
-        return jnp.where(jnp.log(uniform(3 * j + 2)) < accept_log, y, jnp.nan)
-
-    return _first_kept(trial, lambda: candidate(_uncached(uniform), jnp.uint32(MAX_TRIALS)))
 
 
 def _first_kept(trial, fallback):
@@ -217,53 +217,57 @@ def _first_kept(trial, fallback):
     return jax.lax.cond(jnp.any(jnp.isnan(out)), lambda o: jnp.where(jnp.isnan(o), fallback(), o), lambda o: o, out)
 
 
-def _rounded_gaussian(uniform, sigma):
-    r"""The discrete Gaussian of one large σ by rejection from the rounded continuous Gaussian: x ~ N(0, σ²), k = ⌊x + ½⌋,
-    d = x − k ∈ [−½, ½), kept with probability exp(−(k² − x²)/(2σ²))/C. Then P(k, kept) = ∫ over k's cell of
-    φ_σ(x) e^{−(k² − x²)/(2σ²)} dx / C = e^{−k²/(2σ²)} / (σ√(2π) C): in exact arithmetic proportional to the pmf
-    for |k| ≤ 40σ (beyond, mass below e^{−800}: rejected). Run on float uniforms it is only an approximation: x takes
-    one value per uniform (2^23 of them for float32), so at large σ some integers are never drawn and the law's
-    total-variation distance from the discrete Gaussian grows with σ (the exact tier, ``numerics="exact"``, has no
-    such error). C = exp((40σ + ¼)/(2σ²)) bounds x² − k² = 2kd + d² ≤ |k| + ¼ there, so
-    a candidate is kept with probability ≥ exp(−(40σ + ¼)/σ²) (≥ 0.9993 at σ ≥ :data:`ROUNDED_MIN_SIGMA`), that is
-    e^a with a ∈ [−7·10^-4, 0], taken as 1 + a + a²/2 (off by |a|³/6 < 6·10^-11, far below a float32 uniform's
-    resolution; no logarithm per candidate). One trial is two candidates, each from one hash (the inverse normal CDF
-    of one uniform, its keep decided by the other; no trigonometry, which costs twice the inverse error function on a
-    CPU), the first kept one taken: records with both rejected (probability ≤ 5·10^-7) take further trials."""
-    inv_two_var = 0.5 / (sigma * sigma)
-    log_c = (40.0 * sigma + 0.25) * inv_two_var
+def max_float_sigma(dtype) -> float:
+    """The largest σ the float tier samples with noise of ``dtype``: 2^(mantissa − 2), at most 2^34
+    (:data:`MAX_SIGMA_BITS`)."""
+    return 2.0 ** min(np.finfo(jnp.promote_types(dtype, jnp.float32)).nmant - 2, MAX_SIGMA_BITS)
 
-    def trial(j):
-        out = jnp.nan
-        for i in (4 * j + 2, 4 * j):  # candidate i: x = σ √2 erf⁻¹(2u_i − 1) (u = 0: x = −∞, rejected), kept by u_{i+1}
-            x = (sigma * math.sqrt(2.0)) * jax.lax.erf_inv(2.0 * uniform(i) - 1.0)
-            k = jnp.floor(x + 0.5)
-            d = x - k  # (exact: x and k within ½)
-            a = d * (k + k + d) * inv_two_var - log_c  # log of the keep probability, in [−2 log C, 0]
-            out = jnp.where((jnp.abs(k) <= 40.0 * sigma) & (uniform(i + 1) < 1.0 + a * (1.0 + a * 0.5)), k, out)
-        return out
 
-    def fallback():  # the rounded Gaussian itself, from a uniform past the trials'
-        stream = _uncached(uniform)
-        x = (sigma * math.sqrt(2.0)) * jax.lax.erf_inv(2.0 * stream(4 * jnp.uint32(MAX_TRIALS)) - 1.0)
-        return jnp.clip(jnp.floor(x + 0.5), -40.0 * sigma, 40.0 * sigma)
-
-    return _first_kept(trial, fallback)
+def _stream_dtype(values):
+    """The float dtype of a release's uniforms (and noise) for ``values``: theirs, or the default float."""
+    dt = jnp.result_type(values)
+    return dt if jnp.issubdtype(dt, jnp.floating) else default_float()
 
 
 @pytree_dataclass
 class DiscreteGaussian(AdditiveMechanism):
-    r"""Discrete Gaussian noise on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)}` (Canonne, Kamath, Steinke 2020).
+    r"""Discrete Gaussian noise on the integers, pmf ∝ :math:`e^{-k^2/(2σ^2)}`.
 
-    Sampled exactly (idealized arithmetic): one σ with a support table of radius at most
-    :data:`ICDF_MAX_RADIUS` (σ ≲ 75 000) by the inverse CDF of |Z|'s tail table (one uniform and a
-    sign per record, no rejection); one larger σ by rejection from rounded continuous Gaussians
-    (:func:`_rounded_gaussian`, from :data:`ROUNDED_MIN_SIGMA`); per-record σ, and a σ below that
-    whose table is too wide, by the CKS rejection sampler from a discrete Laplace proposal with
-    scale t = ⌊σ⌋ + 1; both rejections inside a ``while_loop`` (vmap-safe: the loop runs until every record is accepted, expected < 2 trials, at most
-    :data:`MAX_TRIALS`).
-    ``support_radius`` (static) bounds the table used by :meth:`cdf`; it defaults
-    to ⌈14σ⌉ + 14, beyond which the mass is below 1e-40.
+    The float tier (``numerics="float"``) samples by the block sampler (:func:`_block_rejection`),
+    from whole 32-bit hash words, not float uniforms (whose 23 bits cannot resolve the law): |Z| is
+    proposed as k = q·2^b + s, 2^b ∈ (σ/16, σ/8] (1 below σ = 16), the block q by the inverse CDF of
+    a 160-entry table of a proposal law over blocks (thresholds T_j = ⌊2^32 A_j⌋ computed in float64,
+    against one uint32 word; for one σ the table is σ's own, per-record σ pick one of six fixed tables,
+    :func:`_block_params`), the offset s uniform on [0, 2^b) (b bits of a second word, whose lowest bit
+    is the sign), and k is kept when a third word is below κ(q, s) = ⌊2^32 p̃⌋, p̃ the float32 keep
+    probability, the ratio of |Z|'s weight at k to the proposal's in block q (:func:`_keep_threshold`;
+    one σ below 16: every candidate kept). Its law is exactly
+    P(|Z| = k) ∝ (T_q − T_{q+1}) κ(q, s) (the sign exactly fair), which differs from the discrete
+    Gaussian by the 2^-32 rounding of the thresholds (total variation below 10^-7), the float32
+    rounding of p̃ (relative error a few 10^-7 at most, the total variation below it), the blocks'
+    end at 10σ and the 64-trial bound (below 10^-20): within total variation 10^-6 of the discrete
+    Gaussian at every σ the float tier serves, σ ≤ 2^21 for float32 noise, 2^34 for float64
+    (:func:`max_float_sigma`; a larger σ is refused: float32 noise could not carry the integers).
+    The rejection runs inside a ``while_loop`` (vmap-safe: until every record keeps a candidate, at
+    most :data:`MAX_TRIALS`; a trial keeps with probability > 0.95 for one σ, ≥ 0.398 per record).
+    ``support_radius`` (static) bounds the table used by :meth:`cdf`; it defaults to ⌈14σ⌉ + 14,
+    beyond which the mass is below 1e-40. The exact tier (``numerics="exact"``, :meth:`exact_lattice`)
+    samples with integers only (Canonne, Kamath, Steinke 2020, Algorithm 3).
+
+    Args:
+      sigma: σ > 0, one for the batch or one per record.
+      support_radius: the CDF table's radius (static); default ⌈14σ⌉ + 14.
+
+    Returns:
+      The mechanism (a pytree: ``sigma`` its leaf).
+
+    Raises:
+      ValueError: a σ that is not positive and finite; at release, a σ beyond the float tier's bound for
+        the release's float dtype.
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
+      (Algorithm 3: the exact tier's sampler; Prop. 5: the Rényi bound).
     """
 
     sigma: jax.Array
@@ -277,6 +281,20 @@ class DiscreteGaussian(AdditiveMechanism):
             object.__setattr__(self, "support_radius", _radius(float(np.max(self.sigma))))
         elif self.support_radius is not None:
             check_int("support_radius", self.support_radius, minimum=1)
+
+    def validate_values(self, values) -> None:
+        """Also refuses a σ beyond the float tier's bound for the release's float dtype (:func:`max_float_sigma`)."""
+        super().validate_values(values)
+        limit = max_float_sigma(_stream_dtype(values))
+        if not is_traced(self.sigma) and np.any(np.asarray(self.sigma, np.float64) > limit):
+            raise ValueError(f"sigma must be at most {limit:.0f} for a float release in {_stream_dtype(values)} (its "
+                             f"integer noise must stay exact there), got {self.sigma!r}; the exact tier "
+                             "(numerics='exact') samples any σ")
+
+    def traced_checks(self, values):
+        limit = max_float_sigma(_stream_dtype(values))
+        return super().traced_checks(values) + [(jnp.all(jnp.asarray(self.sigma) <= limit),
+                                                 f"sigma must be at most {limit:.0f} for a float release")]
 
     def with_scale(self, scale, *, max_scale=None):
         """The kernel at σ = ``scale``; the support table sized for ``max_scale`` (or for
@@ -337,22 +355,9 @@ class DiscreteGaussian(AdditiveMechanism):
         return hi
 
     def sample_noise(self, uniform):
-        r = self.support_radius
-        if r is not None and r <= ICDF_MAX_RADIUS and jnp.ndim(self.sigma) == 0:
-            # one σ for the batch: |Z| by the inverse of its tail table, one hash per record (no rejection)
-            a = _tail_table(self.sigma, r, uniform.dtype)
-            if r <= LINEAR_MAX_RADIUS:  # a is non-increasing: |Z| = #{j ≥ 1 : u < a[j]}, counted (faster than the search)
-                u = uniform(0)
-                c = jnp.zeros(jnp.shape(u), jnp.int32)
-                for j in range(1, r + 2):
-                    c = c + (u < a[j]).astype(jnp.int32)
-                return _signed(uniform, c)
-            return _guided_noise(uniform, a, r, self.sigma)
-        if jnp.ndim(self.sigma) == 0:  # one σ beyond the table: rounded Gaussians where σ is large enough
-            sigma = jnp.asarray(self.sigma, uniform.dtype)
-            return jax.lax.cond(sigma >= ROUNDED_MIN_SIGMA, lambda: _rounded_gaussian(_uncached(uniform), sigma),
-                                lambda: _cks_rejection(_uncached(uniform), sigma))
-        return _cks_rejection(uniform, jnp.asarray(self.sigma, uniform.dtype))
+        # the block sampler, within total variation 10^-6 of the law (class docstring)
+        return _block_rejection(uniform, jnp.broadcast_to(self.sigma, uniform.shape) if jnp.ndim(self.sigma) else
+                                self.sigma)
 
     def renyi_divergence_bound(self, order, value, neighbour_value):
         """An upper bound on D_α of the discrete Gaussians at integer shifts: α‖v − v'‖²/(2σ²), the
