@@ -49,10 +49,16 @@ def _ends(x):
     return out
 
 
+def _scaled_floor(sign, man, exp, scale_bits):
+    """⌊2^scale_bits · v⌋ of the binary float v = (−1)^sign · man · 2^exp, by an integer shift (floors)."""
+    shift = exp + scale_bits
+    v = -man if sign else man
+    return v << shift if shift >= 0 else v >> -shift
+
+
 def _iv_floor(x, scale_bits):
     """⌊2^scale_bits · x⌋ for an mpmath ``iv`` interval x, or None when the interval straddles an integer."""
-    lo, hi = _ends(x)
-    a, b = math.floor(lo * 2**scale_bits), math.floor(hi * 2**scale_bits)
+    a, b = (_scaled_floor(sign, man, exp, scale_bits) for sign, man, exp, _ in x._mpi_)
     return a if a == b else None
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from dpjax.exact import table_samplers
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler, padded, take
-from dpjax.exact.table_samplers import (GUIDE_BITS, _Uniform, _count_le_guided, _ends, _ext_of, _icdf_on_host,
+from dpjax.exact.table_samplers import (GUIDE_BITS, _Uniform, _count_le_guided, _ends, _ext_of, _icdf_on_host, _iv_floor,
                                         _level_search, _pack, _prec, _threefry_complete, _threshold, _word_halves,
                                         level_guide)
 
@@ -101,8 +101,24 @@ def dl_tables(t, shift, bits=CHUNK_BITS):
     t, shift = int(t), int(shift)
     law = _Law(t, shift)
     offsets, widths, _ = chunk_layout(t, shift, bits)
-    return tuple(np.array([_threshold(lambda o=o, c=c, w=w: law.chunk_cdf(o, c, w), 64) for c in range((1 << w) - 1)],
-                          dtype=np.uint64) for o, w in zip(offsets, widths))
+    return tuple(_chunk_thresholds(law, o, w) for o, w in zip(offsets, widths))
+
+
+def _chunk_thresholds(law, offset, width):
+    """⌊2^64 F(c)⌋ for c = 0 .. 2^width − 2, F(c) = (1 − r^(c+1))/(1 − r^(2^width)): the powers of r carried
+    by one interval product per entry at 256 bits; an entry whose interval straddles an integer is recomputed
+    by :func:`_threshold` (precision raised until certain)."""
+    out = np.empty((1 << width) - 1, np.uint64)
+    with _prec(256):
+        r = law._r(offset)
+        den, power = 1 - r ** (1 << width), r
+        for c in range(out.size):
+            v = _iv_floor((1 - power) / den, 64)
+            if v is None:
+                v = _threshold(lambda c=c: law.chunk_cdf(offset, c, width), 64)
+            out[c] = min(max(v, 0), (1 << 64) - 1)
+            power = power * r
+    return out
 
 
 def _dl_tail_chain(t, shift, m, prec):
