@@ -82,14 +82,32 @@ def newton_root(fn, log_target, x0, lower, upper, tol, iters, aux0):
         converged = at_lower | (step <= tol)
         still = active & ~converged & jnp.isfinite(xn)
         pick = lambda new, old: jnp.where(active, new, old)  # noqa: E731
-        return (pick(lo_n, lo), pick(hi_n, hi), pick(xn, x), low_seen | (active & above), k + 1, still,
-                jnp.where(keep, df, df_kept),
-                jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), aux, aux_kept),
-                found | (active & (~above | converged)), below_seen | (active & ~above))
+        return (
+            pick(lo_n, lo),
+            pick(hi_n, hi),
+            pick(xn, x),
+            low_seen | (active & above),
+            k + 1,
+            still,
+            jnp.where(keep, df, df_kept),
+            jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), aux, aux_kept),
+            found | (active & (~above | converged)),
+            below_seen | (active & ~above),
+        )
 
     aux0 = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), aux0)
-    s0 = (lo, hi, x, jnp.zeros(shape, bool), jnp.zeros((), jnp.int32), jnp.ones(shape, bool),
-          jnp.full(shape, -1.0, dt), aux0, jnp.zeros(shape, bool), jnp.zeros(shape, bool))
+    s0 = (
+        lo,
+        hi,
+        x,
+        jnp.zeros(shape, bool),
+        jnp.zeros((), jnp.int32),
+        jnp.ones(shape, bool),
+        jnp.full(shape, -1.0, dt),
+        aux0,
+        jnp.zeros(shape, bool),
+        jnp.zeros(shape, bool),
+    )
     lo_f, hi_f, x, low_seen, k, unfinished, df, aux, found, below_seen = jax.lax.while_loop(cond, body, s0)
     root = jnp.where(low_seen, jnp.minimum(x + tol, hi_f), x)
     # neither a point at or below the target nor a converged step (δ stays above it), or the
@@ -137,8 +155,9 @@ def _implicit_jvp(log_delta_fn, tol, iters, primals, tangents):
 TARGET_SLACK = 8.0 * 2.0**-52
 
 
-def epsilon_root(log_delta_fn, params, delta_target, *, x0=1.0, lower=0.0, upper=jnp.inf, tol=ROOT_TOL,
-                 iters=ROOT_ITERS):
+def epsilon_root(
+    log_delta_fn, params, delta_target, *, x0=1.0, lower=0.0, upper=jnp.inf, tol=ROOT_TOL, iters=ROOT_ITERS
+):
     """Smallest ε ≥ ``lower`` with ``exp(log_delta_fn(ε, params)) ≤ delta_target``, elementwise,
     with implicit derivatives in ``params`` and ``delta_target``; ``inf`` where none up to
     ``upper`` is. ``log_delta_fn`` must be decreasing in ε and must not close over traced
@@ -172,8 +191,9 @@ def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, tol=ROOT_TOL, i
         return val, jac[0], jac[1]
 
     x0 = jnp.asarray(x0, u.dtype)
-    x, dfx, dfu, _ = newton_root(fn, jnp.log(delta_target), x0, jnp.zeros_like(u), jnp.full_like(u, jnp.inf),
-                                 tol, iters, aux0=jnp.zeros_like(u))
+    x, dfx, dfu, _ = newton_root(
+        fn, jnp.log(delta_target), x0, jnp.zeros_like(u), jnp.full_like(u, jnp.inf), tol, iters, aux0=jnp.zeros_like(u)
+    )
     dfx = jnp.where(dfx == 0, -1e-300, dfx)
     return x, jnp.where((x > 0) & jnp.isfinite(x), -dfu / dfx, 0.0)
 

@@ -86,8 +86,9 @@ def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
     size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, fit._directions())) - 1).bit_length()
     sizes = (size,) * len(widths)
     if size > MAX_GRID:
-        raise ValueError(f"count: the composition needs an FFT of length {max(sizes)}; use a coarser "
-                         "value_discretization_interval")
+        raise ValueError(
+            f"count: the composition needs an FFT of length {max(sizes)}; use a coarser value_discretization_interval"
+        )
     return fit, sizes
 
 
@@ -240,8 +241,11 @@ class Accountant:
             mine = e.composed(e.release.count)
         else:
             count, step, entry = extra
-            mine = entry.composed(count) if entry is not None else (
-                step if count == 1 else self_compose_by_count(step, count))
+            mine = (
+                entry.composed(count)
+                if entry is not None
+                else (step if count == 1 else self_compose_by_count(step, count))
+            )
         return mine if rest is None else rest.compose(mine)
 
     def _candidate(self, mech, sensitivity, count, sampling_prob):
@@ -255,8 +259,12 @@ class Accountant:
         key = _key(mech, sensitivity, sampling_prob)
         entry = self._entries.get(key)
         if entry is None:
-            step = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                       value_discretization_interval=self.value_discretization_interval)
+            step = pld(
+                mech,
+                sensitivity=sensitivity,
+                sampling_prob=sampling_prob,
+                value_discretization_interval=self.value_discretization_interval,
+            )
             total_count = count
         else:
             step, total_count = entry.step_pld, entry.release.count + count

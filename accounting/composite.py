@@ -91,8 +91,10 @@ def epsilon_star(mech, sensitivity=None) -> CompositePrivacy:
     """
     _check(mech, sensitivity)
     if is_traced(sensitivity) or any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)):
-        raise ValueError("mech: epsilon_star takes concrete parameters and cannot be differentiated or traced; "
-                         "differentiate accounting.exact.epsilon(mech, delta) (ε at δ → 0 is ε*) instead")
+        raise ValueError(
+            "mech: epsilon_star takes concrete parameters and cannot be differentiated or traced; "
+            "differentiate accounting.exact.epsilon(mech, delta) (ε at δ → 0 is ε*) instead"
+        )
     m = to64(mech)
     d = m._derived()
     sens = None if sensitivity is None else jnp.asarray(sensitivity, jnp.float64)

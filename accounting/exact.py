@@ -44,8 +44,16 @@ from accounting._root import epsilon_and_slope, epsilon_root
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_positive, check_probability, check_real, is_traced
 
-__all__ = ["privacy_profile", "epsilon", "renyi", "worst_pair", "worst_delta", "worst_renyi", "epsilon_root",
-           "epsilon_and_slope"]
+__all__ = [
+    "privacy_profile",
+    "epsilon",
+    "renyi",
+    "worst_pair",
+    "worst_delta",
+    "worst_renyi",
+    "epsilon_root",
+    "epsilon_and_slope",
+]
 
 #: pairs per chunk of a trimmed sweep over listed pairs.
 CHUNK = 384
@@ -147,8 +155,10 @@ def _setup(mech, sensitivity, pairs, kind):
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     if getattr(mech, _KINDS[kind]) is None:
-        raise ValueError(f"mech: {type(mech).__name__} has no closed-form {_KINDS[kind]}; its exact privacy comes "
-                         "from its output law through accounting.pld / accounting.rdp")
+        raise ValueError(
+            f"mech: {type(mech).__name__} has no closed-form {_KINDS[kind]}; its exact privacy comes "
+            "from its output law through accounting.pld / accounting.rdp"
+        )
     if not is_traced(sensitivity):
         check_positive("sensitivity", sensitivity)
     m = to64(mech)
@@ -224,8 +234,11 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
 def _certifiable(m, sens, *args):
     """Whether the path supremum of ``m`` can be certified (:func:`_certified`): a pair path with a
     bound of its laws' variation along the answers, on concrete values."""
-    return (bool(m.pair_path) and hasattr(m, "answer_tv_rate")
-            and not any(is_traced(a) for a in jax.tree_util.tree_leaves((m, sens) + args)))
+    return (
+        bool(m.pair_path)
+        and hasattr(m, "answer_tv_rate")
+        and not any(is_traced(a) for a in jax.tree_util.tree_leaves((m, sens) + args))
+    )
 
 
 def _certified(m, sens, eps, bound, forward):
@@ -254,6 +267,7 @@ def _certified(m, sens, eps, bound, forward):
 @functools.partial(jax.jit, static_argnames=("forward",))
 def _pair_div(m, x, v, nv, forward):
     """δ at flat points ``x`` of the pairs (``v``, ``nv``), elementwise; both orders maxed unless ``forward``."""
+
     def one(e, a, b):
         d = m.hockey_stick(e, a, b).reshape(())
         return d if forward else jnp.maximum(d, m.hockey_stick(e, b, a).reshape(()))

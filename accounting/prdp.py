@@ -214,9 +214,11 @@ class PrDPLedger:
                     f"fraction: granting {float(fraction):g} of every budget would spend "
                     f"{self._spent[i] + charge[i]:.6g} on level {i + 1} (floor lo = {self.floors[i]:.6g}, the least "
                     f"budget of its records); {int(over.sum())} level(s) would be over budget. The release was "
-                    "refused and nothing was recorded")
-            share = PrDPShare(float(fraction), float(fraction) * self.eps_min, float(fraction) * self.eps_max,
-                              charge, label)
+                    "refused and nothing was recorded"
+                )
+            share = PrDPShare(
+                float(fraction), float(fraction) * self.eps_min, float(fraction) * self.eps_max, charge, label
+            )
             self._spent = self._spent + charge
             self._shares.append(share)
             return share
@@ -237,8 +239,9 @@ class PrDPLedger:
         """
         eps_min = np.unique(np.asarray(result.eps_min, np.float64))
         eps_max = np.unique(np.asarray(result.eps_max, np.float64))
-        share = next((s for s in self.releases if eps_min.tolist() == [s.eps_min] and eps_max.tolist() == [s.eps_max]),
-                     None)
+        share = next(
+            (s for s in self.releases if eps_min.tolist() == [s.eps_min] and eps_max.tolist() == [s.eps_max]), None
+        )
         if share is None:
             raise ValueError(f"result: its budget range [{eps_min}, {eps_max}] is not a share recorded on this ledger")
         spent = np.asarray(result.level_epsilon, np.float64)

@@ -35,8 +35,16 @@ from accounting.privacy_loss.profiles import discrete_plan, expand, output_inter
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
 from dpjax.mechanism import Mechanism
 
-__all__ = ["rdp", "rdp_to_epsilon", "rdp_to_delta", "subsampled_rdp", "sampled_gaussian_rdp", "RDP_ORDERS",
-           "SAMPLED_GAUSSIAN_ORDERS", "sampled_gaussian_rdp_at"]
+__all__ = [
+    "rdp",
+    "rdp_to_epsilon",
+    "rdp_to_delta",
+    "subsampled_rdp",
+    "sampled_gaussian_rdp",
+    "RDP_ORDERS",
+    "SAMPLED_GAUSSIAN_ORDERS",
+    "sampled_gaussian_rdp_at",
+]
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
@@ -62,8 +70,12 @@ def _pair_divergence(mech, kind, v, nv, alpha, cells, klo, count):
         if mech.output_breakpoints is not None:
             bp = jnp.clip(jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64), ylo, yhi)
             shape = jnp.broadcast_shapes(edges.shape[:-1], bp.shape[:-1])
-            edges = jnp.sort(jnp.concatenate([jnp.broadcast_to(edges, shape + edges.shape[-1:]),
-                                              jnp.broadcast_to(bp, shape + bp.shape[-1:])], -1), -1)
+            edges = jnp.sort(
+                jnp.concatenate(
+                    [jnp.broadcast_to(edges, shape + edges.shape[-1:]), jnp.broadcast_to(bp, shape + bp.shape[-1:])], -1
+                ),
+                -1,
+            )
         lo, hi = edges[..., :-1, None], edges[..., 1:, None]
         y = (lo + (hi - lo) * (jnp.asarray(_GL_X) + 1.0) / 2.0).reshape(edges.shape[:-1] + (-1,))
         w = ((hi - lo) / 2.0 * jnp.asarray(_GL_W)).reshape(edges.shape[:-1] + (-1,))
@@ -234,8 +246,9 @@ _A = RDP_ORDERS[:, None]
 _K = np.arange(int(RDP_ORDERS.max()) + 1, dtype=float)[None, :]
 with np.errstate(invalid="ignore"):
     #: log C(α, k) for every order α (rows) and k = 0..max α (columns); -inf where k > α
-    _LOG_BINOM = np.where(_K <= _A, _gammaln(_A + 1.0) - _gammaln(_K + 1.0) - _gammaln(np.maximum(_A - _K, 0) + 1.0),
-                          -np.inf)
+    _LOG_BINOM = np.where(
+        _K <= _A, _gammaln(_A + 1.0) - _gammaln(_K + 1.0) - _gammaln(np.maximum(_A - _K, 0) + 1.0), -np.inf
+    )
 
 
 def _log1m(q):
@@ -263,8 +276,13 @@ def subsampled_rdp(base_rdp, sampling_prob):
     q = jnp.asarray(sampling_prob, jnp.float64)[..., None, None]
     a, k = jnp.asarray(_A), jnp.asarray(_K)
     ksafe = jnp.maximum(k, 2.0)
-    terms = (jnp.asarray(_LOG_BINOM) + (a - k) * _log1m(q) + k * jnp.log(q) + (ksafe - 1.0) * base_rdp(ksafe)
-             + jnp.where(k >= 3, math.log(3.0), 0.0))
+    terms = (
+        jnp.asarray(_LOG_BINOM)
+        + (a - k) * _log1m(q)
+        + k * jnp.log(q)
+        + (ksafe - 1.0) * base_rdp(ksafe)
+        + jnp.where(k >= 3, math.log(3.0), 0.0)
+    )
     terms = jnp.where(k >= 2, terms, -jnp.inf)
     first = (a - 1.0) * _log1m(q) + jnp.log1p((a - 1.0) * q)
     total = jax.nn.logsumexp(jnp.concatenate([first, terms], -1), axis=-1)
@@ -300,9 +318,17 @@ def sampled_gaussian_rdp(z, sampling_prob):
 #: the orders of the sampled Gaussian's RDP curve: dp_accounting's default RDP orders (1.1 to 10.9 by
 #: 0.1, 11 to 63, 128 to 1024) with :data:`RDP_ORDERS` and a finer grid of 0.05 from 2 to 20, so that the
 #: minimum over orders is never above what either set gives
-SAMPLED_GAUSSIAN_ORDERS = np.unique(np.concatenate([
-    np.round(np.arange(2.0, 20.0, 0.05), 2), np.round(np.arange(1.1, 11.0, 0.1), 1), np.arange(11, 64),
-    [128, 256, 512, 1024], RDP_ORDERS]).astype(float))
+SAMPLED_GAUSSIAN_ORDERS = np.unique(
+    np.concatenate(
+        [
+            np.round(np.arange(2.0, 20.0, 0.05), 2),
+            np.round(np.arange(1.1, 11.0, 0.1), 1),
+            np.arange(11, 64),
+            [128, 256, 512, 1024],
+            RDP_ORDERS,
+        ]
+    ).astype(float)
+)
 #: the fractional-order series ends where its terms fall below e^this of log A_α
 _SERIES_LOG_TAIL = -30.0
 _SERIES_CHUNK = 1024
@@ -318,7 +344,8 @@ def _log_ndtr(x):
     rows = 1 << max(x.shape[0] - 1, 0).bit_length()
     with jax.enable_x64(True):
         return np.asarray(_log_ndtr_jit(jnp.asarray(np.pad(x, ((0, rows - x.shape[0]), (0, 0))), jnp.float64)))[
-            :x.shape[0]]
+            : x.shape[0]
+        ]
 
 
 def _log_a_int(q, z, alpha):

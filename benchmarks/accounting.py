@@ -89,11 +89,24 @@ def case_gauss_T1000(full=True):
     grid, t_grid = _best(g, 2)
     peak = _peak()
     ref_sc, t_sc = _best(lambda: PLD.from_gaussian_mechanism(1.0).self_compose(1000).get_epsilon_for_delta(DELTA), 1)
-    out = dict(ours=ours, t_ours=t_ours, t_first=first, ours_grid=grid, t_grid=t_grid, ref=ref_sc, t_ref=t_sc, peak_mb=peak,
-               ref_name="default pld(Gaussian(1)) = analytic; ref PLD.from_gaussian(1).self_compose(1000)")
+    out = dict(
+        ours=ours,
+        t_ours=t_ours,
+        t_first=first,
+        ours_grid=grid,
+        t_grid=t_grid,
+        ref=ref_sc,
+        t_ref=t_sc,
+        peak_mb=peak,
+        ref_name="default pld(Gaussian(1)) = analytic; ref PLD.from_gaussian(1).self_compose(1000)",
+    )
     if full:
-        acc, t_acc = _best(lambda: dp_accounting.pld.PLDAccountant().compose(
-            dp_accounting.GaussianDpEvent(1.0), 1000).get_epsilon(DELTA), 1)
+        acc, t_acc = _best(
+            lambda: (
+                dp_accounting.pld.PLDAccountant().compose(dp_accounting.GaussianDpEvent(1.0), 1000).get_epsilon(DELTA)
+            ),
+            1,
+        )
         out.update(ref_acc=acc, t_ref_acc=t_acc)
     return out
 
@@ -116,8 +129,17 @@ def _psg(count):
     peak = _peak()
     ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
     ref, t_ref = _best(lambda: dp_accounting.pld.PLDAccountant().compose(ev, count).get_epsilon(DELTA), 2)
-    return dict(ours=ours, t_ours=t_ours, t_first=first, ours_obj=obj, t_obj=t_obj, ref=ref, t_ref=t_ref, peak_mb=peak,
-                ref_name="accounting.get_epsilon vs PLDAccountant(PoissonSampled(0.01, Gaussian(1)))")
+    return dict(
+        ours=ours,
+        t_ours=t_ours,
+        t_first=first,
+        ours_obj=obj,
+        t_obj=t_obj,
+        ref=ref,
+        t_ref=t_ref,
+        peak_mb=peak,
+        ref_name="accounting.get_epsilon vs PLDAccountant(PoissonSampled(0.01, Gaussian(1)))",
+    )
 
 
 def case_psg_T1000():
@@ -145,10 +167,24 @@ def case_batch_gauss_1000():
     ours, t_ours = _best(f, 5)
     peak = _peak()
     idx = np.arange(0, 1000, 100)  # dp_accounting on 10 of them, extrapolated to 1000
-    ref, t_ref = _best(lambda: [dp_accounting.pld.PLDAccountant().compose(
-        dp_accounting.GaussianDpEvent(float(sig[i])), 100).get_epsilon(DELTA) for i in idx], 1)
-    return dict(ours=ours[idx].tolist(), t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref * 100, peak_mb=peak,
-                ref_name="one get_epsilon call vs loop of PLDAccountant(Gaussian) (10 timed, x100)")
+    ref, t_ref = _best(
+        lambda: [
+            dp_accounting.pld.PLDAccountant()
+            .compose(dp_accounting.GaussianDpEvent(float(sig[i])), 100)
+            .get_epsilon(DELTA)
+            for i in idx
+        ],
+        1,
+    )
+    return dict(
+        ours=ours[idx].tolist(),
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref,
+        t_ref=t_ref * 100,
+        peak_mb=peak,
+        ref_name="one get_epsilon call vs loop of PLDAccountant(Gaussian) (10 timed, x100)",
+    )
 
 
 def case_batch_psg_1000():
@@ -168,10 +204,24 @@ def case_batch_psg_1000():
     ours, t_ours = _best(f, 1)
     peak = _peak()
     idx = np.arange(0, 1000, 200)
-    ref, t_ref = _best(lambda: [dp_accounting.pld.PLDAccountant().compose(dp_accounting.PoissonSampledDpEvent(
-        0.01, dp_accounting.GaussianDpEvent(float(sig[i]))), 1000).get_epsilon(DELTA) for i in idx], 1)
-    return dict(ours=ours[idx].tolist(), t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref * 200, peak_mb=peak,
-                ref_name="one get_epsilon call vs loop of PLDAccountant(PSG) (5 timed, x200)")
+    ref, t_ref = _best(
+        lambda: [
+            dp_accounting.pld.PLDAccountant()
+            .compose(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(float(sig[i]))), 1000)
+            .get_epsilon(DELTA)
+            for i in idx
+        ],
+        1,
+    )
+    return dict(
+        ours=ours[idx].tolist(),
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref,
+        t_ref=t_ref * 200,
+        peak_mb=peak,
+        ref_name="one get_epsilon call vs loop of PLDAccountant(PSG) (5 timed, x200)",
+    )
 
 
 def case_batch_psg_10000():
@@ -188,14 +238,29 @@ def case_batch_psg_10000():
     t0 = time.perf_counter()
     ours = _block(accounting.get_epsilon(mech, DELTA, count=100, sampling_prob=0.01, progress=False))
     first = time.perf_counter() - t0  # one call: compile and run (a second call repeats the run only)
-    ours, t_ours = _best(lambda: _block(accounting.get_epsilon(mech, DELTA, count=100, sampling_prob=0.01,
-                                                               progress=False)), 1)
+    ours, t_ours = _best(
+        lambda: _block(accounting.get_epsilon(mech, DELTA, count=100, sampling_prob=0.01, progress=False)), 1
+    )
     peak = _peak()
     idx = np.arange(0, 10_000, 2000)
-    ref, t_ref = _best(lambda: [dp_accounting.pld.PLDAccountant().compose(dp_accounting.PoissonSampledDpEvent(
-        0.01, dp_accounting.GaussianDpEvent(float(sig[i]))), 100).get_epsilon(DELTA) for i in idx], 1)
-    return dict(ours=ours[idx].tolist(), t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref * 2000, peak_mb=peak,
-                ref_name="one get_epsilon call vs loop of PLDAccountant(PSG) (5 timed, x2000)")
+    ref, t_ref = _best(
+        lambda: [
+            dp_accounting.pld.PLDAccountant()
+            .compose(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(float(sig[i]))), 100)
+            .get_epsilon(DELTA)
+            for i in idx
+        ],
+        1,
+    )
+    return dict(
+        ours=ours[idx].tolist(),
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref,
+        t_ref=t_ref * 2000,
+        peak_mb=peak,
+        ref_name="one get_epsilon call vs loop of PLDAccountant(PSG) (5 timed, x2000)",
+    )
 
 
 def _distinct_mechanisms(n=100):
@@ -206,9 +271,12 @@ def _distinct_mechanisms(n=100):
     import dpjax
 
     scales = np.linspace(20.0, 40.0, n)
-    return [(dpjax.Gaussian(sigma=float(s)), dp_accounting.GaussianDpEvent(float(s))) if i % 2 == 0 else
-            (dpjax.Laplace(scale=float(s)), dp_accounting.LaplaceDpEvent(float(s)))
-            for i, s in enumerate(scales)]
+    return [
+        (dpjax.Gaussian(sigma=float(s)), dp_accounting.GaussianDpEvent(float(s)))
+        if i % 2 == 0
+        else (dpjax.Laplace(scale=float(s)), dp_accounting.LaplaceDpEvent(float(s)))
+        for i, s in enumerate(scales)
+    ]
 
 
 def _first_then_best(fn):
@@ -244,8 +312,15 @@ def case_distinct_100():
         return acc.get_epsilon(DELTA)
 
     ref_eps, t_ref = _best(ref, 1)
-    return dict(ours=eps, t_ours=t_ours, t_first=first, ref=ref_eps, t_ref=t_ref, peak_mb=peak,
-                ref_name="reduce(compose) of 100 distinct Gaussian/Laplace PLDs vs PLDAccountant.compose x100")
+    return dict(
+        ours=eps,
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref_eps,
+        t_ref=t_ref,
+        peak_mb=peak,
+        ref_name="reduce(compose) of 100 distinct Gaussian/Laplace PLDs vs PLDAccountant.compose x100",
+    )
 
 
 def case_distinct_100_accountant():
@@ -273,8 +348,15 @@ def case_distinct_100_accountant():
         return out
 
     ref_eps, t_ref = _best(ref, 1)
-    return dict(ours=eps, t_ours=t_ours, t_first=first, ref=ref_eps, t_ref=t_ref, peak_mb=peak,
-                ref_name="Accountant.record x100 (ε after each) vs PLDAccountant compose+get_epsilon x100")
+    return dict(
+        ours=eps,
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref_eps,
+        t_ref=t_ref,
+        peak_mb=peak,
+        ref_name="Accountant.record x100 (ε after each) vs PLDAccountant compose+get_epsilon x100",
+    )
 
 
 def case_record_repeat():
@@ -306,9 +388,16 @@ def case_record_repeat():
         ref = ref_acc.compose(ev).get_epsilon(DELTA)
         if i >= 52:
             ref_times.append(time.perf_counter() - t)
-    return dict(ours=eps, t_ours=float(np.median(times)), t_first=first, ref=ref, t_ref=float(np.median(ref_times)),
-                peak_mb=peak, ref_name="Accountant.record of a repeated PSG(0.01, σ 1) spend (median per spend) vs "
-                                       "PLDAccountant compose+get_epsilon")
+    return dict(
+        ours=eps,
+        t_ours=float(np.median(times)),
+        t_first=first,
+        ref=ref,
+        t_ref=float(np.median(ref_times)),
+        peak_mb=peak,
+        ref_name="Accountant.record of a repeated PSG(0.01, σ 1) spend (median per spend) vs "
+        "PLDAccountant compose+get_epsilon",
+    )
 
 
 def case_dpsgd_first():
@@ -325,8 +414,15 @@ def case_dpsgd_first():
     peak = _peak()
     ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
     ref, t_ref = _best(lambda: dp_accounting.pld.PLDAccountant().compose(ev, 1000).get_epsilon(DELTA), 1)
-    return dict(ours=ours, t_ours=t_ours, t_first=first, ref=ref, t_ref=t_ref, peak_mb=peak,
-                ref_name="dpsgd_epsilon(σ 1.1) after a first call (σ 1) vs PLDAccountant(PSG(0.01, σ 1.1), 1000)")
+    return dict(
+        ours=ours,
+        t_ours=t_ours,
+        t_first=first,
+        ref=ref,
+        t_ref=t_ref,
+        peak_mb=peak,
+        ref_name="dpsgd_epsilon(σ 1.1) after a first call (σ 1) vs PLDAccountant(PSG(0.01, σ 1.1), 1000)",
+    )
 
 
 CASES = {
@@ -388,28 +484,42 @@ def main():
         rows.append(json.loads(line[-1]))
     load1 = os.getloadavg()[0]
     print(f"load average (1 min): {load0:.2f} before, {load1:.2f} after, on {os.cpu_count()} cores")
-    print("warm = best of repeated dpjax calls (compile excluded); cold = the first call in a fresh process "
-          "(tracing + XLA compile included); ratio / cold x = dp_accounting time over warm / cold")
-    print(f"{'case':18s} {'warm s':>10s} {'cold s':>9s} {'dp_acc s':>10s} {'ratio':>8s} {'cold x':>7s} {'peak MB':>8s}"
-          f"  agree  values")
+    print(
+        "warm = best of repeated dpjax calls (compile excluded); cold = the first call in a fresh process "
+        "(tracing + XLA compile included); ratio / cold x = dp_accounting time over warm / cold"
+    )
+    print(
+        f"{'case':18s} {'warm s':>10s} {'cold s':>9s} {'dp_acc s':>10s} {'ratio':>8s} {'cold x':>7s} {'peak MB':>8s}"
+        f"  agree  values"
+    )
     for r in rows:
         ratio = r["t_ref"] / r["t_ours"]
         ok = _agree(r["ours"], r["ref"])
         v = r["ours"] if np.isscalar(r["ours"]) else r["ours"][0]
         w = r["ref"] if np.isscalar(r["ref"]) else r["ref"][0]
-        print(f"{r['case']:18s} {r['t_ours']:10.4f} {r['t_first']:9.2f} {r['t_ref']:10.3f} {ratio:8.1f} "
-              f"{r['t_ref'] / r['t_first']:7.1f} {r['peak_mb']:8.0f}  {'yes' if ok else 'NO ':3s}   {v:.6f} vs {w:.6f}"
-              f"  [{r['ref_name']}]")
+        print(
+            f"{r['case']:18s} {r['t_ours']:10.4f} {r['t_first']:9.2f} {r['t_ref']:10.3f} {ratio:8.1f} "
+            f"{r['t_ref'] / r['t_first']:7.1f} {r['peak_mb']:8.0f}  {'yes' if ok else 'NO ':3s}   {v:.6f} vs {w:.6f}"
+            f"  [{r['ref_name']}]"
+        )
         if "t_grid" in r:
-            print(f"{'  grid path':18s} {r['t_grid']:10.4f} {'':9s} {r['t_ref']:10.3f} {r['t_ref'] / r['t_grid']:8.1f} "
-                  f"{'':7s} {'':8s}  {'yes' if _agree(r['ours_grid'], r['ref']) else 'NO ':3s}   {r['ours_grid']:.6f}")
+            print(
+                f"{'  grid path':18s} {r['t_grid']:10.4f} {'':9s} {r['t_ref']:10.3f} {r['t_ref'] / r['t_grid']:8.1f} "
+                f"{'':7s} {'':8s}  {'yes' if _agree(r['ours_grid'], r['ref']) else 'NO ':3s}   {r['ours_grid']:.6f}"
+            )
         if "t_ref_acc" in r:
-            print(f"{'  vs PLDAccountant':18s} {r['t_ours']:10.4f} {'':9s} {r['t_ref_acc']:10.3f} "
-                  f"{r['t_ref_acc'] / r['t_ours']:8.1f} {'':7s} {'':8s}  {'yes' if _agree(r['ours'], r['ref_acc']) else 'NO ':3s}"
-                  f"   {r['ref_acc']:.6f}")
+            print(
+                f"{'  vs PLDAccountant':18s} {r['t_ours']:10.4f} {'':9s} {r['t_ref_acc']:10.3f} "
+                f"{r['t_ref_acc'] / r['t_ours']:8.1f} {'':7s} {'':8s}  "
+                f"{'yes' if _agree(r['ours'], r['ref_acc']) else 'NO ':3s}"
+                f"   {r['ref_acc']:.6f}"
+            )
         if "t_obj" in r:
-            print(f"{'  PLD object path':18s} {r['t_obj']:10.4f} {'':9s} {r['t_ref']:10.3f} {r['t_ref'] / r['t_obj']:8.1f} "
-                  f"{'':7s} {'':8s}  {'yes' if _agree(r['ours_obj'], r['ref']) else 'NO ':3s}   {r['ours_obj']:.6f}")
+            print(
+                f"{'  PLD object path':18s} {r['t_obj']:10.4f} {'':9s} {r['t_ref']:10.3f} "
+                f"{r['t_ref'] / r['t_obj']:8.1f} "
+                f"{'':7s} {'':8s}  {'yes' if _agree(r['ours_obj'], r['ref']) else 'NO ':3s}   {r['ours_obj']:.6f}"
+            )
 
 
 if __name__ == "__main__":

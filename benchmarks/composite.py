@@ -60,8 +60,10 @@ def main():
     ap.add_argument("--n", type=int, default=10**7)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0, 2.0, 3.0, 5.0])
     t = time.perf_counter()
     optimize.tune_composite(eps, window=(0, 1))
@@ -71,13 +73,14 @@ def main():
     tp, p = best_of(lambda: optimize.tune_composite(eps, window=(0, 1), method="paper_grid"), args.repeats)
     tl, _ = best_of(lambda: [oc.paper_grid_search("rectangle", "uniform", float(e)) for e in eps], args.repeats)
     npts = grid_points(eps)
-    print(f"tuning A1B1 centre, {len(eps)} eps: gradient {tg * 1e3:.2f} ms warm (first call of the process, "
-          f"with compilation: {cold:.2f} s); paper grid {tp * 1e3:.1f} ms ({tl * 1e3:.1f} ms in its loops, "
-          f"{npts} points scored, {npts / len(eps):.0f} per eps)")
+    print(
+        f"tuning A1B1 centre, {len(eps)} eps: gradient {tg * 1e3:.2f} ms warm (first call of the process, "
+        f"with compilation: {cold:.2f} s); paper grid {tp * 1e3:.1f} ms ({tl * 1e3:.1f} ms in its loops, "
+        f"{npts} points scored, {npts / len(eps):.0f} per eps)"
+    )
     print(f"  speed-up {tp / tg:.0f}x warm, {tp / cold:.2f}x against the gradient's first call")
     print("  variance gradient / grid: " + " ".join(f"{a / b:.5f}" for a, b in zip(g.variance, p.variance)))
-    print("  closed-form gap of the gradient optimum: "
-          f"{np.max(np.abs(g.closed_form['relative_gap'])):.1e}")
+    print(f"  closed-form gap of the gradient optimum: {np.max(np.abs(g.closed_form['relative_gap'])):.1e}")
     mech = jax.tree_util.tree_map(lambda x: x[4] if jnp.ndim(x) else x, g.mechanism)
     values = jnp.full((args.n,), 0.3, jnp.float32)
     lap = dpjax.Laplace(1.0)

@@ -69,8 +69,12 @@ def case_step():
     import optimize
 
     k = jax.random.split(jax.random.key(0), 4)
-    params = {"w1": jax.random.normal(k[0], (784, 256)) * 0.05, "b1": jnp.zeros(256),
-              "w2": jax.random.normal(k[1], (256, 10)) * 0.05, "b2": jnp.zeros(10)}
+    params = {
+        "w1": jax.random.normal(k[0], (784, 256)) * 0.05,
+        "b1": jnp.zeros(256),
+        "w2": jax.random.normal(k[1], (256, 10)) * 0.05,
+        "b2": jnp.zeros(10),
+    }
     x = jax.random.normal(k[2], (256, 784))
     y = jax.random.randint(k[3], (256,), 0, 10)
 
@@ -110,8 +114,10 @@ def case_step():
         t = time.perf_counter()
         jax.block_until_ready(fn(params, state))
         first = time.perf_counter() - t
-        out[name] = {"cold_s": first,
-                     "warm_ms": 1e3 * _best(lambda f=fn, s=state: jax.block_until_ready(f(params, s)), 20)}
+        out[name] = {
+            "cold_s": first,
+            "warm_ms": 1e3 * _best(lambda f=fn, s=state: jax.block_until_ready(f(params, s)), 20),
+        }
     out["ratio_vs_nonprivate"] = out["dpjax"]["warm_ms"] / out["nonprivate"]["warm_ms"]
     out["ratio_vs_contrib"] = out["dpjax"]["warm_ms"] / out["optax_contrib"]["warm_ms"]
     out["contrib_vs_nonprivate"] = out["optax_contrib"]["warm_ms"] / out["nonprivate"]["warm_ms"]
@@ -159,16 +165,33 @@ def _clipping_models():
         return xent(jnp.mean(x, 0) @ p["head"], y)
 
     mlp_p = {"w1": normal(784, 256), "b1": jnp.zeros(256), "w2": normal(256, 10), "b2": jnp.zeros(10)}
-    cnn_p = {"k1": normal(16, 1, 3, 3, scale=0.3), "c1": jnp.zeros(16), "k2": normal(32, 16, 3, 3, scale=0.1),
-             "c2": jnp.zeros(32), "w": normal(32 * 7 * 7, 128), "b": jnp.zeros(128), "head": normal(128, 10)}
-    blk_p = {n: normal(width, width, scale=width ** -0.5) for n in ("wq", "wk", "wv", "wo")}
-    blk_p.update(ln1_s=jnp.ones(width), ln1_b=jnp.zeros(width), ln2_s=jnp.ones(width), ln2_b=jnp.zeros(width),
-                 w1=normal(width, 4 * width, scale=width ** -0.5), b1=jnp.zeros(4 * width),
-                 w2=normal(4 * width, width, scale=(4 * width) ** -0.5), b2=jnp.zeros(width), head=normal(width, 10))
+    cnn_p = {
+        "k1": normal(16, 1, 3, 3, scale=0.3),
+        "c1": jnp.zeros(16),
+        "k2": normal(32, 16, 3, 3, scale=0.1),
+        "c2": jnp.zeros(32),
+        "w": normal(32 * 7 * 7, 128),
+        "b": jnp.zeros(128),
+        "head": normal(128, 10),
+    }
+    blk_p = {n: normal(width, width, scale=width**-0.5) for n in ("wq", "wk", "wv", "wo")}
+    blk_p.update(
+        ln1_s=jnp.ones(width),
+        ln1_b=jnp.zeros(width),
+        ln2_s=jnp.ones(width),
+        ln2_b=jnp.zeros(width),
+        w1=normal(width, 4 * width, scale=width**-0.5),
+        b1=jnp.zeros(4 * width),
+        w2=normal(4 * width, width, scale=(4 * width) ** -0.5),
+        b2=jnp.zeros(width),
+        head=normal(width, 10),
+    )
     labels = jax.random.randint(next(k), (256,), 0, 10)
-    return {"mlp": (mlp, mlp_p, (normal(256, 784, scale=1.0), labels)),
-            "cnn": (cnn, cnn_p, (normal(256, 28, 28, scale=1.0), labels)),
-            "transformer": (block, blk_p, (normal(32, seq, width, scale=1.0), labels[:32]))}
+    return {
+        "mlp": (mlp, mlp_p, (normal(256, 784, scale=1.0), labels)),
+        "cnn": (cnn, cnn_p, (normal(256, 28, 28, scale=1.0), labels)),
+        "transformer": (block, blk_p, (normal(32, seq, width, scale=1.0), labels[:32])),
+    }
 
 
 def case_clipping():
@@ -202,8 +225,12 @@ def case_clipping():
         def mean_grad(p, *b):
             return jax.grad(lambda q: jnp.mean(jax.vmap(loss, in_axes=(None,) + (0,) * len(b))(q, *b)))(p)
 
-        variants = {"nonprivate": step(mean_grad, sgd), "dpsgd_vmap": step(per_example, ours),
-                    "dpsgd_clipped_grad": step(clipped, ours), "optax_contrib": step(per_example, contrib)}
+        variants = {
+            "nonprivate": step(mean_grad, sgd),
+            "dpsgd_vmap": step(per_example, ours),
+            "dpsgd_clipped_grad": step(clipped, ours),
+            "optax_contrib": step(per_example, contrib),
+        }
         res, runs = {}, {}
         for name, (fn, tx) in variants.items():
             state = tx.init(params)
@@ -212,8 +239,11 @@ def case_clipping():
             jax.block_until_ready(compiled(params, state, *batch))
             mem = compiled.memory_analysis()
             peak = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-            res[name] = {"cold_s": time.perf_counter() - t, "peak_mb": (peak - mem.alias_size_in_bytes) / 2**20,
-                         "warm_ms": math.inf}
+            res[name] = {
+                "cold_s": time.perf_counter() - t,
+                "peak_mb": (peak - mem.alias_size_in_bytes) / 2**20,
+                "warm_ms": math.inf,
+            }
             runs[name] = (compiled, state)
         for _ in range(15):
             for name, (compiled, state) in runs.items():
@@ -248,14 +278,25 @@ def case_calibration():
 
     def event(s):
         return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(s)), 1000)
+            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(s)), 1000
+        )
 
     t = time.perf_counter()
     ref = dp_accounting.calibrate_dp_mechanism(pld_privacy_accountant.PLDAccountant, event, 1.0, 1e-5)
     t_ref = time.perf_counter() - t
-    return {"sigma": z, "epsilon_at_sigma": eps, "sigma_eps_1.05": z2, "dp_accounting_sigma": ref,
-            "cold_s": cold, "warm_s": warm, "warm_other_target_s": warm_other, "dp_accounting_s": t_ref,
-            "ratio_cold": t_ref / cold, "ratio_warm": t_ref / warm, "ratio_warm_other": t_ref / warm_other}
+    return {
+        "sigma": z,
+        "epsilon_at_sigma": eps,
+        "sigma_eps_1.05": z2,
+        "dp_accounting_sigma": ref,
+        "cold_s": cold,
+        "warm_s": warm,
+        "warm_other_target_s": warm_other,
+        "dp_accounting_s": t_ref,
+        "ratio_cold": t_ref / cold,
+        "ratio_warm": t_ref / warm,
+        "ratio_warm_other": t_ref / warm_other,
+    }
 
 
 def case_calibration_new_target():
@@ -290,14 +331,23 @@ def case_calibration_new_target():
 
     def event(s):
         return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(0.004, dp_accounting.GaussianDpEvent(s)), 15000)
+            dp_accounting.PoissonSampledDpEvent(0.004, dp_accounting.GaussianDpEvent(s)), 15000
+        )
 
     t = time.perf_counter()
     ref = dp_accounting.calibrate_dp_mechanism(pld_privacy_accountant.PLDAccountant, event, 2.5, 1e-5)
     t_ref = time.perf_counter() - t
-    return {"sigma": z, "dp_accounting_sigma": ref, "cold_s": cold, "cold_compiles": cold_compiles,
-            "warm_new_target_s": max(warm), "warm_compiles": warm_compiles, "dp_accounting_s": t_ref,
-            "ratio_cold": t_ref / cold, "ratio_warm_new_target": t_ref / max(warm)}
+    return {
+        "sigma": z,
+        "dp_accounting_sigma": ref,
+        "cold_s": cold,
+        "cold_compiles": cold_compiles,
+        "warm_new_target_s": max(warm),
+        "warm_compiles": warm_compiles,
+        "dp_accounting_s": t_ref,
+        "ratio_cold": t_ref / cold,
+        "ratio_warm_new_target": t_ref / max(warm),
+    }
 
 
 def case_odometer():
@@ -327,14 +377,25 @@ def case_odometer():
         ref.compose(ev, 1)
         ref_eps20 = ref.get_epsilon(1e-5)
     t_ref = (time.perf_counter() - t0) / 20
-    return {"epsilon_1000": eps, "total_s": total, "median_ms": 1e3 * float(np.median(per)),
-            "peak_rss_growth_mb": peak, "rss_after_import_mb": base,
-            "dp_accounting_per_spend_s": t_ref, "dp_accounting_eps_20": ref_eps20,
-            "ratio_per_spend_median": t_ref / float(np.median(per))}
+    return {
+        "epsilon_1000": eps,
+        "total_s": total,
+        "median_ms": 1e3 * float(np.median(per)),
+        "peak_rss_growth_mb": peak,
+        "rss_after_import_mb": base,
+        "dp_accounting_per_spend_s": t_ref,
+        "dp_accounting_eps_20": ref_eps20,
+        "ratio_per_spend_median": t_ref / float(np.median(per)),
+    }
 
 
-CASES = {"step": case_step, "clipping": case_clipping, "calibration": case_calibration,
-         "calibration_new_target": case_calibration_new_target, "odometer": case_odometer}
+CASES = {
+    "step": case_step,
+    "clipping": case_clipping,
+    "calibration": case_calibration,
+    "calibration_new_target": case_calibration_new_target,
+    "odometer": case_odometer,
+}
 
 
 def _print_nested(res, indent):
@@ -358,8 +419,9 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     for name in CASES:
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", name], capture_output=True,
-                             text=True, env=env)
+        out = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--case", name], capture_output=True, text=True, env=env
+        )
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
         if out.returncode or not line:
             print(name, "FAILED", out.stderr[-2000:])

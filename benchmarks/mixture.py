@@ -61,13 +61,19 @@ def main(argv=None):
     lap = times["Laplace(scale=5)"]
     for name in list(cases)[1:3]:
         print(f"{name}: {lap / times[name]:.2f}x the Laplace release")
-    print(f"GeometricMixture: {times['DiscreteLaplace(scale=5)'] / times['GeometricMixture(eps=.2, r=5, c=5)']:.2f}x "
-          "the discrete Laplace release")
+    print(
+        f"GeometricMixture: {times['DiscreteLaplace(scale=5)'] / times['GeometricMixture(eps=.2, r=5, c=5)']:.2f}x "
+        "the discrete Laplace release"
+    )
     g = dpjax.GeometricMixture.from_epsilon(0.2, 5.0, 5)
     m = dpjax.LaplaceMixture.from_epsilon(0.2, 5.0, 5.0)
-    for label, fn in [("exact eps(1e-5), Lap_m (closed-form path supremum)", lambda: accounting.exact.epsilon(m, 1e-5)),
-                      ("pld(Geom_m).self_compose(10) eps(1e-6)",
-                       lambda: accounting.pld(g).self_compose(10).get_epsilon_for_delta(1e-6))]:
+    for label, fn in [
+        ("exact eps(1e-5), Lap_m (closed-form path supremum)", lambda: accounting.exact.epsilon(m, 1e-5)),
+        (
+            "pld(Geom_m).self_compose(10) eps(1e-6)",
+            lambda: accounting.pld(g).self_compose(10).get_epsilon_for_delta(1e-6),
+        ),
+    ]:
         t = time.perf_counter()
         v = float(np.asarray(fn()))
         print(f"{label}: {v:.5f} in {time.perf_counter() - t:.2f} s (first call, compile included)")

@@ -51,8 +51,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timings per case (best kept)")
     args = ap.parse_args()
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}; "
-          f"jax {jax.__version__} on {jax.devices()[0].platform}, numpy {np.__version__}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}; "
+        f"jax {jax.__version__} on {jax.devices()[0].platform}, numpy {np.__version__}"
+    )
     print(f"load average at start: {os.getloadavg()}")
     rng = np.random.default_rng(2025)
     x = ref.normal_data(rng, args.n, 5e4, 5e4)
@@ -62,16 +64,21 @@ def main():
     upper_levels = np.asarray(fn.level_upper())
     kw = dict(eps_min=float(fn.eps_min), eps_max=100.0, beta=0.1)
     cases = {
-        "count": (lambda k, x, e: prdp.count(k, e, **kw).estimate,
-                  lambda r: ref.prdp_count(r, setting, e, 0.1)),
-        "framework sum": (lambda k, x, e: prdp.sum(k, x, e, upper=1e12, **kw).estimate,
-                          lambda r: ref.prdp_framework(r, setting, x, e, 0.1, ref.universal_sum)),
-        "framework max": (lambda k, x, e: prdp.max(k, x, e, upper=upper_levels, **kw).estimate,
-                          lambda r: ref.prdp_framework(r, setting, x, e, 0.1, ref.em_max, restrict_domain=True)),
+        "count": (lambda k, x, e: prdp.count(k, e, **kw).estimate, lambda r: ref.prdp_count(r, setting, e, 0.1)),
+        "framework sum": (
+            lambda k, x, e: prdp.sum(k, x, e, upper=1e12, **kw).estimate,
+            lambda r: ref.prdp_framework(r, setting, x, e, 0.1, ref.universal_sum),
+        ),
+        "framework max": (
+            lambda k, x, e: prdp.max(k, x, e, upper=upper_levels, **kw).estimate,
+            lambda r: ref.prdp_framework(r, setting, x, e, 0.1, ref.em_max, restrict_domain=True),
+        ),
     }
     keys = jax.random.split(jax.random.key(0), args.reps)
-    header = (f"{'mechanism':<15}{'dpjax vmap s/rep':>18}{'dpjax 1/call s':>16}{'numpy s/rep':>13}"
-              f"{'ratio (vmap)':>14}{'ratio (1/call)':>16}{'cold s':>9}")
+    header = (
+        f"{'mechanism':<15}{'dpjax vmap s/rep':>18}{'dpjax 1/call s':>16}{'numpy s/rep':>13}"
+        f"{'ratio (vmap)':>14}{'ratio (1/call)':>16}{'cold s':>9}"
+    )
     print(f"n = {args.n}, {args.reps} repetitions per vmapped call, numpy loop of {args.numpy_reps}")
     print(header)
     for name, (dpjax_fn, numpy_fn) in cases.items():
@@ -87,8 +94,10 @@ def main():
         r = np.random.default_rng(1)
         numpy_fn(r)  # warm-up
         numpy_s = _best(lambda: [numpy_fn(r) for _ in range(args.numpy_reps)], args.repeats) / args.numpy_reps
-        print(f"{name:<15}{vmap_s:>18.3e}{one_s:>16.3e}{numpy_s:>13.3e}{numpy_s / vmap_s:>13.1f}×"
-              f"{numpy_s / one_s:>15.1f}×{cold:>9.2f}")
+        print(
+            f"{name:<15}{vmap_s:>18.3e}{one_s:>16.3e}{numpy_s:>13.3e}{numpy_s / vmap_s:>13.1f}×"
+            f"{numpy_s / one_s:>15.1f}×{cold:>9.2f}"
+        )
     print(f"load average at end: {os.getloadavg()}")
 
 

@@ -51,12 +51,23 @@ def compare(n: int, processes: int, repeats: int) -> dict:
     """Launch 1 and ``processes`` processes on the same n values; print both throughputs."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (CPU, one device per "
-          f"process, Gloo); n = {n:.0e} float32, Laplace(1); load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (CPU, one device per "
+        f"process, Gloo); n = {n:.0e} float32, Laplace(1); load average {os.getloadavg()[0]:.2f}"
+    )
     out = {}
     for p in sorted({1, processes}):
-        cmd = [sys.executable, "-m", "dpjax.launch", "--processes", str(p), os.path.abspath(__file__), "--worker",
-               str(n), str(repeats)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dpjax.launch",
+            "--processes",
+            str(p),
+            os.path.abspath(__file__),
+            "--worker",
+            str(n),
+            str(repeats),
+        ]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         line = next((l for l in res.stdout.splitlines() if l.startswith("RESULT ")), None)
         if line is None:

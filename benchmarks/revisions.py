@@ -40,10 +40,12 @@ m = dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.RelativeError(0.01, 5.0), 0.9
 run = lambda: dpjax.release(jax.random.key(0), x, m).block_until_ready()""",
     "pld Gaussian grid T=1000": """
 import accounting, dpjax
-run = lambda: float(accounting.pld(dpjax.Gaussian(1.0), use_analytic=False).self_compose(1000).get_epsilon_for_delta(1e-6))""",
+grid = accounting.pld(dpjax.Gaussian(1.0), use_analytic=False)
+run = lambda: float(grid.self_compose(1000).get_epsilon_for_delta(1e-6))""",
     "pld subsampled Gaussian T=1e4": """
 import accounting, dpjax
-run = lambda: float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01).self_compose(10000).get_epsilon_for_delta(1e-5))""",
+sampled = accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01)
+run = lambda: float(sampled.self_compose(10000).get_epsilon_for_delta(1e-5))""",
     "batch eps of 1000 Gaussians T=100": """
 import numpy as np, jax.numpy as jnp, accounting, dpjax
 m = dpjax.Gaussian(sigma=jnp.linspace(0.5, 5.0, 1000))
@@ -65,8 +67,13 @@ print(json.dumps(best))
 
 def _time(tree, setup, repeats):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
-    out = subprocess.run([sys.executable, "-c", TIMER.format(setup=setup, repeats=repeats)], env=env,
-                         capture_output=True, text=True, cwd=os.path.abspath(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", TIMER.format(setup=setup, repeats=repeats)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=os.path.abspath(tree),
+    )
     if out.returncode:
         return None, out.stderr.strip().splitlines()[-1]
     return json.loads(out.stdout.strip().splitlines()[-1]), None
@@ -95,8 +102,10 @@ def main(argv=None):
                 else:
                     best[side] = min(best[side], t)
         ratio = best["head"] / best["base"] if err is None else float("nan")
-        print(f"| {name} | {best['base']:.4g} | {best['head']:.4g} | {ratio:.2f}× |" + (f" {err}" if err else ""),
-              flush=True)
+        print(
+            f"| {name} | {best['base']:.4g} | {best['head']:.4g} | {ratio:.2f}× |" + (f" {err}" if err else ""),
+            flush=True,
+        )
     print(f"load average after: {os.getloadavg()}")
 
 

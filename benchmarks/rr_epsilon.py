@@ -31,18 +31,20 @@ def layouts(n):
     sampled = np.sort(lattice._sample_positions(n))
     gap = int(np.argmax(np.diff(sampled)))  # the widest gap between sampled records
     few, some = blocks.copy(), blocks.copy()
-    few[sampled[gap] + 1: sampled[gap] + 41] = 7.25
-    some[sampled[gap] + 1: sampled[gap] + 2001] = 7.25
+    few[sampled[gap] + 1 : sampled[gap] + 41] = 7.25
+    some[sampled[gap] + 1 : sampled[gap] + 2001] = 7.25
     hidden = np.full(n, 2.0, np.float32)
     hidden[sampled] = 0.5
-    return [("40 values, cycled (throughput.py's row)", np.resize(np.linspace(0.5, 3.0, 40), n).astype(np.float32)),
-            ("2 tiers, alternating", np.where(np.arange(n) % 2 == 0, 0.5, 2.0).astype(np.float32)),
-            ("40 tiers in blocks", blocks),
-            ("300 values, float64", np.resize(np.linspace(0.1, 4.0, 300), n)),
-            ("1000 values", np.resize(np.linspace(0.1, 4.0, 1000), n).astype(np.float32)),
-            ("+ 40 records off the sample (host)", few),
-            ("+ 2000 records off the sample (rerun)", some),
-            ("a value on all records but the sampled", hidden)]
+    return [
+        ("40 values, cycled (throughput.py's row)", np.resize(np.linspace(0.5, 3.0, 40), n).astype(np.float32)),
+        ("2 tiers, alternating", np.where(np.arange(n) % 2 == 0, 0.5, 2.0).astype(np.float32)),
+        ("40 tiers in blocks", blocks),
+        ("300 values, float64", np.resize(np.linspace(0.1, 4.0, 300), n)),
+        ("1000 values", np.resize(np.linspace(0.1, 4.0, 1000), n).astype(np.float32)),
+        ("+ 40 records off the sample (host)", few),
+        ("+ 2000 records off the sample (rerun)", some),
+        ("a value on all records but the sampled", hidden),
+    ]
 
 
 def paired(fn, anchor, repeats):
@@ -68,8 +70,10 @@ def main(argv=None):
     p.add_argument("--before", action="store_true", help="also the host lattice (the path before the table)")
     args = p.parse_args(argv)
     n = int(args.n)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
-          f"jax {jax.__version__}; n = {n:.0e}, k = {args.k}; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
+        f"jax {jax.__version__}; n = {n:.0e}, k = {args.k}; load average {os.getloadavg()[0]:.2f}"
+    )
     keys = iter(jax.random.split(jax.random.key(0), 100_000))
     xf = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
     x = xf.astype(jnp.int32) % args.k
@@ -77,12 +81,16 @@ def main(argv=None):
     print(f"{'ε layout':<42}{'exact / float Laplace (wall, CPU)':>36}{'before (wall, CPU)':>22}")
     for name, eps in layouts(n):
         rr = dpjax.RandomizedResponse(jnp.asarray(eps), args.k)
-        w, c = paired(lambda: dpjax.release(next(keys), x, rr, numerics="exact").block_until_ready(), reference,
-                      args.repeats)
+        w, c = paired(
+            lambda: dpjax.release(next(keys), x, rr, numerics="exact").block_until_ready(), reference, args.repeats
+        )
         before = ""
         if args.before:
-            bw, bc = paired(lambda: lattice.release_exact(next(keys), x, rr.exact_lattice()).block_until_ready(),
-                            reference, args.repeats)
+            bw, bc = paired(
+                lambda: lattice.release_exact(next(keys), x, rr.exact_lattice()).block_until_ready(),
+                reference,
+                args.repeats,
+            )
             before = f"{bw:>13.3f}x {bc:.3f}x"
         print(f"{name:<42}{w:>27.3f}x {c:.3f}x{before}   (load {os.getloadavg()[0]:.2f})", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

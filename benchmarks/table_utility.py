@@ -63,9 +63,11 @@ ZIPF, GROUPS_PER_USER, PARETO, MAX_ROWS_PER_USER = 1.14, 2.9, 1.1, 10_000
 
 # ---------------------------------------------------------------- data
 
+
 def generate(rows: int, seed: int):
     """The heavy-tailed table (module docstring) as a pyarrow Table ``user``, ``group``, ``v``."""
     import pyarrow as pa
+
     rng = np.random.default_rng(seed)
     users = max(rows // 10, 100)
     popularity = 1.0 / np.arange(1, GROUPS + 1) ** ZIPF
@@ -100,6 +102,7 @@ def table_path(rows: int, seed: int) -> Path:
     path = CACHE / f"utility_rows{rows}_seed{seed}.parquet"
     if not path.exists():
         import pyarrow.parquet as pq
+
         CACHE.mkdir(parents=True, exist_ok=True)
         pq.write_table(generate(rows, seed), path.with_suffix(".part"))
         path.with_suffix(".part").rename(path)
@@ -118,16 +121,19 @@ def truth(t):
     from dpjax.table.bounding import bound
     from dpjax.table.data import group_index, unit_hashes
     from dpjax.table.keys import KeyWords
+
     prep = group_index(t, ["group"])
     code, words = unit_hashes(t, "user")
     v = np.clip(t.column("v").to_numpy(), LOW, HIGH)
-    kept, _ = bound(KeyWords(jax.random.key(10**6)).bounding(), code, words, prep.group, prep.group_words,
-                    v[:, None], K, M)
+    kept, _ = bound(
+        KeyWords(jax.random.key(10**6)).bounding(), code, words, prep.group, prep.group_words, v[:, None], K, M
+    )
     keys = np.asarray(prep.keys.column("group").to_pylist())
     df = pd.DataFrame({"group": keys[prep.group[kept]], "v": v[kept]})
     gb = df.groupby("group")
-    raw = pd.DataFrame({"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy(), "v": v,
-                        "v2": v * v})
+    raw = pd.DataFrame(
+        {"user": t.column("user").to_numpy(), "group": t.column("group").to_numpy(), "v": v, "v2": v * v}
+    )
     # count, sum and sum of squares (and from them the mean and the variance): their expectation under uniform
     # bounding — a pair (user, group) of r rows kept with probability min(1, K/groups of the user), then min(r, M)
     # of its r rows — free of the sampling noise of one bounding draw
@@ -140,22 +146,46 @@ def truth(t):
     pairs["squares"] = pairs["count"] * pairs["squares"] / pairs["size"]
     expected = pairs.groupby("group")[["count", "sum", "squares"]].sum()
     mean = expected["sum"] / expected["count"]
-    return pd.DataFrame({"users": raw.groupby("group")["user"].nunique(), "count": expected["count"],
-                         "sum": expected["sum"], "mean": mean,
-                         "variance": expected["squares"] / expected["count"] - mean**2, "median": gb["v"].median()})
+    return pd.DataFrame(
+        {
+            "users": raw.groupby("group")["user"].nunique(),
+            "count": expected["count"],
+            "sum": expected["sum"],
+            "mean": mean,
+            "variance": expected["squares"] / expected["count"] - mean**2,
+            "median": gb["v"].median(),
+        }
+    )
 
 
 # ---------------------------------------------------------------- the tools: {group: {stat: value}}
+
 
 def run_dpjax(t, noise, public, seed):
     import jax
 
     from dpjax import table
-    stats = [table.count(), table.sum("v", LOW, HIGH), table.mean("v", LOW, HIGH), table.variance("v", LOW, HIGH),
-             table.quantile("v", 0.5, LOW, HIGH, depth=DEPTH)]
-    rel = table.release(jax.random.key(seed), t, by="group", statistics=stats, privacy_unit="user",
-                        max_groups_per_unit=K, max_rows_per_group=M, epsilon=EPSILON, delta=DELTA,
-                        groups=groups_of(t) if public else None, noise=noise)
+
+    stats = [
+        table.count(),
+        table.sum("v", LOW, HIGH),
+        table.mean("v", LOW, HIGH),
+        table.variance("v", LOW, HIGH),
+        table.quantile("v", 0.5, LOW, HIGH, depth=DEPTH),
+    ]
+    rel = table.release(
+        jax.random.key(seed),
+        t,
+        by="group",
+        statistics=stats,
+        privacy_unit="user",
+        max_groups_per_unit=K,
+        max_rows_per_group=M,
+        epsilon=EPSILON,
+        delta=DELTA,
+        groups=groups_of(t) if public else None,
+        noise=noise,
+    )
     r = rel.table.to_pydict()
     names = {"count": "count", "sum": "sum_v", "mean": "mean_v", "variance": "variance_v", "median": "quantile_0.5_v"}
     return {g: {s: float(r[c][i]) for s, c in names.items()} for i, g in enumerate(r["group"])}
@@ -163,21 +193,33 @@ def run_dpjax(t, noise, public, seed):
 
 def groups_of(t):
     import pyarrow.compute as pc
+
     return sorted(pc.unique(t.column("group")).to_pylist())
 
 
 def run_pipelinedp(t, noise, public, seed):
     import pipeline_dp
+
     rows = list(zip(t.column("user").to_pylist(), t.column("group").to_pylist(), t.column("v").to_pylist()))
     accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=DELTA)
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
     params = pipeline_dp.AggregateParams(
         noise_kind=pipeline_dp.NoiseKind.LAPLACE if noise == "laplace" else pipeline_dp.NoiseKind.GAUSSIAN,
-        metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM, pipeline_dp.Metrics.MEAN,
-                 pipeline_dp.Metrics.VARIANCE, pipeline_dp.Metrics.PERCENTILE(50)],
-        max_partitions_contributed=K, max_contributions_per_partition=M, min_value=LOW, max_value=HIGH)
-    extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
-                                            value_extractor=lambda r: r[2])
+        metrics=[
+            pipeline_dp.Metrics.COUNT,
+            pipeline_dp.Metrics.SUM,
+            pipeline_dp.Metrics.MEAN,
+            pipeline_dp.Metrics.VARIANCE,
+            pipeline_dp.Metrics.PERCENTILE(50),
+        ],
+        max_partitions_contributed=K,
+        max_contributions_per_partition=M,
+        min_value=LOW,
+        max_value=HIGH,
+    )
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1], value_extractor=lambda r: r[2]
+    )
     result = engine.aggregate(rows, params, extractors, public_partitions=groups_of(t) if public else None)
     accountant.compute_budgets()
     out = {}
@@ -189,36 +231,51 @@ def run_pipelinedp(t, noise, public, seed):
 def run_opendp(t, noise, public, seed):
     import opendp.prelude as dp
     import polars as pl
+
     if noise != "laplace":
         return None
     dp.enable_features("contrib")
     df = pl.from_arrow(t)
     candidates = list(np.linspace(LOW, HIGH, (1 << DEPTH) + 1))
     context = dp.Context.compositor(
-        data=df.lazy(), privacy_unit=dp.unit_of(contributions=1, identifier="user"),
-        privacy_loss=dp.loss_of(epsilon=EPSILON, delta=DELTA), split_evenly_over=1,
+        data=df.lazy(),
+        privacy_unit=dp.unit_of(contributions=1, identifier="user"),
+        privacy_loss=dp.loss_of(epsilon=EPSILON, delta=DELTA),
+        split_evenly_over=1,
         # the public bounds OpenDP asks for: the table's length, and per group key the number of groups (the
         # domain's 300; its mean and quantile refuse to run without it)
-        margins=[dp.polars.Margin(max_length=df.height),
-                 dp.polars.Margin(by=["group"], max_groups=len(groups_of(t)), max_length=df.height)])
+        margins=[
+            dp.polars.Margin(max_length=df.height),
+            dp.polars.Margin(by=["group"], max_groups=len(groups_of(t)), max_length=df.height),
+        ],
+    )
     v = pl.col("v").clip(LOW, HIGH)
-    query = (context.query()
-             .truncate_per_group(M, by=["group"])
-             .truncate_num_groups(K, by=["group"], keep="first")
-             .group_by("group")
-             .agg(dp.len(), v.dp.sum((LOW, HIGH)).alias("sum"), v.dp.mean((LOW, HIGH)).alias("mean"),
-                  v.dp.quantile(0.5, candidates).alias("median")))
+    query = (
+        context.query()
+        .truncate_per_group(M, by=["group"])
+        .truncate_num_groups(K, by=["group"], keep="first")
+        .group_by("group")
+        .agg(
+            dp.len(),
+            v.dp.sum((LOW, HIGH)).alias("sum"),
+            v.dp.mean((LOW, HIGH)).alias("mean"),
+            v.dp.quantile(0.5, candidates).alias("median"),
+        )
+    )
     if public:
         query = query.with_keys(pl.LazyFrame({"group": pl.Series(groups_of(t), dtype=df.schema["group"])}))
     r = query.release().collect().to_dict(as_series=False)
-    return {g: {"count": r["len"][i], "sum": r["sum"][i], "mean": r["mean"][i], "variance": None,
-                "median": r["median"][i]} for i, g in enumerate(r["group"])}
+    return {
+        g: {"count": r["len"][i], "sum": r["sum"][i], "mean": r["mean"][i], "variance": None, "median": r["median"][i]}
+        for i, g in enumerate(r["group"])
+    }
 
 
 TOOLS = {"dpjax": run_dpjax, "pipelinedp": run_pipelinedp, "opendp": run_opendp}
 
 
 # ---------------------------------------------------------------- scoring
+
 
 def size_class(users, scale=1.0):
     for name, lo, hi in CLASSES:
@@ -235,8 +292,11 @@ def score(out, true, only=None):
         gs = [g for g in true.index if true.loc[g, "class"] == name and g in out and (only is None or g in only)]
         row = {"released": len(gs), "of": int((true["class"] == name).sum())}
         for s in STATS:
-            errs = [abs(out[g][s] - true.loc[g, s]) / abs(true.loc[g, s]) for g in gs
-                    if out[g][s] is not None and np.isfinite(out[g][s])]
+            errs = [
+                abs(out[g][s] - true.loc[g, s]) / abs(true.loc[g, s])
+                for g in gs
+                if out[g][s] is not None and np.isfinite(out[g][s])
+            ]
             row[s] = float(np.median(errs)) if errs else None
         res[name] = row
     return res
@@ -252,16 +312,20 @@ def main(argv=None):
     ap.add_argument("--modes", default="public,private")
     args = ap.parse_args(argv)
     import pyarrow.parquet as pq
+
     rows = int(args.rows)
     t = pq.read_table(table_path(rows, args.seed_data))
     true = truth(t)
     scale = (t.column("user").to_numpy().max() + 1) / 100_000  # the size classes scale with the users
     true["class"] = [size_class(u, scale) for u in true["users"]]
     counts = {name: int((true["class"] == name).sum()) for name, _, _ in CLASSES}
-    print(f"table: {t.num_rows} rows, {t.column('user').to_numpy().max() + 1} users, {len(true)} groups "
-          f"({', '.join(f'{n} {c}' for c, n in counts.items())}; users per group {true['users'].min()}"
-          f"–{true['users'].max()}); eps={EPSILON}, delta={DELTA}, K={K}, M={M}, clamp [{LOW:g}, {HIGH:g}]; "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"table: {t.num_rows} rows, {t.column('user').to_numpy().max() + 1} users, {len(true)} groups "
+        f"({', '.join(f'{n} {c}' for c, n in counts.items())}; users per group {true['users'].min()}"
+        f"–{true['users'].max()}); eps={EPSILON}, delta={DELTA}, K={K}, M={M}, clamp [{LOW:g}, {HIGH:g}]; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     results = {}
     for mode in args.modes.split(","):
         for noise in args.noises.split(","):
@@ -274,8 +338,11 @@ def main(argv=None):
                     if out is None:
                         break
                     outs.append(out)
-                    print(f"  {mode:7s} {noise:8s} {tool:10s} seed {seed}: {len(out)} groups, "
-                          f"{time.perf_counter() - start:.1f} s", flush=True)
+                    print(
+                        f"  {mode:7s} {noise:8s} {tool:10s} seed {seed}: {len(out)} groups, "
+                        f"{time.perf_counter() - start:.1f} s",
+                        flush=True,
+                    )
                 if outs:
                     runs[tool] = outs
             common = [set.intersection(*(set(runs[tool][i]) for tool in runs)) for i in range(args.seeds)]
@@ -302,8 +369,10 @@ def _median_over(scores):
 def _print(results):
     print()
     head = f"{'groups':8s} {'noise':8s} {'tool':10s} " + " ".join(f"{c:>22s}" for c, _, _ in CLASSES)
-    print("released groups and median relative error per size class (small / medium / large); "
-          "each cell: released of all, then count sum mean variance median")
+    print(
+        "released groups and median relative error per size class (small / medium / large); "
+        "each cell: released of all, then count sum mean variance median"
+    )
     print(head)
     for (mode, noise, tool), (all_groups, common) in results.items():
         for label, res in (("", all_groups), ("∩", common)):

@@ -75,17 +75,22 @@ SEED = 0
 
 # ---------------------------------------------------------------- data
 
+
 def _chunk(rng, n, users):
     import pyarrow as pa
-    return pa.table({
-        "user_id": pa.array(rng.integers(0, users, n, dtype=np.int64)),
-        "group": pa.array(rng.integers(0, GROUPS, n, dtype=np.int64)),
-        "steps": pa.array(rng.integers(0, 25000, n, dtype=np.int64)),
-    })
+
+    return pa.table(
+        {
+            "user_id": pa.array(rng.integers(0, users, n, dtype=np.int64)),
+            "group": pa.array(rng.integers(0, GROUPS, n, dtype=np.int64)),
+            "steps": pa.array(rng.integers(0, 25000, n, dtype=np.int64)),
+        }
+    )
 
 
 def _write_parquet(path, rows):
     import pyarrow.parquet as pq
+
     rng = np.random.default_rng(SEED)
     users = max(rows // 10, 1)
     writer = None
@@ -104,23 +109,27 @@ def _csv_chunk(rng, n, users):
     """Rows of a realistic export: about 75 bytes of text each."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
     groups = pa.array([f"region-{g:04d}" for g in range(GROUPS)])
     devices = pa.array(["android phone", "ios phone", "wrist band v2", "smart watch (beta)"])
     user = rng.integers(0, users, n)
-    return pa.table({
-        "user_id": pc.binary_join_element_wise("user-", pc.cast(pa.array(user), pa.string()), ""),
-        "date": pa.array((np.datetime64("2026-01-01") + rng.integers(0, 365, n)).astype("datetime64[D]")),
-        "group": groups.take(pa.array(rng.integers(0, GROUPS, n))),
-        "steps": pa.array(rng.integers(0, 25000, n)),
-        "active_minutes": pa.array(rng.integers(0, 300, n)),
-        "heart_rate": pa.array(rng.normal(72, 9, n).round(1)),
-        "device": devices.take(pa.array(rng.integers(0, len(devices), n))),
-    })
+    return pa.table(
+        {
+            "user_id": pc.binary_join_element_wise("user-", pc.cast(pa.array(user), pa.string()), ""),
+            "date": pa.array((np.datetime64("2026-01-01") + rng.integers(0, 365, n)).astype("datetime64[D]")),
+            "group": groups.take(pa.array(rng.integers(0, GROUPS, n))),
+            "steps": pa.array(rng.integers(0, 25000, n)),
+            "active_minutes": pa.array(rng.integers(0, 300, n)),
+            "heart_rate": pa.array(rng.normal(72, 9, n).round(1)),
+            "device": devices.take(pa.array(rng.integers(0, len(devices), n))),
+        }
+    )
 
 
 def _write_csv(path, size):
     """A CSV of about ``size`` bytes, written chunk by chunk; returns its number of rows."""
     import pyarrow.csv as pacsv
+
     rng = np.random.default_rng(SEED)
     rows = 0
     with open(path, "wb") as f:
@@ -139,6 +148,7 @@ def _write_csv(path, size):
 def _child(cmd, stdin=None):
     """Run ``cmd``; (exit status, wall seconds, peak RSS MiB, last line of stderr) of that process alone."""
     import tempfile
+
     with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=err)
@@ -154,18 +164,45 @@ def csv_scale(size):
     """``dpjax release`` on a CSV of about ``size`` bytes, from the file and from standard input."""
     import shutil
     import tempfile
+
     folder = tempfile.mkdtemp(prefix="dpjax-tables-", dir="/tmp")
     try:
         path = os.path.join(folder, "export.csv")
         t = time.perf_counter()
         rows = _write_csv(path, size)
-        print(f"  wrote {path}: {os.path.getsize(path) / 1e9:.2f} GB, {rows:.3e} rows in {time.perf_counter() - t:.0f} s")
+        print(
+            f"  wrote {path}: {os.path.getsize(path) / 1e9:.2f} GB, {rows:.3e} rows in {time.perf_counter() - t:.0f} s"
+        )
         root = Path(__file__).resolve().parent.parent
-        cmd = [sys.executable, "-m", "dpjax.cli", "release", "--seed", "0", "--group-by", "group",
-               "--privacy-unit", "user_id", "--max-groups-per-unit", str(MAX_GROUPS_PER_UNIT),
-               "--max-rows-per-group", str(MAX_ROWS_PER_GROUP), "--statistic", "count,sum",
-               "--value-column", "steps", "--window", str(LOW), str(HIGH), "--epsilon", str(EPSILON),
-               "--delta", str(DELTA), "--output", os.path.join(folder, "released.csv")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dpjax.cli",
+            "release",
+            "--seed",
+            "0",
+            "--group-by",
+            "group",
+            "--privacy-unit",
+            "user_id",
+            "--max-groups-per-unit",
+            str(MAX_GROUPS_PER_UNIT),
+            "--max-rows-per-group",
+            str(MAX_ROWS_PER_GROUP),
+            "--statistic",
+            "count,sum",
+            "--value-column",
+            "steps",
+            "--window",
+            str(LOW),
+            str(HIGH),
+            "--epsilon",
+            str(EPSILON),
+            "--delta",
+            str(DELTA),
+            "--output",
+            os.path.join(folder, "released.csv"),
+        ]
         env_path = os.pathsep.join([p for p in (os.environ.get("PYTHONPATH"), str(root)) if p])
         os.environ["PYTHONPATH"] = env_path
         out = {}
@@ -177,8 +214,10 @@ def csv_scale(size):
                 with open(stdin, "rb") as handle:
                     code, wall, rss, tail = _child(cmd + extra, handle)
             status = "ok" if code == 0 else f"exit {code}: {tail}"
-            print(f"  dpjax release {label:<14} {wall:8.1f} s  peak RSS {rss:7.0f} MiB  "
-                  f"({rows / wall:.3e} rows/s)  load {load:.2f}  {status}")
+            print(
+                f"  dpjax release {label:<14} {wall:8.1f} s  peak RSS {rss:7.0f} MiB  "
+                f"({rows / wall:.3e} rows/s)  load {load:.2f}  {status}"
+            )
             out[label] = {"seconds": wall, "peak_rss_mib": rss, "rows": rows, "load": load, "exit": code}
         return out
     finally:
@@ -189,13 +228,16 @@ def parquet_scale(rows, args):
     """``dpjax.table.release`` on the path of an ``rows``-row Parquet file written under /tmp (deleted after)."""
     import shutil
     import tempfile
+
     folder = tempfile.mkdtemp(prefix="dpjax-tables-", dir="/tmp")
     try:
         path = Path(folder) / f"rows{rows}.parquet"
         t = time.perf_counter()
         _write_parquet(path, rows)
-        print(f"Parquet, {rows:.0e} rows, {path.stat().st_size / 2**20:.0f} MiB written in "
-              f"{time.perf_counter() - t:.0f} s; load {os.getloadavg()[0]:.2f}")
+        print(
+            f"Parquet, {rows:.0e} rows, {path.stat().st_size / 2**20:.0f} MiB written in "
+            f"{time.perf_counter() - t:.0f} s; load {os.getloadavg()[0]:.2f}"
+        )
         return run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -218,6 +260,7 @@ def table_path(rows):
 
 # ---------------------------------------------------------------- the tools (run inside --worker)
 
+
 def _pipelinedp_local(path, public, repeats):
     import pipeline_dp
     import pyarrow.parquet as pq
@@ -234,9 +277,12 @@ def _pipelinedp_local(path, public, repeats):
             metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM],
             max_partitions_contributed=MAX_GROUPS_PER_UNIT,
             max_contributions_per_partition=MAX_ROWS_PER_GROUP,
-            min_value=LOW, max_value=HIGH)
+            min_value=LOW,
+            max_value=HIGH,
+        )
         extractors = pipeline_dp.DataExtractors(
-            privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1], value_extractor=lambda r: r[2])
+            privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1], value_extractor=lambda r: r[2]
+        )
         result = engine.aggregate(rows, params, extractors, public_partitions=list(range(GROUPS)) if public else None)
         accountant.compute_budgets()
         return list(result)  # the local backend is lazy: the release happens here
@@ -264,11 +310,13 @@ def _opendp_polars(path, public, repeats):
         )
         # keep="first" for the groups: 0.16.0's keep="sample" fails on a single key column ("multiple fields
         # with name 'group'": it builds struct(hash(struct(by)), struct(by)), two fields of one name)
-        query = (context.query()
-                 .truncate_per_group(MAX_ROWS_PER_GROUP, by=["group"])
-                 .truncate_num_groups(MAX_GROUPS_PER_UNIT, by=["group"], keep="first")
-                 .group_by("group")
-                 .agg(dp.len(), pl.col("steps").dp.sum((LOW, HIGH))))
+        query = (
+            context.query()
+            .truncate_per_group(MAX_ROWS_PER_GROUP, by=["group"])
+            .truncate_num_groups(MAX_GROUPS_PER_UNIT, by=["group"], keep="first")
+            .group_by("group")
+            .agg(dp.len(), pl.col("steps").dp.sum((LOW, HIGH)))
+        )
         if public:
             query = query.with_keys(pl.LazyFrame({"group": pl.Series(range(GROUPS), dtype=pl.Int64)}))
         return query.release().collect()
@@ -285,31 +333,43 @@ def _dpjax_release(data, public, n, repeats, after_first_call=None):
 
     def run():  # the released pyarrow Table is materialised when release returns
         return table.release(
-            next(keys), data, by="group",
+            next(keys),
+            data,
+            by="group",
             statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
-            privacy_unit="user_id", max_groups_per_unit=MAX_GROUPS_PER_UNIT, max_rows_per_group=MAX_ROWS_PER_GROUP,
-            epsilon=EPSILON, delta=DELTA, groups=list(range(GROUPS)) if public else None, noise="laplace")
+            privacy_unit="user_id",
+            max_groups_per_unit=MAX_GROUPS_PER_UNIT,
+            max_rows_per_group=MAX_ROWS_PER_GROUP,
+            epsilon=EPSILON,
+            delta=DELTA,
+            groups=list(range(GROUPS)) if public else None,
+            noise="laplace",
+        )
 
     t = time.perf_counter()
     run()
     cold = time.perf_counter() - t
     if after_first_call is not None:
         after_first_call()
-    res = _timed(run, repeats, n, lambda rel: {"groups": rel.table.num_rows, "epsilon": rel.epsilon, "delta": rel.delta})
+    res = _timed(
+        run, repeats, n, lambda rel: {"groups": rel.table.num_rows, "epsilon": rel.epsilon, "delta": rel.delta}
+    )
     res.update(cold_s=cold, cold_rows_per_s=n / cold)
     return res
 
 
 #: the stages of a warm release timed by ``--stages``: (label, module, function) — each function
 #: wrapped in a timer where ``release`` looks it up
-_STAGES = [("read: columns, codes, hashes", "dpjax.table.release", "_data.rows"),
-           ("bound: keyed contribution bounding", "dpjax.table.release", "bound"),
-           ("aggregate: integer sums per group", "dpjax.table.release", "aggregate"),
-           ("calibrate (remembered)", "dpjax.table.release", "calibrate"),
-           ("selection threshold (remembered)", "dpjax.table.release", "threshold"),
-           ("selection delta", "dpjax.table.release", "selection_delta"),
-           ("noise draws", "dpjax.table.release", "draw"),
-           ("finish: selection, noise, output table", "dpjax.table.release", "finish")]
+_STAGES = [
+    ("read: columns, codes, hashes", "dpjax.table.release", "_data.rows"),
+    ("bound: keyed contribution bounding", "dpjax.table.release", "bound"),
+    ("aggregate: integer sums per group", "dpjax.table.release", "aggregate"),
+    ("calibrate (remembered)", "dpjax.table.release", "calibrate"),
+    ("selection threshold (remembered)", "dpjax.table.release", "threshold"),
+    ("selection delta", "dpjax.table.release", "selection_delta"),
+    ("noise draws", "dpjax.table.release", "draw"),
+    ("finish: selection, noise, output table", "dpjax.table.release", "finish"),
+]
 
 
 def _dpjax_stages(path, public, repeats):
@@ -344,12 +404,14 @@ def _dpjax_stages(path, public, repeats):
 
 def _dpjax_arrow(path, public, repeats):
     import pyarrow.parquet as pq
+
     t = pq.read_table(path)
     return _dpjax_release(t, public, t.num_rows, repeats)
 
 
 def _dpjax_path(path, public, repeats):
     import pyarrow.parquet as pq
+
     n = pq.ParquetFile(path).metadata.num_rows
     return _dpjax_release(str(path), public, n, repeats)
 
@@ -358,9 +420,14 @@ def _spark_session():
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers run this interpreter and its packages
-    return (SparkSession.builder.master("local[*]").appName("dpjax-tables-bench")
-            .config("spark.driver.memory", "6g").config("spark.sql.shuffle.partitions", "8")
-            .config("spark.ui.enabled", "false").getOrCreate())
+    return (
+        SparkSession.builder.master("local[*]")
+        .appName("dpjax-tables-bench")
+        .config("spark.driver.memory", "6g")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
 
 
 def _spark_frame(path):
@@ -374,6 +441,7 @@ def _spark_frame(path):
 
 def _dpjax_spark(path, public, repeats):
     import dpjax.table  # noqa: F401  (fails before Spark starts when the table layer is absent)
+
     sdf, n, start = _spark_frame(path)
     return {**_dpjax_release(sdf, public, n, repeats), "spark_start_s": start}
 
@@ -385,19 +453,30 @@ def _pipelinedp_spark(path, public, repeats):
     sdf, n, start = _spark_frame(path)
 
     def run():
-        query = (dataframes.QueryBuilder(sdf, "user_id")
-                 .groupby("group", max_groups_contributed=MAX_GROUPS_PER_UNIT,
-                          max_contributions_per_group=MAX_ROWS_PER_GROUP,
-                          public_keys=list(range(GROUPS)) if public else None)
-                 .count().sum("steps", min_value=LOW, max_value=HIGH).build_query())
+        query = (
+            dataframes.QueryBuilder(sdf, "user_id")
+            .groupby(
+                "group",
+                max_groups_contributed=MAX_GROUPS_PER_UNIT,
+                max_contributions_per_group=MAX_ROWS_PER_GROUP,
+                public_keys=list(range(GROUPS)) if public else None,
+            )
+            .count()
+            .sum("steps", min_value=LOW, max_value=HIGH)
+            .build_query()
+        )
         return query.run_query(dataframes.Budget(EPSILON, DELTA), noise_kind=pipeline_dp.NoiseKind.LAPLACE).collect()
 
     return {**_timed(run, repeats, n, lambda out: {"groups": len(out)}), "spark_start_s": start}
 
 
 WORKERS = {
-    "pipelinedp": _pipelinedp_local, "opendp": _opendp_polars, "dpjax": _dpjax_arrow,
-    "dpjax-parquet": _dpjax_path, "dpjax-spark": _dpjax_spark, "pipelinedp-spark": _pipelinedp_spark,
+    "pipelinedp": _pipelinedp_local,
+    "opendp": _opendp_polars,
+    "dpjax": _dpjax_arrow,
+    "dpjax-parquet": _dpjax_path,
+    "dpjax-spark": _dpjax_spark,
+    "pipelinedp-spark": _pipelinedp_spark,
     "dpjax-stages": _dpjax_stages,
 }
 
@@ -422,6 +501,7 @@ def worker(tool, path, public, repeats):
 
 # ---------------------------------------------------------------- driver
 
+
 def _opendp_env():
     """The environment for the OpenDP worker: the polars version OpenDP pins, from out/opendp-polars when the
     installed one differs; None when it differs and that folder is absent."""
@@ -431,8 +511,10 @@ def _opendp_env():
     if want is None or importlib.metadata.version("polars") == want:
         return env
     if not (OPENDP_POLARS / "polars").is_dir():
-        print(f"  OpenDP skipped: it needs polars=={want} (installed: {importlib.metadata.version('polars')}); "
-              f"pip install --no-deps --target {OPENDP_POLARS} polars=={want} polars-runtime-32=={want}")
+        print(
+            f"  OpenDP skipped: it needs polars=={want} (installed: {importlib.metadata.version('polars')}); "
+            f"pip install --no-deps --target {OPENDP_POLARS} polars=={want} polars-runtime-32=={want}"
+        )
         return None
     env["PYTHONPATH"] = os.pathsep.join([str(OPENDP_POLARS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
@@ -442,8 +524,16 @@ def run_tool(tool, path, args, label, env=None):
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ) if env is None else env
     env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH"), str(root)) if p])
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", tool, "--path", str(path),
-           "--repeats", str(args.repeats if tool.startswith("dpjax") else args.peer_repeats)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        tool,
+        "--path",
+        str(path),
+        "--repeats",
+        str(args.repeats if tool.startswith("dpjax") else args.peer_repeats),
+    ]
     if args.public_groups:
         cmd.append("--public-groups")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -452,7 +542,7 @@ def run_tool(tool, path, args, label, env=None):
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
         print(f"  {label}: failed ({tail[0]})")
         return None
-    res = json.loads(lines[-1][len("RESULT "):])
+    res = json.loads(lines[-1][len("RESULT ") :])
     extra = ""
     if "stages_ms" in res:
         for stage, ms in res["stages_ms"].items():
@@ -460,11 +550,16 @@ def run_tool(tool, path, args, label, env=None):
         print(f"    {'whole warm call (best)':<42}{1000 * res['seconds']:9.1f} ms  load {res['load']:.2f}")
         return res
     if "cold_s" in res:
-        extra = f"; first call (JIT) {res['cold_s']:.2f} s = {res['cold_rows_per_s']:.3e} rows/s; released eps={res['epsilon']:.4g} delta={res['delta']:.3g}"
+        extra = (
+            f"; first call (JIT) {res['cold_s']:.2f} s = {res['cold_rows_per_s']:.3e} rows/s; "
+            f"released eps={res['epsilon']:.4g} delta={res['delta']:.3g}"
+        )
     if "spark_start_s" in res:
         extra += f"; Spark session start (not timed above) {res['spark_start_s']:.1f} s"
-    print(f"  {label:<34}{res['rows_per_s']:>12.3e} rows/s  {res['seconds']:8.2f} s  groups {res['groups']:>5}  "
-          f"peak RSS {res['peak_rss_mib']:7.0f} MiB  load {res['load']:.2f}{extra}")
+    print(
+        f"  {label:<34}{res['rows_per_s']:>12.3e} rows/s  {res['seconds']:8.2f} s  groups {res['groups']:>5}  "
+        f"peak RSS {res['peak_rss_mib']:7.0f} MiB  load {res['load']:.2f}{extra}"
+    )
     return res
 
 
@@ -497,20 +592,34 @@ def _ratios(rates, pairs):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=float, default=None,
-                   help="rows of the table (default 10^6; 10^7 with --spark)")
+    p.add_argument("--rows", type=float, default=None, help="rows of the table (default 10^6; 10^7 with --spark)")
     p.add_argument("--repeats", type=int, default=3, help="dpjax's warm calls, best kept")
     p.add_argument("--peer-repeats", type=int, default=1, help="PipelineDP's and OpenDP's calls, best kept")
     p.add_argument("--public-groups", action="store_true", help="the 1000 groups as public keys in every tool")
-    p.add_argument("--parquet", type=float, default=0, metavar="N",
-                   help="instead: dpjax.table.release on the path of an N-row Parquet file (time, peak RSS)")
-    p.add_argument("--csv", type=float, default=0, metavar="BYTES",
-                   help="instead: `dpjax release` on a CSV of about BYTES (from the file and from stdin): time, "
-                        "peak RSS")
-    p.add_argument("--stages", action="store_true",
-                   help="instead: dpjax alone, the mean time of each stage of a warm release (--repeats calls)")
-    p.add_argument("--spark", action="store_true",
-                   help="instead: 10^7 rows (or --rows if given) as a local-Spark DataFrame, dpjax and PipelineDP")
+    p.add_argument(
+        "--parquet",
+        type=float,
+        default=0,
+        metavar="N",
+        help="instead: dpjax.table.release on the path of an N-row Parquet file (time, peak RSS)",
+    )
+    p.add_argument(
+        "--csv",
+        type=float,
+        default=0,
+        metavar="BYTES",
+        help="instead: `dpjax release` on a CSV of about BYTES (from the file and from stdin): time, peak RSS",
+    )
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="instead: dpjax alone, the mean time of each stage of a warm release (--repeats calls)",
+    )
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="instead: 10^7 rows (or --rows if given) as a local-Spark DataFrame, dpjax and PipelineDP",
+    )
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -518,9 +627,11 @@ def main(argv=None):
         return worker(args.worker, args.path, args.public_groups, args.repeats)
 
     print(f"machine: {machine()}")
-    print(f"release: count + sum(steps in [{LOW}, {HIGH}]) by group; unit user_id, <= {MAX_GROUPS_PER_UNIT} groups "
-          f"and <= {MAX_ROWS_PER_GROUP} rows per group; eps={EPSILON}, delta={DELTA}; Laplace noise; groups "
-          + ("public (all 1000)" if args.public_groups else "selected privately by each tool"))
+    print(
+        f"release: count + sum(steps in [{LOW}, {HIGH}]) by group; unit user_id, <= {MAX_GROUPS_PER_UNIT} groups "
+        f"and <= {MAX_ROWS_PER_GROUP} rows per group; eps={EPSILON}, delta={DELTA}; Laplace noise; groups "
+        + ("public (all 1000)" if args.public_groups else "selected privately by each tool")
+    )
     rates = {}
     if args.parquet:
         rates["dpjax"] = parquet_scale(int(args.parquet), args)
@@ -539,20 +650,27 @@ def main(argv=None):
         rates["PipelineDP"] = run_tool("pipelinedp-spark", path, args, "PipelineDP (Spark, dataframes API)")
         rates["dpjax, Parquet path"] = run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path, warm)")
         _add_cold(rates)
-        _ratios(rates, [("dpjax", "PipelineDP"), ("dpjax (first call)", "PipelineDP"),
-                        ("dpjax", "dpjax, Parquet path")])
+        _ratios(
+            rates, [("dpjax", "PipelineDP"), ("dpjax (first call)", "PipelineDP"), ("dpjax", "dpjax, Parquet path")]
+        )
     else:
         rows = int(args.rows or 1e6)
         path = table_path(rows)
-        print(f"in memory, {rows:.0e} rows, {rows // 10:.0e} users, {GROUPS} groups; "
-              f"load {os.getloadavg()[0]:.2f}")
+        print(f"in memory, {rows:.0e} rows, {rows // 10:.0e} users, {GROUPS} groups; load {os.getloadavg()[0]:.2f}")
         rates["PipelineDP"] = run_tool("pipelinedp", path, args, "PipelineDP (local backend)")
         env = _opendp_env()
         rates["OpenDP"] = run_tool("opendp", path, args, "OpenDP (Polars context)", env) if env is not None else None
         rates["dpjax"] = run_tool("dpjax", path, args, "dpjax.table (pyarrow, warm)")
         _add_cold(rates)
-        _ratios(rates, [("dpjax", "PipelineDP"), ("dpjax", "OpenDP"),
-                        ("dpjax (first call)", "PipelineDP"), ("dpjax (first call)", "OpenDP")])
+        _ratios(
+            rates,
+            [
+                ("dpjax", "PipelineDP"),
+                ("dpjax", "OpenDP"),
+                ("dpjax (first call)", "PipelineDP"),
+                ("dpjax (first call)", "OpenDP"),
+            ],
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return rates
 

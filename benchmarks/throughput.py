@@ -65,6 +65,7 @@ def _device_program(call):
         def run(*args, **kwargs):
             seen.setdefault("call", (originals[name], args, kwargs))
             return originals[name](*args, **kwargs)
+
         return run
 
     for name in originals:
@@ -92,7 +93,9 @@ def _numpy_cases(rng, x):
         "Laplace(scale=1)": lambda: x + rng.laplace(0.0, 1.0, n).astype(np.float32),
         "Gaussian(sigma=1)": lambda: x + rng.normal(0.0, 1.0, n).astype(np.float32),
         # two-sided geometric as the difference of two geometrics, on int32 values
-        "DiscreteLaplace(scale=2)": lambda: x.astype(np.int32) + (rng.geometric(1 - a, n) - rng.geometric(1 - a, n)).astype(np.int32),
+        "DiscreteLaplace(scale=2)": lambda: (
+            x.astype(np.int32) + (rng.geometric(1 - a, n) - rng.geometric(1 - a, n)).astype(np.int32)
+        ),
     }
 
 
@@ -108,13 +111,34 @@ def extra_cases():
     """Mechanisms without a numpy counterpart, reported against the plain Gaussian release."""
     g = dpjax.Gaussian(sigma=3.0)
     return {
-        "PrivacyBoosted(Gaussian, Abs |S|=10, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.AbsoluteError(5.0), 0.9), jnp.float32),
-        "PrivacyBoosted(Gaussian, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
-        "PrivacyBoosted(Gaussian, Fixed, rho=.9)": (dpjax.PrivacyBoosted(g, dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
-        "PrivacyBoosted(Laplace, Abs |S|=10, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.float32),
-        "PrivacyBoosted(Laplace, Rel 1%+5, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.RelativeError(0.01, 5.0), 0.9), jnp.float32),
-        "PrivacyBoosted(Laplace, Fixed, rho=.9)": (dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.FixedInterval(-10.0, 1010.0), 0.9), jnp.float32),
-        "PrivacyBoosted(DiscreteLaplace, Abs, rho=.9)": (dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(3.0), dpjax.AbsoluteError(5.0), 0.9), jnp.int32),
+        "PrivacyBoosted(Gaussian, Abs |S|=10, rho=.9)": (
+            dpjax.PrivacyBoosted(g, dpjax.AbsoluteError(5.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(Gaussian, Rel 1%+5, rho=.9)": (
+            dpjax.PrivacyBoosted(g, dpjax.RelativeError(0.01, 5.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(Gaussian, Fixed, rho=.9)": (
+            dpjax.PrivacyBoosted(g, dpjax.FixedInterval(-10.0, 1010.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(Laplace, Abs |S|=10, rho=.9)": (
+            dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.AbsoluteError(5.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(Laplace, Rel 1%+5, rho=.9)": (
+            dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.RelativeError(0.01, 5.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(Laplace, Fixed, rho=.9)": (
+            dpjax.PrivacyBoosted(dpjax.Laplace(3.0), dpjax.FixedInterval(-10.0, 1010.0), 0.9),
+            jnp.float32,
+        ),
+        "PrivacyBoosted(DiscreteLaplace, Abs, rho=.9)": (
+            dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(3.0), dpjax.AbsoluteError(5.0), 0.9),
+            jnp.int32,
+        ),
         "LaplaceMixture(eps=.2, r=5, c=5)": (dpjax.LaplaceMixture.from_epsilon(0.2, 5.0, 5.0), jnp.float32),
         "GeometricMixture(eps=.2, r=5, c=5)": (dpjax.GeometricMixture.from_epsilon(0.2, 5.0, 5), jnp.int32),
     }
@@ -123,20 +147,33 @@ def extra_cases():
 def exact_table_cases(n):
     """The rows of issue 21's table: (name, mechanism, values dtype) released through
     ``dpjax.release(..., numerics="exact")`` against the float Laplace release of the same n."""
-    dl = [("DiscreteLaplace(scale 0.5)", dpjax.DiscreteLaplace(0.5)), ("DiscreteLaplace(scale 1)", dpjax.DiscreteLaplace(1.0)),
-          ("DiscreteLaplace(scale 3)", dpjax.DiscreteLaplace(3.0)), ("DiscreteLaplace(scale 100)", dpjax.DiscreteLaplace(100.0)),
-          ("DiscreteLaplace(scale 2^20)", dpjax.DiscreteLaplace(2.0**20))]
+    dl = [
+        ("DiscreteLaplace(scale 0.5)", dpjax.DiscreteLaplace(0.5)),
+        ("DiscreteLaplace(scale 1)", dpjax.DiscreteLaplace(1.0)),
+        ("DiscreteLaplace(scale 3)", dpjax.DiscreteLaplace(3.0)),
+        ("DiscreteLaplace(scale 100)", dpjax.DiscreteLaplace(100.0)),
+        ("DiscreteLaplace(scale 2^20)", dpjax.DiscreteLaplace(2.0**20)),
+    ]
     rows = [(name, m, jnp.int32) for name, m in dl]
-    rows += [("DiscreteLaplace(scale 2^30), float values", dpjax.DiscreteLaplace(2.0**30), jnp.float32),
-             ("Laplace(1) (lattice 2^-20)", dpjax.Laplace(1.0), jnp.float32),
-             ("Gaussian(1) (lattice 2^-12)", dpjax.Gaussian(1.0), jnp.float32),
-             ("Laplace with per-record scales 1..2", dpjax.Laplace(jnp.linspace(1.0, 2.0, n)), jnp.float32),
-             ("DiscreteLaplace, per-record scales 0.5..5", dpjax.DiscreteLaplace(jnp.linspace(0.5, 5.0, n)), jnp.int32)]
-    rows += [(f"DiscreteGaussian(sigma {s:g})", dpjax.DiscreteGaussian(s), jnp.int32 if s < 1e4 else jnp.float32)
-             for s in (0.1, 1.0, 100.0, 1e6)]
-    rows += [("RandomizedResponse(eps 1, k 4)", dpjax.RandomizedResponse(1.0, 4), jnp.int32),
-             ("RandomizedResponse, per-record eps (40 values)",
-              dpjax.RandomizedResponse(jnp.asarray(np.resize(np.linspace(0.5, 3.0, 40), n)), 4), jnp.int32)]
+    rows += [
+        ("DiscreteLaplace(scale 2^30), float values", dpjax.DiscreteLaplace(2.0**30), jnp.float32),
+        ("Laplace(1) (lattice 2^-20)", dpjax.Laplace(1.0), jnp.float32),
+        ("Gaussian(1) (lattice 2^-12)", dpjax.Gaussian(1.0), jnp.float32),
+        ("Laplace with per-record scales 1..2", dpjax.Laplace(jnp.linspace(1.0, 2.0, n)), jnp.float32),
+        ("DiscreteLaplace, per-record scales 0.5..5", dpjax.DiscreteLaplace(jnp.linspace(0.5, 5.0, n)), jnp.int32),
+    ]
+    rows += [
+        (f"DiscreteGaussian(sigma {s:g})", dpjax.DiscreteGaussian(s), jnp.int32 if s < 1e4 else jnp.float32)
+        for s in (0.1, 1.0, 100.0, 1e6)
+    ]
+    rows += [
+        ("RandomizedResponse(eps 1, k 4)", dpjax.RandomizedResponse(1.0, 4), jnp.int32),
+        (
+            "RandomizedResponse, per-record eps (40 values)",
+            dpjax.RandomizedResponse(jnp.asarray(np.resize(np.linspace(0.5, 3.0, 40), n)), 4),
+            jnp.int32,
+        ),
+    ]
     return rows
 
 
@@ -149,8 +186,10 @@ def exact_rows(n, repeats, key):
     Rows slower than 10^6 records/s (the state machine) are timed once after the warm-up."""
     from dpjax.exact import ThreefryWords, cks
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
-          f"jax {jax.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}; "
+        f"jax {jax.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}"
+    )
     keys = iter(jax.random.split(key, 1000))
     xf = jnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32) * 1000)
     data = {jnp.float32: xf, jnp.int32: xf.astype(jnp.int32)}
@@ -176,8 +215,10 @@ def exact_rows(n, repeats, key):
         return float(np.median(times[0])), float(np.median(times[1]))
 
     ref = rate(dpjax.Laplace(1.0), xf, "float")
-    print(f"reference: Laplace(1) float release {ref:.3e} records/s (medians of {repeats} runs; each row's ratio is "
-          f"against the reference re-measured in alternation with it)")
+    print(
+        f"reference: Laplace(1) float release {ref:.3e} records/s (medians of {repeats} runs; each row's ratio is "
+        f"against the reference re-measured in alternation with it)"
+    )
     print(f"{'mechanism':<46}{'exact records/s':>16}{'exact / float Laplace':>23}{'device program alone':>22}")
     rates = {"float Laplace": ref}
 
@@ -205,7 +246,9 @@ def exact_rows(n, repeats, key):
             Counted.read += nbytes
             return super()._read(nbytes)
 
-    urandom = lambda: dpjax.release(Counted(), data[jnp.int32], dpjax.DiscreteLaplace(3.0), numerics="exact").block_until_ready()
+    urandom = lambda: dpjax.release(
+        Counted(), data[jnp.int32], dpjax.DiscreteLaplace(3.0), numerics="exact"
+    ).block_until_ready()
     urandom()
     Counted.read = 0
     urandom()
@@ -215,29 +258,49 @@ def exact_rows(n, repeats, key):
     t0 = time.perf_counter()
     os.urandom(8 * n)
     alone = 8 * n / (time.perf_counter() - t0)
-    print(f"{'DiscreteLaplace(scale 3), os.urandom words':<46}{n / te:>16.3e}{tr / te:>22.3f}x  ({per_record:.3f} bytes a "
-          f"record; os.urandom alone, one call: {alone / 1e6:.0f} MB/s)")
-    for name, boosted in (("PrivacyBoosted(DiscreteGaussian(3), Abs 5, .9)",
-                           dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(3.0), dpjax.AbsoluteError(5.0), 0.9)),
-                          ("PrivacyBoosted(DiscreteGaussian(10), Abs 5, .9)",
-                           dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9)),
-                          ("PrivacyBoosted(DiscreteLaplace(7.5), Abs 2.5, .8)",
-                           dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8))):
+    print(
+        f"{'DiscreteLaplace(scale 3), os.urandom words':<46}{n / te:>16.3e}{tr / te:>22.3f}x  "
+        f"({per_record:.3f} bytes a "
+        f"record; os.urandom alone, one call: {alone / 1e6:.0f} MB/s)"
+    )
+    for name, boosted in (
+        (
+            "PrivacyBoosted(DiscreteGaussian(3), Abs 5, .9)",
+            dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(3.0), dpjax.AbsoluteError(5.0), 0.9),
+        ),
+        (
+            "PrivacyBoosted(DiscreteGaussian(10), Abs 5, .9)",
+            dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(10.0), dpjax.AbsoluteError(5.0), 0.9),
+        ),
+        (
+            "PrivacyBoosted(DiscreteLaplace(7.5), Abs 2.5, .8)",
+            dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8),
+        ),
+    ):
         row(name, boosted, data[jnp.int32])
         tr, tf = paired(call(boosted, data[jnp.int32], "float"))
         print(f"{'  its float tier':<46}{n / tf:>16.3e}{tr / tf:>22.3f}x")
     # the block sampler: one σ (every candidate kept below σ = 16, one hash a record) and per-record σ
     for s, per_record in [(v, False) for v in (0.1, 1.0, 3.0, 10.0, 100.0, 1e3, 1e4, 7e4, 1e6)] + [(3.0, True)]:
         scale = jnp.full(n, s) if per_record else s
-        tl, tg = paired(call(dpjax.DiscreteGaussian(scale), data[jnp.int32], "float"),
-                        anchor=call(dpjax.DiscreteLaplace(scale), data[jnp.int32], "float"))
+        tl, tg = paired(
+            call(dpjax.DiscreteGaussian(scale), data[jnp.int32], "float"),
+            anchor=call(dpjax.DiscreteLaplace(scale), data[jnp.int32], "float"),
+        )
         what = f"per-record {s:g}" if per_record else f"{s:g}"
-        print(f"float DiscreteGaussian({what}) {n / tg:.3e}/s vs float DiscreteLaplace({what}) {n / tl:.3e}/s: "
-              f"{tl / tg:.3f}x")
+        print(
+            f"float DiscreteGaussian({what}) {n / tg:.3e}/s vs float DiscreteLaplace({what}) {n / tl:.3e}/s: "
+            f"{tl / tg:.3f}x"
+        )
     with jax.enable_x64(True):
         f = jax.jit(lambda k: cks.discrete_laplace(ThreefryWords(k, (n,)), (n,), 1 << 20))
-        rates["exact discrete Laplace (t=2^20) samples/s"] = n / _median(lambda: f(next(keys)).block_until_ready(), repeats)
-    print(f"exact discrete Laplace sampler alone (t = 2^20): {rates['exact discrete Laplace (t=2^20) samples/s']:.3e} samples/s")
+        rates["exact discrete Laplace (t=2^20) samples/s"] = n / _median(
+            lambda: f(next(keys)).block_until_ready(), repeats
+        )
+    print(
+        "exact discrete Laplace sampler alone (t = 2^20): "
+        f"{rates['exact discrete Laplace (t=2^20) samples/s']:.3e} samples/s"
+    )
     try:
         import opendp.prelude as dp
     except ImportError:
@@ -249,8 +312,10 @@ def exact_rows(n, repeats, key):
         m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(1 << 20))
         zeros = [0] * n
         od = n / _best(lambda: m(zeros), 1)
-        print(f"OpenDP exact discrete Laplace (scale 2^20): {od:.3e} samples/s; dpjax / OpenDP: "
-              f"{rates['exact discrete Laplace (t=2^20) samples/s'] / od:.0f}x")
+        print(
+            f"OpenDP exact discrete Laplace (scale 2^20): {od:.3e} samples/s; dpjax / OpenDP: "
+            f"{rates['exact discrete Laplace (t=2^20) samples/s'] / od:.0f}x"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return rates
 
@@ -260,11 +325,19 @@ def main(argv=None):
     p.add_argument("--n", type=float, default=1e7)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-numpy", action="store_true", help="for sizes numpy cannot hold")
-    p.add_argument("--only", default="", help="run only the cases whose name contains this text "
-                   "(the Gaussian(sigma=1) anchor always runs)")
+    p.add_argument(
+        "--only",
+        default="",
+        help="run only the cases whose name contains this text (the Gaussian(sigma=1) anchor always runs)",
+    )
     p.add_argument("--exact", action="store_true", help="only the exact tier's rows (dpjax.exact)")
-    p.add_argument("--processes", type=int, default=0, help="compare 1 process with this many JAX processes "
-                   "(local CPU, dpjax.launch) on a Laplace release of n values")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="compare 1 process with this many JAX processes "
+        "(local CPU, dpjax.launch) on a Laplace release of n values",
+    )
     args = p.parse_args(argv)
     n = int(args.n)
     if args.processes:
@@ -274,8 +347,11 @@ def main(argv=None):
     if args.exact:
         return exact_rows(n, args.repeats, jax.random.key(0))
     dev = jax.devices()[0]
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.device_kind} ({dev.platform}); "
-          f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{jax.device_count()} x {dev.device_kind} ({dev.platform}); "
+        f"jax {jax.__version__}, numpy {np.__version__}; n = {n:.0e}; load average {os.getloadavg()[0]:.2f}"
+    )
     key = jax.random.key(0)
     x_np = np.random.default_rng(0).random(n, dtype=np.float32) * 1000
     rng = np.random.default_rng(1)

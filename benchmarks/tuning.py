@@ -38,17 +38,31 @@ def settings():
     """120 (ε, δ) settings and 120 RDP settings: ΔQ × ρ × |S| × (δ | α)."""
     grid = list(itertools.product([1.0, 2.0, 4.0], [0.7, 0.8, 0.9, 0.95], [5.0, 10.0, 20.0, 30.0, 40.0]))
     sens, rho, size = (np.array(c, float) for c in zip(*grid))
-    dp = dict(sensitivity=np.tile(sens, 2), rho=np.tile(rho, 2), size=np.tile(size, 2),
-              delta=np.repeat([1e-5, 1e-7], len(grid)))
-    rdp = dict(sensitivity=np.tile(sens, 2), rho=np.tile(rho, 2), size=np.tile(size, 2),
-               order=np.repeat([10.0, 100.0], len(grid)))
+    dp = dict(
+        sensitivity=np.tile(sens, 2),
+        rho=np.tile(rho, 2),
+        size=np.tile(size, 2),
+        delta=np.repeat([1e-5, 1e-7], len(grid)),
+    )
+    rdp = dict(
+        sensitivity=np.tile(sens, 2),
+        rho=np.tile(rho, 2),
+        size=np.tile(size, 2),
+        order=np.repeat([10.0, 100.0], len(grid)),
+    )
     return dp, rdp
 
 
 def run(method, s, tol, target):
     kw = {target: s[target]}
-    return optimize.tune_boosted(region=dpjax.AbsoluteError(s["size"] / 2), rho=s["rho"], sensitivity=s["sensitivity"],
-                                 method=method, tol=tol, **kw)
+    return optimize.tune_boosted(
+        region=dpjax.AbsoluteError(s["size"] / 2),
+        rho=s["rho"],
+        sensitivity=s["sensitivity"],
+        method=method,
+        tol=tol,
+        **kw,
+    )
 
 
 def timed(fn, repeats):
@@ -71,11 +85,15 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     dp, rdp = settings()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
-          f"JAX backend {__import__('jax').default_backend()}, load average {os.getloadavg()[0]:.2f} (start)")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"JAX backend {__import__('jax').default_backend()}, load average {os.getloadavg()[0]:.2f} (start)"
+    )
     print(f"tolerance on u = log(σ/σ_base): {args.tol:g}; best of {args.repeats} runs after a compile run\n")
-    head = (f"{'objective':<12}{'settings':>9}{'method':>10}{'compile s':>11}{'run s':>9}"
-            f"{'steps max/mean':>16}{'evals':>7}{'ratio':>8}{'max |Δε|/ε':>12}{'ε ≤ base':>10}")
+    head = (
+        f"{'objective':<12}{'settings':>9}{'method':>10}{'compile s':>11}{'run s':>9}"
+        f"{'steps max/mean':>16}{'evals':>7}{'ratio':>8}{'max |Δε|/ε':>12}{'ε ≤ base':>10}"
+    )
     print(head)
     print("-" * len(head))
     for name, s, target in (("(ε,δ) exact", dp, "delta"), ("RDP exact", rdp, "order")):
@@ -91,12 +109,16 @@ def main(argv=None):
             evals = 2 * steps.max() + 2 if method == "ternary" else steps.max()
             diff = np.max(np.abs(np.asarray(out.epsilon) - ref) / ref)
             ok = bool(np.all(np.asarray(out.epsilon) <= np.asarray(out.baseline_epsilon) + 1e-9))
-            print(f"{name:<12}{len(s['rho']):>9}{method:>10}{first - best:>11.2f}{best:>9.4f}"
-                  f"{steps.max():>9}/{steps.mean():<6.1f}{evals:>7}{t_run / best:>8.2f}{diff:>12.1e}{str(ok):>10}")
+            print(
+                f"{name:<12}{len(s['rho']):>9}{method:>10}{first - best:>11.2f}{best:>9.4f}"
+                f"{steps.max():>9}/{steps.mean():<6.1f}{evals:>7}{t_run / best:>8.2f}{diff:>12.1e}{str(ok):>10}"
+            )
     print(f"\nload average {os.getloadavg()[0]:.2f} (end)")
-    print("evals: objective evaluations per setting at the batch maximum (ternary: 2 per iteration + u* and u = 0; "
-          "gradient: 1 fused value+slope per step, u = 0 being its first); vmap runs every setting for the batch's "
-          "maximum.\nratio: ternary run time / this run time.")
+    print(
+        "evals: objective evaluations per setting at the batch maximum (ternary: 2 per iteration + u* and u = 0; "
+        "gradient: 1 fused value+slope per step, u = 0 being its first); vmap runs every setting for the batch's "
+        "maximum.\nratio: ternary run time / this run time."
+    )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ class BoostedRandomizedResponse(Mechanism):
         if not is_traced((self.epsilon, self.epsilon0)):
             e0, e = np.asarray(self.epsilon0), np.asarray(self.epsilon)
             if np.any(e0 < 0) or np.any(e0 > e):
-                raise ValueError(f"epsilon0 must lie in [0, epsilon], got epsilon0={self.epsilon0!r}, epsilon={self.epsilon!r}")
+                raise ValueError(
+                    f"epsilon0 must lie in [0, epsilon], got epsilon0={self.epsilon0!r}, epsilon={self.epsilon!r}"
+                )
         check_int("domain_size", self.domain_size, minimum=2)
         check_int("block_size", self.block_size, minimum=1)
         if self.domain_size % self.block_size:
@@ -87,7 +89,7 @@ class BoostedRandomizedResponse(Mechanism):
     def num_blocks(self) -> int:
         """Returns:
 
-          d/|S|.
+        d/|S|.
         """
         return self.domain_size // self.block_size
 

@@ -57,12 +57,14 @@ def initialize(**kwargs) -> None:
     if all(name in os.environ for name in _ENV):
         jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(coordinator_address=os.environ["DPJAX_COORDINATOR"],
-                                   num_processes=int(os.environ["DPJAX_NUM_PROCESSES"]),
-                                   process_id=int(os.environ["DPJAX_PROCESS_ID"]),
-                                   initialization_timeout=int(os.environ.get("DPJAX_INIT_TIMEOUT", "60")),
-                                   shutdown_timeout_seconds=int(os.environ.get("DPJAX_SHUTDOWN_TIMEOUT", "30")),
-                                   **kwargs)
+        jax.distributed.initialize(
+            coordinator_address=os.environ["DPJAX_COORDINATOR"],
+            num_processes=int(os.environ["DPJAX_NUM_PROCESSES"]),
+            process_id=int(os.environ["DPJAX_PROCESS_ID"]),
+            initialization_timeout=int(os.environ.get("DPJAX_INIT_TIMEOUT", "60")),
+            shutdown_timeout_seconds=int(os.environ.get("DPJAX_SHUTDOWN_TIMEOUT", "30")),
+            **kwargs,
+        )
         return
     if kwargs or any(v in os.environ for v in ("SLURM_JOB_ID", "TPU_WORKER_HOSTNAMES", "OMPI_COMM_WORLD_SIZE")):
         jax.distributed.initialize(**kwargs)
@@ -87,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dpjax.launch", description=__doc__.split("\n\n")[0])
     p.add_argument("--processes", type=int, required=True, help="number of JAX processes (>= 1)")
     p.add_argument("--devices-per-process", type=int, default=1, help="CPU devices in each process (default 1)")
-    p.add_argument("--grace", type=float, default=10.0,
-                   help="seconds the others may run on after one process failed (default 10)")
+    p.add_argument(
+        "--grace", type=float, default=10.0, help="seconds the others may run on after one process failed (default 10)"
+    )
     p.add_argument("--timeout", type=float, default=None, help="stop every process after this many seconds")
     p.add_argument("script", help="the Python script every process runs")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
@@ -140,11 +143,23 @@ def main(argv=None) -> int:
     coordinator = f"127.0.0.1:{free_port()}"
     procs = []
     for pid in range(opts.processes):
-        env = dict(os.environ, DPJAX_COORDINATOR=coordinator, DPJAX_NUM_PROCESSES=str(opts.processes),
-                   DPJAX_PROCESS_ID=str(pid), JAX_PLATFORMS="cpu")
+        env = dict(
+            os.environ,
+            DPJAX_COORDINATOR=coordinator,
+            DPJAX_NUM_PROCESSES=str(opts.processes),
+            DPJAX_PROCESS_ID=str(pid),
+            JAX_PLATFORMS="cpu",
+        )
         flag = f"--xla_force_host_platform_device_count={opts.devices_per_process}"
-        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                    if not f.startswith("--xla_force_host_platform_device_count")) + " " + flag
+        env["XLA_FLAGS"] = (
+            " ".join(
+                f
+                for f in env.get("XLA_FLAGS", "").split()
+                if not f.startswith("--xla_force_host_platform_device_count")
+            )
+            + " "
+            + flag
+        )
         code = "import sys; from dpjax.launch import _child; _child(sys.argv[1], sys.argv[2:])"
         procs.append(subprocess.Popen([sys.executable, "-c", code, opts.script, *opts.args], env=env))
     try:

@@ -400,9 +400,11 @@ class Mechanism(abc.ABC):
         Raises:
           ValueError: the mechanism has no exact sampler (the default here).
         """
-        raise ValueError(f"numerics='exact': {type(self).__name__} has no exact (integer-only) sampler; "
-                         "use numerics='float' (idealized numerics) or a kernel with an exact lattice "
-                         "(Laplace, Gaussian, their discrete versions, randomized response)")
+        raise ValueError(
+            f"numerics='exact': {type(self).__name__} has no exact (integer-only) sampler; "
+            "use numerics='float' (idealized numerics) or a kernel with an exact lattice "
+            "(Laplace, Gaussian, their discrete versions, randomized response)"
+        )
 
     def validate_values(self, values) -> None:
         """Refuse values outside this mechanism's input domain.

@@ -43,8 +43,16 @@ import numpy as np
 
 from dpjax.validation import check_finite_values, check_int, is_global
 
-__all__ = ["active", "is_global", "agree", "global_records", "map_shards", "release", "key_fingerprint",
-           "AGREE_TIMEOUT"]
+__all__ = [
+    "active",
+    "is_global",
+    "agree",
+    "global_records",
+    "map_shards",
+    "release",
+    "key_fingerprint",
+    "AGREE_TIMEOUT",
+]
 
 #: seconds a process waits for the others at an agreement (env ``DPJAX_AGREE_TIMEOUT`` overrides)
 AGREE_TIMEOUT = 120.0
@@ -76,7 +84,7 @@ def _gathered(header, data, timeout):
             if len({int(h[1]) for h in headers}) == 1:  # the same call on every process: exchange the payloads
                 size = max(64, 1 << (int(headers[:, 0].max()) - 1).bit_length())  # few shapes, few compilations
                 buf = np.zeros(size, np.uint8)
-                buf[:len(data)] = np.frombuffer(data, np.uint8)
+                buf[: len(data)] = np.frombuffer(data, np.uint8)
                 result["data"] = np.asarray(multihost_utils.process_allgather(buf))
             result["headers"] = headers
         except BaseException as exc:  # reported by the caller
@@ -121,15 +129,19 @@ def agree(tag: str, payload: dict, *, timeout: float | None = None) -> list[dict
     header = np.array([len(data), zlib.crc32(call.encode())], np.uint32)
     got = _gathered(header, data, timeout)
     if got is None:
-        raise TimeoutError(f"dpjax {call}: the other processes did not all arrive within {timeout:g} s (in a "
-                           f"multi-process run every process calls {tag}, in the same order; DPJAX_AGREE_TIMEOUT "
-                           "sets the wait); this run cannot continue")
+        raise TimeoutError(
+            f"dpjax {call}: the other processes did not all arrive within {timeout:g} s (in a "
+            f"multi-process run every process calls {tag}, in the same order; DPJAX_AGREE_TIMEOUT "
+            "sets the wait); this run cannot continue"
+        )
     headers, gathered = got
     if gathered is None:
-        raise ValueError(f"dpjax {call}: the processes are at different collective calls (call hashes "
-                         f"{[int(h[1]) for h in headers]}); every process must call the same dpjax functions in "
-                         "the same order")
-    return [json.loads(bytes(row[:int(h[0])]).decode()) for h, row in zip(headers, gathered)]
+        raise ValueError(
+            f"dpjax {call}: the processes are at different collective calls (call hashes "
+            f"{[int(h[1]) for h in headers]}); every process must call the same dpjax functions in "
+            "the same order"
+        )
+    return [json.loads(bytes(row[: int(h[0])]).decode()) for h, row in zip(headers, gathered)]
 
 
 def _refuse_if_any(tag, payloads):
@@ -169,8 +181,10 @@ def _row_offset(index, shape) -> int:
     shard is not whole rows."""
     for axis, (sl, size) in enumerate(zip(index[1:], shape[1:]), start=1):
         if (sl.start, sl.stop) != (0, size):
-            raise ValueError(f"values: a global array is released row by row: it must be partitioned along axis 0 "
-                             f"only, but axis {axis} is split (shard {index})")
+            raise ValueError(
+                f"values: a global array is released row by row: it must be partitioned along axis 0 "
+                f"only, but axis {axis} is split (shard {index})"
+            )
     return index[0].start * math.prod(shape[1:]) if index else 0
 
 
@@ -178,11 +192,14 @@ def _local_tree(tree, device, index, shape):
     """The pytree's leaves restricted to the shard ``index`` (on ``device``) of an array of ``shape``: a
     global leaf by its shard on the same device (it must have the array's shape and sharding), a local
     leaf broadcast and sliced, a scalar kept."""
+
     def leaf(x):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             if tuple(x.shape) != tuple(shape):
-                raise ValueError(f"mech: a per-record parameter given as a global array must have the values' shape "
-                                 f"{tuple(shape)}, got {tuple(x.shape)}")
+                raise ValueError(
+                    f"mech: a per-record parameter given as a global array must have the values' shape "
+                    f"{tuple(shape)}, got {tuple(x.shape)}"
+                )
             for s in x.addressable_shards:
                 if s.device == device and _slices(s.index, shape) == index:
                     return np.asarray(s.data)
@@ -205,8 +222,9 @@ def _rebuilt(obj):
     for global arrays (:func:`dpjax.validation.is_global`), runs on the shard's own entries."""
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         return obj
-    return dataclasses.replace(obj, **{f.name: _rebuilt(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                                       if f.init})
+    return dataclasses.replace(
+        obj, **{f.name: _rebuilt(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    )
 
 
 def _each_shard(tree, shape, sharding, fn):
@@ -215,8 +233,9 @@ def _each_shard(tree, shape, sharding, fn):
     out = []
     for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
         index = _slices(index, shape)
-        local = jax.tree_util.tree_map(_rebuilt, _local_tree(tree, device, index, shape),
-                                       is_leaf=dataclasses.is_dataclass)
+        local = jax.tree_util.tree_map(
+            _rebuilt, _local_tree(tree, device, index, shape), is_leaf=dataclasses.is_dataclass
+        )
         out.append((device, fn(local, _row_offset(index, shape))))
     return out
 
@@ -231,11 +250,15 @@ def _agreed(tag, work, tree, extra):
     pays = agree(tag, {"error": error, "extra": extra, "tree": _tree_fingerprint(tree)})
     _refuse_if_any(tag, pays)
     if len({json.dumps(p["extra"], sort_keys=True) for p in pays}) > 1:
-        raise ValueError(f"{tag} refused on every process: the processes passed different arguments: "
-                         + "; ".join(f"process {p}: {q['extra']}" for p, q in enumerate(pays)))
+        raise ValueError(
+            f"{tag} refused on every process: the processes passed different arguments: "
+            + "; ".join(f"process {p}: {q['extra']}" for p, q in enumerate(pays))
+        )
     if len({p["tree"] for p in pays}) > 1:
-        raise ValueError(f"{tag} refused on every process: the processes passed different mechanisms (types or "
-                         "parameters differ; per-record parameters must be global arrays or equal on every process)")
+        raise ValueError(
+            f"{tag} refused on every process: the processes passed different mechanisms (types or "
+            "parameters differ; per-record parameters must be global arrays or equal on every process)"
+        )
     return result
 
 
@@ -259,20 +282,27 @@ def global_records(local_values, *, mesh=None) -> jax.Array:
 
     local = np.asarray(local_values)
     mesh = Mesh(np.asarray(jax.devices()), ("records",)) if mesh is None else mesh
-    info = {"rows": int(local.shape[0]) if local.ndim else -1, "row": list(local.shape[1:]), "dtype": str(local.dtype),
-            "devices": len(jax.local_devices())}
+    info = {
+        "rows": int(local.shape[0]) if local.ndim else -1,
+        "row": list(local.shape[1:]),
+        "dtype": str(local.dtype),
+        "devices": len(jax.local_devices()),
+    }
     pays = agree("global_records", info) if active() else [info]
     if any(p["rows"] < 0 for p in pays):
         raise ValueError("local_values: every process must pass an array of rows (at least one dimension)")
     rows = [p["rows"] for p in pays]
     if len(set(rows)) > 1 or len({(tuple(p["row"]), p["dtype"]) for p in pays}) > 1:
-        raise ValueError(f"local_values: every process must hold the same number of rows of the same shape and dtype, "
-                         f"got rows {rows}, row shapes {[tuple(p['row']) for p in pays]}, dtypes "
-                         f"{[p['dtype'] for p in pays]} (the process count must divide the data: pad or split it "
-                         "first)")
+        raise ValueError(
+            f"local_values: every process must hold the same number of rows of the same shape and dtype, "
+            f"got rows {rows}, row shapes {[tuple(p['row']) for p in pays]}, dtypes "
+            f"{[p['dtype'] for p in pays]} (the process count must divide the data: pad or split it "
+            "first)"
+        )
     if rows[0] % info["devices"]:
-        raise ValueError(f"local_values: each process's {rows[0]} rows must split evenly over its {info['devices']} "
-                         "devices")
+        raise ValueError(
+            f"local_values: each process's {rows[0]} rows must split evenly over its {info['devices']} devices"
+        )
     return jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec(mesh.axis_names[0])), local)
 
 
@@ -297,8 +327,7 @@ def map_shards(tag, fn, tree, shape, sharding, *, extra=None) -> jax.Array:
         or the mechanisms differ between processes, or the sharding splits an axis other than 0.
     """
     results = _agreed(tag, lambda: _each_shard(tree, shape, sharding, fn), tree, extra)
-    return jax.make_array_from_single_device_arrays(tuple(shape), sharding,
-                                                    [jax.device_put(r, d) for d, r in results])
+    return jax.make_array_from_single_device_arrays(tuple(shape), sharding, [jax.device_put(r, d) for d, r in results])
 
 
 def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
@@ -329,9 +358,11 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     pay = {"global": glob, "error": None, "key": None}
     try:
         if glob and isinstance(key, HostBits):
-            raise ValueError("key: HostBits words differ on every process; a release across processes needs one "
-                             "Threefry key shared by all (e.g. secure_key() on process 0 sent to all with "
-                             "jax.experimental.multihost_utils.broadcast_one_to_all)")
+            raise ValueError(
+                "key: HostBits words differ on every process; a release across processes needs one "
+                "Threefry key shared by all (e.g. secure_key() on process 0 sent to all with "
+                "jax.experimental.multihost_utils.broadcast_one_to_all)"
+            )
         if glob:
             pay["key"] = key_fingerprint(check_key(key))
     except ValueError as exc:
@@ -339,17 +370,21 @@ def release(key, values, mech, *, start: int = 0, numerics: str = "float"):
     pays = agree("dpjax.release", pay)
     kinds = [p["global"] for p in pays]
     if len(set(kinds)) > 1:
-        raise ValueError("values: dpjax.release refused on every process: values is a global array on processes "
-                         f"{[p for p, g in enumerate(kinds) if g]} but a process-local array on processes "
-                         f"{[p for p, g in enumerate(kinds) if not g]}; pass the same global array on every process "
-                         "(dpjax.multihost.global_records builds one from each process's rows)")
+        raise ValueError(
+            "values: dpjax.release refused on every process: values is a global array on processes "
+            f"{[p for p, g in enumerate(kinds) if g]} but a process-local array on processes "
+            f"{[p for p, g in enumerate(kinds) if not g]}; pass the same global array on every process "
+            "(dpjax.multihost.global_records builds one from each process's rows)"
+        )
     _refuse_if_any("dpjax.release", pays)
     if not glob:
         return None
     if len({p["key"] for p in pays}) > 1:
-        raise ValueError("key: dpjax.release refused on every process: the processes hold different keys (fingerprints "
-                         f"{[p['key'] for p in pays]}); a release across processes draws record i's noise from "
-                         "(key, i), so every process must pass the same key")
+        raise ValueError(
+            "key: dpjax.release refused on every process: the processes hold different keys (fingerprints "
+            f"{[p['key'] for p in pays]}); a release across processes draws record i's noise from "
+            "(key, i), so every process must pass the same key"
+        )
     key = check_key(key)
     shape = tuple(values.shape)
     n = math.prod(shape)

@@ -58,7 +58,6 @@ def pytree_dataclass(cls=None, *, kw_only: bool = False):
     return cls
 
 
-
 def replace(obj, **changes):
     """A copy of the pytree dataclass ``obj`` with fields replaced, without validation (through
     unflattening, like ``jit``): for values that may be traced."""

@@ -105,7 +105,8 @@ class RandomizedResponse(Mechanism):
         ok = (v == jnp.round(v)) & (v >= 0) & (v < self.num_categories)
         return super().traced_checks(values) + [
             (jnp.all(ok), f"values must be integer indices in [0, num_categories) = [0, {self.num_categories})"),
-            (jnp.all(self.epsilon > 0), "epsilon must be positive")]
+            (jnp.all(self.epsilon > 0), "epsilon must be positive"),
+        ]
 
     def _sample(self, uniform, value):
         keep = uniform(0) < self.keep_probability

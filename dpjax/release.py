@@ -28,6 +28,7 @@ from dpjax.random import MAX_RECORDS, check_key
 
 __all__ = ["release", "checked_release"]
 
+
 def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | None = None) -> jax.Array:
     """Release ``values`` through ``mech``: one independent draw per record.
 
@@ -61,8 +62,10 @@ def release(key, values, mech: Mechanism, *, start: int = 0, numerics: str | Non
         sampler.
     """
     if numerics not in (None, "float", "exact"):
-        raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the mechanism has an exact "
-                         f"sampler), got {numerics!r}")
+        raise ValueError(
+            f"numerics must be 'exact', 'float' or None (exact where the mechanism has an exact "
+            f"sampler), got {numerics!r}"
+        )
     if numerics is None and is_traced((key, values, mech)):
         numerics = "float"
     if multihost.active():  # several JAX processes: a global array is released shard by shard, agreed by all

@@ -54,8 +54,10 @@ def is_global(x) -> bool:
     Returns:
       True when ``x`` (or a leaf of the pytree ``x``) is a concrete ``jax.Array`` not fully addressable here.
     """
-    return any(isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.is_fully_addressable
-               for leaf in jax.tree_util.tree_leaves(x))
+    return any(
+        isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.is_fully_addressable
+        for leaf in jax.tree_util.tree_leaves(x)
+    )
 
 
 def _deferred(x) -> bool:
@@ -92,7 +94,12 @@ def concrete(x):
         if val is None:
             return None
         out.append(np.asarray(val))
-    if not isinstance(x, (list, tuple)) and len(out) == 1 and len(leaves) == 1 and not hasattr(x, "__dataclass_fields__"):
+    if (
+        not isinstance(x, (list, tuple))
+        and len(out) == 1
+        and len(leaves) == 1
+        and not hasattr(x, "__dataclass_fields__")
+    ):
         return out[0]
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(x), out)
 
@@ -288,8 +295,10 @@ def check_scale(name: str, x, *, discrete: bool = False):
     arr = np.asarray(x, np.float64)
     if (arr < lo).any() or (arr > hi).any():
         mode = "" if fi.bits == 64 else " (JAX runs in 32-bit mode; jax.enable_x64 widens it)"
-        raise ValueError(f"{name} must lie in [{lo:.3g}, {hi:.3g}] for a {'discrete' if discrete else 'continuous'} "
-                         f"kernel in {fi.dtype}{mode}, got {x!r}")
+        raise ValueError(
+            f"{name} must lie in [{lo:.3g}, {hi:.3g}] for a {'discrete' if discrete else 'continuous'} "
+            f"kernel in {fi.dtype}{mode}, got {x!r}"
+        )
     return x
 
 
@@ -325,8 +334,10 @@ def release_dtype(name: str, values):
     if not x64 and arr.dtype.kind in "iu" and (arr.dtype.itemsize == 8 or arr.dtype == np.uint32):
         info = np.iinfo(np.int32)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
-            raise ValueError(f"{name}: {arr.dtype} values up to {np.abs(arr).max()} do not fit int32, JAX's integer "
-                             "in 32-bit mode; release them inside jax.enable_x64(True)")
+            raise ValueError(
+                f"{name}: {arr.dtype} values up to {np.abs(arr).max()} do not fit int32, JAX's integer "
+                "in 32-bit mode; release them inside jax.enable_x64(True)"
+            )
         return arr.astype(np.int32)
     if arr.dtype == np.float64 and not x64:
         import warnings
@@ -334,8 +345,11 @@ def release_dtype(name: str, values):
         narrowed = arr.astype(np.float32)
         err = float(np.max(np.abs(narrowed.astype(np.float64) - arr))) if arr.size else 0.0
         if err > 0.0:
-            warnings.warn(f"{name}: float64 values rounded to float32 (JAX runs in 32-bit mode; largest change "
-                          f"{err:.3g}); release inside jax.enable_x64(True) to keep them", stacklevel=3)
+            warnings.warn(
+                f"{name}: float64 values rounded to float32 (JAX runs in 32-bit mode; largest change "
+                f"{err:.3g}); release inside jax.enable_x64(True) to keep them",
+                stacklevel=3,
+            )
         return narrowed
     return arr
 
@@ -358,6 +372,8 @@ def check_categories(num_categories: int, name: str = "num_categories") -> int:
     """
     limit = 2 ** np.finfo(_default_float()).nmant + 1
     if num_categories > limit:
-        raise ValueError(f"{name} must be at most {limit} in {_default_float()} (the uniform stream's "
-                         f"resolution; jax.enable_x64 raises it to 2**52 + 1), got {num_categories}")
+        raise ValueError(
+            f"{name} must be at most {limit} in {_default_float()} (the uniform stream's "
+            f"resolution; jax.enable_x64 raises it to 2**52 + 1), got {num_categories}"
+        )
     return num_categories

@@ -91,17 +91,26 @@ def single_release_curves(sens, rho, size, delta=None, order=None):
     paper = pbdp_paper.paper_tune(dpjax.AbsoluteError(tau), rho, sensitivity=sens, **kw)
     paper, sigma_star = paper.epsilon, paper.sigma
     with x64(True):
-        mech = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma_star), dpjax.AbsoluteError(jnp.asarray(tau)),
-                                    jnp.asarray(rho))
-        at_paper = (optimize.exact_epsilon(mech, delta, sens) if delta is not None
-                    else optimize.exact_renyi(mech, order, sens))
-    return {"gaussian": np.asarray(exact.baseline_epsilon), "paper_opt": np.asarray(paper),
-            "exact_at_paper_sigma": np.asarray(at_paper), "exact_opt": np.asarray(exact.epsilon),
-            "sigma_paper": np.asarray(sigma_star), "sigma_exact": np.asarray(exact.sigma)}
+        mech = dpjax.PrivacyBoosted(dpjax.Gaussian(sigma_star), dpjax.AbsoluteError(jnp.asarray(tau)), jnp.asarray(rho))
+        at_paper = (
+            optimize.exact_epsilon(mech, delta, sens) if delta is not None else optimize.exact_renyi(mech, order, sens)
+        )
+    return {
+        "gaussian": np.asarray(exact.baseline_epsilon),
+        "paper_opt": np.asarray(paper),
+        "exact_at_paper_sigma": np.asarray(at_paper),
+        "exact_opt": np.asarray(exact.epsilon),
+        "sigma_paper": np.asarray(sigma_star),
+        "sigma_exact": np.asarray(exact.sigma),
+    }
 
 
-CURVES = (("gaussian", "Gaussian (same utility)", "k-"), ("paper_opt", "PB, paper mode", "C0--"),
-          ("exact_at_paper_sigma", "PB at paper σ*, exact", "C1:"), ("exact_opt", "PB exact-optimal", "C2-"))
+CURVES = (
+    ("gaussian", "Gaussian (same utility)", "k-"),
+    ("paper_opt", "PB, paper mode", "C0--"),
+    ("exact_at_paper_sigma", "PB at paper σ*, exact", "C1:"),
+    ("exact_opt", "PB exact-optimal", "C2-"),
+)
 
 
 def panel_figure(path_stem, panels, x_name, x_label):

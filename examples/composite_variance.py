@@ -63,8 +63,14 @@ def main():
     for a, b in FUNCS:
         r = optimize.tune_composite(EPS, window=(0.0, 1.0), activation=a, base=b)
         star = accounting.composite.epsilon_star(r.mechanism).epsilon
-        print(f"{label(a, b)}    " + " ".join(f"{v:9.4f}" for v in r.centre_variance)
-              + "   ratio " + " ".join(f"{v:.3f}" for v in r.ratio) + "   eps* " + " ".join(f"{v:.4f}" for v in star))
+        print(
+            f"{label(a, b)}    "
+            + " ".join(f"{v:9.4f}" for v in r.centre_variance)
+            + "   ratio "
+            + " ".join(f"{v:.3f}" for v in r.ratio)
+            + "   eps* "
+            + " ".join(f"{v:.4f}" for v in star)
+        )
     del q
 
     print("\n1b. biased alternatives on the window [0, 1] : MSE (bias) at f = 0 (edge) and 0.5 (centre);")
@@ -78,21 +84,34 @@ def main():
                 for f in (0.0, 0.5):
                     mse, bias = biased_laplace(kind, e, f, lo, hi)
                     cells.append(f"{mse:7.3f} ({bias:+.3f})")
-        print(f"eps {e:3.1f}: clamp[0,1] {cells[0]} {cells[1]} | clamp[l,u] {cells[2]} {cells[3]} | "
-              f"trunc[0,1] {cells[4]} {cells[5]} | trunc[l,u] {cells[6]} {cells[7]} | "
-              f"A1B1 (unbiased) {a1.centre_variance[i]:.3f} / {a1.worst_variance[i]:.3f}")
+        print(
+            f"eps {e:3.1f}: clamp[0,1] {cells[0]} {cells[1]} | clamp[l,u] {cells[2]} {cells[3]} | "
+            f"trunc[0,1] {cells[4]} {cells[5]} | trunc[l,u] {cells[6]} {cells[7]} | "
+            f"A1B1 (unbiased) {a1.centre_variance[i]:.3f} / {a1.worst_variance[i]:.3f}"
+        )
 
     print("\n2. Table 2 H1 rates (ε = 0.2, 0.3, 0.4, 0.5, 1): paper grid | continuous optimum | printed")
-    printed = {"rectangle": [9.382, 6.082, 4.447, 3.456, 1.466], "half_sine": [15.308, 9.103, 6.711, 5.166, 2.093],
-               "triangle": [18.263, 11.713, 8.456, 6.481, 2.588]}
+    printed = {
+        "rectangle": [9.382, 6.082, 4.447, 3.456, 1.466],
+        "half_sine": [15.308, 9.103, 6.711, 5.166, 2.093],
+        "triangle": [18.263, 11.713, 8.456, 6.481, 2.588],
+    }
     e5 = np.array([0.2, 0.3, 0.4, 0.5, 1.0])
     for a in ("rectangle", "half_sine", "triangle"):
         g = optimize.tune_composite(e5, window=(0, 1), activation=a, method="paper_grid")
         c = optimize.tune_composite(e5, window=(0, 1), activation=a)
-        print(f"{label(a, 'uniform')}  grid " + " ".join(f"{v:7.3f}" for v in g.h1) + " | opt "
-              + " ".join(f"{v:7.3f}" for v in c.h1) + " | paper " + " ".join(f"{v:7.3f}" for v in printed[a]))
-    print("(the released grid's loop bounds; A2B1 at eps = 0.2 is the one printed value it does not give:"
-          " the released code's A2 path does not run, see docs/composite.md)")
+        print(
+            f"{label(a, 'uniform')}  grid "
+            + " ".join(f"{v:7.3f}" for v in g.h1)
+            + " | opt "
+            + " ".join(f"{v:7.3f}" for v in c.h1)
+            + " | paper "
+            + " ".join(f"{v:7.3f}" for v in printed[a])
+        )
+    print(
+        "(the released grid's loop bounds; A2B1 at eps = 0.2 is the one printed value it does not give:"
+        " the released code's A2 path does not run, see docs/composite.md)"
+    )
 
     print("\n3. synthetic releases (1000 reps; window [0, 1]); bias = mean − f, RE = E|out − f|, MSE")
     key = jax.random.key(2024)

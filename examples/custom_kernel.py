@@ -45,10 +45,11 @@ def main():
     print("boosted release:", dpjax.release(k2, counts, boosted))
     print("boosted epsilon at delta=1e-6 (exact):", float(accounting.exact.epsilon(boosted, 1e-6)))
 
-    best = optimize.tune_boosted(kernel=Logistic(scale=1.0), region=dpjax.AbsoluteError(tau=3.0), rho=0.9,
-                                 delta=1e-6)
-    print(f"tuned scale {float(best.sigma):.4f}: epsilon {float(best.epsilon):.4f} "
-          f"(plain logistic meeting the same coverage: {float(best.baseline_epsilon):.4f})")
+    best = optimize.tune_boosted(kernel=Logistic(scale=1.0), region=dpjax.AbsoluteError(tau=3.0), rho=0.9, delta=1e-6)
+    print(
+        f"tuned scale {float(best.sigma):.4f}: epsilon {float(best.epsilon):.4f} "
+        f"(plain logistic meeting the same coverage: {float(best.baseline_epsilon):.4f})"
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """DP-SGD on a real dataset: handwritten digits, non-private vs ε ∈ {1, 3, 8} at δ = 1/n².
 
 The data are scikit-learn's bundled 8×8 digits (1797 images, UCI; shipped inside the
-package, no download; ``pip install -e '.[examples]'`` installs scikit-learn): a fixed split into 1437 training and 360 test images. The model is
+package, no download; ``pip install -e '.[examples]'`` installs scikit-learn): a fixed split into 1437 training and
+360 test images. The model is
 a softmax regression on the 64 pixels scaled by their public range (x/16), trained with
 ``optimize.dpsgd`` (per-example L2 clipping by ``optimize.clipped_grad``, Gaussian noise
 through the record-addressed stream, momentum) on Poisson batches of expected size 256 drawn by ``dpjax.PoissonSampler``
@@ -53,8 +54,9 @@ def load_digits(seed=0):
     try:
         from sklearn.datasets import load_digits as sk_load
     except ImportError:
-        raise SystemExit("examples/dpsgd_digits.py trains on scikit-learn's bundled digits: "
-                         "pip install -e '.[examples]'") from None
+        raise SystemExit(
+            "examples/dpsgd_digits.py trains on scikit-learn's bundled digits: pip install -e '.[examples]'"
+        ) from None
 
     data = sk_load()
     x = (data.data / 16.0).astype(np.float32)
@@ -99,8 +101,10 @@ def train_private(data, epsilon, delta, epochs, key, log=print):
     steps = int(round(epochs / q))
     t0 = time.time()
     z = float(accounting.calibrate_noise_multiplier(epsilon, delta, q, steps))
-    log(f"  ε={epsilon:g}: noise multiplier z={z:.4f} for {steps} steps at q={q:.4f} "
-        f"(calibrated in {time.time() - t0:.1f} s)")
+    log(
+        f"  ε={epsilon:g}: noise multiplier z={z:.4f} for {steps} steps at q={q:.4f} "
+        f"(calibrated in {time.time() - t0:.1f} s)"
+    )
     sample_key, noise_key = jax.random.split(key)
     sampler = dpjax.PoissonSampler(sample_key, n, q, batch_size=MICRO_BATCH)
     tx = optimize.dpsgd(LEARNING_RATE, CLIP, z, noise_key, momentum=MOMENTUM, expected_batch_size=q * n)
@@ -140,7 +144,7 @@ def train_nonprivate(data, epochs, key, log=print):
     for epoch in range(epochs):
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
         for s in range(0, n - EXPECTED_BATCH + 1, EXPECTED_BATCH):
-            b = perm[s:s + EXPECTED_BATCH]
+            b = perm[s : s + EXPECTED_BATCH]
             params, state = step(params, state, x_tr[b], y_tr[b])
         acc = accuracy(params, x_te, y_te)
         curve.append((epoch + 1.0, acc, 0.0))
@@ -190,8 +194,11 @@ def main():
         print(f"| ε = {eps:g} | {z:.4f} | {steps} | {e:.4f} | {acc:.4f} | {100 * (acc - base):+.1f} points |")
     total = spent.spent_epsilon()
     print(f"\nAll three private runs touch the same data: their composition spends ε = {total:.4f} at δ = {delta:.3g}.")
-    _write(os.path.join(args.out, "dpsgd_digits_summary.csv"),
-           ["run", "noise_multiplier", "steps", "epsilon_spent", "test_accuracy", "minus_nonprivate"], summary)
+    _write(
+        os.path.join(args.out, "dpsgd_digits_summary.csv"),
+        ["run", "noise_multiplier", "steps", "epsilon_spent", "test_accuracy", "minus_nonprivate"],
+        summary,
+    )
     _plot(os.path.join(args.out, "dpsgd_digits.png"), runs)
 
 

@@ -40,21 +40,30 @@ def main():
                 paper = np.asarray(pbdp_paper.paper_privacy_profile(mech, EPS, sensitivity=sens))  # Rem 3
                 exact = np.asarray(optimize.exact_delta(mech, jnp.asarray(EPS), sens))
                 curves[(half, label)] = (paper, exact)
-                rows_a += [[f"[-{half:g},{half:g}]", label, q, float(l1), e, p, x] for e, p, x in zip(EPS, paper, exact)]
-    C.write_csv(os.path.join(args.out, "fig5a.csv"), ["S", "mechanism", "q", "L1_paper", "epsilon", "delta_paper",
-                                                     "delta_exact"], rows_a)
+                rows_a += [
+                    [f"[-{half:g},{half:g}]", label, q, float(l1), e, p, x] for e, p, x in zip(EPS, paper, exact)
+                ]
+    C.write_csv(
+        os.path.join(args.out, "fig5a.csv"),
+        ["S", "mechanism", "q", "L1_paper", "epsilon", "delta_paper", "delta_exact"],
+        rows_a,
+    )
     rhos = np.array([0.7, 0.8, 0.9, 0.95, 0.99, 1.0])
     rows_b, l1s = [], {}
     with C.x64(True):
         for half, dq in ((10.0, 1.0), (50.0, 1.0), (50.0, 30.0)):
-            mech = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-half, half), jnp.asarray(rhos),
-                                        num_pairs=101)
+            mech = dpjax.PrivacyBoosted(
+                dpjax.Gaussian(10.0), dpjax.FixedInterval(-half, half), jnp.asarray(rhos), num_pairs=101
+            )
             l1 = np.asarray(pbdp_paper.paper_parameters(mech, sensitivity=dq).L1)
             inc = {a: np.asarray(optimize.exact_renyi(mech, a, dq)) - a * dq**2 / 200.0 for a in (2.0, 10.0)}
             l1s[(half, dq)] = (l1, inc)
             rows_b += [[f"[-{half:g},{half:g}]", dq, r, a, b, c] for r, a, b, c in zip(rhos, l1, inc[2.0], inc[10.0])]
-    C.write_csv(os.path.join(args.out, "fig5b.csv"), ["S", "sensitivity", "rho", "L1_paper", "exact_increment_a2",
-                                                     "exact_increment_a10"], rows_b)
+    C.write_csv(
+        os.path.join(args.out, "fig5b.csv"),
+        ["S", "sensitivity", "rho", "L1_paper", "exact_increment_a2", "exact_increment_a10"],
+        rows_b,
+    )
     plt = C.plt_or_none()
     if plt is None:
         return

@@ -37,15 +37,35 @@ def main():
     for t in COUNTS:
         paper, s_star = pbdp_paper.paper_tune(region, RHO, sensitivity=SENS, delta=DELTA, compositions=t)[:2]
         with C.x64(True):
-            gauss = float(accounting.pld(dpjax.Gaussian(sb), sensitivity=SENS).self_compose(t)
-                          .get_epsilon_for_delta(DELTA))
+            gauss = float(
+                accounting.pld(dpjax.Gaussian(sb), sensitivity=SENS).self_compose(t).get_epsilon_for_delta(DELTA)
+            )
             mech = dpjax.PrivacyBoosted(dpjax.Gaussian(s_star), dpjax.AbsoluteError(TAU), RHO)
-            at_paper = float(accounting.pld(mech, sensitivity=SENS, value_discretization_interval=step(t))
-                             .self_compose(t).get_epsilon_for_delta(DELTA))
-        tuned = optimize.tune_boosted(region=dpjax.AbsoluteError(TAU), rho=RHO, sensitivity=SENS, delta=DELTA,
-                                      compositions=t, tol=1e-3, value_discretization_interval=step(t))
-        rows.append([t, gauss, float(paper), float(s_star) / sb, at_paper, float(tuned.epsilon),
-                     float(tuned.sigma / tuned.sigma_base)])
+            at_paper = float(
+                accounting.pld(mech, sensitivity=SENS, value_discretization_interval=step(t))
+                .self_compose(t)
+                .get_epsilon_for_delta(DELTA)
+            )
+        tuned = optimize.tune_boosted(
+            region=dpjax.AbsoluteError(TAU),
+            rho=RHO,
+            sensitivity=SENS,
+            delta=DELTA,
+            compositions=t,
+            tol=1e-3,
+            value_discretization_interval=step(t),
+        )
+        rows.append(
+            [
+                t,
+                gauss,
+                float(paper),
+                float(s_star) / sb,
+                at_paper,
+                float(tuned.epsilon),
+                float(tuned.sigma / tuned.sigma_base),
+            ]
+        )
         print(rows[-1])
     head = ["T", "gaussian", "paper_opt", "paper_k", "exact_at_paper_sigma", "exact_opt", "exact_k"]
     C.write_csv(os.path.join(args.out, "fig6a.csv"), head, rows)
@@ -61,8 +81,14 @@ def main():
         return
     r = np.asarray(rows)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for j, (name, style) in enumerate((("Gaussian (same utility)", "k-o"), ("PB paper mode", "C0--o"),
-                                       ("PB at paper σ*, exact", "C1:o"), ("PB exact-optimal", "C2-o"))):
+    for j, (name, style) in enumerate(
+        (
+            ("Gaussian (same utility)", "k-o"),
+            ("PB paper mode", "C0--o"),
+            ("PB at paper σ*, exact", "C1:o"),
+            ("PB exact-optimal", "C2-o"),
+        )
+    ):
         ax.plot(r[:, 0], r[:, [1, 2, 4, 5][j]], style, label=name)
     C.decorate(ax, "T", "ε at δ = 1e-5", "(a) (ε,δ) after T releases: ΔQ=3, |S|=10, ρ=0.9", logx=True)
     rb = np.asarray(rows_b)

@@ -34,11 +34,16 @@ def main():
             curves[size] = (var_s, var_x)
             trade = var_s / var_s.min() + var_x / var_x.min()
             rows += [[size, e, vs, vx, t] for e, vs, vx, t in zip(EPS0, var_s, var_x, trade)]
-            print(f"|S|={size}: category-optimal ε0={EPS0[np.argmin(var_s)]:.2f}, value-optimal "
-                  f"ε0={EPS0[np.argmin(var_x)]:.2f}, tradeoff ε0={EPS0[np.argmin(trade)]:.2f}; "
-                  f"GRR category penalty ×{var_s[-1] / var_s.min():.1f}")
-    C.write_csv(os.path.join(args.out, "fig7.csv"), ["block_size", "epsilon0", "var_category_count",
-                                                    "var_value_count", "tradeoff"], rows)
+            print(
+                f"|S|={size}: category-optimal ε0={EPS0[np.argmin(var_s)]:.2f}, value-optimal "
+                f"ε0={EPS0[np.argmin(var_x)]:.2f}, tradeoff ε0={EPS0[np.argmin(trade)]:.2f}; "
+                f"GRR category penalty ×{var_s[-1] / var_s.min():.1f}"
+            )
+    C.write_csv(
+        os.path.join(args.out, "fig7.csv"),
+        ["block_size", "epsilon0", "var_category_count", "var_value_count", "tradeoff"],
+        rows,
+    )
     plt = C.plt_or_none()
     if plt is None:
         return

@@ -34,26 +34,37 @@ _OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 def figures(out):
     x = np.linspace(-20, 20, 4001)
-    lap = {"Lap(1)": dpjax.Laplace(1.0), "Lap(10)": dpjax.Laplace(10.0), "Lap(3.36)": dpjax.Laplace(1 / 0.2975),
-           "Lap_m(10,1)": dpjax.LaplaceMixture.from_epsilon(0.1, 10, 4.5),
-           "Lap_m(1,10)": dpjax.LaplaceMixture.from_epsilon(1.0, 0.1, 4.5)}
+    lap = {
+        "Lap(1)": dpjax.Laplace(1.0),
+        "Lap(10)": dpjax.Laplace(10.0),
+        "Lap(3.36)": dpjax.Laplace(1 / 0.2975),
+        "Lap_m(10,1)": dpjax.LaplaceMixture.from_epsilon(0.1, 10, 4.5),
+        "Lap_m(1,10)": dpjax.LaplaceMixture.from_epsilon(1.0, 0.1, 4.5),
+    }
     pdf = {k: np.exp(np.asarray(m.noise_log_prob(jnp.asarray(x)))) for k, m in lap.items()}
     cdf = {k: np.asarray(m.noise_cdf(jnp.asarray(x))) for k, m in lap.items()}
     write_csv(os.path.join(out, "mixture_fig1_pdf.csv"), ["x"] + list(lap), zip(x, *pdf.values()))
     write_csv(os.path.join(out, "mixture_fig2_cdf.csv"), ["x"] + list(lap), zip(x, *cdf.values()))
     k = np.arange(-20, 21.0)
-    geo = {"Geom(1)": dpjax.DiscreteLaplace(1.0), "Geom(0.1)": dpjax.DiscreteLaplace(10.0),
-           "Geom(0.2894)": dpjax.DiscreteLaplace(1 / 0.2894),
-           "Geom_m(e^.1,e^1)": dpjax.GeometricMixture.from_epsilon(0.1, 10, 5),
-           "Geom_m(e^1,e^.1)": dpjax.GeometricMixture.from_epsilon(1.0, 0.1, 5)}
+    geo = {
+        "Geom(1)": dpjax.DiscreteLaplace(1.0),
+        "Geom(0.1)": dpjax.DiscreteLaplace(10.0),
+        "Geom(0.2894)": dpjax.DiscreteLaplace(1 / 0.2894),
+        "Geom_m(e^.1,e^1)": dpjax.GeometricMixture.from_epsilon(0.1, 10, 5),
+        "Geom_m(e^1,e^.1)": dpjax.GeometricMixture.from_epsilon(1.0, 0.1, 5),
+    }
     pmf = {n: np.exp(np.asarray(m.noise_log_prob(jnp.asarray(k)))) for n, m in geo.items()}
     write_csv(os.path.join(out, "mixture_fig3_pmf.csv"), ["k"] + list(geo), zip(k, *pmf.values()))
     fig1 = lap["Lap_m(10,1)"]
-    print(f"Fig. 1: naive zeta of Lap_m(10, 1, c=4.5) = {float(mp.general_privacy_budget(fig1, form='naive')):.4f} "
-          f"(paper 0.2975, NOT CERTIFIED); its exact pure epsilon = {float(fig1.pure_epsilon()):.4f}")
+    print(
+        f"Fig. 1: naive zeta of Lap_m(10, 1, c=4.5) = {float(mp.general_privacy_budget(fig1, form='naive')):.4f} "
+        f"(paper 0.2975, NOT CERTIFIED); its exact pure epsilon = {float(fig1.pure_epsilon()):.4f}"
+    )
     fig3 = geo["Geom_m(e^.1,e^1)"]
-    print(f"Fig. 3: zeta (eq. 25) of Geom_m(e^0.1, e^1, c=5) = {float(mp.general_privacy_budget(fig3, form='eq25')):.4f}"
-          f" (paper 0.2894, NOT CERTIFIED); its exact pure epsilon = {float(fig3.pure_epsilon()):.4f}")
+    print(
+        f"Fig. 3: zeta (eq. 25) of Geom_m(e^0.1, e^1, c=5) = {float(mp.general_privacy_budget(fig3, form='eq25')):.4f}"
+        f" (paper 0.2894, NOT CERTIFIED); its exact pure epsilon = {float(fig3.pure_epsilon()):.4f}"
+    )
     try:
         import matplotlib
 
@@ -75,8 +86,13 @@ def figures(out):
     fig.savefig(os.path.join(out, "mixture_figs_1_3.png"), dpi=120)
 
 
-GRID = {0.1: (0.2, 0.4, 0.5, 1.0), 1 / 6: (1 / 3, 2 / 3, 5 / 6, 5 / 3), 0.2: (0.4, 0.8, 1.0, 2.0),
-        0.25: (0.5, 1.0, 1.25, 2.5), 0.5: (1.0, 2.0, 2.5)}
+GRID = {
+    0.1: (0.2, 0.4, 0.5, 1.0),
+    1 / 6: (1 / 3, 2 / 3, 5 / 6, 5 / 3),
+    0.2: (0.4, 0.8, 1.0, 2.0),
+    0.25: (0.5, 1.0, 1.25, 2.5),
+    0.5: (1.0, 2.0, 2.5),
+}
 
 
 def _geom_moments(eps):
@@ -99,20 +115,65 @@ def table_one(out):
                 l_e, l_v = (float(v) for v in mp.rounded_moments(dpjax.Laplace(1 / e_lap)))
                 ge, gv, gh = _geom_moments(zg)
                 exact_g = float(accounting.exact.epsilon(g, 1e-5))
-                rows.append([c, eps, re, zg, zl, e_lap, float(g.mean_abs()), lm_e, ge, l_e, float(g.second_moment()),
-                             lm_v, gv, l_v, float(g.entropy()), float(m.entropy()), gh, 1 + np.log(2 / e_lap),
-                             float(g.pure_epsilon()), exact_g, "yes" if not (c == 7 and eps >= 0.25) else "MISSING"])
-    header = ["c", "eps", "r*eps", "zeta_Geom_m(NOT CERTIFIED)", "zeta_Lap_m(eq27, NOT CERTIFIED)", "eps_Lap",
-              "E_Geom_m", "E_Lap_m(rounded)", "E_Geom(zeta)", "E_Lap(eps_Lap)", "Var_Geom_m", "Var_Lap_m(rounded)",
-              "Var_Geom", "Var_Lap", "H_Geom_m", "H_Lap_m", "H_Geom", "H_Lap", "EXACT_pure_eps_Geom_m",
-              "EXACT_eps_Geom_m(1e-5)", "in_seed"]
+                rows.append(
+                    [
+                        c,
+                        eps,
+                        re,
+                        zg,
+                        zl,
+                        e_lap,
+                        float(g.mean_abs()),
+                        lm_e,
+                        ge,
+                        l_e,
+                        float(g.second_moment()),
+                        lm_v,
+                        gv,
+                        l_v,
+                        float(g.entropy()),
+                        float(m.entropy()),
+                        gh,
+                        1 + np.log(2 / e_lap),
+                        float(g.pure_epsilon()),
+                        exact_g,
+                        "yes" if not (c == 7 and eps >= 0.25) else "MISSING",
+                    ]
+                )
+    header = [
+        "c",
+        "eps",
+        "r*eps",
+        "zeta_Geom_m(NOT CERTIFIED)",
+        "zeta_Lap_m(eq27, NOT CERTIFIED)",
+        "eps_Lap",
+        "E_Geom_m",
+        "E_Lap_m(rounded)",
+        "E_Geom(zeta)",
+        "E_Lap(eps_Lap)",
+        "Var_Geom_m",
+        "Var_Lap_m(rounded)",
+        "Var_Geom",
+        "Var_Lap",
+        "H_Geom_m",
+        "H_Lap_m",
+        "H_Geom",
+        "H_Lap",
+        "EXACT_pure_eps_Geom_m",
+        "EXACT_eps_Geom_m(1e-5)",
+        "in_seed",
+    ]
     write_csv(os.path.join(out, "mixture_table1.csv"), header, rows)
     print(f"\nTABLE I ({len(rows)} rows; 69 in the seed): paper's zeta vs the exact privacy of the same Geom_m")
-    print(f"{'c':>2} {'eps':>6} {'r*eps':>6} {'zeta':>7} {'eps_Lap':>7} {'E_Gm':>6} {'E_G':>6} "
-          f"{'pure eps':>8} {'eps(1e-5)':>9}")
+    print(
+        f"{'c':>2} {'eps':>6} {'r*eps':>6} {'zeta':>7} {'eps_Lap':>7} {'E_Gm':>6} {'E_G':>6} "
+        f"{'pure eps':>8} {'eps(1e-5)':>9}"
+    )
     for r in rows:
-        print(f"{r[0]:>2} {r[1]:6.3f} {r[2]:6.3f} {r[3]:7.3f} {r[5]:7.3f} {r[6]:6.2f} {r[8]:6.2f} {r[18]:8.3f} "
-              f"{r[19]:9.4f}")
+        print(
+            f"{r[0]:>2} {r[1]:6.3f} {r[2]:6.3f} {r[3]:7.3f} {r[5]:7.3f} {r[6]:6.2f} {r[8]:6.2f} {r[18]:8.3f} "
+            f"{r[19]:9.4f}"
+        )
 
 
 def _clamped_err_pmf(pmf_noise, ks, n):
@@ -124,8 +185,10 @@ def _clamped_err_pmf(pmf_noise, ks, n):
 def simulation(out):
     counts = [1, 3, 10, 50, 200, 1000]
     ks = np.arange(-4000, 4001.0)
-    configs = {"A {c=5, eps=1/5, r*eps=1}": (5, 0.2, 1.0, [0.328, 0.5]),
-               "B {c=6, eps=1/10, r*eps=1}": (6, 0.1, 1.0, [0.257, 0.45, 0.5])}
+    configs = {
+        "A {c=5, eps=1/5, r*eps=1}": (5, 0.2, 1.0, [0.328, 0.5]),
+        "B {c=6, eps=1/10, r*eps=1}": (6, 0.1, 1.0, [0.257, 0.45, 0.5]),
+    }
     rows = []
     for name, (c, eps, re, standards) in configs.items():
         mechs = {"Geom_m": dpjax.GeometricMixture.from_epsilon(eps, re / eps, c)}
@@ -137,7 +200,7 @@ def simulation(out):
             p = np.exp(np.asarray(m.noise_log_prob(jnp.asarray(ks))))
             pe = {n: _clamped_err_pmf(p, ks, n) for n in counts}
             within = pe[10][: c + 1].sum()
-            mre = [np.sum(np.arange(pe[n].size)[c + 1:] * pe[n][c + 1:]) / n for n in counts]
+            mre = [np.sum(np.arange(pe[n].size)[c + 1 :] * pe[n][c + 1 :]) / n for n in counts]
             pure = float(m.pure_epsilon()) if hasattr(m, "pure_epsilon") else float("nan")
             rows.append([name, label, within] + mre + [pure])
             print(f"  {label:12s} Pr={within:.4f}  MRE n=50: {mre[3]:.5f}  exact pure eps = {pure:.3f}")
@@ -146,10 +209,16 @@ def simulation(out):
         s_next = 0.5 * np.exp(np.asarray(lm._log_sf_abs(jnp.abs(ks) + 0.5)))
         p = np.where(ks == 0, 1 - 2 * s_next, s - s_next)
         pe = _clamped_err_pmf(p, ks, 50)
-        print(f"  {'round Lap_m':12s} Pr={pe[: c + 1].sum():.4f}  MRE n=50: "
-              f"{np.sum(np.arange(pe.size)[c + 1:] * pe[c + 1:]) / 50:.5f}  exact pure eps = {float(lm.pure_epsilon()):.3f}")
-    write_csv(os.path.join(out, "mixture_simulation.csv"),
-           ["config", "mechanism", "Pr(err<=c), n>=10"] + [f"MRE n={n}" for n in counts] + ["exact pure eps"], rows)
+        print(
+            f"  {'round Lap_m':12s} Pr={pe[: c + 1].sum():.4f}  MRE n=50: "
+            f"{np.sum(np.arange(pe.size)[c + 1 :] * pe[c + 1 :]) / 50:.5f}  "
+            f"exact pure eps = {float(lm.pure_epsilon()):.3f}"
+        )
+    write_csv(
+        os.path.join(out, "mixture_simulation.csv"),
+        ["config", "mechanism", "Pr(err<=c), n>=10"] + [f"MRE n={n}" for n in counts] + ["exact pure eps"],
+        rows,
+    )
 
 
 def main():
@@ -164,8 +233,10 @@ def main():
     table_one(args.out)
     g = dpjax.GeometricMixture.from_epsilon(0.2, 5, 5)
     e10 = float(accounting.pld(g).self_compose(10).get_epsilon_for_delta(1e-6))
-    print(f"\nten releases of Geom_m(5, 0.2, 1): exact eps(1e-6) = {e10:.3f}; the paper's sum of zeta = "
-          f"{float(mp.compose_budgets(*[mp.general_privacy_budget(g, form='eq25')] * 10)):.3f} (NOT CERTIFIED)")
+    print(
+        f"\nten releases of Geom_m(5, 0.2, 1): exact eps(1e-6) = {e10:.3f}; the paper's sum of zeta = "
+        f"{float(mp.compose_budgets(*[mp.general_privacy_budget(g, form='eq25')] * 10)):.3f} (NOT CERTIFIED)"
+    )
 
 
 if __name__ == "__main__":

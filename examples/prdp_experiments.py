@@ -28,8 +28,17 @@ from prdp_reference import normal_data, trimmed_mean  # noqa: E402  (spec Append
 
 from dpjax import prdp  # noqa: E402
 
-__all__ = ["normal_data", "zipf_data", "trimmed_mean", "Setting", "run", "METHODS", "COUNT_METHODS",
-           "SUM_METHODS", "MAX_LEVELS"]
+__all__ = [
+    "normal_data",
+    "zipf_data",
+    "trimmed_mean",
+    "Setting",
+    "run",
+    "METHODS",
+    "COUNT_METHODS",
+    "SUM_METHODS",
+    "MAX_LEVELS",
+]
 
 MAX_LEVELS = 48  # covers ε̂/ε̌ up to 2^48: every U of the sweeps (U = 1e16 gives L = 47)
 COUNT_METHODS = ("naive_count", "pdp_count", "prdp_count")
@@ -72,8 +81,9 @@ def _batch(keys, x, e, eps_min, eps_max, beta, level_upper, *, method):
         if method == "framework":
             return prdp.sum(k, x, e, upper=level_upper, **kw).estimate
         if method == "naive_sum":
-            return prdp.naive_sum(k, x, e, upper=upper, eps_min=eps_min, eps_max=eps_max, beta=beta,
-                                  max_levels=MAX_LEVELS).estimate
+            return prdp.naive_sum(
+                k, x, e, upper=upper, eps_min=eps_min, eps_max=eps_max, beta=beta, max_levels=MAX_LEVELS
+            ).estimate
         if method == "max":
             return prdp.max(k, x, e, upper=level_upper, **kw).estimate
         if method == "local_count":
@@ -107,8 +117,16 @@ def run(x, s: Setting, methods=METHODS, runs=50, seed=0):
             est = _pdp(keys, x, e, s, method)
         else:
             with jax.enable_x64(True):
-                est = _batch(keys, jnp.asarray(x), jnp.asarray(e), s.eps_min, s.eps_max, s.beta,
-                             jnp.asarray(s.level_upper), method=method)
+                est = _batch(
+                    keys,
+                    jnp.asarray(x),
+                    jnp.asarray(e),
+                    s.eps_min,
+                    s.eps_max,
+                    s.beta,
+                    jnp.asarray(s.level_upper),
+                    method=method,
+                )
         est = np.asarray(est, np.float64)
         if method == "max":
             out[method] = _ranks(x_sorted, est)
@@ -126,8 +144,12 @@ def re_percent(errors, frac=0.2):
 
 def table3_data(rng, n=200_000):
     """The synthetic columns of Table 3: N1, N2 (normal μ = σ), Z3, Z5 (Zipf surrogates)."""
-    return {"N1": normal_data(rng, n, 5e4, 5e4), "N2": normal_data(rng, n, 5e5, 5e5),
-            "Z3": zipf_data(rng, n, 3.0, 1e3), "Z5": zipf_data(rng, n, 5.0, 1e4)}
+    return {
+        "N1": normal_data(rng, n, 5e4, 5e4),
+        "N2": normal_data(rng, n, 5e5, 5e5),
+        "Z3": zipf_data(rng, n, 3.0, 1e3),
+        "Z5": zipf_data(rng, n, 5.0, 1e4),
+    }
 
 
 def log10_range(lo, hi, per_decade=1):

@@ -1,4 +1,5 @@
-"""NumPy reference of the PrDP mechanisms and baselines: an independent transcription of the paper's algorithms (Chen, Sun, Xu, Dong, SIGMOD 2025; the parity oracle).
+"""NumPy reference of the PrDP mechanisms and baselines: an independent transcription of the paper's algorithms
+(Chen, Sun, Xu, Dong, SIGMOD 2025; the parity oracle).
 
 An independent re-implementation (the code behind the re-simulated numbers of docs/prdp.md), kept as written except
 that every function takes an explicit ``numpy.random.Generator`` instead of a module-level
@@ -14,20 +15,21 @@ import numpy as np
 
 # ---------- privacy functions (paper Sec 8.1) ----------
 def make_E(kind, U, eps_hat=100.0, log_base=np.e):
-    if kind == "inv":        # E(v) = 1e4 / v
+    if kind == "inv":  # E(v) = 1e4 / v
         E = lambda v: np.minimum(eps_hat, 1e4 / np.maximum(v, 1e-300))  # noqa: E731
         Einv = lambda e: 1e4 / e  # noqa: E731
-    elif kind == "sqrt":     # E(v) = 8 / sqrt(v)
+    elif kind == "sqrt":  # E(v) = 8 / sqrt(v)
         E = lambda v: np.minimum(eps_hat, 8.0 / np.sqrt(np.maximum(v, 1e-300)))  # noqa: E731
         Einv = lambda e: (8.0 / e) ** 2  # noqa: E731
-    elif kind == "log":      # E(v) = 500 / log(v)^4   (base ambiguous; default ln)
+    elif kind == "log":  # E(v) = 500 / log(v)^4   (base ambiguous; default ln)
         lb = np.log(log_base)
 
         def E(v):
             lv = np.log(np.maximum(v, 1.0)) / lb
             with np.errstate(divide="ignore"):
-                r = 500.0 / lv ** 4
+                r = 500.0 / lv**4
             return np.where(lv > 0, np.minimum(eps_hat, r), eps_hat)
+
         Einv = lambda e: np.exp(lb * (500.0 / e) ** 0.25)  # noqa: E731
     else:
         raise ValueError(kind)
@@ -48,7 +50,7 @@ class Setting:
         i = np.where((i > 1) & (e <= np.ldexp(self.ec, i - 1)), i - 1, i)
         return np.clip(i, 1, self.L)
 
-    def lo(self):   # lower budget edge of each level, i = 1..L
+    def lo(self):  # lower budget edge of each level, i = 1..L
         return np.ldexp(self.ec, np.arange(0, self.L))
 
 
@@ -62,7 +64,7 @@ def prdp_count(rng, S, e, beta, scale=1.0):
     T = b * np.log(L / beta)
     heavy = noisy >= T
     ell = int(np.argmax(heavy)) + 1 if heavy.any() else L
-    return ell, np.ldexp(S.ec, ell - 1), noisy[ell - 1:].sum()
+    return ell, np.ldexp(S.ec, ell - 1), noisy[ell - 1 :].sum()
 
 
 # ---------- Sec 5.2: PrDP "extension" for sum ----------
@@ -73,7 +75,7 @@ def prdp_sum_extension(rng, S, x, e, beta):
     noisy = sums + rng.laplace(0.0, cap)
     heavy = noisy >= cap * np.log(L / beta)
     ell = int(np.argmax(heavy)) + 1 if heavy.any() else L
-    return noisy[ell - 1:].sum()
+    return noisy[ell - 1 :].sum()
 
 
 # ---------- base DP mechanisms M ----------
@@ -130,7 +132,7 @@ def prldp_count(rng, S, e, beta, thr="paper", per_user=False):
     T = np.sqrt(8 * n) * b * lnf if thr == "paper" else np.sqrt(8 * n * lnf) * b
     heavy = agg >= T
     ell = int(np.argmax(heavy)) + 1 if heavy.any() else L
-    return ell, np.ldexp(S.ec, ell - 1), agg[ell - 1:].sum()
+    return ell, np.ldexp(S.ec, ell - 1), agg[ell - 1 :].sum()
 
 
 # ---------- baselines ----------
@@ -173,4 +175,4 @@ def normal_data(rng, n, mu, sig):
 def trimmed_mean(a, frac=0.2):
     a = np.sort(np.asarray(a, float))
     k = int(len(a) * frac)
-    return a[k:len(a) - k].mean()
+    return a[k : len(a) - k].mean()

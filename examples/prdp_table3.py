@@ -21,11 +21,16 @@ import _common as C
 import prdp_experiments as ex
 
 PAPER = {  # Table 3 / Table 4, synthetic columns (RE %); None: not reported
-    "naive_count": (">100",) * 4, "pdp_count": (2.27, 13.69, 1.28, 0.641),
-    "prdp_count": (0.0138, 0.279, 0.00941, 0.0196), "naive_sum": (100, 100, 100, 100),
-    "pdp_sum": (10.68, 48.80, 17.44, 7.18), "extension": (0.0358, 0.967, 0.198, 0.321),
-    "framework": (0.187, 1.65, 1.04, 0.544), "max": (0.738, 6.15, 0.734, 0.387),
-    "local_count": (9.84, None, 8.53, None), "local_count_paper": (None,) * 4,
+    "naive_count": (">100",) * 4,
+    "pdp_count": (2.27, 13.69, 1.28, 0.641),
+    "prdp_count": (0.0138, 0.279, 0.00941, 0.0196),
+    "naive_sum": (100, 100, 100, 100),
+    "pdp_sum": (10.68, 48.80, 17.44, 7.18),
+    "extension": (0.0358, 0.967, 0.198, 0.321),
+    "framework": (0.187, 1.65, 1.04, 0.544),
+    "max": (0.738, 6.15, 0.734, 0.387),
+    "local_count": (9.84, None, 8.53, None),
+    "local_count_paper": (None,) * 4,
 }
 COLUMNS = ("N1", "N2", "Z3", "Z5")
 
@@ -42,8 +47,11 @@ def main():
             seconds = time.perf_counter() - t  # 50 runs, compilation included
             rows.append([c, method, ex.re_percent(errors), PAPER[method][COLUMNS.index(c)], seconds])
             print(f"{c:>3} {method:<18} RE {rows[-1][2]:>12.5g} %   paper {rows[-1][3]}   ({seconds:.2f} s)")
-    C.write_csv(os.path.join(args.out, "prdp_table3.csv"),
-                ["dataset", "method", "re_percent", "paper_re_percent", "seconds_50_runs_incl_compile"], rows)
+    C.write_csv(
+        os.path.join(args.out, "prdp_table3.csv"),
+        ["dataset", "method", "re_percent", "paper_re_percent", "seconds_50_runs_incl_compile"],
+        rows,
+    )
     plt = C.plt_or_none()
     if plt is None:
         return

@@ -48,8 +48,9 @@ def _shared_grid(make, cfg, p, h, lower, upper):
     a, b = plans
     plan = accounting.Plan(a.step, _widen(a.remove, b.remove), _widen(a.add, b.add), a.cells, a.count, a.klo)
     for u in (lower, upper):
-        dist = accounting.pld(_mech(make, p, jnp.float64(u)), sensitivity=p["sensitivity"],
-                              value_discretization_interval=h, plan=plan)
+        dist = accounting.pld(
+            _mech(make, p, jnp.float64(u)), sensitivity=p["sensitivity"], value_discretization_interval=h, plan=plan
+        )
         sizes.append(dist.self_compose(cfg.compositions).remove.size)
     return plan, max(sizes)
 
@@ -68,7 +69,10 @@ def _value_and_slope(make, cfg, p, u, h, grid, lower, upper):
         e, g = float(_epsilon(make, cfg, p, u, h, grid)), float("nan")
     if not np.isfinite(g):
         lo, hi = max(float(u) - _FD_STEP, lower), min(float(u) + _FD_STEP, upper)
-        g = (float(_epsilon(make, cfg, p, jnp.float64(hi), h, grid)) - float(_epsilon(make, cfg, p, jnp.float64(lo), h, grid))) / (hi - lo)
+        g = (
+            float(_epsilon(make, cfg, p, jnp.float64(hi), h, grid))
+            - float(_epsilon(make, cfg, p, jnp.float64(lo), h, grid))
+        ) / (hi - lo)
     return e, g
 
 
@@ -79,7 +83,9 @@ def _one(make, cfg, p, h):
         lo, hi = lower, upper
         for _ in range(cfg.iterations):
             u1, u2 = lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0
-            if float(_epsilon(make, cfg, p, jnp.float64(u1), h, grid)) > float(_epsilon(make, cfg, p, jnp.float64(u2), h, grid)):
+            if float(_epsilon(make, cfg, p, jnp.float64(u1), h, grid)) > float(
+                _epsilon(make, cfg, p, jnp.float64(u2), h, grid)
+            ):
                 lo = u1
             else:
                 hi = u2
@@ -110,8 +116,9 @@ def _one(make, cfg, p, h):
         # u = 0 is the plain kernel (boosting rate 0): its own PLD is the baseline's figure. The boosted
         # mechanism's coarse shared grid (no pure-ε cap) reads it higher, which would let a tuned
         # mechanism worse than the plain kernel pass as better
-        plain = accounting.pld(p["kernel"].with_scale(p["sigma_base"]), sensitivity=p["sensitivity"],
-                              value_discretization_interval=h)
+        plain = accounting.pld(
+            p["kernel"].with_scale(p["sigma_base"]), sensitivity=p["sensitivity"], value_discretization_interval=h
+        )
         base = min(base, float(plain.self_compose(cfg.compositions).get_epsilon_for_delta(p["target"])))
     if value > base:  # never worse than the plain kernel (u = 0)
         u, value = 0.0, base

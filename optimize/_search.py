@@ -149,8 +149,11 @@ def _candidate(s, tol):
     d1, d2, d3 = (ga - gb) * (ga - g3), (gb - ga) * (gb - g3), (g3 - ga) * (g3 - gb)
     ok3 = jnp.isfinite(g3) & (d1 != 0) & (d2 != 0) & (d3 != 0)
     one = jnp.where(ok3, 1.0, 0.0)
-    iqi = (a * gb * g3 / jnp.where(ok3, d1, 1.0) + b * ga * g3 / jnp.where(ok3, d2, 1.0)
-           + x3 * ga * gb / jnp.where(ok3, d3, 1.0)) * one
+    iqi = (
+        a * gb * g3 / jnp.where(ok3, d1, 1.0)
+        + b * ga * g3 / jnp.where(ok3, d2, 1.0)
+        + x3 * ga * gb / jnp.where(ok3, d3, 1.0)
+    ) * one
     smooth = jnp.where(ok3 & (iqi > a) & (iqi < b), iqi, smooth)
     kink = _branch_meet(a, fa, ga, ca, b, fb, gb, cb)
     mismatch = jnp.abs(fb - fa - 0.5 * (ga + gb) * length) / (0.5 * dg * length)
@@ -162,8 +165,13 @@ def _candidate(s, tol):
     uo, go = jnp.where(best_a, b, a), jnp.where(best_a, gb, ga)
     local = ub - gbest / jnp.where(cbest > 0, cbest, 1.0)
     # (and not onto the other end: that point is known, so a step there cannot make progress)
-    agree = (cbest > 0) & ((gbest + cbest * (uo - ub)) * go > 0) & (local > a) & (local < b) \
+    agree = (
+        (cbest > 0)
+        & ((gbest + cbest * (uo - ub)) * go > 0)
+        & (local > a)
+        & (local < b)
         & (jnp.abs(local - uo) > 1e-3 * length)
+    )
     x = jnp.where(jnp.isfinite(x), x, a + 0.5 * length)
     # ITP truncation: move the model's point towards the middle by 0.1·width² (at most
     # to the middle), so that a model biased to one side still lands past the minimiser
@@ -227,23 +235,36 @@ def scale_by_bracket(lower, upper, first_step: float = 0.5, tol: float = 0.0) ->
             ca = jnp.where(move_a, h, state.ca)
             cb = jnp.where(move_b, h, state.cb)
         s = BracketState(
-            jnp.where(move_a, u, state.a), jnp.where(move_a, f, state.fa), jnp.where(move_a, g, state.ga),
+            jnp.where(move_a, u, state.a),
+            jnp.where(move_a, f, state.fa),
+            jnp.where(move_a, g, state.ga),
             jnp.where(move_a, ca, state.ca),
-            jnp.where(move_b, u, state.b), jnp.where(move_b, f, state.fb), jnp.where(move_b, g, state.gb),
+            jnp.where(move_b, u, state.b),
+            jnp.where(move_b, f, state.fb),
+            jnp.where(move_b, g, state.gb),
             jnp.where(move_b, cb, state.cb),
-            state.probe, state.stall, jnp.where(left, -1.0, 1.0) + 0.0 * u,
+            state.probe,
+            state.stall,
+            jnp.where(left, -1.0, 1.0) + 0.0 * u,
             jnp.where(move_a, state.a, jnp.where(move_b, state.b, state.c)),
-            jnp.where(move_a, state.ga, jnp.where(move_b, state.gb, state.gc)))
+            jnp.where(move_a, state.ga, jnp.where(move_b, state.gb, state.gc)),
+        )
         have_a, have_b = jnp.isfinite(s.ga), jnp.isfinite(s.gb)
         both = have_a & have_b
-        safe = s._replace(b=jnp.where(both, s.b, s.a + 1.0), gb=jnp.where(both, s.gb, 1.0),
-                          fb=jnp.where(both, s.fb, s.fa), a=jnp.where(both, s.a, s.b - 1.0),
-                          ga=jnp.where(both, s.ga, -1.0), fa=jnp.where(both, s.fa, s.fb))
+        safe = s._replace(
+            b=jnp.where(both, s.b, s.a + 1.0),
+            gb=jnp.where(both, s.gb, 1.0),
+            fb=jnp.where(both, s.fb, s.fa),
+            a=jnp.where(both, s.a, s.b - 1.0),
+            ga=jnp.where(both, s.ga, -1.0),
+            fa=jnp.where(both, s.fa, s.fb),
+        )
         inner, local = _candidate(safe, tol)
         # one end moving while the other is stuck (a model biased to one side): every
         # third such step is a bisection, so the bracket at least halves every 3 steps
-        stall = jnp.where(left == (state.stall < 0), state.stall + jnp.where(left, -1.0, 1.0),
-                          jnp.where(left, -1.0, 1.0))
+        stall = jnp.where(
+            left == (state.stall < 0), state.stall + jnp.where(left, -1.0, 1.0), jnp.where(left, -1.0, 1.0)
+        )
         stall = jnp.where(have_a0 & have_b0, stall, 0.0)  # expansion steps do not count
         bisect = (jnp.abs(stall) >= _STALL) & ~local
         inner = jnp.where(bisect, 0.5 * (s.a + s.b), inner)
@@ -282,8 +303,18 @@ def grid_cell(fn, lower, upper, warm, points: int):
     return a, b, u, values[0], w
 
 
-def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimizer=None, value_and_slope=None,
-             with_values: bool = False):
+def gradient(
+    fn,
+    lower,
+    upper,
+    warm,
+    start,
+    tol: float,
+    max_steps: int,
+    optimizer=None,
+    value_and_slope=None,
+    with_values: bool = False,
+):
     """Minimise ``fn`` over ``u ∈ [lower, upper]`` with optax; returns ``(u*, steps)``.
 
     The derivative comes from ``value_and_slope(u, warm) -> (value, slope, warm)`` when
@@ -301,6 +332,7 @@ def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimize
     opt = scale_by_bracket(lower, upper, tol=tol) if optimizer is None else optimizer
     u0 = jnp.clip(start, lower, upper)
     if value_and_slope is None:
+
         def value_and_slope(u, w):
             (e, w), (g, _) = jax.jvp(fn, (u, w), (jnp.ones_like(u), jax.tree_util.tree_map(jnp.zeros_like, w)))
             return e, g, w
@@ -318,8 +350,7 @@ def gradient(fn, lower, upper, warm, start, tol: float, max_steps: int, optimize
             upd, st = opt.update(g, st, u, value=e)
         un = optax.projections.projection_box(optax.apply_updates(u, upd), lower, upper)
         better = e < best[1]
-        best = (jnp.where(better, u, best[0]), jnp.where(better, e, best[1]),
-                jnp.where(u == lower, e, best[2]))
+        best = (jnp.where(better, u, best[0]), jnp.where(better, e, best[1]), jnp.where(u == lower, e, best[2]))
         return un, st, w, un - u, k + 1, best
 
     nan = jnp.full_like(u0, jnp.nan)

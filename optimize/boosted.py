@@ -118,15 +118,19 @@ def resolve_kernel(kernel):
         cls = dpjax.kernels.by_name(kernel)
         return cls(**{cls.scale_name: 1.0})
     if not isinstance(kernel, dpjax.AdditiveMechanism):
-        raise ValueError("kernel must be an additive noise kernel (a dpjax.AdditiveMechanism instance) or one of "
-                         f"{tuple(dpjax.kernels.BUILTIN)}, got {kernel!r}")
+        raise ValueError(
+            "kernel must be an additive noise kernel (a dpjax.AdditiveMechanism instance) or one of "
+            f"{tuple(dpjax.kernels.BUILTIN)}, got {kernel!r}"
+        )
     return kernel
 
 
 def _check_region(region):
     if not isinstance(region, dpjax.regions.Region):
-        raise ValueError("region must be dpjax.AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, "
-                         f"high), got {type(region).__name__}")
+        raise ValueError(
+            "region must be dpjax.AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, "
+            f"high), got {type(region).__name__}"
+        )
 
 
 def _hardest_coverage(kernel, region, terms: int):
@@ -156,8 +160,11 @@ def _terms(kernel, region) -> int:
     """Static bound on the integers of the region at a hardest answer (0: continuous kernel)."""
     if not kernel.discrete:
         return 0
-    counts = [np.floor(np.asarray(hi - h)) - np.ceil(np.asarray(lo - h)) + 1.0
-              for h in region.hardest_answers(True) for lo, hi in [region.interval(h)]]
+    counts = [
+        np.floor(np.asarray(hi - h)) - np.ceil(np.asarray(lo - h)) + 1.0
+        for h in region.hardest_answers(True)
+        for lo, hi in [region.interval(h)]
+    ]
     return int(max(np.max(c) for c in counts + [np.ones(())]))
 
 
@@ -329,8 +336,9 @@ def _solve_one(cfg, p):
             lower, upper, start, base, warm = _search.grid_cell(fn, lower, upper, warm, cfg.scan)
         vs = _value_and_slope(cfg, p)
         w0 = warm if cfg.objective == "rdp" else (warm, jnp.zeros_like(warm), start)
-        u, steps, value, at_lower = _search.gradient(fn, lower, upper, w0, start, cfg.tol, cfg.max_steps,
-                                                     value_and_slope=vs, with_values=True)
+        u, steps, value, at_lower = _search.gradient(
+            fn, lower, upper, w0, start, cfg.tol, cfg.max_steps, value_and_slope=vs, with_values=True
+        )
         if base is None:
             # the plain kernel (u = 0): the first evaluation when the search starts there
             base = at_lower if cfg.start == 0.0 else fn(jnp.zeros_like(u), warm)[0]
@@ -357,9 +365,24 @@ def _check(cond, name, msg):
         raise ValueError(f"{name} {msg() if callable(msg) else msg}")
 
 
-def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta=None, order=None, compositions=1,
-                 method="gradient", *, tol=1e-6, sigma_max_ratio=50.0, max_steps=100, num_pairs=201, start=0.0,
-                 scan=None, value_discretization_interval=1e-3) -> TuningResult:
+def tune_boosted(
+    kernel="gaussian",
+    region=None,
+    rho=0.9,
+    sensitivity=1.0,
+    delta=None,
+    order=None,
+    compositions=1,
+    method="gradient",
+    *,
+    tol=1e-6,
+    sigma_max_ratio=50.0,
+    max_steps=100,
+    num_pairs=201,
+    start=0.0,
+    scan=None,
+    value_discretization_interval=1e-3,
+) -> TuningResult:
     """Choose the kernel scale of ``PrivacyBoosted(kernel, region, rho)`` minimising exact privacy.
 
     The scale is searched as ``σ = σ_base·e^u``, ``u ∈ [0, log sigma_max_ratio]``, from the plain
@@ -417,19 +440,27 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
     _check_region(region)
     _check(method in _METHODS, "method", lambda: f"must be one of {_METHODS}, got {method!r}")
     _check((delta is None) != (order is None), "delta", "or order: give exactly one of the two")
-    _check(isinstance(compositions, (int, np.integer)) and compositions >= 1, "compositions",
-           lambda: f"must be a positive integer, got {compositions!r}")
+    _check(
+        isinstance(compositions, (int, np.integer)) and compositions >= 1,
+        "compositions",
+        lambda: f"must be a positive integer, got {compositions!r}",
+    )
     _check(tol > 0, "tol", lambda: f"must be positive, got {tol!r}")
     _check(sigma_max_ratio > 1, "sigma_max_ratio", lambda: f"must be > 1, got {sigma_max_ratio!r}")
     if scan is None:
         scan = _SCAN if template.discrete and not region.translation_invariant else 0
-    _check(isinstance(scan, (int, np.integer)) and (scan == 0 or scan >= 3), "scan",
-           lambda: f"must be 0 or an integer >= 3, got {scan!r}")
+    _check(
+        isinstance(scan, (int, np.integer)) and (scan == 0 or scan >= 3),
+        "scan",
+        lambda: f"must be 0 or an integer >= 3, got {scan!r}",
+    )
     rho_np = np.asarray(rho, float)
-    _check(np.all((rho_np > 0) & (rho_np < 1)), "rho",
-           lambda: f"must lie in (0, 1) (rho = 1 makes ε infinite), got {rho!r}")
-    _check(np.all(np.asarray(sensitivity, float) > 0), "sensitivity",
-           lambda: f"must be positive, got {sensitivity!r}")
+    _check(
+        np.all((rho_np > 0) & (rho_np < 1)),
+        "rho",
+        lambda: f"must lie in (0, 1) (rho = 1 makes ε infinite), got {rho!r}",
+    )
+    _check(np.all(np.asarray(sensitivity, float) > 0), "sensitivity", lambda: f"must be positive, got {sensitivity!r}")
     region.check_answers(template.discrete)
     if delta is not None:
         d = np.asarray(delta, float)
@@ -456,18 +487,32 @@ def tune_boosted(kernel="gaussian", region=None, rho=0.9, sensitivity=1.0, delta
         top_scale = float(sigma_max_ratio * np.max(ref))
         template = template.with_scale(np.float64(top_scale), max_scale=top_scale)
         listed = region.required_pairs(template.noise_reach(), template.discrete)  # every distinct pair, or None
-        _check(not listed or listed <= _MAX_LISTED_PAIRS, "kernel", lambda: (
-            f"{type(template).__name__} with a relative region lists one pair per region width up to the kernel's "
-            f"reach: {listed} pairs at the largest scale searched ({sigma_max_ratio:g} x {np.max(ref):.6g}), over "
-            f"the limit of {_MAX_LISTED_PAIRS}; use a continuous kernel or a smaller sigma_max_ratio"))
-        cfg = _Config(objective, int(compositions), method, float(tol),
-                      _search.ternary_iterations(math.log(sigma_max_ratio), float(tol)), int(max_steps),
-                      int(listed or num_pairs), float(start), int(scan))
+        _check(
+            not listed or listed <= _MAX_LISTED_PAIRS,
+            "kernel",
+            lambda: (
+                f"{type(template).__name__} with a relative region lists one pair per region width up to the kernel's "
+                f"reach: {listed} pairs at the largest scale searched ({sigma_max_ratio:g} x {np.max(ref):.6g}), over "
+                f"the limit of {_MAX_LISTED_PAIRS}; use a continuous kernel or a smaller sigma_max_ratio"
+            ),
+        )
+        cfg = _Config(
+            objective,
+            int(compositions),
+            method,
+            float(tol),
+            _search.ternary_iterations(math.log(sigma_max_ratio), float(tol)),
+            int(max_steps),
+            int(listed or num_pairs),
+            float(start),
+            int(scan),
+        )
         u_max = math.log(sigma_max_ratio)
         if objective == "pld":
             flat = _prepare(template, region64, rho64, sens64, target, base, ref, u_max, shape)
-            u, value, base_value, steps = _composed.solve(functools.partial(_mechanism, cfg), cfg, flat,
-                                                          float(value_discretization_interval))
+            u, value, base_value, steps = _composed.solve(
+                functools.partial(_mechanism, cfg), cfg, flat, float(value_discretization_interval)
+            )
             out = _finish(cfg, flat, u, value, base_value, steps, shape)
         else:
             out = _tune_batch(cfg, template, region64, rho64, sens64, target, base, ref, u_max, shape)
@@ -510,8 +555,16 @@ def _finish(cfg, flat, u, value, base, steps, shape):
     sigma = flat["sigma_ref"] * jnp.exp(u)
     q = _mechanism(cfg, flat, sigma).boosting_rate
     base_sig = flat["sigma_base"]
-    out = {"sigma": sigma, "epsilon": value, "baseline_epsilon": jnp.where(jnp.isnan(base_sig), jnp.nan, base),
-           "sigma_base": base_sig, "boosting_rate": q, "steps": steps, "rho": flat["rho"], "region": flat["region"]}
+    out = {
+        "sigma": sigma,
+        "epsilon": value,
+        "baseline_epsilon": jnp.where(jnp.isnan(base_sig), jnp.nan, base),
+        "sigma_base": base_sig,
+        "boosting_rate": q,
+        "steps": steps,
+        "rho": flat["rho"],
+        "region": flat["region"],
+    }
     return jax.tree_util.tree_map(lambda x: x.reshape(shape), out)
 
 

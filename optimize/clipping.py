@@ -47,8 +47,9 @@ from optimize.dpsgd import ClippedSum, clipped_sum, scales_from_norms
 
 __all__ = ["clipped_grad"]
 
-_VIEWS = frozenset({"transpose", "reshape", "squeeze", "expand_dims", "broadcast_in_dim", "convert_element_type",
-                    "copy", "copy_p"})
+_VIEWS = frozenset(
+    {"transpose", "reshape", "squeeze", "expand_dims", "broadcast_in_dim", "convert_element_type", "copy", "copy_p"}
+)
 #: views that permute or regroup the entries (the per-example norm of the view's gradient is the leaf's)
 _ISOMETRIC = frozenset({"transpose", "reshape", "squeeze", "expand_dims", "copy", "copy_p"})
 _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call"})
@@ -101,12 +102,19 @@ def _analyse(jaxpr, num_leaves):
                 calls.add(path + (i,))
                 outs = walk(eqn.params["jaxpr"].jaxpr, ins, path + (i,))
                 env.update({v: o for v, o in zip(eqn.outvars, outs) if o is not None})
-            elif (name in _VIEWS and len(eqn.invars) == 1 and len(eqn.outvars) == 1
-                  and _is_float(eqn.outvars[0].aval.dtype)):
+            elif (
+                name in _VIEWS
+                and len(eqn.invars) == 1
+                and len(eqn.outvars) == 1
+                and _is_float(eqn.outvars[0].aval.dtype)
+            ):
                 leaf, chain = hits[0][1]
                 env[eqn.outvars[0]] = _View(leaf, chain + (eqn,))
-            elif (eqn.primitive.multiple_results or any(jaxprs_in_params(eqn.params))
-                  or not _is_float(eqn.outvars[0].aval.dtype)):
+            elif (
+                eqn.primitive.multiple_results
+                or any(jaxprs_in_params(eqn.params))
+                or not _is_float(eqn.outvars[0].aval.dtype)
+            ):
                 fallback.update(o.leaf for _, o in hits)
             else:
                 raw.append((path + (i,), eqn, hits))
@@ -153,8 +161,10 @@ def _evaluate(jaxpr, consts, args, plan, taps, captured, path=()):
             j = plan.sites.get(here)
             if j is not None:
                 outs = [outs[0] + taps[j]]
-                captured[j] = [None if (k in plan.site_list[j].positions or isinstance(v, Literal)) else x
-                               for k, (v, x) in enumerate(zip(eqn.invars, invals))]
+                captured[j] = [
+                    None if (k in plan.site_list[j].positions or isinstance(v, Literal)) else x
+                    for k, (v, x) in enumerate(zip(eqn.invars, invals))
+                ]
         env.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
 
@@ -258,8 +268,12 @@ def _ghost(site, use, view_shape, operands, g):
         return None
     if name == "dot_general":
         return _dot_ghost(eqn, k, other, g)
-    if (name == "conv_general_dilated" and k == 1 and eqn.params["feature_group_count"] == 1
-            and eqn.params["batch_group_count"] == 1):
+    if (
+        name == "conv_general_dilated"
+        and k == 1
+        and eqn.params["feature_group_count"] == 1
+        and eqn.params["batch_group_count"] == 1
+    ):
         return _conv_ghost(eqn, view_shape, other, g)
     if name == "gather" and k == 0 and _row_gather(eqn, view_shape, other.shape[1:]):
         t = math.prod(other.shape[1:-1])
@@ -272,9 +286,14 @@ def _row_gather(eqn, view_shape, index_shape):
     """A gather of whole rows (axis 0) by one index per row: ``table[indices]``."""
     dn = eqn.params["dimension_numbers"]
     lead = len(index_shape) - 1
-    return (index_shape[-1:] == (1,) and tuple(dn.collapsed_slice_dims) == (0,) and tuple(dn.start_index_map) == (0,)
-            and not dn.operand_batching_dims and tuple(eqn.params["slice_sizes"]) == (1, *view_shape[1:])
-            and tuple(dn.offset_dims) == tuple(range(lead, lead + len(view_shape) - 1)))
+    return (
+        index_shape[-1:] == (1,)
+        and tuple(dn.collapsed_slice_dims) == (0,)
+        and tuple(dn.start_index_map) == (0,)
+        and not dn.operand_batching_dims
+        and tuple(eqn.params["slice_sizes"]) == (1, *view_shape[1:])
+        and tuple(dn.offset_dims) == tuple(range(lead, lead + len(view_shape) - 1))
+    )
 
 
 def _keep_rows(x, keep):
@@ -331,15 +350,18 @@ def clipped_grad(loss_fn, l2_norm_clip, *, method="ghost"):
         ex_leaves, ex_def = jax.tree_util.tree_flatten(batch)
         sizes = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in ex_leaves}
         if len(sizes) != 1 or None in sizes:
-            raise ValueError("batch: every batch array needs the same leading (example) axis, got shapes "
-                             f"{[jnp.shape(x) for x in ex_leaves]}")
+            raise ValueError(
+                "batch: every batch array needs the same leading (example) axis, got shapes "
+                f"{[jnp.shape(x) for x in ex_leaves]}"
+            )
         (size,) = sizes
         if mask is not None and jnp.shape(mask) != (size,):
             raise ValueError(f"mask: expected shape ({size},), got {jnp.shape(mask)}")
 
         def loss_flat(lv, *ex):
-            return loss_fn(jax.tree_util.tree_unflatten(treedef, list(lv)),
-                           *jax.tree_util.tree_unflatten(ex_def, list(ex)))
+            return loss_fn(
+                jax.tree_util.tree_unflatten(treedef, list(lv)), *jax.tree_util.tree_unflatten(ex_def, list(ex))
+            )
 
         example = [jax.ShapeDtypeStruct(jnp.shape(x)[1:], jnp.result_type(x)) for x in ex_leaves]
         closed = jax.make_jaxpr(loss_flat)(leaves, *example)
@@ -372,8 +394,9 @@ def _ghost_clipped(closed, leaves, ex_leaves, clip, mask):
         (loss,) = _evaluate(closed.jaxpr, closed.consts, vals + list(ex), plan, taps_i, captured)
         return loss, captured
 
-    (g_fb, g_sites), captured = jax.vmap(jax.grad(example_loss, argnums=(0, 1), has_aux=True),
-                                         in_axes=(None, 0, 0))([leaves[i] for i in fb], taps, ex_leaves)
+    (g_fb, g_sites), captured = jax.vmap(jax.grad(example_loss, argnums=(0, 1), has_aux=True), in_axes=(None, 0, 0))(
+        [leaves[i] for i in fb], taps, ex_leaves
+    )
     views = {u: _apply_chain(u.chain, leaves[u.leaf]) for us in plan.uses.values() for u in us}
 
     def views_of(j):
@@ -396,7 +419,8 @@ def _ghost_clipped(closed, leaves, ex_leaves, clip, mask):
         """[B, *leaf.shape]: the use's per-example gradient, from its operation's VJP and the view's."""
         fn = through(u)
         return jax.vmap(lambda ops, g: jax.vjp(lambda leaf: fn(leaf, ops), leaves[u.leaf])[1](g)[0])(
-            captured[u.site], g_sites[u.site])
+            captured[u.site], g_sites[u.site]
+        )
 
     sq = jnp.zeros((size,), closed.out_avals[0].dtype)
     materialised = dict(zip(fb, g_fb))  # leaf -> its per-example gradients, where they were formed

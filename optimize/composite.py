@@ -240,8 +240,15 @@ def _gradient_program(activation, base, objective, steps, learning_rate):
         centre, worst, avg = mech.variance(0.5 * (lo + hi)), mech.variance(hi), mech.average_variance()
         var = {"centre": centre, "worst": worst, "average": avg}[objective]
         baseline = 2.0 * (df / eps) ** 2
-        out = dict(variance=var, centre_variance=centre, worst_variance=worst, average_variance=avg,
-                   baseline_variance=baseline, ratio=var / baseline, h1=mech.h1_rate)
+        out = dict(
+            variance=var,
+            centre_variance=centre,
+            worst_variance=worst,
+            average_variance=avg,
+            baseline_variance=baseline,
+            ratio=var / baseline,
+            h1=mech.h1_rate,
+        )
         if base == "uniform":
             m_cf, v_cf = jax.vmap(lambda e: _closed_form(activation, e, objective, 200))(eps)
             v_cf = v_cf * (hi - lo) ** 2
@@ -348,8 +355,18 @@ def paper_grid_search(activation, base, epsilon, objective="centre"):
     return best[1], best[2], best[3]
 
 
-def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", objective="centre",
-                   method="gradient", sensitivity=None, steps=300, learning_rate=0.05) -> CompositeTuning:
+def tune_composite(
+    epsilon,
+    *,
+    window,
+    activation="rectangle",
+    base="uniform",
+    objective="centre",
+    method="gradient",
+    sensitivity=None,
+    steps=300,
+    learning_rate=0.05,
+) -> CompositeTuning:
     """Composite parameters of least variance at each ``epsilon``.
 
     Minimises the release variance of ``dpjax.Composite`` over ``(k, m, y)`` on the DP boundary
@@ -406,14 +423,18 @@ def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", o
         if method == "gradient":
             padded = np.concatenate([flat, np.full(_bucket(n) - n, flat[-1])])
             kmy, out = _gradient_program(activation, base, objective, steps, float(learning_rate))(
-                np.float64(lo), np.float64(hi), padded, np.float64(df))
+                np.float64(lo), np.float64(hi), padded, np.float64(df)
+            )
             kmy, out = jax.device_get((kmy, out))
             k, m, y = (np.asarray(v[:n]) for v in kmy)
             out = {name: np.asarray(v[:n]) for name, v in out.items()}
             closed = None
             if base == "uniform":
-                closed = {"m": out.pop("cf_m").reshape(shape), "variance": out.pop("cf_variance").reshape(shape),
-                          "relative_gap": out.pop("cf_gap").reshape(shape)}
+                closed = {
+                    "m": out.pop("cf_m").reshape(shape),
+                    "variance": out.pop("cf_variance").reshape(shape),
+                    "relative_gap": out.pop("cf_gap").reshape(shape),
+                }
             leaves = [jnp.asarray(v.reshape(shape)) for v in (flat, k, m, y)] + [jnp.float64(lo), jnp.float64(hi)]
             mech = jax.tree_util.tree_unflatten(_treedef(activation, base), leaves)  # valid by construction
             out = {name: v.reshape(shape) for name, v in out.items()}
@@ -429,7 +450,14 @@ def tune_composite(epsilon, *, window, activation="rectangle", base="uniform", o
         var = {"centre": centre, "worst": worst, "average": avg}[objective]
         baseline = 2.0 * (df / eps) ** 2
         mech = jax.tree_util.tree_map(lambda x: x.reshape(shape) if jnp.ndim(x) else x, mech)
-        out = dict(variance=var, centre_variance=centre, worst_variance=worst, average_variance=avg,
-                   baseline_variance=baseline, ratio=var / baseline, h1=mech.h1_rate.reshape(-1))
+        out = dict(
+            variance=var,
+            centre_variance=centre,
+            worst_variance=worst,
+            average_variance=avg,
+            baseline_variance=baseline,
+            ratio=var / baseline,
+            h1=mech.h1_rate.reshape(-1),
+        )
         out = {name: np.asarray(v).reshape(shape) for name, v in out.items()}
     return CompositeTuning(mechanism=mech, method=method, objective=objective, closed_form=None, **out)

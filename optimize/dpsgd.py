@@ -45,8 +45,17 @@ from accounting.dpsgd import noise_kind, noise_mechanism
 from dpjax.random import check_key
 from dpjax.validation import check_positive
 
-__all__ = ["PrivateAggregateState", "private_aggregate", "on_noisy_steps", "dpsgd", "clip_per_example",
-           "clipped_sum", "ClippedSum", "scales_from_norms", "NOISE_TAG"]
+__all__ = [
+    "PrivateAggregateState",
+    "private_aggregate",
+    "on_noisy_steps",
+    "dpsgd",
+    "clip_per_example",
+    "clipped_sum",
+    "ClippedSum",
+    "scales_from_norms",
+    "NOISE_TAG",
+]
 
 #: domain-separation tag folded into the key before the step index (the Poisson sampler folds another)
 NOISE_TAG = 0x7D15E001
@@ -196,7 +205,7 @@ def _pairwise_sum(x, axis=0):
     partial sums instead, in an order that changes with the partitioning). Levels are fused
     ``_PAIRWISE_BLOCK`` entries at a time."""
     axis = axis % x.ndim
-    lead, tail = x.shape[:axis], x.shape[axis + 1:]
+    lead, tail = x.shape[:axis], x.shape[axis + 1 :]
 
     def take(a, i):
         return jax.lax.index_in_dim(a, i, axis + 1, keepdims=False)
@@ -240,11 +249,13 @@ def clipped_sum(per_example_grads, clip, *, order=2, mask=None):
     scale = _clip_scales(leaves, clip, order, mask)
     never = scale < 0  # the factors are never negative
     return jax.tree_util.tree_unflatten(
-        treedef, [_pairwise_sum(_rounded(c, _bcast(never, c))) for c in _clipped(leaves, scale)])
+        treedef, [_pairwise_sum(_rounded(c, _bcast(never, c))) for c in _clipped(leaves, scale)]
+    )
 
 
-def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None,
-                      grid_step=None) -> optax.GradientTransformationExtraArgs:
+def private_aggregate(
+    l2_norm_clip, noise_multiplier, key, *, mechanism=None, expected_batch_size=None, grid_step=None
+) -> optax.GradientTransformationExtraArgs:
     """Clip per-example gradients, sum, add noise once per logical batch, normalise.
 
     A drop-in for ``optax.contrib.differentially_private_aggregate`` normalising by the expected
@@ -296,8 +307,9 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
     scale = clip * float(noise_multiplier)
     if kind == "discrete_gaussian":
         if grid_step is None:
-            raise ValueError("grid_step: the discrete Gaussian needs the grid step γ (noise and sums are integers "
-                             "in units of γ)")
+            raise ValueError(
+                "grid_step: the discrete Gaussian needs the grid step γ (noise and sums are integers in units of γ)"
+            )
         check_positive("grid_step", grid_step)
         gamma = float(grid_step)
         mech = noise_mechanism(mechanism, scale / gamma)
@@ -319,8 +331,10 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         d = sum(math.prod(g.shape[1:]) for g in leaves)
         inner = clip - gamma * math.sqrt(d) / 2.0
         if inner <= 0:
-            raise ValueError(f"grid_step: γ√d/2 = {gamma * math.sqrt(d) / 2:.4g} must stay below l2_norm_clip = {clip} "
-                             f"(d = {d} parameters); use a finer grid")
+            raise ValueError(
+                f"grid_step: γ√d/2 = {gamma * math.sqrt(d) / 2:.4g} must stay below l2_norm_clip = {clip} "
+                f"(d = {d} parameters); use a finer grid"
+            )
         clipped = clip_per_example(grads, inner, order=2, mask=mask)
         return jax.tree_util.tree_map(lambda g: jnp.sum(jnp.round(g / gamma).astype(jnp.int32), axis=0), clipped)
 
@@ -338,12 +352,16 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
     def presummed(updates, mask):
         """The sum inside a :class:`ClippedSum`, after the checks that keep its sensitivity ≤ C."""
         if kind != "gaussian":
-            raise ValueError("mechanism: a ClippedSum is clipped in L2 and summed in floats; the Laplace kernel "
-                             "clips in L1 and the discrete Gaussian rounds each example to its grid: pass them "
-                             "per-example gradients")
+            raise ValueError(
+                "mechanism: a ClippedSum is clipped in L2 and summed in floats; the Laplace kernel "
+                "clips in L1 and the discrete Gaussian rounds each example to its grid: pass them "
+                "per-example gradients"
+            )
         if updates.l2_norm_clip > clip:
-            raise ValueError(f"l2_norm_clip: the ClippedSum was clipped to {updates.l2_norm_clip} > l2_norm_clip = "
-                             f"{clip} of private_aggregate (its sensitivity would exceed the noise's calibration)")
+            raise ValueError(
+                f"l2_norm_clip: the ClippedSum was clipped to {updates.l2_norm_clip} > l2_norm_clip = "
+                f"{clip} of private_aggregate (its sensitivity would exceed the noise's calibration)"
+            )
         if mask is not None:
             raise ValueError("mask: a ClippedSum is already summed; pass the mask to clipped_grad")
         return updates.grads
@@ -357,8 +375,10 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
             masked, physical = mask is not None, jax.tree_util.tree_leaves(updates)[0].shape[0]
             summed = batch_sum(updates, mask)
         if expected_batch_size is None and (masked or last_microbatch is not None):
-            raise ValueError("expected_batch_size: a masked or accumulated (Poisson) batch is normalised by its expected "
-                             "size q·n; pass expected_batch_size to private_aggregate")
+            raise ValueError(
+                "expected_batch_size: a masked or accumulated (Poisson) batch is normalised by its expected "
+                "size q·n; pass expected_batch_size to private_aggregate"
+            )
         factor = (gamma or 1.0) / float(expected_batch_size if expected_batch_size is not None else physical)
         total = jax.tree_util.tree_map(jnp.add, state.accumulated, summed)
         close = jnp.asarray(True if last_microbatch is None else last_microbatch)
@@ -366,7 +386,9 @@ def private_aggregate(l2_norm_clip, noise_multiplier, key, *, mechanism=None, ex
         released = noisy(total, step_key)
         out = jax.tree_util.tree_map(
             lambda x, g: jnp.where(close, x.astype(g.dtype) * jnp.asarray(factor, g.dtype), jnp.zeros((), g.dtype)),
-            released, updates)
+            released,
+            updates,
+        )
         acc = jax.tree_util.tree_map(lambda t: jnp.where(close, jnp.zeros_like(t), t), total)
         step = state.step + close.astype(jnp.int32)
         return out, PrivateAggregateState(state.key, step, acc)
@@ -400,8 +422,18 @@ def on_noisy_steps(inner: optax.GradientTransformation) -> optax.GradientTransfo
     return optax.GradientTransformationExtraArgs(inner.init, update_fn)
 
 
-def dpsgd(learning_rate, l2_norm_clip, noise_multiplier, key, *, momentum=None, nesterov=False, mechanism=None,
-          expected_batch_size=None, grid_step=None) -> optax.GradientTransformationExtraArgs:
+def dpsgd(
+    learning_rate,
+    l2_norm_clip,
+    noise_multiplier,
+    key,
+    *,
+    momentum=None,
+    nesterov=False,
+    mechanism=None,
+    expected_batch_size=None,
+    grid_step=None,
+) -> optax.GradientTransformationExtraArgs:
     """DP-SGD as one optax transformation, like ``optax.contrib.dpsgd``.
 
     :func:`private_aggregate`, then momentum (optional) and the learning rate, the latter only on
@@ -427,8 +459,18 @@ def dpsgd(learning_rate, l2_norm_clip, noise_multiplier, key, *, momentum=None, 
     References:
       Abadi et al., "Deep Learning with Differential Privacy", ACM CCS 2016, Algorithm 1.
     """
-    tail = optax.chain(optax.trace(decay=momentum, nesterov=nesterov) if momentum is not None else optax.identity(),
-                       optax.scale_by_learning_rate(learning_rate))
-    return optax.chain(private_aggregate(l2_norm_clip, noise_multiplier, key, mechanism=mechanism,
-                                         expected_batch_size=expected_batch_size, grid_step=grid_step),
-                       on_noisy_steps(tail))
+    tail = optax.chain(
+        optax.trace(decay=momentum, nesterov=nesterov) if momentum is not None else optax.identity(),
+        optax.scale_by_learning_rate(learning_rate),
+    )
+    return optax.chain(
+        private_aggregate(
+            l2_norm_clip,
+            noise_multiplier,
+            key,
+            mechanism=mechanism,
+            expected_batch_size=expected_batch_size,
+            grid_step=grid_step,
+        ),
+        on_noisy_steps(tail),
+    )

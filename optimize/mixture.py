@@ -203,8 +203,7 @@ def _verified(mech, eps0, delta, sens):
 def _tune_approx(eps0, delta, sens, objective, grid):
     """One (ε0, δ) target: (best kernel, its objective, the calibrated Laplace's, exact ε(δ))."""
     laplace = by_name("laplace")
-    lap_scale = _calibrate(lambda sh, k: laplace(jnp.asarray(k, jnp.float64)), (np.zeros(1),), eps0, delta,
-                           sens)[0]
+    lap_scale = _calibrate(lambda sh, k: laplace(jnp.asarray(k, jnp.float64)), (np.zeros(1),), eps0, delta, sens)[0]
     plain, _ = _verified(laplace(jnp.float64(lap_scale)), eps0, delta, sens)
     base = float(_moment(_as_mixture(plain), objective))
     lr = np.linspace(np.log(0.05), np.log(20.0), grid)  # r = b2/b1
@@ -236,8 +235,9 @@ def _tune_approx(eps0, delta, sens, objective, grid):
     return plain, base, base, float(accounting.exact.epsilon(plain, delta, sens))
 
 
-def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace", objective="mean_abs", steps=300,
-                 grid=8):
+def tune_mixture(
+    pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace", objective="mean_abs", steps=300, grid=8
+):
     """The piecewise mixture with the least noise at an exact privacy target.
 
     Finds the Lap_m (``kernel="laplace"``) or Geom_m (``"geometric"``, integer Δ) with the least
@@ -282,8 +282,10 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
         if np.ndim(delta):
             raise ValueError(f"delta must be one number, got {delta!r}")
         if kernel != "laplace":
-            raise ValueError("delta: an (epsilon, delta) target is tuned for kernel='laplace' only (Geom_m: use a "
-                             "pure-epsilon target)")
+            raise ValueError(
+                "delta: an (epsilon, delta) target is tuned for kernel='laplace' only (Geom_m: use a "
+                "pure-epsilon target)"
+            )
         grid = check_int("grid", grid, minimum=2)
         return _tune_delta(np.asarray(pure_epsilon, float), float(delta), float(sensitivity), objective, grid)
     delta = float(sensitivity)
@@ -300,19 +302,27 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
             cands = [(None, _optimise(eps0, delta, starts, LaplaceMixture, objective, steps, None))]
         else:
             starts = jnp.stack([jnp.zeros(5), jnp.linspace(-3.0, 3.0, 5)], -1)
-            cands = [(c, _optimise(eps0, delta, starts, GeometricMixture, objective, steps, c))
-                     for c in range(1, int(round(delta)))]
+            cands = [
+                (c, _optimise(eps0, delta, starts, GeometricMixture, objective, steps, c))
+                for c in range(1, int(round(delta)))
+            ]
         cls_plain = by_name("laplace" if kernel == "laplace" else "discrete_laplace")
         plains = [cls_plain.from_epsilon(e, delta) for e in flat]  # scales rounded up: exactly ≤ ε0
         base = np.asarray([float(_moment(_as_mixture(k), objective)) for k in plains])
         best = base.copy()
         choice = [None] * flat.size
         for c, (val, p) in cands:
-            val, p = np.asarray(val)[:flat.size], np.asarray(p)[:flat.size]
+            val, p = np.asarray(val)[: flat.size], np.asarray(p)[: flat.size]
             for i in range(flat.size):
                 if val[i] < best[i] * (1.0 - _MIN_GAIN):
-                    mech = _build(LaplaceMixture if c is None else GeometricMixture, p[i, 0], p[i, 1],
-                                  jnp.asarray(flat[i]), delta, c)
+                    mech = _build(
+                        LaplaceMixture if c is None else GeometricMixture,
+                        p[i, 0],
+                        p[i, 1],
+                        jnp.asarray(flat[i]),
+                        delta,
+                        c,
+                    )
                     mech = _within(jax.tree_util.tree_map(jnp.asarray, mech), flat[i], delta)
                     v = float(_moment(mech, objective))
                     if v < best[i] * (1.0 - _MIN_GAIN):
@@ -326,15 +336,19 @@ def tune_mixture(pure_epsilon, *, delta=None, sensitivity=1.0, kernel="laplace",
             mech = kernels[0]
         elif kernel == "laplace":
             mixtures = [_as_mixture(k) for k in kernels]
-            mech = LaplaceMixture._unchecked(*(jnp.asarray(np.reshape([float(getattr(k, n)) for k in mixtures], shape),
-                                                           jnp.float64)
-                                              for n in ("inner_scale", "outer_scale", "breakpoint")))
+            mech = LaplaceMixture._unchecked(
+                *(
+                    jnp.asarray(np.reshape([float(getattr(k, n)) for k in mixtures], shape), jnp.float64)
+                    for n in ("inner_scale", "outer_scale", "breakpoint")
+                )
+            )
         else:
             mech = tuple(kernels)
         pure = np.asarray([float(k.pure_epsilon(delta)) for k in kernels])
         assert np.all(pure <= flat), (pure, flat)
-    return MixtureTuning(mech, best.reshape(shape), base.reshape(shape), pure.reshape(shape),
-                         improved.reshape(shape), kernel, objective)
+    return MixtureTuning(
+        mech, best.reshape(shape), base.reshape(shape), pure.reshape(shape), improved.reshape(shape), kernel, objective
+    )
 
 
 @x64
@@ -348,5 +362,6 @@ def _tune_delta(targets, delta, sens, objective, grid):
     pure = np.asarray([float(_as_mixture(k).pure_epsilon(sens)) for k in kernels])
     col = lambda j: np.asarray([r[j] for r in rows], float).reshape(targets.shape)  # noqa: E731
     improved = np.asarray([isinstance(k, LaplaceMixture) for k in kernels]).reshape(targets.shape)
-    return MixtureTuning(mech, col(1), col(2), pure.reshape(targets.shape), improved, "laplace", objective,
-                         delta=delta, epsilon=col(3))
+    return MixtureTuning(
+        mech, col(1), col(2), pure.reshape(targets.shape), improved, "laplace", objective, delta=delta, epsilon=col(3)
+    )

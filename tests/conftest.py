@@ -125,7 +125,10 @@ def pytest_sessionfinish(session, exitstatus):
     if took > SUITE_BUDGET_S and exitstatus == 0:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(f"the default suite took {took:.0f} s, over its budget of {SUITE_BUDGET_S:.0f} s: "
-                                "mark the heaviest tests slow where they are defined (tests/README.md)", red=True)
+            reporter.write_line(
+                f"the default suite took {took:.0f} s, over its budget of {SUITE_BUDGET_S:.0f} s: "
+                "mark the heaviest tests slow where they are defined (tests/README.md)",
+                red=True,
+            )
         if ENFORCE_SUITE_BUDGET:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -65,10 +65,13 @@ def psg():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("count,bracket,rem,add", [
-    (1000, (1.827105, 1.829369), 1.82824365, 1.4166725),
-    (10000, (6.186385, 6.189040), 6.187745, 5.61154576),
-])
+@pytest.mark.parametrize(
+    "count,bracket,rem,add",
+    [
+        (1000, (1.827105, 1.829369), 1.82824365, 1.4166725),
+        (10000, (6.186385, 6.189040), 6.187745, 5.61154576),
+    ],
+)
 def test_poisson_subsampled_gaussian(psg, count, bracket, rem, add):
     c = psg.self_compose(count)
     eps = _f(c.get_epsilon_for_delta(1e-5))
@@ -101,10 +104,12 @@ def test_small_delta_is_refused_or_accurate(psg):
 # ----------------------------------------------------------------------------------
 def _dp_pld(kind, param, q, pessimistic, step=2.0**-13):
     if kind == "gauss":
-        return PLD_DP.from_gaussian_mechanism(param, sampling_prob=q, pessimistic_estimate=pessimistic,
-                                              value_discretization_interval=step)
-    return PLD_DP.from_laplace_mechanism(param, sampling_prob=q, pessimistic_estimate=pessimistic,
-                                         value_discretization_interval=step)
+        return PLD_DP.from_gaussian_mechanism(
+            param, sampling_prob=q, pessimistic_estimate=pessimistic, value_discretization_interval=step
+        )
+    return PLD_DP.from_laplace_mechanism(
+        param, sampling_prob=q, pessimistic_estimate=pessimistic, value_discretization_interval=step
+    )
 
 
 @pytest.mark.slow
@@ -125,10 +130,12 @@ def _random_cases(rng, n):
         count = int(rng.choice([1, 7, 40]))
         delta = float(10 ** rng.uniform(-7, -3))
         mech = dpjax.Gaussian(sigma=param) if kind == "gauss" else dpjax.Laplace(scale=param)
-        ours = _f(accounting.pld(mech, sampling_prob=q, use_analytic=False).self_compose(count)
-                  .get_epsilon_for_delta(delta))
-        ours_opt = _f(accounting.pld(mech, sampling_prob=q, pessimistic=False).self_compose(count)
-                      .get_epsilon_for_delta(delta))
+        ours = _f(
+            accounting.pld(mech, sampling_prob=q, use_analytic=False).self_compose(count).get_epsilon_for_delta(delta)
+        )
+        ours_opt = _f(
+            accounting.pld(mech, sampling_prob=q, pessimistic=False).self_compose(count).get_epsilon_for_delta(delta)
+        )
         ref_pess = _dp_pld(kind, param, q, True).self_compose(count).get_epsilon_for_delta(delta)
         ref_opt = _dp_pld(kind, param, q, False).self_compose(count).get_epsilon_for_delta(delta)
         case = (kind, param, q, count, delta)
@@ -149,13 +156,17 @@ def test_soundness_property_many_cases():
         count = int(rng.integers(1, 300))
         delta = float(10 ** rng.uniform(-9, -2))
         truth = _f(accounting.pld(dpjax.Gaussian(sigma=sigma)).self_compose(count).get_epsilon_for_delta(delta))
-        ours = _f(accounting.pld(dpjax.Gaussian(sigma=sigma), use_analytic=False).self_compose(count)
-                  .get_epsilon_for_delta(delta))
+        ours = _f(
+            accounting.pld(dpjax.Gaussian(sigma=sigma), use_analytic=False)
+            .self_compose(count)
+            .get_epsilon_for_delta(delta)
+        )
         assert truth - 1e-9 <= ours <= truth + 1e-3 * max(1.0, truth)
         scale = float(rng.uniform(0.5, 4.0))
         lap = dpjax.Laplace(scale=scale)
-        lower = PLD_DP.from_laplace_mechanism(scale, pessimistic_estimate=False,
-                                              value_discretization_interval=2.0**-16).self_compose(count)
+        lower = PLD_DP.from_laplace_mechanism(
+            scale, pessimistic_estimate=False, value_discretization_interval=2.0**-16
+        ).self_compose(count)
         ours = _f(accounting.pld(lap).self_compose(count).get_epsilon_for_delta(delta))
         assert ours >= lower.get_epsilon_for_delta(delta) - 1e-9
 
@@ -166,8 +177,11 @@ def test_delta_for_epsilon_arrays_and_bracket():
     lap = dpjax.Laplace(scale=1.0)
     pess = np.asarray(accounting.pld(lap).self_compose(5).get_delta_for_epsilon(eps))
     opt = np.asarray(accounting.pld(lap, pessimistic=False).self_compose(5).get_delta_for_epsilon(eps))
-    ref = np.asarray(PLD_DP.from_laplace_mechanism(1.0, value_discretization_interval=2.0**-16)
-                     .self_compose(5).get_delta_for_epsilon(eps))
+    ref = np.asarray(
+        PLD_DP.from_laplace_mechanism(1.0, value_discretization_interval=2.0**-16)
+        .self_compose(5)
+        .get_delta_for_epsilon(eps)
+    )
     assert pess.shape == (4,)
     assert np.all(opt <= pess + 1e-15)
     np.testing.assert_allclose(pess, ref, rtol=2e-4, atol=1e-12)
@@ -234,8 +248,12 @@ class ToyBoosted(Mechanism):
         return v, v + sensitivity
 
     def output_breakpoints(self, value, neighbour_value):
-        return jnp.stack(jnp.broadcast_arrays(value - self.tau, value + self.tau, neighbour_value - self.tau,
-                                              neighbour_value + self.tau), -1)
+        return jnp.stack(
+            jnp.broadcast_arrays(
+                value - self.tau, value + self.tau, neighbour_value - self.tau, neighbour_value + self.tau
+            ),
+            -1,
+        )
 
 
 def _quad_hockey(mech, v, nv, eps):
@@ -289,8 +307,9 @@ def _toy_check(optimistic):
     cells = 2**13
     truth = np.array(truth)
     if optimistic:
-        opt = np.asarray(accounting.pld(mech, pessimistic=False, output_cells=cells)
-                         .get_delta_for_epsilon(np.array(epsilons)))
+        opt = np.asarray(
+            accounting.pld(mech, pessimistic=False, output_cells=cells).get_delta_for_epsilon(np.array(epsilons))
+        )
         assert np.all(opt <= truth * (1 + 1e-9) + 1e-15)
         np.testing.assert_allclose(opt, truth, rtol=2e-3)
         return
@@ -303,8 +322,9 @@ def _toy_check(optimistic):
 # RDP
 # ----------------------------------------------------------------------------------
 def _quad_renyi(logp, logq, alpha, lo, hi):
-    val = integrate.quad(lambda y: math.exp(alpha * logp(y) + (1 - alpha) * logq(y)), lo, hi, limit=400,
-                         points=[0.0, 1.0])[0]
+    val = integrate.quad(
+        lambda y: math.exp(alpha * logp(y) + (1 - alpha) * logq(y)), lo, hi, limit=400, points=[0.0, 1.0]
+    )[0]
     return math.log(val) / (alpha - 1)
 
 
@@ -377,10 +397,10 @@ def test_batched_mechanism_gives_batched_answers():
     batch = accounting.pld(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), sampling_prob=0.02).self_compose(50)
     eps = np.asarray(batch.get_epsilon_for_delta(1e-5))
     assert eps.shape == (3,)
-    fused = np.asarray(accounting.get_epsilon(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), 1e-5, count=50,
-                                              sampling_prob=0.02))  # small batch: the vectorised path
-    one = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.02).self_compose(50)
-             .get_epsilon_for_delta(1e-5))
+    fused = np.asarray(
+        accounting.get_epsilon(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), 1e-5, count=50, sampling_prob=0.02)
+    )  # small batch: the vectorised path
+    one = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.02).self_compose(50).get_epsilon_for_delta(1e-5))
     assert eps[1] == pytest.approx(one, rel=2e-6)
     np.testing.assert_allclose(fused, eps, rtol=1e-9)
     assert eps[0] > eps[1] > eps[2]
@@ -419,9 +439,14 @@ def test_gradients_match_finite_differences():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("make, q", [(lambda: dpjax.Gaussian(sigma=0.9), 0.02),
-                                     pytest.param(lambda: dpjax.Laplace(scale=1.0), 1.0, marks=pytest.mark.slow)],
-                         ids=["subsampled_gaussian", "laplace"])
+@pytest.mark.parametrize(
+    "make, q",
+    [
+        (lambda: dpjax.Gaussian(sigma=0.9), 0.02),
+        pytest.param(lambda: dpjax.Laplace(scale=1.0), 1.0, marks=pytest.mark.slow),
+    ],
+    ids=["subsampled_gaussian", "laplace"],
+)
 def test_mirrored_gap_points_share_the_grid_evaluation(make, q):
     # the gaps g(ε) = e^ε δ_other(−ε) read from one extended grid evaluation (plan.mirror) are the
     # same numbers as evaluating the mirrored points apart (mirror=(None, None))
@@ -471,11 +496,14 @@ def test_global_x64_flag_untouched():
 # ----------------------------------------------------------------------------------
 # validation and the accountant
 # ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,name", [
-    ({"sensitivity": 0.0}, "sensitivity"),
-    ({"sampling_prob": 1.5}, "sampling_prob"),
-    ({"value_discretization_interval": -1.0}, "value_discretization_interval"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"sensitivity": 0.0}, "sensitivity"),
+        ({"sampling_prob": 1.5}, "sampling_prob"),
+        ({"value_discretization_interval": -1.0}, "value_discretization_interval"),
+    ],
+)
 def test_validation_names_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         accounting.pld(dpjax.Laplace(scale=1.0), **kwargs)
@@ -492,7 +520,8 @@ def test_query_validation():
         accounting.rdp(dpjax.Gaussian(sigma=1.0), [0.5])
     with pytest.raises(ValueError, match="discretization"):  # two explicit steps that differ
         accounting.pld(dpjax.Laplace(scale=1.0), value_discretization_interval=2.0**-13).compose(
-            accounting.pld(dpjax.Laplace(scale=2.0), value_discretization_interval=2.0**-10))
+            accounting.pld(dpjax.Laplace(scale=2.0), value_discretization_interval=2.0**-10)
+        )
 
 
 @pytest.mark.slow
@@ -514,8 +543,12 @@ def test_accountant_records_and_refuses():
 @pytest.mark.slow
 def test_fused_chunked_batch_matches_pld():
     sigmas = np.linspace(0.8, 1.6, 9)
-    fused = np.asarray(accounting.get_epsilon(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), 1e-5, count=30,
-                                              sampling_prob=0.02))
-    whole = np.asarray(accounting.pld(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), sampling_prob=0.02)
-                       .self_compose(30).get_epsilon_for_delta(1e-5))
+    fused = np.asarray(
+        accounting.get_epsilon(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), 1e-5, count=30, sampling_prob=0.02)
+    )
+    whole = np.asarray(
+        accounting.pld(dpjax.Gaussian(sigma=jnp.asarray(sigmas)), sampling_prob=0.02)
+        .self_compose(30)
+        .get_epsilon_for_delta(1e-5)
+    )
     np.testing.assert_allclose(fused, whole, rtol=1e-6)

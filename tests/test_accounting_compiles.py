@@ -53,11 +53,23 @@ def test_composing_distinct_mechanisms_reuses_programs():
     """A chain of distinct Gaussians and Laplaces compiles per grid length; a second chain of other
     scales in the same octaves builds on compiled programs (each new scale had a build of its own
     length, and each composition programs of its pair of sizes and trim window)."""
-    first = [dpjax.Gaussian(sigma=21.0), dpjax.Laplace(23.0), dpjax.Gaussian(sigma=25.0), dpjax.Laplace(27.0),
-             dpjax.Gaussian(sigma=23.0), dpjax.Laplace(25.0)]
+    first = [
+        dpjax.Gaussian(sigma=21.0),
+        dpjax.Laplace(23.0),
+        dpjax.Gaussian(sigma=25.0),
+        dpjax.Laplace(27.0),
+        dpjax.Gaussian(sigma=23.0),
+        dpjax.Laplace(25.0),
+    ]
     _epsilon(first)
-    second = [dpjax.Gaussian(sigma=22.0), dpjax.Laplace(24.0), dpjax.Gaussian(sigma=26.0), dpjax.Laplace(28.0),
-              dpjax.Gaussian(sigma=24.0), dpjax.Laplace(26.0)]
+    second = [
+        dpjax.Gaussian(sigma=22.0),
+        dpjax.Laplace(24.0),
+        dpjax.Gaussian(sigma=26.0),
+        dpjax.Laplace(28.0),
+        dpjax.Gaussian(sigma=24.0),
+        dpjax.Laplace(26.0),
+    ]
     with counting_compiles() as names:
         eps = _epsilon(second)
     # no build; at most the programs of one new total length (composition, trim, pad, query)
@@ -65,8 +77,11 @@ def test_composing_distinct_mechanisms_reuses_programs():
     # dp_accounting's PLD accountant on the same events (its default grid, 1e-4)
     ref = pld_privacy_accountant.PLDAccountant()
     for m in second:
-        ref.compose(dp_accounting.GaussianDpEvent(m.sigma) if isinstance(m, dpjax.Gaussian)
-                    else dp_accounting.LaplaceDpEvent(m.scale))
+        ref.compose(
+            dp_accounting.GaussianDpEvent(m.sigma)
+            if isinstance(m, dpjax.Gaussian)
+            else dp_accounting.LaplaceDpEvent(m.scale)
+        )
     assert eps == pytest.approx(ref.get_epsilon(1e-5), rel=1e-3)
 
 

@@ -32,8 +32,18 @@ def _dpa():
 
 
 def _case(rng):
-    kinds = ["gaussian", "laplace", "dlaplace", "dgaussian", "rr", "subsampled", "pbdp_abs", "pbdp_rel",
-             "pbdp_fixed", "mixture"]
+    kinds = [
+        "gaussian",
+        "laplace",
+        "dlaplace",
+        "dgaussian",
+        "rr",
+        "subsampled",
+        "pbdp_abs",
+        "pbdp_rel",
+        "pbdp_fixed",
+        "mixture",
+    ]
     kind = kinds[rng.integers(len(kinds))]
     delta = float(10.0 ** rng.uniform(-8, -3))
     sens = 1.0
@@ -46,19 +56,25 @@ def _case(rng):
     elif kind == "dgaussian":
         mech, k = dpjax.DiscreteGaussian(float(rng.uniform(1.0, 4.0))), int(rng.integers(1, 20))
     elif kind == "rr":
-        mech, k = dpjax.RandomizedResponse(float(rng.uniform(0.05, 2.0)), int(rng.integers(2, 6))), int(rng.integers(1, 50))
+        mech, k = (
+            dpjax.RandomizedResponse(float(rng.uniform(0.05, 2.0)), int(rng.integers(2, 6))),
+            int(rng.integers(1, 50)),
+        )
     elif kind == "subsampled":
         mech, k = dpjax.Gaussian(float(rng.uniform(0.8, 3.0))), int(rng.integers(1, 200))
         return kind, mech, sens, float(10.0 ** rng.uniform(-3, -1)), k, delta
     elif kind.startswith("pbdp"):
-        region = {"pbdp_abs": lambda: dpjax.AbsoluteError(float(rng.uniform(1.0, 6.0))),
-                  "pbdp_rel": lambda: dpjax.RelativeError(float(rng.uniform(0.1, 0.4)), float(rng.uniform(2.0, 6.0))),
-                  "pbdp_fixed": lambda: dpjax.FixedInterval(0.0, float(rng.uniform(3.0, 8.0)))}[kind]()
+        region = {
+            "pbdp_abs": lambda: dpjax.AbsoluteError(float(rng.uniform(1.0, 6.0))),
+            "pbdp_rel": lambda: dpjax.RelativeError(float(rng.uniform(0.1, 0.4)), float(rng.uniform(2.0, 6.0))),
+            "pbdp_fixed": lambda: dpjax.FixedInterval(0.0, float(rng.uniform(3.0, 8.0))),
+        }[kind]()
         mech = dpjax.PrivacyBoosted(dpjax.Laplace(float(rng.uniform(2.0, 6.0))), region, float(rng.uniform(0.3, 0.8)))
         k, sens = 1, float(rng.uniform(0.3, 1.0))
     else:
-        mech = dpjax.LaplaceMixture.from_epsilon(float(rng.uniform(0.2, 1.0)), float(rng.uniform(0.3, 5.0)),
-                                                 float(rng.uniform(0.0, 4.0)))
+        mech = dpjax.LaplaceMixture.from_epsilon(
+            float(rng.uniform(0.2, 1.0)), float(rng.uniform(0.3, 5.0)), float(rng.uniform(0.0, 4.0))
+        )
         k, sens = 1, float(rng.uniform(0.5, 1.0))
     return kind, mech, sens, 1.0, k, delta
 
@@ -78,23 +94,44 @@ def _reference(kind, mech, sens, q, k, delta):
     dpa = _dpa()
     step = 1e-4
     if kind == "laplace":
-        make = lambda p: dpa.from_laplace_mechanism(float(mech.scale), sensitivity=sens, pessimistic_estimate=p,  # noqa: E731
-                                                    value_discretization_interval=step)
+        make = lambda p: dpa.from_laplace_mechanism(
+            float(mech.scale),
+            sensitivity=sens,
+            pessimistic_estimate=p,  # noqa: E731
+            value_discretization_interval=step,
+        )
     elif kind == "dlaplace":
-        make = lambda p: dpa.from_discrete_laplace_mechanism(1.0 / float(mech.scale), sensitivity=1,  # noqa: E731
-                                                             pessimistic_estimate=p, value_discretization_interval=step)
+        make = lambda p: dpa.from_discrete_laplace_mechanism(
+            1.0 / float(mech.scale),
+            sensitivity=1,  # noqa: E731
+            pessimistic_estimate=p,
+            value_discretization_interval=step,
+        )
     elif kind == "dgaussian":
-        make = lambda p: dpa.from_discrete_gaussian_mechanism(float(mech.sigma), sensitivity=1,  # noqa: E731
-                                                              pessimistic_estimate=p, value_discretization_interval=step)
+        make = lambda p: dpa.from_discrete_gaussian_mechanism(
+            float(mech.sigma),
+            sensitivity=1,  # noqa: E731
+            pessimistic_estimate=p,
+            value_discretization_interval=step,
+        )
     elif kind == "rr":
         c = mech.num_categories
         keep = float(mech.keep_probability)
         noise = (1.0 - keep) * c / (c - 1)
-        make = lambda p: dpa.from_randomized_response(noise, c, pessimistic_estimate=p,  # noqa: E731
-                                                      value_discretization_interval=step)
+        make = lambda p: dpa.from_randomized_response(
+            noise,
+            c,
+            pessimistic_estimate=p,  # noqa: E731
+            value_discretization_interval=step,
+        )
     else:  # subsampled Gaussian (add/remove, both directions)
-        make = lambda p: dpa.from_gaussian_mechanism(float(mech.sigma), sensitivity=sens, pessimistic_estimate=p,  # noqa: E731
-                                                     value_discretization_interval=step, sampling_prob=q)
+        make = lambda p: dpa.from_gaussian_mechanism(
+            float(mech.sigma),
+            sensitivity=sens,
+            pessimistic_estimate=p,  # noqa: E731
+            value_discretization_interval=step,
+            sampling_prob=q,
+        )
     lo = make(False).self_compose(k).get_epsilon_for_delta(delta)
     hi = make(True).self_compose(k).get_epsilon_for_delta(delta)
     return lo, hi

@@ -14,6 +14,7 @@ from accounting.accountant import self_compose_by_count
 def test_odometer_composition_of_a_discrete_mechanism_refuses_to_be_differentiated():
     """The Accountant composes by a traced count (``self_compose_by_count``); its PLD lost the
     ``atomic`` flag, so a gradient through it was the grid's (wrong) one instead of a refusal."""
+
     def fn(b):
         return self_compose_by_count(accounting.pld(dpjax.DiscreteLaplace(b)), 10).get_epsilon_for_delta(1e-6)
 
@@ -22,6 +23,7 @@ def test_odometer_composition_of_a_discrete_mechanism_refuses_to_be_differentiat
             jax.grad(fn)(2.4)
         single = accounting.pld(dpjax.DiscreteLaplace(2.4))
         assert float(fn(2.4)) == pytest.approx(float(single.self_compose(10).get_epsilon_for_delta(1e-6)), rel=1e-9)
+
     # a continuous kernel still differentiates through the same route
     def cont(b):
         return self_compose_by_count(accounting.pld(dpjax.Laplace(b)), 10).get_epsilon_for_delta(1e-6)

@@ -60,8 +60,12 @@ def _gaussian_epsilon_lower(mu, delta):
     precision): with a = μ/2 − ε/μ, e^ε φ(−μ/2 − ε/μ) = φ(a) and Mills' ratio give
     δ(ε) ≥ Φ(a) − (2/μ)φ(a) =: g(a) for ε ≥ 0, so the root is at least μ(μ/2 − a*) with g(a*) = δ;
     ``inf`` where that overflows (no finite float is at or above the truth)."""
-    a = sopt.brentq(lambda t: special.ndtr(t) - (2.0 / mu) * np.exp(-t * t / 2.0) / math.sqrt(2 * math.pi) - delta,
-                    -50.0, 5.0, xtol=1e-14)
+    a = sopt.brentq(
+        lambda t: special.ndtr(t) - (2.0 / mu) * np.exp(-t * t / 2.0) / math.sqrt(2 * math.pi) - delta,
+        -50.0,
+        5.0,
+        xtol=1e-14,
+    )
     with np.errstate(over="ignore"):
         return float(np.float64(mu) * (np.float64(mu) / 2.0 - a)) * (1.0 - 1e-12)
 
@@ -109,8 +113,9 @@ def _check_delta(got, truth, what):
 
 
 def _case(rng):
-    kind = rng.choice(["laplace", "gaussian", "discrete_laplace", "randomized_response", "laplace_extreme",
-                       "gaussian_extreme"])
+    kind = rng.choice(
+        ["laplace", "gaussian", "discrete_laplace", "randomized_response", "laplace_extreme", "gaussian_extreme"]
+    )
     delta = _log_uniform(rng, 1e-12, 0.5)
     eps = float(rng.choice([0.0, _log_uniform(rng, 1e-3, 1e4)]))
     if kind == "laplace":
@@ -129,12 +134,18 @@ def _case(rng):
     if kind == "discrete_laplace":
         b, sens = _log_uniform(rng, 0.2, 50.0), float(rng.integers(1, 4))
         d = _discrete_laplace_delta(b, sens, eps)
-        truth_e = sopt.brentq(lambda e: _discrete_laplace_delta(b, sens, e) - delta, 0.0, sens / b + 1e-9) \
-            if _discrete_laplace_delta(b, sens, 0.0) > delta else 0.0
+        truth_e = (
+            sopt.brentq(lambda e: _discrete_laplace_delta(b, sens, e) - delta, 0.0, sens / b + 1e-9)
+            if _discrete_laplace_delta(b, sens, 0.0) > delta
+            else 0.0
+        )
         return kind, dpjax.DiscreteLaplace(b), sens, delta, eps, truth_e, d
     eps0, k = _log_uniform(rng, 1e-3, 30.0), int(rng.integers(2, 9))
-    truth_e = sopt.brentq(lambda e: _rr_delta(eps0, k, e) - delta, 0.0, eps0 + 1e-12) \
-        if _rr_delta(eps0, k, 0.0) > delta else 0.0
+    truth_e = (
+        sopt.brentq(lambda e: _rr_delta(eps0, k, e) - delta, 0.0, eps0 + 1e-12)
+        if _rr_delta(eps0, k, 0.0) > delta
+        else 0.0
+    )
     return kind, dpjax.RandomizedResponse(eps0, k), 1.0, delta, eps, truth_e, _rr_delta(eps0, k, eps)
 
 
@@ -199,8 +210,14 @@ def test_the_issue_cases_batched_fixed_region():
     batch = dpjax.PrivacyBoosted(dpjax.Gaussian(jnp.array([1.0, 2.0])), dpjax.FixedInterval(0.0, 10.0), 0.4)
     coarse = {"value_discretization_interval": 2.0**-6}
     together = np.asarray(accounting.pld(batch, **coarse).get_epsilon_for_delta(1e-5))
-    apart = [float(accounting.pld(dpjax.PrivacyBoosted(dpjax.Gaussian(s), dpjax.FixedInterval(0.0, 10.0), 0.4),
-                                  **coarse).get_epsilon_for_delta(1e-5)) for s in (1.0, 2.0)]
+    apart = [
+        float(
+            accounting.pld(
+                dpjax.PrivacyBoosted(dpjax.Gaussian(s), dpjax.FixedInterval(0.0, 10.0), 0.4), **coarse
+            ).get_epsilon_for_delta(1e-5)
+        )
+        for s in (1.0, 2.0)
+    ]
     np.testing.assert_allclose(together, apart, rtol=1e-6)
 
 
@@ -209,8 +226,10 @@ def test_tiny_sigma_gaussian_never_below_the_truth(sigma):
     """μ = 1/σ up to 1e285: the root search stopped at 2^99 (its iteration cap) and reported it where
     the truth overflows (σ 1e-285), and 2e-8 relative below the truth at σ 1e-100."""
     truth = _gaussian_epsilon_lower(1.0 / sigma, 1e-6)
-    for got in (accounting.pld(dpjax.Gaussian(sigma)).get_epsilon_for_delta(1e-6),
-                accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6)):
+    for got in (
+        accounting.pld(dpjax.Gaussian(sigma)).get_epsilon_for_delta(1e-6),
+        accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6),
+    ):
         _check_epsilon(float(got), truth, f"Gaussian({sigma})")
 
 
@@ -224,8 +243,11 @@ def test_randomized_response_at_large_epsilon_never_below_the_truth():
         e = mp.e ** mp.mpf(eps0)
         truth = float(mp.log((e / (e + k - 1) - delta) * (e + k - 1)))
     mech = dpjax.RandomizedResponse(eps0, k)
-    for got in (accounting.pld(mech).get_epsilon_for_delta(delta), accounting.get_epsilon(mech, delta),
-                accounting.exact.epsilon(mech, delta, 1.0)):
+    for got in (
+        accounting.pld(mech).get_epsilon_for_delta(delta),
+        accounting.get_epsilon(mech, delta),
+        accounting.exact.epsilon(mech, delta, 1.0),
+    ):
         _check_epsilon(float(got), truth, "RandomizedResponse(27.19, 6)")
 
 
@@ -235,11 +257,17 @@ def test_subsampled_gaussian_never_below_dp_accounting():
     dp_accounting's optimistic PLD (a lower bound on the truth)."""
     pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
     rng = np.random.default_rng(7)
-    for q, sigma, count in [(1e-12, 0.5, 10), (1e-3, 0.8, 1000), (0.05, 1.5, 100), (1.0, 2.0, 3),
-                            (float(_log_uniform(rng, 1e-4, 1.0)), float(_log_uniform(rng, 0.6, 3.0)), 50)]:
+    for q, sigma, count in [
+        (1e-12, 0.5, 10),
+        (1e-3, 0.8, 1000),
+        (0.05, 1.5, 100),
+        (1.0, 2.0, 3),
+        (float(_log_uniform(rng, 1e-4, 1.0)), float(_log_uniform(rng, 0.6, 3.0)), 50),
+    ]:
         ours = float(accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6, count=count, sampling_prob=q))
-        lower = pld_mod.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=1e-3,
-                                                pessimistic_estimate=False).self_compose(count)
+        lower = pld_mod.from_gaussian_mechanism(
+            sigma, sampling_prob=q, value_discretization_interval=1e-3, pessimistic_estimate=False
+        ).self_compose(count)
         assert ours >= lower.get_epsilon_for_delta(1e-6) - 1e-9, (q, sigma, count)
 
 
@@ -262,8 +290,12 @@ def test_pld_epsilon_gradient_is_the_exact_profiles(name):
 
     grad = float(jax.grad(eps)(x))  # the user's 32-bit mode
     h = 1e-4
-    fd = (float(eps(x + h)) - float(eps(x - h))) / (2 * h) if q < 1 else (
-        float(accounting.exact.epsilon(make(x + h), delta)) - float(accounting.exact.epsilon(make(x - h), delta))) / (2 * h)
+    fd = (
+        (float(eps(x + h)) - float(eps(x - h))) / (2 * h)
+        if q < 1
+        else (float(accounting.exact.epsilon(make(x + h), delta)) - float(accounting.exact.epsilon(make(x - h), delta)))
+        / (2 * h)
+    )
     np.testing.assert_allclose(grad, fd, rtol=2e-3)
 
 
@@ -358,8 +390,11 @@ def _check_composition(parts, delta):
     got = _answer(lambda: p.get_epsilon_for_delta(delta))
     _check_epsilon(got, truth_e, what)
     eps = truth_e * 0.99
-    _check_delta(_answer(lambda: p.get_delta_for_epsilon(eps)), _bracket_delta(*lower, h, eps) - _BRACKET_NOISE,
-                 what + f" at ε={eps:g}")
+    _check_delta(
+        _answer(lambda: p.get_delta_for_epsilon(eps)),
+        _bracket_delta(*lower, h, eps) - _BRACKET_NOISE,
+        what + f" at ε={eps:g}",
+    )
     pure = float(np.asarray(p.pure_epsilon()))
     assert pure >= sum(x * count for _, x, count in parts) * (1 - 1e-12), f"{what}: pure ε {pure}"
     if len(parts) == 1:
@@ -377,8 +412,11 @@ def test_bracket_oracle_holds_the_closed_forms():
         h = x / 256.0
         lo = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=False), h, delta)
         hi = _bracket_epsilon(*_compose_bracket([(kind, x, 1)], h, up=True), h, delta)
-        truth = _laplace_epsilon(x, delta) if kind == "laplace" else sopt.brentq(
-            lambda e: _rr_delta(x, 2, e) - delta, 0.0, x)
+        truth = (
+            _laplace_epsilon(x, delta)
+            if kind == "laplace"
+            else sopt.brentq(lambda e: _rr_delta(x, 2, e) - delta, 0.0, x)
+        )
         assert lo - 1e-9 <= truth <= hi + 1e-9 and hi - lo < 3 * h, (kind, lo, truth, hi)
 
 
@@ -421,10 +459,17 @@ def test_large_per_step_losses_composed_never_below_the_truth():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mech,count,truth", [
-    (dpjax.RandomizedResponse(150.0, 2), 10, 1500.0), (dpjax.Laplace(1 / 700), 10, 6999.649),
-    (dpjax.RandomizedResponse(500.0, 2), 2, 1000.0), (dpjax.RandomizedResponse(700.0, 2), 10, 7000.0),
-    (dpjax.RandomizedResponse(700.0, 5), 3, 2100.0), (dpjax.RandomizedResponse(100.0, 2), 10, 1000.0)])
+@pytest.mark.parametrize(
+    "mech,count,truth",
+    [
+        (dpjax.RandomizedResponse(150.0, 2), 10, 1500.0),
+        (dpjax.Laplace(1 / 700), 10, 6999.649),
+        (dpjax.RandomizedResponse(500.0, 2), 2, 1000.0),
+        (dpjax.RandomizedResponse(700.0, 2), 10, 7000.0),
+        (dpjax.RandomizedResponse(700.0, 5), 3, 2100.0),
+        (dpjax.RandomizedResponse(100.0, 2), 10, 1000.0),
+    ],
+)
 def test_large_per_step_losses_composed_issue_cases(mech, count, truth):
     """The issue's other cases (1125.42 for 1500, 6250.64 for ≥ 6999.649, 924.88 / 6625.2 / 1987.6 for
     1000 / 7000 / 2100; RR(100) × 10 refused with a round-off floor of 2.2e19)."""
@@ -440,8 +485,26 @@ def test_cli_account_large_per_step_loss():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "dpjax.cli", "account", "--mechanism", "laplace", "--scale", "0.002",
-                          "--steps", "2", "--delta", "1e-6", "--json"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpjax.cli",
+            "account",
+            "--mechanism",
+            "laplace",
+            "--scale",
+            "0.002",
+            "--steps",
+            "2",
+            "--delta",
+            "1e-6",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout)["epsilon"] >= _laplace_twice_lower()
 
 
@@ -452,8 +515,9 @@ def test_overflowed_composition_is_refused_with_a_message():
     from accounting.privacy_loss import grid as _grid
 
     p = accounting.pld(dpjax.Laplace(1.0))
-    bad = _grid.GridPmf(p.remove.probs.at[5].set(1e300), p.remove.offset, p.remove.inf_mass, p.remove.roundoff,
-                        p.remove.step)
+    bad = _grid.GridPmf(
+        p.remove.probs.at[5].set(1e300), p.remove.offset, p.remove.inf_mass, p.remove.roundoff, p.remove.step
+    )
     q = dataclasses_replace(p, remove=bad).self_compose(3)
     assert float(q.roundoff) == math.inf
     assert np.asarray(q.get_delta_for_epsilon(jnp.array([0.5, 2.0]))).tolist() == [1.0, 1.0]
@@ -558,9 +622,11 @@ def test_tiny_sigma_gaussian_every_route_finite_and_sound():
         spent = acc.record(dpjax.Laplace(1.0))
         assert alone + 1.0 - 1e-6 * alone <= spent < math.inf
         sub1 = _amplified(_gaussian_epsilon_lower(mu, 2e-6), 0.5)
-        for got in (accounting.Accountant(delta=1e-6).record(dpjax.Gaussian(sigma), sampling_prob=0.5, count=3),
-                    dpsgd_epsilon(sigma, 0.5, 3, 1e-6),
-                    accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6, count=3, sampling_prob=0.5)):
+        for got in (
+            accounting.Accountant(delta=1e-6).record(dpjax.Gaussian(sigma), sampling_prob=0.5, count=3),
+            dpsgd_epsilon(sigma, 0.5, 3, 1e-6),
+            accounting.get_epsilon(dpjax.Gaussian(sigma), 1e-6, count=3, sampling_prob=0.5),
+        ):
             # three runs leak at least what one does, and basic composition at most 3 ε(δ/3)
             assert sub1 <= float(got) <= 3 * _amplified(_gaussian_epsilon(mu, 1e-6 / 3 / 0.5), 0.5) * (1 + 1e-9)
         comp = accounting.pld(dpjax.Gaussian(sigma)).compose(accounting.pld(dpjax.Laplace(1.0)))
@@ -584,9 +650,11 @@ def test_gaussian_fallback_above_the_truth_where_a_grid_resolves_it():
         assert _gaussian_epsilon_lower(1e4, 2e-6) + 1.0 <= fb and abs(fb / grid - 1) < 1e-7
         for q, count in ((1.0, 1), (0.3, 1), (0.3, 4)):
             ours = _bound_pld(2.0 / 3.0, q, True, None, True).self_compose(count).compose(lap)
-            ref = dpl.from_gaussian_mechanism(1.5, sampling_prob=q, pessimistic_estimate=False,
-                                              value_discretization_interval=1e-4)
-            ref = ref.self_compose(count).compose(dpl.from_laplace_mechanism(1.0, pessimistic_estimate=False,
-                                                                            value_discretization_interval=1e-4))
+            ref = dpl.from_gaussian_mechanism(
+                1.5, sampling_prob=q, pessimistic_estimate=False, value_discretization_interval=1e-4
+            )
+            ref = ref.self_compose(count).compose(
+                dpl.from_laplace_mechanism(1.0, pessimistic_estimate=False, value_discretization_interval=1e-4)
+            )
             for delta in (1e-3, 1e-6):
                 assert float(ours.get_epsilon_for_delta(delta)) >= ref.get_epsilon_for_delta(delta), (q, count, delta)

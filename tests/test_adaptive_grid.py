@@ -16,7 +16,7 @@ def _gaussian_truth(mu, delta):
     """ε of the Gaussian PLD of μ at δ (Balle & Wang 2018, Thm 8) at 50 digits."""
     mpmath.mp.dps = 50
     mu = mpmath.mpf(mu)
-    d = lambda e: mpmath.ncdf(mu / 2 - e / mu) - mpmath.e ** e * mpmath.ncdf(-mu / 2 - e / mu)  # noqa: E731
+    d = lambda e: mpmath.ncdf(mu / 2 - e / mu) - mpmath.e**e * mpmath.ncdf(-mu / 2 - e / mu)  # noqa: E731
     x0 = mu * mu / 2 + mu * abs(float(stats.norm.ppf(delta)))
     return float(mpmath.findroot(lambda e: d(e) - mpmath.mpf(delta), x0))
 
@@ -29,8 +29,9 @@ def test_large_losses_are_finite_and_sound():
     lo = float(accounting.pld(dpjax.Gaussian(1e-3), use_analytic=False, pessimistic=False).get_epsilon_for_delta(1e-6))
     assert lo <= truth <= hi <= truth * (1 + 1e-5)
     # the analytic Gaussian meeting a grid PLD (it raised, then read ∞): at least both parts
-    both = float(accounting.pld(dpjax.Gaussian(1e-3)).compose(accounting.pld(dpjax.Laplace(1.0)))
-                 .get_epsilon_for_delta(1e-6))
+    both = float(
+        accounting.pld(dpjax.Gaussian(1e-3)).compose(accounting.pld(dpjax.Laplace(1.0))).get_epsilon_for_delta(1e-6)
+    )
     assert truth <= both <= truth + 1.0 + 1e-3
 
 
@@ -81,8 +82,11 @@ def test_laplace_tiny_losses_are_tight():
     from dp_accounting.pld import privacy_loss_distribution as dpa
 
     got = float(accounting.pld(dpjax.Laplace(1e6)).self_compose(1000).get_epsilon_for_delta(1e-6))
-    lower = dpa.from_laplace_mechanism(1e6, sensitivity=1, pessimistic_estimate=False,
-                                       value_discretization_interval=1e-8).self_compose(1000).get_epsilon_for_delta(1e-6)
+    lower = (
+        dpa.from_laplace_mechanism(1e6, sensitivity=1, pessimistic_estimate=False, value_discretization_interval=1e-8)
+        .self_compose(1000)
+        .get_epsilon_for_delta(1e-6)
+    )
     assert lower <= got <= 1.02 * lower  # 4.6365e-5; the 2^-13 grid read 8.5e-4
 
 
@@ -100,15 +104,23 @@ def test_subsampled_gaussian_small_rate_against_dp_accounting():
     from dp_accounting.pld import privacy_loss_distribution as dpa
 
     got = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
-    ref = dpa.from_gaussian_mechanism(1.0, sensitivity=1, pessimistic_estimate=True, value_discretization_interval=1e-8,
-                                      sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6)
+    ref = (
+        dpa.from_gaussian_mechanism(
+            1.0, sensitivity=1, pessimistic_estimate=True, value_discretization_interval=1e-8, sampling_prob=1e-6
+        )
+        .self_compose(1000)
+        .get_epsilon_for_delta(1e-6)
+    )
     assert 0.98 * ref <= got <= 1.02 * ref
 
 
 @pytest.mark.slow
 def test_default_cases_keep_the_default_step():
-    for p in (accounting.pld(dpjax.Gaussian(1.0), use_analytic=False), accounting.pld(dpjax.Laplace(1.0)),
-              accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01)):
+    for p in (
+        accounting.pld(dpjax.Gaussian(1.0), use_analytic=False),
+        accounting.pld(dpjax.Laplace(1.0)),
+        accounting.pld(dpjax.Gaussian(1.0), sampling_prob=0.01),
+    ):
         assert p.step == accounting.DEFAULT_DISCRETIZATION
     # an explicit step is kept
     assert accounting.pld(dpjax.Laplace(1e6), value_discretization_interval=2.0**-10).step == 2.0**-10

@@ -18,8 +18,9 @@ def _laplace_bracket(scale, count, delta=None, epsilon=None):
     step 100x below the losses: (lower, upper) of ε(delta) or of δ(epsilon)."""
     out = []
     for pessimistic in (False, True):
-        p = dpa.from_laplace_mechanism(scale, sensitivity=1, pessimistic_estimate=pessimistic,
-                                       value_discretization_interval=0.01 / scale).self_compose(count)
+        p = dpa.from_laplace_mechanism(
+            scale, sensitivity=1, pessimistic_estimate=pessimistic, value_discretization_interval=0.01 / scale
+        ).self_compose(count)
         out.append(p.get_epsilon_for_delta(delta) if epsilon is None else p.get_delta_for_epsilon(epsilon))
     return out
 
@@ -45,13 +46,20 @@ def test_dpsgd_resolves_a_tiny_sampling_rate():
     # dp_accounting's connect-the-dots PLD at interval 1e-7 (pessimistic: above the truth): 7.0217e-5;
     # at 1e-8 (131 s) 7.01796e-5, its privacy buckets (optimistic, below the truth) 6.518e-5.
     # The 2^-13 grid read 7.30e-4.
-    ref = dpa.from_gaussian_mechanism(1.0, sensitivity=1, pessimistic_estimate=True, value_discretization_interval=1e-7,
-                                      sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6)
+    ref = (
+        dpa.from_gaussian_mechanism(
+            1.0, sensitivity=1, pessimistic_estimate=True, value_discretization_interval=1e-7, sampling_prob=1e-6
+        )
+        .self_compose(1000)
+        .get_epsilon_for_delta(1e-6)
+    )
     got = float(accounting.dpsgd_epsilon(1.0, 1e-6, 1000, 1e-6))
     assert 6.518e-5 <= got <= ref
     # the odometer (an Accountant underneath) and accounting.pld follow the same rule: the same figure
     odometer = accounting.DpsgdAccountant(1.0, 1e-6, delta=1e-6).step(1000)
-    direct = float(accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6))
+    direct = float(
+        accounting.pld(dpjax.Gaussian(1.0), sampling_prob=1e-6).self_compose(1000).get_epsilon_for_delta(1e-6)
+    )
     assert odometer == pytest.approx(got, rel=1e-9)
     assert direct == pytest.approx(got, rel=1e-9)
 
@@ -60,7 +68,8 @@ def test_dpsgd_resolves_a_tiny_sampling_rate():
 def test_default_cases_keep_the_default_step():
     step = accounting.DEFAULT_DISCRETIZATION
     assert float(accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, count=10)) == float(
-        accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, count=10, value_discretization_interval=step))
+        accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, count=10, value_discretization_interval=step)
+    )
     acc = accounting.Accountant(delta=1e-6)
     acc.record(dpjax.Gaussian(1.0), sampling_prob=0.01, count=100)
     assert acc.pld.step == step

@@ -14,14 +14,17 @@ from dpjax import BoostedRandomizedResponse
 N_ADULT = 45_222
 
 
-@pytest.mark.parametrize("build,param", [
-    (lambda: BoostedRandomizedResponse(0.0, 0.0, 90, 10), "epsilon"),
-    (lambda: BoostedRandomizedResponse(5.0, 6.0, 90, 10), "epsilon0"),
-    (lambda: BoostedRandomizedResponse(5.0, -1.0, 90, 10), "epsilon0"),
-    (lambda: BoostedRandomizedResponse(5.0, float("nan"), 90, 10), "epsilon0"),
-    (lambda: BoostedRandomizedResponse(5.0, 1.0, 90, 7), "block_size"),
-    (lambda: BoostedRandomizedResponse(5.0, 1.0, 1, 1), "domain_size"),
-])
+@pytest.mark.parametrize(
+    "build,param",
+    [
+        (lambda: BoostedRandomizedResponse(0.0, 0.0, 90, 10), "epsilon"),
+        (lambda: BoostedRandomizedResponse(5.0, 6.0, 90, 10), "epsilon0"),
+        (lambda: BoostedRandomizedResponse(5.0, -1.0, 90, 10), "epsilon0"),
+        (lambda: BoostedRandomizedResponse(5.0, float("nan"), 90, 10), "epsilon0"),
+        (lambda: BoostedRandomizedResponse(5.0, 1.0, 90, 7), "block_size"),
+        (lambda: BoostedRandomizedResponse(5.0, 1.0, 1, 1), "domain_size"),
+    ],
+)
 def test_validation(build, param):
     with pytest.raises(ValueError, match=param):
         build()
@@ -30,14 +33,19 @@ def test_validation(build, param):
 @pytest.mark.slow
 def test_reference_probabilities_and_special_cases():
     # ε=5, d=90, |S|=10
-    refs = {0.0: (0.094885, 0.094885, 0.000639, 0.948853), 2.5: (0.439020, 0.036037, 0.002958, 0.763353),
-            5.0: (0.625126, 0.004212, 0.004212, 0.663035)}
+    refs = {
+        0.0: (0.094885, 0.094885, 0.000639, 0.948853),
+        2.5: (0.439020, 0.036037, 0.002958, 0.763353),
+        5.0: (0.625126, 0.004212, 0.004212, 0.663035),
+    }
     with jax.enable_x64(True):
         for e0, (p, ps, pn, rho) in refs.items():
             m = BoostedRandomizedResponse(5.0, e0, 90, 10)
             got = [float(x) for x in (m.keep_probability, m.block_probability, m.other_probability, m.coverage)]
             np.testing.assert_allclose(got, [p, ps, pn, rho], atol=1e-6)
-            assert float(m.keep_probability + 9 * m.block_probability + 80 * m.other_probability) == pytest.approx(1.0, abs=1e-15)
+            assert float(m.keep_probability + 9 * m.block_probability + 80 * m.other_probability) == pytest.approx(
+                1.0, abs=1e-15
+            )
             assert float(m.boosting_rate) == pytest.approx(1 - math.exp(e0 - 5.0), abs=1e-15)
             # rows of the confusion matrix are laws
             np.testing.assert_allclose(m.confusion_matrix().sum(1), 1.0, atol=1e-14)

@@ -119,11 +119,14 @@ def test_boosting_rate_clipped_at_zero_and_one():
         assert np.all(np.diff(qs) > 0)
 
 
-@pytest.mark.parametrize("region,hardest,other", [
-    (AbsoluteError(2.0), [0.0], [3.0, -40.0]),
-    (RelativeError(0.1, 2.0), [0.0], [1.0, -5.0, 30.0]),
-    pytest.param(FixedInterval(-3.0, 5.0), [-3.0, 5.0], [0.0, 1.0, 4.0], marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "region,hardest,other",
+    [
+        (AbsoluteError(2.0), [0.0], [3.0, -40.0]),
+        (RelativeError(0.1, 2.0), [0.0], [1.0, -5.0, 30.0]),
+        pytest.param(FixedInterval(-3.0, 5.0), [-3.0, 5.0], [0.0, 1.0, 4.0], marks=pytest.mark.slow),
+    ],
+)
 def test_coverage_exact_at_hardest_and_larger_elsewhere(region, hardest, other):
     with jax.enable_x64(True):
         for kernel in (dpjax.Gaussian(3.0), dpjax.DiscreteLaplace(2.0)):
@@ -133,8 +136,9 @@ def test_coverage_exact_at_hardest_and_larger_elsewhere(region, hardest, other):
             assert np.all(np.asarray(_coverage(mech, jnp.asarray(other, float))) >= 0.9 - 1e-12), _name(kernel)
 
 
-@pytest.mark.parametrize("kernel,region,value", _matrix(CONTINUOUS, fast={
-    ("Gaussian", "RelativeError"), ("Laplace", "FixedInterval")}))
+@pytest.mark.parametrize(
+    "kernel,region,value", _matrix(CONTINUOUS, fast={("Gaussian", "RelativeError"), ("Laplace", "FixedInterval")})
+)
 def test_continuous_density_normalised_and_cdf_matches_quadrature(kernel, region, value):
     with jax.enable_x64(True):
         mech = PrivacyBoosted(kernel, region, 0.95)
@@ -151,8 +155,10 @@ def test_continuous_density_normalised_and_cdf_matches_quadrature(kernel, region
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel,region,value", _matrix(DISCRETE, fast={
-    ("DiscreteLaplace", "RelativeError"), ("DiscreteGaussian", "AbsoluteError")}))
+@pytest.mark.parametrize(
+    "kernel,region,value",
+    _matrix(DISCRETE, fast={("DiscreteLaplace", "RelativeError"), ("DiscreteGaussian", "AbsoluteError")}),
+)
 def test_discrete_pmf_normalised_and_cdf_is_its_cumsum(kernel, region, value):
     with jax.enable_x64(True):
         mech = PrivacyBoosted(kernel, region, 0.95)
@@ -169,9 +175,18 @@ def test_discrete_pmf_normalised_and_cdf_is_its_cumsum(kernel, region, value):
 # ----------------------------------------------------------------------------------
 # samplers
 # ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kernel,region,value,sampler", _matrix(CONTINUOUS, ("mixture", "rejection"), fast={
-    ("Gaussian", "RelativeError", "mixture"), ("Laplace", "AbsoluteError", "mixture"),
-    ("Laplace", "RelativeError", "rejection")}))
+@pytest.mark.parametrize(
+    "kernel,region,value,sampler",
+    _matrix(
+        CONTINUOUS,
+        ("mixture", "rejection"),
+        fast={
+            ("Gaussian", "RelativeError", "mixture"),
+            ("Laplace", "AbsoluteError", "mixture"),
+            ("Laplace", "RelativeError", "rejection"),
+        },
+    ),
+)
 def test_samplers_ks_against_exact_cdf(kernel, region, value, sampler):
     mech = PrivacyBoosted(kernel, region, 0.95, sampler=sampler)
     x = np.asarray(_draw(mech, jax.random.key(11), jnp.float32(value), 100_000))
@@ -180,8 +195,10 @@ def test_samplers_ks_against_exact_cdf(kernel, region, value, sampler):
         assert stats.kstest(x, lambda y: np.asarray(_cdf(mech, y, value))).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("kernel,region,value,sampler", _matrix(DISCRETE, ("mixture", "rejection"), fast={
-    ("DiscreteLaplace", "FixedInterval", "mixture")}))
+@pytest.mark.parametrize(
+    "kernel,region,value,sampler",
+    _matrix(DISCRETE, ("mixture", "rejection"), fast={("DiscreteLaplace", "FixedInterval", "mixture")}),
+)
 def test_discrete_samplers_chi_square(kernel, region, value, sampler):
     mech = PrivacyBoosted(kernel, region, 0.95, sampler=sampler)
     x = np.asarray(_draw(mech, jax.random.key(12), jnp.int32(round(value)), 100_000))
@@ -332,13 +349,19 @@ def test_mixture_quantile_exact_at_both_ends():
     s = np.sign(w).astype(np.float32)
     w64 = w.astype(np.float64)
     np.testing.assert_allclose(np.asarray(quantile(gauss, p, w, s)), np.sqrt(2.0) * erfinv(2.0 * w64), rtol=5e-7)
-    np.testing.assert_allclose(np.asarray(quantile(lap, p, w, s)), -np.sign(w64) * np.log1p(-2.0 * np.abs(w64)), rtol=5e-7)
+    np.testing.assert_allclose(
+        np.asarray(quantile(lap, p, w, s)), -np.sign(w64) * np.log1p(-2.0 * np.abs(w64)), rtol=5e-7
+    )
 
 
-@pytest.mark.parametrize("mech", [
-    PrivacyBoosted(dpjax.Gaussian(3.0), RelativeError(0.01, 5.0), 0.9),
-    PrivacyBoosted(dpjax.Laplace(3.0), FixedInterval(-10.0, 1010.0), 0.9),
-], ids=["Gaussian-RelativeError", "Laplace-FixedInterval"])
+@pytest.mark.parametrize(
+    "mech",
+    [
+        PrivacyBoosted(dpjax.Gaussian(3.0), RelativeError(0.01, 5.0), 0.9),
+        PrivacyBoosted(dpjax.Laplace(3.0), FixedInterval(-10.0, 1010.0), 0.9),
+    ],
+    ids=["Gaussian-RelativeError", "Laplace-FixedInterval"],
+)
 def test_mixture_per_record_regions_slice_like_the_whole_release(mech):
     values = jnp.linspace(0.0, 1000.0, 64, dtype=jnp.float32)
     whole = dpjax.release(jax.random.key(4), values, mech)
@@ -359,8 +382,12 @@ def test_release_batch_jit_vmap_grad():
     out = dpjax.release(jax.random.key(1), values, mech)
     assert out.shape == (3,)
     # slices reproduce the whole release
-    whole = dpjax.release(jax.random.key(2), jnp.arange(10.0), PrivacyBoosted(dpjax.Gaussian(1.0), AbsoluteError(1.0), 0.9))
-    part = dpjax.release(jax.random.key(2), jnp.arange(5.0, 10.0), PrivacyBoosted(dpjax.Gaussian(1.0), AbsoluteError(1.0), 0.9), start=5)
+    whole = dpjax.release(
+        jax.random.key(2), jnp.arange(10.0), PrivacyBoosted(dpjax.Gaussian(1.0), AbsoluteError(1.0), 0.9)
+    )
+    part = dpjax.release(
+        jax.random.key(2), jnp.arange(5.0, 10.0), PrivacyBoosted(dpjax.Gaussian(1.0), AbsoluteError(1.0), 0.9), start=5
+    )
     np.testing.assert_array_equal(whole[5:], part)
     # a batch of mechanisms under vmap agrees with the batched properties
     np.testing.assert_allclose(jax.vmap(lambda m: m.boosting_rate)(mech), mech.boosting_rate, rtol=1e-6)
@@ -373,7 +400,9 @@ def test_release_batch_jit_vmap_grad():
     assert np.isfinite(g) and g > 0
     lp = lambda t: PrivacyBoosted(dpjax.Gaussian(2.0), RelativeError(0.1, t), 0.9).log_prob(3.0, 1.0)  # noqa: E731
     assert np.isfinite(jax.grad(lp)(1.0))
-    draws = lambda s: jnp.mean(PrivacyBoosted(dpjax.Gaussian(s), AbsoluteError(1.0), 0.9).sample(jax.random.key(0), 0.0, (1000,)) ** 2)  # noqa: E731
+    draws = lambda s: jnp.mean(
+        PrivacyBoosted(dpjax.Gaussian(s), AbsoluteError(1.0), 0.9).sample(jax.random.key(0), 0.0, (1000,)) ** 2
+    )  # noqa: E731
     assert np.isfinite(jax.grad(draws)(2.0))
 
 

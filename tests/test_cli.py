@@ -25,12 +25,29 @@ def test_default_release_prints_table_mechanism_and_privacy(capsys):
     assert 0.999 <= eps <= 1.0
 
 
-@pytest.mark.parametrize("mechanism,statistic", [("gaussian", "sum"), ("discrete-laplace", "count"),
-                                                 pytest.param("discrete-gaussian", "count", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "mechanism,statistic",
+    [
+        ("gaussian", "sum"),
+        ("discrete-laplace", "count"),
+        pytest.param("discrete-gaussian", "count", marks=pytest.mark.slow),
+    ],
+)
 def test_release_with_each_mechanism_and_csv_output(mechanism, statistic, tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
-    args = ["release", "--seed", "1", "--mechanism", mechanism, "--output", str(out_csv), "--group-by", "region",
-            "--statistic", statistic]
+    args = [
+        "release",
+        "--seed",
+        "1",
+        "--mechanism",
+        mechanism,
+        "--output",
+        str(out_csv),
+        "--group-by",
+        "region",
+        "--statistic",
+        statistic,
+    ]
     assert cli.main(args) == 0
     rows = list(csv.reader(open(out_csv)))
     name = "sum_steps" if statistic == "sum" else "count"
@@ -50,8 +67,24 @@ def test_release_from_file_with_counts(tmp_path, capsys):
     """Groups of one or two people: none passes the private selection, no key is printed (main printed both)."""
     path = tmp_path / "in.csv"
     path.write_text("city,income\nA,10\nA,20\nB,30\n")
-    assert cli.main(["release", "--input", str(path), "--value-column", "income", "--group-by", "city",
-                     "--statistic", "count", "--seed", "3"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--input",
+                str(path),
+                "--value-column",
+                "income",
+                "--group-by",
+                "city",
+                "--statistic",
+                "count",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "selected privately" in out and "\nA " not in out and "\nB " not in out
 
@@ -98,8 +131,23 @@ def _epsilons(text):
 @pytest.mark.slow
 def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--region", "absolute",
-                     "--output", str(out_csv), "--include-true-values"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--region",
+                "absolute",
+                "--output",
+                str(out_csv),
+                "--include-true-values",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "AbsoluteError(tau=40000)" in text and "boosting rate q" in text
     eps_boosted, eps_gauss = _epsilons(text)
@@ -119,8 +167,21 @@ def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
     import dpjax
     from accounting import exact
 
-    args = ["release", "--seed", "0", "--mechanism", "boosted", "--theta", "0.1", "--tau", "30000",
-            "--rho", "0.8", "--sigma", "40000"]
+    args = [
+        "release",
+        "--seed",
+        "0",
+        "--mechanism",
+        "boosted",
+        "--theta",
+        "0.1",
+        "--tau",
+        "30000",
+        "--rho",
+        "0.8",
+        "--sigma",
+        "40000",
+    ]
     assert cli.main(args) == 0
     text = capsys.readouterr().out
     assert "RelativeError(theta=0.1, tau=30000)" in text
@@ -129,8 +190,9 @@ def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
     assert _epsilons(text)[0] == pytest.approx(expected, abs=1e-4)
 
 
-@pytest.mark.parametrize("args,message", [(["--rho", "1.5"], "--rho"), (["--tau", "-1"], "tau"),
-                                          (["--theta", "nan"], "theta")])
+@pytest.mark.parametrize(
+    "args,message", [(["--rho", "1.5"], "--rho"), (["--tau", "-1"], "tau"), (["--theta", "nan"], "theta")]
+)
 def test_boosted_bad_arguments(args, message, capsys):
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", *args]) == 2
     assert message in capsys.readouterr().err
@@ -139,8 +201,24 @@ def test_boosted_bad_arguments(args, message, capsys):
 @pytest.mark.slow  # the default suite tunes a boosted kernel through the CLI in the discrete-kernel test below
 def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--region", "absolute",
-                     "--output", str(out_csv)]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--kernel",
+                "laplace",
+                "--region",
+                "absolute",
+                "--output",
+                str(out_csv),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "PrivacyBoosted(Laplace(scale=" in text and "Laplace: Laplace(scale=17371.8)" in text
     eps_boosted, eps_plain = _epsilons(text)
@@ -153,8 +231,28 @@ def test_boosted_release_with_a_laplace_kernel_against_the_plain_laplace(tmp_pat
 @pytest.mark.slow
 def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, capsys):
     out_csv = tmp_path / "out.csv"
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete_laplace",
-                     "--statistic", "count", "--region", "absolute", "--rho", "0.8", "--output", str(out_csv)]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--kernel",
+                "discrete_laplace",
+                "--statistic",
+                "count",
+                "--region",
+                "absolute",
+                "--rho",
+                "0.8",
+                "--output",
+                str(out_csv),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "PrivacyBoosted(DiscreteLaplace(scale=" in text and "DiscreteLaplace: DiscreteLaplace(scale=" in text
     rows = list(csv.reader(open(out_csv)))
@@ -167,18 +265,37 @@ def test_boosted_release_with_a_discrete_kernel_releases_integers(tmp_path, caps
 
 @pytest.mark.slow
 def test_boosted_discrete_gaussian_beats_the_plain_discrete_gaussian(capsys):
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete-gaussian",
-                     "--statistic", "count", "--region", "absolute"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--kernel",
+                "discrete-gaussian",
+                "--statistic",
+                "count",
+                "--region",
+                "absolute",
+            ]
+        )
+        == 0
+    )
     eps_boosted, eps_plain = _epsilons(capsys.readouterr().out)
     assert eps_boosted < 0.7 * eps_plain  # 1.757 against 3.039
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--kernel", "laplace", "--sigma", "3"], "--sigma does not apply to a laplace kernel"),
-    (["--kernel", "gaussian", "--scale", "3"], "--scale does not apply to a gaussian kernel"),
-    # one listed pair per region width up to the kernel's reach: hundreds of millions on these sums
-    (["--kernel", "discrete-laplace", "--region", "relative"], "with a relative region lists one pair"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--kernel", "laplace", "--sigma", "3"], "--sigma does not apply to a laplace kernel"),
+        (["--kernel", "gaussian", "--scale", "3"], "--scale does not apply to a gaussian kernel"),
+        # one listed pair per region width up to the kernel's reach: hundreds of millions on these sums
+        (["--kernel", "discrete-laplace", "--region", "relative"], "with a relative region lists one pair"),
+    ],
+)
 def test_boosted_kernel_bad_arguments(args, message, capsys):
     assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", *args]) == 2
     assert message in capsys.readouterr().err

@@ -28,8 +28,19 @@ def test_help_lists_the_four_subcommands(capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_account_dpsgd_matches_dpsgd_epsilon(capsys):
-    argv = ["account", "--mechanism", "gaussian", "--sigma", "1.1", "--sampling-prob", "0.004", "--steps", "15000",
-            "--delta", "1e-5"]
+    argv = [
+        "account",
+        "--mechanism",
+        "gaussian",
+        "--sigma",
+        "1.1",
+        "--sampling-prob",
+        "0.004",
+        "--steps",
+        "15000",
+        "--delta",
+        "1e-5",
+    ]
     assert main(argv) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("epsilon ="))
     expected = float(accounting.dpsgd_epsilon(1.1, 0.004, 15000, 1e-5))
@@ -38,10 +49,30 @@ def test_account_dpsgd_matches_dpsgd_epsilon(capsys):
 
 @pytest.mark.slow
 def test_account_composes_groups_as_the_pld_api(capsys):
-    got = _json(capsys, ["account", "--mechanism", "gaussian", "--sigma", "2", "--steps", "3",
-                         "--mechanism", "laplace", "--scale", "4", "--sensitivity", "2", "--delta", "1e-5", "--curve"])
-    pld = accounting.pld(dpjax.Gaussian(2.0)).self_compose(3).compose(accounting.pld(dpjax.Laplace(4.0),
-                                                                                     sensitivity=2.0))
+    got = _json(
+        capsys,
+        [
+            "account",
+            "--mechanism",
+            "gaussian",
+            "--sigma",
+            "2",
+            "--steps",
+            "3",
+            "--mechanism",
+            "laplace",
+            "--scale",
+            "4",
+            "--sensitivity",
+            "2",
+            "--delta",
+            "1e-5",
+            "--curve",
+        ],
+    )
+    pld = (
+        accounting.pld(dpjax.Gaussian(2.0)).self_compose(3).compose(accounting.pld(dpjax.Laplace(4.0), sensitivity=2.0))
+    )
     assert got["epsilon"] == pytest.approx(float(pld.get_epsilon_for_delta(1e-5)), rel=1e-6)
     assert [g["steps"] for g in got["plan"]] == [3, 1] and got["plan"][1]["sensitivity"] == 2.0
     curve = {c["delta"]: c["epsilon"] for c in got["curve"]}
@@ -62,16 +93,19 @@ def test_account_delta_at_epsilon_plan_file_and_rdp(tmp_path, capsys):
     assert got["rdp_delta"] >= got["delta"]
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["--mechanism", "laplace", "--sigma", "1", "--delta", "1e-5"], "--sigma does not apply"),
-    (["--steps", "3", "--mechanism", "gaussian", "--sigma", "1", "--delta", "1e-5"], "--steps comes after"),
-    (["--mechanism", "gaussian", "--sigma", "1", "--sigma", "2", "--delta", "1e-5"], "--sigma given twice"),
-    (["--mechanism", "gaussian", "--sigma", "1", "--delta", "1e-5", "--epsilon", "1"], "exactly one"),
-    (["--mechanism", "gaussian", "--sigma", "1", "--sampling-prob", "1.5", "--delta", "1e-5"], "--sampling-prob"),
-    (["--mechanism", "gaussian", "--delta", "1e-5"], "--sigma"),
-    (["--mechanism", "cauchy", "--scale", "1", "--delta", "1e-5"], "--mechanism"),
-    (["--delta", "1e-5"], "--mechanism"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--mechanism", "laplace", "--sigma", "1", "--delta", "1e-5"], "--sigma does not apply"),
+        (["--steps", "3", "--mechanism", "gaussian", "--sigma", "1", "--delta", "1e-5"], "--steps comes after"),
+        (["--mechanism", "gaussian", "--sigma", "1", "--sigma", "2", "--delta", "1e-5"], "--sigma given twice"),
+        (["--mechanism", "gaussian", "--sigma", "1", "--delta", "1e-5", "--epsilon", "1"], "exactly one"),
+        (["--mechanism", "gaussian", "--sigma", "1", "--sampling-prob", "1.5", "--delta", "1e-5"], "--sampling-prob"),
+        (["--mechanism", "gaussian", "--delta", "1e-5"], "--sigma"),
+        (["--mechanism", "cauchy", "--scale", "1", "--delta", "1e-5"], "--mechanism"),
+        (["--delta", "1e-5"], "--mechanism"),
+    ],
+)
 def test_account_bad_input_is_one_line_naming_the_flag(argv, words, capsys):
     assert main(["account", *argv]) == 2
     err = capsys.readouterr().err
@@ -83,8 +117,9 @@ def test_account_bad_input_is_one_line_naming_the_flag(argv, words, capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_calibrate_dpsgd_noise_multiplier_as_the_api(capsys):
-    got = _json(capsys, ["calibrate", "dpsgd", "--epsilon", "2", "--delta", "1e-5", "--sampling-prob", "0.01",
-                         "--steps", "10"])
+    got = _json(
+        capsys, ["calibrate", "dpsgd", "--epsilon", "2", "--delta", "1e-5", "--sampling-prob", "0.01", "--steps", "10"]
+    )
     z = float(accounting.calibrate_noise_multiplier(2.0, 1e-5, 0.01, 10))
     assert got["calibrated"] == "noise_multiplier" and got["noise_multiplier"] == pytest.approx(z, rel=1e-12)
     assert got["epsilon"] <= 2.0
@@ -92,8 +127,23 @@ def test_calibrate_dpsgd_noise_multiplier_as_the_api(capsys):
 
 @pytest.mark.slow
 def test_calibrate_dpsgd_steps_as_the_api(capsys):
-    got = _json(capsys, ["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--sampling-prob", "0.01",
-                         "--noise-multiplier", "2", "--mechanism", "laplace"])
+    got = _json(
+        capsys,
+        [
+            "calibrate",
+            "dpsgd",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--sampling-prob",
+            "0.01",
+            "--noise-multiplier",
+            "2",
+            "--mechanism",
+            "laplace",
+        ],
+    )
     assert got["steps"] == int(accounting.calibrate_num_steps(1.0, 1e-5, 2.0, 0.01, mechanism=dpjax.Laplace))
     assert got["epsilon"] <= 1.0
 
@@ -104,14 +154,31 @@ def test_calibrate_plan_common_scale_of_one_gaussian(capsys):
     assert got["scale"] == pytest.approx(sigma, rel=2e-4) and got["epsilon"] <= 1.0
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["dpsgd", "--epsilon", "1", "--delta", "1e-5", "--steps", "10"], "missing"),
-    (["dpsgd", "--epsilon", "1", "--delta", "1e-5", "--steps", "10", "--sampling-prob", "0.1",
-      "--num-examples", "100"], "--sampling-prob does not apply"),
-    (["dpsgd", "--epsilon", "-1", "--delta", "1e-5", "--steps", "10", "--sampling-prob", "0.1"], "--epsilon"),
-    (["dpsgd", "--delta", "1e-5"], "--epsilon"),
-    (["plan", "--epsilon", "1", "--delta", "1e-5", "--mechanism", "gaussian", "--sigma", "1"], "--sigma"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["dpsgd", "--epsilon", "1", "--delta", "1e-5", "--steps", "10"], "missing"),
+        (
+            [
+                "dpsgd",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--steps",
+                "10",
+                "--sampling-prob",
+                "0.1",
+                "--num-examples",
+                "100",
+            ],
+            "--sampling-prob does not apply",
+        ),
+        (["dpsgd", "--epsilon", "-1", "--delta", "1e-5", "--steps", "10", "--sampling-prob", "0.1"], "--epsilon"),
+        (["dpsgd", "--delta", "1e-5"], "--epsilon"),
+        (["plan", "--epsilon", "1", "--delta", "1e-5", "--mechanism", "gaussian", "--sigma", "1"], "--sigma"),
+    ],
+)
 def test_calibrate_bad_input(argv, words, capsys):
     assert main(["calibrate", *argv]) == 2
     err = capsys.readouterr().err
@@ -126,11 +193,24 @@ def test_calibrate_bad_input(argv, words, capsys):
 # ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tune_boosted_as_the_api(capsys):
-    argv = ["tune", "boosted", "--region", "absolute", "--tau", "5", "--rho", "0.8", "--sensitivity", "4",
-            "--delta", "1e-5"]
+    argv = [
+        "tune",
+        "boosted",
+        "--region",
+        "absolute",
+        "--tau",
+        "5",
+        "--rho",
+        "0.8",
+        "--sensitivity",
+        "4",
+        "--delta",
+        "1e-5",
+    ]
     got = _json(capsys, argv)
-    res = optimize.tune_boosted(kernel="gaussian", region=dpjax.AbsoluteError(5.0), rho=0.8, sensitivity=4.0,
-                                delta=1e-5)
+    res = optimize.tune_boosted(
+        kernel="gaussian", region=dpjax.AbsoluteError(5.0), rho=0.8, sensitivity=4.0, delta=1e-5
+    )
     assert got["epsilon"] == pytest.approx(float(res.epsilon), rel=1e-9)
     assert got["baseline_epsilon"] == pytest.approx(float(res.baseline_epsilon), rel=1e-9)
     assert got["tuned"]["kernel"]["sigma"] == pytest.approx(float(res.sigma), rel=1e-9)
@@ -149,14 +229,17 @@ def test_tune_mixture_and_composite_as_the_api(capsys):
     assert got["ratio"] < 1.0
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["boosted", "--tau", "5", "--rho", "0.8", "--delta", "1e-5", "--theta", "0.1"], "--theta does not apply"),
-    (["boosted", "--tau", "5", "--rho", "1.5", "--delta", "1e-5"], "--rho"),
-    (["boosted", "--tau", "5", "--rho", "0.8"], "--delta"),
-    (["mixture", "--epsilon", "1", "--kernel", "gaussian"], "--kernel"),
-    (["composite", "--epsilon", "1", "--window", "1", "0"], "--window"),
-    (["composite", "--epsilon", "1", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["boosted", "--tau", "5", "--rho", "0.8", "--delta", "1e-5", "--theta", "0.1"], "--theta does not apply"),
+        (["boosted", "--tau", "5", "--rho", "1.5", "--delta", "1e-5"], "--rho"),
+        (["boosted", "--tau", "5", "--rho", "0.8"], "--delta"),
+        (["mixture", "--epsilon", "1", "--kernel", "gaussian"], "--kernel"),
+        (["composite", "--epsilon", "1", "--window", "1", "0"], "--window"),
+        (["composite", "--epsilon", "1", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
+    ],
+)
 def test_tune_bad_input(argv, words, capsys):
     assert main(["tune", *argv]) == 2
     err = capsys.readouterr().err
@@ -171,8 +254,26 @@ def test_release_json_holds_the_released_values_and_their_privacy(tmp_path, caps
     path.write_text("g,v\na,5\nb,7\na,9\n")
     groups = tmp_path / "groups.csv"
     groups.write_text("g\na\nb\n")
-    got = _json(capsys, ["release", "--input", str(path), "--group-by", "g", "--value-column", "v", "--clip", "10",
-                         "--groups", str(groups), "--numerics", "float", "--seed", "0"])
+    got = _json(
+        capsys,
+        [
+            "release",
+            "--input",
+            str(path),
+            "--group-by",
+            "g",
+            "--value-column",
+            "v",
+            "--clip",
+            "10",
+            "--groups",
+            str(groups),
+            "--numerics",
+            "float",
+            "--seed",
+            "0",
+        ],
+    )
     assert [r["g"] for r in got["rows"]] == ["a", "b"] and got["statistics"] == ["sum_v"]
     assert got["numerics"] == "float" and got["epsilon"] <= 1.0 and got["row_level"] is True
     # the statistics by name, each with its noise std: Laplace(b) has std b·√2, b the calibrated scale

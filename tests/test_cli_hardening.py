@@ -85,6 +85,7 @@ def test_unwritable_output_is_refused_before_the_release(tmp_path, capsys):
 @pytest.mark.slow
 def test_failure_after_the_release_leaves_no_file(tmp_path, capsys, monkeypatch):
     """An error raised late (here: in the accountant) leaves neither the output nor a temporary file."""
+
     def boom(*a, **k):
         raise ValueError("accounting failed")
 
@@ -116,8 +117,23 @@ def test_bom_blank_lines_and_crlf_are_tolerated(tmp_path, capsys):
 def test_standard_input(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(GOOD.encode())))
     out = tmp_path / "out.csv"
-    assert cli.main(["release", "--input", "-", "--seed", "0", "--output", str(out), "--statistic", "count",
-                     "--include-true-values"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--input",
+                "-",
+                "--seed",
+                "0",
+                "--output",
+                str(out),
+                "--statistic",
+                "count",
+                "--include-true-values",
+            ]
+        )
+        == 0
+    )
     rows = list(csv.reader(open(out)))
     assert [r[:2] for r in rows[1:]] == [["18-29", "2.0"], ["30-44", "1.0"]]
 
@@ -134,8 +150,25 @@ def test_discrete_sums_beyond_int32_are_released_in_int64(tmp_path, capsys):
     rows = "".join(f"a,{10**9}\n" for _ in range(3)) + "b,5\n"
     path = _table(tmp_path, "g,v\n" + rows)
     out = tmp_path / "out.csv"
-    args = ["release", "--input", path, "--group-by", "g", "--value-column", "v", "--clip", str(10**9),
-            "--mechanism", "discrete-laplace", "--scale", "2", "--seed", "0", "--output", str(out)]
+    args = [
+        "release",
+        "--input",
+        path,
+        "--group-by",
+        "g",
+        "--value-column",
+        "v",
+        "--clip",
+        str(10**9),
+        "--mechanism",
+        "discrete-laplace",
+        "--scale",
+        "2",
+        "--seed",
+        "0",
+        "--output",
+        str(out),
+    ]
     assert cli.main(args) == 0
     got = {r[0]: float(r[1]) for r in list(csv.reader(open(out)))[1:]}
     assert abs(got["a"] - 3e9) < 100 and got["a"] == np.round(got["a"])
@@ -152,8 +185,14 @@ def test_the_public_groups_reader_streams_the_csv_in_record_batches(tmp_path, mo
     rng = np.random.default_rng(4)
     names = ['"a,b"'] + [f"g{g:02d}" for g in range(1, 12)]
     lines = [f"{names[g]}, {v} ,x" for g, v in zip(rng.integers(0, 12, 400), rng.integers(0, 900, 400))]
-    path = _table(tmp_path, "\ufeffgroup, steps ,other\r\n" + "\r\n".join(lines[:200]) + "\r\n\r\n , ,\r\n"
-                  + "\r\n".join(lines[200:]) + "\r\n")
+    path = _table(
+        tmp_path,
+        "\ufeffgroup, steps ,other\r\n"
+        + "\r\n".join(lines[:200])
+        + "\r\n\r\n , ,\r\n"
+        + "\r\n".join(lines[200:])
+        + "\r\n",
+    )
     whole = tables.read_table(path, "steps", "group")
     seen = []
     real = table_data.csv_batches

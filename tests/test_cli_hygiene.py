@@ -34,8 +34,9 @@ def table(tmp_path):
 
 def _release(table, *extra):
     """A release of ``table`` on its public groups (beside it: groups.csv)."""
-    return main(["release", "--input", table, *SMALL, "--groups", os.path.join(os.path.dirname(table), "groups.csv"),
-                 *extra])
+    return main(
+        ["release", "--input", table, *SMALL, "--groups", os.path.join(os.path.dirname(table), "groups.csv"), *extra]
+    )
 
 
 # ----------------------------------------------------------------------------------
@@ -113,21 +114,24 @@ def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys)
 # ----------------------------------------------------------------------------------
 # flags: not applicable, repeated, malformed
 # ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("args,flag", [
-    (["--mechanism", "gaussian", "--scale", "3"], "--scale"),
-    (["--sigma", "3"], "--sigma"),
-    (["--mechanism", "gaussian", "--kernel", "laplace"], "--kernel"),
-    (["--r", "2"], "--r"),
-    (["--rho", "0.5"], "--rho"),
-    (["--beta", "0.5"], "--beta"),
-    (["--activation", "triangle"], "--activation"),
-    (["--mechanism", "boosted", "--epsilon", "2"], "--epsilon"),
-    (["--mechanism", "boosted", "--region", "absolute", "--theta", "0.1"], "--theta"),
-    (["--per-record-budget", "privacy_budget", "--mechanism", "gaussian", "--epsilon", "7"], "--epsilon"),
-    (["--scale", "3", "--epsilon", "2"], "--scale"),
-    (["--mechanism", "composite", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
-    (["--mechanism", "composite", "--window", "0", "1", "--numerics", "exact"], "--numerics exact"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--mechanism", "gaussian", "--scale", "3"], "--scale"),
+        (["--sigma", "3"], "--sigma"),
+        (["--mechanism", "gaussian", "--kernel", "laplace"], "--kernel"),
+        (["--r", "2"], "--r"),
+        (["--rho", "0.5"], "--rho"),
+        (["--beta", "0.5"], "--beta"),
+        (["--activation", "triangle"], "--activation"),
+        (["--mechanism", "boosted", "--epsilon", "2"], "--epsilon"),
+        (["--mechanism", "boosted", "--region", "absolute", "--theta", "0.1"], "--theta"),
+        (["--per-record-budget", "privacy_budget", "--mechanism", "gaussian", "--epsilon", "7"], "--epsilon"),
+        (["--scale", "3", "--epsilon", "2"], "--scale"),
+        (["--mechanism", "composite", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
+        (["--mechanism", "composite", "--window", "0", "1", "--numerics", "exact"], "--numerics exact"),
+    ],
+)
 def test_flags_that_do_not_apply_are_refused_by_name(args, flag, capsys):
     assert main(["release", "--seed", "0", *args]) == 2
     err = capsys.readouterr().err
@@ -158,11 +162,16 @@ def test_show_must_not_be_negative(capsys):
 # ----------------------------------------------------------------------------------
 # errors name the flag
 # ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("args,words", [
-    # (a kernel release: the input file of one row per person; the default run is a table release)
-    (["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"],
-     "sensitivity 140000 per group"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        # (a kernel release: the input file of one row per person; the default run is a table release)
+        (
+            ["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"],
+            "sensitivity 140000 per group",
+        ),
+    ],
+)
 def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
     assert main(["release", "--seed", "0", *args]) == 2
     err = capsys.readouterr().err
@@ -211,14 +220,40 @@ def test_per_record_release_pads_in_proportion_to_the_rows(tmp_path, monkeypatch
         def record(*args):  # the padded (groups, width) values of one call
             padded.append(int(np.prod(np.shape(args[1]))))
             return batched(*args)
+
         return record
 
     monkeypatch.setattr(jax, "vmap", recording_vmap)
     groups = tmp_path / "groups.csv"
     groups.write_text("g\n" + "".join(f"s{i}\n" for i in range(30)) + "big\n")
-    assert main(["release", "--input", str(path), "--group-by", "g", "--value-column", "v", "--per-record-budget",
-                 "b", "--eps-min", "1", "--eps-max", "2", "--statistic", "count", "--seed", "0", "--show", "0",
-                 "--groups", str(groups)]) == 0
+    assert (
+        main(
+            [
+                "release",
+                "--input",
+                str(path),
+                "--group-by",
+                "g",
+                "--value-column",
+                "v",
+                "--per-record-budget",
+                "b",
+                "--eps-min",
+                "1",
+                "--eps-max",
+                "2",
+                "--statistic",
+                "count",
+                "--seed",
+                "0",
+                "--show",
+                "0",
+                "--groups",
+                str(groups),
+            ]
+        )
+        == 0
+    )
     assert 0 < sum(padded) <= 2 * len(rows)
 
 

@@ -65,8 +65,9 @@ def test_a_single_row_key_is_never_printed_by_any_release_variant(variant, files
         args = BASE + ["--input", str(path)]
     elif variant == "stdin":
         args, stdin = BASE + ["--input", "-"], TABLE
-        monkeypatch.setattr(sys, "stdin", type("S", (), {"buffer": io.BytesIO(TABLE.encode()),
-                                                         "isatty": staticmethod(lambda: False)})())
+        monkeypatch.setattr(
+            sys, "stdin", type("S", (), {"buffer": io.BytesIO(TABLE.encode()), "isatty": staticmethod(lambda: False)})()
+        )
         stdin = None
     elif variant == "two-columns":
         args = BASE[:4] + ["country,region"] + BASE[5:] + ["--input", files["csv"]]
@@ -82,8 +83,14 @@ def test_a_single_row_key_is_never_printed_by_any_release_variant(variant, files
     assert "FR" in out  # the large groups pass the selection: the release is not empty
 
 
-@pytest.mark.parametrize("mechanism", [["--mechanism", "boosted"], ["--mechanism", "composite", "--window", "0", "9"],
-                                       ["--per-record-budget", "amount", "--eps-min", "1", "--eps-max", "2"]])
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        ["--mechanism", "boosted"],
+        ["--mechanism", "composite", "--window", "0", "9"],
+        ["--per-record-budget", "amount", "--eps-min", "1", "--eps-max", "2"],
+    ],
+)
 def test_releases_without_private_selection_need_public_groups(mechanism, files, capsys):
     rc, out, err = _run(BASE[:-2] + ["--input", files["csv"]] + mechanism, capsys)
     assert rc == 2 and "--groups" in err and SECRET not in out + err
@@ -102,8 +109,24 @@ def test_public_groups_release_the_listed_keys_only(files, capsys):
     half = {round(r["sum_amount_ci_high"] - r["sum_amount"], 6) for r in rows}
     assert len(half) == 1 and half.pop() > 0
     # PB-DP on the same public groups: the listed keys, the unlisted single-row key dropped
-    rc, out, err = _run(BASE[:-2] + ["--input", files["csv"], "--groups", str(groups), "--mechanism", "boosted",
-                                     "--kernel", "laplace", "--scale", "20", "--seed", "1"], capsys)
+    rc, out, err = _run(
+        BASE[:-2]
+        + [
+            "--input",
+            files["csv"],
+            "--groups",
+            str(groups),
+            "--mechanism",
+            "boosted",
+            "--kernel",
+            "laplace",
+            "--scale",
+            "20",
+            "--seed",
+            "1",
+        ],
+        capsys,
+    )
     assert rc == 0 and SECRET not in out and "IT" in out
 
 
@@ -125,21 +148,99 @@ def test_two_runs_without_a_seed_differ_and_a_seed_warns(files, capsys):
 # ----------------------------------------------------------------------------------
 # the request is what runs, or it is refused
 # ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv,words", [
-    (["release", "--sigma", "3", "--mechanism", "gaussian"], "--sigma does not apply"),
-    (["release", "--mechanism", "laplace-mixture", "--r", "5"], "--c"),
-    (["release", "--mechanism", "laplace", "--r", "5"], "--r does not apply"),
-    (["calibrate", "dpsgd", "--epsilon", "0.01", "--delta", "1e-5", "--noise-multiplier", "0.3",
-      "--sampling-prob", "0.5"], "out of reach"),
-    (["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--num-examples", "100",
-      "--steps", "10"], "--steps does not apply"),
-    (["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--mechanism", "discrete-laplace",
-      "--sampling-prob", "0.1", "--steps", "10"], "invalid choice"),
-    (["account", "dpsgd", "--noise-multiplier", "1", "--batch-size", "10", "--num-examples", "100", "--epochs", "1",
-      "--steps", "3", "--delta", "1e-5"], "not both"),
-    (["account", "dpsgd", "--noise-multiplier", "1", "--batch-size", "1000", "--num-examples", "100", "--epochs", "1",
-      "--delta", "1e-5"], "larger than --num-examples"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["release", "--sigma", "3", "--mechanism", "gaussian"], "--sigma does not apply"),
+        (["release", "--mechanism", "laplace-mixture", "--r", "5"], "--c"),
+        (["release", "--mechanism", "laplace", "--r", "5"], "--r does not apply"),
+        (
+            [
+                "calibrate",
+                "dpsgd",
+                "--epsilon",
+                "0.01",
+                "--delta",
+                "1e-5",
+                "--noise-multiplier",
+                "0.3",
+                "--sampling-prob",
+                "0.5",
+            ],
+            "out of reach",
+        ),
+        (
+            [
+                "calibrate",
+                "dpsgd",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--noise-multiplier",
+                "1",
+                "--num-examples",
+                "100",
+                "--steps",
+                "10",
+            ],
+            "--steps does not apply",
+        ),
+        (
+            [
+                "calibrate",
+                "dpsgd",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--mechanism",
+                "discrete-laplace",
+                "--sampling-prob",
+                "0.1",
+                "--steps",
+                "10",
+            ],
+            "invalid choice",
+        ),
+        (
+            [
+                "account",
+                "dpsgd",
+                "--noise-multiplier",
+                "1",
+                "--batch-size",
+                "10",
+                "--num-examples",
+                "100",
+                "--epochs",
+                "1",
+                "--steps",
+                "3",
+                "--delta",
+                "1e-5",
+            ],
+            "not both",
+        ),
+        (
+            [
+                "account",
+                "dpsgd",
+                "--noise-multiplier",
+                "1",
+                "--batch-size",
+                "1000",
+                "--num-examples",
+                "100",
+                "--epochs",
+                "1",
+                "--delta",
+                "1e-5",
+            ],
+            "larger than --num-examples",
+        ),
+    ],
+)
 def test_each_cannot_exits_non_zero_saying_why(argv, words, capsys):
     rc, out, err = _run(argv, capsys)
     assert rc == 2 and words in err and out == ""
@@ -149,8 +250,23 @@ def test_each_cannot_exits_non_zero_saying_why(argv, words, capsys):
 @pytest.mark.slow
 def test_a_mixture_release_spends_the_epsilon_asked_for(capsys):
     """main released at pure ε 5 under --epsilon 1 (the paper's inner ε) and exited 0."""
-    rc, out, err = _run(["release", "--mechanism", "laplace-mixture", "--r", "5", "--c", "5", "--epsilon", "1",
-                         "--statistic", "count", "--json"], capsys)
+    rc, out, err = _run(
+        [
+            "release",
+            "--mechanism",
+            "laplace-mixture",
+            "--r",
+            "5",
+            "--c",
+            "5",
+            "--epsilon",
+            "1",
+            "--statistic",
+            "count",
+            "--json",
+        ],
+        capsys,
+    )
     assert rc == 0
     assert 0.99 <= json.loads(out)["epsilon"] <= 1.0
 
@@ -217,8 +333,10 @@ def test_sampled_gaussian_rdp_at_fractional_orders_matches_the_integral():
     orders = [1.5, 2.0, 8.1, 12.35]
     got = sampled_gaussian_rdp_at(z, q, orders)
     for a, g in zip(orders, got):
-        area = mp.quad(lambda x: mp.npdf(x, 0, z) * ((1 - q) + q * mp.exp((2 * x - 1) / (2 * z * z))) ** a,
-                       [-mp.inf, -10, 0, 0.5, 1, 10, mp.inf])
+        area = mp.quad(
+            lambda x: mp.npdf(x, 0, z) * ((1 - q) + q * mp.exp((2 * x - 1) / (2 * z * z))) ** a,
+            [-mp.inf, -10, 0, 0.5, 1, 10, mp.inf],
+        )
         exact = float(mp.log(area) / (a - 1))
         assert g == pytest.approx(exact, rel=1e-9)
 
@@ -230,8 +348,11 @@ def test_rdp_epsilon_is_at_least_as_tight_as_dp_accountings():
     from accounting.rdp import SAMPLED_GAUSSIAN_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp_at
 
     acc = dp_accounting.rdp.RdpAccountant()
-    acc.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14063))
+    acc.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14063
+        )
+    )
     ours = float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, 14063 * sampled_gaussian_rdp_at(1.1, 256 / 60000), 1e-5))
     assert ours <= acc.get_epsilon(1e-5)
     assert ours == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
@@ -242,19 +363,50 @@ def test_account_dpsgd_in_users_units_against_dp_accounting(capsys, tmp_path):
     import dp_accounting
 
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14063)
+        dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14063
+    )
     pld, rdp = dp_accounting.pld.PLDAccountant(), dp_accounting.rdp.RdpAccountant()
     pld.compose(event)
     rdp.compose(event)
-    rc, out, err = _run(["account", "dpsgd", "--noise-multiplier", "1.1", "--batch-size", "256", "--num-examples",
-                         "60000", "--epochs", "60", "--delta", "1e-5", "--json"], capsys)
+    rc, out, err = _run(
+        [
+            "account",
+            "dpsgd",
+            "--noise-multiplier",
+            "1.1",
+            "--batch-size",
+            "256",
+            "--num-examples",
+            "60000",
+            "--epochs",
+            "60",
+            "--delta",
+            "1e-5",
+            "--json",
+        ],
+        capsys,
+    )
     got = json.loads(out)
     assert rc == 0 and got["steps"] == 14063 and got["sampling_prob"] == 256 / 60000
     assert abs(got["epsilon"] - pld.get_epsilon(1e-5)) <= 1e-3
     assert got["rdp_epsilon"] <= rdp.get_epsilon(1e-5)
     # the same run as a rate and steps
-    rc, out2, _ = _run(["account", "dpsgd", "--noise-multiplier", "1.1", "--sampling-prob", str(256 / 60000),
-                        "--steps", "14063", "--delta", "1e-5", "--json"], capsys)
+    rc, out2, _ = _run(
+        [
+            "account",
+            "dpsgd",
+            "--noise-multiplier",
+            "1.1",
+            "--sampling-prob",
+            str(256 / 60000),
+            "--steps",
+            "14063",
+            "--delta",
+            "1e-5",
+            "--json",
+        ],
+        capsys,
+    )
     assert rc == 0 and json.loads(out2)["epsilon"] == got["epsilon"]
 
 
@@ -262,8 +414,24 @@ def test_account_dpsgd_in_users_units_against_dp_accounting(capsys, tmp_path):
 def test_calibrate_batch_size_keeps_the_epochs(capsys):
     import accounting
 
-    rc, out, err = _run(["calibrate", "dpsgd", "--epsilon", "2", "--delta", "1e-5", "--noise-multiplier", "1.0",
-                         "--num-examples", "6000", "--epochs", "3", "--json"], capsys)
+    rc, out, err = _run(
+        [
+            "calibrate",
+            "dpsgd",
+            "--epsilon",
+            "2",
+            "--delta",
+            "1e-5",
+            "--noise-multiplier",
+            "1.0",
+            "--num-examples",
+            "6000",
+            "--epochs",
+            "3",
+            "--json",
+        ],
+        capsys,
+    )
     assert rc == 0, err
     got = json.loads(out)
     b, t = got["batch_size"], got["steps"]
@@ -283,9 +451,12 @@ def test_plots_are_pngs(files, capsys, tmp_path):
     rc, out, err = _run(BASE + ["--input", files["csv"], "--groups", str(groups), "--plot", str(png)], capsys)
     assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png = tmp_path / "profile.png"
-    rc, out, err = _run(["account", "--mechanism", "laplace", "--scale", "1", "--steps", "3", "--delta", "1e-5",
-                         "--plot", str(png)], capsys)
+    rc, out, err = _run(
+        ["account", "--mechanism", "laplace", "--scale", "1", "--steps", "3", "--delta", "1e-5", "--plot", str(png)],
+        capsys,
+    )
     assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    rc, out, err = _run(["account", "--mechanism", "laplace", "--scale", "1", "--delta", "1e-5", "--plot", "x.pdf"],
-                        capsys)
+    rc, out, err = _run(
+        ["account", "--mechanism", "laplace", "--scale", "1", "--delta", "1e-5", "--plot", "x.pdf"], capsys
+    )
     assert rc == 2 and ".png" in err

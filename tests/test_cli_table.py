@@ -20,16 +20,47 @@ def _data(tmp_path):
     return path
 
 
-BASE = ["release", "--seed", "0", "--group-by", "g", "--value-column", "v", "--window", "0", "10",
-        "--mechanism", "gaussian"]
+BASE = [
+    "release",
+    "--seed",
+    "0",
+    "--group-by",
+    "g",
+    "--value-column",
+    "v",
+    "--window",
+    "0",
+    "10",
+    "--mechanism",
+    "gaussian",
+]
 
 
 def test_several_statistics_with_a_unit_and_public_groups(tmp_path):
     path, out, groups = _data(tmp_path), tmp_path / "out.csv", tmp_path / "groups.csv"
     groups.write_text("g\na\nb\nc\n")
-    assert main([*BASE, "--input", str(path), "--privacy-unit", "user", "--max-groups-per-unit", "1",
-                 "--max-rows-per-group", "5", "--statistic", "count,sum,mean", "--groups", str(groups),
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                *BASE,
+                "--input",
+                str(path),
+                "--privacy-unit",
+                "user",
+                "--max-groups-per-unit",
+                "1",
+                "--max-rows-per-group",
+                "5",
+                "--statistic",
+                "count,sum,mean",
+                "--groups",
+                str(groups),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     got = list(csv.reader(open(out)))
     accuracy = ["_std", "_ci_low", "_ci_high"]
     assert got[0] == ["g"] + [f"{s}{a}" for s in ("count", "sum_v", "mean_v") for a in [""] + accuracy]
@@ -96,14 +127,31 @@ def test_default_run_uses_the_user_as_unit_and_shows_true_values_on_screen_only(
 def test_json_gives_one_object_with_the_release_and_its_privacy(capsys):
     import json
 
-    assert main(["release", "--seed", "0", "--json", "--statistic", "count,count_units,sum", "--window", "0",
-                 "20000", "--mechanism", "gaussian"]) == 0
+    assert (
+        main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--json",
+                "--statistic",
+                "count,count_units,sum",
+                "--window",
+                "0",
+                "20000",
+                "--mechanism",
+                "gaussian",
+            ]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)
     assert payload["privacy_unit"] == "user_id" and payload["row_level"] is False
     assert payload["statistics"] == ["count", "count_units", "sum_steps"]
     names = ("count", "count_units", "sum_steps")
     assert len(payload["rows"]) == 5 and set(payload["rows"][0]) == {"age_group"} | {
-        n + a for n in names for a in ("", "_std", "_ci_low", "_ci_high")}
+        n + a for n in names for a in ("", "_std", "_ci_low", "_ci_high")
+    }
     assert set(payload["noise_std"]) == set(names)
     assert 0.999 <= payload["epsilon"] <= 1.0 and payload["delta"] <= 1e-6
     true = {r["age_group"]: r for r in payload["true"]}
@@ -135,23 +183,40 @@ def test_a_user_file_shows_released_values_only_unless_asked(tmp_path, capsys):
     assert "true count" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra,flag", [
-    (["--group-by", "nope"], "--group-by"),
-    (["--privacy-unit", "nope"], "--privacy-unit"),
-    (["--value-column", "nope"], "--value-column"),
-    (["--value-column", "user"], "--value-column"),
-    (["--max-groups-per-unit", "0"], "--max-groups-per-unit"),
-    (["--epsilon", "-1"], "--epsilon"),
-    (["--input", "/no/such.csv"], "--input"),
-])
+@pytest.mark.parametrize(
+    "extra,flag",
+    [
+        (["--group-by", "nope"], "--group-by"),
+        (["--privacy-unit", "nope"], "--privacy-unit"),
+        (["--value-column", "nope"], "--value-column"),
+        (["--value-column", "user"], "--value-column"),
+        (["--max-groups-per-unit", "0"], "--max-groups-per-unit"),
+        (["--epsilon", "-1"], "--epsilon"),
+        (["--input", "/no/such.csv"], "--input"),
+    ],
+)
 def test_table_errors_are_one_line_naming_the_flag(tmp_path, capsys, extra, flag):
     path = _data(tmp_path)
-    args = ["release", "--seed", "0", "--group-by", "g", "--value-column", "v", "--window", "0", "10",
-            "--input", str(path), "--privacy-unit", "user"]
+    args = [
+        "release",
+        "--seed",
+        "0",
+        "--group-by",
+        "g",
+        "--value-column",
+        "v",
+        "--window",
+        "0",
+        "10",
+        "--input",
+        str(path),
+        "--privacy-unit",
+        "user",
+    ]
     for i in range(0, len(extra), 2):  # a flag given in extra replaces the base one
         if extra[i] in args:
             j = args.index(extra[i])
-            del args[j:j + 2]
+            del args[j : j + 2]
     assert main([*args, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dpjax: error: {flag}") and err.count("\n") == 1, err
@@ -166,26 +231,41 @@ def test_true_values_are_every_rows_statistics_per_group():
 
     rng = np.random.default_rng(0)
     d = {"g": rng.integers(0, 3, 500), "u": rng.integers(0, 40, 500), "x": rng.normal(5, 2, 500)}
-    stats = [table.count(), table.count_units(), table.sum("x", 0, 1), table.mean("x", 0, 1),
-             table.variance("x", 0, 1), table.quantile("x", 0.3, 0, 1)]
+    stats = [
+        table.count(),
+        table.count_units(),
+        table.sum("x", 0, 1),
+        table.mean("x", 0, 1),
+        table.variance("x", 0, 1),
+        table.quantile("x", 0.3, 0, 1),
+    ]
     keys = pa.table({"g": [2, 0, 7]})  # 7: a public group without rows
     got = true_values(d, ["g"], stats, "u", keys)
     for i, g in enumerate([2, 0]):
         x = d["x"][d["g"] == g]
         assert got["count"][i] == len(x) and got["count_units"][i] == len(set(d["u"][d["g"] == g]))
-        np.testing.assert_allclose([got["sum_x"][i], got["mean_x"][i], got["variance_x"][i], got["quantile_0.3_x"][i]],
-                                   [x.sum(), x.mean(), x.var(), np.quantile(x, 0.3)], rtol=1e-12)
+        np.testing.assert_allclose(
+            [got["sum_x"][i], got["mean_x"][i], got["variance_x"][i], got["quantile_0.3_x"][i]],
+            [x.sum(), x.mean(), x.var(), np.quantile(x, 0.3)],
+            rtol=1e-12,
+        )
     assert got["count"][2] == 0 and got["sum_x"][2] == 0 and np.isnan(got["mean_x"][2])
 
 
 def test_component_labels_read_as_the_statistic():
     from dpjax.table import statistics as st
 
-    labels = {c.name: st.component_label(c.name) for s in (st.variance("steps", -2.5, 20000), st.quantile("a:b)", 0.5, 0, 8))
-              for c in s.components(3, False)}
-    assert labels == {"rows": "rows", "centred:('steps', -2.5, 20000.0):False": "centred sum of steps in [-2.5, 20000]",
-                      "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
-                      "rank:('a:b)', 0.0, 8.0):10:0.5": "noisy-max quantile of a:b) in [0, 8] (q = 0.5, 1025 candidates)"}
+    labels = {
+        c.name: st.component_label(c.name)
+        for s in (st.variance("steps", -2.5, 20000), st.quantile("a:b)", 0.5, 0, 8))
+        for c in s.components(3, False)
+    }
+    assert labels == {
+        "rows": "rows",
+        "centred:('steps', -2.5, 20000.0):False": "centred sum of steps in [-2.5, 20000]",
+        "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
+        "rank:('a:b)', 0.0, 8.0):10:0.5": "noisy-max quantile of a:b) in [0, 8] (q = 0.5, 1025 candidates)",
+    }
     assert st.component_label("selection") == "selection"
 
 
@@ -202,8 +282,24 @@ def test_window_bounds_are_exact_and_names_with_commas_are_quoted(tmp_path, caps
         w.writerows((f"u{i % 40}", "ab"[i % 2], float(i % 7)) for i in range(200))
     groups = tmp_path / "groups.csv"
     groups.write_text('"g,h"\na\nb\n')
-    args = ["release", "--seed", "0", "--json", "--input", str(path), "--privacy-unit", "user", "--groups",
-            str(groups), "--group-by", '"g,h"', "--value-column", "v,w", "--mechanism", "gaussian"]
+    args = [
+        "release",
+        "--seed",
+        "0",
+        "--json",
+        "--input",
+        str(path),
+        "--privacy-unit",
+        "user",
+        "--groups",
+        str(groups),
+        "--group-by",
+        '"g,h"',
+        "--value-column",
+        "v,w",
+        "--mechanism",
+        "gaussian",
+    ]
     assert main([*args, "--window", "0", "1234567", "--statistic", 'sum,"mean:v,w:0:10",count']) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["by"] == ["g,h"] and payload["statistics"] == ["sum_v,w", "mean_v,w", "count"]

@@ -56,8 +56,12 @@ _K = jax.random.split(jax.random.key(0), 16)
 
 
 def _mlp():
-    params = {"w1": jax.random.normal(_K[0], (12, 16)) * 0.4, "b1": jnp.full(16, 0.1),
-              "w2": jax.random.normal(_K[1], (16, 5)) * 0.4, "b2": jnp.zeros(5)}
+    params = {
+        "w1": jax.random.normal(_K[0], (12, 16)) * 0.4,
+        "b1": jnp.full(16, 0.1),
+        "w2": jax.random.normal(_K[1], (16, 5)) * 0.4,
+        "b2": jnp.zeros(5),
+    }
     x = jax.random.normal(_K[2], (24, 12))
     y = jax.random.randint(_K[3], (24,), 0, 5)
 
@@ -68,8 +72,12 @@ def _mlp():
 
 
 def _cnn():
-    params = {"k1": jax.random.normal(_K[4], (4, 1, 3, 3)) * 0.5, "k2": jax.random.normal(_K[5], (6, 4, 3, 3)) * 0.3,
-              "w": jax.random.normal(_K[6], (6 * 3 * 3, 4)) * 0.2, "c": jnp.full(6, 0.05)}
+    params = {
+        "k1": jax.random.normal(_K[4], (4, 1, 3, 3)) * 0.5,
+        "k2": jax.random.normal(_K[5], (6, 4, 3, 3)) * 0.3,
+        "w": jax.random.normal(_K[6], (6 * 3 * 3, 4)) * 0.2,
+        "c": jnp.full(6, 0.05),
+    }
     x = jax.random.normal(_K[7], (10, 10, 10))
     y = jax.random.randint(_K[3], (10,), 0, 4)
 
@@ -88,11 +96,16 @@ def _block(tied=False):
     """Embedding + positional table, layer norm, 2-head self-attention, MLP; a vocabulary read-out that is
     the embedding itself (``tied``: one weight used twice, by a gather and a dot_general) or a head."""
     k = jax.random.split(jax.random.key(1), 12)
-    params = {"emb": jax.random.normal(k[0], (_V, _D)) * 0.5, "pos": jax.random.normal(k[1], (_T, _D)) * 0.1,
-              "ln_s": jnp.full(_D, 1.1), "ln_b": jnp.full(_D, 0.05),
-              **{n: jax.random.normal(k[2 + i], (_D, _D)) * 0.4 for i, n in enumerate(("wq", "wk", "wv", "wo"))},
-              "w1": jax.random.normal(k[6], (_D, 16)) * 0.4, "b1": jnp.zeros(16),
-              "w2": jax.random.normal(k[7], (16, _D)) * 0.4}
+    params = {
+        "emb": jax.random.normal(k[0], (_V, _D)) * 0.5,
+        "pos": jax.random.normal(k[1], (_T, _D)) * 0.1,
+        "ln_s": jnp.full(_D, 1.1),
+        "ln_b": jnp.full(_D, 0.05),
+        **{n: jax.random.normal(k[2 + i], (_D, _D)) * 0.4 for i, n in enumerate(("wq", "wk", "wv", "wo"))},
+        "w1": jax.random.normal(k[6], (_D, 16)) * 0.4,
+        "b1": jnp.zeros(16),
+        "w2": jax.random.normal(k[7], (16, _D)) * 0.4,
+    }
     if not tied:
         params["head"] = jax.random.normal(k[8], (_D, _V)) * 0.4
     tokens = jax.random.randint(k[9], (12, _T), 0, _V)

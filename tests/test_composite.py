@@ -39,9 +39,9 @@ def _pieces(mech, v):
 # one compiled program per (activation, base), shared by every test of the module
 _LOG_PROB = jax.jit(lambda mech, o, v: mech.log_prob(o, v))
 _CDF = jax.jit(lambda mech, o, v: mech.cdf(o, v))
-_LAW = (lambda mech, x, xo, o, v:  # eager: its primitives are shared by the six functions
-        (jnp.exp(mech.log_prob(x, v)), jnp.exp(mech.log_prob(xo, v)),
-                                            mech.cdf(o, v), mech.variance(v)))
+_LAW = lambda mech, x, xo, o, v: (  # eager: its primitives are shared by the six functions
+    (jnp.exp(mech.log_prob(x, v)), jnp.exp(mech.log_prob(xo, v)), mech.cdf(o, v), mech.variance(v))
+)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(64)
 
 
@@ -90,8 +90,13 @@ def test_density_matches_adaptive_quadrature(act, base, setting):
             assert abs(q(lambda o: (o - v) ** 2 * f(o)) / float(mech.variance(v)) - 1.0) < 1e-9
             for a, b in parts[:3]:
                 o = 0.5 * (a + b)
-                assert abs(float(_CDF(mech, o, v)) - sum(integrate.quad(f, a2, min(b2, o), limit=200)[0]
-                                                        for a2, b2 in parts if a2 < o)) < 1e-9
+                assert (
+                    abs(
+                        float(_CDF(mech, o, v))
+                        - sum(integrate.quad(f, a2, min(b2, o), limit=200)[0] for a2, b2 in parts if a2 < o)
+                    )
+                    < 1e-9
+                )
 
 
 @funcs
@@ -142,8 +147,14 @@ def test_release_of_large_query_values_keeps_the_position():
 
 def test_validation_names_the_parameter():
     ok = dict(epsilon=1.0, k=0.5, m=0.8, y=0.3, window=(0.0, 1.0))
-    cases = [(dict(k=0.9), "k"), (dict(k=-1.0), "k"), (dict(m=0.0), "m"), (dict(epsilon=0.0), "epsilon"),
-             (dict(window=(1.0, 0.0)), "window"), (dict(m=2.5, k=0.45, y=0.3), "k")]
+    cases = [
+        (dict(k=0.9), "k"),
+        (dict(k=-1.0), "k"),
+        (dict(m=0.0), "m"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(window=(1.0, 0.0)), "window"),
+        (dict(m=2.5, k=0.45, y=0.3), "k"),
+    ]
     for change, name in cases:
         with pytest.raises(ValueError, match=name):
             dpjax.Composite("rectangle", "uniform", **{**ok, **change})
@@ -175,9 +186,11 @@ def test_pytree_jit_vmap_grad():
 # ----------------------------------------------------------------------------------
 # privacy
 # ----------------------------------------------------------------------------------
-EPS_CASES = [pytest.param(a, b, s, id=f"{a}-{b}-{i}",
-                           marks=() if (a, b, i) == ("rectangle", "quartic", 0) else pytest.mark.slow)
-             for a, b in FUNCS for i, s in enumerate(PARAMS)]
+EPS_CASES = [
+    pytest.param(a, b, s, id=f"{a}-{b}-{i}", marks=() if (a, b, i) == ("rectangle", "quartic", 0) else pytest.mark.slow)
+    for a, b in FUNCS
+    for i, s in enumerate(PARAMS)
+]
 
 
 @pytest.mark.parametrize("act,base,setting", EPS_CASES)
@@ -252,9 +265,14 @@ _DENSITY_X = jax.jit(lambda mm, x, v: mm.density_x(x, v))
 HS_EPS = (-0.3, 0.0, 0.3, 0.6, 0.8)
 
 
-@pytest.mark.parametrize("act,base", [pytest.param("half_sine", "uniform", marks=pytest.mark.slow),
-                                      pytest.param("triangle", "quartic", marks=pytest.mark.slow),
-                                      ("half_sine", "quartic")])
+@pytest.mark.parametrize(
+    "act,base",
+    [
+        pytest.param("half_sine", "uniform", marks=pytest.mark.slow),
+        pytest.param("triangle", "quartic", marks=pytest.mark.slow),
+        ("half_sine", "quartic"),
+    ],
+)
 def test_cell_profile_bounds_the_true_hockey_stick(act, base):
     with jax.enable_x64(True):
         mech = mech64(act, base, window=(0.0, 1.0))
@@ -309,8 +327,9 @@ def test_tune_composite_reaches_the_dense_scan_optimum(tuned):
 @pytest.mark.slow
 def test_tune_composite_reproduces_the_spec_ratios_and_tables(tuned):
     np.testing.assert_allclose(tuned.ratio, [0.619, 0.596, 0.574, 0.553, 0.459, 0.317, 0.218, 0.100], atol=6e-4)
-    np.testing.assert_allclose(np.asarray(tuned.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102,
-                                                                0.4645, 0.2621], atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(tuned.mechanism.m), [0.9565, 0.9350, 0.9137, 0.8926, 0.7907, 0.6102, 0.4645, 0.2621], atol=1e-4
+    )
     r = optimize.tune_composite(EPS8, window=(10.0, 12.0))  # W = 2: variances scale by W², same program
     np.testing.assert_allclose(r.ratio, tuned.ratio, rtol=1e-9)
     np.testing.assert_allclose(r.centre_variance[4] / 4, 0.9175, rtol=1e-4)
@@ -364,8 +383,11 @@ def test_paper_grid_reproduces_table_2_h1_for_b1():
     """The released grid's loop bounds: A1B1 and A3B1 all five ε exact, A2B1
     four of five (ε = 0.2: the grid gives 14.429, the paper prints 15.308)."""
     eps = np.array([0.2, 0.3, 0.4, 0.5, 1.0])
-    table = {"rectangle": [9.382, 6.082, 4.447, 3.456, 1.466], "half_sine": [14.429, 9.103, 6.711, 5.166, 2.093],
-             "triangle": [18.263, 11.713, 8.456, 6.481, 2.588]}
+    table = {
+        "rectangle": [9.382, 6.082, 4.447, 3.456, 1.466],
+        "half_sine": [14.429, 9.103, 6.711, 5.166, 2.093],
+        "triangle": [18.263, 11.713, 8.456, 6.481, 2.588],
+    }
     for act, h1 in table.items():
         p = optimize.tune_composite(eps, window=(0.0, 1.0), activation=act, method="paper_grid")
         np.testing.assert_allclose(p.h1, h1, atol=5e-4)
@@ -390,8 +412,24 @@ def test_cli_releases_group_means_on_a_window_with_epsilon_star(tmp_path, capsys
     from dpjax.cli import release_public as release
 
     out = tmp_path / "means.csv"
-    assert cli.main(["release", "--mechanism", "composite", "--window", "0", "20000", "--seed", "3",
-                     "--output", str(out), "--include-true-values"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--mechanism",
+                "composite",
+                "--window",
+                "0",
+                "20000",
+                "--seed",
+                "3",
+                "--output",
+                str(out),
+                "--include-true-values",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "epsilon* = 1.0000" in text and "nominal epsilon = 1.0000" in text and "A1B1" in text
     rows = np.genfromtxt(out, delimiter=",", names=True, dtype=None, encoding="utf-8")

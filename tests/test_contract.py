@@ -33,8 +33,10 @@ def cases_slow_at(*slow_ids):
     if unknown:
         raise ValueError(f"no contract case {sorted(unknown)}")
     return pytest.mark.parametrize(
-        "case", [pytest.param(c, marks=pytest.mark.slow) if i in slow_ids else c for c, i in zip(CASES, CASE_IDS)],
-        ids=CASE_IDS)
+        "case",
+        [pytest.param(c, marks=pytest.mark.slow) if i in slow_ids else c for c, i in zip(CASES, CASE_IDS)],
+        ids=CASE_IDS,
+    )
 
 
 def _draw_answers(case, n):
@@ -61,7 +63,18 @@ def _points(case, m, v):
 # ----------------------------------------------------------------------------------
 # pytree, jit, vmap, grad
 # ----------------------------------------------------------------------------------
-@cases_slow_at("DiscreteGaussian", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
+@cases_slow_at(
+    "DiscreteGaussian",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+    "Composite-A1B1",
+)
 def test_pytree_jit_vmap_grad_round_trip(case):
     m = case.build()
     v = case.values[1]
@@ -87,8 +100,9 @@ def test_pytree_jit_vmap_grad_round_trip(case):
 def _goodness_of_fit(case, n, seed):
     m = case.build()
     v = case.values[1]
-    x = np.asarray(m.sample(jax.random.key(seed), jnp.asarray(v, jnp.int32 if m.discrete else jnp.float32), (n,)),
-                   np.float64)
+    x = np.asarray(
+        m.sample(jax.random.key(seed), jnp.asarray(v, jnp.int32 if m.discrete else jnp.float32), (n,)), np.float64
+    )
     with jax.enable_x64(True):
         m64 = float64(m)
         if not m.discrete:
@@ -121,7 +135,23 @@ def _goodness_of_fit(case, n, seed):
     return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
 
 
-@cases_slow_at("Gaussian", "DiscreteLaplace", "DiscreteGaussian", "LaplaceMixture", "GeometricMixture", "RandomizedResponse", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
+@cases_slow_at(
+    "Gaussian",
+    "DiscreteLaplace",
+    "DiscreteGaussian",
+    "LaplaceMixture",
+    "GeometricMixture",
+    "RandomizedResponse",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+    "Composite-A1B1",
+)
 def test_samples_match_cdf(case):
     assert _goodness_of_fit(case, 20_000, 1) > ALPHA
 
@@ -147,8 +177,11 @@ EXACT_CASES = [c for c in CASES if _exact_capable(c)]
 _SLOW_EXACT = ("Gaussian", "DiscreteGaussian", "PB-DiscreteGaussian-Absolute")
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.id in _SLOW_EXACT else c
-                                  for c in EXACT_CASES], ids=[c.id for c in EXACT_CASES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c.id in _SLOW_EXACT else c for c in EXACT_CASES],
+    ids=[c.id for c in EXACT_CASES],
+)
 def test_exact_release_matches_the_lattice_law(case):
     """Every exact-capable mechanism through ``dpjax.release(..., numerics="exact")``: outputs on the lattice
     gℤ and distributed as the lattice mechanism's law (``mech.exact_lattice()``, the one the accountant
@@ -180,7 +213,16 @@ def test_exact_release_matches_the_lattice_law(case):
 # ----------------------------------------------------------------------------------
 # log_prob against cdf
 # ----------------------------------------------------------------------------------
-@cases_slow_at("DiscreteGaussian", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection")
+@cases_slow_at(
+    "DiscreteGaussian",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+)
 def test_log_prob_matches_cdf(case):
     m = case.build()
     v = case.values[1]
@@ -231,7 +273,23 @@ def _worst_declared_pair(m64, sensitivity):
     return float(v[0]), float(nv[0])
 
 
-@cases_slow_at("Laplace", "Gaussian", "DiscreteLaplace", "LaplaceMixture", "GeometricMixture", "RandomizedResponse", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
+@cases_slow_at(
+    "Laplace",
+    "Gaussian",
+    "DiscreteLaplace",
+    "LaplaceMixture",
+    "GeometricMixture",
+    "RandomizedResponse",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+    "Composite-A1B1",
+)
 def test_closed_form_profile_within_generic_accountant(case):
     m = case.build()
     if m.hockey_stick is None:
@@ -268,21 +326,49 @@ def _quadrature_renyi(m64, alpha, v, nv):
     return float(np.logaddexp.reduce(t) / (alpha - 1))
 
 
-@cases_slow_at("LaplaceMixture", "GeometricMixture", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection")
+@cases_slow_at(
+    "LaplaceMixture",
+    "GeometricMixture",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+)
 def test_closed_form_renyi_matches_quadrature(case):
     m = case.build()
     if m.renyi_divergence is None:
         pytest.skip(f"{case.id} has no closed-form renyi_divergence (accounting.rdp integrates its law)")
     with jax.enable_x64(True):
         m64 = float64(m)
-        v, nv = _worst_declared_pair(m64, case.sensitivity) if case.categorical else (
-            case.scan[0], case.scan[0] + case.sensitivity)
+        v, nv = (
+            _worst_declared_pair(m64, case.sensitivity)
+            if case.categorical
+            else (case.scan[0], case.scan[0] + case.sensitivity)
+        )
         for alpha in (2.0, 5.0):
             closed = float(m64.renyi_divergence(alpha, v, nv))
             np.testing.assert_allclose(closed, _quadrature_renyi(m64, alpha, v, nv), rtol=1e-6, atol=1e-9)
 
 
-@cases_slow_at("Gaussian", "DiscreteLaplace", "LaplaceMixture", "GeometricMixture", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
+@cases_slow_at(
+    "Gaussian",
+    "DiscreteLaplace",
+    "LaplaceMixture",
+    "GeometricMixture",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+    "Composite-A1B1",
+)
 def test_exact_epsilon_gradient_matches_finite_differences(case):
     """d ε(δ)/dθ of the exact single-release accountant along a direction of every parameter leaf,
     against central differences of the exact value."""
@@ -305,7 +391,21 @@ def test_exact_epsilon_gradient_matches_finite_differences(case):
     assert any(abs(grad - fd) <= 2e-3 * abs(fd) + 1e-7 for fd in fds), (grad, fds)
 
 
-@cases_slow_at("DiscreteGaussian", "LaplaceMixture", "GeometricMixture", "Logistic", "BoostedRandomizedResponse", "PB-Gaussian-Absolute", "PB-Laplace-Relative", "PB-Gaussian-Fixed", "PB-DiscreteLaplace-Relative", "PB-DiscreteGaussian-Absolute", "PB-Logistic-Absolute", "PB-Logistic-Relative-rejection", "Composite-A1B1")
+@cases_slow_at(
+    "DiscreteGaussian",
+    "LaplaceMixture",
+    "GeometricMixture",
+    "Logistic",
+    "BoostedRandomizedResponse",
+    "PB-Gaussian-Absolute",
+    "PB-Laplace-Relative",
+    "PB-Gaussian-Fixed",
+    "PB-DiscreteLaplace-Relative",
+    "PB-DiscreteGaussian-Absolute",
+    "PB-Logistic-Absolute",
+    "PB-Logistic-Relative-rejection",
+    "Composite-A1B1",
+)
 def test_declared_worst_pair_is_the_worst_of_a_scan(case):
     """No pair (Q, Q + d), 0 < d ≤ Δ, Q from the case's scan, either order, has a larger δ(ε) than
     the accountant's worst case over the declared pairs."""
@@ -323,14 +423,23 @@ def test_declared_worst_pair_is_the_worst_of_a_scan(case):
         closed = m.hockey_stick is not None
         found = np.zeros_like(eps)
         for v, nv in scan + [(b, a) for a, b in scan]:
-            d = np.asarray(m64.hockey_stick(jnp.asarray(eps), v, nv)) if closed else _generic_profiles(m64, v, nv, eps)[0]
+            d = (
+                np.asarray(m64.hockey_stick(jnp.asarray(eps), v, nv))
+                if closed
+                else _generic_profiles(m64, v, nv, eps)[0]
+            )
             found = np.maximum(found, d)
         if closed:
             declared = np.asarray(accounting.exact.privacy_profile(m, eps, delta))
         else:
             vs, nvs = (np.asarray(a).ravel() for a in m64.neighbour_pairs(delta))
-            declared = np.max([np.maximum(_generic_profiles(m64, a, b, eps)[1], _generic_profiles(m64, b, a, eps)[1])
-                               for a, b in zip(vs, nvs)], axis=0)
+            declared = np.max(
+                [
+                    np.maximum(_generic_profiles(m64, a, b, eps)[1], _generic_profiles(m64, b, a, eps)[1])
+                    for a, b in zip(vs, nvs)
+                ],
+                axis=0,
+            )
     assert np.all(found <= declared + 1e-9), (found, declared)
 
 
@@ -398,15 +507,18 @@ def _release_on(devices, tmp_path):
 def _check_devices(counts, tmp_path):
     import dpjax
 
-    one = {c.id: np.asarray(dpjax.release(jax.random.key(7), _draw_answers(c, _RECORDS), c.build(), numerics="float"))
-           for c in CASES}
+    one = {
+        c.id: np.asarray(dpjax.release(jax.random.key(7), _draw_answers(c, _RECORDS), c.build(), numerics="float"))
+        for c in CASES
+    }
     for n in counts:
         other = _release_on(n, tmp_path)
         for cid in CASE_IDS:
             np.testing.assert_array_equal(one[cid], other[cid], err_msg=f"{cid}: 1 vs {n} devices")
 
 
-@pytest.mark.slow  # a subprocess compiling every case again; tests/test_release.py and test_exact.py keep 1 vs 4 devices
+# a subprocess compiling every case again; tests/test_release.py and test_exact.py keep 1 vs 4 devices
+@pytest.mark.slow
 def test_release_is_identical_on_1_and_4_devices(tmp_path):
     _check_devices((4,), tmp_path)
 

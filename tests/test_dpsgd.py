@@ -48,7 +48,9 @@ def test_dpsgd_epsilon_matches_dp_accounting_and_prv_brackets():
         assert fine - 1e-7 <= e <= fine + 1e-4  # never below the fine-grid PLD, within the grid's slack
         assert lo <= e <= hi
     # the same numbers as the generic accountant (pld(...).self_compose(T))
-    ref = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5))
+    ref = _f(
+        accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5)
+    )
     assert eps[0] == pytest.approx(ref, rel=1e-8)
 
 
@@ -70,11 +72,16 @@ def test_references_live(case):
     pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
     prv = pytest.importorskip("prv_accountant")
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
+
     q, z, t = case
-    fine = pld_mod.from_gaussian_mechanism(z, sampling_prob=q, value_discretization_interval=1e-5).self_compose(
-        t).get_epsilon_for_delta(1e-5)
-    lo, _, hi = prv.PRVAccountant(prvs=[PoissonSubsampledGaussianMechanism(q, z)], max_self_compositions=[t],
-                                  eps_error=0.01, delta_error=1e-9).compute_epsilon(1e-5, [t])
+    fine = (
+        pld_mod.from_gaussian_mechanism(z, sampling_prob=q, value_discretization_interval=1e-5)
+        .self_compose(t)
+        .get_epsilon_for_delta(1e-5)
+    )
+    lo, _, hi = prv.PRVAccountant(
+        prvs=[PoissonSubsampledGaussianMechanism(q, z)], max_self_compositions=[t], eps_error=0.01, delta_error=1e-9
+    ).compute_epsilon(1e-5, [t])
     ref_fine, (ref_lo, ref_hi) = REFERENCE[case]
     assert fine == pytest.approx(ref_fine, abs=1e-6)
     assert lo <= ref_fine <= hi and ref_lo - 0.01 <= lo and hi <= ref_hi + 0.01
@@ -86,15 +93,18 @@ def test_references_live(case):
 def test_dpsgd_epsilon_batched_over_settings_and_delta():
     z = np.asarray([1.0, 1.0, 1.1])  # one rung of plans: one compiled call for the batch
     eps = np.asarray(accounting.dpsgd_epsilon(z, 0.01, np.asarray([1000, 10000, 1000]), 1e-5))
-    ref = _f(accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5))
+    ref = _f(
+        accounting.pld(dpjax.Gaussian(sigma=1.0), sampling_prob=0.01).self_compose(1000).get_epsilon_for_delta(1e-5)
+    )
     assert eps[0] == pytest.approx(ref, rel=1e-8) and eps[1] > eps[0] > eps[2]
     d = _f(accounting.dpsgd_delta(1.0, 0.01, 1000, eps[0]))
     assert d == pytest.approx(1e-5, rel=1e-6) and d <= 1e-5 * (1 + 1e-9)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", [(3.0, 1.0, 10), (1.0, 0.01, 1000), (0.5, 0.05, 100), (2.0, 0.001, 100000),
-                                     (8.0, 0.1, 2000)])
+@pytest.mark.parametrize(
+    "setting", [(3.0, 1.0, 10), (1.0, 0.01, 1000), (0.5, 0.05, 100), (2.0, 0.001, 100000), (8.0, 0.1, 2000)]
+)
 def test_calibration_sweep(setting):
     target, q, t = setting
     for mech in (None, dpjax.Laplace):
@@ -107,8 +117,12 @@ def test_dpsgd_epsilon_gradients_match_central_differences():
     gz = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))(1.3))
     gq = _f(jax.grad(lambda q: accounting.dpsgd_epsilon(1.3, q, 1000, 1e-5))(0.01))
     hz, hq = 1e-3, 1e-5
-    fz = (_f(accounting.dpsgd_epsilon(1.3 + hz, 0.01, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3 - hz, 0.01, 1000, 1e-5)))
-    fq = (_f(accounting.dpsgd_epsilon(1.3, 0.01 + hq, 1000, 1e-5)) - _f(accounting.dpsgd_epsilon(1.3, 0.01 - hq, 1000, 1e-5)))
+    fz = _f(accounting.dpsgd_epsilon(1.3 + hz, 0.01, 1000, 1e-5)) - _f(
+        accounting.dpsgd_epsilon(1.3 - hz, 0.01, 1000, 1e-5)
+    )
+    fq = _f(accounting.dpsgd_epsilon(1.3, 0.01 + hq, 1000, 1e-5)) - _f(
+        accounting.dpsgd_epsilon(1.3, 0.01 - hq, 1000, 1e-5)
+    )
     assert gz == pytest.approx(fz / (2 * hz), rel=2e-3) and gz < 0
     assert gq == pytest.approx(fq / (2 * hq), rel=2e-3) and gq > 0
     gd = _f(jax.grad(lambda z: accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian))(1.3))
@@ -120,6 +134,7 @@ def test_example_trains_a_few_epochs():
     pytest.importorskip("sklearn")
     import importlib.util
     import os
+
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "dpsgd_digits.py")
     spec = importlib.util.spec_from_file_location("dpsgd_digits", path)
     ex = importlib.util.module_from_spec(spec)
@@ -178,8 +193,9 @@ def test_discrete_gaussian_accounting_is_a_sound_bound():
     assert dg >= REFERENCE[(0.01, 1.0, 1000)][0]
     # ... and Zhu-Wang's subsampled bound lies above the exact subsampled-Gaussian RDP (dp_accounting)
     rdp_mod = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
-    exact = np.asarray([rdp_mod._compute_rdp_poisson_subsampled_gaussian(0.01, 1.0, [a]) for a in
-                        acc_dpsgd.RDP_ORDERS[:20]]).ravel()
+    exact = np.asarray(
+        [rdp_mod._compute_rdp_poisson_subsampled_gaussian(0.01, 1.0, [a]) for a in acc_dpsgd.RDP_ORDERS[:20]]
+    ).ravel()
     with jax.enable_x64(True):
         dg_noise = acc_dpsgd.noise._noise(dpjax.DiscreteGaussian)
         bound = np.asarray(acc_dpsgd.subsampled_rdp(acc_dpsgd.noise._renyi_bound(dg_noise, 1.0), 0.01))[:20]
@@ -201,8 +217,9 @@ def test_dpsgd_accountant_per_step_and_budget():
     assert acc.steps == 3 + left
     dg = accounting.DpsgdAccountant(1.0, 0.01, delta=1e-5, mechanism=dpjax.DiscreteGaussian)
     dg.step(1000)
-    assert dg.epsilon() == pytest.approx(_f(accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5,
-                                                                     mechanism=dpjax.DiscreteGaussian)), rel=1e-9)
+    assert dg.epsilon() == pytest.approx(
+        _f(accounting.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, mechanism=dpjax.DiscreteGaussian)), rel=1e-9
+    )
 
 
 def test_accounting_validation():
@@ -250,6 +267,7 @@ def test_self_compose_by_count_matches_static_count():
 def test_accountant_thousand_spends_under_a_minute_and_500mb():
     import subprocess
     import sys
+
     # VmHWM (the peak RSS of this process image): ru_maxrss would carry the forking parent's peak
     code = (
         "import time, accounting, dpjax\n"
@@ -257,7 +275,8 @@ def test_accountant_thousand_spends_under_a_minute_and_500mb():
         "t = time.time()\n"
         "for _ in range(1000): e = acc.record(m, sampling_prob=0.01)\n"
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
-        "print(time.time() - t, int(hwm) / 1024, e)\n")
+        "print(time.time() - t, int(hwm) / 1024, e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     seconds, rss_mb, eps = map(float, out[-3:])
     assert seconds < 60 and rss_mb < 500
@@ -345,8 +364,11 @@ def test_clipping_bounds_every_contribution():
         clipped = jax.jit(optimize.clip_per_example, static_argnames="order")(g, 1.5, order=order)
         norms = np.linalg.norm(np.asarray(_per_example(clipped)), ord=order, axis=1)
         assert np.all(norms <= 1.5 * (1 + 1e-6))
-        np.testing.assert_allclose(np.asarray(clipped["w"][0]), np.asarray(g["w"][0]) * min(1.0, 1.5 / np.linalg.norm(
-            np.asarray(_per_example(g)[0]), ord=order)), rtol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(clipped["w"][0]),
+            np.asarray(g["w"][0]) * min(1.0, 1.5 / np.linalg.norm(np.asarray(_per_example(g)[0]), ord=order)),
+            rtol=1e-6,
+        )
 
 
 @pytest.mark.slow
@@ -425,11 +447,16 @@ def test_laplace_and_discrete_gaussian_noise():
     out, _ = jax.jit(lap.update)(g, lap.init(PARAMS))
     clipped = optimize.clip_per_example(g, 1.0, order=1)
     noise = _step_noise(key, dpjax.Laplace(scale=0.5), 18)
-    np.testing.assert_allclose(np.asarray(_flat(out)), (np.asarray(_per_example(clipped)).sum(0) + np.asarray(noise)) / 32,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(_flat(out)),
+        (np.asarray(_per_example(clipped)).sum(0) + np.asarray(noise)) / 32,
+        rtol=1e-5,
+        atol=1e-6,
+    )
     gamma = 1e-3
-    dg = optimize.private_aggregate(1.0, 1.0, key, mechanism=dpjax.DiscreteGaussian, grid_step=gamma,
-                                    expected_batch_size=32.0)
+    dg = optimize.private_aggregate(
+        1.0, 1.0, key, mechanism=dpjax.DiscreteGaussian, grid_step=gamma, expected_batch_size=32.0
+    )
     out, _ = jax.jit(dg.update)(g, dg.init(PARAMS))
     units = np.asarray(_flat(out)) * 32.0 / gamma
     np.testing.assert_allclose(units, np.round(units), atol=1e-2)  # integer multiples of the grid step
@@ -455,8 +482,9 @@ def test_noise_is_reproducible_from_key_and_step():
     b0, _ = upd(g, tx.init(PARAMS))
     np.testing.assert_array_equal(np.asarray(_flat(a0)), np.asarray(_flat(b0)))
     assert not np.allclose(np.asarray(_flat(a0)), np.asarray(_flat(a1)))
-    np.testing.assert_allclose(np.asarray(_flat(a1)) * 4, np.asarray(_step_noise(key, dpjax.Gaussian(sigma=1.0), 18, 1)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(_flat(a1)) * 4, np.asarray(_step_noise(key, dpjax.Gaussian(sigma=1.0), 18, 1)), rtol=1e-6
+    )
 
 
 def test_plugin_validation():
@@ -474,8 +502,8 @@ def _numpy_pairwise(x):
     """The canonical order, in numpy: pairs (0, 1), (2, 3), …, the odd last row carried up."""
     while x.shape[0] > 1:
         n = x.shape[0]
-        s = x[0:n - n % 2:2] + x[1:n - n % 2:2]
-        x = np.concatenate([s, x[n - 1:]]) if n % 2 else s
+        s = x[0 : n - n % 2 : 2] + x[1 : n - n % 2 : 2]
+        x = np.concatenate([s, x[n - 1 :]]) if n % 2 else s
     return x[0]
 
 
@@ -489,8 +517,9 @@ def test_clipped_sum_adds_in_the_canonical_pairwise_order():
     for n in (1, 2, 7, 24, 64):
         x = np.asarray(jax.random.normal(jax.random.key(n), (n, 3, 5)))
         np.testing.assert_array_equal(np.asarray(jax.jit(_pairwise_sum)(x)), _numpy_pairwise(x))
-        np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: _pairwise_sum(a, axis=1))(x.transpose(1, 0, 2))),
-                                      _numpy_pairwise(x))
+        np.testing.assert_array_equal(
+            np.asarray(jax.jit(lambda a: _pairwise_sum(a, axis=1))(x.transpose(1, 0, 2))), _numpy_pairwise(x)
+        )
     g = {"w": jax.random.normal(jax.random.key(3), (256, 1000)), "b": jax.random.normal(jax.random.key(4), (256,))}
     clipped = jax.jit(optimize.clip_per_example)(g, 1.0)  # materialized: each product rounded
     got = jax.jit(optimize.clipped_sum)(g, 1.0)  # fused with the sum

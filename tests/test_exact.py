@@ -35,7 +35,10 @@ def _chi2_pvalue(samples, support, pmf):
 
 CASES = {
     "discrete_laplace(t=3)": (lambda w, s: cks.discrete_laplace(w, s, 3), lambda z: np.exp(-np.abs(z) / 3.0)),
-    "discrete_laplace(t/s=7/4)": (lambda w, s: cks.discrete_laplace(w, s, 7, 2), lambda z: np.exp(-np.abs(z) * 4 / 7.0)),
+    "discrete_laplace(t/s=7/4)": (
+        lambda w, s: cks.discrete_laplace(w, s, 7, 2),
+        lambda z: np.exp(-np.abs(z) * 4 / 7.0),
+    ),
     "discrete_laplace(t/s=1/8)": (lambda w, s: cks.discrete_laplace(w, s, 1, 3), lambda z: np.exp(-np.abs(z) * 8.0)),
     # the state machine (the per-record route)
     "machine_laplace(t=3)": (lambda w, s: cks.discrete_laplace(w, s, 3, budget=16), lambda z: np.exp(-np.abs(z) / 3.0)),
@@ -62,8 +65,9 @@ def _check_sampler(name, n, seed):
     assert p > 1e-4, (name, p)
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace(t=3)", "discrete_laplace(t/s=1/8)", "discrete_gaussian(n=5)",
-                                  "fast_gaussian(n=200)"])
+@pytest.mark.parametrize(
+    "name", ["discrete_laplace(t=3)", "discrete_laplace(t/s=1/8)", "discrete_gaussian(n=5)", "fast_gaussian(n=200)"]
+)
 def test_integer_samplers_fit_their_pmf(name):
     _check_sampler(name, 100_000, 11)
 
@@ -75,8 +79,14 @@ def test_integer_samplers_fit_their_pmf_1e6(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num,den,n", [(3, 2, 100_000), pytest.param(1, 3, 1_000_000, marks=pytest.mark.slow),
-                                       pytest.param(7, 1, 1_000_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "num,den,n",
+    [
+        (3, 2, 100_000),
+        pytest.param(1, 3, 1_000_000, marks=pytest.mark.slow),
+        pytest.param(7, 1, 1_000_000, marks=pytest.mark.slow),
+    ],
+)
 def test_bernoulli_exp_is_exp_minus_x(num, den, n):
     x = _draw(lambda w, s: cks.bernoulli_exp(w, s, num, den), n, 3)
     p = math.exp(-num / den)
@@ -120,7 +130,7 @@ def test_bernoulli_step_decides_exactly():
 def _float_reachable_fraction(mech):
     """Exhaustive over all 2^23 float32 uniforms of the float tier: the fraction of releases of value 1
     that are impossible outputs at value 0 (each such output reveals the bit with certainty)."""
-    u = ((np.arange(2**23, dtype=np.float32) + np.float32(0.5)) * np.float32(2.0**-23))
+    u = (np.arange(2**23, dtype=np.float32) + np.float32(0.5)) * np.float32(2.0**-23)
     noise = np.asarray(jax.jit(mech.noise_icdf)(jnp.asarray(u)), np.float32)
     out0 = np.float32(0.0) + noise
     out1 = np.float32(1.0) + noise
@@ -128,8 +138,9 @@ def _float_reachable_fraction(mech):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mech", [dpjax.Laplace(1.0), pytest.param(dpjax.Gaussian(2.0), marks=pytest.mark.slow)],
-                         ids=["laplace", "gaussian"])
+@pytest.mark.parametrize(
+    "mech", [dpjax.Laplace(1.0), pytest.param(dpjax.Gaussian(2.0), marks=pytest.mark.slow)], ids=["laplace", "gaussian"]
+)
 def test_float_tier_fails_the_attack(mech):
     """float32 inverse-CDF noise: most releases of 1 are outputs that 0 can never produce."""
     assert _float_reachable_fraction(mech) > 0.5
@@ -138,8 +149,11 @@ def test_float_tier_fails_the_attack(mech):
 MECHS = [dpjax.Laplace(0.5), dpjax.Laplace(1.0), dpjax.Laplace(3.0), dpjax.Gaussian(1.0), dpjax.Gaussian(4.0)]
 
 
-@pytest.mark.parametrize("mech", [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.Gaussian) else m
-                                  for m in MECHS], ids=lambda m: repr(m))
+@pytest.mark.parametrize(
+    "mech",
+    [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.Gaussian) else m for m in MECHS],
+    ids=lambda m: repr(m),
+)
 def test_exact_tier_survives_the_attack(mech):
     """Releases of 0 and of 1 land on the same lattice gℤ (every point of which both can produce), and
     their frequencies over intervals differ by at most e^ε up to a binomial margin."""
@@ -148,8 +162,9 @@ def test_exact_tier_survives_the_attack(mech):
     g = float(lat.granularity)
     outs = []
     for value, seed in ((0.0, 1), (1.0, 2)):
-        out = np.asarray(dpjax.release(jax.random.key(seed), jnp.full((n,), value, jnp.float32), mech,
-                                       numerics="exact"), np.float64)
+        out = np.asarray(
+            dpjax.release(jax.random.key(seed), jnp.full((n,), value, jnp.float32), mech, numerics="exact"), np.float64
+        )
         k = out / g
         assert np.all(k == np.round(k))  # on gℤ, whatever the value
         outs.append(out)
@@ -175,8 +190,12 @@ def test_exact_release_is_record_addressed_and_reproducible():
     x = jnp.linspace(-5, 5, 300, dtype=jnp.float32)
     key = jax.random.key(7)
     whole = dpjax.release(key, x, mech, numerics="exact")
-    parts = jnp.concatenate([dpjax.release(key, x[:100], mech, numerics="exact"),
-                             dpjax.release(key, x[100:], mech, numerics="exact", start=100)])
+    parts = jnp.concatenate(
+        [
+            dpjax.release(key, x[:100], mech, numerics="exact"),
+            dpjax.release(key, x[100:], mech, numerics="exact", start=100),
+        ]
+    )
     np.testing.assert_array_equal(np.asarray(whole), np.asarray(parts))
     np.testing.assert_array_equal(np.asarray(whole), np.asarray(dpjax.release(key, x, mech, numerics="exact")))
 
@@ -240,7 +259,9 @@ def test_fast_laplace_device_equals_exact_host_path(t, shift):
         words = ThreefryWords(jax.random.key(3), (n,))
         z, flag = jax.jit(lambda: discrete_laplace.discrete_laplace_fast(words, n, t, shift))()
         k0, k1 = int(words._k0), int(words._k1)
-    host = discrete_laplace.resolve_on_host(z, np.ones(n, bool), lambda i: lambda j: table_samplers.threefry_word(k0, k1, j, i), t, shift)
+    host = discrete_laplace.resolve_on_host(
+        z, np.ones(n, bool), lambda i: lambda j: table_samplers.threefry_word(k0, k1, j, i), t, shift
+    )
     np.testing.assert_array_equal(np.asarray(z), host)
     assert not np.asarray(flag).any()
 
@@ -249,7 +270,6 @@ def test_fast_laplace_tables_are_exact_floors():
     """Each threshold is ⌊2^63 P(J ≤ j)⌋ / ⌊2^64 F⌋ of the exact CDFs (checked against 300-digit decimal arithmetic),
     and J's table ends where P(J > j) < 2^-40."""
     import decimal
-
 
     ctx = decimal.Context(prec=300)
     floor = lambda x, bits: int((x * 2**bits).to_integral_value(rounding=decimal.ROUND_FLOOR))  # noqa: E731
@@ -266,7 +286,9 @@ def test_fast_laplace_tables_are_exact_floors():
             r = q ** (2**o)
             for c in (0, 1, (1 << w) - 2):
                 assert int(chunk[c]) == floor((1 - r ** (c + 1)) / (1 - r ** (1 << w)), 64)
-    assert discrete_laplace.chunk_layout(5000, 0)[2] == 3 and discrete_laplace.chunk_layout(5, 0)[2] == 0  # one word per record for τ ≤ 2^10
+    assert (
+        discrete_laplace.chunk_layout(5000, 0)[2] == 3 and discrete_laplace.chunk_layout(5, 0)[2] == 0
+    )  # one word per record for τ ≤ 2^10
 
 
 def test_fast_laplace_tie_is_decided_by_further_words():
@@ -279,12 +301,14 @@ def test_fast_laplace_tie_is_decided_by_further_words():
     c = 2
     tie = int(chunk[c])
     for ext, expect in ((0, c), ((1 << 64) - 1, c + 1)):
+
         def word(j, ext=ext):
             if j == 0:
                 return int(jtab[0]) + 1  # sign +, J = 1: Z ≠ 0 and H = 0
             if j == 1:
                 return tie
             return ext  # extension words of word 1
+
         assert discrete_laplace.exact_record(word, t, shift) == 1 + expect
 
 
@@ -319,10 +343,28 @@ def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
 def test_cli_exact_refused_for_boosted_float_kept(capsys):
     from dpjax import cli
 
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000"]) == 0
+    assert (
+        cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000"]) == 0
+    )
     assert "numerics: float" in capsys.readouterr().out
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000",
-                     "--numerics", "exact"]) == 2
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--kernel",
+                "laplace",
+                "--scale",
+                "20000",
+                "--numerics",
+                "exact",
+            ]
+        )
+        == 2
+    )
     assert "PrivacyBoosted" in capsys.readouterr().err
 
 
@@ -343,7 +385,9 @@ def test_laplace_release_host_completion_is_the_same_release(monkeypatch):
     try:
         lat = mech.exact_lattice()
         with jax.enable_x64(True):
-            code = np.asarray(discrete_laplace.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift)))
+            code = np.asarray(
+                discrete_laplace.laplace_code(ThreefryWords(key, (x.size,)), x.size, int(lat.param), int(lat.shift))
+            )
         assert (code & 1).sum() > 100  # the host path really runs
         forced = np.asarray(dpjax.release(key, x, mech, numerics="exact"))
     finally:
@@ -365,7 +409,10 @@ def test_fast_gaussian_device_equals_exact_host_path(nvar):
         code = np.asarray(jax.jit(lambda: discrete_gaussian.gaussian_code(words, n, nvar))())
         k0, k1 = int(words._k0), int(words._k1)
     assert not (code & 1).any()
-    host = [discrete_gaussian.exact_gaussian_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), nvar) for i in range(n)]
+    host = [
+        discrete_gaussian.exact_gaussian_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), nvar)
+        for i in range(n)
+    ]
     np.testing.assert_array_equal(code >> 8, host)
 
 
@@ -373,7 +420,6 @@ def test_fast_gaussian_icdf_table_is_exact():
     """T[k] = ⌊2^63 P(|Z| ≤ k)⌋ of the discrete Gaussian (pmf ∝ exp(−z²/(2n))), checked against 200-digit
     decimal sums, and the table ends where P(|Z| > K) < 2^-40."""
     import decimal
-
 
     nvar = 1000
     table = discrete_gaussian.dg_icdf(nvar)
@@ -384,7 +430,9 @@ def test_fast_gaussian_icdf_table_is_exact():
     for k in range(1, 3000):
         cum.append(ctx.add(cum[-1], ctx.multiply(decimal.Decimal(2), p[k])))
     for k in (0, 1, 17, 31, 100, len(table) - 2, len(table) - 1):
-        want = int(ctx.multiply(ctx.divide(cum[k], s), decimal.Decimal(2**63)).to_integral_value(rounding=decimal.ROUND_FLOOR))
+        want = int(
+            ctx.multiply(ctx.divide(cum[k], s), decimal.Decimal(2**63)).to_integral_value(rounding=decimal.ROUND_FLOOR)
+        )
         assert int(table[k]) == want
     tail = lambda k: ctx.divide(ctx.subtract(s, cum[k]), s)
     assert tail(len(table) - 1) < decimal.Decimal(2) ** -40 <= tail(len(table) - 2)
@@ -418,8 +466,10 @@ def test_gaussian_release_host_completion_is_the_same_release(monkeypatch):
 # -- scales the exact tier cannot carry are refused by name (issue 20) --------------------------------
 
 
-@pytest.mark.parametrize("mech,name", [(dpjax.Laplace(1e39), "scale"), (dpjax.DiscreteGaussian(1e39), "sigma"),
-                                       (dpjax.Gaussian(1e39), "sigma")])
+@pytest.mark.parametrize(
+    "mech,name",
+    [(dpjax.Laplace(1e39), "scale"), (dpjax.DiscreteGaussian(1e39), "sigma"), (dpjax.Gaussian(1e39), "sigma")],
+)
 def test_exact_refuses_noise_that_overflows_the_output(mech, name):
     """float32 output: noise of scale 1e39 released ±inf entries; refused like the float tier refuses it."""
     with pytest.raises(ValueError, match=f"{name} must be at most .* float32 output"):
@@ -474,10 +524,15 @@ def test_exact_release_is_identical_on_1_and_4_devices(tmp_path):
     root = str(pathlib.Path(__file__).resolve().parents[1])
     out = {}
     for n in (1, 4):
-        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu",
-                   PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-        subprocess.run([sys.executable, str(script), str(n), str(tmp_path / f"o{n}.npy")], check=True, env=env,
-                       timeout=600)
+        env = dict(
+            os.environ,
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={n}",
+            JAX_PLATFORMS="cpu",
+            PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+        )
+        subprocess.run(
+            [sys.executable, str(script), str(n), str(tmp_path / f"o{n}.npy")], check=True, env=env, timeout=600
+        )
         out[n] = np.load(tmp_path / f"o{n}.npy")
     np.testing.assert_array_equal(out[1], out[4])
 
@@ -499,11 +554,21 @@ def test_randomized_response_host_completion_is_the_record_function(monkeypatch)
     keep = int(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
-    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4)
-            for i in range(n)]
+    host = [
+        randomized_response.exact_rr_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4
+        )
+        for i in range(n)
+    ]
     np.testing.assert_array_equal(out, host)
-    assert sum(table_samplers.threefry_word(k0, k1, 0, i) >= keep and table_samplers.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64)
-               < (1 << 63) for i in range(n)) > 20  # the host path really ran
+    assert (
+        sum(
+            table_samplers.threefry_word(k0, k1, 0, i) >= keep
+            and table_samplers.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64) < (1 << 63)
+            for i in range(n)
+        )
+        > 20
+    )  # the host path really ran
 
 
 def test_exact_refuses_answers_off_the_lattice_index_range():
@@ -516,8 +581,14 @@ def test_exact_refuses_answers_off_the_lattice_index_range():
 
 def _prefix_cases():
     boosted = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(7.5), dpjax.AbsoluteError(2.5), 0.8)
-    return [dpjax.DiscreteLaplace(0.5), dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(60.0),
-            dpjax.DiscreteGaussian(3.0), dpjax.DiscreteGaussian(100.0), boosted]
+    return [
+        dpjax.DiscreteLaplace(0.5),
+        dpjax.DiscreteLaplace(3.0),
+        dpjax.DiscreteLaplace(60.0),
+        dpjax.DiscreteGaussian(3.0),
+        dpjax.DiscreteGaussian(100.0),
+        boosted,
+    ]
 
 
 def _prefix_args(mech):
@@ -533,8 +604,11 @@ def _prefix_args(mech):
 
 
 #: two of the six mechanisms (discrete Laplace 3, discrete Gaussian 100) in the default suite
-@pytest.mark.parametrize("mech", [m if i in (1, 4) else pytest.param(m, marks=pytest.mark.slow)
-                                  for i, m in enumerate(_prefix_cases())], ids=repr)
+@pytest.mark.parametrize(
+    "mech",
+    [m if i in (1, 4) else pytest.param(m, marks=pytest.mark.slow) for i, m in enumerate(_prefix_cases())],
+    ids=repr,
+)
 def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
     """The 16-bit prefix table of HostBits releases, checked over all 2^16 prefixes against the samplers' thresholds
     directly: a prefix p holds the words whose low 63 bits lie in [v0, v1] = [(p mod 2^15) 2^48, v0 + 2^48 − 1], and
@@ -557,7 +631,9 @@ def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
     np.testing.assert_array_equal(table, want)
     assert decided.mean() >= lattice.PREFIX_MIN_DECIDED
     rng = np.random.default_rng(1)
-    inner = np.repeat(p[decided], 4) << np.uint64(48) | (rng.integers(0, 1 << 48, 4 * int(decided.sum()), dtype=np.uint64))
+    inner = np.repeat(p[decided], 4) << np.uint64(48) | (
+        rng.integers(0, 1 << 48, 4 * int(decided.sum()), dtype=np.uint64)
+    )
     with jax.enable_x64(True):
         z, flag = sampler.noise(lattice._WordTable(inner[None, :]), None, ())
     assert not np.asarray(flag).any()
@@ -632,7 +708,9 @@ def test_host_bits_release_with_host_completion(monkeypatch, tail, n, by_prefix)
     assert _chi2_pvalue(out, z, np.exp(-np.abs(z) / 3.0)) > 1e-4
 
 
-@pytest.mark.parametrize("mech", [dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(2.0**20), dpjax.Laplace(1.0)], ids=repr)
+@pytest.mark.parametrize(
+    "mech", [dpjax.DiscreteLaplace(3.0), dpjax.DiscreteLaplace(2.0**20), dpjax.Laplace(1.0)], ids=repr
+)
 def test_host_bits_source_returning_the_wrong_length_is_refused(mech):
     """A source returning fewer (or more) bytes than asked is refused, on the prefix path and the whole-word ones."""
     for wrong in (lambda k: bytes(k - 1), lambda k: bytes(k + 8), lambda k: "x" * k):
@@ -678,17 +756,28 @@ def test_per_record_scales_with_few_distinct_values_run_the_one_scale_samplers()
     pick = np.arange(n) % 3 == 0
     x = jnp.linspace(-5, 5, n, dtype=jnp.float32)
     key = jax.random.key(1)
-    for mixed, a, b in ((dpjax.Laplace(jnp.asarray(np.where(pick, 1.0, 2.5))), dpjax.Laplace(1.0), dpjax.Laplace(2.5)),
-                        (dpjax.DiscreteGaussian(jnp.asarray(np.where(pick, 0.5, 40.0))), dpjax.DiscreteGaussian(0.5),
-                         dpjax.DiscreteGaussian(40.0))):
+    for mixed, a, b in (
+        (dpjax.Laplace(jnp.asarray(np.where(pick, 1.0, 2.5))), dpjax.Laplace(1.0), dpjax.Laplace(2.5)),
+        (
+            dpjax.DiscreteGaussian(jnp.asarray(np.where(pick, 0.5, 40.0))),
+            dpjax.DiscreteGaussian(0.5),
+            dpjax.DiscreteGaussian(40.0),
+        ),
+    ):
         got = np.asarray(dpjax.release(key, x, mixed, numerics="exact", start=7))
-        want = np.where(pick, np.asarray(dpjax.release(key, x, a, numerics="exact", start=7)),
-                        np.asarray(dpjax.release(key, x, b, numerics="exact", start=7)))
+        want = np.where(
+            pick,
+            np.asarray(dpjax.release(key, x, a, numerics="exact", start=7)),
+            np.asarray(dpjax.release(key, x, b, numerics="exact", start=7)),
+        )
         np.testing.assert_array_equal(got, want)
     xi = jnp.asarray(np.arange(n) % 4, jnp.int32)
     rr = dpjax.RandomizedResponse(jnp.asarray(np.where(pick, 0.5, 2.0)), 4)
-    want = np.where(pick, np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
-                    np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")))
+    want = np.where(
+        pick,
+        np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(0.5, 4), numerics="exact")),
+        np.asarray(dpjax.release(key, xi, dpjax.RandomizedResponse(2.0, 4), numerics="exact")),
+    )
     np.testing.assert_array_equal(np.asarray(dpjax.release(key, xi, rr, numerics="exact")), want)
 
 
@@ -700,8 +789,12 @@ def _per_record_host(key, t, shift):
 
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
-    return [discrete_laplace.exact_per_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i]))
-            for i in range(len(t))]
+    return [
+        discrete_laplace.exact_per_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(t[i]), int(shift[i])
+        )
+        for i in range(len(t))
+    ]
 
 
 def test_per_record_laplace_device_equals_exact_host_path():
@@ -714,8 +807,12 @@ def test_per_record_laplace_device_equals_exact_host_path():
     shift = np.asarray([base[i % len(base)][1] for i in range(n)], np.uint64)
     with jax.enable_x64(True):
         words = ThreefryWords(jax.random.key(3), (n,))
-        z, flag = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record(
-            words, jnp.asarray(t), jnp.asarray(shift)))())
+        z, flag = (
+            np.asarray(a)
+            for a in jax.jit(
+                lambda: discrete_laplace.laplace_noise_per_record(words, jnp.asarray(t), jnp.asarray(shift))
+            )()
+        )
     assert not flag.any()
     np.testing.assert_array_equal(z, _per_record_host(jax.random.key(3), t, shift))
 
@@ -727,13 +824,17 @@ def _per_record_discrete_laplace_fit(monkeypatch, n, scales, seed):
 
     calls = []
     real = lattice._per_record_lattice
-    monkeypatch.setattr(lattice, "_per_record_lattice",
-                        lambda *a, **k: calls.append(getattr(k["sampler"], "narrow", False)) or real(*a, **k))
+    monkeypatch.setattr(
+        lattice,
+        "_per_record_lattice",
+        lambda *a, **k: calls.append(getattr(k["sampler"], "narrow", False)) or real(*a, **k),
+    )
     b = jnp.asarray(np.resize(scales, n))
     lat = dpjax.DiscreteLaplace(b).exact_lattice()
     assert lattice._scale_groups((n,), lat.param, lat.shift, lat.granularity) is None
-    out = np.asarray(dpjax.release(jax.random.key(seed), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
-                                   numerics="exact"))
+    out = np.asarray(
+        dpjax.release(jax.random.key(seed), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b), numerics="exact")
+    )
     assert calls[0] is True
     z = np.arange(-int(40 * max(scales)), int(40 * max(scales)) + 1)
     run = np.ldexp(np.asarray(lat.param, np.float64), -np.asarray(lat.shift, np.int64))[: len(scales)]  # as run
@@ -767,14 +868,18 @@ def test_per_record_host_completion_is_the_same_release(monkeypatch):
     try:
         with jax.enable_x64(True):
             words = ThreefryWords(jax.random.key(5), (n,))
-            _, flag = discrete_laplace.laplace_noise_per_record(words, jnp.asarray(np.asarray(lat.param)),
-                                                              jnp.asarray(np.asarray(lat.shift)))
-        out = np.asarray(dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b),
-                                       numerics="exact"))
+            _, flag = discrete_laplace.laplace_noise_per_record(
+                words, jnp.asarray(np.asarray(lat.param)), jnp.asarray(np.asarray(lat.shift))
+            )
+        out = np.asarray(
+            dpjax.release(jax.random.key(5), jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(b), numerics="exact")
+        )
     finally:
         jax.clear_caches()
     assert np.asarray(flag).mean() > 0.3
-    np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
+    np.testing.assert_array_equal(
+        out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift))
+    )
 
 
 def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
@@ -787,14 +892,23 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
 
     rng = np.random.default_rng(7)
     exps = np.arange(-1002, 1024)
-    edges = np.concatenate([np.ldexp(1.0, exps), np.nextafter(np.ldexp(1.0, exps[1:]), 0.0),
-                            np.nextafter(np.ldexp(1.0, exps), np.inf), np.ldexp(1.0 + 2.0**-21, exps[:-1]),
-                            np.ldexp(1.0 + 2.0**-20, exps[:-1]), [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1]])
+    edges = np.concatenate(
+        [
+            np.ldexp(1.0, exps),
+            np.nextafter(np.ldexp(1.0, exps[1:]), 0.0),
+            np.nextafter(np.ldexp(1.0, exps), np.inf),
+            np.ldexp(1.0 + 2.0**-21, exps[:-1]),
+            np.ldexp(1.0 + 2.0**-20, exps[:-1]),
+            [np.finfo(np.float64).max, 1.0, 1.5, 3.0, 0.1],
+        ]
+    )
     b = np.concatenate([edges, np.ldexp(rng.uniform(1.0, 2.0, 20000), rng.integers(-1002, 1023, 20000))])
     assert b.min() >= discrete_laplace.DEVICE_LAPLACE_MIN
     integer = (b >= 2.0**-40) & (b < 2.0**31)  # the discrete Laplace's range
-    for bs, host, flag in ((b, lattice.laplace_lattice(b, DiscreteLaplace), False),
-                           (b[integer], lattice.discrete_laplace_lattice(b[integer], DiscreteLaplace), True)):
+    for bs, host, flag in (
+        (b, lattice.laplace_lattice(b, DiscreteLaplace), False),
+        (b[integer], lattice.discrete_laplace_lattice(b[integer], DiscreteLaplace), True),
+    ):
         with jax.enable_x64(True):
             t, shift, g = jax.jit(lambda x: discrete_laplace.laplace_lattice_bits(x, flag))(jnp.asarray(bs))
         np.testing.assert_array_equal(np.asarray(t), np.asarray(host.param))
@@ -803,7 +917,8 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
 
 
 def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch):
-    """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and os.urandom words) releases
+    """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and
+    os.urandom words) releases
     exactly what its host-built lattice releases (the same key: bitwise), without building that lattice; a
     scale too large for the output dtype is refused by the check of the largest scale, and tiny scales (a
     lattice granularity below float64's normals) take the host lattice."""
@@ -826,21 +941,31 @@ def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch
     with jax.enable_x64(True):
         dmech = dpjax.DiscreteLaplace(jnp.asarray(np.geomspace(0.01, 1e6, n)))
         small = dpjax.DiscreteLaplace(jnp.asarray(np.linspace(300.0, 9000.0, n)))  # every 1/τ ≤ 2^-8
-    for m, x in ((dmech, jnp.arange(n, dtype=jnp.int32)), (dmech, jnp.linspace(-50, 50, n, dtype=jnp.float32)),
-                 (small, jnp.arange(n, dtype=jnp.int32))):
-        np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, m, numerics="exact")),
-                                      np.asarray(dpjax.release(key, x, m.exact_lattice(), numerics="exact")))
+    for m, x in (
+        (dmech, jnp.arange(n, dtype=jnp.int32)),
+        (dmech, jnp.linspace(-50, 50, n, dtype=jnp.float32)),
+        (small, jnp.arange(n, dtype=jnp.int32)),
+    ):
+        np.testing.assert_array_equal(
+            np.asarray(dpjax.release(key, x, m, numerics="exact")),
+            np.asarray(dpjax.release(key, x, m.exact_lattice(), numerics="exact")),
+        )
     out = dpjax.release(HostBits(), jnp.zeros(n, jnp.float32), mech, numerics="exact")
     assert np.isfinite(np.asarray(out)).all()
     with pytest.raises(ValueError, match="scale must be at most"):
         dpjax.release(key, jnp.zeros(n, jnp.float32), dpjax.Laplace(jnp.linspace(1.0, 1e35, n)), numerics="exact")
-    for bad, match in ((np.linspace(1.0, 2.0**32, n), "below 2\\*\\*31"), (np.linspace(2.0**-45, 1.0, n), "at least 2")):
+    for bad, match in (
+        (np.linspace(1.0, 2.0**32, n), "below 2\\*\\*31"),
+        (np.linspace(2.0**-45, 1.0, n), "at least 2"),
+    ):
         with jax.enable_x64(True), pytest.raises(ValueError, match=match):
             dpjax.release(key, jnp.zeros(n, jnp.int32), dpjax.DiscreteLaplace(jnp.asarray(bad)), numerics="exact")
     with jax.enable_x64(True):
         tiny = dpjax.Laplace(jnp.asarray(np.geomspace(2.0**-1010, 1.0, n)))
-        np.testing.assert_array_equal(np.asarray(dpjax.release(key, jnp.zeros(n), tiny, numerics="exact")),
-                                      np.asarray(dpjax.release(key, jnp.zeros(n), tiny.exact_lattice(), numerics="exact")))
+        np.testing.assert_array_equal(
+            np.asarray(dpjax.release(key, jnp.zeros(n), tiny, numerics="exact")),
+            np.asarray(dpjax.release(key, jnp.zeros(n), tiny.exact_lattice(), numerics="exact")),
+        )
 
 
 def test_per_record_randomized_response_with_many_distinct_epsilons():
@@ -855,8 +980,12 @@ def test_per_record_randomized_response_with_many_distinct_epsilons():
     keep = np.asarray(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(2))))
-    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3)
-            for i in range(n)]
+    host = [
+        randomized_response.exact_rr_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), int(keep[i]), 3
+        )
+        for i in range(n)
+    ]
     np.testing.assert_array_equal(out, host)
 
 
@@ -896,14 +1025,18 @@ def test_float64_transcendentals_are_within_the_assumed_error():
     uses, they are within 2^-50 here (the platform margin: 4× headroom)."""
     import mpmath
 
-
     rng = np.random.default_rng(0)
-    s = np.concatenate([rng.uniform(0, 1, 3000), 2.0 ** -rng.uniform(0, 63, 3000), 1 - 2.0 ** -rng.uniform(1, 52, 1000)])
+    s = np.concatenate(
+        [rng.uniform(0, 1, 3000), 2.0 ** -rng.uniform(0, 63, 3000), 1 - 2.0 ** -rng.uniform(1, 52, 1000)]
+    )
     lam = np.concatenate([2.0 ** rng.uniform(-41, 5, 3000), rng.uniform(0, 10, 1000)])
     with jax.enable_x64(True):
         e = np.asarray(jax.jit(lambda x: jnp.exp(-x))(lam))
-        cases = (("log", s, np.asarray(jax.jit(jnp.log)(s)), mpmath.log),
-                 ("exp", -lam, e, mpmath.exp), ("log1p", e, np.asarray(jax.jit(jnp.log1p)(e)), mpmath.log1p))
+        cases = (
+            ("log", s, np.asarray(jax.jit(jnp.log)(s)), mpmath.log),
+            ("exp", -lam, e, mpmath.exp),
+            ("log1p", e, np.asarray(jax.jit(jnp.log1p)(e)), mpmath.log1p),
+        )
     worst = 0.0
     with mpmath.workdps(60):
         for _, args, got, fn in cases:
@@ -924,7 +1057,7 @@ def test_float32_transcendentals_are_within_the_assumed_error():
     rng = np.random.default_rng(0)
     f32 = np.float32
     lam = (2.0 ** rng.uniform(-5.01, 5.01, 300_000)).astype(f32)
-    ones = 1.0 + np.arange(-2**15, 2**15) * 2.0**-24
+    ones = 1.0 + np.arange(-(2**15), 2**15) * 2.0**-24
     pow2 = np.ldexp(1.0 + rng.integers(-8, 9, 20_000) * 2.0**-23, rng.integers(-48, 33, 20_000))
     r = np.concatenate([2.0 ** rng.uniform(-48, 32, 300_000), ones[ones != 1.0], pow2]).astype(f32)
     with jax.enable_x64(True):
@@ -947,7 +1080,9 @@ def _words_at_edges(taus, rng):
         c = 2 * q / (1 + q)
         k = np.arange(0, int(40 * tau) + 2)
         edge = np.round(c * q**k * 2.0**31)
-        big = np.unique(np.concatenate([np.clip((edge[:, None] + offsets[None, :]).ravel(), 1, 2**31), [1, 2, 3, 2**31]]))
+        big = np.unique(
+            np.concatenate([np.clip((edge[:, None] + offsets[None, :]).ravel(), 1, 2**31), [1, 2, 3, 2**31]])
+        )
         big = big.astype(np.uint64)
         ws.append(big)
         which.append(np.full(big.size, i))
@@ -977,20 +1112,28 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     t, shift = np.asarray(lat.param)[which], np.asarray(lat.shift)[which]
     with jax.enable_x64(True):
         src = lattice._WordTable(jnp.asarray(words[None, :]))
-        z32, open32 = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record32(
-            src, jnp.asarray(t), jnp.asarray(shift)))())
-        z64, open64 = (np.asarray(a) for a in jax.jit(lambda: discrete_laplace.laplace_noise_per_record(
-            src, jnp.asarray(t), jnp.asarray(shift)))())
+        z32, open32 = (
+            np.asarray(a)
+            for a in jax.jit(
+                lambda: discrete_laplace.laplace_noise_per_record32(src, jnp.asarray(t), jnp.asarray(shift))
+            )()
+        )
+        z64, open64 = (
+            np.asarray(a)
+            for a in jax.jit(
+                lambda: discrete_laplace.laplace_noise_per_record(src, jnp.asarray(t), jnp.asarray(shift))
+            )()
+        )
     both = ~open32 & ~open64
     assert both[: edge.size].sum() > 5000 and open32[: edge.size].sum() > 5000  # decided and open ones at the edges
     np.testing.assert_array_equal(z32[both], z64[both])
     assert not (~open32 & open64).any()  # what float32 decides, float64 decides (only W = 1 aside, open in both)
-    assert open32[edge.size:].mean() < 2e-3  # 7·10^-4 here (scales up to 2^5)
+    assert open32[edge.size :].mean() < 2e-3  # 7·10^-4 here (scales up to 2^5)
     # the host's exact function on a sample of the float32-decided words at the edges and on every W ≤ 3
     near = np.flatnonzero(~open32[: edge.size])
     small = np.flatnonzero((words[: edge.size] >> np.uint64(32) & np.uint64(0x7FFFFFFF)) >= np.uint64(2**31 - 3))
     near = np.concatenate([near[:: max(1, near.size // 150)], small])
-    ext = lambda i: (lambda j: int(words[i]) if j == 0 else table_samplers.threefry_word(1, 2, j, int(i)))
+    ext = lambda i: lambda j: int(words[i]) if j == 0 else table_samplers.threefry_word(1, 2, j, int(i))
     host = [discrete_laplace.exact_per_record(ext(i), int(t[i]), int(shift[i])) for i in near]
     np.testing.assert_array_equal(np.where(open32[near], host, z32[near]), host)
 
@@ -1006,9 +1149,11 @@ def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_the
 
     calls = []
     real = lattice._per_record_lattice
-    monkeypatch.setattr(lattice, "_per_record_lattice",
-                        lambda *a, **k: calls.append((getattr(k["sampler"], "narrow", False), a[2].shape[0]))
-                        or real(*a, **k))
+    monkeypatch.setattr(
+        lattice,
+        "_per_record_lattice",
+        lambda *a, **k: calls.append((getattr(k["sampler"], "narrow", False), a[2].shape[0])) or real(*a, **k),
+    )
     n = 400
     b = jnp.asarray(np.linspace(0.04, 30.0, n))
     with jax.enable_x64(True):
@@ -1027,19 +1172,24 @@ def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_the
         jax.clear_caches()
     assert calls[0] == (True, n) and calls[1][0] is False and 16 <= calls[1][1] < n  # float32, then a padded subset
     assert 0 < len(host_runs) < calls[1][1]
-    np.testing.assert_array_equal(out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift)))
+    np.testing.assert_array_equal(
+        out, _per_record_host(jax.random.key(5), np.asarray(lat.param), np.asarray(lat.shift))
+    )
 
     n = 20_000
     with jax.enable_x64(True):
         mech = dpjax.DiscreteLaplace(jnp.asarray(np.linspace(0.5, 5.0, n)))
     for x in (jnp.asarray(np.arange(n) % 97 - 40, jnp.int32), jnp.linspace(-50, 50, n, dtype=jnp.float32)):
-        np.testing.assert_array_equal(np.asarray(dpjax.release(jax.random.key(9), x, mech, numerics="exact", start=5)),
-                                      np.asarray(dpjax.release(jax.random.key(9), x, mech.exact_lattice(), numerics="exact",
-                                                               start=5)))
+        np.testing.assert_array_equal(
+            np.asarray(dpjax.release(jax.random.key(9), x, mech, numerics="exact", start=5)),
+            np.asarray(dpjax.release(jax.random.key(9), x, mech.exact_lattice(), numerics="exact", start=5)),
+        )
     source = lambda: HostBits(np.random.default_rng(4).bytes)
     x = jnp.asarray(np.arange(n) % 97 - 40, jnp.int32)
-    np.testing.assert_array_equal(np.asarray(dpjax.release(source(), x, mech, numerics="exact")),
-                                  np.asarray(dpjax.release(source(), x, mech.exact_lattice(), numerics="exact")))
+    np.testing.assert_array_equal(
+        np.asarray(dpjax.release(source(), x, mech, numerics="exact")),
+        np.asarray(dpjax.release(source(), x, mech.exact_lattice(), numerics="exact")),
+    )
 
 
 def test_flagged_records_are_found_on_the_device():
@@ -1049,8 +1199,14 @@ def test_flagged_records_are_found_on_the_device():
     from dpjax.exact import lattice
 
     rng = np.random.default_rng(2)
-    for n, rate, dtype, extra in ((1000, 0.01, np.float32, 0), (10_007, 0.001, np.int32, 0), (333, 0.0, np.float64, 0),
-                                  (70, 1.0, np.float32, 0), (5000, 0.02, np.int64, 13), (100_000, 3e-5, np.float32, 40)):
+    for n, rate, dtype, extra in (
+        (1000, 0.01, np.float32, 0),
+        (10_007, 0.001, np.int32, 0),
+        (333, 0.0, np.float64, 0),
+        (70, 1.0, np.float32, 0),
+        (5000, 0.02, np.int64, 13),
+        (100_000, 3e-5, np.float32, 40),
+    ):
         with jax.enable_x64(True):
             mark = rng.random(n + extra) < rate
             sentinel = lattice._sentinel(np.dtype(dtype))
@@ -1069,18 +1225,23 @@ def test_lattice_value_of_float_noise_is_the_integer_sums():
     rng = np.random.default_rng(8)
     n = 40_000
     with jax.enable_x64(True):
-        k = np.concatenate([rng.integers(-2**24, 2**24, n // 2), rng.integers(-2**61, 2**61, n - n // 2)])
+        k = np.concatenate([rng.integers(-(2**24), 2**24, n // 2), rng.integers(-(2**61), 2**61, n - n // 2)])
         half = rng.random(n) < 0.5
         x = k.astype(np.float64) + np.where(half, 0.5, rng.random(n))
-        z = np.concatenate([rng.integers(-2**40, 2**40, n // 2), rng.integers(-2**30, 2**30, n - n // 2)])
+        z = np.concatenate([rng.integers(-(2**40), 2**40, n // 2), rng.integers(-(2**30), 2**30, n - n // 2)])
         for dt, (lo, hi) in ((np.float32, (-120, 40)), (np.float64, (-1000, 900))):
             g = np.ldexp(1.0, rng.integers(lo, hi + 1, n))
             v = (x * g).astype(dt)
             assert np.all(np.abs(v.astype(np.float64) / g) < 2.0**62)
             for out_dt in (jnp.float32, jnp.float64):
                 want = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(v, z, g, False, out_dt))(v, z, g))
-                got = np.asarray(jax.jit(lambda v, z, g: lattice._lattice_value(
-                    v, z.astype(jnp.float64), g, False, out_dt, discrete_laplace.reciprocal_pow2(g)))(v, z, g))
+                got = np.asarray(
+                    jax.jit(
+                        lambda v, z, g: lattice._lattice_value(
+                            v, z.astype(jnp.float64), g, False, out_dt, discrete_laplace.reciprocal_pow2(g)
+                        )
+                    )(v, z, g)
+                )
                 np.testing.assert_array_equal(got, want)
 
 
@@ -1091,14 +1252,15 @@ def test_float_discrete_gaussian_block_sampler_fits_its_law():
     n = 200_000
     for sigma in (2.5, 20.0):
         z = np.arange(-int(8 * sigma), int(8 * sigma) + 1)
-        pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
+        pmf = np.exp(-(z.astype(float) ** 2) / (2 * sigma**2))
         for dt in (jnp.float32, jnp.float64):
             with jax.enable_x64(dt == jnp.float64):
-                out = np.asarray(dpjax.release(jax.random.key(1), jnp.zeros(n, dt), dpjax.DiscreteGaussian(sigma),
-                                               numerics="float"))
+                out = np.asarray(
+                    dpjax.release(jax.random.key(1), jnp.zeros(n, dt), dpjax.DiscreteGaussian(sigma), numerics="float")
+                )
             assert _chi2_pvalue(out, z, pmf) > 1e-4, (sigma, dt)
     z = np.arange(-60, 61)
-    pmf = np.exp(-z.astype(float) ** 2 / (2 * 2.5**2))
+    pmf = np.exp(-(z.astype(float) ** 2) / (2 * 2.5**2))
     per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the fixed proposal tables
     out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per, numerics="float"))
     assert _chi2_pvalue(out, z, pmf) > 1e-4
@@ -1130,7 +1292,10 @@ def test_device_search_on_32_bit_halves(nvar):
     v = np.concatenate([near, far[far < tab[ks]]])
     u = np.concatenate([v, v | np.uint64(1 << 63)])  # both signs
     with jax.enable_x64(True):
-        z, flag = (np.asarray(a) for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *discrete_gaussian.dg_guide(nvar)))
+        z, flag = (
+            np.asarray(a)
+            for a in table_samplers.symmetric_noise(_CraftedWords(u), tab, *discrete_gaussian.dg_guide(nvar))
+        )
     host = np.array([discrete_gaussian.exact_gaussian_record(lambda j, w=int(w): w, nvar) for w in u])
     ties = np.isin(u & np.uint64((1 << 63) - 1), tab)  # (V against F: the further words decide)
     count = np.searchsorted(tab, u & np.uint64((1 << 63) - 1), side="right")
@@ -1148,7 +1313,6 @@ def test_host_completion_compiles_once_per_size_class(monkeypatch):
     to a size class: a second release with another count of flagged records in the same class compiles nothing
     (each count compiled its own small programs before, 0.1 s apiece: seconds per release)."""
     from jax._src import monitoring
-
 
     mech = dpjax.DiscreteLaplace(3.0)
     x = jnp.linspace(-100.0, 100.0, 1200, dtype=jnp.float32)  # float answers: the lattice value on the host side too
@@ -1171,8 +1335,14 @@ def test_host_completion_compiles_once_per_size_class(monkeypatch):
         finally:
             monitoring.unregister_event_duration_listener(listen)
         lat = mech.exact_lattice()
-        counts = [int((np.abs(np.round(o - np.round(x))) >= len(discrete_laplace.dl_icdf(int(lat.param), int(lat.shift)))).sum())
-                  for o in (first, second)]
+        counts = [
+            int(
+                (
+                    np.abs(np.round(o - np.round(x))) >= len(discrete_laplace.dl_icdf(int(lat.param), int(lat.shift)))
+                ).sum()
+            )
+            for o in (first, second)
+        ]
     finally:
         for f in caches:
             f.cache_clear()

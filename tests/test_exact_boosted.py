@@ -57,7 +57,7 @@ def test_exact_boosted_table_floors_are_exact():
     spec = boosted.boosted_spec(mech.exact_lattice().noise)
     keep = mpmath.mpf(spec[4]) / 2 ** spec[5]
     with mpmath.workdps(400):
-        w = [mpmath.exp(-mpmath.mpf(k) ** 2 / 200) * (1 if k <= 5 else keep) for k in range(2000)]
+        w = [mpmath.exp(-(mpmath.mpf(k) ** 2) / 200) * (1 if k <= 5 else keep) for k in range(2000)]
         total = w[0] + 2 * mpmath.fsum(w[1:])
         cum = w[0]
         tab = boosted.pb_icdf(spec)
@@ -68,7 +68,9 @@ def test_exact_boosted_table_floors_are_exact():
     assert 0 < keep < 1
 
 
-@pytest.mark.parametrize("name", [pytest.param("dg(10) tau 5 rho .9", marks=pytest.mark.slow), "dl(7.5) tau 2.5 rho .8"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("dg(10) tau 5 rho .9", marks=pytest.mark.slow), "dl(7.5) tau 2.5 rho .8"]
+)
 def test_exact_boosted_device_equals_host_record_function(name):
     """The device's code is the host's exact function of each record's word stream."""
     spec = boosted.boosted_spec(MECHS[name].exact_lattice().noise)
@@ -77,7 +79,9 @@ def test_exact_boosted_device_equals_host_record_function(name):
         words = ThreefryWords(jax.random.key(3), (n,))
         code = np.asarray(jax.jit(lambda: boosted.boosted_code(words, n, spec))())
         k0, k1 = int(words._k0), int(words._k1)
-    host = [boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
+    host = [
+        boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)
+    ]
     assert not (code & 1).any()
     np.testing.assert_array_equal(code >> 8, host)
 
@@ -99,7 +103,10 @@ def test_exact_boosted_host_completion_is_the_same_release(monkeypatch):
         cut = len(boosted.pb_icdf(spec))
         with jax.enable_x64(True):
             k0, k1 = (int(w) for w in np.asarray(jax.random.bits(jax.random.key(4), (2,), jnp.uint32)))
-        host = [boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec) for i in range(n)]
+        host = [
+            boosted.exact_boosted_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), spec)
+            for i in range(n)
+        ]
     finally:
         for f in caches:
             f.cache_clear()
@@ -133,15 +140,40 @@ def test_exact_boosted_refusals():
     # per-record kernel scales (a batch of boosted laws, each its own table) are refused before anything is drawn,
     # naming the parameter: the one-scale release is the only exact route of a boosted mechanism
     with pytest.raises(ValueError, match="needs one sigma for all records, got shape"):
-        dpjax.release(jax.random.key(0), jnp.zeros(64, jnp.int32),
-                      dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(1.0 + np.arange(64.0)), dpjax.AbsoluteError(5.0), 0.9),
-                      numerics="exact")
+        dpjax.release(
+            jax.random.key(0),
+            jnp.zeros(64, jnp.int32),
+            dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(1.0 + np.arange(64.0)), dpjax.AbsoluteError(5.0), 0.9),
+            numerics="exact",
+        )
 
 
 @pytest.mark.slow
 def test_cli_boosted_discrete_gaussian_runs_exact(capsys):
     from dpjax import cli
 
-    assert cli.main(["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "discrete-gaussian",
-                     "--clip", "100", "--region", "absolute", "--tau", "150", "--rho", "0.9", "--numerics", "exact"]) == 0
+    assert (
+        cli.main(
+            [
+                "release",
+                "--seed",
+                "0",
+                "--mechanism",
+                "boosted",
+                "--kernel",
+                "discrete-gaussian",
+                "--clip",
+                "100",
+                "--region",
+                "absolute",
+                "--tau",
+                "150",
+                "--rho",
+                "0.9",
+                "--numerics",
+                "exact",
+            ]
+        )
+        == 0
+    )
     assert "numerics: exact" in capsys.readouterr().out

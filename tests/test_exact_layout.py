@@ -24,7 +24,7 @@ def _primitives(jaxpr):
     for eqn in jaxpr.eqns:
         names.add(eqn.primitive.name)
         for p in eqn.params.values():
-            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+            for sub in p if isinstance(p, (tuple, list)) else (p,):
                 if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
                     names |= _primitives(sub)
     return names
@@ -39,15 +39,26 @@ def test_release_programs_do_not_branch_on_the_values():
         for mech in (__import__("dpjax").Laplace(1.0), __import__("dpjax").Gaussian(3.0)):
             lat = mech.exact_lattice()
             sampler, g = lat.sampler.one_scale(lat, int(lat.param), 0), float(lat.granularity)
-            prog = jax.make_jaxpr(lambda s, v, sampler=sampler, g=g: lattice._fast_lattice(
-                s, jnp.uint32(0), v, sampler=sampler, g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)))
+            prog = jax.make_jaxpr(
+                lambda s, v, sampler=sampler, g=g: lattice._fast_lattice(
+                    s, jnp.uint32(0), v, sampler=sampler, g=g, unit=False, out_dtype=jnp.dtype(jnp.float32)
+                )
+            )
             assert not {"cond", "while"} & _primitives(prog(pair, values)), mech
         b = jnp.linspace(0.5, 4.0, 4096)
-        prog = jax.make_jaxpr(lambda s, v, b: lattice._per_record_lattice(
-            s, jnp.uint32(0), v, (b,), None, sampler=LaplaceScales(small=True), unit=False,
-            out_dtype=jnp.dtype(jnp.float32)))
+        prog = jax.make_jaxpr(
+            lambda s, v, b: lattice._per_record_lattice(
+                s,
+                jnp.uint32(0),
+                v,
+                (b,),
+                None,
+                sampler=LaplaceScales(small=True),
+                unit=False,
+                out_dtype=jnp.dtype(jnp.float32),
+            )
+        )
         assert not {"cond", "while"} & _primitives(prog(pair, values, b))
-
 
 
 KERNELS = {  # name → (mechanism class name, base scale, integer answers)
@@ -59,8 +70,10 @@ KERNELS = {  # name → (mechanism class name, base scale, integer answers)
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in ("gaussian", "discrete_laplace_small")
-                                  else k for k in KERNELS])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(k, marks=pytest.mark.slow) if k in ("gaussian", "discrete_laplace_small") else k for k in KERNELS],
+)
 def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name):
     """Per-record scales on every kernel, 34 records with 30 distinct scales (above the 16 that once switched
     route): the records of one scale get the same noise as in a one-scale batch, and a release in two slices
@@ -76,8 +89,12 @@ def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name)
     one = np.asarray(dpjax.release(key, x, cls(same), numerics="exact"))
     whole = np.asarray(dpjax.release(key, x, cls(mixed), numerics="exact"))
     np.testing.assert_array_equal(one[:5], whole[:5], err_msg=name)
-    sliced = np.concatenate([np.asarray(dpjax.release(key, x[:16], cls(mixed[:16]), numerics="exact")),
-                             np.asarray(dpjax.release(key, x[16:], cls(mixed[16:]), numerics="exact", start=16))])
+    sliced = np.concatenate(
+        [
+            np.asarray(dpjax.release(key, x[:16], cls(mixed[:16]), numerics="exact")),
+            np.asarray(dpjax.release(key, x[16:], cls(mixed[16:]), numerics="exact", start=16)),
+        ]
+    )
     np.testing.assert_array_equal(sliced, whole, err_msg=name)
     scalar = np.asarray(dpjax.release(key, x, cls(base), numerics="exact"))
     np.testing.assert_array_equal(scalar, one, err_msg=name)
@@ -115,8 +132,12 @@ def test_per_record_discrete_gaussian_refuses_more_distinct_scales_than_tables(m
 
     monkeypatch.setattr(discrete_gaussian, "DG_TABLES_MAX", 20)
     with pytest.raises(ValueError, match="at most 20 distinct per-record sigma"):
-        dpjax.release(jax.random.key(0), jnp.zeros(30, jnp.int32), dpjax.DiscreteGaussian(2.0 + 0.1 * np.arange(30)),
-                      numerics="exact")
+        dpjax.release(
+            jax.random.key(0),
+            jnp.zeros(30, jnp.int32),
+            dpjax.DiscreteGaussian(2.0 + 0.1 * np.arange(30)),
+            numerics="exact",
+        )
 
 
 @pytest.mark.slow
@@ -127,26 +148,33 @@ def test_per_record_discrete_gaussian_from_host_bits():
     from dpjax.exact import HostBits
 
     sig = np.resize(5.0 + np.arange(20), 20_000)
-    z = np.asarray(dpjax.release(HostBits(), jnp.zeros(sig.size, jnp.int32), dpjax.DiscreteGaussian(sig),
-                                 numerics="exact"))
+    z = np.asarray(
+        dpjax.release(HostBits(), jnp.zeros(sig.size, jnp.int32), dpjax.DiscreteGaussian(sig), numerics="exact")
+    )
     assert abs(np.var(z / sig) - 1.0) < 0.05
 
 
-@pytest.mark.parametrize("mech, dtype, want", [
-    ("DiscreteGaussian(3)", np.int32, np.int32),
-    ("Gaussian(2.5)", np.int32, np.float32),
-    ("Laplace(per record)", np.int32, np.float32),
-    ("DiscreteGaussian(per record)", np.float32, np.float32),
-])
+@pytest.mark.parametrize(
+    "mech, dtype, want",
+    [
+        ("DiscreteGaussian(3)", np.int32, np.int32),
+        ("Gaussian(2.5)", np.int32, np.float32),
+        ("Laplace(per record)", np.int32, np.float32),
+        ("DiscreteGaussian(per record)", np.float32, np.float32),
+    ],
+)
 def test_an_empty_batch_is_the_empty_release_of_the_dtype_of_any_other(mech, dtype, want):
     """A lattice's ``sample`` of no records (shape ``(0,)``) gives the empty array of the dtype a non-empty batch
     gets (``want``: that of ``release_exact`` on three records), from a Threefry key or ``HostBits``."""
     import dpjax
     from dpjax.exact import HostBits
 
-    m = {"DiscreteGaussian(3)": dpjax.DiscreteGaussian(3.0), "Gaussian(2.5)": dpjax.Gaussian(2.5),
-         "Laplace(per record)": dpjax.Laplace(np.linspace(1.0, 2.0, 40)),
-         "DiscreteGaussian(per record)": dpjax.DiscreteGaussian(np.linspace(1.0, 2.0, 40))}[mech].exact_lattice()
+    m = {
+        "DiscreteGaussian(3)": dpjax.DiscreteGaussian(3.0),
+        "Gaussian(2.5)": dpjax.Gaussian(2.5),
+        "Laplace(per record)": dpjax.Laplace(np.linspace(1.0, 2.0, 40)),
+        "DiscreteGaussian(per record)": dpjax.DiscreteGaussian(np.linspace(1.0, 2.0, 40)),
+    }[mech].exact_lattice()
     for key in (jax.random.key(0), HostBits()):
         out = lattice.release_exact(key, np.zeros((0,) + m.batch_shape, dtype), m, flat=True)
         assert out.shape == (0,) + m.batch_shape and out.dtype == want

@@ -62,8 +62,11 @@ def _releases(dpjax, key, d):
 
 
 def _release_all(dpjax, key, d, start=0, names=None):
-    return {name: dpjax.release(k, values, mech, numerics="float" if name.startswith("float") else "exact", start=start)
-            for name, (k, values, mech) in _releases(dpjax, key, d).items() if names is None or name in names}
+    return {
+        name: dpjax.release(k, values, mech, numerics="float" if name.startswith("float") else "exact", start=start)
+        for name, (k, values, mech) in _releases(dpjax, key, d).items()
+        if names is None or name in names
+    }
 
 
 def _child(outdir):
@@ -75,8 +78,9 @@ def _child(outdir):
     p = jax.process_index()
     rows = _rows()
     d = _data(rows)
-    glob = {k: (global_records(v[p * rows:(p + 1) * rows]) if k in ("v", "counts", "cats") else v)
-            for k, v in d.items()}
+    glob = {
+        k: (global_records(v[p * rows : (p + 1) * rows]) if k in ("v", "counts", "cats") else v) for k, v in d.items()
+    }
     for name, out in _release_all(dpjax, jax.random.key(SEED), glob).items():
         shard = out.addressable_shards[0]
         np.save(os.path.join(outdir, f"{name}__{shard.index[0].start or 0}.npy"), np.asarray(shard.data))
@@ -116,12 +120,16 @@ def test_releases_shard_over_this_processs_devices_only(monkeypatch):
 
     x = jnp.asarray(np.arange(SHARD_MIN_RECORDS) % 1000, jnp.int32)
     key = jax.random.key(1)
-    want = [np.asarray(dpjax.release(key, x, dpjax.DiscreteLaplace(3.0), numerics="exact")),
-            np.asarray(dpjax.release(key, x.astype(jnp.float32), dpjax.Laplace(1.0)))]
+    want = [
+        np.asarray(dpjax.release(key, x, dpjax.DiscreteLaplace(3.0), numerics="exact")),
+        np.asarray(dpjax.release(key, x.astype(jnp.float32), dpjax.Laplace(1.0))),
+    ]
     real = jax.devices
     monkeypatch.setattr(jax, "devices", lambda *a, **k: [*real(*a, **k), "a device of another process"])
-    got = [np.asarray(dpjax.release(key, x, dpjax.DiscreteLaplace(3.0), numerics="exact")),
-           np.asarray(dpjax.release(key, x.astype(jnp.float32), dpjax.Laplace(1.0)))]
+    got = [
+        np.asarray(dpjax.release(key, x, dpjax.DiscreteLaplace(3.0), numerics="exact")),
+        np.asarray(dpjax.release(key, x.astype(jnp.float32), dpjax.Laplace(1.0))),
+    ]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 

@@ -21,8 +21,13 @@ from dpjax.exact import table_samplers as ts
 
 def test_this_backends_transcendentals_are_within_the_assumed_bounds():
     errors = ts.transcendental_errors()
-    assert set(errors) == {("exp", "float64"), ("log", "float64"), ("log1p", "float64"), ("exp", "float32"),
-                           ("log", "float32")}
+    assert set(errors) == {
+        ("exp", "float64"),
+        ("log", "float64"),
+        ("log1p", "float64"),
+        ("exp", "float32"),
+        ("log", "float32"),
+    }
     for (name, dtype), err in errors.items():
         bound = ts.TRANSCENDENTAL_ERROR if dtype == "float64" else ts.TRANSCENDENTAL_ERROR32
         assert 0.0 <= err <= ts.PLATFORM_MARGIN * bound, (name, dtype, err)
@@ -46,11 +51,22 @@ def _fresh_check(monkeypatch):
     jax.clear_caches()  # (programs traced with the accurate functions)
 
 
-@pytest.mark.parametrize("dtype,name,mech,factor", [
-    (jnp.float32, "exp", "discrete", 1 + 2.0**-7),  # the float32 decision: per-record discrete Laplace τ in [2^-5, 2^5]
-    pytest.param(jnp.float64, "log", "laplace", 1 + 2.0**-30, marks=pytest.mark.slow),  # the float64 decision
-], ids=["float32-exp", "float64-log"])
-def test_an_inaccurate_transcendental_disables_its_decision_and_keeps_the_release(monkeypatch, dtype, name, mech, factor):
+@pytest.mark.parametrize(
+    "dtype,name,mech,factor",
+    [
+        (
+            jnp.float32,
+            "exp",
+            "discrete",
+            1 + 2.0**-7,
+        ),  # the float32 decision: per-record discrete Laplace τ in [2^-5, 2^5]
+        pytest.param(jnp.float64, "log", "laplace", 1 + 2.0**-30, marks=pytest.mark.slow),  # the float64 decision
+    ],
+    ids=["float32-exp", "float64-log"],
+)
+def test_an_inaccurate_transcendental_disables_its_decision_and_keeps_the_release(
+    monkeypatch, dtype, name, mech, factor
+):
     """An injected inaccurate function: the check reports it, warns once, and the release stays bitwise the exact
     release (the host's exact function of the words: ``tests/test_exact.py`` checks the accurate route against it);
     trusting it instead changes outputs (the injection matters)."""
@@ -67,7 +83,8 @@ def test_an_inaccurate_transcendental_disables_its_decision_and_keeps_the_releas
         _fresh_check(monkeypatch)
         monkeypatch.setitem(ts.TRANSCENDENTALS, name, _inaccurate(dtype, name, factor))
         assert ts.transcendental_errors()[(name, dt)] > ts.PLATFORM_MARGIN * (
-            ts.TRANSCENDENTAL_ERROR32 if dt == "float32" else ts.TRANSCENDENTAL_ERROR)
+            ts.TRANSCENDENTAL_ERROR32 if dt == "float32" else ts.TRANSCENDENTAL_ERROR
+        )
         with pytest.warns(RuntimeWarning, match=f"XLA's {dt} {name} errs up to"):
             got = np.asarray(dpjax.release(key, values, m, numerics="exact"))
         np.testing.assert_array_equal(got, want)

@@ -34,8 +34,16 @@ def _host_lattice(key, x, rr, start=0):
     return np.asarray(release_exact(key, x, rr.exact_lattice(), start=start))
 
 
-@pytest.mark.parametrize("distinct,k,dtype,start", [(2, 2, np.float32, 0), (17, 7, np.float64, 3), (40, 4, np.float32, 11),
-                                                    (300, 7, np.float64, 0), (40, 2, np.float16, 1)])
+@pytest.mark.parametrize(
+    "distinct,k,dtype,start",
+    [
+        (2, 2, np.float32, 0),
+        (17, 7, np.float64, 3),
+        (40, 4, np.float32, 11),
+        (300, 7, np.float64, 0),
+        (40, 2, np.float16, 1),
+    ],
+)
 def test_table_release_is_bitwise_the_host_lattice(tables, distinct, k, dtype, start):
     n = 20_000
     eps = np.resize(np.linspace(0.1, 4.0, distinct), n).astype(dtype)
@@ -99,13 +107,17 @@ def test_beyond_the_table_limit_the_host_lattice_runs(tables, monkeypatch):
     x = jnp.asarray(np.arange(n) % 4, jnp.int32)
     key = jax.random.key(9)
     many = dpjax.RandomizedResponse(np.resize(np.linspace(0.5, 3.0, 40), n), 4)  # the sample sees 40 > 8
-    np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, many, numerics="exact")), _host_lattice(key, x, many))
+    np.testing.assert_array_equal(
+        np.asarray(dpjax.release(key, x, many, numerics="exact")), _host_lattice(key, x, many)
+    )
     assert not tables
     # the sample sees 1 value, the records hold 1 + 20: past the limit once the missed values are known
     eps = np.resize(np.linspace(1.0, 3.0, 20), n)
     eps[randomized_response.sample_positions(n)] = 0.5
     hidden = dpjax.RandomizedResponse(eps, 4)
-    np.testing.assert_array_equal(np.asarray(dpjax.release(key, x, hidden, numerics="exact")), _host_lattice(key, x, hidden))
+    np.testing.assert_array_equal(
+        np.asarray(dpjax.release(key, x, hidden, numerics="exact")), _host_lattice(key, x, hidden)
+    )
     assert [t.bits.size for t in tables] == [1]
 
 
@@ -168,8 +180,12 @@ def test_lemire_rejections_take_their_thresholds_from_the_table(monkeypatch):
     keep = np.asarray(rr.exact_lattice().param)
     with jax.enable_x64(True):
         k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
-    host = [randomized_response.exact_rr_record(lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(x[i]),
-                                           int(keep[i]), 4) for i in range(n)]
+    host = [
+        randomized_response.exact_rr_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(x[i]), int(keep[i]), 4
+        )
+        for i in range(n)
+    ]
     np.testing.assert_array_equal(got, host)
 
 

@@ -21,7 +21,9 @@ def test_reported_epsilon_is_at_least_the_thresholds_true_epsilon():
                 truth = mpmath.log(mpmath.mpf(t * (k - 1)) / (2**64 - t))
                 assert truth >= 0 and achieved >= truth, (k, e, achieved, truth)
                 assert achieved <= np.nextafter(np.nextafter(float(truth), np.inf), np.inf) or truth == 0, (k, e)
-                ideal = mpmath.mpf(2) ** 64 * mpmath.exp(mpmath.mpf(float(e))) / (mpmath.exp(mpmath.mpf(float(e))) + k - 1)
+                ideal = (
+                    mpmath.mpf(2) ** 64 * mpmath.exp(mpmath.mpf(float(e))) / (mpmath.exp(mpmath.mpf(float(e))) + k - 1)
+                )
                 assert t <= ideal or t == -(-(2**64) // k), (k, e)
     lat = dpjax.RandomizedResponse(np.array([1e-300, 1e-17, 1e-12, 1.0, 700.0]), num_categories=3).exact_lattice()
     t = np.asarray(lat.param).astype(object)

@@ -38,7 +38,9 @@ def _fd(fn, x, h):
         return (float(fn(x + h)) - float(fn(x - h))) / (2.0 * h)
 
 
-@pytest.mark.parametrize("kernel, scale", [(dpjax.Laplace, 2.3), pytest.param(dpjax.DiscreteLaplace, 1.7, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "kernel, scale", [(dpjax.Laplace, 2.3), pytest.param(dpjax.DiscreteLaplace, 1.7, marks=pytest.mark.slow)]
+)
 def test_single_step_epsilon_at_the_pure_cap(kernel, scale, precision):
     """ε(1e-6) is capped at the pure ε = Δ/b: the gradient follows the cap (it read 0)."""
     g = _grad(lambda b: accounting.pld(kernel(b), sensitivity=1.0).get_epsilon_for_delta(1e-6), scale, precision)
@@ -74,7 +76,10 @@ def _dg(s):
 @pytest.mark.parametrize("query", [pytest.param("epsilon", marks=pytest.mark.slow), "delta"])
 def test_discrete_gaussian_single_step(query, precision):
     """Its losses are dyadic at σ = 2 (atoms on grid points): −1957 (ε) and −47.7 (δ) before."""
-    fn = {"epsilon": lambda s: _dg(s).get_epsilon_for_delta(1e-6), "delta": lambda s: _dg(s).get_delta_for_epsilon(1.0)}[query]
+    fn = {
+        "epsilon": lambda s: _dg(s).get_epsilon_for_delta(1e-6),
+        "delta": lambda s: _dg(s).get_delta_for_epsilon(1.0),
+    }[query]
     np.testing.assert_allclose(_grad(fn, 2.0, precision), _fd(fn, 2.0, 1e-5), rtol=1e-3)
 
 
@@ -84,6 +89,7 @@ def test_composed_atomic_mechanism_refuses_to_be_differentiated(query, precision
     """DiscreteLaplace(2.4) × 10: the grid rounds the atoms' losses and its derivative read −1.66 for
     the truth −1.736 (central differences). A composed PLD of a discrete mechanism refuses to be
     differentiated (a grid PLD's forward mode is refused already) but still evaluates."""
+
     def fn(b):
         single = accounting.pld(dpjax.DiscreteLaplace(b), sensitivity=1.0)
         composed = single.compose(accounting.pld(dpjax.Laplace(3.0))) if query == "compose" else single.self_compose(10)
@@ -98,7 +104,8 @@ def test_composed_atomic_mechanism_refuses_to_be_differentiated(query, precision
 def test_epsilon_star_refuses_to_be_differentiated():
     def fn(e):
         return accounting.composite.epsilon_star(
-            dpjax.Composite("rectangle", "uniform", e, 0.481, 0.843, 0.280, window=(2.0, 5.0))).epsilon
+            dpjax.Composite("rectangle", "uniform", e, 0.481, 0.843, 0.280, window=(2.0, 5.0))
+        ).epsilon
 
     with pytest.raises(ValueError, match="cannot be differentiated"):
         jax.grad(fn)(1.0)
@@ -129,10 +136,14 @@ _X32_CASES = {
     "mixture-epsilon": (lambda s: exact.epsilon(_mixture(s), 1e-6), 1.3),
     "mixture-profile": (lambda s: exact.privacy_profile(_mixture(s), 0.3), 1.3),
     "mixture-rdp": (lambda s: accounting.rdp(_mixture(s), 4.0), 1.3),
-    "pb-absolute-tau": (lambda t: exact.epsilon(
-        dpjax.PrivacyBoosted(dpjax.Gaussian(3.0), dpjax.AbsoluteError(t), 0.9), 1e-6), 2.0),
-    "composite-epsilon": (lambda w: exact.epsilon(
-        dpjax.Composite("rectangle", "uniform", 1.0, w, 0.843, 0.280, window=(2.0, 5.0)), 1e-6), 0.481),
+    "pb-absolute-tau": (
+        lambda t: exact.epsilon(dpjax.PrivacyBoosted(dpjax.Gaussian(3.0), dpjax.AbsoluteError(t), 0.9), 1e-6),
+        2.0,
+    ),
+    "composite-epsilon": (
+        lambda w: exact.epsilon(dpjax.Composite("rectangle", "uniform", 1.0, w, 0.843, 0.280, window=(2.0, 5.0)), 1e-6),
+        0.481,
+    ),
     "pb-relative-scale": (lambda s: exact.epsilon(_pb_relative(s, 0.2), 1e-6), 2.0),
     "pb-relative-theta": (lambda th: exact.epsilon(_pb_relative(2.0, th), 1e-6), 0.2),
 }

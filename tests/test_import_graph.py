@@ -34,7 +34,7 @@ def _imports(name, path, modules):
             base = node.module or ""
             if node.level:
                 package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                package = package[:len(package) - (node.level - 1)]
+                package = package[: len(package) - (node.level - 1)]
                 base = ".".join(package + ([base] if base else []))
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
@@ -111,6 +111,5 @@ def test_imports_point_down_the_layers():
                 into_cli.append(f"{rel}: {target}")
     assert upward == [] and into_cli == []
     # the test sees what it must: the CLI does reach up (lazily), and the graph holds every package
-    assert any(t.startswith(("accounting", "optimize")) for n in modules if n.startswith("dpjax.cli")
-               for t in graph[n])
+    assert any(t.startswith(("accounting", "optimize")) for n in modules if n.startswith("dpjax.cli") for t in graph[n])
     assert {"dpjax.release", "accounting.rdp", "optimize.dpsgd"} <= set(graph)

@@ -29,8 +29,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELS = [dpjax.Laplace(1.7), dpjax.Gaussian(2.3), dpjax.DiscreteLaplace(1.7), dpjax.DiscreteGaussian(2.3)]
 
 
-@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.slow) if k.discrete else k for k in KERNELS],
-                         ids=lambda k: type(k).__name__)
+@pytest.mark.parametrize(
+    "kernel",
+    [pytest.param(k, marks=pytest.mark.slow) if k.discrete else k for k in KERNELS],
+    ids=lambda k: type(k).__name__,
+)
 def test_generic_loss_threshold_matches_closed_form(kernel):
     with jax.enable_x64(True):
         k = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), kernel)
@@ -56,12 +59,18 @@ def test_generic_masses_quantiles_and_tilted_integrals_match_closed_forms(kernel
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-16)
         p = jnp.asarray([1e-4, 0.1, 0.4])  # (far tails and the median: where the closed forms earn their keep)
         for side in (-1.0, 1.0):
-            np.testing.assert_allclose(AdditiveMechanism.noise_split_icdf(k, p, side * (0.5 - p), side),
-                                       k.noise_split_icdf(p, side * (0.5 - p), side), rtol=1e-8)
+            np.testing.assert_allclose(
+                AdditiveMechanism.noise_split_icdf(k, p, side * (0.5 - p), side),
+                k.noise_split_icdf(p, side * (0.5 - p), side),
+                rtol=1e-8,
+            )
         lo, hi = jnp.asarray([-3.0, 1.5]), jnp.asarray([-0.5, 9.0])  # pieces without a kink (0, 1)
         for alpha in (2.0, 6.0):
-            np.testing.assert_allclose(AdditiveMechanism.noise_tilted_log_integral(k, lo, hi, 0.0, 1.0, alpha),
-                                       k.noise_tilted_log_integral(lo, hi, 0.0, 1.0, alpha), rtol=1e-9)
+            np.testing.assert_allclose(
+                AdditiveMechanism.noise_tilted_log_integral(k, lo, hi, 0.0, 1.0, alpha),
+                k.noise_tilted_log_integral(lo, hi, 0.0, 1.0, alpha),
+                rtol=1e-9,
+            )
         reach = float(AdditiveMechanism.noise_reach(k))
         assert float(k.noise_log_sf(reach)) <= np.log(0.5e-17)
         assert reach <= 2.0 * float(k.noise_reach()) + 1.0
@@ -77,8 +86,10 @@ def _quadrature_delta(mech, eps, v, nv):
         m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
         f = jax.jit(lambda y: jnp.maximum(jnp.exp(m.log_prob(y, v)) - jnp.exp(eps + m.log_prob(y, nv)), 0.0))
         cuts = sorted([-80.0, v, nv, *np.asarray(m.output_breakpoints(v, nv)).ravel(), 80.0])
-        return sum(integrate.quad(lambda y: float(f(y)), a, b, epsabs=1e-14, epsrel=1e-12, limit=200)[0]
-                   for a, b in zip(cuts[:-1], cuts[1:]))
+        return sum(
+            integrate.quad(lambda y: float(f(y)), a, b, epsabs=1e-14, epsrel=1e-12, limit=200)[0]
+            for a, b in zip(cuts[:-1], cuts[1:])
+        )
 
 
 @pytest.mark.slow
@@ -130,12 +141,24 @@ def test_logistic_release_and_accounting():
 
 @pytest.mark.slow
 def test_cli_takes_a_kernel_class(capsys):
-    code = cli.main(["release", "--mechanism", "boosted", "--kernel", "examples.custom_kernel:Logistic",
-                     "--region", "absolute", "--seed", "0"])
+    code = cli.main(
+        [
+            "release",
+            "--mechanism",
+            "boosted",
+            "--kernel",
+            "examples.custom_kernel:Logistic",
+            "--region",
+            "absolute",
+            "--seed",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "Logistic(" in out and "PB-DP" in out
-    assert cli.main(["release", "--mechanism", "examples.custom_kernel:Logistic", "--scale", "20000", "--seed",
-                     "1"]) == 0
+    assert (
+        cli.main(["release", "--mechanism", "examples.custom_kernel:Logistic", "--scale", "20000", "--seed", "1"]) == 0
+    )
     assert cli.main(["release", "--kernel", "examples.custom_kernel:Nothing", "--mechanism", "boosted"]) == 2
 
 
@@ -147,7 +170,8 @@ CONCRETE = {"Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian"}
 
 def test_no_call_site_names_a_concrete_kernel_class():
     """Outside a kernel's own module (dpjax/kernels/) and the package's export list, no code (the
-    CLI included: it builds kernels through the registry) refers to Laplace, Gaussian, DiscreteLaplace or DiscreteGaussian."""
+    CLI included: it builds kernels through the registry) refers to Laplace, Gaussian, DiscreteLaplace or
+    DiscreteGaussian."""
     allowed = {ROOT / "dpjax" / "__init__.py"}
     hits = []
     for package in ("dpjax", "accounting", "optimize"):
@@ -155,8 +179,13 @@ def test_no_call_site_names_a_concrete_kernel_class():
             if path in allowed or (ROOT / "dpjax" / "kernels") in path.parents:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
-                name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else (
-                    node.name if isinstance(node, ast.alias) else None)
+                name = (
+                    node.id
+                    if isinstance(node, ast.Name)
+                    else node.attr
+                    if isinstance(node, ast.Attribute)
+                    else (node.name if isinstance(node, ast.alias) else None)
+                )
                 if name in CONCRETE:
                     hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     assert not hits, hits

@@ -64,7 +64,9 @@ def test_discrete_laplace_chi_square(scale):
     assert _chi_square_pvalue(x, pmf, support) > ALPHA
     ks = np.arange(-5, 6)
     np.testing.assert_allclose(np.exp(np.asarray(mech.log_prob(ks, 0))), [pmf(k) for k in ks], rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(mech.cdf(ks, 0)), np.cumsum([pmf(k) for k in range(-200, 6)])[-11:], rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(mech.cdf(ks, 0)), np.cumsum([pmf(k) for k in range(-200, 6)])[-11:], rtol=1e-5
+    )
 
 
 @pytest.mark.slow

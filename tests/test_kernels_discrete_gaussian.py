@@ -30,10 +30,13 @@ def _true_abs_law(sigma, k):
     mpmath.mp.dps = 40
     s = mpmath.mpf(sigma)
     if sigma < 2:
-        norm = 1 + 2 * mpmath.nsum(lambda j: mpmath.exp(-j**2 / (2 * s**2)), [1, mpmath.inf])
+        norm = 1 + 2 * mpmath.nsum(lambda j: mpmath.exp(-(j**2) / (2 * s**2)), [1, mpmath.inf])
     else:
-        norm = s * mpmath.sqrt(2 * mpmath.pi) * (
-            1 + 2 * mpmath.nsum(lambda j: mpmath.exp(-2 * mpmath.pi**2 * s**2 * j**2), [1, mpmath.inf]))
+        norm = (
+            s
+            * mpmath.sqrt(2 * mpmath.pi)
+            * (1 + 2 * mpmath.nsum(lambda j: mpmath.exp(-2 * mpmath.pi**2 * s**2 * j**2), [1, mpmath.inf]))
+        )
     p = np.exp(-0.5 * (k.astype(np.float64) / sigma) ** 2) / float(norm)
     return np.where(k == 0, p, 2 * p)
 
@@ -45,7 +48,7 @@ def _sampler_abs_law(sigma, per_record):
     every candidate kept for one σ below 16; conditioned on a keep (the sign, one more bit, is exactly fair)."""
     b, t, gap, half = _params(sigma, per_record)
     m = 1 << b
-    ge = t[:dgk.BLOCKS + 1].astype(np.float64)
+    ge = t[: dgk.BLOCKS + 1].astype(np.float64)
     ge[0] = 2.0**32
     pq = (ge[:-1] - ge[1:]) / 2.0**32
     if b == 0 and not per_record:
@@ -80,14 +83,25 @@ def test_no_guide_bucket_holds_more_than_it_checks():
     level = np.searchsorted(bases, np.arange(rows), side="right") - 1
     width = np.where(level < 32, 2.0 ** np.maximum(31 - dgk.GUIDE_BITS - level, 0), 1.0)
     start = np.where(level < 32, 2.0 ** (31 - level) + (np.arange(rows) - bases[level]) * width, 0.0)
-    sigmas = np.concatenate([2.0 ** np.linspace(-20, 4, 150), np.linspace(16, 32, 200, endpoint=False),
-                             np.nextafter(16 * 2.0 ** np.arange(8), 0)]).astype(np.float32)
-    tables = np.concatenate([np.asarray(jax.vmap(lambda s: _block_params(s)[1][0])(sigmas)),
-                             np.asarray(_block_params(jnp.ones(2, jnp.float32))[1])])
+    sigmas = np.concatenate(
+        [
+            2.0 ** np.linspace(-20, 4, 150),
+            np.linspace(16, 32, 200, endpoint=False),
+            np.nextafter(16 * 2.0 ** np.arange(8), 0),
+        ]
+    ).astype(np.float32)
+    tables = np.concatenate(
+        [
+            np.asarray(jax.vmap(lambda s: _block_params(s)[1][0])(sigmas)),
+            np.asarray(_block_params(jnp.ones(2, jnp.float32))[1]),
+        ]
+    )
     for t in tables:
         desc = np.sort(t[1:].astype(np.int64))
+
         def block(w):
             return desc.size - np.searchsorted(desc, w, side="right")
+
         assert (block(start) - block(start + width - 1)).max() <= dgk.GUIDE_SPAN
 
 
@@ -106,8 +120,9 @@ def _reference(stream, sigma, n):
         z = np.where(w1 & 1, -k, k)
         kept = np.ones(n, bool)
         if b or per_record:
-            always, thr = (np.asarray(x) for x in dgk._keep_threshold(q, s, b, jnp.float32(np.max(sigma)), gap, half,
-                                                                       jnp.float32))
+            always, thr = (
+                np.asarray(x) for x in dgk._keep_threshold(q, s, b, jnp.float32(np.max(sigma)), gap, half, jnp.float32)
+            )
             kept = always | (np.asarray(stream.words(2 * j + 1)[0]) < thr)
         out = np.where(todo & kept, z, out)
         todo &= ~kept
@@ -116,9 +131,15 @@ def _reference(stream, sigma, n):
     raise AssertionError("records left after MAX_TRIALS trials")
 
 
-@pytest.mark.parametrize("sigma", [3.0, pytest.param(100.0, marks=pytest.mark.slow),
-                                   pytest.param(1e6, marks=pytest.mark.slow),
-                                   pytest.param(np.full(20_000, 40.0, np.float32), marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "sigma",
+    [
+        3.0,
+        pytest.param(100.0, marks=pytest.mark.slow),
+        pytest.param(1e6, marks=pytest.mark.slow),
+        pytest.param(np.full(20_000, 40.0, np.float32), marks=pytest.mark.slow),
+    ],
+)
 def test_release_draws_are_the_block_map_of_the_stream(sigma):
     """Through the stream, under jit and vmap over keys: each draw is the documented map of the record's words."""
     mech, n = dpjax.DiscreteGaussian(sigma), 20_000
@@ -139,15 +160,21 @@ def test_vmaps_over_sigma():
     for s, o in zip(sigmas, np.asarray(out)):
         np.testing.assert_array_equal(o, np.asarray(draw(dpjax.DiscreteGaussian(s, support_radius=10))))
     with jax.enable_x64(True):
-        wide = np.asarray(dpjax.DiscreteGaussian(5000.0).sample_noise(UniformStream(jax.random.key(2), (n,),
-                                                                                     jnp.float64)))
+        wide = np.asarray(
+            dpjax.DiscreteGaussian(5000.0).sample_noise(UniformStream(jax.random.key(2), (n,), jnp.float64))
+        )
     np.testing.assert_array_equal(wide, np.asarray(out)[2])
 
 
-@pytest.mark.parametrize("sigma,width,per_record", [(2.0, 1, False),
-                                                    pytest.param(100.0, 5, False, marks=pytest.mark.slow),
-                                                    pytest.param(1e5, 2000, False, marks=pytest.mark.slow),
-                                                    pytest.param(30.0, 2, True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "sigma,width,per_record",
+    [
+        (2.0, 1, False),
+        pytest.param(100.0, 5, False, marks=pytest.mark.slow),
+        pytest.param(1e5, 2000, False, marks=pytest.mark.slow),
+        pytest.param(30.0, 2, True, marks=pytest.mark.slow),
+    ],
+)
 def test_release_fits_its_law(sigma, width, per_record):
     """χ² of 10^6 float32 draws of the public release against pmf ∝ exp(−z²/(2σ²)), in bins of ``width``
     integers (exact bin masses from the pmf in float64)."""
@@ -155,7 +182,7 @@ def test_release_fits_its_law(sigma, width, per_record):
     mech = dpjax.DiscreteGaussian(np.full(n, sigma) if per_record else sigma)
     out = np.asarray(dpjax.release(jax.random.key(11), jnp.zeros(n, jnp.int32), mech, numerics="float"))
     z = np.arange(-int(7 * sigma), int(7 * sigma) + 1)
-    pmf = np.exp(-z.astype(float) ** 2 / (2 * sigma**2))
+    pmf = np.exp(-(z.astype(float) ** 2) / (2 * sigma**2))
     pmf /= pmf.sum()
     edges = np.arange(z[0], z[-1] + width + 1, width)
     exp = np.add.reduceat(pmf, edges[:-1] - z[0]) * n

@@ -16,12 +16,15 @@ _KERNEL = {
     "discrete_laplace": lambda: dpjax.DiscreteLaplace(2.0),
     "discrete_gaussian": lambda: dpjax.DiscreteGaussian(2.0),
     "geometric_mixture": lambda: dpjax.GeometricMixture.from_epsilon(1.0, 2.0, 1.0),
-    "pb_discrete_laplace_absolute": lambda: dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(2.0), dpjax.AbsoluteError(3.0),
-                                                                 0.5),
-    "pb_discrete_laplace_relative": lambda: dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(2.0),
-                                                                 dpjax.RelativeError(0.2, 3.0), 0.5),
-    "pb_discrete_gaussian_absolute": lambda: dpjax.PrivacyBoosted(dpjax.DiscreteGaussian(2.0),
-                                                                  dpjax.AbsoluteError(3.0), 0.5),
+    "pb_discrete_laplace_absolute": lambda: dpjax.PrivacyBoosted(
+        dpjax.DiscreteLaplace(2.0), dpjax.AbsoluteError(3.0), 0.5
+    ),
+    "pb_discrete_laplace_relative": lambda: dpjax.PrivacyBoosted(
+        dpjax.DiscreteLaplace(2.0), dpjax.RelativeError(0.2, 3.0), 0.5
+    ),
+    "pb_discrete_gaussian_absolute": lambda: dpjax.PrivacyBoosted(
+        dpjax.DiscreteGaussian(2.0), dpjax.AbsoluteError(3.0), 0.5
+    ),
 }
 
 
@@ -35,7 +38,9 @@ def test_off_lattice_shift_is_infinite_in_every_route(name):
     _every_route(_KERNEL[name]())
 
 
-@pytest.mark.parametrize("name", ["geometric_mixture", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name", ["geometric_mixture", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)]
+)
 def test_off_lattice_single_release(name):
     m = _KERNEL[name]()
     # main: 1.0 for the mixture (it examined the shift ⌈0.5⌉ = 1), 0.0 for PB-DP over integer noise
@@ -57,7 +62,9 @@ def _every_route(m):
         assert float(accounting.exact.privacy_profile(m, 3.0, 0.5)) == 1.0
 
 
-@pytest.mark.parametrize("name", ["discrete_laplace", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name", ["discrete_laplace", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)]
+)
 def test_multiple_of_the_step_keeps_its_figure(name):
     m = _KERNEL[name]()
     e = float(accounting.pld(m, sensitivity=2.0).get_epsilon_for_delta(1e-6))
@@ -76,8 +83,12 @@ def test_batch_of_kernels_and_accountant():
 
 
 def test_continuous_and_rounding_mechanisms_have_no_lattice():
-    for m in (dpjax.Laplace(2.0), dpjax.Gaussian(2.0), dpjax.Laplace(2.0).exact_lattice(),
-              dpjax.DiscreteLaplace(2.0).exact_lattice()):
+    for m in (
+        dpjax.Laplace(2.0),
+        dpjax.Gaussian(2.0),
+        dpjax.Laplace(2.0).exact_lattice(),
+        dpjax.DiscreteLaplace(2.0).exact_lattice(),
+    ):
         assert m.lattice_step is None
         assert not bool(m.off_lattice(0.5))
     # the exact tier rounds the answers to its lattice first: Δ = 0.5 costs the lattice shift ⌈Δ/g⌉ = 1

@@ -53,8 +53,14 @@ def _quad(f, lo, hi, points):
     return sum(integrate.quad(f, a, b, epsabs=1e-15, epsrel=1e-13, limit=200)[0] for a, b in zip(edges[:-1], edges[1:]))
 
 
-CONFIGS = [(0.2, 5.0, 5.0, 1.0), (1.0, 0.1, 4.5, 1.0), (0.1, 10.0, 4.5, 1.0), (0.5, 2.0, 3.0, 2.0),
-           (9.0, 0.3, 0.375, 1.0), (1.0, 0.5, 0.3, 2.0)]
+CONFIGS = [
+    (0.2, 5.0, 5.0, 1.0),
+    (1.0, 0.1, 4.5, 1.0),
+    (0.1, 10.0, 4.5, 1.0),
+    (0.5, 2.0, 3.0, 2.0),
+    (9.0, 0.3, 0.375, 1.0),
+    (1.0, 0.5, 0.3, 2.0),
+]
 
 
 # ----------------------------------------------------------------------------------
@@ -67,12 +73,15 @@ def test_spec_check_values_laplace_mixture():
         got = [m.mean_abs(), m.second_moment(), m.entropy(), m.tail_mass(), a1, a2, (1 - a2) / 2]
     want = [2.497761, 9.547133, 2.536975, 0.104260, 15.473551, 1.417040, -0.208520]
     np.testing.assert_allclose(np.asarray(got, float), want, rtol=0, atol=6e-7)
-    for (e, r, c), w in [((1.0, 0.1, 4.5), (2.317954, 32.835573, 2.197460)),
-                         ((0.1, 10.0, 4.5), (2.59328, 9.78201, 2.53673))]:
+    for (e, r, c), w in [
+        ((1.0, 0.1, 4.5), (2.317954, 32.835573, 2.197460)),
+        ((0.1, 10.0, 4.5), (2.59328, 9.78201, 2.53673)),
+    ]:
         k = lapm(e, r, c)
         with jax.enable_x64(True):
-            np.testing.assert_allclose([float(k.mean_abs()), float(k.second_moment()), float(k.entropy())], w,
-                                       atol=6e-6 if e == 0.1 else 6e-7)
+            np.testing.assert_allclose(
+                [float(k.mean_abs()), float(k.second_moment()), float(k.entropy())], w, atol=6e-6 if e == 0.1 else 6e-7
+            )
     # Fig. 1 constants: Lap_m(10, 1), c = 4.5
     k = lapm(0.1, 10.0, 4.5)
     with jax.enable_x64(True):
@@ -87,21 +96,34 @@ def test_laplace_mixture_law_and_moments_against_quadrature(cfg):
     f = lambda x: np.exp(_ref_logpdf(x, eps, r, c, d))  # noqa: E731
     xs = np.array([-9.0, -c - 0.7, -c, -0.3, 0.0, 0.4, c, c + 2.0, 12.0])
     with jax.enable_x64(True):
-        np.testing.assert_allclose(np.asarray(m.noise_log_prob(jnp.asarray(xs))), _ref_logpdf(xs, eps, r, c, d),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(m.noise_log_prob(jnp.asarray(xs))), _ref_logpdf(xs, eps, r, c, d), rtol=1e-12
+        )
         cdf = np.asarray(m.noise_cdf(jnp.asarray(xs)))
         moments = [float(m.mean_abs()), float(m.second_moment()), float(m.entropy()), float(m.tail_mass())]
     pts = [-c, 0.0, c]
     big = 60.0 * d / (r * eps) + c + 50
     ref_cdf = [_quad(f, -big, x, pts) for x in xs]
     np.testing.assert_allclose(cdf, ref_cdf, rtol=1e-9, atol=1e-300)
-    ref = [2 * _quad(lambda x: x * f(x), 0, big, pts), 2 * _quad(lambda x: x * x * f(x), 0, big, pts),
-           -2 * _quad(lambda x: f(x) * _ref_logpdf(x, eps, r, c, d), 0, big, pts), 2 * _quad(f, c, big, pts)]
+    ref = [
+        2 * _quad(lambda x: x * f(x), 0, big, pts),
+        2 * _quad(lambda x: x * x * f(x), 0, big, pts),
+        -2 * _quad(lambda x: f(x) * _ref_logpdf(x, eps, r, c, d), 0, big, pts),
+        2 * _quad(f, c, big, pts),
+    ]
     np.testing.assert_allclose(moments, ref, rtol=1e-9)
 
 
-@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), pytest.param((0.1, 10.0, 6, 1.0), marks=pytest.mark.slow), pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow), pytest.param((0.5, 4.0, 4, 2.0), marks=pytest.mark.slow),
-                                 pytest.param((2.0, 0.3, 1, 3.0), marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        (0.2, 5.0, 5, 1.0),
+        pytest.param((0.1, 10.0, 6, 1.0), marks=pytest.mark.slow),
+        pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow),
+        pytest.param((0.5, 4.0, 4, 2.0), marks=pytest.mark.slow),
+        pytest.param((2.0, 0.3, 1, 3.0), marks=pytest.mark.slow),
+    ],
+)
 def test_geometric_mixture_law_and_moments_against_summation(cfg):
     eps, r, c, d = cfg
     m = geomm(eps, r, c, d)
@@ -120,8 +142,10 @@ def test_geometric_mixture_law_and_moments_against_summation(cfg):
 
 
 def test_spec_check_values_geometric_mixture():
-    for (e, r, c), want in [((0.2, 5.0, 5), (2.480046, 9.609491, 2.537405, 0.059985)),
-                            ((0.1, 10.0, 6), (3.169270, 14.707604, 2.730166, 0.062511))]:
+    for (e, r, c), want in [
+        ((0.2, 5.0, 5), (2.480046, 9.609491, 2.537405, 0.059985)),
+        ((0.1, 10.0, 6), (3.169270, 14.707604, 2.730166, 0.062511)),
+    ]:
         m = geomm(e, r, c)
         with jax.enable_x64(True):
             got = [float(m.mean_abs()), float(m.second_moment()), float(m.entropy()), float(m.tail_mass())]
@@ -142,8 +166,10 @@ def test_limits_are_the_plain_kernels():
     with jax.enable_x64(True):
         x = jnp.linspace(-9.0, 9.0, 37)
         lap = dpjax.Laplace(jnp.float64(2.0))
-        for m in (dpjax.LaplaceMixture(jnp.float64(2.0), jnp.float64(2.0), jnp.float64(3.0)),  # r = 1
-                  dpjax.LaplaceMixture(jnp.float64(0.5), jnp.float64(2.0), jnp.float64(0.0))):  # c = 0
+        for m in (
+            dpjax.LaplaceMixture(jnp.float64(2.0), jnp.float64(2.0), jnp.float64(3.0)),  # r = 1
+            dpjax.LaplaceMixture(jnp.float64(0.5), jnp.float64(2.0), jnp.float64(0.0)),
+        ):  # c = 0
             np.testing.assert_allclose(m.noise_log_prob(x), lap.noise_log_prob(x), rtol=1e-13)
             np.testing.assert_allclose(m.noise_cdf(x), lap.noise_cdf(x), rtol=1e-13)
             np.testing.assert_allclose(float(m.mean_abs()), 2.0, rtol=1e-13)
@@ -160,11 +186,14 @@ def test_icdf_inverts_cdf_and_gradients_are_finite():
         ms = [lapm(*HEAD), lapm(1.0, 0.1, 4.5), lapm(9.0, 0.3, 0.375)]
         # one batched kernel (one compilation), built from stacked parameters: members differ in their
         # static log-concavity (r ≥ 1 or not), the batch's is that of every member
-        m = dpjax.LaplaceMixture(*(jnp.stack([getattr(k, n) for k in ms])
-                                   for n in ("inner_scale", "outer_scale", "breakpoint")))
+        m = dpjax.LaplaceMixture(
+            *(jnp.stack([getattr(k, n) for k in ms]) for n in ("inner_scale", "outer_scale", "breakpoint"))
+        )
         back = jax.jit(lambda mm: mm.noise_cdf(mm.noise_icdf(u[:, None])))(m)
         np.testing.assert_allclose(back, np.broadcast_to(np.asarray(u)[:, None], back.shape), rtol=1e-10)
-        g = jax.jit(jax.grad(lambda mm: jnp.sum(mm.mean_abs() + mm.entropy() + jnp.sum(mm.noise_icdf(u[:, None]), 0))))(m)
+        g = jax.jit(jax.grad(lambda mm: jnp.sum(mm.mean_abs() + mm.entropy() + jnp.sum(mm.noise_icdf(u[:, None]), 0))))(
+            m
+        )
         assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(g))
         for m in (geomm(*HEAD), geomm(2.0, 0.3, 1, 3.0)):
             k = m.noise_icdf(u)
@@ -172,8 +201,10 @@ def test_icdf_inverts_cdf_and_gradients_are_finite():
             assert np.all(np.asarray(m.noise_cdf(k - 1.0)) < np.asarray(u))
 
 
-@pytest.mark.parametrize("build", [lambda: dpjax.LaplaceMixture.from_epsilon(0.2, 5, 5),
-                                   lambda: dpjax.LaplaceMixture.from_epsilon(1.0, 0.1, 4.5)])
+@pytest.mark.parametrize(
+    "build",
+    [lambda: dpjax.LaplaceMixture.from_epsilon(0.2, 5, 5), lambda: dpjax.LaplaceMixture.from_epsilon(1.0, 0.1, 4.5)],
+)
 def test_release_samples_ks(build):
     m = build()
     x = np.asarray(dpjax.release(jax.random.key(3), jnp.zeros(20_000), m), np.float64)
@@ -200,8 +231,9 @@ def test_geometric_release_chi_square():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("params", [(0.2, 5, 5, 1.0), (0.1, 10, 4.5, 1.0), (1.0, 0.1, 4.5, 1.0), (0.5, 2, 3, 2.0),
-                                    (1e-4, 5000, 2, 1.0)])
+@pytest.mark.parametrize(
+    "params", [(0.2, 5, 5, 1.0), (0.1, 10, 4.5, 1.0), (1.0, 0.1, 4.5, 1.0), (0.5, 2, 3, 2.0), (1e-4, 5000, 2, 1.0)]
+)
 def test_samplers_at_a_million_draws(params):
     e, r, c, d = params
     m = dpjax.LaplaceMixture.from_epsilon(e, r, c, d)
@@ -231,8 +263,15 @@ def _brute_pure(eps, r, c, d, discrete):
 _PURE = [(0.2, 5.0, 5.0, 1.0), (9.0, 0.3, 0.375, 1.0), (1.0, 0.5, 0.3, 2.0)]  # headline; r < 1, c < Δ
 
 
-@pytest.mark.parametrize("cfg", _PURE + [pytest.param(c, marks=pytest.mark.slow) for c in CONFIGS + [
-    (1.0, 0.1, 0.5, 1.0), (0.25, 4.0, 0.3, 1.0)] if c not in _PURE])
+@pytest.mark.parametrize(
+    "cfg",
+    _PURE
+    + [
+        pytest.param(c, marks=pytest.mark.slow)
+        for c in CONFIGS + [(1.0, 0.1, 0.5, 1.0), (0.25, 4.0, 0.3, 1.0)]
+        if c not in _PURE
+    ],
+)
 def test_pure_epsilon_is_tight(cfg):
     eps, r, c, d = cfg
     with jax.enable_x64(True):
@@ -244,8 +283,9 @@ def test_pure_epsilon_is_tight(cfg):
         assert got < max(eps, r * eps)
 
 
-@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), (1.0, 0.1, 5, 1.0), (0.5, 4.0, 4, 2.0), (0.5, 4.0, 4, 3.0),
-                                 (2.0, 0.3, 1, 3.0)])
+@pytest.mark.parametrize(
+    "cfg", [(0.2, 5.0, 5, 1.0), (1.0, 0.1, 5, 1.0), (0.5, 4.0, 4, 2.0), (0.5, 4.0, 4, 3.0), (2.0, 0.3, 1, 3.0)]
+)
 def test_geometric_pure_epsilon_is_tight(cfg):
     eps, r, c, d = cfg
     with jax.enable_x64(True):
@@ -260,10 +300,12 @@ def test_headline_exact_privacy():
         assert float(m.pure_epsilon(1.0)) == pytest.approx(1.0, abs=1e-12)
         assert float(g.pure_epsilon(1.0)) == pytest.approx(1.0, abs=1e-12)
         eps = jnp.asarray([0.2, 0.328, 0.5, 0.75, 1.0])
-        np.testing.assert_allclose(np.asarray(_hs(m, eps, 0.0, 1.0)), [0.04617, 0.03815, 0.02776, 0.01345, 0],
-                                   atol=6e-6)
-        np.testing.assert_allclose(np.asarray(_hs(g, eps, 0.0, 1.0)), [0.04490, 0.03989, 0.03208, 0.01803, 0],
-                                   atol=6e-6)
+        np.testing.assert_allclose(
+            np.asarray(_hs(m, eps, 0.0, 1.0)), [0.04617, 0.03815, 0.02776, 0.01345, 0], atol=6e-6
+        )
+        np.testing.assert_allclose(
+            np.asarray(_hs(g, eps, 0.0, 1.0)), [0.04490, 0.03989, 0.03208, 0.01803, 0], atol=6e-6
+        )
     e5 = float(accounting.exact.epsilon(dpjax.LaplaceMixture.from_epsilon(*HEAD), 1e-5))
     assert e5 == pytest.approx(0.99981, abs=2e-5)
 
@@ -271,7 +313,8 @@ def test_headline_exact_privacy():
 @pytest.mark.slow
 def test_headline_geometric_mixture_is_only_0328_dp_at_delta_004():
     assert float(accounting.exact.epsilon(dpjax.GeometricMixture.from_epsilon(*HEAD), 0.0399)) == pytest.approx(
-        0.328, abs=2e-3)
+        0.328, abs=2e-3
+    )
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)
@@ -292,8 +335,9 @@ def test_hockey_stick_against_quadrature(cfg):
             assert got == pytest.approx(ref, rel=1e-7, abs=1e-13) and got_b == pytest.approx(got, rel=1e-10, abs=1e-15)
 
 
-@pytest.mark.parametrize("cfg", [(0.2, 5.0, 5, 1.0), (2.0, 0.3, 1, 3.0),
-                                 pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "cfg", [(0.2, 5.0, 5, 1.0), (2.0, 0.3, 1, 3.0), pytest.param((1.0, 0.1, 5, 1.0), marks=pytest.mark.slow)]
+)
 def test_geometric_hockey_stick_against_summation(cfg):
     eps, r, c, d = cfg
     m = geomm(eps, r, c, d)
@@ -316,8 +360,9 @@ def test_exact_accountant_examines_every_shift():
         eps = jnp.asarray([0.1, 0.4, 0.7])
         shifts = jnp.linspace(0.01, 2.0, 400)
         worst = np.max(np.asarray(_hs(m, eps[:, None], 0.0, shifts[None, :])), axis=1)
-    declared = np.asarray(accounting.exact.privacy_profile(dpjax.LaplaceMixture.from_epsilon(1.0, 0.5, 0.3, 2.0),
-                                                           eps, 2.0))
+    declared = np.asarray(
+        accounting.exact.privacy_profile(dpjax.LaplaceMixture.from_epsilon(1.0, 0.5, 0.3, 2.0), eps, 2.0)
+    )
     assert np.all(declared >= worst - 1e-12)
 
 
@@ -337,14 +382,16 @@ def test_ten_fold_composition_of_the_headline_geometric_mixture():
 def test_paper_budget_values():
     g, m = dpjax.GeometricMixture.from_epsilon(*HEAD), dpjax.LaplaceMixture.from_epsilon(*HEAD)
     assert float(mp.general_privacy_budget(g, form="eq25")) == pytest.approx(0.328106, abs=1e-6)
-    assert float(mp.general_privacy_budget(g)) == pytest.approx(float(mp.general_privacy_budget(g, form="eq25")),
-                                                                rel=1e-12)
+    assert float(mp.general_privacy_budget(g)) == pytest.approx(
+        float(mp.general_privacy_budget(g, form="eq25")), rel=1e-12
+    )
     assert float(mp.general_privacy_budget(m)) == pytest.approx(0.31262, abs=1e-5)
     z27 = float(mp.general_privacy_budget(m, form="eq27"))
     assert z27 == pytest.approx(0.309063, abs=1e-6)
     assert float(mp.laplace_epsilon_for_budget(z27)) == pytest.approx(0.331881, abs=1e-5)
-    np.testing.assert_allclose(mp.rounded_laplace_budget(np.array([0.1, 0.332, 0.5, 1.0])),
-                               [0.097647, 0.309167, 0.452321, 0.845310], atol=1e-6)
+    np.testing.assert_allclose(
+        mp.rounded_laplace_budget(np.array([0.1, 0.332, 0.5, 1.0])), [0.097647, 0.309167, 0.452321, 0.845310], atol=1e-6
+    )
     fig1 = dpjax.LaplaceMixture.from_epsilon(0.1, 10, 4.5)
     assert float(mp.general_privacy_budget(fig1, form="naive")) == pytest.approx(0.297540, abs=1e-6)
     assert float(mp.general_privacy_budget(fig1)) == pytest.approx(0.29545, abs=1e-5)
@@ -384,8 +431,13 @@ def test_usefulness_and_composition_labels():
         assert tail(9.0) == pytest.approx(a1 * np.exp(-9.0) * 2 * np.e / (np.e + 1), rel=1e-10)
     assert float(paper.radius) == pytest.approx(np.log(a1 / 0.01), rel=1e-10)
     assert mp.compose_budgets(0.1, 0.2) == pytest.approx(0.3)
-    for fn in (mp.general_privacy_budget, mp.compose_budgets, mp.usefulness, mp.rounded_laplace_budget,
-               mp.laplace_epsilon_for_budget):
+    for fn in (
+        mp.general_privacy_budget,
+        mp.compose_budgets,
+        mp.usefulness,
+        mp.rounded_laplace_budget,
+        mp.laplace_epsilon_for_budget,
+    ):
         assert "NOT CERTIFIED" in fn.__doc__
     with pytest.raises(ValueError, match="form"):
         mp.general_privacy_budget(g, form="eq27")
@@ -430,8 +482,9 @@ def test_tune_mixture_variance_and_geometric():
     geo3 = optimize.tune_mixture(8.0, kernel="geometric", sensitivity=3)
     assert bool(geo3.improved) and float(geo3.pure_epsilon) <= 8.0
     b2, b1 = float(geo3.mechanism.inner_scale), float(geo3.mechanism.outer_scale)
-    assert float(geo3.pure_epsilon) == pytest.approx(_brute_pure(3.0 / b2, b2 / b1, geo3.mechanism.breakpoint, 3.0,
-                                                                 True), rel=1e-12)
+    assert float(geo3.pure_epsilon) == pytest.approx(
+        _brute_pure(3.0 / b2, b2 / b1, geo3.mechanism.breakpoint, 3.0, True), rel=1e-12
+    )
     with pytest.raises(ValueError, match="objective"):
         optimize.tune_mixture(1.0, objective="entropy")
 
@@ -468,8 +521,10 @@ def test_tune_mixture_epsilon_delta_batched_never_claims_a_gain_it_lacks():
         b = 1.0 / (targets - 2.0 * np.log1p(-delta))
         np.testing.assert_allclose(res.baseline_objective, b if objective == "mean_abs" else 2 * b * b, rtol=1e-8)
         with jax.enable_x64(True):
-            mix = [k if isinstance(k, dpjax.LaplaceMixture) else dpjax.LaplaceMixture(k.scale, k.scale, 0.0)
-                   for k in res.mechanism]  # a plain row: the r = 1, c = 0 law
+            mix = [
+                k if isinstance(k, dpjax.LaplaceMixture) else dpjax.LaplaceMixture(k.scale, k.scale, 0.0)
+                for k in res.mechanism
+            ]  # a plain row: the r = 1, c = 0 law
             got = [float(k.mean_abs() if objective == "mean_abs" else k.variance()) for k in mix]
         np.testing.assert_allclose(got, res.objective, rtol=1e-12)
         assert res.ratio[-1] < 0.9
@@ -528,7 +583,23 @@ def test_cli_release_with_a_mixture(capsys):
 
     from dpjax import cli
 
-    rc = cli.main(["release", "--mechanism", "geometric-mixture", "--epsilon", "0.2", "--r", "5", "--c", "5",
-                   "--statistic", "count", "--seed", "1", "--json"])
+    rc = cli.main(
+        [
+            "release",
+            "--mechanism",
+            "geometric-mixture",
+            "--epsilon",
+            "0.2",
+            "--r",
+            "5",
+            "--c",
+            "5",
+            "--statistic",
+            "count",
+            "--seed",
+            "1",
+            "--json",
+        ]
+    )
     got = json.loads(capsys.readouterr().out)
     assert rc == 0 and got["noise"] == "GeometricMixture" and 0.199 <= got["epsilon"] <= 0.2

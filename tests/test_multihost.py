@@ -48,8 +48,7 @@ def _releases(dpjax, key, glob):
         "pbdp": dpjax.release(keys[3], glob["v"], boosted, numerics="float"),
         "exact_laplace": dpjax.release(keys[4], glob["v"], dpjax.Laplace(1.0), numerics="exact"),
         "exact_gaussian": dpjax.release(keys[5], glob["x"], dpjax.Gaussian(2.0), numerics="exact"),
-        "exact_discrete_laplace": dpjax.release(keys[6], glob["counts"], dpjax.DiscreteLaplace(3.0),
-                                                numerics="exact"),
+        "exact_discrete_laplace": dpjax.release(keys[6], glob["counts"], dpjax.DiscreteLaplace(3.0), numerics="exact"),
     }
 
 
@@ -72,15 +71,17 @@ def _dpsgd(sharding=None, replicated=None):
 
         half = len(xs) // 2
         p = jax.process_index()
-        xs, ys = global_records(xs[p * half:(p + 1) * half]), global_records(ys[p * half:(p + 1) * half])
+        xs, ys = global_records(xs[p * half : (p + 1) * half]), global_records(ys[p * half : (p + 1) * half])
 
     def loss(params, x, y):
         logit = x @ params["w"] + params["b"]
         return optax.sigmoid_binary_cross_entropy(logit, y)
 
     out = {}
-    for name, kwargs in (("dpsgd_gaussian", {}),
-                         ("dpsgd_grid", {"mechanism": __import__("dpjax").DiscreteGaussian, "grid_step": 1e-3})):
+    for name, kwargs in (
+        ("dpsgd_gaussian", {}),
+        ("dpsgd_grid", {"mechanism": __import__("dpjax").DiscreteGaussian, "grid_step": 1e-3}),
+    ):
         tx = optimize.dpsgd(0.5, 1.0, 1.1, jax.random.key(5), **kwargs)
         params = {"w": jnp.zeros((5,), jnp.float32), "b": jnp.zeros((), jnp.float32)}
         if replicated is not None:
@@ -95,8 +96,9 @@ def _dpsgd(sharding=None, replicated=None):
 
         for _ in range(2):
             params, state = step(params, state, xs, ys)
-        out[name] = np.concatenate([np.asarray(params["w"].addressable_data(0)),
-                                    np.asarray(params["b"].addressable_data(0)).reshape(1)])
+        out[name] = np.concatenate(
+            [np.asarray(params["w"].addressable_data(0)), np.asarray(params["b"].addressable_data(0)).reshape(1)]
+        )
     return out
 
 
@@ -124,11 +126,12 @@ def _child_good(outdir):
     for name, out in _releases(dpjax, jax.random.key(SEED), glob).items():
         assert out.sharding == glob["x" if out.ndim == 2 else "v"].sharding, name
         _save(outdir, name, out)
-    sig = global_records(d["batch_sigma"][p * 4:(p + 1) * 4])
+    sig = global_records(d["batch_sigma"][p * 4 : (p + 1) * 4])
     _save(outdir, "batch_epsilon", _batch_epsilon(dpjax, accounting, sig))
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("records",))
-    for name, params in _dpsgd(NamedSharding(mesh, PartitionSpec("records")),
-                               NamedSharding(mesh, PartitionSpec())).items():
+    for name, params in _dpsgd(
+        NamedSharding(mesh, PartitionSpec("records")), NamedSharding(mesh, PartitionSpec())
+    ).items():
         np.save(os.path.join(outdir, f"{name}__{p}.npy"), params)
 
 
@@ -144,7 +147,7 @@ def _child_refusals(outdir):
 
     p = jax.process_index()
     d = _data()
-    v = d["v"][p * ROWS:(p + 1) * ROWS].copy()
+    v = d["v"][p * ROWS : (p + 1) * ROWS].copy()
     good = global_records(v)
     messages = {}
 
@@ -158,24 +161,41 @@ def _child_refusals(outdir):
     with_nan = v.copy()  # (a global array may share its numpy buffer on the CPU)
     if p == 1:
         with_nan[5] = np.nan
-    attempt("nan_on_one", lambda: dpjax.release(jax.random.key(1), global_records(with_nan), dpjax.Laplace(1.0),
-                                                numerics="float"))
+    attempt(
+        "nan_on_one",
+        lambda: dpjax.release(jax.random.key(1), global_records(with_nan), dpjax.Laplace(1.0), numerics="float"),
+    )
     attempt("keys_differ", lambda: dpjax.release(jax.random.key(p), good, dpjax.Laplace(1.0), numerics="float"))
-    attempt("local_on_one", lambda: dpjax.release(jax.random.key(1), good if p == 0 else np.asarray(v),
-                                                  dpjax.Laplace(1.0), numerics="float"))
+    attempt(
+        "local_on_one",
+        lambda: dpjax.release(
+            jax.random.key(1), good if p == 0 else np.asarray(v), dpjax.Laplace(1.0), numerics="float"
+        ),
+    )
     attempt("rows_differ", lambda: global_records(d["v"][: ROWS + p]))
     attempt("mech_differs", lambda: dpjax.release(jax.random.key(1), good, dpjax.Laplace(1.0 + p), numerics="float"))
-    attempt("exact_unsupported", lambda: dpjax.release(jax.random.key(1), good, dpjax.PrivacyBoosted(
-        dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9), numerics="exact"))
+    attempt(
+        "exact_unsupported",
+        lambda: dpjax.release(
+            jax.random.key(1),
+            good,
+            dpjax.PrivacyBoosted(dpjax.Laplace(2.0), dpjax.AbsoluteError(1.5), 0.9),
+            numerics="exact",
+        ),
+    )
     huge = v.copy()
     if p == 1:
         huge[7] = 1e13  # |value| / granularity past 2**62 for Laplace(1)'s lattice: only process 1 can see it
-    attempt("exact_range_on_one", lambda: dpjax.release(jax.random.key(1), global_records(huge), dpjax.Laplace(1.0),
-                                                        numerics="exact"))
-    sigma = d["sigma"][p * ROWS:(p + 1) * ROWS].copy()
+    attempt(
+        "exact_range_on_one",
+        lambda: dpjax.release(jax.random.key(1), global_records(huge), dpjax.Laplace(1.0), numerics="exact"),
+    )
+    sigma = d["sigma"][p * ROWS : (p + 1) * ROWS].copy()
     sigma[3] = -1.0 if p == 1 else sigma[3]  # the constructor cannot see it; the release validates each shard
-    attempt("sigma_invalid_on_one",
-            lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma)), numerics="float"))
+    attempt(
+        "sigma_invalid_on_one",
+        lambda: dpjax.release(jax.random.key(1), good, dpjax.Gaussian(global_records(sigma)), numerics="float"),
+    )
     attempt("calls_differ", lambda: multihost.agree("global_records" if p else "dpjax.release", {}))
     os.environ["DPJAX_AGREE_TIMEOUT"] = "2"
     if p == 0:  # process 1 never calls: process 0 must time out, not hang
@@ -207,8 +227,19 @@ def _launch(group, outdir, *options, status=0):
     import time
 
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "dpjax.launch", "--processes", "2", "--timeout", "240", *options, __file__, group,
-           str(outdir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dpjax.launch",
+        "--processes",
+        "2",
+        "--timeout",
+        "240",
+        *options,
+        __file__,
+        group,
+        str(outdir),
+    ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == status, res.stdout[-3000:] + res.stderr[-6000:]
@@ -235,8 +266,9 @@ def test_two_processes_bitwise_one_process(tmp_path):
         got = _assembled(tmp_path, name)
         assert got.dtype == np.asarray(want).dtype, name
         np.testing.assert_array_equal(got, np.asarray(want), err_msg=name)
-    np.testing.assert_array_equal(_assembled(tmp_path, "batch_epsilon"),
-                                  np.asarray(_batch_epsilon(dpjax, accounting, d["batch_sigma"])))
+    np.testing.assert_array_equal(
+        _assembled(tmp_path, "batch_epsilon"), np.asarray(_batch_epsilon(dpjax, accounting, d["batch_sigma"]))
+    )
     for name, want in _dpsgd().items():  # float and grid: the clipped sum's order is fixed, bitwise one process
         got0, got1 = (np.load(tmp_path / f"{name}__{p}.npy") for p in (0, 1))
         np.testing.assert_array_equal(got0, got1, err_msg=name)  # one noise draw, the same on both hosts
@@ -246,15 +278,17 @@ def test_two_processes_bitwise_one_process(tmp_path):
 def test_bad_input_refused_on_every_process(tmp_path):
     _launch("refusals", tmp_path)
     m0, m1 = (json.loads((tmp_path / f"messages__{p}.json").read_text()) for p in (0, 1))
-    for name, fragment in (("nan_on_one", "process 1 reports: values contains 1 NaN"),
-                           ("keys_differ", "different keys"),
-                           ("local_on_one", "global array on processes [0] but a process-local array on processes [1]"),
-                           ("rows_differ", "same number of rows"),
-                           ("mech_differs", "different mechanisms"),
-                           ("exact_unsupported", "exact sampler only over DiscreteGaussian or DiscreteLaplace kernels"),
-                           ("exact_range_on_one", "process 1 reports: values: |value| / granularity must be below 2**"),
-                           ("sigma_invalid_on_one", "process 1 reports: sigma must lie in (0, inf)"),
-                           ("calls_differ", "the processes are at different collective calls")):
+    for name, fragment in (
+        ("nan_on_one", "process 1 reports: values contains 1 NaN"),
+        ("keys_differ", "different keys"),
+        ("local_on_one", "global array on processes [0] but a process-local array on processes [1]"),
+        ("rows_differ", "same number of rows"),
+        ("mech_differs", "different mechanisms"),
+        ("exact_unsupported", "exact sampler only over DiscreteGaussian or DiscreteLaplace kernels"),
+        ("exact_range_on_one", "process 1 reports: values: |value| / granularity must be below 2**"),
+        ("sigma_invalid_on_one", "process 1 reports: sigma must lie in (0, inf)"),
+        ("calls_differ", "the processes are at different collective calls"),
+    ):
         for p, m in enumerate((m0, m1)):
             assert m[name] is not None and fragment in m[name], (name, p, m[name])
     assert m0["absent_peer"].startswith("TimeoutError") and "did not all arrive within 2 s" in m0["absent_peer"]

@@ -21,39 +21,60 @@ def _kernel(name, scale, support_radius=None):
     extra = {"support_radius": support_radius} if support_radius is not None else {}
     return cls(scale, **extra)
 
+
 # Table A: ΔQ, ρ, δ, |S|, ε_G, ε_exact^opt, σ_x
-TABLE_A = np.array([
-    [1, 0.9, 1e-5, 5, 2.7127, 1.7260, 2.160], [1, 0.9, 1e-5, 10, 1.2528, 1.0030, 3.606],
-    [1, 0.9, 1e-5, 20, 0.5860, 0.5274, 6.583], [1, 0.9, 1e-5, 40, 0.2753, 0.2622, 12.607],
-    [1, 0.9, 1e-7, 5, 3.3608, 1.8932, 2.465], [1, 0.9, 1e-7, 10, 1.5851, 1.1754, 3.907],
-    [1, 0.9, 1e-7, 20, 0.7571, 0.6529, 6.879], [1, 0.9, 1e-7, 40, 0.3637, 0.3385, 12.902],
-    [4, 0.8, 1e-5, 5, 10.3094, 2.6179, 5.879], [4, 0.8, 1e-5, 10, 4.5055, 1.9317, 7.793],
-    [4, 0.8, 1e-5, 20, 2.0494, 1.2775, 11.488], [4, 0.8, 1e-5, 40, 0.9520, 0.7471, 19.003],
-    [4, 0.8, 1e-7, 5, 12.2672, 2.7080, 7.059], [4, 0.8, 1e-7, 10, 5.5014, 2.0619, 9.137],
-    [4, 0.8, 1e-7, 20, 2.5587, 1.4318, 12.954], [4, 0.8, 1e-7, 40, 1.2136, 0.8864, 20.527],
-])
+TABLE_A = np.array(
+    [
+        [1, 0.9, 1e-5, 5, 2.7127, 1.7260, 2.160],
+        [1, 0.9, 1e-5, 10, 1.2528, 1.0030, 3.606],
+        [1, 0.9, 1e-5, 20, 0.5860, 0.5274, 6.583],
+        [1, 0.9, 1e-5, 40, 0.2753, 0.2622, 12.607],
+        [1, 0.9, 1e-7, 5, 3.3608, 1.8932, 2.465],
+        [1, 0.9, 1e-7, 10, 1.5851, 1.1754, 3.907],
+        [1, 0.9, 1e-7, 20, 0.7571, 0.6529, 6.879],
+        [1, 0.9, 1e-7, 40, 0.3637, 0.3385, 12.902],
+        [4, 0.8, 1e-5, 5, 10.3094, 2.6179, 5.879],
+        [4, 0.8, 1e-5, 10, 4.5055, 1.9317, 7.793],
+        [4, 0.8, 1e-5, 20, 2.0494, 1.2775, 11.488],
+        [4, 0.8, 1e-5, 40, 0.9520, 0.7471, 19.003],
+        [4, 0.8, 1e-7, 5, 12.2672, 2.7080, 7.059],
+        [4, 0.8, 1e-7, 10, 5.5014, 2.0619, 9.137],
+        [4, 0.8, 1e-7, 20, 2.5587, 1.4318, 12.954],
+        [4, 0.8, 1e-7, 40, 1.2136, 0.8864, 20.527],
+    ]
+)
 
 # Table B: ΔQ, ρ, α, |S|, ε_G, exact^opt, σ_x
-TABLE_B = np.array([
-    [1, 0.9, 2, 5, 0.4329, 0.4154, 1.672], [1, 0.9, 2, 10, 0.1082, 0.1065, 3.171],
-    [1, 0.9, 2, 20, 0.0271, 0.0268, 6.209], [1, 0.9, 10, 5, 2.1644, 1.3237, 1.972],
-    [1, 0.9, 10, 10, 0.5411, 0.4942, 3.237], [1, 0.9, 100, 5, 21.6443, 2.5972, 4.387],
-    [1, 0.9, 100, 10, 5.4111, 1.7382, 5.361], [4, 0.8, 2, 5, 4.2045, 1.8730, 4.100],
-    [4, 0.8, 2, 10, 1.0511, 0.8326, 5.377], [4, 0.8, 10, 5, 21.0224, 2.4201, 5.885],
-    [4, 0.8, 10, 20, 1.3139, 0.8551, 9.905], [4, 0.8, 100, 10, 52.5560, 2.6762, 17.303],
-])
+TABLE_B = np.array(
+    [
+        [1, 0.9, 2, 5, 0.4329, 0.4154, 1.672],
+        [1, 0.9, 2, 10, 0.1082, 0.1065, 3.171],
+        [1, 0.9, 2, 20, 0.0271, 0.0268, 6.209],
+        [1, 0.9, 10, 5, 2.1644, 1.3237, 1.972],
+        [1, 0.9, 10, 10, 0.5411, 0.4942, 3.237],
+        [1, 0.9, 100, 5, 21.6443, 2.5972, 4.387],
+        [1, 0.9, 100, 10, 5.4111, 1.7382, 5.361],
+        [4, 0.8, 2, 5, 4.2045, 1.8730, 4.100],
+        [4, 0.8, 2, 10, 1.0511, 0.8326, 5.377],
+        [4, 0.8, 10, 5, 21.0224, 2.4201, 5.885],
+        [4, 0.8, 10, 20, 1.3139, 0.8551, 9.905],
+        [4, 0.8, 100, 10, 52.5560, 2.6762, 17.303],
+    ]
+)
 
 
 def _tune_a(method, rows=TABLE_A):
     sens, rho, delta, size = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    return optimize.tune_boosted(region=dpjax.AbsoluteError(size / 2), rho=rho, sensitivity=sens, delta=delta,
-                                 method=method)
+    return optimize.tune_boosted(
+        region=dpjax.AbsoluteError(size / 2), rho=rho, sensitivity=sens, delta=delta, method=method
+    )
 
 
 def _tune_b(method, rows=TABLE_B):
     sens, rho, order, size = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    return optimize.tune_boosted(region=dpjax.AbsoluteError(size / 2), rho=rho, sensitivity=sens, order=order,
-                                 method=method)
+    return optimize.tune_boosted(
+        region=dpjax.AbsoluteError(size / 2), rho=rho, sensitivity=sens, order=order, method=method
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +105,10 @@ def test_table_a_tuned_never_worse_than_plain_kernel(table_a_gradient):
         cov = r.mechanism.coverage(jnp.zeros(16))
     np.testing.assert_allclose(cov, TABLE_A[:, 1], atol=1e-9)
     # the baseline is the plain Gaussian: its exact ε agrees with the accountant's analytic one
-    eps_g = [float(accounting.pld(dpjax.Gaussian(float(s)), sensitivity=float(d)).get_epsilon_for_delta(float(dl)))
-             for s, d, dl in zip(np.asarray(r.sigma_base), TABLE_A[:, 0], TABLE_A[:, 2])]
+    eps_g = [
+        float(accounting.pld(dpjax.Gaussian(float(s)), sensitivity=float(d)).get_epsilon_for_delta(float(dl)))
+        for s, d, dl in zip(np.asarray(r.sigma_base), TABLE_A[:, 0], TABLE_A[:, 2])
+    ]
     np.testing.assert_allclose(eps_g, r.baseline_epsilon, rtol=1e-6)
 
 
@@ -118,8 +141,9 @@ def test_exact_accountant_is_the_mechanism_hook():
         mech = dpjax.PrivacyBoosted(dpjax.Gaussian(7.793), dpjax.AbsoluteError(5.0), 0.8)
         eps = jnp.array([0.3, 1.9317, 4.0])
         np.testing.assert_allclose(optimize.exact_delta(mech, eps, 4.0), mech.hockey_stick(eps, 0.0, 4.0), rtol=1e-12)
-        np.testing.assert_allclose(optimize.exact_renyi(mech, 10.0, 4.0), mech.renyi_divergence(10.0, 0.0, 4.0),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            optimize.exact_renyi(mech, 10.0, 4.0), mech.renyi_divergence(10.0, 0.0, 4.0), rtol=1e-12
+        )
         # Table A headline: ΔQ=4, ρ=0.8, |S|=10, δ=1e-5 at σ_x = 7.793 → 1.9317
         np.testing.assert_allclose(optimize.exact_epsilon(mech, 1e-5, 4.0), 1.9317349, atol=1e-6)
 
@@ -128,6 +152,7 @@ def test_exact_accountant_is_the_mechanism_hook():
 def test_epsilon_and_slope_matches_implicit_derivative():
     """The tuner's fused root + slope (one Newton loop, two tangents) equals ε and its implicit derivative."""
     with jax.enable_x64(True):
+
         def log_delta(e, u, tau):
             mech = dpjax.PrivacyBoosted(dpjax.Gaussian(3.04 * jnp.exp(u)), dpjax.AbsoluteError(tau), 0.9)
             return jnp.log(exact.worst_delta(mech, e, 1.0))
@@ -153,16 +178,17 @@ def test_exact_hooks_reference_values():
         fixed = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-10.0, 10.0), 0.8)
         # relative error: the worst pair is far from (0, Δ)
         np.testing.assert_allclose(rel.hockey_stick(2.2554, 15.0, 16.0), 0.0048086, rtol=1e-4)
-        np.testing.assert_allclose(optimize.exact_renyi(mech, 10.0, 4.0),
-                                   jnp.max(mech.renyi_divergence(10.0, jnp.array([0.0, 4.0]), jnp.array([4.0, 0.0]))),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            optimize.exact_renyi(mech, 10.0, 4.0),
+            jnp.max(mech.renyi_divergence(10.0, jnp.array([0.0, 4.0]), jnp.array([4.0, 0.0]))),
+            rtol=1e-12,
+        )
         for m in (mech, rel, fixed):
             l1mq, lz, lz2 = jax.jit(lambda x: x._boost_parts(jnp.float64(0.0), jnp.float64(1.0)))(m)
             np.testing.assert_allclose(-jnp.expm1(l1mq), m.boosting_rate, rtol=1e-12)
             np.testing.assert_allclose(lz, m.log_normalizer(0.0), rtol=1e-12)
             np.testing.assert_allclose(lz2, m.log_normalizer(1.0), rtol=1e-12)
-        np.testing.assert_allclose(optimize.exact_epsilon(fixed, 1e-5, 1.0),
-                                   exact.epsilon(fixed, 1e-5), rtol=1e-6)
+        np.testing.assert_allclose(optimize.exact_epsilon(fixed, 1e-5, 1.0), exact.epsilon(fixed, 1e-5), rtol=1e-6)
 
 
 @pytest.mark.slow
@@ -250,10 +276,25 @@ def test_base_sigma():
 @pytest.mark.slow
 def test_composition_table_e():
     # Table E: T=10, ΔQ=3, |S|=10, ρ=0.9, δ=1e-5: Gaussian 17.553, exact PB at k=1.25 is 16.07
-    g = optimize.tune_boosted(region=dpjax.AbsoluteError(5.0), rho=0.9, sensitivity=3.0, delta=1e-5, compositions=10,
-                              tol=1e-3, value_discretization_interval=1e-2)
-    t = optimize.tune_boosted(region=dpjax.AbsoluteError(5.0), rho=0.9, sensitivity=3.0, delta=1e-5, compositions=10,
-                              tol=1e-3, value_discretization_interval=1e-2, method="ternary")
+    g = optimize.tune_boosted(
+        region=dpjax.AbsoluteError(5.0),
+        rho=0.9,
+        sensitivity=3.0,
+        delta=1e-5,
+        compositions=10,
+        tol=1e-3,
+        value_discretization_interval=1e-2,
+    )
+    t = optimize.tune_boosted(
+        region=dpjax.AbsoluteError(5.0),
+        rho=0.9,
+        sensitivity=3.0,
+        delta=1e-5,
+        compositions=10,
+        tol=1e-3,
+        value_discretization_interval=1e-2,
+        method="ternary",
+    )
     np.testing.assert_allclose(g.baseline_epsilon, 17.553, rtol=2e-3)
     assert float(g.epsilon) < 16.07 and float(g.epsilon) < float(g.baseline_epsilon)
     np.testing.assert_allclose(g.epsilon, t.epsilon, rtol=1e-4)
@@ -261,8 +302,9 @@ def test_composition_table_e():
 
 @pytest.mark.slow
 def test_relative_region_never_worse_than_plain_kernel():
-    r = optimize.tune_boosted(region=dpjax.RelativeError(np.array([0.05, 0.2]), 5.0), rho=0.9, sensitivity=1.0,
-                              delta=1e-5, num_pairs=101)
+    r = optimize.tune_boosted(
+        region=dpjax.RelativeError(np.array([0.05, 0.2]), 5.0), rho=0.9, sensitivity=1.0, delta=1e-5, num_pairs=101
+    )
     assert np.all(np.asarray(r.epsilon) <= np.asarray(r.baseline_epsilon) + 1e-9)
 
 
@@ -323,8 +365,9 @@ def _check_against_dense_scan(kernel, region_kind, ternary, **target):
         sawtooth = kernel.startswith("discrete") and region_kind != "absolute"
         np.testing.assert_allclose(t.epsilon, g.epsilon, rtol=5e-3 if sawtooth else 1e-5)
     # the search's lower ends (fixed region, continuous kernel, ρ ≥ ½: no baseline, the tuner's fallback)
-    refs = np.where(np.isfinite(g.sigma_base), g.sigma_base, (region.high - region.low) / 4.0 if region_kind == "fixed"
-                    else np.nan)
+    refs = np.where(
+        np.isfinite(g.sigma_base), g.sigma_base, (region.high - region.low) / 4.0 if region_kind == "fixed" else np.nan
+    )
     top = float(ratio * np.max(refs))
     for i, r in enumerate(rho):
         base, ref = float(g.sigma_base[i]), float(refs[i])
@@ -336,7 +379,6 @@ def _check_against_dense_scan(kernel, region_kind, ternary, **target):
             np.testing.assert_allclose(g.baseline_epsilon[i], at_base, rtol=1e-9)
             assert eps <= float(g.baseline_epsilon[i]) + 1e-12
     if "delta" in target:  # the reported ε is the tuned mechanism's, by an independent root (bisection)
-
         for i, r in enumerate(rho):
             mech = _boosted(kernel, float(g.sigma[i]), region, float(r), top)
             truth = exact.epsilon(mech, target["delta"], sensitivity=sens)
@@ -350,9 +392,14 @@ OBJECTIVES = {"dp": {"delta": 1e-5}, "rdp": {"order": 10.0}}
 
 #: one kernel and objective in the default suite; the other five combinations in the slow suite
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel, objective", [
-    (k, o) if (k, o) == ("laplace", "dp") else pytest.param(k, o, marks=pytest.mark.slow)
-    for k in NEW_KERNELS for o in OBJECTIVES])
+@pytest.mark.parametrize(
+    "kernel, objective",
+    [
+        (k, o) if (k, o) == ("laplace", "dp") else pytest.param(k, o, marks=pytest.mark.slow)
+        for k in NEW_KERNELS
+        for o in OBJECTIVES
+    ],
+)
 def test_new_kernels_reach_dense_optimum(kernel, objective):
     g = _check_against_dense_scan(kernel, "absolute", False, **OBJECTIVES[objective])
     if objective == "rdp":  # the boost caps the large-order Rényi loss of every kernel here
@@ -384,12 +431,18 @@ def test_base_sigma_meets_the_utility_exactly(kernel):
             scale = np.asarray(optimize.base_sigma(region, rho, kernel))
             ok = np.isfinite(scale)
             if kernel == "laplace":  # P(|N| ≤ τ) = 1 − e^{−τ/b}; P(0 ≤ N ≤ w) = (1 − e^{−w/b})/2
-                closed = (-9.5 / np.log1p(-2 * rho[ok]) if isinstance(region, dpjax.FixedInterval)
-                          else -region.tau / np.log1p(-rho[ok]))
+                closed = (
+                    -9.5 / np.log1p(-2 * rho[ok])
+                    if isinstance(region, dpjax.FixedInterval)
+                    else -region.tau / np.log1p(-rho[ok])
+                )
                 np.testing.assert_allclose(scale[ok], closed, rtol=1e-14)
             # continuous kernels cannot give ρ ≥ ½ at a fixed region's edge; the atom at 0 of a discrete one can
-            assert np.array_equal(ok, rho < 0.5) if kernel == "laplace" and isinstance(region, dpjax.FixedInterval) \
+            assert (
+                np.array_equal(ok, rho < 0.5)
+                if kernel == "laplace" and isinstance(region, dpjax.FixedInterval)
                 else ok.all()
+            )
             mech = dpjax.PrivacyBoosted(_kernel(kernel, scale[ok]), region, rho[ok])
             hardest = region.hardest_answers(mech.discrete)
             mass = np.min([np.asarray(mech.region_mass(h)) for h in hardest], axis=0)
@@ -445,8 +498,12 @@ def test_trimmed_sweep_equals_the_full_pair_list():
         def both(b):
             m = dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(b), region, 0.9, num_pairs=big)
             eps = jnp.array([0.5, 1.0, 2.0])
-            return (exact.worst_delta(m, eps, 2.0, trim=True), exact.worst_delta(m, eps, 2.0),
-                    exact.worst_renyi(m, 10.0, 2.0, trim=True), exact.worst_renyi(m, 10.0, 2.0))
+            return (
+                exact.worst_delta(m, eps, 2.0, trim=True),
+                exact.worst_delta(m, eps, 2.0),
+                exact.worst_renyi(m, 10.0, 2.0, trim=True),
+                exact.worst_renyi(m, 10.0, 2.0),
+            )
 
         d_trim, d_full, r_trim, r_full = both(jnp.float64(1.0))
         np.testing.assert_array_equal(d_trim, d_full)

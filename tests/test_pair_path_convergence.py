@@ -50,8 +50,11 @@ def _laplace_mass(u, w, centre, b):
     a, c = (u - centre) / b, (w - centre) / b
     upper = 0.5 * (np.exp(-np.maximum(a, 0.0)) - np.exp(-np.maximum(c, 0.0)))
     lower = 0.5 * (np.exp(np.minimum(c, 0.0)) - np.exp(np.minimum(a, 0.0)))
-    cdf = lambda x: np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0)),  # noqa: E731
-                             1.0 - 0.5 * np.exp(-np.maximum(x, 0.0)))
+    cdf = lambda x: np.where(
+        x < 0,
+        0.5 * np.exp(np.minimum(x, 0.0)),  # noqa: E731
+        1.0 - 0.5 * np.exp(-np.maximum(x, 0.0)),
+    )
     return np.where(a >= 0, upper, np.where(c <= 0, lower, cdf(c) - cdf(a)))
 
 
@@ -79,8 +82,10 @@ class _BoostedLaplace:
         inf = np.full(cuts.shape[:-1] + (1,), np.inf)
         lo, hi = np.concatenate([-inf, cuts], -1), np.concatenate([cuts, inf], -1)
         mid = np.where(np.isinf(lo), hi - 1.0, np.where(np.isinf(hi), lo + 1.0, 0.5 * (lo + hi)))
-        logz = [np.log(m + self.keep * (1 - m))[..., None]
-                for m in (_laplace_mass(l1, h1, q1, b), _laplace_mass(l2, h2, q2, b))]
+        logz = [
+            np.log(m + self.keep * (1 - m))[..., None]
+            for m in (_laplace_mass(l1, h1, q1, b), _laplace_mass(l2, h2, q2, b))
+        ]
         c1 = np.where((mid >= l1[..., None]) & (mid <= h1[..., None]), 0.0, keep) - logz[0]
         c2 = np.where((mid >= l2[..., None]) & (mid <= h2[..., None]), 0.0, keep) - logz[1]
         a1, a2 = q1[..., None], q2[..., None]
@@ -169,9 +174,20 @@ def test_convex_minorant_is_the_lower_hull_in_exp_eps():
         hull = np.asarray(convex_minorant(jnp.asarray(t), jnp.asarray(bound)))
     x, o = np.exp(t), np.argsort(t)
     # brute force: the least chord through two points over each point
-    brute = np.array([min([bound[i]] + [bound[a] + (bound[b] - bound[a]) * (x[i] - x[a]) / (x[b] - x[a])
-                                        for a in range(t.size) for b in range(t.size) if x[a] <= x[i] <= x[b] and a != b])
-                      for i in range(t.size)])
+    brute = np.array(
+        [
+            min(
+                [bound[i]]
+                + [
+                    bound[a] + (bound[b] - bound[a]) * (x[i] - x[a]) / (x[b] - x[a])
+                    for a in range(t.size)
+                    for b in range(t.size)
+                    if x[a] <= x[i] <= x[b] and a != b
+                ]
+            )
+            for i in range(t.size)
+        ]
+    )
     np.testing.assert_allclose(hull, brute, rtol=0, atol=1e-15)
     assert (hull <= bound + 1e-16).all() and (hull >= f - 1e-16).all()
     slopes = np.diff(hull[o]) / np.diff(x[o])
@@ -225,8 +241,13 @@ def _check_steps(region, exponents, low, high, points):
 @pytest.mark.slow
 def test_relative_region_pld_within_the_oracle():
     # main: ε 12.7851 (the single-step δ 0.7 % above the supremum from ε = 0 up); 12.9318 at 2^-13
-    _check_steps("relative", (11,), ORACLE_RELATIVE_LOW, ORACLE_RELATIVE_2_11 + 1e-3,
-                 np.asarray([0.0, 0.5, 1.00439453125, 1.0107421875]))
+    _check_steps(
+        "relative",
+        (11,),
+        ORACLE_RELATIVE_LOW,
+        ORACLE_RELATIVE_2_11 + 1e-3,
+        np.asarray([0.0, 0.5, 1.00439453125, 1.0107421875]),
+    )
 
 
 @pytest.mark.slow
@@ -258,11 +279,21 @@ def test_a_finer_grid_hull_is_lower():
 def test_steps_two_to_the_minus_10_to_15_converge_from_above(region):
     # main, relative: 12.7844 / 12.7851 / 12.9331 / 12.9318 / 12.7885 / 12.7761 at 2^-10 … 2^-15
     if region == "relative":
-        _check_steps(region, range(10, 16), ORACLE_RELATIVE_LOW, ORACLE_RELATIVE_2_11 + 1e-3,
-                     np.asarray([-0.5, 0.0, 0.5, 1.0, 1.00439453125, 1.05]))
+        _check_steps(
+            region,
+            range(10, 16),
+            ORACLE_RELATIVE_LOW,
+            ORACLE_RELATIVE_2_11 + 1e-3,
+            np.asarray([-0.5, 0.0, 0.5, 1.0, 1.00439453125, 1.05]),
+        )
     else:
-        _check_steps(region, range(10, 16), ORACLE_FIXED_LOW, ORACLE_FIXED_2_13 + 1e-3,
-                     np.asarray([-0.2, -0.1, 0.0, 0.1, 0.2, 0.22]))
+        _check_steps(
+            region,
+            range(10, 16),
+            ORACLE_FIXED_LOW,
+            ORACLE_FIXED_2_13 + 1e-3,
+            np.asarray([-0.2, -0.1, 0.0, 0.1, 0.2, 0.22]),
+        )
 
 
 @pytest.mark.slow
@@ -304,12 +335,20 @@ def test_search_finds_a_kink_peak_between_nodes_lower_than_the_best():
     # the issue's shape: the best node is the path's end, the peak a kink between the next two nodes,
     # both lower than the end; searched around the best node only, the bound is the end's 0.75
     from accounting.privacy_loss.pair_path import supremum
+
     with jax.enable_x64(True):
         values = jnp.asarray([-1.24, 0.0, 2.75, 5.5, 8.25])
         f = lambda q: jnp.maximum(0.75 - 0.01 * (q + 1.24), 0.7639 - 0.05 * jnp.abs(q - 1.998))  # noqa: E731
         best = f(values)
-        value, margin, position = supremum(lambda v, nv: f(v), values, values + 2.0, jnp.max(best)[None],
-                                           jnp.argmax(best)[None], discrete=False, kink=jnp.asarray(1.998))
+        value, margin, position = supremum(
+            lambda v, nv: f(v),
+            values,
+            values + 2.0,
+            jnp.max(best)[None],
+            jnp.argmax(best)[None],
+            discrete=False,
+            kink=jnp.asarray(1.998),
+        )
     assert float(best[0]) == float(np.max(np.asarray(best)))
     assert 0.7639 <= float(value[0] + margin[0]) <= 0.7639 + 1e-4
 
@@ -350,13 +389,15 @@ def test_certified_supremum_proves_a_narrow_peak_between_nodes():
     grid = float(np.max(_narrow_peak(0.0, values, values + 1)))
     assert grid < truth - 0.15  # what the nodes see
     slope = 0.2 / 0.01 + 2e-3 * 11  # |f'| ≤ the peak's + the hump's
-    up, best, proven = certified_supremum(_narrow_peak, np.array([0.0, 1.0]), values, values + 1, slope,
-                                          np.full(2, grid), discrete=False)
+    up, best, proven = certified_supremum(
+        _narrow_peak, np.array([0.0, 1.0]), values, values + 1, slope, np.full(2, grid), discrete=False
+    )
     assert proven.all() and np.all(best <= truth) and np.all(best >= truth - 1e-6)
     assert np.all(truth <= up) and np.all(up <= truth * (1 + 1e-6))
     # a budget too small to close every cell: not proven, and still no lower than the supremum
-    up, _, proven = certified_supremum(_narrow_peak, np.array([0.0]), values, values + 1, slope, np.array([grid]),
-                                       discrete=False, max_evals=64)
+    up, _, proven = certified_supremum(
+        _narrow_peak, np.array([0.0]), values, values + 1, slope, np.array([grid]), discrete=False, max_evals=64
+    )
     assert not proven.any() and up[0] >= truth
 
 
@@ -391,9 +432,15 @@ def test_certified_profile_at_least_a_dense_scan_on_random_parameters():
             got = float(accounting.exact.privacy_profile(m, eps, sens))
             scan = float(accounting.exact.privacy_profile(m, eps, sens, pairs=(dense, ndense)))
             with jax.enable_x64(True):
-                up, _, proven = certified_supremum(lambda x, a, b: _pair_div(mm, x, a, b, forward=False),
-                                                   np.array([eps]), v, nv, rate * (1 + np.exp(eps)), np.array([got]),
-                                                   discrete=False)
+                up, _, proven = certified_supremum(
+                    lambda x, a, b: _pair_div(mm, x, a, b, forward=False),
+                    np.array([eps]),
+                    v,
+                    nv,
+                    rate * (1 + np.exp(eps)),
+                    np.array([got]),
+                    discrete=False,
+                )
             # the branch and bound's bound, proven or cut short by its budget, is never below the scan; the
             # profile is where the bound is proven (PB(Laplace(2.38), Fixed(±7.95), 0.887), Δ 2.37, ε 0.1: not
             # proven in 2^14 evaluations, the search's 0.35771793281 below the scan's 0.35771793347)
@@ -405,6 +452,13 @@ def test_certified_profile_at_least_a_dense_scan_on_random_parameters():
         mm = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), m)
         v, nv = (np.asarray(a) for a in mm.neighbour_pairs(KINK_SENSITIVITY))
         slope = float(mm.answer_tv_rate()) * (1 + np.exp(0.3))
-        up, best, proven = certified_supremum(lambda x, a, b: _pair_div(mm, x, a, b, forward=False), np.array([0.3]),
-                                              v, nv, slope, np.array([got]), discrete=False)
+        up, best, proven = certified_supremum(
+            lambda x, a, b: _pair_div(mm, x, a, b, forward=False),
+            np.array([0.3]),
+            v,
+            nv,
+            slope,
+            np.array([got]),
+            discrete=False,
+        )
     assert proven[0] and best[0] >= 0.763864 and got * (1 + 1e-7) >= up[0]

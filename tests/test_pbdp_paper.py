@@ -80,8 +80,9 @@ TABLE_A = _table("""
 
 
 def _abs_mech(sigma, size, rho):
-    return dpjax.PrivacyBoosted(dpjax.Gaussian(np.asarray(sigma, float)), dpjax.AbsoluteError(np.asarray(size) / 2),
-                                np.asarray(rho, float))
+    return dpjax.PrivacyBoosted(
+        dpjax.Gaussian(np.asarray(sigma, float)), dpjax.AbsoluteError(np.asarray(size) / 2), np.asarray(rho, float)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +373,9 @@ def test_table_e_corrected_weights():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", [0, 1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "row", [0, 1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_table_e_paper_optimum(row):
     """T = 100, 1000 (slow): the paper's objective is saw-toothed and falls towards the grid edge (k ≤ 40)."""
     T = int(TABLE_E[row][0])
@@ -389,8 +392,11 @@ def test_composition_divergence_t1000():
     """§0.3(c): T=1000, ΔQ=3, |S|=10, ρ=0.9, δ=1e-5, σ = 40 σ_b: paper ε ≈ 107, exact ≈ 1848 (PLD + FFT)."""
     mech = _abs_mech(40.0 * SB_E, 10.0, 0.9)
     paper = float(pp.paper_epsilon(mech, 1e-5, sensitivity=3.0, T=1000))
-    exact = float(accounting.pld(mech, sensitivity=3.0, value_discretization_interval=2.0**-7)
-                  .self_compose(1000).get_epsilon_for_delta(1e-5))
+    exact = float(
+        accounting.pld(mech, sensitivity=3.0, value_discretization_interval=2.0**-7)
+        .self_compose(1000)
+        .get_epsilon_for_delta(1e-5)
+    )
     _close(paper, "106.98")
     assert abs(exact - 1847.81) / 1847.81 < 1e-2  # discretised PLD, pessimistic: within 1%
     assert exact > 17 * paper
@@ -476,8 +482,9 @@ def test_fixed_region_paper_optimum_is_degenerate():
 def test_fixed_region_pair_clamped_to_answer_domain():
     """Δ > high − low: the paper's pair (low, low+Δ) leaves S (Table F(b) 'formula invalid'); we use (low, high)."""
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-10.0, 10.0), 0.9)
-    np.testing.assert_allclose(pp.paper_parameters(mech, sensitivity=30.0).L1,
-                               pp.paper_parameters(mech, sensitivity=20.0).L1, rtol=1e-14)
+    np.testing.assert_allclose(
+        pp.paper_parameters(mech, sensitivity=30.0).L1, pp.paper_parameters(mech, sensitivity=20.0).L1, rtol=1e-14
+    )
 
 
 # ----------------------------------------------------------------------------------

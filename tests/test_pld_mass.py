@@ -13,8 +13,10 @@ import dpjax
 # refused by name (main: a reshape TypeError, an error inside a reduction)
 # ----------------------------------------------------------------------------------
 def test_array_sensitivity_refused_by_name():
-    for call in (lambda: accounting.pld(dpjax.Laplace(1.0), sensitivity=jnp.array([1.0, 2.0])),
-                 lambda: accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, sensitivity=np.array([1.0, 2.0]))):
+    for call in (
+        lambda: accounting.pld(dpjax.Laplace(1.0), sensitivity=jnp.array([1.0, 2.0])),
+        lambda: accounting.get_epsilon(dpjax.Laplace(1.0), 1e-6, sensitivity=np.array([1.0, 2.0])),
+    ):
         with pytest.raises(ValueError, match="sensitivity"):
             call()
 
@@ -76,8 +78,14 @@ def test_pbdp_relative_laplace_mass_at_most_one():
 def test_pbdp_relative_laplace_composition_stays_put_on_finer_grids():
     # main: ε(1e-6) after 50 runs 13.9 / 18.2 at steps 2^-11 / 2^-13 (26.0 at 2^-15): finer grids drifted away
     m = dpjax.PrivacyBoosted(dpjax.Laplace(4.785), dpjax.RelativeError(0.155, 4.506), 0.794)
-    e = [float(accounting.pld(m, sensitivity=0.721, value_discretization_interval=s).self_compose(50)
-               .get_epsilon_for_delta(1e-6)) for s in (2.0**-11, 2.0**-13)]
+    e = [
+        float(
+            accounting.pld(m, sensitivity=0.721, value_discretization_interval=s)
+            .self_compose(50)
+            .get_epsilon_for_delta(1e-6)
+        )
+        for s in (2.0**-11, 2.0**-13)
+    ]
     assert abs(e[1] - e[0]) <= 0.02 * e[0]
     # one step: never below the exact profile, at most 5 % above it (main: 38 % at δ(0.2))
     p = accounting.pld(m, sensitivity=0.721, value_discretization_interval=2.0**-13)

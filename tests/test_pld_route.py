@@ -25,24 +25,42 @@ class GridLaplace(Laplace):
 
 
 CASES = {
-    "Gaussian": (dpjax.Gaussian(sigma=1.0), 1.0, dict(analytic=True, profile="closed_form", pure_cap=False,
-                                                       atomic=False, pair_path=False)),
-    "Gaussian-subsampled": (dpjax.Gaussian(sigma=1.0), 0.1, dict(analytic=False, profile="closed_form",
-                                                                  pure_cap=False, atomic=False, pair_path=False)),
-    "DiscreteLaplace": (dpjax.DiscreteLaplace(scale=1.0), 1.0, dict(analytic=False, profile="closed_form",
-                                                                     pure_cap=True, atomic=True, pair_path=False)),
-    "DiscreteGaussian": (dpjax.DiscreteGaussian(sigma=2.0), 1.0, dict(analytic=False, profile="discrete",
-                                                                       pure_cap=False, atomic=True, pair_path=False)),
-    "GridLaplace": (GridLaplace(scale=1.0), 1.0, dict(analytic=False, profile="output_grid", pure_cap=True,
-                                                      atomic=False, pair_path=False)),
-    "PB-Laplace-Relative": (dpjax.PrivacyBoosted(dpjax.Laplace(4.785), dpjax.RelativeError(0.155, 4.506), 0.794),
-                            1.0, dict(analytic=False, profile="closed_form", pure_cap=False, atomic=False,
-                                      pair_path=True)),
+    "Gaussian": (
+        dpjax.Gaussian(sigma=1.0),
+        1.0,
+        dict(analytic=True, profile="closed_form", pure_cap=False, atomic=False, pair_path=False),
+    ),
+    "Gaussian-subsampled": (
+        dpjax.Gaussian(sigma=1.0),
+        0.1,
+        dict(analytic=False, profile="closed_form", pure_cap=False, atomic=False, pair_path=False),
+    ),
+    "DiscreteLaplace": (
+        dpjax.DiscreteLaplace(scale=1.0),
+        1.0,
+        dict(analytic=False, profile="closed_form", pure_cap=True, atomic=True, pair_path=False),
+    ),
+    "DiscreteGaussian": (
+        dpjax.DiscreteGaussian(sigma=2.0),
+        1.0,
+        dict(analytic=False, profile="discrete", pure_cap=False, atomic=True, pair_path=False),
+    ),
+    "GridLaplace": (
+        GridLaplace(scale=1.0),
+        1.0,
+        dict(analytic=False, profile="output_grid", pure_cap=True, atomic=False, pair_path=False),
+    ),
+    "PB-Laplace-Relative": (
+        dpjax.PrivacyBoosted(dpjax.Laplace(4.785), dpjax.RelativeError(0.155, 4.506), 0.794),
+        1.0,
+        dict(analytic=False, profile="closed_form", pure_cap=False, atomic=False, pair_path=True),
+    ),
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("DiscreteGaussian", "GridLaplace")
-                                  else n for n in CASES])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in ("DiscreteGaussian", "GridLaplace") else n for n in CASES]
+)
 def test_pld_is_built_as_its_route_says(name):
     mech, q, expected = CASES[name]
     how = route(mech, None if q == 1.0 else q)
@@ -64,6 +82,11 @@ def test_use_analytic_false_takes_the_grid():
 
 def test_batch_route_imports_no_private_name_of_another_module():
     tree = ast.parse((ROOT / "accounting/privacy_loss/batch.py").read_text())
-    private = [f"{node.module}.{a.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-               and (node.module or "").startswith("accounting") for a in node.names if a.name.startswith("_")]
+    private = [
+        f"{node.module}.{a.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("accounting")
+        for a in node.names
+        if a.name.startswith("_")
+    ]
     assert private == []

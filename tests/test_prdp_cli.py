@@ -25,8 +25,21 @@ def test_shipped_budgets_match_their_recipe_and_join_the_steps():
 @pytest.mark.slow
 def test_per_record_budget_release_prints_values_and_ledger(tmp_path, capsys):
     out = tmp_path / "prdp.csv"
-    assert main(["release", "--per-record-budget", "privacy_budget", "--seed", "3", "--output", str(out),
-                 "--include-true-values"]) == 0
+    assert (
+        main(
+            [
+                "release",
+                "--per-record-budget",
+                "privacy_budget",
+                "--seed",
+                "3",
+                "--output",
+                str(out),
+                "--include-true-values",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "per-record DP sum of 'steps' by age_group" in text
     assert "privacy ledger" in text and "remaining on every level: 0" in text

@@ -52,8 +52,14 @@ def test_charges_bound_every_records_spend_for_any_fraction():
     ledger = accounting.PrDPLedger(eps_min=EPS_MIN, eps_max=EPS_MAX)
     edges = np.ldexp(EPS_MIN, np.arange(9))
     rng = np.random.default_rng(0)
-    budgets = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, 9),
-                              EPS_MIN * np.exp(rng.uniform(0, np.log(EPS_MAX / EPS_MIN), 3000))])
+    budgets = np.concatenate(
+        [
+            edges,
+            np.nextafter(edges, 0),
+            np.nextafter(edges, 9),
+            EPS_MIN * np.exp(rng.uniform(0, np.log(EPS_MAX / EPS_MIN), 3000)),
+        ]
+    )
     budgets = budgets[(budgets >= EPS_MIN) & (budgets <= EPS_MAX)]
     with jax.enable_x64(True):
         ledger_level = np.asarray(_levels(jnp.asarray(budgets), EPS_MIN, EPS_MAX))
@@ -76,15 +82,19 @@ def test_verify_a_release_against_its_share():
     ledger = accounting.PrDPLedger(eps_min=EPS_MIN, eps_max=EPS_MAX)
     share = ledger.record(0.5)
     keys = jax.random.split(jax.random.key(0), 20)
-    res = jax.vmap(lambda k: prdp.sum(k, values, share.budgets(budgets), eps_min=share.eps_min,
-                                      eps_max=share.eps_max, beta=0.1, upper=100.0))(keys)
+    res = jax.vmap(
+        lambda k: prdp.sum(
+            k, values, share.budgets(budgets), eps_min=share.eps_min, eps_max=share.eps_max, beta=0.1, upper=100.0
+        )
+    )(keys)
     ledger.verify(res)  # batched: every run within floors and within the charge
     assert np.all(np.asarray(res.level_epsilon) <= share.charge)
     other = prdp.count(jax.random.key(1), budgets, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=0.1)
     with pytest.raises(ValueError, match="not a share"):
         ledger.verify(other)  # a release on the full budgets was never granted
-    forged = res.__class__(**{**{f: getattr(res, f) for f in res.__dataclass_fields__},
-                              "level_epsilon": res.level_floor * 1.5})
+    forged = res.__class__(
+        **{**{f: getattr(res, f) for f in res.__dataclass_fields__}, "level_epsilon": res.level_floor * 1.5}
+    )
     with pytest.raises(ValueError, match="A2"):
         ledger.verify(forged)
     with pytest.raises(ValueError, match="budgets"):

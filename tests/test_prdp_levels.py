@@ -68,8 +68,16 @@ def test_levels_exact_at_powers_of_two_and_their_neighbours(eps_min):
 
 def test_num_levels_exact():
     # Example 5.2: ε̂/ε̌ = 4.096/7.8125e-6 = 2^19 exactly -> L = 19; the experiments: 1e10 -> 34
-    cases = [(7.8125e-6, 4.096, 19), (1e-8, 100.0, 34), (1.0, 1.0, 1), (1.0, 2.0, 1), (1.0, np.nextafter(2.0, 3), 2),
-             (0.1, 0.4, 2), (0.1, 0.8, 3), (3e-5, 3e-5 * 2**20, 20)]
+    cases = [
+        (7.8125e-6, 4.096, 19),
+        (1e-8, 100.0, 34),
+        (1.0, 1.0, 1),
+        (1.0, 2.0, 1),
+        (1.0, np.nextafter(2.0, 3), 2),
+        (0.1, 0.4, 2),
+        (0.1, 0.8, 3),
+        (3e-5, 3e-5 * 2**20, 20),
+    ]
     for lo, hi, want in cases:
         _, L = _levels([lo], lo, hi)
         assert L == want == _exact_num_levels(lo, hi), (lo, hi)

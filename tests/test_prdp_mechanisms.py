@@ -84,9 +84,15 @@ def test_validation_names_the_parameter():
             prdp.count(key, budgets, **args)
     with pytest.raises(ValueError, match="key"):
         prdp.count(0, E, **KW)
-    for values, upper, name in [(-X, 100.0, "values"), (X, 10.0, "values"), (X[:5], 100.0, "values"),
-                                (np.where(X > 5, np.nan, X), 100.0, "values"), (X, -1.0, "upper"),
-                                (X, np.zeros(8), "upper"), (X, 2.0**70, "upper")]:
+    for values, upper, name in [
+        (-X, 100.0, "values"),
+        (X, 10.0, "values"),
+        (X[:5], 100.0, "values"),
+        (np.where(X > 5, np.nan, X), 100.0, "values"),
+        (X, -1.0, "upper"),
+        (X, np.zeros(8), "upper"),
+        (X, 2.0**70, "upper"),
+    ]:
         with pytest.raises(ValueError, match=name):
             prdp.sum(key, values, E, upper=upper, **KW)
     with pytest.raises(ValueError, match="method"):
@@ -101,8 +107,14 @@ def test_validation_names_the_parameter():
 
 def test_sweep_over_the_budget_range_with_padded_levels_and_records():
     """vmap over ε̌ (static max_levels) and over datasets padded with a mask: one program."""
-    fn = jax.jit(jax.vmap(lambda lo, e, m: prdp.count(jax.random.key(1), e, eps_min=lo, eps_max=EPS_MAX, beta=BETA,
-                                                       mask=m, max_levels=8), in_axes=(0, None, None)))
+    fn = jax.jit(
+        jax.vmap(
+            lambda lo, e, m: prdp.count(
+                jax.random.key(1), e, eps_min=lo, eps_max=EPS_MAX, beta=BETA, mask=m, max_levels=8
+            ),
+            in_axes=(0, None, None),
+        )
+    )
     res = fn(jnp.array([0.01, 0.04, 0.3]), E, np.ones(E.size, bool))
     np.testing.assert_array_equal(np.asarray(res.num_levels), [8, 6, 3])
     assert np.all(np.asarray(res.level_floor)[1, 6:] == 0) and np.all(np.asarray(res.level_epsilon)[2, 3:] == 0)
@@ -122,11 +134,13 @@ def _all_releases(keys):
     upper = 1.0 / EPS_MIN
 
     def one(k):
-        return {"extension": prdp.sum(k, X, E, upper=upper, method="extension", **KW),
-                "max": prdp.max(k, X, E, upper=upper, **KW),
-                "local_count": prdp.local_count(k, E, **KW),
-                "local_sum": prdp.local_sum(k, X, E, upper=upper, **KW),
-                "naive_count": prdp.naive_count(k, E, eps_min=EPS_MIN, eps_max=EPS_MAX)}
+        return {
+            "extension": prdp.sum(k, X, E, upper=upper, method="extension", **KW),
+            "max": prdp.max(k, X, E, upper=upper, **KW),
+            "local_count": prdp.local_count(k, E, **KW),
+            "local_sum": prdp.local_sum(k, X, E, upper=upper, **KW),
+            "naive_count": prdp.naive_count(k, E, eps_min=EPS_MIN, eps_max=EPS_MAX),
+        }
 
     return jax.vmap(one)(keys)
 
@@ -159,8 +173,9 @@ def test_local_sum_utility_with_larger_budgets():
     e, upper = np.asarray(fn(x)), np.asarray(fn.level_upper())
     kw = dict(eps_min=float(fn.eps_min), eps_max=100.0, beta=0.1)
     with jax.enable_x64(True):
-        est = jax.jit(jax.vmap(lambda k, x, e: prdp.local_sum(k, x, e, upper=upper, **kw).estimate,
-                               in_axes=(0, None, None)))(_keys(50, 3), x, e)
+        est = jax.jit(
+            jax.vmap(lambda k, x, e: prdp.local_sum(k, x, e, upper=upper, **kw).estimate, in_axes=(0, None, None))
+        )(_keys(50, 3), x, e)
     re = np.sort(np.abs(np.asarray(est) - x.sum()) / x.sum())[10:40].mean()
     assert re < 0.02
 
@@ -238,10 +253,12 @@ def test_local_randomizer_ratio_against_bottom_A4():
     log_ratio = np.sum((np.abs(msgs) - np.abs(msgs - np.eye(8)[level])) * FLOORS, axis=1)
     assert np.all(log_ratio <= FLOORS[level] * (1 + 1e-12))
     assert np.all(log_ratio <= e)
-    assert np.all(np.isclose(np.max(np.where(level[:, None] == np.arange(8), log_ratio[:, None], -1), axis=0),
-                             FLOORS, rtol=1e-9))  # tight: y_i ≥ 1 gives exactly lo_i
-    bottom = np.asarray(prdp.local_randomizer(jax.random.key(5), e, eps_min=EPS_MIN, eps_max=EPS_MAX,
-                                              mask=np.arange(n) < 10))
+    assert np.all(
+        np.isclose(np.max(np.where(level[:, None] == np.arange(8), log_ratio[:, None], -1), axis=0), FLOORS, rtol=1e-9)
+    )  # tight: y_i ≥ 1 gives exactly lo_i
+    bottom = np.asarray(
+        prdp.local_randomizer(jax.random.key(5), e, eps_min=EPS_MIN, eps_max=EPS_MAX, mask=np.arange(n) < 10)
+    )
     assert np.all(bottom[10:] == 0)  # padded rows send nothing
 
 
@@ -250,10 +267,15 @@ def _sampler_draws(key):
     noise = _noise.Stream(key)
     alphas = jnp.repeat(jnp.asarray([1.0, 3.0, 50.0, 2e5]), 5000)
     diff = noise.gamma(1, jnp.full((2, 20000), 3.0))
-    return {"laplace": noise.laplace(0, (20000,)), "gumbel": noise.gumbel(1, (20000,)),
-            "uniform": noise.uniform(2, (20000,)), "gamma": noise.gamma(0, alphas),
-            "gamma_diff": diff[0] - diff[1], "laplace_sum": jnp.sum(noise.laplace(3, (20000, 3)), axis=1),
-            "gamma_zero": noise.gamma(2, jnp.zeros((3,)))}
+    return {
+        "laplace": noise.laplace(0, (20000,)),
+        "gumbel": noise.gumbel(1, (20000,)),
+        "uniform": noise.uniform(2, (20000,)),
+        "gamma": noise.gamma(0, alphas),
+        "gamma_diff": diff[0] - diff[1],
+        "laplace_sum": jnp.sum(noise.laplace(3, (20000, 3)), axis=1),
+        "gamma_zero": noise.gamma(2, jnp.zeros((3,))),
+    }
 
 
 @pytest.mark.slow
@@ -285,4 +307,4 @@ def test_local_count_fast_path_has_the_law_of_the_per_user_protocol():
     res = prdp.local_analyzer(msgs, **KW)
     agg = np.asarray(msgs).sum(0)
     ell = int(res.level)
-    assert float(res.estimate) == pytest.approx(agg[ell - 1:].sum())
+    assert float(res.estimate) == pytest.approx(agg[ell - 1 :].sum())

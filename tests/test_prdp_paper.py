@@ -86,8 +86,10 @@ def test_A16_local_count():
 
 def _sweep(points, runs=10, methods=ex.SUM_METHODS):
     """RE % of ``methods`` at each ``(label, values, setting)``."""
-    return {label: {m: ex.re_percent(v) for m, v in ex.run(x, s, methods=methods, runs=runs, seed=3).items()}
-            for label, x, s in points}
+    return {
+        label: {m: ex.re_percent(v) for m, v in ex.run(x, s, methods=methods, runs=runs, seed=3).items()}
+        for label, x, s in points
+    }
 
 
 def _fig3_points(kind, sizes=(1e4, 1e5, 1e6)):

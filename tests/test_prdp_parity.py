@@ -42,21 +42,38 @@ def _reference(fn, runs, seed=1):
 
 
 CASES = {
-    "count": (lambda k, x, e: prdp.count(k, e, **KW),
-              lambda rng: ref.prdp_count(rng, S, E, 0.1)[::2], 3000),
-    "framework_sum": (lambda k, x, e: prdp.sum(k, x, e, upper=1e12, **KW),
-                      lambda rng: (None, ref.prdp_framework(rng, S, X, E, 0.1, ref.universal_sum)), 1500),
-    "extension_sum": (lambda k, x, e: prdp.sum(k, x, e, upper=UPPER_LEVELS, method="extension", **KW),
-                      lambda rng: (None, ref.prdp_sum_extension(rng, S, X, E, 0.1)), 1500),
-    "max": (lambda k, x, e: prdp.max(k, x, e, upper=UPPER_LEVELS, **KW),
-            lambda rng: (None, ref.prdp_framework(rng, S, X, E, 0.1, ref.em_max, restrict_domain=True)), 1000),
-    "local_count_paper": (lambda k, x, e: prdp.local_count(k, e, threshold="paper", **KW),
-                          lambda rng: ref.prldp_count(rng, S, E, 0.1, "paper")[::2], 1500),
+    "count": (lambda k, x, e: prdp.count(k, e, **KW), lambda rng: ref.prdp_count(rng, S, E, 0.1)[::2], 3000),
+    "framework_sum": (
+        lambda k, x, e: prdp.sum(k, x, e, upper=1e12, **KW),
+        lambda rng: (None, ref.prdp_framework(rng, S, X, E, 0.1, ref.universal_sum)),
+        1500,
+    ),
+    "extension_sum": (
+        lambda k, x, e: prdp.sum(k, x, e, upper=UPPER_LEVELS, method="extension", **KW),
+        lambda rng: (None, ref.prdp_sum_extension(rng, S, X, E, 0.1)),
+        1500,
+    ),
+    "max": (
+        lambda k, x, e: prdp.max(k, x, e, upper=UPPER_LEVELS, **KW),
+        lambda rng: (None, ref.prdp_framework(rng, S, X, E, 0.1, ref.em_max, restrict_domain=True)),
+        1000,
+    ),
+    "local_count_paper": (
+        lambda k, x, e: prdp.local_count(k, e, threshold="paper", **KW),
+        lambda rng: ref.prldp_count(rng, S, E, 0.1, "paper")[::2],
+        1500,
+    ),
     "pdp_count": (lambda k, x, e: prdp.pdp_count(k, e, **KW), lambda rng: (None, ref.pdp_count(rng, S, E, 0.1)), 1500),
-    "pdp_sum": (lambda k, x, e: prdp.pdp_sum(k, x, e, upper=1e12, **KW),
-                lambda rng: (None, ref.pdp_sum(rng, S, X, E, 0.1)), 600),
-    "naive_sum": (lambda k, x, e: prdp.naive_sum(k, x, e, upper=1e12, **KW).estimate,
-                  lambda rng: (None, ref.naive_sum(rng, S, X, 0.1)), 1500),
+    "pdp_sum": (
+        lambda k, x, e: prdp.pdp_sum(k, x, e, upper=1e12, **KW),
+        lambda rng: (None, ref.pdp_sum(rng, S, X, E, 0.1)),
+        600,
+    ),
+    "naive_sum": (
+        lambda k, x, e: prdp.naive_sum(k, x, e, upper=1e12, **KW).estimate,
+        lambda rng: (None, ref.naive_sum(rng, S, X, 0.1)),
+        1500,
+    ),
 }
 DEFAULT = ("count",)
 

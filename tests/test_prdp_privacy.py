@@ -30,7 +30,7 @@ def _events(level_a, est_a, level_b, est_b, bins=25):
     edges = np.quantile(np.concatenate([est_a, est_b]), np.linspace(0, 1, bins + 1)[1:-1])
     ea = np.asarray(level_a) * bins + np.searchsorted(edges, est_a)
     eb = np.asarray(level_b) * bins + np.searchsorted(edges, est_b)
-    size = (int(max(ea.max(), eb.max())) + 1)
+    size = int(max(ea.max(), eb.max())) + 1
     return np.bincount(ea, minlength=size), np.bincount(eb, minlength=size)
 
 
@@ -53,8 +53,9 @@ def _run_and_score(fn, seed, epsilon):
     batched = jax.jit(jax.vmap(fn, in_axes=(0, None)))
     out_a = batched(jax.random.split(jax.random.key(seed), RUNS), jnp.asarray(D))
     out_b = batched(jax.random.split(jax.random.key(seed + 1), RUNS), jnp.asarray(D_PRIME))
-    counts = _events(np.asarray(out_a.level), np.asarray(out_a.estimate),
-                     np.asarray(out_b.level), np.asarray(out_b.estimate))
+    counts = _events(
+        np.asarray(out_a.level), np.asarray(out_a.estimate), np.asarray(out_b.level), np.asarray(out_b.estimate)
+    )
     return _worst(*counts, epsilon=epsilon)
 
 
@@ -68,16 +69,30 @@ def test_count_event_frequencies_within_e_to_the_budget():
 @pytest.mark.slow
 def test_count_calibrated_to_the_level_upper_edge_is_caught():
     """Erratum bug 1 as a mechanism: noise at 2·lo_i (budgets and ε̌ doubled) spends 1.0 > E(r) = 0.6."""
-    fn = lambda k, m: prdp.count(k, 2 * BUDGETS, eps_min=2 * EPS_MIN, eps_max=2 * EPS_MAX, beta=BETA,  # noqa: E731
-                                 mask=m)
+    fn = lambda k, m: prdp.count(
+        k,
+        2 * BUDGETS,
+        eps_min=2 * EPS_MIN,
+        eps_max=2 * EPS_MAX,
+        beta=BETA,  # noqa: E731
+        mask=m,
+    )
     z, ratio = _run_and_score(fn, 10, BUDGETS[2])
     assert z > 2 * Z_MAX and ratio > 0.9
 
 
 @pytest.mark.slow
 def test_framework_sum_event_frequencies_within_e_to_the_budget():
-    fn = lambda k, m: prdp.sum(k, VALUES, BUDGETS, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA,  # noqa: E731
-                               upper=4.0, mask=m)
+    fn = lambda k, m: prdp.sum(
+        k,
+        VALUES,
+        BUDGETS,
+        eps_min=EPS_MIN,
+        eps_max=EPS_MAX,
+        beta=BETA,  # noqa: E731
+        upper=4.0,
+        mask=m,
+    )
     z, ratio = _run_and_score(fn, 20, BUDGETS[2])
     assert z < Z_MAX
     assert 0.3 < ratio < 0.6  # bound lo_1/2 + lo_1/2 = 0.5 (ℓ = 1); the record is visible
@@ -86,15 +101,17 @@ def test_framework_sum_event_frequencies_within_e_to_the_budget():
 @pytest.mark.slow
 def test_framework_with_an_overspending_mechanism_is_caught():
     """The framework around an M that spends 10ε (a Laplace sum with a tenth of the noise) breaks E(r)."""
+
     def overspending_sum(key, values, weights, epsilon, beta, upper):
         return jnp.sum(jnp.where(weights, values, 0.0)) + upper / (10.0 * epsilon) * jax.random.laplace(
-            key, dtype=jnp.float64)
+            key, dtype=jnp.float64
+        )
 
     def fn(k, m):
-        return prdp.framework(k, VALUES, BUDGETS, overspending_sum, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA,
-                              upper=4.0, mask=m)
+        return prdp.framework(
+            k, VALUES, BUDGETS, overspending_sum, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA, upper=4.0, mask=m
+        )
 
     with jax.enable_x64(True):  # M samples with jax.random in float64 (see dpjax.prdp.framework)
         z, _ = _run_and_score(fn, 30, BUDGETS[2])
     assert z > 2 * Z_MAX
-

@@ -38,8 +38,11 @@ def _profiles():
         budgets = np.repeat(1.5 * LO[idx], c)  # inside each level (ε_min(D) = 1.5·lo_k)
         mask = np.zeros(size, bool)
         mask[: budgets.size] = True
-        out[name] = (np.pad(budgets, (0, size - budgets.size), constant_values=EPS_MAX), mask,
-                     np.r_[np.zeros(K - 1, int), c])
+        out[name] = (
+            np.pad(budgets, (0, size - budgets.size), constant_values=EPS_MAX),
+            mask,
+            np.r_[np.zeros(K - 1, int), c],
+        )
     return out
 
 
@@ -58,8 +61,9 @@ def test_theorem_5_1_count_A6():
         budgets, mask, level_counts = PROFILES[name]
         eps_min_d = budgets[mask].min()
         n = mask.sum()
-        ok = (np.asarray(r.epsilon_tau) >= eps_min_d / 2) & \
-            (np.abs(np.asarray(r.estimate) - n) < 12 * np.log(L / BETA) / eps_min_d)
+        ok = (np.asarray(r.epsilon_tau) >= eps_min_d / 2) & (
+            np.abs(np.asarray(r.estimate) - n) < 12 * np.log(L / BETA) / eps_min_d
+        )
         assert ok.mean() >= 1 - BETA, (name, ok.mean())
         assert ok.mean() < 1.0 or name != "at_T"  # the bound is not vacuous on the worst profile
 
@@ -67,6 +71,7 @@ def test_theorem_5_1_count_A6():
 @pytest.mark.slow
 def test_theorem_6_1_framework_A7():
     """Part 1 of Algorithm 2 (run through the framework sum): few records excluded, ε_τ ≥ ε_min/2."""
+
     def fn(k, b, m):
         return prdp.sum(k, jnp.ones(b.shape), b, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA, upper=1.0, mask=m)
 
@@ -83,8 +88,12 @@ def test_theorem_6_1_framework_A7():
 @pytest.mark.slow
 @pytest.mark.parametrize("threshold", ["subgaussian", "paper"])
 def test_theorem_7_3_local_count_A8(threshold):
-    res = _batched(lambda k, b, m: prdp.local_count(k, b, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA, mask=m,
-                                                    threshold=threshold), 2)
+    res = _batched(
+        lambda k, b, m: prdp.local_count(
+            k, b, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA, mask=m, threshold=threshold
+        ),
+        2,
+    )
     for name, r in res.items():
         budgets, mask, _ = PROFILES[name]
         ok = np.asarray(r.epsilon_tau) >= budgets[mask].min() / 2

@@ -27,14 +27,19 @@ def _values(mech, n):
     return jnp.arange(n, dtype=jnp.int32 if mech.discrete else jnp.float32)
 
 
-@pytest.mark.parametrize("mech", [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.DiscreteGaussian) else m
-                                  for m in MECHS], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "mech",
+    [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.DiscreteGaussian) else m for m in MECHS],
+    ids=lambda m: type(m).__name__,
+)
 def test_release_is_identical_across_slices(mech):
     key = jax.random.key(11)
     x = _values(mech, 10_000)
     whole = np.asarray(dpjax.release(key, x, mech, numerics="float"))
-    parts = [np.asarray(dpjax.release(jax.random.key(11), x[a:b], mech, start=a, numerics="float"))
-             for a, b in [(0, 1), (1, 3333), (3333, 10_000)]]
+    parts = [
+        np.asarray(dpjax.release(jax.random.key(11), x[a:b], mech, start=a, numerics="float"))
+        for a, b in [(0, 1), (1, 3333), (3333, 10_000)]
+    ]
     np.testing.assert_array_equal(whole, np.concatenate(parts))
     assert np.isfinite(whole).all()
 
@@ -178,7 +183,12 @@ def test_release_refuses_bad_keys_shapes_and_categories():
 
 def test_no_release_contains_nan_even_at_extreme_scales():
     x = jnp.full((100_000,), 1e6, jnp.float32)
-    for mech in (dpjax.Laplace(scale=1e-30), dpjax.Laplace(scale=1e30), dpjax.Gaussian(sigma=1e-30), dpjax.Gaussian(sigma=1e30)):
+    for mech in (
+        dpjax.Laplace(scale=1e-30),
+        dpjax.Laplace(scale=1e30),
+        dpjax.Gaussian(sigma=1e-30),
+        dpjax.Gaussian(sigma=1e30),
+    ):
         assert np.isfinite(np.asarray(dpjax.release(jax.random.key(1), x, mech, numerics="float"))).all()
 
 

@@ -28,15 +28,24 @@ def test_integer_release_adds_integer_noise_exactly(mech):
 
 
 def test_integer_release_saturates_instead_of_wrapping():
-    out = np.asarray(dpjax.release(jax.random.key(0), np.full(1000, 2**31 - 3, np.int32), dpjax.DiscreteLaplace(50.0),
-                                   numerics="float"))
+    out = np.asarray(
+        dpjax.release(
+            jax.random.key(0), np.full(1000, 2**31 - 3, np.int32), dpjax.DiscreteLaplace(50.0), numerics="float"
+        )
+    )
     assert out.min() > 2**31 - 2000 and out.max() == 2**31 - 1
 
 
 def test_int64_under_x64_stays_int64():
     with jax.enable_x64(True):
-        out = np.asarray(dpjax.release(jax.random.key(0), np.full(100, 3 * 10**12, np.int64),
-                                       dpjax.DiscreteGaussian(sigma=3.0), numerics="float"))
+        out = np.asarray(
+            dpjax.release(
+                jax.random.key(0),
+                np.full(100, 3 * 10**12, np.int64),
+                dpjax.DiscreteGaussian(sigma=3.0),
+                numerics="float",
+            )
+        )
     assert out.dtype == np.int64 and np.abs(out - 3 * 10**12).max() < 40
 
 
@@ -54,16 +63,22 @@ def test_dtypes_refused_widened_or_warned():
         dpjax.release(key, np.full(2, 0.5), dpjax.Laplace(1.0), numerics="float")  # exact in float32: no warning
 
 
-@pytest.mark.parametrize("ctor, name", [
-    (lambda: dpjax.Laplace(scale=1e-300), "scale"),
-    (lambda: dpjax.Laplace(scale=1e38), "scale"),
-    (lambda: dpjax.Gaussian(sigma=1e-300), "sigma"),
-    (lambda: dpjax.DiscreteGaussian(sigma=1e-20), "sigma"),
-    (lambda: dpjax.DiscreteGaussian(sigma=1e20), "sigma"),
-    (lambda: dpjax.DiscreteLaplace(scale=1e9), "scale"),
-    (lambda: dpjax.RandomizedResponse(epsilon=1.0, num_categories=2**24), "num_categories"),
-    (lambda: dpjax.BoostedRandomizedResponse(epsilon=1.0, epsilon0=0.5, domain_size=2**24, block_size=2), "domain_size"),
-])
+@pytest.mark.parametrize(
+    "ctor, name",
+    [
+        (lambda: dpjax.Laplace(scale=1e-300), "scale"),
+        (lambda: dpjax.Laplace(scale=1e38), "scale"),
+        (lambda: dpjax.Gaussian(sigma=1e-300), "sigma"),
+        (lambda: dpjax.DiscreteGaussian(sigma=1e-20), "sigma"),
+        (lambda: dpjax.DiscreteGaussian(sigma=1e20), "sigma"),
+        (lambda: dpjax.DiscreteLaplace(scale=1e9), "scale"),
+        (lambda: dpjax.RandomizedResponse(epsilon=1.0, num_categories=2**24), "num_categories"),
+        (
+            lambda: dpjax.BoostedRandomizedResponse(epsilon=1.0, epsilon0=0.5, domain_size=2**24, block_size=2),
+            "domain_size",
+        ),
+    ],
+)
 def test_scales_and_sizes_the_float_cannot_carry_are_refused(ctor, name):
     """At release (a kernel of any positive scale can still be accounted, in float64)."""
     with pytest.raises(ValueError, match=name):
@@ -84,6 +99,7 @@ def test_discrete_gaussian_sampler_loop_is_bounded():
     class Never:
         """A stream whose every word is 2^32 − 1: the first block, the largest offset, a keep word above every
         threshold."""
+
         dtype, shape, _cache = jnp.float32, (4,), None
 
         def words(self, j):
@@ -114,7 +130,8 @@ def test_checked_release_refuses_under_jit():
     with pytest.raises(Exception, match="sigma must be positive"):
         err.throw()
     boosted = lambda k, v, r: dpjax.checked_release(  # noqa: E731
-        k, v, dpjax.PrivacyBoosted(dpjax.Gaussian(1.0), dpjax.AbsoluteError(2.0), r))
+        k, v, dpjax.PrivacyBoosted(dpjax.Gaussian(1.0), dpjax.AbsoluteError(2.0), r)
+    )
     err, _ = jax.jit(checkify.checkify(boosted))(jax.random.key(0), jnp.ones(2), 1.5)
     with pytest.raises(Exception, match="rho"):
         err.throw()

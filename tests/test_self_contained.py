@@ -9,8 +9,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("dpjax", "accounting", "optimize", "examples", "benchmarks", "docs", "tests", ".ci")
 #: references to texts outside the repository: a sibling folder, the specification notes and
 #: paper dumps of the project's authors, their section marks, an absolute home or work path
-OUTSIDE = re.compile(r"\.\./shared|(?<![\w./-])(?:specs|seeds)/|\bspecs?\b\s*(?:§|``\w+\.md``)|"
-                     r"(?<![\w.])/(?:work|home|root|Users)/")
+OUTSIDE = re.compile(
+    r"\.\./shared|(?<![\w./-])(?:specs|seeds)/|\bspecs?\b\s*(?:§|``\w+\.md``)|"
+    r"(?<![\w.])/(?:work|home|root|Users)/"
+)
 LINK = re.compile(r"\]\(([^)#\s]+)")
 
 
@@ -26,17 +28,34 @@ def outside_references(text):
 
 
 def test_the_pattern_catches_what_it_must_and_nothing_else():
-    for bad in ("see ../shared/specs/pbdp.md", "(spec §2.4)", "spec ``composite.md`` §1.7", "seeds/002_a4.txt",
-                "specs/prdp.md", "/work/shared/x", "``/home/me/notes``"):
+    for bad in (
+        "see ../shared/specs/pbdp.md",
+        "(spec §2.4)",
+        "spec ``composite.md`` §1.7",
+        "seeds/002_a4.txt",
+        "specs/prdp.md",
+        "/work/shared/x",
+        "``/home/me/notes``",
+    ):
         assert outside_references(bad), bad
-    for good in ("Jiang et al., IEEE S&P 2025, §3.4", "docs/pbdp.md", "respects §2", "a spectral norm",
-                 "python benchmarks/revisions.py --base ../dpjax-old", "jax_privacy/specs.py"):
+    for good in (
+        "Jiang et al., IEEE S&P 2025, §3.4",
+        "docs/pbdp.md",
+        "respects §2",
+        "a spectral norm",
+        "python benchmarks/revisions.py --base ../dpjax-old",
+        "jax_privacy/specs.py",
+    ):
         assert not outside_references(good), good
 
 
 def test_no_source_or_doc_points_outside_the_repository():
-    hits = [f"{p.relative_to(ROOT)}:{i}: {ref}" for p in _texts()
-            for i, line in enumerate(p.read_text().splitlines(), 1) for ref in outside_references(line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {ref}"
+        for p in _texts()
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        for ref in outside_references(line)
+    ]
     assert hits == []
 
 

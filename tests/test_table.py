@@ -18,22 +18,30 @@ from dpjax.table.bounding import bound
 from dpjax.table.data import group_index, unit_hashes
 from dpjax.table.keys import KeyWords
 
-STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
-         table.variance("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
+STATS = [
+    table.count(),
+    table.count_units(),
+    table.sum("steps", 0, 20000),
+    table.mean("steps", 0, 20000),
+    table.variance("steps", 0, 20000),
+    table.quantile("steps", 0.5, 0, 20000),
+]
 
 
 def _data(n=4000, users=400, groups=8, seed=0):
     rng = np.random.default_rng(seed)
-    return {"user_id": rng.integers(0, users, n), "g": rng.integers(0, groups, n),
-            "steps": rng.integers(0, 20000, n).astype(np.float64)}
+    return {
+        "user_id": rng.integers(0, users, n),
+        "g": rng.integers(0, groups, n),
+        "steps": rng.integers(0, 20000, n).astype(np.float64),
+    }
 
 
 def _bounded_counts(d, key, k, m, groups):
     t = pa.table(d)
     prep = group_index(t, ["g"])
     code, words = unit_hashes(t, "user_id")
-    kept, first = bound(KeyWords(key).bounding(), code, words, prep.group, prep.group_words,
-                        d["steps"][:, None], k, m)
+    kept, first = bound(KeyWords(key).bounding(), code, words, prep.group, prep.group_words, d["steps"][:, None], k, m)
     agg = aggregate([], prep.group[kept], first, {}, len(prep.group_words), False)
     keys = prep.keys.column("g").to_pylist()
     out = np.zeros(groups, np.int64)
@@ -63,8 +71,16 @@ def test_bounding_is_a_function_of_the_multiset_of_rows():
     d = _data(seed=1)
     perm = np.random.default_rng(5).permutation(len(d["g"]))
     shuffled = {c: v[perm] for c, v in d.items()}
-    kw = dict(by="g", statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=1.0, delta=1e-6, groups=list(range(8)))
+    kw = dict(
+        by="g",
+        statistics=STATS,
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=3,
+        epsilon=1.0,
+        delta=1e-6,
+        groups=list(range(8)),
+    )
     a = table.release(jax.random.key(3), d, **kw).table
     b = table.release(jax.random.key(3), shuffled, **kw).table
     assert a.equals(b)
@@ -80,19 +96,43 @@ def test_bounding_choice_is_uniform():
     code, words = unit_hashes(t, "user_id")
     hits = np.zeros(4)
     for seed in range(400):
-        kept, _ = bound(KeyWords(jax.random.key(seed)).bounding(), code, words, prep.group,
-                        prep.group_words, d["steps"][:, None], 1, 1)
+        kept, _ = bound(
+            KeyWords(jax.random.key(seed)).bounding(),
+            code,
+            words,
+            prep.group,
+            prep.group_words,
+            d["steps"][:, None],
+            1,
+            1,
+        )
         hits[prep.group[kept]] += 1
     assert sps.chisquare(hits).pvalue > 1e-3
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("noise", ["gaussian", pytest.param("laplace", marks=pytest.mark.slow),
-                                   pytest.param("discrete_laplace", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "noise",
+    [
+        "gaussian",
+        pytest.param("laplace", marks=pytest.mark.slow),
+        pytest.param("discrete_laplace", marks=pytest.mark.slow),
+    ],
+)
 def test_calibration_meets_the_budget_exactly(noise):
     stats = STATS if noise == "gaussian" else [table.count(), table.count_units(), table.sum("steps", 0, 50)]
-    rel = table.release(jax.random.key(0), _data(), by="g", statistics=stats, privacy_unit="user_id",
-                        max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0, delta=1e-6, noise=noise)
+    rel = table.release(
+        jax.random.key(0),
+        _data(),
+        by="g",
+        statistics=stats,
+        privacy_unit="user_id",
+        max_groups_per_unit=3,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+        noise=noise,
+    )
     assert 0.999 <= rel.epsilon <= 1.0
     assert 0.9e-6 <= rel.delta <= 1e-6
     # the stated scales, recomposed independently: every measurement K·m times at its sensitivity (the noisy
@@ -119,9 +159,19 @@ def test_noise_drawn_has_the_stated_law():
     groups = 4000
     d = {"user_id": np.arange(groups), "g": np.arange(groups), "steps": np.zeros(groups)}
     for noise, cls in (("gaussian", dpjax.Gaussian), ("laplace", dpjax.Laplace)):
-        rel = table.release(jax.random.key(7), d, by="g", statistics=[table.count()], privacy_unit="user_id",
-                            max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6,
-                            groups=list(range(groups)), noise=noise)
+        rel = table.release(
+            jax.random.key(7),
+            d,
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+            groups=list(range(groups)),
+            noise=noise,
+        )
         err = rel.table.column("count").to_numpy() - 1.0
         kernel = cls(**{cls.scale_name: rel.scales["rows"]})
         with jax.enable_x64(True):
@@ -134,8 +184,17 @@ def test_neighbouring_tables_event_frequencies():
     base = _data(n=3000, users=300, groups=3, seed=2)
     heavy = {"user_id": np.full(300, 10**6), "g": np.arange(300) % 3, "steps": np.full(300, 5.0)}
     both = {c: np.concatenate([base[c], heavy[c]]) for c in base}
-    kw = dict(by="g", statistics=[table.count()], privacy_unit="user_id", max_groups_per_unit=2,
-              max_rows_per_group=2, epsilon=1.0, delta=1e-3, groups=[0, 1, 2], noise="gaussian")
+    kw = dict(
+        by="g",
+        statistics=[table.count()],
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-3,
+        groups=[0, 1, 2],
+        noise="gaussian",
+    )
     rel = table.release(jax.random.key(1), both, **kw)
     key = jax.random.key(11)
     reps = 3000
@@ -164,12 +223,24 @@ def test_neighbouring_tables_event_frequencies():
 def test_selection_drops_tiny_groups_keeps_large():
     rng = np.random.default_rng(3)
     n = 20000
-    d = {"user_id": np.concatenate([rng.integers(0, 5000, n), [10**6]]),
-         "g": np.concatenate([rng.integers(0, 3, n), [99]]), "steps": np.zeros(n + 1)}
+    d = {
+        "user_id": np.concatenate([rng.integers(0, 5000, n), [10**6]]),
+        "g": np.concatenate([rng.integers(0, 3, n), [99]]),
+        "steps": np.zeros(n + 1),
+    }
     seen = 0
     for seed in range(20):
-        rel = table.release(jax.random.key(seed), d, by="g", statistics=[table.count()], privacy_unit="user_id",
-                            max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+        rel = table.release(
+            jax.random.key(seed),
+            d,
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+        )
         got = rel.table.column("g").to_pylist()
         assert got[:3] == [0, 1, 2]
         seen += 99 in got
@@ -188,8 +259,17 @@ def test_groups_emptied_by_bounding_are_no_candidates():
     both = {c: np.concatenate([base[c], heavy[c]]) for c in base}
     delta, runs, released = 1e-2, 10, 0
     for seed in range(runs):
-        rel = table.release(jax.random.key(seed), both, by="g", statistics=[table.count()], privacy_unit="user_id",
-                            max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=delta)
+        rel = table.release(
+            jax.random.key(seed),
+            both,
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=delta,
+        )
         got = np.array(rel.table.column("g").to_pylist())
         assert np.count_nonzero(got < 100) == 5
         released += np.count_nonzero(got >= 100)
@@ -204,8 +284,15 @@ def test_signed_zero_keys_are_one_group_and_nan_keys_are_refused():
     g = d["g"].astype(np.float64)
     signed = g.copy()
     signed[(g == 0) & (np.arange(len(g)) % 2 == 0)] = -0.0
-    kw = dict(by="g", statistics=[table.count(), table.sum("steps", 0, 20000)], privacy_unit="user_id",
-              max_groups_per_unit=2, max_rows_per_group=2, epsilon=1.0, delta=1e-6)
+    kw = dict(
+        by="g",
+        statistics=[table.count(), table.sum("steps", 0, 20000)],
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     for groups in (None, [0.0, 1.0, 2.0, 3.0]):
         a = table.release(jax.random.key(7), dict(d, g=signed), groups=groups, **kw).table
         b = table.release(jax.random.key(7), dict(d, g=g), groups=groups, **kw).table
@@ -225,8 +312,16 @@ def test_integer_and_float_unit_ids_bound_the_same():
     """Issue 28, leak 2: a unit id read as float (5.0) is the unit read as integer (5): the same bounding
     draws, the same released table; -0.0 and 0.0 are one unit."""
     d = _data(n=3000, users=300, groups=4, seed=5)
-    kw = dict(by="g", statistics=[table.count(), table.mean("steps", 0, 20000)], privacy_unit="user_id",
-              max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=[0, 1, 2, 3])
+    kw = dict(
+        by="g",
+        statistics=[table.count(), table.mean("steps", 0, 20000)],
+        privacy_unit="user_id",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+        groups=[0, 1, 2, 3],
+    )
     ints = table.release(jax.random.key(9), d, **kw).table
     floats = d["user_id"].astype(np.float64)
     floats[(d["user_id"] == 0) & (np.arange(len(floats)) % 2 == 0)] = -0.0
@@ -235,26 +330,57 @@ def test_integer_and_float_unit_ids_bound_the_same():
 
 def test_public_groups_absent_and_unlisted():
     d = _data()
-    rel = table.release(jax.random.key(0), d, by="g", statistics=[table.count(), table.sum("steps", 0, 20000)],
-                        privacy_unit="user_id", max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0,
-                        delta=1e-6, groups=[7, 100, 0])
+    rel = table.release(
+        jax.random.key(0),
+        d,
+        by="g",
+        statistics=[table.count(), table.sum("steps", 0, 20000)],
+        privacy_unit="user_id",
+        max_groups_per_unit=3,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+        groups=[7, 100, 0],
+    )
     assert rel.table.column("g").to_pylist() == [7, 100, 0]
     counts = rel.table.column("count").to_numpy()
     assert abs(counts[1]) < 10 * rel.scales["rows"] and counts[0] > 100 and counts[2] > 100
     assert rel.threshold is None
     with pytest.raises(ValueError, match="groups: duplicated public group"):
-        table.release(jax.random.key(0), d, by="g", statistics=[table.count()], privacy_unit="user_id",
-                      max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=[1, 2, 1])
+        table.release(
+            jax.random.key(0),
+            d,
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+            groups=[1, 2, 1],
+        )
 
 
 def test_public_groups_forms_and_multi_column_keys_with_nulls():
-    d = {"a": pa.array(["x", "y", None, "x"] * 50), "b": np.tile([1, 2, 1, 1], 50), "user_id": np.arange(200),
-         "steps": np.ones(200)}
-    kw = dict(by=["a", "b"], statistics=[table.count()], privacy_unit="user_id", max_groups_per_unit=1,
-              max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+    d = {
+        "a": pa.array(["x", "y", None, "x"] * 50),
+        "b": np.tile([1, 2, 1, 1], 50),
+        "user_id": np.arange(200),
+        "steps": np.ones(200),
+    }
+    kw = dict(
+        by=["a", "b"],
+        statistics=[table.count()],
+        privacy_unit="user_id",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     r1 = table.release(jax.random.key(2), d, groups={"a": ["x", "y", None], "b": [1, 2]}, **kw).table
-    r2 = table.release(jax.random.key(2), d, groups=[("x", 1), ("x", 2), ("y", 1), ("y", 2), (None, 1), (None, 2)],
-                       **kw).table
+    r2 = table.release(
+        jax.random.key(2), d, groups=[("x", 1), ("x", 2), ("y", 1), ("y", 2), (None, 1), (None, 2)], **kw
+    ).table
     assert r1.equals(r2)
     assert r1.num_rows == 6
     private = table.release(jax.random.key(2), d, **kw).table
@@ -264,8 +390,15 @@ def test_public_groups_forms_and_multi_column_keys_with_nulls():
 @pytest.mark.slow
 def test_every_input_type_gives_the_same_table(tmp_path):
     d = _data(n=2000, seed=4)
-    kw = dict(by="g", statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=2,
-              epsilon=1.0, delta=1e-6)
+    kw = dict(
+        by="g",
+        statistics=STATS,
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     ref = table.release(jax.random.key(9), d, **kw).table
     t = pa.table(d)
     import pandas as pd
@@ -278,21 +411,44 @@ def test_every_input_type_gives_the_same_table(tmp_path):
     inputs = [t, pd.DataFrame(d), pl.DataFrame(d), str(tmp_path / "d.csv"), tmp_path / "d.parquet"]
     for x in inputs:
         assert table.release(jax.random.key(9), x, **kw).table.equals(ref), type(x)
-    via_file = table.release_file(jax.random.key(9), str(tmp_path / "d.csv"), by="g",
-                                  statistics="count,count_units,sum:steps:0:20000,mean:steps:0:20000,"
-                                             "variance:steps:0:20000,quantile:steps:0.5:0:20000",
-                                  privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=2,
-                                  epsilon=1.0, delta=1e-6)
+    via_file = table.release_file(
+        jax.random.key(9),
+        str(tmp_path / "d.csv"),
+        by="g",
+        statistics="count,count_units,sum:steps:0:20000,mean:steps:0:20000,"
+        "variance:steps:0:20000,quantile:steps:0.5:0:20000",
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     assert via_file.table.equals(ref)
-    assert ref.column_names == ["g", "count", "count_units", "sum_steps", "mean_steps", "variance_steps",
-                                "quantile_0.5_steps"]
+    assert ref.column_names == [
+        "g",
+        "count",
+        "count_units",
+        "sum_steps",
+        "mean_steps",
+        "variance_steps",
+        "quantile_0.5_steps",
+    ]
 
 
 def test_row_level_release_says_so():
     rel = table.release(jax.random.key(0), _data(), by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6)
     assert rel.row_level and rel.privacy_unit is None
-    assert not table.release(jax.random.key(0), _data(), by="g", statistics=[table.count()], privacy_unit="user_id",
-                             max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6).row_level
+    assert not table.release(
+        jax.random.key(0),
+        _data(),
+        by="g",
+        statistics=[table.count()],
+        privacy_unit="user_id",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+    ).row_level
 
 
 @pytest.mark.slow
@@ -301,11 +457,23 @@ def test_statistics_are_accurate_with_a_large_budget():
     n = 40000
     x = rng.uniform(0, 100, n)
     d = {"user_id": np.arange(n), "g": np.zeros(n, np.int64), "x": x}
-    rel = table.release(jax.random.key(1), d, by="g",
-                        statistics=[table.count(), table.mean("x", 0, 100), table.variance("x", 0, 100),
-                                    table.quantile("x", 0.25, 0, 100)],
-                        privacy_unit="user_id", max_groups_per_unit=1, max_rows_per_group=1, epsilon=20.0,
-                        delta=1e-6, groups=[0])
+    rel = table.release(
+        jax.random.key(1),
+        d,
+        by="g",
+        statistics=[
+            table.count(),
+            table.mean("x", 0, 100),
+            table.variance("x", 0, 100),
+            table.quantile("x", 0.25, 0, 100),
+        ],
+        privacy_unit="user_id",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=20.0,
+        delta=1e-6,
+        groups=[0],
+    )
     row = rel.table.to_pylist()[0]
     assert abs(row["count"] - n) < 50
     assert abs(row["mean_x"] - x.mean()) < 0.5
@@ -338,10 +506,23 @@ BAD = [
 
 @pytest.mark.parametrize("change,message", BAD)
 def test_bad_input_is_refused_before_any_noise(change, message, monkeypatch):
-    d = {"user_id": np.arange(4), "g": np.arange(4), "steps": np.ones(4), "name": np.array(["a", "b", "c", "d"]),
-         "steps_null": pa.array([1.0, None, 2.0, 3.0]), "g_nan": np.array([0.0, np.nan, 1.0, 2.0])}
-    kw = dict(by="g", statistics=[table.count()], privacy_unit="user_id", max_groups_per_unit=1,
-              max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+    d = {
+        "user_id": np.arange(4),
+        "g": np.arange(4),
+        "steps": np.ones(4),
+        "name": np.array(["a", "b", "c", "d"]),
+        "steps_null": pa.array([1.0, None, 2.0, 3.0]),
+        "g_nan": np.array([0.0, np.nan, 1.0, 2.0]),
+    }
+    kw = dict(
+        by="g",
+        statistics=[table.count()],
+        privacy_unit="user_id",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     kw.update(change)
 
     def no_noise(*a, **k):
@@ -366,15 +547,23 @@ def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
 
     monkeypatch.setattr(calibration, "_epsilons", accountant)
     make = calibration.kernel_of("laplace")
-    ok = calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)  # starts at t = 2 (refused), ends near 4
+    ok = calibration._calibrate(
+        make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False
+    )  # starts at t = 2 (refused), ends near 4
     assert 1 - calibration.TOLERANCE <= ok.epsilon <= 1.0 and ok.ratio >= 3.0
     floor["ratio"] = 5.0  # now every ratio it accepts gives ε ≤ 0.8: none within the tolerance
-    with pytest.raises(ValueError, match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
-                                         r"accountant refused a ratio: round-off floor"):
+    with pytest.raises(
+        ValueError,
+        match=r"epsilon: could not calibrate Laplace noise to epsilon=1, .*the "
+        r"accountant refused a ratio: round-off floor",
+    ):
         calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
     # a nearly flat ε(t) (an accountant no longer resolving ε): the secant's step overflowed math.exp
-    monkeypatch.setattr(calibration, "_epsilons", lambda make, runs, ratios, *a: np.array(
-        [400.0 / ratios[0] if ratios[0] > 200 else 2.0 - 1e-12 * ratios[0]]))
+    monkeypatch.setattr(
+        calibration,
+        "_epsilons",
+        lambda make, runs, ratios, *a: np.array([400.0 / ratios[0] if ratios[0] > 200 else 2.0 - 1e-12 * ratios[0]]),
+    )
     flat = calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
     assert 1 - calibration.TOLERANCE <= flat.epsilon <= 1.0 and flat.ratio == pytest.approx(400.0, rel=1e-3)
 
@@ -387,9 +576,18 @@ def test_every_epsilon_of_the_range_calibrates(noise, epsilon):
     words naming epsilon — never an accountant's exception (Laplace at 1e-6 is refused today: every ratio
     near its answer is over the budget or refused by the accountant's round-off guard)."""
     try:
-        rel = table.release(jax.random.key(0), _data(n=500), by="g", statistics=[
-            table.count(), table.sum("steps", 0, 1), table.quantile("steps", 0.5, 0, 20000)], privacy_unit="user_id",
-            max_groups_per_unit=2, max_rows_per_group=2, epsilon=epsilon, delta=1e-6, noise=noise)
+        rel = table.release(
+            jax.random.key(0),
+            _data(n=500),
+            by="g",
+            statistics=[table.count(), table.sum("steps", 0, 1), table.quantile("steps", 0.5, 0, 20000)],
+            privacy_unit="user_id",
+            max_groups_per_unit=2,
+            max_rows_per_group=2,
+            epsilon=epsilon,
+            delta=1e-6,
+            noise=noise,
+        )
     except ValueError as exc:
         assert str(exc).startswith(f"epsilon: could not calibrate {'Laplace' if noise == 'laplace' else 'Gaussian'}")
         assert (noise, epsilon) == ("laplace", 1e-6), exc  # the one refusal seen; any other is a regression
@@ -403,9 +601,17 @@ def test_bad_statistic_arguments():
     with pytest.raises(ValueError, match="q must be in"):
         table.quantile("steps", 1.5, 0, 1)
     with pytest.raises(ValueError, match="data: the table is empty"):
-        table.release(jax.random.key(0), {"g": np.zeros(0), "user_id": np.zeros(0)}, by="g",
-                      statistics=[table.count()], privacy_unit="user_id", max_groups_per_unit=1,
-                      max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+        table.release(
+            jax.random.key(0),
+            {"g": np.zeros(0), "user_id": np.zeros(0)},
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+        )
 
 
 @pytest.mark.slow
@@ -415,8 +621,16 @@ def test_neighbouring_tables_full_release_event_frequencies():
     base = _data(n=600, users=60, groups=2, seed=8)
     heavy = {"user_id": np.full(200, 10**6), "g": np.arange(200) % 3, "steps": np.full(200, 19000.0)}
     both = {c: np.concatenate([base[c], heavy[c]]) for c in base}
-    kw = dict(by="g", statistics=[table.count(), table.sum("steps", 0, 20000)], privacy_unit="user_id",
-              max_groups_per_unit=2, max_rows_per_group=2, epsilon=1.0, delta=1e-3, noise="laplace")
+    kw = dict(
+        by="g",
+        statistics=[table.count(), table.sum("steps", 0, 20000)],
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-3,
+        noise="laplace",
+    )
     reps = 600
     outs = {}
     for name, d in (("d", both), ("n", base)):
@@ -427,9 +641,12 @@ def test_neighbouring_tables_full_release_event_frequencies():
             rows.append((2 in got, got.get(0, -1e9), got.get(1, -1e9)))
         outs[name] = np.array(rows, float)
     ref = table.release(jax.random.key(0), base, **kw)
-    events = [lambda o: o[:, 0] > 0, lambda o: o[:, 1] > np.median(outs["n"][:, 1]),
-              lambda o: o[:, 2] > np.median(outs["n"][:, 2]), lambda o: (o[:, 1] + o[:, 2]) < np.median(
-                  outs["n"][:, 1] + outs["n"][:, 2])]
+    events = [
+        lambda o: o[:, 0] > 0,
+        lambda o: o[:, 1] > np.median(outs["n"][:, 1]),
+        lambda o: o[:, 2] > np.median(outs["n"][:, 2]),
+        lambda o: (o[:, 1] + o[:, 2]) < np.median(outs["n"][:, 1] + outs["n"][:, 2]),
+    ]
     for event in events:
         p, q = event(outs["d"]).mean(), event(outs["n"]).mean()
         slack = 4 * math.sqrt(max(p, q, 1 / reps) / reps)

@@ -18,14 +18,24 @@ from dpjax.table.keys import KeyWords, hash_values
 #: a count, a sum and a quantile (its noisy max: several elements per group), private selection: one
 #: configuration for the tests below, so that its lattice calibration (seconds) runs once per process
 EXACT_STATS = [table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
-EXACT_KW = dict(statistics=EXACT_STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-                epsilon=1.0, delta=1e-6, noise="laplace")
+EXACT_KW = dict(
+    statistics=EXACT_STATS,
+    privacy_unit="user_id",
+    max_groups_per_unit=2,
+    max_rows_per_group=3,
+    epsilon=1.0,
+    delta=1e-6,
+    noise="laplace",
+)
 
 
 def _data(n=4000, users=400, groups=8, seed=0):
     rng = np.random.default_rng(seed)
-    return {"user_id": rng.integers(0, users, n), "g": rng.integers(0, groups, n),
-            "steps": rng.integers(0, 20000, n).astype(np.float64)}
+    return {
+        "user_id": rng.integers(0, users, n),
+        "g": rng.integers(0, groups, n),
+        "steps": rng.integers(0, 20000, n).astype(np.float64),
+    }
 
 
 def _chisquare(z, pmf, lo, hi):
@@ -39,9 +49,10 @@ def _chisquare(z, pmf, lo, hi):
     return sps.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()).pvalue
 
 
-@pytest.mark.parametrize("kernel,lo,hi", [(dpjax.DiscreteLaplace(2.5), -15, 15),
-                                          (dpjax.DiscreteGaussian(3.0), -12, 12),
-                                          (dpjax.Laplace(4.0), None, None)])
+@pytest.mark.parametrize(
+    "kernel,lo,hi",
+    [(dpjax.DiscreteLaplace(2.5), -15, 15), (dpjax.DiscreteGaussian(3.0), -12, 12), (dpjax.Laplace(4.0), None, None)],
+)
 def test_exact_table_noise_has_the_law_it_claims(kernel, lo, hi):
     """The integer noise drawn for 40 000 groups (value 0, element 0): χ² against the exact pmf of the
     lattice's integer noise (for the Laplace lattice, t ≈ 2^21: on 40 cells of equal mass)."""
@@ -108,8 +119,18 @@ def test_exact_accounting_is_that_of_the_lattice_mechanism_run():
     lattice sensitivity ⌈Δ/g⌉, rebuilt here from rel.scales and rel.granularity — including a component whose
     sensitivity is off the lattice (rounded up), and it is ≤ the request and ≥ 0.9 of it."""
     stats = [table.count(), table.sum("steps", 0, 0.3)]  # Δ = 2 · 0.3: not a multiple of any power of two
-    rel = table.release(jax.random.key(0), _data(), by="g", statistics=stats, privacy_unit="user_id",
-                        max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0, delta=1e-6, noise="laplace")
+    rel = table.release(
+        jax.random.key(0),
+        _data(),
+        by="g",
+        statistics=stats,
+        privacy_unit="user_id",
+        max_groups_per_unit=3,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+        noise="laplace",
+    )
     assert rel.numerics == "exact"
     assert 0.9 <= 0.999 <= rel.epsilon <= 1.0
     total = None
@@ -138,8 +159,18 @@ def test_exact_selection_keeps_large_groups_and_drops_single_units():
     users = np.arange(301)
     d = {"user_id": users, "g": np.where(users < 300, 0, 1), "steps": np.zeros(301)}
     for seed in range(5):
-        rel = table.release(jax.random.key(seed), d, by="g", statistics=[table.count()], privacy_unit="user_id",
-                            max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=1e-6, noise="laplace")
+        rel = table.release(
+            jax.random.key(seed),
+            d,
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+            noise="laplace",
+        )
         assert rel.numerics == "exact" and rel.table.column("g").to_pylist() == [0]
         g = rel.granularity["units"]
         assert rel.threshold / g == round(rel.threshold / g)
@@ -190,9 +221,19 @@ def test_exact_gaussian_calibration_meets_the_budget_as_the_lattice_run():
     """noise='gaussian', numerics='exact': the discrete Gaussian lattices, composed at their lattice
     sensitivities, meet the budget (≤ the request, ≥ 0.999 of it); about a minute (its PLDs are atomic)."""
     stats = [table.count(), table.sum("steps", 0, 20000)]
-    rel = table.release(jax.random.key(0), _data(), by="g", statistics=stats, privacy_unit="user_id",
-                        max_groups_per_unit=3, max_rows_per_group=2, epsilon=1.0, delta=1e-6, noise="gaussian",
-                        numerics="exact")
+    rel = table.release(
+        jax.random.key(0),
+        _data(),
+        by="g",
+        statistics=stats,
+        privacy_unit="user_id",
+        max_groups_per_unit=3,
+        max_rows_per_group=2,
+        epsilon=1.0,
+        delta=1e-6,
+        noise="gaussian",
+        numerics="exact",
+    )
     assert rel.numerics == "exact" and 0.999 <= rel.epsilon <= 1.0
     for name, column, sens in (("rows", "count", 2.0), ("sum:('steps', 0.0, 20000.0)", "sum_steps", 40000.0)):
         g = rel.granularity[name]

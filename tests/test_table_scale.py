@@ -15,8 +15,14 @@ from dpjax.table.keys import KeyWords
 
 def _data(n=6000, seed=3):
     rng = np.random.default_rng(seed)
-    return pa.table({"u": rng.integers(0, 400, n), "g": rng.integers(0, 30, n), "h": rng.integers(0, 2, n),
-                     "x": rng.integers(0, 4, n) * 1.0})  # few values: many tied rows inside a pair
+    return pa.table(
+        {
+            "u": rng.integers(0, 400, n),
+            "g": rng.integers(0, 30, n),
+            "h": rng.integers(0, 2, n),
+            "x": rng.integers(0, 4, n) * 1.0,
+        }
+    )  # few values: many tied rows inside a pair
 
 
 def test_bounding_per_bucket_keeps_the_rows_of_one_piece(monkeypatch):
@@ -28,8 +34,9 @@ def test_bounding_per_bucket_keeps_the_rows_of_one_piece(monkeypatch):
     values = d.column("x").to_numpy()[:, None]
 
     def kept():
-        rows, first = bounding.bound(KeyWords(jax.random.key(5)).bounding(), code, words, prep.group,
-                                     prep.group_words, values, 3, 2)
+        rows, first = bounding.bound(
+            KeyWords(jax.random.key(5)).bounding(), code, words, prep.group, prep.group_words, values, 3, 2
+        )
         assert rows.dtype == np.int32
         out = np.stack([code[rows], prep.group[rows], values[rows, 0], first], axis=1)
         return out[np.lexsort(out.T[::-1])]
@@ -44,9 +51,20 @@ def test_bounding_per_bucket_keeps_the_rows_of_one_piece(monkeypatch):
 @pytest.mark.slow
 def test_release_per_bucket_is_bitwise_the_release_in_one_piece(monkeypatch):
     d = _data(seed=4)
-    kw = dict(by=["g", "h"], statistics=[table.count(), table.count_units(), table.mean("x", low=0, high=3),
-                                         table.quantile("x", 0.5, low=0, high=4)],
-              privacy_unit="u", max_groups_per_unit=2, max_rows_per_group=2, epsilon=2.0, delta=1e-6)
+    kw = dict(
+        by=["g", "h"],
+        statistics=[
+            table.count(),
+            table.count_units(),
+            table.mean("x", low=0, high=3),
+            table.quantile("x", 0.5, low=0, high=4),
+        ],
+        privacy_unit="u",
+        max_groups_per_unit=2,
+        max_rows_per_group=2,
+        epsilon=2.0,
+        delta=1e-6,
+    )
     whole = table.release(jax.random.key(8), d, **kw).table
     monkeypatch.setattr(bounding, "_BUCKET_ROWS", 200)
     monkeypatch.setattr(bounding, "_CHUNK", 64)
@@ -98,12 +116,20 @@ def test_integer_ids_kept_as_read_and_encoded_once(tmp_path, monkeypatch):
         assert code.dtype == np.int32
         assert dictionary.take(pa.array(code)).to_pylist() == col.to_pylist()
 
-    d = _data(seed=7).append_column("id", pa.array(rng.integers(0, 10**9, 400))
-                                   .take(pa.array(rng.integers(0, 400, 6000))))
+    d = _data(seed=7).append_column(
+        "id", pa.array(rng.integers(0, 10**9, 400)).take(pa.array(rng.integers(0, 400, 6000)))
+    )
     path = tmp_path / "d.parquet"
     pq.write_table(d, path)
-    kw = dict(by="g", statistics=[table.count(), table.count_units(), table.sum("x", low=0, high=3)],
-              privacy_unit="id", max_groups_per_unit=2, max_rows_per_group=1, epsilon=1.0, delta=1e-6)
+    kw = dict(
+        by="g",
+        statistics=[table.count(), table.count_units(), table.sum("x", low=0, high=3)],
+        privacy_unit="id",
+        max_groups_per_unit=2,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+    )
     whole = table.release(jax.random.key(9), d, **kw).table
     monkeypatch.setattr(table_data, "PARQUET_BATCH_ROWS", 97)
     assert table.release(jax.random.key(9), str(path), **kw).table.equals(whole)
@@ -116,9 +142,11 @@ def test_dense_integer_codes_point_at_their_values():
     from dpjax.table import data as table_data
 
     rng = np.random.default_rng(8)
-    cases = [pa.array(rng.integers(-128, 128, 3000).astype(np.int8), pa.int8()),
-             pa.array(rng.integers(-(2**62), -(2**62) + 500, 3000), pa.int64()),
-             pa.array(rng.integers(0, 5000, 3000).astype(np.uint64) + np.uint64(2**64 - 6000), pa.uint64())]
+    cases = [
+        pa.array(rng.integers(-128, 128, 3000).astype(np.int8), pa.int8()),
+        pa.array(rng.integers(-(2**62), -(2**62) + 500, 3000), pa.int64()),
+        pa.array(rng.integers(0, 5000, 3000).astype(np.uint64) + np.uint64(2**64 - 6000), pa.uint64()),
+    ]
     for col in cases:
         chunked = pa.chunked_array([col.slice(0, 1000), col.slice(1000, 0), col.slice(1000)])
         code, dictionary = table_data._dense_codes(chunked)

@@ -29,9 +29,15 @@ def _spark():
     root = os.path.dirname(os.path.dirname(os.path.abspath(dpjax.__file__)))
     os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
 
-    return (SparkSession.builder.master("local[2]").appName("dpjax-table-test")
-            .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("dpjax-table-test")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "512m")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,20 +57,41 @@ def _data(seed=0, n=6000):
     g[(g == 0) & (np.arange(n) % 2 == 0)] = -0.0
     units = rng.integers(0, 3000, n).astype(np.float64)
     units[(units == 0) & (np.arange(n) % 2 == 0)] = -0.0
-    return pa.table({"user_id": np.concatenate([units, np.full(300, 5000.0)]),
-                     "g": pa.array(np.concatenate([g, np.arange(300) + 10.0]), from_pandas=True),
-                     "steps": np.concatenate([rng.integers(0, 20000, n), np.zeros(300)]).astype(np.float64)})
+    return pa.table(
+        {
+            "user_id": np.concatenate([units, np.full(300, 5000.0)]),
+            "g": pa.array(np.concatenate([g, np.arange(300) + 10.0]), from_pandas=True),
+            "steps": np.concatenate([rng.integers(0, 20000, n), np.zeros(300)]).astype(np.float64),
+        }
+    )
 
 
-STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
-         table.variance("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
+STATS = [
+    table.count(),
+    table.count_units(),
+    table.sum("steps", 0, 20000),
+    table.mean("steps", 0, 20000),
+    table.variance("steps", 0, 20000),
+    table.quantile("steps", 0.5, 0, 20000),
+]
 
 
-@pytest.mark.parametrize("groups", [pytest.param(None, marks=pytest.mark.slow), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None]])
+@pytest.mark.parametrize(
+    "groups", [pytest.param(None, marks=pytest.mark.slow), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None]]
+)
 def test_spark_equals_pyarrow_bitwise(spark, groups):
     t = _data()
-    kw = dict(by="g", statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=1.0, delta=1e-6, groups=groups, noise="gaussian")  # (the exact tier: the test below)
+    kw = dict(
+        by="g",
+        statistics=STATS,
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=3,
+        epsilon=1.0,
+        delta=1e-6,
+        groups=groups,
+        noise="gaussian",
+    )  # (the exact tier: the test below)
     local = table.release(jax.random.key(5), t, **kw)
     df = spark.createDataFrame(t.to_pandas()).repartition(3)
     remote = table.release(jax.random.key(5), df, **kw)
@@ -79,9 +106,17 @@ def test_spark_equals_pyarrow_bitwise(spark, groups):
 def test_spark_equals_pyarrow_bitwise_on_the_exact_tier(spark):
     """Integer-only noise addressed by (key, component, group key): the same bits from Spark."""
     t = _data()
-    kw = dict(by="g", statistics=[table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)],
-              privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3, epsilon=1.0, delta=1e-6,
-              noise="laplace", numerics="exact")
+    kw = dict(
+        by="g",
+        statistics=[table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)],
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=3,
+        epsilon=1.0,
+        delta=1e-6,
+        noise="laplace",
+        numerics="exact",
+    )
     local = table.release(jax.random.key(5), t, **kw)
     remote = table.release(jax.random.key(5), spark.createDataFrame(t.to_pandas()).repartition(3), **kw)
     assert local.numerics == remote.numerics == "exact"
@@ -99,15 +134,15 @@ def test_spark_row_level_and_bad_input(spark):
         table.release(jax.random.key(1), df, by="nope", statistics=[table.count()], epsilon=1.0, delta=1e-6)
     bad = spark.createDataFrame([(1, 1.0, None), (2, 2.0, 3.0)], "user_id long, g double, steps double")
     with pytest.raises(ValueError, match="column 'steps' has 1 null"):
-        table.release(jax.random.key(1), bad, by="g", statistics=[table.sum("steps", 0, 1)], epsilon=1.0,
-                      delta=1e-6)
+        table.release(jax.random.key(1), bad, by="g", statistics=[table.sum("steps", 0, 1)], epsilon=1.0, delta=1e-6)
     _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df)
     nan = spark.createDataFrame([(1, float("nan"), 1.0), (2, 2.0, 3.0)], "user_id long, g double, steps double")
     with pytest.raises(ValueError, match="by: group column 'g' has 1 NaN key"):
         table.release(jax.random.key(1), nan, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="groups: the public groups of column 'g' are string"):
-        table.release(jax.random.key(1), df, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6,
-                      groups=["0", "1"])
+        table.release(
+            jax.random.key(1), df, by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6, groups=["0", "1"]
+        )
 
 
 def _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df):
@@ -127,8 +162,10 @@ def _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df):
     sys.modules["dpjax_nowhere"] = elsewhere
     try:
         local = functools.partial(elsewhere.local, run=table_release._local_aggregates)
-        with pytest.raises(table_spark.WorkerError, match="cannot import 'dpjax_nowhere': install pyarrow and "
-                                                          "this dpjax on every worker .* PYSPARK_PYTHON"):
+        with pytest.raises(
+            table_spark.WorkerError,
+            match="cannot import 'dpjax_nowhere': install pyarrow and this dpjax on every worker .* PYSPARK_PYTHON",
+        ):
             table_spark.spark_aggregates(req, df, None, key, local)
     finally:
         del sys.modules["dpjax_nowhere"]

@@ -42,8 +42,14 @@ def test_calibration_compiles_few_programs():
     assert epsilon * (1 - calibration.TOLERANCE) <= cal.epsilon <= epsilon
 
 
-@pytest.mark.parametrize("noise, k, epsilon, delta", [pytest.param("laplace", 30, 0.5, 1e-5, marks=pytest.mark.slow), ("gaussian", 1, 5.0, 1e-9),
-                                                     pytest.param("laplace", 1, 1.0, 0.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "noise, k, epsilon, delta",
+    [
+        pytest.param("laplace", 30, 0.5, 1e-5, marks=pytest.mark.slow),
+        ("gaussian", 1, 5.0, 1e-9),
+        pytest.param("laplace", 1, 1.0, 0.0, marks=pytest.mark.slow),
+    ],
+)
 def test_secant_search_meets_the_tolerance(noise, k, epsilon, delta):
     """Far from the start (many runs; a tiny δ; pure ε) the search still lands within the tolerance."""
     from dpjax.table.release import validate
@@ -97,8 +103,9 @@ def test_bounding_rounds_keep_the_rows_of_the_sorts(monkeypatch, coarse):
         monkeypatch.setattr(bounding, "_priority_bits", lambda units, n: bits)
         monkeypatch.setattr(bounding, "_MIN_PACKED_BITS", minimum)
         monkeypatch.setattr(bounding, "_MAX_ROUNDS", rounds)
-        rows, first = bounding.bound(KeyWords(jax.random.key(5)).bounding(), code, words, prep.group,
-                                     prep.group_words, values, 3, 2)
+        rows, first = bounding.bound(
+            KeyWords(jax.random.key(5)).bounding(), code, words, prep.group, prep.group_words, values, 3, 2
+        )
         out = np.stack([code[rows], prep.group[rows], values[rows, 0], first], axis=1)
         return out[np.lexsort(out.T[::-1])]
 

@@ -14,8 +14,13 @@ import pytest
 from dpjax import table
 from dpjax.table import data as table_data
 
-STATS = [table.count(), table.count_units(), table.sum("steps", 0, 20000), table.mean("steps", 0, 20000),
-         table.quantile("steps", 0.5, 0, 20000)]
+STATS = [
+    table.count(),
+    table.count_units(),
+    table.sum("steps", 0, 20000),
+    table.mean("steps", 0, 20000),
+    table.quantile("steps", 0.5, 0, 20000),
+]
 
 
 def _csv(tmp_path, n=3000, seed=0):
@@ -48,10 +53,22 @@ def test_streamed_inputs_release_bitwise_what_the_table_in_memory_releases(tmp_p
     assert memory.column("band").null_count > 0  # null keys are a group of their own in every form
     pq.write_table(memory, tmp_path / "d.parquet", row_group_size=500)
     if groups == "public":
-        groups = ["oslo", "lima", "pune", "nowhere"] if by == "city" else \
-            {"city": ["oslo", "lima", "pune"], "band": [0, 1, 2, None]}
-    kw = dict(by=by, statistics=STATS, privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3,
-              epsilon=4.0, delta=1e-6, groups=groups, noise="gaussian")
+        groups = (
+            ["oslo", "lima", "pune", "nowhere"]
+            if by == "city"
+            else {"city": ["oslo", "lima", "pune"], "band": [0, 1, 2, None]}
+        )
+    kw = dict(
+        by=by,
+        statistics=STATS,
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=3,
+        epsilon=4.0,
+        delta=1e-6,
+        groups=groups,
+        noise="gaussian",
+    )
     ref = table.release(jax.random.key(5), memory, **kw)
     for source in (str(path), tmp_path / "d.parquet", io.BytesIO(path.read_bytes())):
         got = table.release(jax.random.key(5), source, **kw)
@@ -80,21 +97,32 @@ def test_rows_are_compact_codes_and_the_distinct_values(tmp_path, small_batches)
     np.testing.assert_array_equal(r.values["steps"], memory.column("steps").to_numpy())
 
 
-@pytest.mark.parametrize("tail,message", [
-    ("u1,oslo,1,abc,x\n", "must be numeric"),
-    ("u1,oslo,1,,x\n", "column 'steps' has 1 null"),
-    ("u1,oslo,1,NaN,x\n", "column 'steps' has 1 null"),  # pyarrow reads NaN in CSV text as a null
-    ("u1,oslo,1\n", "not a readable CSV table"),
-])
+@pytest.mark.parametrize(
+    "tail,message",
+    [
+        ("u1,oslo,1,abc,x\n", "must be numeric"),
+        ("u1,oslo,1,,x\n", "column 'steps' has 1 null"),
+        ("u1,oslo,1,NaN,x\n", "column 'steps' has 1 null"),  # pyarrow reads NaN in CSV text as a null
+        ("u1,oslo,1\n", "not a readable CSV table"),
+    ],
+)
 def test_bad_content_in_a_late_block_is_refused_by_name(tmp_path, small_batches, tail, message):
     path = _csv(tmp_path)
     with open(path, "a") as f:
         f.write(tail)
     for source in (str(path), io.BytesIO(path.read_bytes())):
         with pytest.raises(ValueError, match=message):
-            table.release(jax.random.key(0), source, by="city", statistics=[table.sum("steps", 0, 10)],
-                          privacy_unit="user_id", max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0,
-                          delta=1e-6)
+            table.release(
+                jax.random.key(0),
+                source,
+                by="city",
+                statistics=[table.sum("steps", 0, 10)],
+                privacy_unit="user_id",
+                max_groups_per_unit=1,
+                max_rows_per_group=1,
+                epsilon=1.0,
+                delta=1e-6,
+            )
 
 
 def test_unknown_column_and_empty_stream_are_refused(tmp_path):

@@ -30,15 +30,25 @@ def _dp_accounting_epsilon(rel, stats, noise, delta):
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    req = validate(KW["by"], stats, KW["privacy_unit"], KW["max_groups_per_unit"], KW["max_rows_per_group"], 1.0,
-                   delta, [0] if rel.threshold is None else None, noise)
+    req = validate(
+        KW["by"],
+        stats,
+        KW["privacy_unit"],
+        KW["max_groups_per_unit"],
+        KW["max_rows_per_group"],
+        1.0,
+        delta,
+        [0] if rel.threshold is None else None,
+        noise,
+    )
     total = None
     for name, (c, _) in req.measurements(rel.threshold is not None).items():
         scale, k = rel.scales[name], KW["max_groups_per_unit"] * c.multiplicity
         if c.noisy_max:
             eps = 2 * c.sensitivity / scale
-            p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, 0.0),
-                                            value_discretization_interval=1e-4)
+            p = pld.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(eps, 0.0), value_discretization_interval=1e-4
+            )
         elif noise == "gaussian":
             p = pld.from_gaussian_mechanism(scale, sensitivity=c.sensitivity, value_discretization_interval=1e-4)
         else:
@@ -48,10 +58,15 @@ def _dp_accounting_epsilon(rel, stats, noise, delta):
     return total.get_epsilon_for_delta(delta)
 
 
-@pytest.mark.parametrize("noise, stats", [
-    ("gaussian", [table.count(), table.sum("v", 0, 200), table.mean("v", 0, 200), table.variance("v", 0, 200)]),
-    pytest.param("laplace", [table.count(), table.sum("v", 0, 200), table.quantile("v", 0.5, 0, 200)],
-                 marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "noise, stats",
+    [
+        ("gaussian", [table.count(), table.sum("v", 0, 200), table.mean("v", 0, 200), table.variance("v", 0, 200)]),
+        pytest.param(
+            "laplace", [table.count(), table.sum("v", 0, 200), table.quantile("v", 0.5, 0, 200)], marks=pytest.mark.slow
+        ),
+    ],
+)
 def test_reported_privacy_is_at_or_above_dp_accounting(noise, stats):
     """The (ε, δ) a release reports is ≥ dp_accounting's recomputation from the scales it states (within 1e-3
     relative), with the measurements at different noise-to-sensitivity ratios (the budget split)."""
@@ -70,8 +85,15 @@ def test_sum_is_the_centred_sum_plus_mid_times_the_noisy_count():
     assert set(req.measurements(False)) == {"rows", "centred:('v', 0.0, 200.0):False"}
     alone = validate("g", [table.sum("v", 0, 200)], "u", 2, 3, 1.0, 1e-6, [0], "gaussian")
     assert set(alone.measurements(False)) == {"sum:('v', 0.0, 200.0)"}
-    rel = table.release(jax.random.key(1), _data(), statistics=stats, noise="gaussian", groups=[0, 1, 2, 3],
-                        **{k: v for k, v in KW.items() if k != "by"}, by="g")
+    rel = table.release(
+        jax.random.key(1),
+        _data(),
+        statistics=stats,
+        noise="gaussian",
+        groups=[0, 1, 2, 3],
+        **{k: v for k, v in KW.items() if k != "by"},
+        by="g",
+    )
     t = rel.table.to_pydict()
     mean = np.asarray(t["mean_v"])
     # mean = mid + centred / count and sum = centred + mid·count: sum = count·mean with the same noisy values
@@ -110,8 +132,7 @@ def test_selection_thresholds_the_released_unit_count():
     'selection' component): every released group's count_units is above τ."""
     d = _data(n=20000, users=3000, groups=5, seed=2)
     d["g"] = np.concatenate([d["g"][:-1], [99]])  # a group of one unit
-    rel = table.release(jax.random.key(3), d, statistics=[table.count_units(), table.count()], noise="gaussian",
-                        **KW)
+    rel = table.release(jax.random.key(3), d, statistics=[table.count_units(), table.count()], noise="gaussian", **KW)
     assert "units" in rel.scales and "selection" not in rel.scales
     assert 99 not in rel.table.column("g").to_pylist() and rel.table.num_rows == 5
     assert np.all(rel.table.column("count_units").to_numpy() > rel.threshold)
@@ -123,9 +144,19 @@ def test_noisy_max_quantile_is_accurate_and_its_epsilon_is_twice_laplace():
     rng = np.random.default_rng(4)
     n = 4000
     d = {"u": np.arange(n), "g": np.zeros(n, np.int64), "v": rng.lognormal(3.0, 1.0, n)}
-    rel = table.release(jax.random.key(5), d, by="g", statistics=[table.quantile("v", 0.5, 0, 200)],
-                        privacy_unit="u", max_groups_per_unit=1, max_rows_per_group=1, epsilon=1.0, delta=0.0,
-                        groups=[0], noise="laplace")
+    rel = table.release(
+        jax.random.key(5),
+        d,
+        by="g",
+        statistics=[table.quantile("v", 0.5, 0, 200)],
+        privacy_unit="u",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=0.0,
+        groups=[0],
+        noise="laplace",
+    )
     assert 0.999 <= rel.epsilon <= 1.0  # pure ε: one noisy max at 2Δ/b
     assert rel.epsilon == pytest.approx(2 * 0.5 / rel.scales["rank:('v', 0.0, 200.0):10:0.5"], rel=1e-6)
     got = rel.table.column("quantile_0.5_v")[0].as_py()
@@ -139,9 +170,20 @@ def test_confidence_intervals_cover_and_std_matches():
     n = 3000
     d = {"u": np.arange(n), "g": np.arange(n), "v": np.full(n, 50.0)}
     stats = [table.count(), table.sum("v", 0, 200), table.mean("v", 0, 200)]
-    rel = table.release(jax.random.key(6), d, by="g", statistics=stats, privacy_unit="u", max_groups_per_unit=1,
-                        max_rows_per_group=1, epsilon=1.0, delta=1e-6, groups=list(range(n)), noise="gaussian",
-                        alpha=0.1)
+    rel = table.release(
+        jax.random.key(6),
+        d,
+        by="g",
+        statistics=stats,
+        privacy_unit="u",
+        max_groups_per_unit=1,
+        max_rows_per_group=1,
+        epsilon=1.0,
+        delta=1e-6,
+        groups=list(range(n)),
+        noise="gaussian",
+        alpha=0.1,
+    )
     t = rel.table.to_pydict()
     err = np.asarray(t["count"]) - 1.0
     assert np.std(err) == pytest.approx(t["count_std"][0], rel=0.1)

@@ -15,8 +15,9 @@ def test_half_precision_scale_and_epsilon_are_accepted(dtype):
     key = jax.random.key(2)
     scales = jnp.asarray([1.0, 2.0, 3.0, 1.5], dtype)
     out = dpjax.release(key, jnp.zeros(4, jnp.int32), dpjax.DiscreteLaplace(scales), numerics="exact")
-    want = dpjax.release(key, jnp.zeros(4, jnp.int32), dpjax.DiscreteLaplace(scales.astype(jnp.float32)),
-                         numerics="exact")
+    want = dpjax.release(
+        key, jnp.zeros(4, jnp.int32), dpjax.DiscreteLaplace(scales.astype(jnp.float32)), numerics="exact"
+    )
     np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
     rr = dpjax.RandomizedResponse(jnp.asarray(1.0, dtype), num_categories=3)
     assert float(rr.exact_lattice().noise.epsilon) <= 1.0 + 1e-12

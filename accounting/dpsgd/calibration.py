@@ -26,8 +26,15 @@ def _rdp_epsilon_jit(kind, z, sampling_prob, steps, delta):
 
 
 def _rdp_epsilon(kind, z, sampling_prob, steps, delta):
-    return float(_rdp_epsilon_jit(kind, jnp.asarray(z, jnp.float64), jnp.asarray(sampling_prob, jnp.float64),
-                                  jnp.asarray(steps, jnp.float64), jnp.asarray(delta, jnp.float64)))
+    return float(
+        _rdp_epsilon_jit(
+            kind,
+            jnp.asarray(z, jnp.float64),
+            jnp.asarray(sampling_prob, jnp.float64),
+            jnp.asarray(steps, jnp.float64),
+            jnp.asarray(delta, jnp.float64),
+        )
+    )
 
 
 def _rdp_noise_multiplier(kind, target, delta, sampling_prob, steps):
@@ -44,10 +51,12 @@ def _rdp_noise_multiplier(kind, target, delta, sampling_prob, steps):
 
 def _eps(kind, z, sampling_prob, steps, delta, step):
     """Exact ε of settings (arrays broadcast), as :func:`dpsgd_epsilon` answers them."""
-    z, sampling_prob, st, d = np.broadcast_arrays(np.asarray(z, float), np.asarray(sampling_prob, float),
-                                                  np.asarray(steps, np.int64), np.asarray(delta, float))
-    flat = _query_flat("epsilon", kind, st.reshape(-1), step,
-                       *(jnp.asarray(x.reshape(-1)) for x in (z, sampling_prob, d)))
+    z, sampling_prob, st, d = np.broadcast_arrays(
+        np.asarray(z, float), np.asarray(sampling_prob, float), np.asarray(steps, np.int64), np.asarray(delta, float)
+    )
+    flat = _query_flat(
+        "epsilon", kind, st.reshape(-1), step, *(jnp.asarray(x.reshape(-1)) for x in (z, sampling_prob, d))
+    )
     return np.asarray(flat).reshape(z.shape)
 
 
@@ -101,8 +110,9 @@ def _scalar_loop(fn, *arrays):
 
 
 @x64
-def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, mechanism=None, rtol=1e-3,
-                               value_discretization_interval=None):
+def calibrate_noise_multiplier(
+    target_epsilon, delta, sampling_prob, steps, *, mechanism=None, rtol=1e-3, value_discretization_interval=None
+):
     """The noise multiplier z whose ε after ``steps`` steps at rate ``sampling_prob`` lies in
     [target·(1 − rtol), target] (:func:`dpsgd_epsilon`, from above: never over the target).
 
@@ -120,8 +130,9 @@ def calibrate_noise_multiplier(target_epsilon, delta, sampling_prob, steps, *, m
     check_probability("rtol", rtol, high_open=True)
 
     def one(t, d, sampling_prob, s):
-        return _solve_noise(kind, float(t), float(d), float(sampling_prob), int(s), float(rtol),
-                            value_discretization_interval)
+        return _solve_noise(
+            kind, float(t), float(d), float(sampling_prob), int(s), float(rtol), value_discretization_interval
+        )
 
     return _scalar_loop(one, target_epsilon, delta, sampling_prob, steps)
 
@@ -155,8 +166,16 @@ def _largest_feasible(feasible, start, limit):
 
 
 @x64
-def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, *, mechanism=None,
-                        max_steps=10**7, value_discretization_interval=None):
+def calibrate_num_steps(
+    target_epsilon,
+    delta,
+    noise_multiplier,
+    sampling_prob,
+    *,
+    mechanism=None,
+    max_steps=10**7,
+    value_discretization_interval=None,
+):
     """The largest number of steps whose ε at ``delta`` stays ≤ ``target_epsilon`` (0 if even one
     step exceeds it), as :func:`dpsgd_epsilon` answers. The search starts at the Rényi bound's
     count (feasible: RDP is never below the PLD) and evaluates 16 candidate counts per round on
@@ -177,15 +196,17 @@ def calibrate_num_steps(target_epsilon, delta, noise_multiplier, sampling_prob, 
         start = max(1, _largest_int(rdp_ok, 1, max_steps + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
-        return _largest_feasible(lambda c: _eps(kind, z, sampling_prob, c, d, value_discretization_interval) <= t,
-                                 start, max_steps)
+        return _largest_feasible(
+            lambda c: _eps(kind, z, sampling_prob, c, d, value_discretization_interval) <= t, start, max_steps
+        )
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, sampling_prob)
 
 
 @x64
-def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_examples, *, mechanism=None,
-                         value_discretization_interval=None):
+def calibrate_batch_size(
+    target_epsilon, delta, noise_multiplier, steps, num_examples, *, mechanism=None, value_discretization_interval=None
+):
     """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
     steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it), as :func:`dpsgd_epsilon`
     answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast."""
@@ -204,6 +225,8 @@ def calibrate_batch_size(target_epsilon, delta, noise_multiplier, steps, num_exa
         start = max(1, _largest_int(rdp_ok, 1, n + 1)) if rdp_ok(np.asarray([1]))[0] else 1
         if kind.kind == "discrete_gaussian":
             return start if rdp_ok(np.asarray([start]))[0] else 0
-        return _largest_feasible(lambda b: _eps(kind, z, np.asarray(b) / n, s, d, value_discretization_interval) <= t, start, n)
+        return _largest_feasible(
+            lambda b: _eps(kind, z, np.asarray(b) / n, s, d, value_discretization_interval) <= t, start, n
+        )
 
     return _scalar_loop(one, target_epsilon, delta, noise_multiplier, steps, num_examples)

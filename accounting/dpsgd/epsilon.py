@@ -56,12 +56,16 @@ class _PldEvaluator:
         self.noise, self.sampling_prob = noise, sampling_prob
         self.step = None if adaptive else step  # what pld is told: adaptive PLDs coarsen to fit a window
         self.z_plan, self.max_steps = z_plan, max_steps
-        self.plan = make_plan(step_mechanism(z_plan, noise.cls), sampling_prob=sampling_prob,
-                              value_discretization_interval=step)
+        self.plan = make_plan(
+            step_mechanism(z_plan, noise.cls), sampling_prob=sampling_prob, value_discretization_interval=step
+        )
         # built as a batch of one, as a query of one setting is: both run one compiled build
-        widest = pld(step_mechanism(jnp.full((1,), z_plan, jnp.float64), noise.cls),
-                     sampling_prob=jnp.asarray(sampling_prob, jnp.float64), value_discretization_interval=self.step,
-                     plan=self.plan)
+        widest = pld(
+            step_mechanism(jnp.full((1,), z_plan, jnp.float64), noise.cls),
+            sampling_prob=jnp.asarray(sampling_prob, jnp.float64),
+            value_discretization_interval=self.step,
+            plan=self.plan,
+        )
         # an unsampled Gaussian stays analytic (μ√T): no grid, no FFT length
         self.sizes, self.grid_step = None, widest.step
         if max_steps > 1 and not widest.is_analytic:
@@ -71,8 +75,12 @@ class _PldEvaluator:
 
     def composed(self, z, steps, sampling_prob):
         """The T-fold PLDs of a batch of noise multipliers ``z`` at one rate ``q`` (scalar)."""
-        p = pld(step_mechanism(z, self.noise.cls), sampling_prob=sampling_prob,
-                value_discretization_interval=self.step, plan=self.plan)
+        p = pld(
+            step_mechanism(z, self.noise.cls),
+            sampling_prob=sampling_prob,
+            value_discretization_interval=self.step,
+            plan=self.plan,
+        )
         if self.max_steps == 1:
             return p
         return self_compose_by_count(p.coarsened(self.grid_step), steps, sizes=self.sizes, bits=self.bits)
@@ -95,8 +103,14 @@ def _adaptive_step(kind, z, sampling_prob):
 
 
 def _evaluator(kind, z, sampling_prob, steps, step, adaptive):
-    key = (kind, float(sampling_prob), _plan_rung(kind, float(z), float(sampling_prob), float(step), adaptive),
-           _steps_rung(steps), float(step), adaptive)
+    key = (
+        kind,
+        float(sampling_prob),
+        _plan_rung(kind, float(z), float(sampling_prob), float(step), adaptive),
+        _steps_rung(steps),
+        float(step),
+        adaptive,
+    )
     with _EVALUATORS_LOCK:
         ev = _EVALUATORS.pop(key, None)
     if ev is None:
@@ -127,8 +141,9 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
     kind = _noise(mechanism)
     _validate_setting(noise_multiplier, sampling_prob, steps)
     if value_discretization_interval is not None:
-        value_discretization_interval = float(check_positive("value_discretization_interval",
-                                                             value_discretization_interval))
+        value_discretization_interval = float(
+            check_positive("value_discretization_interval", value_discretization_interval)
+        )
     z = jnp.asarray(noise_multiplier, jnp.float64)
     sampling_prob = jnp.asarray(sampling_prob, jnp.float64)
     a = jnp.asarray(arg, jnp.float64)
@@ -147,8 +162,10 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         return jax.vmap(lambda r, x: fn(RDP_ORDERS, r, x))(rdp, a)
     zc, sampling_probs = concrete(z), concrete(sampling_prob)
     if zc is None or sampling_probs is None:
-        raise ValueError("noise_multiplier: DP-SGD accounting plans its grids from concrete values; call it outside "
-                         "jit (jax.grad works)")
+        raise ValueError(
+            "noise_multiplier: DP-SGD accounting plans its grids from concrete values; call it outside "
+            "jit (jax.grad works)"
+        )
     zc, sampling_probs = np.asarray(zc, float), np.asarray(sampling_probs, float)
     groups: dict = {}
     for i in range(zc.size):
@@ -160,10 +177,13 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         idx = np.asarray(members)
         ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), grid, step is None)
         # a traced rate (jax.grad in sampling_prob) goes one member at a time: the build takes one scalar rate
-        n = 1 if is_traced(sampling_prob) else min(_chunk(None if ev.sizes is None else ev.sizes[0]),
-                                       1 << (idx.size - 1).bit_length())
+        n = (
+            1
+            if is_traced(sampling_prob)
+            else min(_chunk(None if ev.sizes is None else ev.sizes[0]), 1 << (idx.size - 1).bit_length())
+        )
         for s in range(0, idx.size, n):
-            part = idx[s:s + n]
+            part = idx[s : s + n]
             pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
             ix = jnp.asarray(pad)
             res = ev.query(kind_query, z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], sampling_prob[pad[0]])
@@ -173,8 +193,7 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
 
 
 @x64
-def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None,
-                  value_discretization_interval=None):
+def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None, value_discretization_interval=None):
     """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
     clip·``noise_multiplier`` (add/remove neighbours, both directions).
 
@@ -192,8 +211,7 @@ def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=No
 
 
 @x64
-def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None,
-                value_discretization_interval=None):
+def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None, value_discretization_interval=None):
     """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
     check_real("epsilon", epsilon)
     return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)

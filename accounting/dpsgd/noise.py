@@ -38,14 +38,18 @@ def noise_kind(mechanism) -> str:
     if mechanism is None:
         return "gaussian"
     if isinstance(mechanism, type) and issubclass(mechanism, AdditiveMechanism):
-        others = [f.name for f in dataclasses.fields(mechanism)
-                  if not f.metadata.get("static", False) and f.name != mechanism.scale_name]
+        others = [
+            f.name
+            for f in dataclasses.fields(mechanism)
+            if not f.metadata.get("static", False) and f.name != mechanism.scale_name
+        ]
         if others:
             raise ValueError(
                 f"mechanism: {mechanism.__name__} has parameters besides its scale ({', '.join(others)}); DP-SGD "
                 f"scales only {mechanism.scale_name} by clip·noise_multiplier, so the noise it adds would not be "
                 "the noise accounted. Use a kernel whose one parameter is its scale (dpjax.Gaussian, dpjax.Laplace, "
-                "dpjax.DiscreteGaussian)")
+                "dpjax.DiscreteGaussian)"
+            )
         if mechanism.discrete and mechanism.renyi_divergence_bound is not None:
             return "discrete_gaussian"
         if not mechanism.discrete and mechanism.gaussian_pld_mu is not None:
@@ -56,7 +60,8 @@ def noise_kind(mechanism) -> str:
         "mechanism must be None or an additive kernel class whose DP-SGD accounting is known (the class: its scale "
         "is clip·noise_multiplier): a Gaussian-loss kernel (gaussian_pld_mu, e.g. dpjax.Gaussian), a pure-DP "
         "continuous kernel (pure_epsilon, e.g. dpjax.Laplace) or a discrete kernel with a Rényi bound "
-        f"(renyi_divergence_bound, e.g. dpjax.DiscreteGaussian), got {mechanism!r}")
+        f"(renyi_divergence_bound, e.g. dpjax.DiscreteGaussian), got {mechanism!r}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

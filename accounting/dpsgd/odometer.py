@@ -33,8 +33,16 @@ class DpsgdAccountant:
     update and every read see a state between steps.
     """
 
-    def __init__(self, noise_multiplier, sampling_prob, *, delta, epsilon_budget=None, mechanism=None,
-                 value_discretization_interval=None):
+    def __init__(
+        self,
+        noise_multiplier,
+        sampling_prob,
+        *,
+        delta,
+        epsilon_budget=None,
+        mechanism=None,
+        value_discretization_interval=None,
+    ):
         self.kind = _noise(mechanism)
         self._mechanism = mechanism
         _validate_setting(noise_multiplier, sampling_prob, 1)
@@ -50,8 +58,9 @@ class DpsgdAccountant:
         if self.kind.kind == "discrete_gaussian":
             self._rdp = {}  # (z, sampling_prob) -> count
         else:
-            self._acc = Accountant(epsilon_budget=epsilon_budget, delta=delta,
-                                   value_discretization_interval=value_discretization_interval)
+            self._acc = Accountant(
+                epsilon_budget=epsilon_budget, delta=delta, value_discretization_interval=value_discretization_interval
+            )
 
     @x64
     def _rdp_eps(self, counts, delta):
@@ -62,10 +71,14 @@ class DpsgdAccountant:
         """Record ``count`` steps (at this noise multiplier / rate unless overridden); returns ε spent
         at ``delta``. Raises ``ValueError`` and records nothing if the budget would be exceeded."""
         count = check_int("count", count, minimum=1)
-        z = self.noise_multiplier if noise_multiplier is None else float(check_positive("noise_multiplier",
-                                                                                       noise_multiplier))
-        sampling_prob = self.sampling_prob if sampling_prob is None else float(check_probability("sampling_prob",
-                                                                                     sampling_prob))
+        z = (
+            self.noise_multiplier
+            if noise_multiplier is None
+            else float(check_positive("noise_multiplier", noise_multiplier))
+        )
+        sampling_prob = (
+            self.sampling_prob if sampling_prob is None else float(check_probability("sampling_prob", sampling_prob))
+        )
         with self._lock:
             if self.kind.kind != "discrete_gaussian":
                 with jax.enable_x64(True):
@@ -76,8 +89,10 @@ class DpsgdAccountant:
                 counts[(z, sampling_prob)] = counts.get((z, sampling_prob), 0) + count
                 eps = self._rdp_eps(counts, self.delta)
                 if self.epsilon_budget is not None and eps > self.epsilon_budget:
-                    raise ValueError(f"epsilon_budget: this step would bring ε to {eps:.6g} > budget "
-                                     f"{self.epsilon_budget:.6g} (δ={self.delta:g}); it was refused and nothing was recorded")
+                    raise ValueError(
+                        f"epsilon_budget: this step would bring ε to {eps:.6g} > budget "
+                        f"{self.epsilon_budget:.6g} (δ={self.delta:g}); it was refused and nothing was recorded"
+                    )
                 self._rdp = counts
             self.steps += count
             return eps

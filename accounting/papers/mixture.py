@@ -43,8 +43,16 @@ from accounting._numerics import to64, x64
 from dpjax.kernels.mixture import GeometricMixture, LaplaceMixture, piecewise_log_integral
 from dpjax.validation import check_int, check_positive, check_probability
 
-__all__ = ["general_privacy_budget", "rounded_laplace_budget", "laplace_epsilon_for_budget", "compose_budgets",
-           "usefulness", "Usefulness", "rounded_moments", "NOT_CERTIFIED"]
+__all__ = [
+    "general_privacy_budget",
+    "rounded_laplace_budget",
+    "laplace_epsilon_for_budget",
+    "compose_budgets",
+    "usefulness",
+    "Usefulness",
+    "rounded_moments",
+    "NOT_CERTIFIED",
+]
 
 #: the label every result of this module carries.
 NOT_CERTIFIED = "NOT CERTIFIED: the paper's average-case budget / bound, not a DP guarantee"
@@ -52,8 +60,10 @@ NOT_CERTIFIED = "NOT CERTIFIED: the paper's average-case budget / bound, not a D
 
 def _check_kernel(mech):
     if not callable(getattr(mech, "as_mixture", None)):
-        raise ValueError("mech must be a kernel of the Laplace family with an as_mixture() form (LaplaceMixture, "
-                         f"GeometricMixture, Laplace or DiscreteLaplace), got {type(mech).__name__}")
+        raise ValueError(
+            "mech must be a kernel of the Laplace family with an as_mixture() form (LaplaceMixture, "
+            f"GeometricMixture, Laplace or DiscreteLaplace), got {type(mech).__name__}"
+        )
 
 
 def _as_mixture(m):

@@ -122,8 +122,10 @@ def _check(mech, weights, sensitivity):
     if not isinstance(mech, PrivacyBoosted):
         raise ValueError(f"mech must be a dpjax.PrivacyBoosted mechanism, got {type(mech).__name__}")
     if mech.kernel.hockey_stick is None:
-        raise ValueError("mech: paper mode needs the kernel's closed-form privacy profile (hockey_stick: the Gaussian "
-                         f"and Laplace kernels), got {type(mech.kernel).__name__}")
+        raise ValueError(
+            "mech: paper mode needs the kernel's closed-form privacy profile (hockey_stick: the Gaussian "
+            f"and Laplace kernels), got {type(mech.kernel).__name__}"
+        )
     if weights not in _WEIGHTS:
         raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
     check_positive("sensitivity", sensitivity)
@@ -247,8 +249,9 @@ def paper_loss_density(mech, gamma, *, sensitivity=1.0, weights="paper"):
     """
     _check(mech, weights, sensitivity)
     if mech.kernel.gaussian_pld_mu is None:
-        raise ValueError(f"mech: paper_loss_density needs a Gaussian kernel (gaussian_pld_mu), got "
-                         f"{type(mech.kernel).__name__}")
+        raise ValueError(
+            f"mech: paper_loss_density needs a Gaussian kernel (gaussian_pld_mu), got {type(mech.kernel).__name__}"
+        )
     check_real("gamma", gamma)
     m = to64(mech)
     d = jnp.asarray(sensitivity, jnp.float64)
@@ -282,8 +285,15 @@ def _trinomial_one(T, W1, W2):
         a = jnp.abs(w)
         return jnp.where(n > 0, jnp.where(a > 0, n * jnp.log(jnp.where(a > 0, a, 1.0)), -jnp.inf), 0.0)
 
-    lw = (gammaln(T + 1.0) - gammaln(e1 + 1.0) - gammaln(e2 + 1.0) - gammaln(rest + 1.0)
-          + xlogy(e1, W1) + xlogy(e2, W2) + xlogy(rest, W3))
+    lw = (
+        gammaln(T + 1.0)
+        - gammaln(e1 + 1.0)
+        - gammaln(e2 + 1.0)
+        - gammaln(rest + 1.0)
+        + xlogy(e1, W1)
+        + xlogy(e2, W2)
+        + xlogy(rest, W3)
+    )
     lw = jnp.where(ok, lw, -jnp.inf)
     # eq. (9)'s W1 = W2 can exceed 1/2 (Δ > τ): W3 < 0, the terms alternate in sign
     sign = jnp.where((W3 < 0) & (jnp.mod(rest, 2.0) == 1.0), -1.0, 1.0)
@@ -395,8 +405,7 @@ def paper_composed_privacy_profile(mech, epsilon, T, *, sensitivity=1.0, weights
     check_real("epsilon", epsilon, finite=False)
     T = check_int("T", T, minimum=1)
     _check_gaussian_for(mech.kernel, T)
-    return _composed(to64(mech), jnp.asarray(epsilon, jnp.float64), jnp.asarray(sensitivity, jnp.float64), T,
-                     weights)
+    return _composed(to64(mech), jnp.asarray(epsilon, jnp.float64), jnp.asarray(sensitivity, jnp.float64), T, weights)
 
 
 @x64
@@ -439,8 +448,15 @@ def _epsilon(m, d, delta, T, weights, lower, upper, iterations):
     P = _parameters(m, d, weights)
     V = _trinomial(T, P.W1, P.W2)
     shape = jnp.broadcast_shapes(jnp.shape(delta), jnp.shape(P.L1))
-    return epsilon_root(functools.partial(_log_paper_delta, T), (m, P, V, d), jnp.broadcast_to(delta, shape),
-                        x0=lower, lower=lower, upper=upper, iters=iterations)
+    return epsilon_root(
+        functools.partial(_log_paper_delta, T),
+        (m, P, V, d),
+        jnp.broadcast_to(delta, shape),
+        x0=lower,
+        lower=lower,
+        upper=upper,
+        iters=iterations,
+    )
 
 
 @x64
@@ -484,8 +500,16 @@ def paper_epsilon(mech, delta, *, sensitivity=1.0, weights="paper", T=1, lower=0
     if not lower < upper:
         raise ValueError(f"upper must be greater than lower, got lower={lower!r}, upper={upper!r}")
     iterations = check_int("iterations", iterations, minimum=1)
-    return _epsilon(to64(mech), jnp.asarray(sensitivity, jnp.float64), jnp.asarray(delta, jnp.float64), T, weights,
-                    jnp.float64(lower), jnp.float64(upper), iterations)
+    return _epsilon(
+        to64(mech),
+        jnp.asarray(sensitivity, jnp.float64),
+        jnp.asarray(delta, jnp.float64),
+        T,
+        weights,
+        jnp.float64(lower),
+        jnp.float64(upper),
+        iterations,
+    )
 
 
 # ----------------------------------------------------------------------------------
@@ -561,10 +585,12 @@ def _objective(kernel, region, rho, d, sigma, kind, T, weights, target, iteratio
     if kind == "rdp":
         return T * _rdp(m, P, jnp.asarray(target)[..., None], dd)
     V = _trinomial(T, P.W1, P.W2)
-    target = jnp.broadcast_to(jnp.asarray(target)[..., None], jnp.broadcast_shapes(jnp.shape(P.L1),
-                                                                                 jnp.shape(target) + (1,)))
-    return epsilon_root(functools.partial(_log_paper_delta, T), (m, P, V, dd), target, x0=0.0, lower=0.0,
-                        upper=2000.0, iters=iterations)
+    target = jnp.broadcast_to(
+        jnp.asarray(target)[..., None], jnp.broadcast_shapes(jnp.shape(P.L1), jnp.shape(target) + (1,))
+    )
+    return epsilon_root(
+        functools.partial(_log_paper_delta, T), (m, P, V, dd), target, x0=0.0, lower=0.0, upper=2000.0, iters=iterations
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 11))
@@ -594,8 +620,13 @@ def _tune(kernel, region, rho, d, target, kind, T, weights, method, grid, max_ra
             better = vj < best_v
             lo = pick(u, vals, jnp.maximum(j - 1, 0))[0]
             hi = pick(u, vals, jnp.minimum(j + 1, grid - 1))[0]
-            return (lo, hi, jnp.where(better, uj, best_u), jnp.where(better, vj, best_v),
-                    jnp.where(i == 0, vals[..., 0], base))
+            return (
+                lo,
+                hi,
+                jnp.where(better, uj, best_u),
+                jnp.where(better, vj, best_v),
+                jnp.where(i == 0, vals[..., 0], base),
+            )
 
         init = (jnp.zeros(sb.shape), jnp.full(sb.shape, top), jnp.zeros(sb.shape), inf, inf)
         _, _, u, v, base = jax.lax.fori_loop(0, iterations, stage, init)
@@ -616,8 +647,21 @@ def _tune(kernel, region, rho, d, target, kind, T, weights, method, grid, max_ra
 
 
 @x64
-def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, compositions=1, weights="paper",
-               method="grid", grid=64, max_ratio=50.0, iterations=None, kernel="gaussian") -> PaperTuning:
+def paper_tune(
+    region,
+    rho,
+    *,
+    sensitivity=1.0,
+    delta=None,
+    order=None,
+    compositions=1,
+    weights="paper",
+    method="grid",
+    grid=64,
+    max_ratio=50.0,
+    iterations=None,
+    kernel="gaussian",
+) -> PaperTuning:
     """Paper-mode optimum of a mechanism over its kernel scale. NOT CERTIFIED.
 
     Minimises the paper's ε at ``delta`` (Prop. 1; Prop. 3 / Alg. 1 with ``compositions=T``)
@@ -692,5 +736,17 @@ def paper_tune(region, rho, *, sensitivity=1.0, delta=None, order=None, composit
         raise ValueError(f"kernel must be an additive kernel with a closed-form hockey_stick, got {kernel!r}")
     _check_gaussian_for(kernel, T)
     kind, target = ("dp", delta) if delta is not None else ("rdp", order)
-    return _tune(to64(kernel), to64(region), jnp.asarray(rho, jnp.float64), jnp.asarray(sensitivity, jnp.float64),
-                 jnp.asarray(target, jnp.float64), kind, T, weights, method, grid, float(max_ratio), iterations)
+    return _tune(
+        to64(kernel),
+        to64(region),
+        jnp.asarray(rho, jnp.float64),
+        jnp.asarray(sensitivity, jnp.float64),
+        jnp.asarray(target, jnp.float64),
+        kind,
+        T,
+        weights,
+        method,
+        grid,
+        float(max_ratio),
+        iterations,
+    )

@@ -18,10 +18,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting.privacy_loss.construction import (AUTO_WINDOW, COARSE_BATCH, DEFAULT_OUTPUT_CELLS, DEFAULT_TAIL_MASS,
-                                                  MAX_GRID, ROUNDOFF_FACTOR, auto_step, build_core, loss_scale,
-                                                  make_plan, mirror_extension, next_pow2, pairs, row_bounds,
-                                                  sampling_rate, validate)
+from accounting.privacy_loss.construction import (
+    AUTO_WINDOW,
+    COARSE_BATCH,
+    DEFAULT_OUTPUT_CELLS,
+    DEFAULT_TAIL_MASS,
+    MAX_GRID,
+    ROUNDOFF_FACTOR,
+    auto_step,
+    build_core,
+    loss_scale,
+    make_plan,
+    mirror_extension,
+    next_pow2,
+    pairs,
+    row_bounds,
+    sampling_rate,
+    validate,
+)
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
 from accounting.privacy_loss.distribution import beyond_grid, check_floor, concrete_mu, pld
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
@@ -34,6 +48,7 @@ __all__ = ["get_epsilon", "get_delta"]
 
 #: batches up to this size are built whole (vectorised); larger ones are mapped in chunks.
 _SMALL_BATCH = 4
+
 
 def _element_plans(flat, sens, sampling_prob, step, cells, extra):
     """Per-mechanism grid steps and (k0, n, ng) arrays of each direction, from a coarse envelope mapped
@@ -64,7 +79,8 @@ def _element_plans(flat, sens, sampling_prob, step, cells, extra):
         if np.max(n) > MAX_GRID:
             raise ValueError(
                 f"value_discretization_interval: a loss range needs {int(np.max(n))} grid points at step "
-                f"{steps[np.argmax(n)]:.3g}; use a coarser value_discretization_interval (or a less extreme mechanism)")
+                f"{steps[np.argmax(n)]:.3g}; use a coarser value_discretization_interval (or a less extreme mechanism)"
+            )
         out[i] = (k0, n.astype(np.int64), ng.astype(np.int64))
     return out, steps
 
@@ -76,8 +92,16 @@ def _coarse_map_jit(flat, sens, sampling_prob, klo, coarse, cells, count):
         extra = {"cells": cells}
         if count:
             extra.update(count=count, klo=klo)
-        return envelope(expand(m), values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
-                        pessimistic=True, plan=extra)
+        return envelope(
+            expand(m),
+            values,
+            nvalues,
+            sampling_prob,
+            coarse,
+            None if sampling_prob is None else coarse,
+            pessimistic=True,
+            plan=extra,
+        )
 
     return jax.lax.map(one, flat, batch_size=32)
 
@@ -96,9 +120,14 @@ def _groups(dirs, steps, cells, count, nklo):
             na = next_pow2(np.max(add[1][idx]))
             shp_a = (na, int(min(na, bucket_len(np.max(add[2][idx])))))
         k0r = rem[0][idx]
-        mir = (mirror_extension(k0r, shp_r[0], k0r, shp_r[1]), None) if add is None else (
-            mirror_extension(k0r, shp_r[0], add[0][idx], shp_a[1]),
-            mirror_extension(add[0][idx], shp_a[0], k0r, shp_r[1]))
+        mir = (
+            (mirror_extension(k0r, shp_r[0], k0r, shp_r[1]), None)
+            if add is None
+            else (
+                mirror_extension(k0r, shp_r[0], add[0][idx], shp_a[1]),
+                mirror_extension(add[0][idx], shp_a[0], k0r, shp_r[1]),
+            )
+        )
         out[(step, shp_r, shp_a, cells, count, nklo, mir)] = idx
     return out
 
@@ -112,8 +141,9 @@ def _window_map_jit(flat, sens, sampling_prob, k0r, k0a, klo, shape, pessimistic
     def one(x):
         m, a, b = x
         rem, add = build_core(m, sens, sampling_prob, (a, b, klo), shape, pessimistic)
-        return tuple(hi - lo + 1.0 for lo, hi, _ in
-                     (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+        return tuple(
+            hi - lo + 1.0 for lo, hi, _ in (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None)
+        )
 
     return jax.lax.map(one, (flat, k0r, k0a), batch_size=_chunk_for(max(shape[1][0], (shape[2] or (0,))[0])))
 
@@ -145,14 +175,27 @@ def _sizes(widths, shape, adaptive):
         if adaptive:
             size = min(size, AUTO_WINDOW)
         elif size > MAX_GRID:
-            raise ValueError(f"count: the composition needs an FFT of length {size}; use a coarser "
-                             "value_discretization_interval")
+            raise ValueError(
+                f"count: the composition needs an FFT of length {size}; use a coarser value_discretization_interval"
+            )
         out.append(size)
     return tuple(out)
 
 
-def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-                 tail_mass_truncation, output_cells, progress=None):
+def _fused_batch(
+    kind,
+    how,
+    mech,
+    arg,
+    count,
+    sensitivity,
+    sampling_prob,
+    value_discretization_interval,
+    pessimistic,
+    tail_mass_truncation,
+    output_cells,
+    progress=None,
+):
     """Batch query: mechanisms bucketed by their own grid length, each built once, mapped in chunks.
 
     FFT lengths per bucket come from the Chernoff windows of a few sampled members (grown by
@@ -211,20 +254,49 @@ def _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
             if not ok.all():  # exact windows for the members that did not fit
                 bad = np.nonzero(~ok)[0]
                 sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(bad)], pf)
-                w = [np.asarray(x) for x in _window_map_jit(sub, sens, sampling_prob, pr[bad], pa[bad], klo, shape,
-                                                            pess, count, tail)]
+                w = [
+                    np.asarray(x)
+                    for x in _window_map_jit(sub, sens, sampling_prob, pr[bad], pa[bad], klo, shape, pess, count, tail)
+                ]
                 wide = (np.max(w, axis=0) > AUTO_WINDOW) if adaptive else np.zeros(bad.size, bool)
                 for j in np.nonzero(wide)[0]:  # adaptive, wider than AUTO_WINDOW: the pld route coarsens it
                     member = jax.tree_util.tree_map(lambda x: x[bad[j]], pf)
-                    out[bad[j]] = np.asarray(_by_pld(kind, member, a, count, sens,
-                                                     1.0 if sampling_prob is None else sampling_prob, None, pess,
-                                                     tail, output_cells, False))
+                    out[bad[j]] = np.asarray(
+                        _by_pld(
+                            kind,
+                            member,
+                            a,
+                            count,
+                            sens,
+                            1.0 if sampling_prob is None else sampling_prob,
+                            None,
+                            pess,
+                            tail,
+                            output_cells,
+                            False,
+                        )
+                    )
                 fit = np.nonzero(~wide)[0]
                 if fit.size:
                     sub = jax.tree_util.tree_map(lambda x: x[jnp.asarray(fit)], sub)
                     big = _sizes([x[fit] for x in w], shape, adaptive)
-                    out[bad[fit]] = np.asarray(_query_map_jit(sub, sens, sampling_prob, pr[bad[fit]], pa[bad[fit]],
-                                                              klo, shape, pess, count, big, tail, kind, a)[0])
+                    out[bad[fit]] = np.asarray(
+                        _query_map_jit(
+                            sub,
+                            sens,
+                            sampling_prob,
+                            pr[bad[fit]],
+                            pa[bad[fit]],
+                            klo,
+                            shape,
+                            pess,
+                            count,
+                            big,
+                            tail,
+                            kind,
+                            a,
+                        )[0]
+                    )
             result[idx[part]] = out
             done += part.size
             report(done)
@@ -279,8 +351,10 @@ def _build_windows_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimi
     rem, add = build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic)
     widths = ()
     if count > 1:
-        widths = tuple(jnp.max(hi - lo) + 1.0 for lo, hi, _ in
-                       (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None))
+        widths = tuple(
+            jnp.max(hi - lo) + 1.0
+            for lo, hi, _ in (_grid.chernoff_window(p, count, tail) for p in (rem, add) if p is not None)
+        )
     return rem, add, widths
 
 
@@ -307,30 +381,69 @@ def _compose_query_jit(rem, add, count, sizes, tail, pessimistic, kind, arg):
     return functools.reduce(jnp.maximum, outs), functools.reduce(jnp.maximum, floors)
 
 
-def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-                 tail_mass_truncation, output_cells):
+def _fused_small(
+    kind,
+    how,
+    mech,
+    arg,
+    count,
+    sensitivity,
+    sampling_prob,
+    value_discretization_interval,
+    pessimistic,
+    tail_mass_truncation,
+    output_cells,
+):
     """Concrete, small batch: ``pld(...).self_compose(count).get_*`` in three compiled calls
     (plan; build + windows; compose + query) with the same answer, no autodiff wrappers."""
     count = check_int("count", count, minimum=1)
     check_positive("tail_mass_truncation", tail_mass_truncation)
-    plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                     value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-                     output_cells=output_cells)
+    plan = make_plan(
+        mech,
+        sensitivity=sensitivity,
+        sampling_prob=sampling_prob,
+        value_discretization_interval=value_discretization_interval,
+        pessimistic=pessimistic,
+        output_cells=output_cells,
+    )
     tail = float(tail_mass_truncation)
     pess = bool(pessimistic)
     m64 = to64(mech)
-    rem, add, widths = _build_windows_jit(m64, jnp.asarray(sensitivity, jnp.float64), sampling_rate(sampling_prob),
-                                          plan.offsets, plan.shape, pess, count, tail)
+    rem, add, widths = _build_windows_jit(
+        m64,
+        jnp.asarray(sensitivity, jnp.float64),
+        sampling_rate(sampling_prob),
+        plan.offsets,
+        plan.shape,
+        pess,
+        count,
+        tail,
+    )
     sizes = ()
     if count > 1:
         if value_discretization_interval is None and max(int(w) for w in widths) > AUTO_WINDOW:
             # the pld route coarsens an adaptive grid until the window fits AUTO_WINDOW
-            return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, None, pessimistic,
-                           tail_mass_truncation, output_cells, True)
-        sizes = tuple(bucket_len(max(int(w), p.size)) for w, p in zip(widths, (rem, add) if add is not None else (rem,)))
+            return _by_pld(
+                kind,
+                mech,
+                arg,
+                count,
+                sensitivity,
+                sampling_prob,
+                None,
+                pessimistic,
+                tail_mass_truncation,
+                output_cells,
+                True,
+            )
+        sizes = tuple(
+            bucket_len(max(int(w), p.size)) for w, p in zip(widths, (rem, add) if add is not None else (rem,))
+        )
         if max(sizes) > MAX_GRID:
-            raise ValueError(f"count: the {count}-fold composition needs an FFT of length {max(sizes)}; use a coarser "
-                             "value_discretization_interval")
+            raise ValueError(
+                f"count: the {count}-fold composition needs an FFT of length {max(sizes)}; use a coarser "
+                "value_discretization_interval"
+            )
     a = jnp.asarray(arg, jnp.float64)
     if kind == "delta" and np.isnan(np.asarray(a)).any():
         raise ValueError(f"epsilon must not be NaN, got {arg!r}")
@@ -344,42 +457,122 @@ def _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_
     return out.reshape(batch + a.shape)
 
 
-def _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-            tail_mass_truncation, output_cells, use_analytic):
+def _by_pld(
+    kind,
+    mech,
+    arg,
+    count,
+    sensitivity,
+    sampling_prob,
+    value_discretization_interval,
+    pessimistic,
+    tail_mass_truncation,
+    output_cells,
+    use_analytic,
+):
     """The query on ``pld(...).self_compose(count)``: traced parameters, analytic Gaussians, and the
     batch members whose adaptive composition window exceeds AUTO_WINDOW (``self_compose`` coarsens)."""
-    p = pld(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-            value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-            output_cells=output_cells, use_analytic=use_analytic).self_compose(
-        count, tail_mass_truncation=tail_mass_truncation)
+    p = pld(
+        mech,
+        sensitivity=sensitivity,
+        sampling_prob=sampling_prob,
+        value_discretization_interval=value_discretization_interval,
+        pessimistic=pessimistic,
+        output_cells=output_cells,
+        use_analytic=use_analytic,
+    ).self_compose(count, tail_mass_truncation=tail_mass_truncation)
     return p.get_epsilon_for_delta(arg) if kind == "epsilon" else p.get_delta_for_epsilon(arg)
 
 
-def _fused_query(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval, pessimistic,
-                 tail_mass_truncation, output_cells, use_analytic, progress=None):
+def _fused_query(
+    kind,
+    mech,
+    arg,
+    count,
+    sensitivity,
+    sampling_prob,
+    value_discretization_interval,
+    pessimistic,
+    tail_mass_truncation,
+    output_cells,
+    use_analytic,
+    progress=None,
+):
     """Shared body of :func:`get_epsilon` / :func:`get_delta`."""
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
-    batched = (concrete(mech) is not None and concrete(sensitivity) is not None
-               and concrete(sampling_prob) is not None and not is_traced(sampling_prob)
-               and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech)) and not is_traced(sensitivity))
+    batched = (
+        concrete(mech) is not None
+        and concrete(sensitivity) is not None
+        and concrete(sampling_prob) is not None
+        and not is_traced(sampling_prob)
+        and not any(is_traced(x) for x in jax.tree_util.tree_leaves(mech))
+        and not is_traced(sensitivity)
+    )
     small = math.prod(mech.batch_shape) <= _SMALL_BATCH
     mu = concrete_mu(mech, sensitivity) if batched else None
     if mu is not None and not how.analytic and beyond_grid(mu):  # no grid holds it: pld's basic composition
-        return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
-                       pessimistic, tail_mass_truncation, output_cells, use_analytic)
+        return _by_pld(
+            kind,
+            mech,
+            arg,
+            count,
+            sensitivity,
+            sampling_prob,
+            value_discretization_interval,
+            pessimistic,
+            tail_mass_truncation,
+            output_cells,
+            use_analytic,
+        )
     if batched and small and not how.analytic:
-        return _fused_small(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
-                            pessimistic, tail_mass_truncation, output_cells)
+        return _fused_small(
+            kind,
+            how,
+            mech,
+            arg,
+            count,
+            sensitivity,
+            sampling_prob,
+            value_discretization_interval,
+            pessimistic,
+            tail_mass_truncation,
+            output_cells,
+        )
     if how.analytic or small or not batched:
-        return _by_pld(kind, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
-                       pessimistic, tail_mass_truncation, output_cells, use_analytic)
+        return _by_pld(
+            kind,
+            mech,
+            arg,
+            count,
+            sensitivity,
+            sampling_prob,
+            value_discretization_interval,
+            pessimistic,
+            tail_mass_truncation,
+            output_cells,
+            use_analytic,
+        )
     if jnp.ndim(sampling_prob) > 0:
-        raise ValueError("sampling_prob: the batch query takes one sampling_prob for the whole batch "
-                         "(use accounting.pld for per-mechanism rates)")
-    return _fused_batch(kind, how, mech, arg, count, sensitivity, sampling_prob, value_discretization_interval,
-                        pessimistic, tail_mass_truncation, output_cells, progress)
+        raise ValueError(
+            "sampling_prob: the batch query takes one sampling_prob for the whole batch "
+            "(use accounting.pld for per-mechanism rates)"
+        )
+    return _fused_batch(
+        kind,
+        how,
+        mech,
+        arg,
+        count,
+        sensitivity,
+        sampling_prob,
+        value_discretization_interval,
+        pessimistic,
+        tail_mass_truncation,
+        output_cells,
+        progress,
+    )
 
 
 def _across_processes(query, mech, arg, **options):
@@ -388,22 +581,39 @@ def _across_processes(query, mech, arg, **options):
     processes agree on errors and arguments, and the answers come back as a global float64 array with
     the parameters' sharding."""
     if np.ndim(arg) != 0:
-        raise ValueError(f"{query.__name__}: a batch of mechanisms across processes takes a single "
-                         f"{'delta' if query is get_epsilon else 'epsilon'}, got shape {np.shape(arg)}")
+        raise ValueError(
+            f"{query.__name__}: a batch of mechanisms across processes takes a single "
+            f"{'delta' if query is get_epsilon else 'epsilon'}, got shape {np.shape(arg)}"
+        )
     if is_traced(mech):
         raise ValueError("mech: a batch across processes needs concrete parameters (call it outside jit)")
     first = next(leaf for leaf in jax.tree_util.tree_leaves(mech) if multihost.is_global(leaf))
     extra = {"arg": float(arg), **{k: repr(v) for k, v in options.items() if k != "progress"}}
-    return multihost.map_shards(f"accounting.{query.__name__}",
-                                lambda local, _: np.asarray(query(local, arg, **options)),
-                                mech, first.shape, first.sharding, extra=extra)
+    return multihost.map_shards(
+        f"accounting.{query.__name__}",
+        lambda local, _: np.asarray(query(local, arg, **options)),
+        mech,
+        first.shape,
+        first.sharding,
+        extra=extra,
+    )
 
 
 @x64
-def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
-                value_discretization_interval=None, pessimistic=True,
-                tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
-                progress=None):
+def get_epsilon(
+    mech,
+    delta,
+    *,
+    count=1,
+    sensitivity=1.0,
+    sampling_prob=1.0,
+    value_discretization_interval=None,
+    pessimistic=True,
+    tail_mass_truncation=DEFAULT_TAIL_MASS,
+    output_cells=DEFAULT_OUTPUT_CELLS,
+    use_analytic=True,
+    progress=None,
+):
     """ε at ``delta`` after ``count`` runs of ``mech``, for every mechanism of a batch.
 
     Large batches are bucketed by grid length and processed in chunks of ``CHUNK_MEMBERS``
@@ -417,23 +627,55 @@ def get_epsilon(mech, delta, *, count=1, sensitivity=1.0, sampling_prob=1.0,
     coarsens it); a number is the step of the whole batch, as ``pld`` takes it.
     """
     check_probability("delta", delta, high_open=True)
-    return _query("epsilon", get_epsilon, mech, delta, count=count, sensitivity=sensitivity,
-                  sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
-                  pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
-                  use_analytic=use_analytic, progress=progress)
+    return _query(
+        "epsilon",
+        get_epsilon,
+        mech,
+        delta,
+        count=count,
+        sensitivity=sensitivity,
+        sampling_prob=sampling_prob,
+        value_discretization_interval=value_discretization_interval,
+        pessimistic=pessimistic,
+        tail_mass_truncation=tail_mass_truncation,
+        output_cells=output_cells,
+        use_analytic=use_analytic,
+        progress=progress,
+    )
 
 
 @x64
-def get_delta(mech, epsilon, *, count=1, sensitivity=1.0, sampling_prob=1.0,
-              value_discretization_interval=None, pessimistic=True,
-              tail_mass_truncation=DEFAULT_TAIL_MASS, output_cells=DEFAULT_OUTPUT_CELLS, use_analytic=True,
-              progress=None):
+def get_delta(
+    mech,
+    epsilon,
+    *,
+    count=1,
+    sensitivity=1.0,
+    sampling_prob=1.0,
+    value_discretization_interval=None,
+    pessimistic=True,
+    tail_mass_truncation=DEFAULT_TAIL_MASS,
+    output_cells=DEFAULT_OUTPUT_CELLS,
+    use_analytic=True,
+    progress=None,
+):
     """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
     check_real("epsilon", epsilon)
-    return _query("delta", get_delta, mech, epsilon, count=count, sensitivity=sensitivity,
-                  sampling_prob=sampling_prob, value_discretization_interval=value_discretization_interval,
-                  pessimistic=pessimistic, tail_mass_truncation=tail_mass_truncation, output_cells=output_cells,
-                  use_analytic=use_analytic, progress=progress)
+    return _query(
+        "delta",
+        get_delta,
+        mech,
+        epsilon,
+        count=count,
+        sensitivity=sensitivity,
+        sampling_prob=sampling_prob,
+        value_discretization_interval=value_discretization_interval,
+        pessimistic=pessimistic,
+        tail_mass_truncation=tail_mass_truncation,
+        output_cells=output_cells,
+        use_analytic=use_analytic,
+        progress=progress,
+    )
 
 
 def _query(kind, public, mech, target, **options):

@@ -78,7 +78,7 @@ def _coarse_eps(n=8193):
     # tiny losses (down to 1e-13) and large ones (up to LOSS_LIMIT), a few % apart: the range and the
     # loss scale of a PLD whose losses are all far below the linear part's first point or above its last
     tiny, big = np.geomspace(1e-13, eps[n // 2 + 1], 600, endpoint=False), np.geomspace(eps[-1], LOSS_LIMIT, 600)[1:]
-    pos = np.concatenate([tiny, eps[n // 2 + 1:], big])
+    pos = np.concatenate([tiny, eps[n // 2 + 1 :], big])
     return np.concatenate([-pos[::-1], [0.0], pos])
 
 
@@ -112,14 +112,24 @@ class Plan:
     @property
     def shape(self):
         """The static part (grid lengths, no offsets): plans of equal shape share compiled code."""
-        return (self.step, self.remove[1:], None if self.add is None else self.add[1:], self.cells, self.count,
-                len(self.klo), tuple(self.mirror))
+        return (
+            self.step,
+            self.remove[1:],
+            None if self.add is None else self.add[1:],
+            self.cells,
+            self.count,
+            len(self.klo),
+            tuple(self.mirror),
+        )
 
     @property
     def offsets(self):
         """The dynamic part: (k0 remove, k0 add, discrete support starts) as float64 arrays."""
-        return (jnp.asarray(float(self.remove[0])), jnp.asarray(float(self.add[0] if self.add else 0)),
-                jnp.asarray(self.klo, jnp.float64))
+        return (
+            jnp.asarray(float(self.remove[0])),
+            jnp.asarray(float(self.add[0] if self.add else 0)),
+            jnp.asarray(self.klo, jnp.float64),
+        )
 
 
 def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
@@ -127,8 +137,10 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     check_positive("sensitivity", sensitivity)
     if jnp.ndim(sensitivity) != 0:
-        raise ValueError(f"sensitivity must be a scalar (one query for the whole batch: batch the mechanism's scale "
-                         f"instead, scale/Δ), got shape {jnp.shape(sensitivity)}")
+        raise ValueError(
+            f"sensitivity must be a scalar (one query for the whole batch: batch the mechanism's scale "
+            f"instead, scale/Δ), got shape {jnp.shape(sensitivity)}"
+        )
     check_probability("sampling_prob", sampling_prob)
     if value_discretization_interval is None:  # adaptive
         return
@@ -159,7 +171,9 @@ def row_bounds(d, d_other_neg, eps):
     floor = d[:, -1:] + _PROFILE_TAIL
     hi_idx = np.argmax(d <= floor, axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
-        g = np.where(eps > 700.0, np.inf, np.exp(np.minimum(eps, 700.0)) * np.asarray(d_other_neg).reshape(-1, eps.size))
+        g = np.where(
+            eps > 700.0, np.inf, np.exp(np.minimum(eps, 700.0)) * np.asarray(d_other_neg).reshape(-1, eps.size)
+        )
     # at ε > 0 the gap (≈ e^ε) cannot be small; there P[L ≤ ε] ≤ 1 − δ(ε) bounds the mass below ε
     below = ((g <= _LOWER_TAIL) | ((eps > 0) & (1.0 - d <= _LOWER_TAIL))) & (np.arange(eps.size) <= hi_idx[:, None])
     lo_idx = np.where(below.any(axis=1), eps.size - 1 - np.argmax(below[:, ::-1], axis=1), 0)
@@ -174,8 +188,15 @@ def _bounds(d, d_other_neg, eps):
 
 
 @x64
-def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=None,
-              pessimistic=True, output_cells=DEFAULT_OUTPUT_CELLS) -> Plan:
+def make_plan(
+    mech,
+    *,
+    sensitivity=1.0,
+    sampling_prob=1.0,
+    value_discretization_interval=None,
+    pessimistic=True,
+    output_cells=DEFAULT_OUTPUT_CELLS,
+) -> Plan:
     """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values.
 
     ``value_discretization_interval=None`` chooses the step from the loss range and scale
@@ -197,11 +218,13 @@ def make_plan(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_
     extra = {"cells": output_cells}
     if route(m, sampling_prob).profile == "discrete":
         extra.update(discrete_plan(me, values, nvalues))
-    rem, add = _coarse_jit(me, values, nvalues, sampling_prob, extra.get("klo"), output_cells,
-                           int(extra.get("count", 0)))
+    rem, add = _coarse_jit(
+        me, values, nvalues, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0))
+    )
     other = {0: rem if add is None else add, 1: rem}
-    ranges = [None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE)
-              for i, d in enumerate((rem, add))]
+    ranges = [
+        None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE) for i, d in enumerate((rem, add))
+    ]
     if value_discretization_interval is None:
         width = max(r[1] - r[0] for r in ranges if r is not None)
         step = auto_step(width, min(float(np.min(loss_scale(d))) for d in (rem, add) if d is not None))
@@ -303,8 +326,16 @@ def _coarse_jit(me, values, nvalues, sampling_prob, klo, cells, count):
     extra = {"cells": cells}
     if count:
         extra.update(count=count, klo=klo)
-    return envelope(me, values, nvalues, sampling_prob, coarse, None if sampling_prob is None else coarse,
-                    pessimistic=True, plan=extra)
+    return envelope(
+        me,
+        values,
+        nvalues,
+        sampling_prob,
+        coarse,
+        None if sampling_prob is None else coarse,
+        pessimistic=True,
+        plan=extra,
+    )
 
 
 def build(mech, sensitivity, sampling_prob, plan, pessimistic):
@@ -340,7 +371,9 @@ def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
     def gaps(d, eps, ng, dother):
         e = eps[..., :ng]  # (beyond e^700 the gap is never the small side: connect-the-dots reads δ)
         g = jnp.where(e > 700.0, jnp.inf, jnp.exp(jnp.minimum(e, 700.0)) * dother)
-        rest = d[..., ng:] - (1.0 - jnp.exp(jnp.minimum(eps[..., ng:], 700.0)))  # unused by connect_the_dots (δ ≤ 1/2 there)
+        rest = d[..., ng:] - (
+            1.0 - jnp.exp(jnp.minimum(eps[..., ng:], 700.0))
+        )  # unused by connect_the_dots (δ ≤ 1/2 there)
         return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
     def args(k0, n, eps, k0o, g, eps_o, ext):
@@ -359,17 +392,33 @@ def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
         # −(k0o + shift + j) sits at index c − j of the extended grid (start k0 + shift − below)
         start = (-k0o - k0 - 2.0 * shift + below - (g - 1)).astype(jnp.int32)
         mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
-        return vals[..., below:below + n], jnp.flip(mir, -1)
+        return vals[..., below : below + n], jnp.flip(mir, -1)
 
     # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
     apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None,
-                        pessimistic=pessimistic, plan=extra)
+        d, _ = envelope(
+            me,
+            values,
+            nvalues,
+            sampling_prob,
+            args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]),
+            None,
+            pessimistic=pessimistic,
+            plan=extra,
+        )
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
         return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
-    dr, da = envelope(me, values, nvalues, sampling_prob, args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
-                      args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]), pessimistic=pessimistic, plan=extra)
+    dr, da = envelope(
+        me,
+        values,
+        nvalues,
+        sampling_prob,
+        args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
+        args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]),
+        pessimistic=pessimistic,
+        plan=extra,
+    )
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
     rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)

@@ -24,9 +24,22 @@ import numpy as np
 from jax.scipy.special import ndtri
 
 from accounting.privacy_loss import grid as _grid
-from accounting.privacy_loss.construction import (AUTO_WINDOW, DEFAULT_DISCRETIZATION, DEFAULT_OUTPUT_CELLS,
-                                                  DEFAULT_TAIL_MASS, LOSS_LIMIT, MAX_GRID, ROUNDOFF_FACTOR, Plan,
-                                                  build, make_plan, next_pow2, pairs, sampling_rate, validate)
+from accounting.privacy_loss.construction import (
+    AUTO_WINDOW,
+    DEFAULT_DISCRETIZATION,
+    DEFAULT_OUTPUT_CELLS,
+    DEFAULT_TAIL_MASS,
+    LOSS_LIMIT,
+    MAX_GRID,
+    ROUNDOFF_FACTOR,
+    Plan,
+    build,
+    make_plan,
+    next_pow2,
+    pairs,
+    sampling_rate,
+    validate,
+)
 from accounting.privacy_loss.profiles import envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
@@ -96,26 +109,37 @@ class PrivacyLossDistribution:
         grid (itself if it has none): the one composition that every read of a grid PLD goes through."""
         if self.gaussian_part is None:
             return self
-        gauss = PrivacyLossDistribution(gaussian_mu=self.gaussian_part, pessimistic=self.pessimistic, step=self.step,
-                                        adaptive=self.adaptive)
+        gauss = PrivacyLossDistribution(
+            gaussian_mu=self.gaussian_part, pessimistic=self.pessimistic, step=self.step, adaptive=self.adaptive
+        )
         return dataclasses.replace(self, gaussian_part=None)._compose_grids(gauss, DEFAULT_TAIL_MASS)
 
     def _deferred(self, other, tail):
         """The composition of ``self`` and ``other`` with their analytic Gaussian parts kept analytic
         (μ as √Σμ², one grid composition at most), or None where the two grids could not share the step
         of the Gaussian's eventual grid (mixed adaptive and fixed steps, unequal fixed steps or batches)."""
-        if (self.adaptive != other.adaptive or (not self.adaptive and self.step != other.step)
-                or self.batch_shape != other.batch_shape):
+        if (
+            self.adaptive != other.adaptive
+            or (not self.adaptive and self.step != other.step)
+            or self.batch_shape != other.batch_shape
+        ):
             return None
-        parts = [(None, p.gaussian_mu) if p.is_analytic else (dataclasses.replace(p, gaussian_part=None),
-                                                                p.gaussian_part) for p in (self, other)]
+        parts = [
+            (None, p.gaussian_mu) if p.is_analytic else (dataclasses.replace(p, gaussian_part=None), p.gaussian_part)
+            for p in (self, other)
+        ]
         grids = [g for g, _ in parts if g is not None]
         mus = [m for _, m in parts if m is not None]
         grid = grids[0] if len(grids) == 1 else grids[0]._compose_grids(grids[1], tail)
         # (concrete μ on the host: no program compiled for the scalar arithmetic)
         xp = jnp if any(is_traced(m) for m in mus) else np
-        mu = None if not mus else jnp.asarray(functools.reduce(lambda x, y: xp.sqrt(x * x + y * y),
-                                                                [xp.asarray(m, np.float64) for m in mus]))
+        mu = (
+            None
+            if not mus
+            else jnp.asarray(
+                functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
+            )
+        )
         return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
@@ -131,8 +155,12 @@ class PrivacyLossDistribution:
             raise ValueError("to_grid: μ is traced; call outside jit or pass plan= to accounting.pld")
         if beyond_grid(mu):
             return _bound_pld(self.gaussian_mu, 1.0, self.pessimistic, step, self.adaptive)
-        return pld(_GaussianPair(mu=jnp.asarray(self.gaussian_mu)), value_discretization_interval=step,
-                   pessimistic=self.pessimistic, use_analytic=False)
+        return pld(
+            _GaussianPair(mu=jnp.asarray(self.gaussian_mu)),
+            value_discretization_interval=step,
+            pessimistic=self.pessimistic,
+            use_analytic=False,
+        )
 
     # -- composition -------------------------------------------------------------------
     @x64
@@ -145,8 +173,9 @@ class PrivacyLossDistribution:
         check_positive("tail_mass_truncation", tail_mass_truncation)
         if self.is_analytic and other.is_analytic:
             mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
-            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
-                                           adaptive=self.adaptive and other.adaptive)
+            return PrivacyLossDistribution(
+                gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step, adaptive=self.adaptive and other.adaptive
+            )
         if self.is_analytic or other.is_analytic or self.gaussian_part is not None or other.gaussian_part is not None:
             deferred = self._deferred(other, float(tail_mass_truncation))
             if deferred is not None:
@@ -181,9 +210,18 @@ class PrivacyLossDistribution:
         bounds = self.bounds + sum((o.bounds for o in others), ())
         if count is not None:
             bounds = tuple((mu, q, c * jnp.asarray(count, jnp.float64)) for mu, q, c in bounds)
-        return PrivacyLossDistribution(remove, add, None, pure_eps, self.pessimistic, remove.step,
-                                       atomic=self.atomic or any(o.atomic for o in others), composed=True,
-                                       adaptive=self.adaptive and all(o.adaptive for o in others), bounds=bounds)
+        return PrivacyLossDistribution(
+            remove,
+            add,
+            None,
+            pure_eps,
+            self.pessimistic,
+            remove.step,
+            atomic=self.atomic or any(o.atomic for o in others),
+            composed=True,
+            adaptive=self.adaptive and all(o.adaptive for o in others),
+            bounds=bounds,
+        )
 
     def pure_bound(self):
         """An upper bound on the pure ε of this (grid) PLD, the one a composition adds up: the mechanisms'
@@ -199,16 +237,21 @@ class PrivacyLossDistribution:
         return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
-        """This grid PLD on the coarser power-of-two ``step`` (dominating: :func:`accounting.privacy_loss.grid.coarsen`)."""
+        """This grid PLD on the coarser power-of-two ``step`` (dominating:
+        :func:`accounting.privacy_loss.grid.coarsen`)."""
         if self.gaussian_part is not None:
             return self.resolved().coarsened(step)
         if step == self.step:
             return self
         factor = int(round(step / self.step))
-        dirs = [_grid.pad_to(x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
-                             next_pow2(-(-(p.size + factor - 1) // factor) + 1)) for p in self._directions()]
-        return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step,
-                                   source=None)
+        dirs = [
+            _grid.pad_to(
+                x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
+                next_pow2(-(-(p.size + factor - 1) // factor) + 1),
+            )
+            for p in self._directions()
+        ]
+        return dataclasses.replace(self, remove=dirs[0], add=dirs[1] if len(dirs) > 1 else None, step=step, source=None)
 
     def fitted_to_window(self, need: int) -> "PrivacyLossDistribution":
         """An adaptive grid PLD coarsened by the smallest power of two that brings a composition window of
@@ -241,8 +284,9 @@ class PrivacyLossDistribution:
             return self.resolved().self_compose(count, tail_mass_truncation=tail_mass_truncation, size=size)
         if self.is_analytic:
             mu = jnp.asarray(self.gaussian_mu) * math.sqrt(count)
-            return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step,
-                                           adaptive=self.adaptive)
+            return PrivacyLossDistribution(
+                gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step, adaptive=self.adaptive
+            )
         tail = float(tail_mass_truncation)
         src = self
         if self.adaptive and size is None:  # coarsen until the window fits AUTO_WINDOW
@@ -251,8 +295,11 @@ class PrivacyLossDistribution:
         for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
-            outs.append(x64_vjp(functools.partial(_self_compose_jit, count=count, size=s, tail=tail,
-                                                  pessimistic=self.pessimistic))(pmf))
+            outs.append(
+                x64_vjp(
+                    functools.partial(_self_compose_jit, count=count, size=s, tail=tail, pessimistic=self.pessimistic)
+                )(pmf)
+            )
         add = outs[1] if len(outs) > 1 else None
         return src.composed_as(outs[0], add, src.pure_bound() * count, count=count)
 
@@ -368,7 +415,8 @@ def _no_derivative_jvp(primals, tangents):
         "a composed PLD of a discrete (atomic) mechanism cannot be differentiated: the grid rounds its "
         "atoms' losses, so its derivative would be wrong. Differentiate a single-step PLD (exact, through "
         "the mechanism's privacy profile), use central finite differences on concrete parameters, or "
-        "compose a continuous kernel (e.g. dpjax.Laplace) to tune by gradients")
+        "compose a continuous kernel (e.g. dpjax.Laplace) to tune by gradients"
+    )
 
 
 @jax.jit
@@ -390,7 +438,8 @@ def check_floor(delta, floor):
     if bad.any() and not np.isfinite(f).all():
         raise ValueError(
             "delta: this PLD's masses overflowed float64 in the composition, so no δ can be read from it "
-            "reliably; compose fewer runs per FFT or use a coarser value_discretization_interval.")
+            "reliably; compose fewer runs per FFT or use a coarser value_discretization_interval."
+        )
     if bad.any():
         raise ValueError(
             f"delta={float(d[bad].min()):.3g} is below the float64 round-off floor {float(f.max()):.3g} of this PLD: "
@@ -408,8 +457,13 @@ def _primal(pmf):
             "(take it from a concrete run: pld.self_compose(count).remove.size)"
         )
     if is_traced(pmf.probs):
-        pmf = _grid.GridPmf(jnp.asarray(conc), jnp.asarray(concrete(pmf.offset)), jnp.asarray(concrete(pmf.inf_mass)),
-                            jnp.asarray(concrete(pmf.roundoff)), pmf.step)
+        pmf = _grid.GridPmf(
+            jnp.asarray(conc),
+            jnp.asarray(concrete(pmf.offset)),
+            jnp.asarray(concrete(pmf.inf_mass)),
+            jnp.asarray(concrete(pmf.roundoff)),
+            pmf.step,
+        )
     return pmf
 
 
@@ -450,10 +504,13 @@ def _compose_trim(a, b, pessimistic, tail):
     length, untrimmed."""
     if is_traced(a.probs) or is_traced(b.probs):
         size = next_pow2(max(a.size, b.size))
-        return x64_vjp(functools.partial(_compose_jit, support=jnp.asarray(a.size + b.size - 1, jnp.int32),
-                                         pessimistic=pessimistic))(_grid.pad_to(a, size), _grid.pad_to(b, size))
+        return x64_vjp(
+            functools.partial(
+                _compose_jit, support=jnp.asarray(a.size + b.size - 1, jnp.int32), pessimistic=pessimistic
+            )
+        )(_grid.pad_to(a, size), _grid.pad_to(b, size))
     host = [jax.tree_util.tree_map(np.asarray, p) for p in (a, b)]
-    host = [_grid.GridPmf(p.probs[..., :_grid.support_len(p)], p.offset, p.inf_mass, p.roundoff, p.step) for p in host]
+    host = [_grid.GridPmf(p.probs[..., : _grid.support_len(p)], p.offset, p.inf_mass, p.roundoff, p.step) for p in host]
     with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
         out = _grid.compose(*host, pessimistic, xp=np)
         start, stop = _grid.trim_window(out, tail)
@@ -508,8 +565,16 @@ def _bound_pld(mu, sampling_prob, pessimistic, step, adaptive):
     zeros = jnp.zeros(shape, jnp.float64)
     pmf = _grid.GridPmf(jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0]), shape + (3,)), zeros, zeros, zeros, step)
     q = jnp.broadcast_to(jnp.asarray(sampling_prob, jnp.float64), shape)
-    return PrivacyLossDistribution(pmf, None, None, zeros, bool(pessimistic), step, adaptive=adaptive,
-                                   bounds=((mu, q, jnp.ones(shape, jnp.float64)),))
+    return PrivacyLossDistribution(
+        pmf,
+        None,
+        None,
+        zeros,
+        bool(pessimistic),
+        step,
+        adaptive=adaptive,
+        bounds=((mu, q, jnp.ones(shape, jnp.float64)),),
+    )
 
 
 def _part_epsilon(mu, q, count, delta):
@@ -528,8 +593,11 @@ def _part_epsilon(mu, q, count, delta):
     e = jnp.maximum(m * (m / 2.0 - ndtri(jnp.minimum(per_run, 0.5))), 0.0) * (1.0 + 1e-15)  # (δ 0: ∞)
     e = jnp.where(per_run >= 1.0, 0.0, e)
     small = e < 1.0
-    amp = jnp.where(small, jnp.log1p(q * jnp.expm1(jnp.where(small, e, 0.0))),
-                    e + jnp.log(q + (1.0 - q) * jnp.exp(-jnp.where(small, 1.0, e))))
+    amp = jnp.where(
+        small,
+        jnp.log1p(q * jnp.expm1(jnp.where(small, e, 0.0))),
+        e + jnp.log(q + (1.0 - q) * jnp.exp(-jnp.where(small, 1.0, e))),
+    )
     return jnp.where(whole, e, count * amp)
 
 
@@ -601,9 +669,16 @@ def _exact_profile(source, eps):
     def one(src, e):
         mech, sens, sampling_prob = src
         values, nvalues = pairs(mech, sens)
-        rem, add = envelope(expand(mech), values, nvalues, sampling_prob, e, None if sampling_prob is None else e,
-                            pessimistic=True,
-                            plan={"cells": DEFAULT_OUTPUT_CELLS})
+        rem, add = envelope(
+            expand(mech),
+            values,
+            nvalues,
+            sampling_prob,
+            e,
+            None if sampling_prob is None else e,
+            pessimistic=True,
+            plan={"cells": DEFAULT_OUTPUT_CELLS},
+        )
         return (rem if add is None else jnp.maximum(rem, add)).reshape(e.shape)
 
     batch = eps.shape[:-1]
@@ -638,8 +713,17 @@ def _exact_derivative(source, eps, pure):
 
 
 @x64
-def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interval=None,
-        pessimistic=True, use_analytic=True, output_cells=DEFAULT_OUTPUT_CELLS, plan: Plan | None = None):
+def pld(
+    mech,
+    *,
+    sensitivity=1.0,
+    sampling_prob=1.0,
+    value_discretization_interval=None,
+    pessimistic=True,
+    use_analytic=True,
+    output_cells=DEFAULT_OUTPUT_CELLS,
+    plan: Plan | None = None,
+):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
     * ``sampling_prob``: Poisson subsampling rate (add/remove neighbours; remove and add
@@ -670,24 +754,32 @@ def pld(mech, *, sensitivity=1.0, sampling_prob=1.0, value_discretization_interv
         rate = sampling_rate(concrete(sampling_prob))
         return _bound_pld(mu, 1.0 if rate is None else rate, pessimistic, None if adaptive else step, adaptive)
     if plan is None:
-        plan = make_plan(mech, sensitivity=sensitivity, sampling_prob=sampling_prob,
-                         value_discretization_interval=value_discretization_interval, pessimistic=pessimistic,
-                         output_cells=output_cells)
+        plan = make_plan(
+            mech,
+            sensitivity=sensitivity,
+            sampling_prob=sampling_prob,
+            value_discretization_interval=value_discretization_interval,
+            pessimistic=pessimistic,
+            output_cells=output_cells,
+        )
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
     rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
-        mech, jnp.asarray(sensitivity), sampling_prob)
+        mech, jnp.asarray(sensitivity), sampling_prob
+    )
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, jnp.asarray(sensitivity),
-                                                                             sampling_prob)
+        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(
+            mech, jnp.asarray(sensitivity), sampling_prob
+        )
     source = None
     if how.exact_derivative:
         source = (mech, jnp.asarray(sensitivity), sampling_prob)
-    return PrivacyLossDistribution(rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic,
-                                   adaptive=adaptive)
+    return PrivacyLossDistribution(
+        rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic, adaptive=adaptive
+    )
 
 
 def concrete_mu(mech, sensitivity):

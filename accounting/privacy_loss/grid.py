@@ -172,8 +172,13 @@ def disjoint(pmf: GridPmf, apart) -> GridPmf:
     """``pmf`` with every batch member where ``apart`` replaced by the PLD of two laws with disjoint
     supports (all mass at +∞: δ = 1 at every ε)."""
     apart = jnp.broadcast_to(apart, pmf.inf_mass.shape)
-    return GridPmf(jnp.where(apart[..., None], 0.0, pmf.probs), pmf.offset, jnp.where(apart, 1.0, pmf.inf_mass),
-                   pmf.roundoff, pmf.step)
+    return GridPmf(
+        jnp.where(apart[..., None], 0.0, pmf.probs),
+        pmf.offset,
+        jnp.where(apart, 1.0, pmf.inf_mass),
+        pmf.roundoff,
+        pmf.step,
+    )
 
 
 # ----------------------------------------------------------------------------------
@@ -368,8 +373,9 @@ def power(spec, count, bits: int | None = None):
     return res
 
 
-def self_compose(pmf: GridPmf, count, size: int, tail: float, pessimistic: bool, with_width: bool = False,
-                 bits: int | None = None):
+def self_compose(
+    pmf: GridPmf, count, size: int, tail: float, pessimistic: bool, with_width: bool = False, bits: int | None = None
+):
     """``count``-fold composition by one FFT power (length ``size``, static), windowed.
 
     The window starts at the Chernoff lower bound; the circular convolution of length
@@ -462,7 +468,7 @@ def trim(pmf: GridPmf, start: int, stop: int, size: int, pessimistic: bool) -> G
     p = np.asarray(pmf.probs)
     below, above = p[..., :start].sum(-1), p[..., stop:].sum(-1)
     kept = np.zeros(p.shape[:-1] + (size,))
-    kept[..., :stop - start] = p[..., start:stop]
+    kept[..., : stop - start] = p[..., start:stop]
     inf = np.asarray(pmf.inf_mass)
     if pessimistic:
         kept[..., 0] += below

@@ -94,8 +94,9 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool, kink=None):
     best, escapes the search around the best node. The result is then the larger bound of the two
     searches. All results have the points shape.
     """
-    value, margin, centre = _search(div, values, nvalues, best, jax.lax.stop_gradient(index).astype(values.dtype),
-                                    discrete)
+    value, margin, centre = _search(
+        div, values, nvalues, best, jax.lax.stop_gradient(index).astype(values.dtype), discrete
+    )
     if kink is None:
         return value, margin, centre
     pos = _position(values, jax.lax.stop_gradient(jnp.broadcast_to(kink, values.shape[:-1])))
@@ -157,8 +158,9 @@ def _search(div, values, nvalues, best, index, discrete):
     last = float(values.shape[-1] - 1)
     margin = jnp.where((centre - half < 0.0) | (centre + half > last), 0.0, margin)
     if discrete:
-        answers = pairs_at(values, nvalues, centre + half * jnp.asarray([-1.0, 0.0, 1.0]).reshape(
-            (3,) + (1,) * centre.ndim), discrete)[0]
+        answers = pairs_at(
+            values, nvalues, centre + half * jnp.asarray([-1.0, 0.0, 1.0]).reshape((3,) + (1,) * centre.ndim), discrete
+        )[0]
         covered = jnp.all(jnp.abs(jnp.diff(answers, axis=0)) <= 1.0, axis=0)
         margin = jnp.where(covered, 0.0, margin)
     return value, margin, centre
@@ -206,8 +208,9 @@ def _convex_minorant_row(t, y):
 
     def push(carry, c):
         stack, top = carry
-        stack, top = jax.lax.while_loop(lambda st: drop_top(st[0], st[1], c), lambda st: (st[0], st[1] - 1),
-                                        (stack, top))
+        stack, top = jax.lax.while_loop(
+            lambda st: drop_top(st[0], st[1], c), lambda st: (st[0], st[1] - 1), (stack, top)
+        )
         return (stack.at[top].set(c), top + 1), None
 
     (stack, top), _ = jax.lax.scan(push, (jnp.zeros(n, jnp.int32), jnp.int32(0)), jnp.arange(n, dtype=jnp.int32))
@@ -215,8 +218,9 @@ def _convex_minorant_row(t, y):
     j = jnp.clip(jnp.searchsorted(vertices, jnp.arange(n), side="right") - 1, 0, top - 1)
     a, b = vertices[j], vertices[jnp.minimum(j + 1, top - 1)]
     # the weight of b: (x − x_a)/(x_b − x_a), from exponentials of non-positive differences
-    w = jnp.where(b > a, jnp.exp(ts - ts[b]) * -jnp.expm1(ts[a] - ts) / -jnp.expm1(jnp.minimum(ts[a] - ts[b], -1e-300)),
-                  0.0)
+    w = jnp.where(
+        b > a, jnp.exp(ts - ts[b]) * -jnp.expm1(ts[a] - ts) / -jnp.expm1(jnp.minimum(ts[a] - ts[b], -1e-300)), 0.0
+    )
     hull = ys[a] + (ys[b] - ys[a]) * w
     return jnp.zeros_like(hull).at[order].set(hull)
 
@@ -230,8 +234,7 @@ def elementwise(hook, mech, x, v, nv):
     """
     batch = x.shape[1:-1]
     nb = math.prod(batch)
-    flat = jax.tree_util.tree_map(
-        lambda p: jnp.broadcast_to(jnp.asarray(p)[..., 0], batch).reshape(nb), mech)
+    flat = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(jnp.asarray(p)[..., 0], batch).reshape(nb), mech)
 
     def rows(a):  # (K,) + batch + (M,) → (nb, K·M)
         a = jnp.broadcast_to(a, x.shape).reshape((x.shape[0], nb, x.shape[-1]))
@@ -260,8 +263,10 @@ def path_divergence(hook, mech, x, forward=False):
     return div
 
 
-HOOKS = {"hockey_stick": lambda m, x, v, nv: m.hockey_stick(x, v, nv),
-          "renyi": lambda m, x, v, nv: m.renyi_divergence(x, v, nv)}
+HOOKS = {
+    "hockey_stick": lambda m, x, v, nv: m.hockey_stick(x, v, nv),
+    "renyi": lambda m, x, v, nv: m.renyi_divergence(x, v, nv),
+}
 
 
 def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
@@ -337,8 +342,12 @@ def certified_supremum(div, x, values, nvalues, slope, bound, *, discrete: bool,
     spent = np.full(n, float(last + 1))
     left = np.full(n, -np.inf)
     while pt.size:
-        width = np.maximum(*[np.abs(e - s) for s, e in zip(_answers(values, nvalues, pa, discrete),
-                                                            _answers(values, nvalues, pb, discrete))])
+        width = np.maximum(
+            *[
+                np.abs(e - s)
+                for s, e in zip(_answers(values, nvalues, pa, discrete), _answers(values, nvalues, pb, discrete))
+            ]
+        )
         ub = 0.5 * (fa + fb) + 0.5 * slope[pt] * width
         if discrete:
             ub = np.where(width <= 1.0, np.maximum(fa, fb), ub)
@@ -381,6 +390,6 @@ def _evaluate(div, discrete, values, nvalues, x, position):
     for i in range(0, x.size, _CERTIFY_CHUNK):
         sl = slice(i, i + _CERTIFY_CHUNK)
         m = x[sl].size
-        pad = (lambda a: np.concatenate([a, np.repeat(a[-1:], _CERTIFY_CHUNK - m)]))  # noqa: E731
+        pad = lambda a: np.concatenate([a, np.repeat(a[-1:], _CERTIFY_CHUNK - m)])  # noqa: E731
         out[sl] = np.asarray(div(pad(x[sl]), pad(v[sl]), pad(nv[sl])))[:m]
     return out

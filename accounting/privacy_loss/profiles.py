@@ -142,8 +142,16 @@ def _grid_pair(mech, v, nv, cells, pessimistic):
     if mech.output_breakpoints is not None:
         bp = jnp.asarray(mech.output_breakpoints(v, nv), jnp.float64)
         bp = jnp.clip(bp, ylo, yhi)
-        y = jnp.sort(jnp.concatenate([jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + y.shape[-1:]),
-                                      jnp.broadcast_to(bp, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + bp.shape[-1:])], -1), -1)
+        y = jnp.sort(
+            jnp.concatenate(
+                [
+                    jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + y.shape[-1:]),
+                    jnp.broadcast_to(bp, jnp.broadcast_shapes(y.shape[:-1], bp.shape[:-1]) + bp.shape[-1:]),
+                ],
+                -1,
+            ),
+            -1,
+        )
     fp = mech.cdf(y, v)
     fq = mech.cdf(y, nv)
     pm = jnp.maximum(jnp.diff(fp, axis=-1), 0.0)

@@ -56,9 +56,13 @@ def route(mech, sampling_prob=None, *, use_analytic=True) -> Route:
         profile = "discrete"
     else:
         profile = "output_grid"
-    return Route(analytic=bool(use_analytic) and sampling_prob is None and mech.gaussian_pld_mu is not None,
-                 profile=profile, pair_path=bool(getattr(mech, "pair_path", False)),
-                 pure_cap=mech.pure_epsilon is not None, atomic=bool(mech.discrete))
+    return Route(
+        analytic=bool(use_analytic) and sampling_prob is None and mech.gaussian_pld_mu is not None,
+        profile=profile,
+        pair_path=bool(getattr(mech, "pair_path", False)),
+        pure_cap=mech.pure_epsilon is not None,
+        atomic=bool(mech.discrete),
+    )
 
 
 def pure_cap(mech, sensitivity, sampling_prob):

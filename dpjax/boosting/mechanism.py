@@ -50,8 +50,10 @@ class PrivacyBoosted(Mechanism):
 
     def __post_init__(self):
         if not isinstance(self.kernel, AdditiveMechanism):
-            raise ValueError("kernel must be an additive noise kernel (a dpjax.AdditiveMechanism: Laplace, Gaussian, "
-                             f"DiscreteLaplace, DiscreteGaussian or your own), got {type(self.kernel).__name__}")
+            raise ValueError(
+                "kernel must be an additive noise kernel (a dpjax.AdditiveMechanism: Laplace, Gaussian, "
+                f"DiscreteLaplace, DiscreteGaussian or your own), got {type(self.kernel).__name__}"
+            )
         if not isinstance(self.region, Region):
             raise ValueError(
                 "region must be AbsoluteError(tau), RelativeError(theta, tau) or FixedInterval(low, high), "
@@ -71,7 +73,7 @@ class PrivacyBoosted(Mechanism):
     def discrete(self) -> bool:
         """Returns:
 
-          The kernel's ``discrete``.
+        The kernel's ``discrete``.
         """
         return self.kernel.discrete
 
@@ -334,9 +336,11 @@ class PrivacyBoosted(Mechanism):
         if not is_traced(sensitivity):
             check_positive("sensitivity", sensitivity)
         if self.num_pairs is None:
-            raise ValueError("num_pairs must be given for a relative region with a discrete kernel built from traced "
-                             "parameters (6 per region width up to the kernel's reach: build it from concrete values "
-                             "once to see the default)")
+            raise ValueError(
+                "num_pairs must be given for a relative region with a discrete kernel built from traced "
+                "parameters (6 per region width up to the kernel's reach: build it from concrete values "
+                "once to see the default)"
+            )
         return self.region.neighbour_pairs(sensitivity, self.kernel.noise_reach(), self.num_pairs, self.discrete)
 
     def output_breakpoints(self, value, neighbour_value):
@@ -498,5 +502,8 @@ class PrivacyBoosted(Mechanism):
     def traced_checks(self, values):
         rho = jnp.asarray(self.rho)
         # the kernel's own checks (its scale > 0) less its first, the values' check already made
-        return super().traced_checks(values) + self.kernel.traced_checks(values)[1:] + [
-            (jnp.all((rho > 0) & (rho <= 1)), "rho must lie in (0, 1]")]
+        return (
+            super().traced_checks(values)
+            + self.kernel.traced_checks(values)[1:]
+            + [(jnp.all((rho > 0) & (rho <= 1)), "rho must lie in (0, 1]")]
+        )

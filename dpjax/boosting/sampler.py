@@ -112,8 +112,9 @@ def mixture_noise_discrete(kernel, uniform, e_lo, e_hi, log1mq):
     inside = ~below & (u0 < t_in)
     # below: F(n) = u1 F(e_lo); above: by symmetry −N below −e_hi; inside: F(n) = F(r_lo) + u1 P_in
     log_u1 = jnp.log(u1)
-    log_target = jnp.where(inside, jnp.logaddexp(kernel.noise_log_cdf(r_lo), log_u1 + log_in),
-                           log_u1 + jnp.where(below, log_lo, log_hi))
+    log_target = jnp.where(
+        inside, jnp.logaddexp(kernel.noise_log_cdf(r_lo), log_u1 + log_in), log_u1 + jnp.where(below, log_lo, log_hi)
+    )
     n = kernel.noise_log_icdf(log_target)
     n_in = jnp.clip(n, r_lo + one, r_hi)
     n_in = jnp.where(flip, -n_in, n_in)

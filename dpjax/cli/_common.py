@@ -16,8 +16,22 @@ import time
 
 import numpy as np
 
-__all__ = ["Parser", "given", "refuse_flags", "kernel_class", "kernel_names", "scale_flag", "calibrated_kernel",
-           "describe", "emit", "reported", "progress", "check_positive", "check_probability", "check_steps"]
+__all__ = [
+    "Parser",
+    "given",
+    "refuse_flags",
+    "kernel_class",
+    "kernel_names",
+    "scale_flag",
+    "calibrated_kernel",
+    "describe",
+    "emit",
+    "reported",
+    "progress",
+    "check_positive",
+    "check_probability",
+    "check_steps",
+]
 
 
 class UsageError(Exception):
@@ -200,6 +214,7 @@ def _jsonable(x):
 
 def reported(compute):
     """A subcommand's ``run`` from ``compute(args) -> (payload, lines)``: :func:`emit`, exit status 0."""
+
     def run(args) -> int:
         emit(args, *compute(args))
         return 0

@@ -41,9 +41,11 @@ def dpsgd_kernel(args):
         noise_kind(cls)
         cls(**{cls.scale_name: 1.0})
     except (ValueError, TypeError):
-        raise ValueError(f"--mechanism {args.mechanism}: no DP-SGD accounting for this kernel (one of "
-                         f"{', '.join(dpsgd_kernels())}, or a class with gaussian_pld_mu, pure_epsilon or "
-                         "renyi_divergence_bound)") from None
+        raise ValueError(
+            f"--mechanism {args.mechanism}: no DP-SGD accounting for this kernel (one of "
+            f"{', '.join(dpsgd_kernels())}, or a class with gaussian_pld_mu, pure_epsilon or "
+            "renyi_divergence_bound)"
+        ) from None
     return cls
 
 
@@ -67,8 +69,10 @@ def sampling(args) -> tuple:
     users = [d for d in ("batch_size", "num_examples", "epochs") if d in given(args)]
     direct = [d for d in ("sampling_prob", "steps") if d in given(args)]
     if users and direct:
-        raise ValueError(f"{given(args)[direct[0]]}: give the setting as --batch-size --num-examples --epochs or "
-                         "as --sampling-prob --steps, not both")
+        raise ValueError(
+            f"{given(args)[direct[0]]}: give the setting as --batch-size --num-examples --epochs or "
+            "as --sampling-prob --steps, not both"
+        )
     if users:
         b, n = check_steps("--batch-size", args.batch_size), check_steps("--num-examples", args.num_examples)
         if b > n:

@@ -14,8 +14,20 @@ from dpjax.cli._common import refuse_flags
 from dpjax.cli.io import write_csv
 
 #: flags every release takes
-_COMMON = {"groups", "input", "value_column", "group_by", "statistic", "clip", "mechanism", "seed", "output", "show",
-           "include_true_values", "json"}
+_COMMON = {
+    "groups",
+    "input",
+    "value_column",
+    "group_by",
+    "statistic",
+    "clip",
+    "mechanism",
+    "seed",
+    "output",
+    "show",
+    "include_true_values",
+    "json",
+}
 #: flags of the table release only
 _TABLE = {"privacy_unit", "max_groups_per_unit", "max_rows_per_group", "alpha", "plot", "r", "c"}
 _PRDP = {"per_record_budget", "eps_min", "eps_max", "beta", "prdp_method"}
@@ -45,12 +57,17 @@ def released(args, row_level: bool) -> None:
     """What a release says once on stderr after it is made: that each row was taken as a person
     (``row_level``: no ``--privacy-unit``), and under ``--seed`` that the release is reproducible."""
     if row_level:
-        print("dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
-              file=sys.stderr)
+        print(
+            "dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
+            file=sys.stderr,
+        )
     if args.seed is not None:
-        print(f"dpjax: warning: --seed {args.seed} makes this release reproducible: its noise is a function of the "
-              "seed. Never release the same data twice with one seed, nor publish the seed (two releases with one "
-              "key differ by exactly the true difference)", file=sys.stderr)
+        print(
+            f"dpjax: warning: --seed {args.seed} makes this release reproducible: its noise is a function of the "
+            "seed. Never release the same data twice with one seed, nor publish the seed (two releases with one "
+            "key differ by exactly the true difference)",
+            file=sys.stderr,
+        )
 
 
 def _allow(args, allowed, why: str) -> None:
@@ -79,8 +96,10 @@ def public_groups(args, names, inverse, embedded_domains):
     elif args.input is None and args.group_by in embedded_domains:
         public = np.asarray(embedded_domains[args.group_by])
     else:
-        raise ValueError("--groups FILE: this release has no private group selection, so its group keys must be "
-                         "public (a CSV/Parquet of the keys); a key read from the data is never printed")
+        raise ValueError(
+            "--groups FILE: this release has no private group selection, so its group keys must be "
+            "public (a CSV/Parquet of the keys); a key read from the data is never printed"
+        )
     order = np.argsort(public)
     pos = np.minimum(np.searchsorted(public[order], names), len(public) - 1)
     to_public = np.where(public[order][pos] == names, order[pos], -1)
@@ -114,11 +133,16 @@ def _write(args, header, rows, true_columns, keys: int = 1) -> None:
     if args.output is None:
         return
     if args.include_true_values:
-        print(f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
-              "the file is no longer a differentially private release", file=sys.stderr)
+        print(
+            f"dpjax: warning: --include-true-values writes the true, unprotected values to {args.output}: "
+            "the file is no longer a differentially private release",
+            file=sys.stderr,
+        )
         header = header[:keys] + [name for name, _ in true_columns] + header[keys:]
-        rows = [tuple(r[:keys]) + tuple(t) + tuple(r[keys:])
-                for r, t in zip(rows, zip(*(values for _, values in true_columns)))]
+        rows = [
+            tuple(r[:keys]) + tuple(t) + tuple(r[keys:])
+            for r, t in zip(rows, zip(*(values for _, values in true_columns)))
+        ]
     write_csv(args.output, header, rows)
 
 

@@ -25,8 +25,18 @@ import json
 
 import numpy as np
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, kernel_class,
-                               kernel_names, parameters, progress, reported, scale_flag)
+from dpjax.cli._common import (
+    check_positive,
+    check_probability,
+    check_steps,
+    describe,
+    kernel_class,
+    kernel_names,
+    parameters,
+    progress,
+    reported,
+    scale_flag,
+)
 from dpjax.cli._dpsgd import add_setting_flags, dpsgd_kernel, sampling
 
 __all__ = ["add_parser", "plan_groups", "plan_accountant", "plan_rdp", "add_group_flags"]
@@ -34,7 +44,7 @@ __all__ = ["add_parser", "plan_groups", "plan_accountant", "plan_rdp", "add_grou
 #: the flags of a group, in the order of the JSON plan's keys
 _GROUP = ("mechanism", "sigma", "scale", "sensitivity", "sampling_prob", "steps")
 #: the δ of the --curve table (those below a plan's round-off floor are left out, and said so)
-CURVE_DELTAS = tuple(10.0 ** -k for k in range(1, 13))
+CURVE_DELTAS = tuple(10.0**-k for k in range(1, 13))
 
 
 class _GroupFlag(argparse.Action):
@@ -65,12 +75,14 @@ def _group(entry: dict, where: str, scale=None):
     cls = kernel_class(entry["mechanism"], "--mechanism")
     own = "sigma" if scale_flag(cls) == "--sigma" else "scale"
     if scale is not None and {"sigma", "scale"} & set(entry):
-        raise ValueError(f"--{({'sigma', 'scale'} & set(entry)).pop()} does not apply: the common scale is what "
-                         "is calibrated")
+        raise ValueError(
+            f"--{({'sigma', 'scale'} & set(entry)).pop()} does not apply: the common scale is what is calibrated"
+        )
     other = ({"sigma", "scale"} - {own}) & set(entry)
     if other:
-        raise ValueError(f"--{other.pop()} does not apply to --mechanism {entry['mechanism']}: its scale is "
-                         f"{scale_flag(cls)}")
+        raise ValueError(
+            f"--{other.pop()} does not apply to --mechanism {entry['mechanism']}: its scale is {scale_flag(cls)}"
+        )
     if scale is None and entry.get(own) is None:
         raise ValueError(f"{scale_flag(cls)}: --mechanism {entry['mechanism']} needs its scale")
     scale = check_positive(scale_flag(cls), entry[own] if scale is None else scale)
@@ -98,7 +110,7 @@ def plan_groups(args, scale=None):
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"--plan: cannot read {args.plan!r} ({exc})") from None
         if not isinstance(plan, list) or not plan or not all(isinstance(g, dict) for g in plan):
-            raise ValueError("--plan: a JSON list of groups ({\"mechanism\": ..., \"sigma\": ..., ...})")
+            raise ValueError('--plan: a JSON list of groups ({"mechanism": ..., "sigma": ..., ...})')
         return [_group(g, f"--plan group {i + 1}", scale) for i, g in enumerate(plan)]
     if not args.groups:
         raise ValueError("--mechanism: give the plan, one --mechanism group or several (or --plan plan.json)")
@@ -134,8 +146,9 @@ def plan_rdp(groups):
             if sampling_prob == 1.0:
                 r = np.asarray(accounting.rdp(mech, jnp.asarray(orders), sensitivity=sensitivity), dtype=float)
             elif mech.gaussian_pld_mu is not None:  # a Gaussian loss: the sampled Gaussian's own RDP at σ/Δ = 1/μ
-                r = sampled_gaussian_rdp_at(1.0 / float(np.asarray(mech.gaussian_pld_mu(sensitivity))), sampling_prob,
-                                            orders)
+                r = sampled_gaussian_rdp_at(
+                    1.0 / float(np.asarray(mech.gaussian_pld_mu(sensitivity))), sampling_prob, orders
+                )
             else:
                 at = subsampled_rdp(lambda a, m=mech, s=sensitivity: accounting.rdp(m, a, sensitivity=s), sampling_prob)
                 r = np.full(len(orders), np.inf)
@@ -180,13 +193,22 @@ def _account(args):
         rdp_value = None
         if args.rdp:
             orders, total = plan_rdp(groups)
-            rdp_value = float(accounting.rdp_to_epsilon(orders, total, args.delta) if args.delta is not None
-                              else accounting.rdp_to_delta(orders, total, args.epsilon))
-    query = ("epsilon", value, "delta", args.delta) if args.delta is not None else ("delta", value, "epsilon",
-                                                                                   args.epsilon)
-    payload = {"plan": [{"mechanism": parameters(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
-                        for m, s, sampling_prob, t in groups],
-               query[2]: query[3], query[0]: value}
+            rdp_value = float(
+                accounting.rdp_to_epsilon(orders, total, args.delta)
+                if args.delta is not None
+                else accounting.rdp_to_delta(orders, total, args.epsilon)
+            )
+    query = (
+        ("epsilon", value, "delta", args.delta) if args.delta is not None else ("delta", value, "epsilon", args.epsilon)
+    )
+    payload = {
+        "plan": [
+            {"mechanism": parameters(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
+            for m, s, sampling_prob, t in groups
+        ],
+        query[2]: query[3],
+        query[0]: value,
+    }
     if rdp_value is not None:
         payload[f"rdp_{query[0]}"] = rdp_value
     if args.plot:
@@ -202,8 +224,9 @@ def _account(args):
         lines.append(f"{query[0]} = {rdp_value:.6g} at {query[2]} = {query[3]:g} (RDP bound, never tighter)")
     if args.curve:
         lines.append(f"{'delta':>10}{'epsilon':>14}")
-        lines += [f"{d:>10.0e}" + (f"{e:>14.6g}" if e is not None else "  below the PLD's round-off floor")
-                  for d, e in curve]
+        lines += [
+            f"{d:>10.0e}" + (f"{e:>14.6g}" if e is not None else "  below the PLD's round-off floor") for d, e in curve
+        ]
     return payload, lines
 
 
@@ -231,14 +254,20 @@ def _dpsgd(args):
     if args.batch_size is not None:
         setting.update(batch_size=args.batch_size, num_examples=args.num_examples, epochs=args.epochs)
     payload = {**setting, "mechanism": noise, "delta": delta, "epsilon": eps, "rdp_epsilon": rdp}
-    users = (f"batch {args.batch_size} of {args.num_examples} examples, {args.epochs:g} epochs: "
-             if args.batch_size is not None else "")
-    lines = [f"dpjax account dpsgd — {noise} noise, noise multiplier {z:g}; {users}sampling rate q = {q:.6g}, "
-             f"{steps} steps",
-             f"epsilon = {eps:.6g} at delta = {delta:g} (exact PLD, accounting.dpsgd_epsilon; never below the truth)"]
+    users = (
+        f"batch {args.batch_size} of {args.num_examples} examples, {args.epochs:g} epochs: "
+        if args.batch_size is not None
+        else ""
+    )
+    lines = [
+        f"dpjax account dpsgd — {noise} noise, noise multiplier {z:g}; {users}sampling rate q = {q:.6g}, {steps} steps",
+        f"epsilon = {eps:.6g} at delta = {delta:g} (exact PLD, accounting.dpsgd_epsilon; never below the truth)",
+    ]
     if rdp is not None:
-        lines.append(f"epsilon = {rdp:.6g} at delta = {delta:g} (RDP of the sampled Gaussian at "
-                     f"{len(SAMPLED_GAUSSIAN_ORDERS)} orders, dp_accounting's among them; never tighter than the PLD)")
+        lines.append(
+            f"epsilon = {rdp:.6g} at delta = {delta:g} (RDP of the sampled Gaussian at "
+            f"{len(SAMPLED_GAUSSIAN_ORDERS)} orders, dp_accounting's among them; never tighter than the PLD)"
+        )
     if args.plot:
         points = plots.steps_grid(steps)
         pld_points = plots.steps_grid(steps, 4)
@@ -247,21 +276,32 @@ def _dpsgd(args):
             for t in pld_points[:-1]:  # one exact PLD per step count (each its own grid)
                 pld.append(float(accounting.dpsgd_epsilon(z, q, t, delta, mechanism=cls)))
                 bar.advance()
-        rdp_points = (None if rdp is None else
-                      [float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, t * curve, delta)) for t in points])
+        rdp_points = (
+            None if rdp is None else [float(rdp_to_epsilon(SAMPLED_GAUSSIAN_ORDERS, t * curve, delta)) for t in points]
+        )
         plots.steps_plot(args.plot, pld_points, pld + [eps], points, rdp_points, delta, noise)
         lines.append(f"plot: {args.plot}")
     return payload, lines
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("account", help="the privacy of a plan of releases (exact PLD; RDP beside it), or of DP-SGD",
-                       description=__doc__.split("\n\n")[0])
-    forms = p.add_subparsers(dest="form", required=False, metavar="{dpsgd}",
-                             help="dpsgd: a DP-SGD run in users' units (without it: a plan, the flags below)")
-    d = forms.add_parser("dpsgd", help="the epsilon of a DP-SGD run (batch size, dataset size, epochs)",
-                         description="The epsilon of DP-SGD: --noise-multiplier with --batch-size --num-examples "
-                                     "--epochs, or with --sampling-prob --steps, at --delta.")
+    p = sub.add_parser(
+        "account",
+        help="the privacy of a plan of releases (exact PLD; RDP beside it), or of DP-SGD",
+        description=__doc__.split("\n\n")[0],
+    )
+    forms = p.add_subparsers(
+        dest="form",
+        required=False,
+        metavar="{dpsgd}",
+        help="dpsgd: a DP-SGD run in users' units (without it: a plan, the flags below)",
+    )
+    d = forms.add_parser(
+        "dpsgd",
+        help="the epsilon of a DP-SGD run (batch size, dataset size, epochs)",
+        description="The epsilon of DP-SGD: --noise-multiplier with --batch-size --num-examples "
+        "--epochs, or with --sampling-prob --steps, at --delta.",
+    )
     add_setting_flags(d)
     d.add_argument("--delta", type=float, required=True, help="print epsilon at this delta")
     d.add_argument("--plot", metavar="FILE.png", help="draw epsilon against the steps (needs the plot extra)")
@@ -270,8 +310,12 @@ def add_parser(sub) -> None:
     add_group_flags(p, scales=True)
     p.add_argument("--delta", type=float, help="print epsilon at this delta ...")
     p.add_argument("--epsilon", type=float, help="... or delta at this epsilon")
-    p.add_argument("--rdp", action="store_true", help="also the Renyi-DP bound (Poisson subsampling: the sampled "
-                                                      "Gaussian's own, Zhu & Wang 2019 for other kernels)")
+    p.add_argument(
+        "--rdp",
+        action="store_true",
+        help="also the Renyi-DP bound (Poisson subsampling: the sampled "
+        "Gaussian's own, Zhu & Wang 2019 for other kernels)",
+    )
     p.add_argument("--curve", action="store_true", help="also the epsilon-delta curve (delta = 1e-1 ... 1e-12)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the privacy profile epsilon(delta) (needs the plot extra)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -281,14 +325,22 @@ def add_parser(sub) -> None:
 def add_group_flags(p, scales: bool) -> None:
     """The plan flags: repeatable ``--mechanism`` groups (with their scales where ``scales``) or ``--plan``."""
     g = p.add_argument_group("a plan group (repeat --mechanism for several)")
-    g.add_argument("--mechanism", action=_GroupFlag, metavar="{" + ",".join(kernel_names()) + ",package.module:Class}",
-                   help="opens a group: the kernel released")
+    g.add_argument(
+        "--mechanism",
+        action=_GroupFlag,
+        metavar="{" + ",".join(kernel_names()) + ",package.module:Class}",
+        help="opens a group: the kernel released",
+    )
     if scales:
         g.add_argument("--sigma", type=float, action=_GroupFlag, help="the kernel's sigma (Gaussian-type kernels)")
         g.add_argument("--scale", type=float, action=_GroupFlag, help="the kernel's scale (other kernels)")
     g.add_argument("--sensitivity", type=float, action=_GroupFlag, help="the query's sensitivity (default 1)")
-    g.add_argument("--sampling-prob", type=float, action=_GroupFlag,
-                   help="Poisson subsampling rate q of each run (default 1: no sampling)")
+    g.add_argument(
+        "--sampling-prob",
+        type=float,
+        action=_GroupFlag,
+        help="Poisson subsampling rate q of each run (default 1: no sampling)",
+    )
     g.add_argument("--steps", type=int, action=_GroupFlag, help="number of runs (default 1)")
     p.add_argument("--plan", help="the plan as a JSON file: a list of groups with the keys " + ", ".join(_GROUP))
     p.set_defaults(groups=None)

@@ -18,8 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, given, progress,
-                               refuse_flags, reported)
+from dpjax.cli._common import (
+    check_positive,
+    check_probability,
+    check_steps,
+    describe,
+    given,
+    progress,
+    refuse_flags,
+    reported,
+)
 from dpjax.cli._dpsgd import add_setting_flags, dpsgd_kernel, epochs_of, steps_of
 
 __all__ = ["add_parser", "plan_scale"]
@@ -40,8 +48,9 @@ def _dpsgd(args):
     cls = dpsgd_kernel(args)
     users = [d for d in ("batch_size", "num_examples", "epochs") if d in given(args)]
     if users:
-        refuse_flags(args, ["sampling_prob", "steps"], "with --batch-size/--num-examples/--epochs (give the setting "
-                                                       "in one form)")
+        refuse_flags(
+            args, ["sampling_prob", "steps"], "with --batch-size/--num-examples/--epochs (give the setting in one form)"
+        )
         if args.num_examples is None:
             raise ValueError("--num-examples: the setting in users' units needs the training set size")
         n = check_steps("--num-examples", args.num_examples)
@@ -51,12 +60,15 @@ def _dpsgd(args):
     unknown = [f for f in names if getattr(args, f) is None]
     if len(unknown) != 1:
         flags = ", ".join("--" + f.replace("_", "-") for f in names)
-        raise ValueError(f"{flags}: give all but the one to calibrate (missing: "
-                         f"{', '.join('--' + u.replace('_', '-') for u in unknown) or 'none'})")
+        raise ValueError(
+            f"{flags}: give all but the one to calibrate (missing: "
+            f"{', '.join('--' + u.replace('_', '-') for u in unknown) or 'none'})"
+        )
     what = unknown[0]
     if what == "sampling_prob":
-        raise ValueError("--sampling-prob: to calibrate the batch size give --num-examples N and --epochs E "
-                         "(the epochs are kept)")
+        raise ValueError(
+            "--sampling-prob: to calibrate the batch size give --num-examples N and --epochs E (the epochs are kept)"
+        )
     z = None if what == "noise_multiplier" else check_positive("--noise-multiplier", args.noise_multiplier)
     if users:
         b = None if what == "batch_size" else check_steps("--batch-size", args.batch_size)
@@ -65,16 +77,20 @@ def _dpsgd(args):
         epochs = None if what == "epochs" else check_positive("--epochs", args.epochs)
     with progress("calibrating", total=None) as bar:
         if what == "noise_multiplier":
-            q, steps = (b / n, steps_of(epochs, b, n)) if users else (
-                check_probability("--sampling-prob", args.sampling_prob), check_steps("--steps", args.steps))
+            q, steps = (
+                (b / n, steps_of(epochs, b, n))
+                if users
+                else (check_probability("--sampling-prob", args.sampling_prob), check_steps("--steps", args.steps))
+            )
             value = float(accounting.calibrate_noise_multiplier(eps, delta, q, steps, mechanism=cls))
             z = value
         elif what in ("steps", "epochs"):
             q = b / n if users else check_probability("--sampling-prob", args.sampling_prob)
             steps = int(accounting.calibrate_num_steps(eps, delta, z, q, mechanism=cls))
             if steps == 0:
-                raise _out_of_reach(eps, delta, f"not even one step at noise multiplier {z:g} and sampling rate "
-                                                f"{q:g} meets it")
+                raise _out_of_reach(
+                    eps, delta, f"not even one step at noise multiplier {z:g} and sampling rate {q:g} meets it"
+                )
             value = steps if what == "steps" else epochs_of(steps, b, n)
         else:
             b = _batch_size(eps, delta, z, epochs, n, cls, bar)
@@ -84,14 +100,22 @@ def _dpsgd(args):
     setting = {"noise_multiplier": z, "sampling_prob": q, "steps": steps}
     if users:
         setting.update(batch_size=b, num_examples=n, epochs=epochs_of(steps, b, n) if what == "epochs" else epochs)
-    payload = {"calibrated": what, what: value, **setting, "mechanism": noise, "target_epsilon": eps,
-               "delta": delta, "epsilon": spent}
+    payload = {
+        "calibrated": what,
+        what: value,
+        **setting,
+        "mechanism": noise,
+        "target_epsilon": eps,
+        "delta": delta,
+        "epsilon": spent,
+    }
     shown = f"{value:.6g}" if isinstance(value, float) else str(value)
-    lines = [f"dpjax calibrate dpsgd — {noise} noise, target epsilon {eps:g} at delta {delta:g}",
-             f"{what.replace('_', ' ')} = {shown}" + (" (the epochs kept)" if what == "batch_size" else ""),
-             "setting: " + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in setting.items()),
-             f"epsilon = {spent:.6g} at delta = {delta:g} (accounting.dpsgd_epsilon, exact PLD; never above the "
-             "target)"]
+    lines = [
+        f"dpjax calibrate dpsgd — {noise} noise, target epsilon {eps:g} at delta {delta:g}",
+        f"{what.replace('_', ' ')} = {shown}" + (" (the epochs kept)" if what == "batch_size" else ""),
+        "setting: " + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in setting.items()),
+        f"epsilon = {spent:.6g} at delta = {delta:g} (accounting.dpsgd_epsilon, exact PLD; never above the target)",
+    ]
     return payload, lines
 
 
@@ -114,8 +138,9 @@ def _batch_size(eps, delta, z, epochs, n, cls, bar) -> int:
         if lo > 1:
             ok, e = feasible(1)
         if not ok:
-            raise _out_of_reach(eps, delta, f"even a batch of 1 over {epochs:g} epochs at noise multiplier {z:g} "
-                                            f"spends epsilon {e:.4g}")
+            raise _out_of_reach(
+                eps, delta, f"even a batch of 1 over {epochs:g} epochs at noise multiplier {z:g} spends epsilon {e:.4g}"
+            )
         lo, hi = 1, lo
     else:
         hi = min(n + 1, max(lo + 1, int(lo * (eps / max(e, 1e-300)) ** 2) + 1))
@@ -187,14 +212,26 @@ def _plan(args):
         scale = plan_scale(lambda s: plan_groups(args, s), eps, delta)
         groups = plan_groups(args, scale)
         spent = float(plan_accountant(groups).spent_epsilon(delta))
-    payload = {"calibrated": "scale", "scale": scale, "target_epsilon": eps, "delta": delta, "epsilon": spent,
-               "plan": [{"mechanism": describe(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
-                        for m, s, sampling_prob, t in groups]}
-    lines = [f"dpjax calibrate plan — the common scale for epsilon {eps:g} at delta {delta:g}",
-             f"scale = {scale:.6g} (each kernel's scale leaf; the least feasible to a relative {PLAN_RTOL:g})"]
-    lines += [f"  {t} x {describe(m)} at sensitivity {s:g}" + (
-        f", Poisson sampling rate {sampling_prob:g}" if sampling_prob < 1 else "")
-              for m, s, sampling_prob, t in groups]
+    payload = {
+        "calibrated": "scale",
+        "scale": scale,
+        "target_epsilon": eps,
+        "delta": delta,
+        "epsilon": spent,
+        "plan": [
+            {"mechanism": describe(m), "sensitivity": s, "sampling_prob": sampling_prob, "steps": t}
+            for m, s, sampling_prob, t in groups
+        ],
+    }
+    lines = [
+        f"dpjax calibrate plan — the common scale for epsilon {eps:g} at delta {delta:g}",
+        f"scale = {scale:.6g} (each kernel's scale leaf; the least feasible to a relative {PLAN_RTOL:g})",
+    ]
+    lines += [
+        f"  {t} x {describe(m)} at sensitivity {s:g}"
+        + (f", Poisson sampling rate {sampling_prob:g}" if sampling_prob < 1 else "")
+        for m, s, sampling_prob, t in groups
+    ]
     lines.append(f"epsilon = {spent:.6g} at delta = {delta:g} (exact PLD, composed; never above the target)")
     return payload, lines
 
@@ -202,20 +239,27 @@ def _plan(args):
 def add_parser(sub) -> None:
     from dpjax.cli.account import add_group_flags
 
-    p = sub.add_parser("calibrate", help="the noise, steps or batch size for a privacy target",
-                       description=__doc__.split("\n\n")[0])
+    p = sub.add_parser(
+        "calibrate", help="the noise, steps or batch size for a privacy target", description=__doc__.split("\n\n")[0]
+    )
     targets = p.add_subparsers(dest="target", required=True, metavar="{dpsgd,plan}")
-    d = targets.add_parser("dpsgd", help="DP-SGD: noise multiplier, steps or epochs, or batch size",
-                           description="Give the setting --noise-multiplier with --batch-size --num-examples --epochs "
-                                       "(or --sampling-prob --steps) less the one to calibrate; the batch size is "
-                                       "calibrated with the epochs kept.")
+    d = targets.add_parser(
+        "dpsgd",
+        help="DP-SGD: noise multiplier, steps or epochs, or batch size",
+        description="Give the setting --noise-multiplier with --batch-size --num-examples --epochs "
+        "(or --sampling-prob --steps) less the one to calibrate; the batch size is "
+        "calibrated with the epochs kept.",
+    )
     d.add_argument("--epsilon", type=float, required=True, help="target epsilon")
     d.add_argument("--delta", type=float, required=True, help="at this delta")
     add_setting_flags(d)
     d.add_argument("--json", action="store_true", help="print the result as one JSON object")
     d.set_defaults(run=reported(_dpsgd))
-    sampling_prob = targets.add_parser("plan", help="the common scale of a composed plan",
-                           description="Groups as in dpjax account, without their scales.")
+    sampling_prob = targets.add_parser(
+        "plan",
+        help="the common scale of a composed plan",
+        description="Groups as in dpjax account, without their scales.",
+    )
     sampling_prob.add_argument("--epsilon", type=float, required=True, help="target epsilon")
     sampling_prob.add_argument("--delta", type=float, required=True, help="at this delta")
     add_group_flags(sampling_prob, scales=False)

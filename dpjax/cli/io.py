@@ -1,7 +1,8 @@
 """CSV tables for the ``dpjax release`` command. The input is streamed in record batches by the
 table layer's columnar reader (a file, standard input, announced on stderr when it is a terminal,
 or the embedded dataset; a BOM and blank lines tolerated; a row of another width than the header
-refused with its line number, a malformed field or text that is not UTF-8 refused). The output is checked before any work and written atomically, never over an input
+refused with its line number, a malformed field or text that is not UTF-8 refused). The output is checked before any
+work and written atomically, never over an input
 (``-``: standard output; devices and FIFOs written through; a link followed, never replaced;
 the user's umask kept)."""
 
@@ -113,8 +114,11 @@ def read_table(path: str | None, value_column: str, group_by: str | None, *, bud
         header = _header(handle)
         if header is None:
             raise ValueError("--input: the file is empty")
-        for flag, name in (("--value-column", value_column), ("--group-by", group_by),
-                           ("--per-record-budget", budget_column)):
+        for flag, name in (
+            ("--value-column", value_column),
+            ("--group-by", group_by),
+            ("--per-record-budget", budget_column),
+        ):
             if name is not None and name not in header:
                 raise ValueError(f"{flag}: {name!r} is not a column of the input (columns: {header})")
         columns = list(dict.fromkeys(c for c in (value_column, group_by, budget_column) if c is not None))
@@ -131,8 +135,7 @@ def read_table(path: str | None, value_column: str, group_by: str | None, *, bud
             if bad:
                 line = _line_of_bad_row(path, len(header))
                 where = f"line {line}" if line is not None else f"the row {bad[0].text!r}"
-                return ValueError(f"--input: {where} has {bad[0].actual_columns} fields, the header has "
-                                  f"{len(header)}")
+                return ValueError(f"--input: {where} has {bad[0].actual_columns} fields, the header has {len(header)}")
             if "UTF8" in text:
                 return ValueError(f"--input: not UTF-8 text ({text})")
             if text.startswith("Empty CSV file"):  # nothing after the header
@@ -143,14 +146,22 @@ def read_table(path: str | None, value_column: str, group_by: str | None, *, bud
         groups = table_data._Codes()
         values, budgets = [], []
         n = 0
-        for batch in table_data.csv_batches(handle, columns, label="--input", text_columns=columns,
-                                            column_names=header, invalid_row=invalid, quoted_newlines=True,
-                                            refused=refused):
+        for batch in table_data.csv_batches(
+            handle,
+            columns,
+            label="--input",
+            text_columns=columns,
+            column_names=header,
+            invalid_row=invalid,
+            quoted_newlines=True,
+            refused=refused,
+        ):
             for c in columns:
                 longest = pc.max(pc.binary_length(batch.column(c))).as_py()
                 if longest is not None and longest > limit:
-                    raise ValueError(f"--input: malformed CSV (a field of column {c!r} is larger than the field "
-                                     f"limit ({limit}))")
+                    raise ValueError(
+                        f"--input: malformed CSV (a field of column {c!r} is larger than the field limit ({limit}))"
+                    )
             trimmed = {c: pc.utf8_trim_whitespace(batch.column(c)) for c in columns}
             blank = None
             for c in columns:

@@ -87,10 +87,19 @@ def release_plot(path, table, by, names, accuracy, alpha, true) -> None:
     x = np.arange(len(keys))
     for ax, name in zip(axes[:, 0], names):
         values = np.asarray([np.nan if v is None else v for v in table.column(name).to_pylist()], dtype=float)
-        err = (np.asarray([np.nan if h is None else h for h in accuracy[name][1]], dtype=float)
-               if name in accuracy else None)
-        ax.errorbar(x, values, yerr=err, fmt="o", capsize=4,
-                    label=f"released ± {1 - alpha:.0%} noise interval" if err is not None else "released")
+        err = (
+            np.asarray([np.nan if h is None else h for h in accuracy[name][1]], dtype=float)
+            if name in accuracy
+            else None
+        )
+        ax.errorbar(
+            x,
+            values,
+            yerr=err,
+            fmt="o",
+            capsize=4,
+            label=f"released ± {1 - alpha:.0%} noise interval" if err is not None else "released",
+        )
         if true is not None:
             ax.plot(x, true[name], "x", color="black", label="true (not private)")
         ax.set_xticks(x, keys, rotation=45 if len(keys) > 6 else 0, ha="right" if len(keys) > 6 else "center")

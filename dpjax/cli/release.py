@@ -39,8 +39,7 @@ import re
 import numpy as np
 
 from dpjax.cli._common import emit, given, kernel_class, kernel_names, progress, refuse_flags
-from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write,
-                                       released)
+from dpjax.cli._release_common import _BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write, released
 from dpjax.cli.io import check_input, check_output
 from dpjax.table.statistics import component_label
 
@@ -93,10 +92,18 @@ def _flag(message: str, args, by, unit) -> str:
         if unit is not None and unit in named:
             return "--privacy-unit"
         return "--value-column" if args.value_column in named else "--statistic"
-    for prefix, flag in (("privacy_unit", "--privacy-unit"), ("max_groups_per_unit", "--max-groups-per-unit"),
-                         ("max_rows_per_group", "--max-rows-per-group"), ("epsilon", "--epsilon"),
-                         ("delta", "--delta"), ("groups", "--groups"), ("statistic", "--statistic"),
-                         ("noise", "--mechanism"), ("by", "--group-by"), ("numerics", "--numerics")):
+    for prefix, flag in (
+        ("privacy_unit", "--privacy-unit"),
+        ("max_groups_per_unit", "--max-groups-per-unit"),
+        ("max_rows_per_group", "--max-rows-per-group"),
+        ("epsilon", "--epsilon"),
+        ("delta", "--delta"),
+        ("groups", "--groups"),
+        ("statistic", "--statistic"),
+        ("noise", "--mechanism"),
+        ("by", "--group-by"),
+        ("numerics", "--numerics"),
+    ):
         if message.startswith(prefix):
             return flag
     return "--input"
@@ -226,8 +233,10 @@ def _noise(args):
         return cls
     missing = [f"--{p}" for p in shape if getattr(args, p) is None]
     if missing:
-        raise ValueError(f"{' and '.join(missing)}: --mechanism {args.mechanism} needs its shape "
-                         f"{' and '.join('--' + p for p in shape)}; its scale is calibrated to --epsilon")
+        raise ValueError(
+            f"{' and '.join(missing)}: --mechanism {args.mechanism} needs its shape "
+            f"{' and '.join('--' + p for p in shape)}; its scale is calibrated to --epsilon"
+        )
     try:
         return cls.from_epsilon(args.epsilon, **{p: getattr(args, p) for p in shape})
     except ValueError as exc:
@@ -243,8 +252,10 @@ def release_table(args) -> int:
     refuse_flags(args, _REFUSED, f"to --mechanism {args.mechanism} (a table release calibrated to --epsilon)")
     for dest in ("scale", "sigma"):
         if dest in given(args):
-            raise ValueError(f"{given(args)[dest]} does not apply: dpjax release calibrates the noise to --epsilon "
-                             "and --delta (the privacy of a given scale: dpjax account)")
+            raise ValueError(
+                f"{given(args)[dest]} does not apply: dpjax release calibrates the noise to --epsilon "
+                "and --delta (the privacy of a given scale: dpjax account)"
+            )
     if not (0.0 < args.alpha < 1.0):
         raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
     noise = _noise(args)
@@ -254,8 +265,10 @@ def release_table(args) -> int:
         plots.check(args.plot)
     embedded = args.input is None
     if args.input == "-" and args.include_true_values:
-        raise ValueError("--include-true-values: the true values need a second pass over the input; standard "
-                         "input is read once (give --input a file)")
+        raise ValueError(
+            "--include-true-values: the true values need a second pass over the input; standard "
+            "input is read once (give --input a file)"
+        )
     if args.input is not None:
         check_input(args.input)
     check_output(args.output, [args.input] if args.input else [])
@@ -267,16 +280,28 @@ def release_table(args) -> int:
         options = {}
     else:
         k, m = (EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS) if embedded else (1, 1)
-        options = dict(privacy_unit=unit,
-                       max_groups_per_unit=k if args.max_groups_per_unit is None else args.max_groups_per_unit,
-                       max_rows_per_group=m if args.max_rows_per_group is None else args.max_rows_per_group)
+        options = dict(
+            privacy_unit=unit,
+            max_groups_per_unit=k if args.max_groups_per_unit is None else args.max_groups_per_unit,
+            max_rows_per_group=m if args.max_rows_per_group is None else args.max_rows_per_group,
+        )
     path = str(resources.files("dpjax.data").joinpath(EMBEDDED)) if embedded else args.input
     key = _key(args.seed)
     try:
         with progress("calibrating and releasing"):
-            rel = table.release_file(key, path, by=by, statistics=stats, epsilon=args.epsilon, delta=args.delta,
-                                     groups=args.groups, noise=noise, numerics=args.numerics, alpha=args.alpha,
-                                     **options)
+            rel = table.release_file(
+                key,
+                path,
+                by=by,
+                statistics=stats,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                groups=args.groups,
+                noise=noise,
+                numerics=args.numerics,
+                alpha=args.alpha,
+                **options,
+            )
     except ValueError as exc:
         message = str(exc)
         if message.startswith("--"):
@@ -290,22 +315,40 @@ def release_table(args) -> int:
     true = true_values(path, by, stats, unit, t.select(by)) if shown else None
     rows = t.to_pylist()
     header = t.column_names
-    _write(args, header, [tuple(r.values()) for r in rows],
-           [(f"true_{n}", true[n].tolist()) for n in names] if true is not None else [], keys=len(by))
+    _write(
+        args,
+        header,
+        [tuple(r.values()) for r in rows],
+        [(f"true_{n}", true[n].tolist()) for n in names] if true is not None else [],
+        keys=len(by),
+    )
     if args.plot:
         plots.release_plot(args.plot, t, by, names, acc, args.alpha, true)
-    payload = {"by": by, "statistics": names, "privacy_unit": rel.privacy_unit, "row_level": rel.row_level,
-               "max_groups_per_unit": rel.max_groups_per_unit, "max_rows_per_group": rel.max_rows_per_group,
-               "groups": "public" if args.groups else "selected privately", "noise": rel.noise,
-               "numerics": rel.numerics, "epsilon": rel.epsilon, "delta": rel.delta,
-               "requested": {"epsilon": args.epsilon, "delta": args.delta}, "alpha": args.alpha,
-               "noise_std": {n: a[0] for n, a in acc.items()},  # per group, as the rows
-               "scales": {component_label(c): s for c, s in rel.scales.items()},
-               "granularity": {component_label(c): g for c, g in rel.granularity.items()},
-               "threshold": rel.threshold, "rows": rows}
+    payload = {
+        "by": by,
+        "statistics": names,
+        "privacy_unit": rel.privacy_unit,
+        "row_level": rel.row_level,
+        "max_groups_per_unit": rel.max_groups_per_unit,
+        "max_rows_per_group": rel.max_rows_per_group,
+        "groups": "public" if args.groups else "selected privately",
+        "noise": rel.noise,
+        "numerics": rel.numerics,
+        "epsilon": rel.epsilon,
+        "delta": rel.delta,
+        "requested": {"epsilon": args.epsilon, "delta": args.delta},
+        "alpha": args.alpha,
+        "noise_std": {n: a[0] for n, a in acc.items()},  # per group, as the rows
+        "scales": {component_label(c): s for c, s in rel.scales.items()},
+        "granularity": {component_label(c): g for c, g in rel.granularity.items()},
+        "threshold": rel.threshold,
+        "rows": rows,
+    }
     if true is not None:
-        payload["true"] = [dict(zip(by, k), **{n: float(true[n][i]) for n in names})
-                           for i, k in enumerate(zip(*(t.column(c).to_pylist() for c in by)))]
+        payload["true"] = [
+            dict(zip(by, k), **{n: float(true[n][i]) for n in names})
+            for i, k in enumerate(zip(*(t.column(c).to_pylist() for c in by)))
+        ]
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
@@ -313,18 +356,33 @@ def release_table(args) -> int:
         print(f"dpjax release — {', '.join(names)} by {','.join(by)} ({source})")
         _print(t, by, names, true, acc, args.alpha, args.show, args.output)
         if rel.privacy_unit:
-            print(f"privacy unit {rel.privacy_unit!r}: each keeps at most {rel.max_groups_per_unit} group(s) and "
-                  f"{rel.max_rows_per_group} row(s) per group (chosen at random); true values: every row, unbounded")
-        print("groups " + ("public (--groups)" if args.groups else
-                           f"selected privately (noisy unit count above {rel.threshold:.1f})"))
-        print(f"noise {rel.noise}, scale per component: " +
-              ", ".join(f"{component_label(name)} {scale:,.4g}" for name, scale in rel.scales.items()))
+            print(
+                f"privacy unit {rel.privacy_unit!r}: each keeps at most {rel.max_groups_per_unit} group(s) and "
+                f"{rel.max_rows_per_group} row(s) per group (chosen at random); true values: every row, unbounded"
+            )
+        print(
+            "groups "
+            + (
+                "public (--groups)"
+                if args.groups
+                else f"selected privately (noisy unit count above {rel.threshold:.1f})"
+            )
+        )
+        print(
+            f"noise {rel.noise}, scale per component: "
+            + ", ".join(f"{component_label(name)} {scale:,.4g}" for name, scale in rel.scales.items())
+        )
         if acc:
-            print("noise std: " + ", ".join(f"{n} {_span(a[0])}" for n, a in acc.items())
-                  + f"; ± the half-width of the {1 - args.alpha:.0%} interval of the noise (--alpha)")
+            print(
+                "noise std: "
+                + ", ".join(f"{n} {_span(a[0])}" for n, a in acc.items())
+                + f"; ± the half-width of the {1 - args.alpha:.0%} interval of the noise (--alpha)"
+            )
         print(numerics_line(rel))
-        print(f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
-              f"(composed exact PLD of every statistic and the group selection)")
+        print(
+            f"privacy of the whole release: epsilon = {rel.epsilon:.4f}, delta = {rel.delta:.3g} "
+            f"(composed exact PLD of every statistic and the group selection)"
+        )
     return 0
 
 
@@ -333,8 +391,10 @@ def numerics_line(rel) -> str:
     if rel.numerics != "exact":
         return FLOAT_NUMERICS
     lattices = ", ".join(f"{component_label(name)} {g:g}·Z" for name, g in rel.granularity.items())
-    return (f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
-            f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)")
+    return (
+        f"numerics: exact (integer-only noise on the lattice of each component: {lattices}; accounted as the "
+        f"mechanisms run, integer noise at the lattice sensitivity ⌈Δ/g⌉)"
+    )
 
 
 # ----------------------------------------------------------------------------------
@@ -362,70 +422,134 @@ def add_parser(sub) -> None:
 
     kernels = kernel_names()
     mechanisms = kernels + ("boosted", "composite")
-    r = sub.add_parser("release", help="aggregate a table by group and release it with calibrated noise",
-                       description=__doc__.split("\n\n")[0])
-    r.add_argument("--input", help="CSV file (.csv.gz too) with a header row, a Parquet file, or - for CSV on "
-                                   "standard input (default: the embedded step-count dataset)")
+    r = sub.add_parser(
+        "release",
+        help="aggregate a table by group and release it with calibrated noise",
+        description=__doc__.split("\n\n")[0],
+    )
+    r.add_argument(
+        "--input",
+        help="CSV file (.csv.gz too) with a header row, a Parquet file, or - for CSV on "
+        "standard input (default: the embedded step-count dataset)",
+    )
     r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
-    r.add_argument("--group-by", default="age_group",
-                   help="column(s) to group by, comma-separated (default: age_group)")
-    r.add_argument("--statistic",
-                   help="sum (default), count, count_units, mean, variance, or several comma-separated; full "
-                        "spellings sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH")
-    r.add_argument("--clip", type=float, default=20000.0,
-                   help="values clipped to [-clip, clip] for sum/mean/variance without --window (default 20000)")
-    r.add_argument("--mechanism", default="laplace", metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
-                   help="noise kernel (default laplace), calibrated to --epsilon/--delta for the whole release")
+    r.add_argument(
+        "--group-by", default="age_group", help="column(s) to group by, comma-separated (default: age_group)"
+    )
+    r.add_argument(
+        "--statistic",
+        help="sum (default), count, count_units, mean, variance, or several comma-separated; full "
+        "spellings sum:COL:LOW:HIGH, quantile:COL:Q:LOW:HIGH",
+    )
+    r.add_argument(
+        "--clip",
+        type=float,
+        default=20000.0,
+        help="values clipped to [-clip, clip] for sum/mean/variance without --window (default 20000)",
+    )
+    r.add_argument(
+        "--mechanism",
+        default="laplace",
+        metavar="{" + ",".join(mechanisms) + ",package.module:Class}",
+        help="noise kernel (default laplace), calibrated to --epsilon/--delta for the whole release",
+    )
     r.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the whole release (default 1)")
     r.add_argument("--delta", type=float, default=1e-6, help="delta of the whole release (default 1e-6)")
-    r.add_argument("--alpha", type=float, default=0.05,
-                   help="each count and sum comes with its (1 - alpha) noise interval (default 0.05)")
+    r.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="each count and sum comes with its (1 - alpha) noise interval (default 0.05)",
+    )
     r.add_argument("--r", type=float, help="laplace-mixture / geometric-mixture: outer/inner scale ratio r")
-    r.add_argument("--c", type=float, help="laplace-mixture / geometric-mixture: breakpoint c of the paper's "
-                                           "parametrisation at --epsilon (integer for geometric-mixture)")
-    r.add_argument("--numerics", choices=("exact", "float"),
-                   help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
-                        "mechanism has one) or float (idealized numerics; the default where it has none)")
-    r.add_argument("--seed", type=int, help="integer seed: a reproducible release, never to be repeated on the same "
-                                            "data (default: a fresh key from the OS)")
-    r.add_argument("--output", help="write the released table to this CSV file; - for standard output (the report "
-                                    "then goes to stderr)")
-    r.add_argument("--include-true-values", action="store_true",
-                   help="demo only: also write the true, unprotected values (a warning says so)")
+    r.add_argument(
+        "--c",
+        type=float,
+        help="laplace-mixture / geometric-mixture: breakpoint c of the paper's "
+        "parametrisation at --epsilon (integer for geometric-mixture)",
+    )
+    r.add_argument(
+        "--numerics",
+        choices=("exact", "float"),
+        help="noise tier: exact (integer-only sampler on a data-independent lattice, the default where the "
+        "mechanism has one) or float (idealized numerics; the default where it has none)",
+    )
+    r.add_argument(
+        "--seed",
+        type=int,
+        help="integer seed: a reproducible release, never to be repeated on the same "
+        "data (default: a fresh key from the OS)",
+    )
+    r.add_argument(
+        "--output",
+        help="write the released table to this CSV file; - for standard output (the report then goes to stderr)",
+    )
+    r.add_argument(
+        "--include-true-values",
+        action="store_true",
+        help="demo only: also write the true, unprotected values (a warning says so)",
+    )
     r.add_argument("--show", type=int, default=10, help="groups shown on screen (default 10)")
-    r.add_argument("--plot", metavar="FILE.png", help="draw each released value with its interval, per group "
-                                                      "(needs the plot extra: matplotlib)")
+    r.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw each released value with its interval, per group (needs the plot extra: matplotlib)",
+    )
     r.add_argument("--json", action="store_true", help="print the result as one JSON object instead of the report")
     t = r.add_argument_group("privacy unit, contribution bounds, public groups")
     t.add_argument("--privacy-unit", metavar="COL", help="column identifying a person (default: each row is one)")
     t.add_argument("--max-groups-per-unit", type=int, metavar="K", help="groups a unit may contribute to (default 1)")
-    t.add_argument("--max-rows-per-group", type=int, metavar="M",
-                   help="rows a unit may contribute per group (default 1)")
+    t.add_argument(
+        "--max-rows-per-group", type=int, metavar="M", help="rows a unit may contribute per group (default 1)"
+    )
     t.add_argument("--groups", metavar="FILE", help="CSV/Parquet of public group keys (default: private selection)")
     b = r.add_argument_group("boosted (PB-DP): a utility constraint instead of a budget, on public groups")
-    b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernels) + ",package.module:Class}",
-                   help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
-                        "(default gaussian)")
-    b.add_argument("--region", choices=REGIONS, default="relative",
-                   help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau")
+    b.add_argument(
+        "--kernel",
+        default="gaussian",
+        metavar="{" + ",".join(kernels) + ",package.module:Class}",
+        help="kernel the boost re-weights, compared with the same plain kernel meeting the constraint "
+        "(default gaussian)",
+    )
+    b.add_argument(
+        "--region",
+        choices=REGIONS,
+        default="relative",
+        help="preferred region S(Q): relative error |Y-Q| <= theta|Q| + tau, or absolute |Y-Q| <= tau",
+    )
     b.add_argument("--theta", type=float, default=0.05, help="relative error (default 0.05)")
     b.add_argument("--tau", type=float, help="absolute error / offset (default: 2 x sensitivity)")
     b.add_argument("--rho", type=float, default=0.9, help="required Pr[release in S(Q)] (default 0.9)")
     b.add_argument("--scale", type=float, help="boosted: the kernel's scale (no tuning)")
     b.add_argument("--sigma", type=float, help="boosted: the kernel's sigma (no tuning)")
     k = r.add_argument_group("composite (bounded, unbiased): group means on a public window and public groups")
-    k.add_argument("--window", type=float, nargs=2, metavar=("LO", "HI"),
-                   help="public input window: values are clipped to it (also the bounds of sum/mean/variance)")
+    k.add_argument(
+        "--window",
+        type=float,
+        nargs=2,
+        metavar=("LO", "HI"),
+        help="public input window: values are clipped to it (also the bounds of sum/mean/variance)",
+    )
     k.add_argument("--activation", default="rectangle", help="rectangle (A1, default), half_sine (A2), triangle (A3)")
     k.add_argument("--base", default="uniform", help="uniform (B1, default) or quartic (B2)")
     g = r.add_argument_group("per-record DP (dpjax.prdp): each row's own budget, on public groups")
-    g.add_argument("--per-record-budget", metavar="COLUMN",
-                   help="column with each row's privacy budget E(r); releases --statistic per group under "
-                        "per-record DP (embedded dataset: privacy_budget)")
-    g.add_argument("--eps-min", type=float,
-                   help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)")
+    g.add_argument(
+        "--per-record-budget",
+        metavar="COLUMN",
+        help="column with each row's privacy budget E(r); releases --statistic per group under "
+        "per-record DP (embedded dataset: privacy_budget)",
+    )
+    g.add_argument(
+        "--eps-min",
+        type=float,
+        help="least budget of the domain, public (embedded dataset: 0.02, the strictest setting)",
+    )
     g.add_argument("--eps-max", type=float, help="largest budget (cap), public (embedded dataset: 4)")
     g.add_argument("--beta", type=float, default=0.1, help="failure probability of the level search (default 0.1)")
-    g.add_argument("--prdp-method", choices=("framework", "extension"), default="framework",
-                   help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension")
+    g.add_argument(
+        "--prdp-method",
+        choices=("framework", "extension"),
+        default="framework",
+        help="sum: Algorithm 2 with the universal sum (default) or the Section 5.2 extension",
+    )
     r.set_defaults(run=run)

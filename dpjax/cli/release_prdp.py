@@ -10,8 +10,18 @@ import numpy as np
 
 from dpjax.cli._common import emit
 from dpjax.cli.io import check_output, read_table
-from dpjax.cli._release_common import (_DEMO, _PRDP, _allow, _key, _print_rows, _report, _true_shown, _write,
-                                       public_groups, released)
+from dpjax.cli._release_common import (
+    _DEMO,
+    _PRDP,
+    _allow,
+    _key,
+    _print_rows,
+    _report,
+    _true_shown,
+    _write,
+    public_groups,
+    released,
+)
 
 __all__ = ["release_per_record"]
 
@@ -23,12 +33,16 @@ def _prdp_table(args):
     from dpjax.data import AGE_GROUPS, BUDGET_MENU, REGIONS, load_steps_with_budgets
 
     if args.input is not None:
-        names, inverse, values, budgets = read_table(args.input, args.value_column, args.group_by,
-                                                     budget_column=args.per_record_budget)
+        names, inverse, values, budgets = read_table(
+            args.input, args.value_column, args.group_by, budget_column=args.per_record_budget
+        )
     else:
         rows = list(csv.DictReader(io.StringIO(load_steps_with_budgets())))
-        for name, flag in ((args.value_column, "--value-column"), (args.per_record_budget, "--per-record-budget"),
-                           (args.group_by, "--group-by")):
+        for name, flag in (
+            (args.value_column, "--value-column"),
+            (args.per_record_budget, "--per-record-budget"),
+            (args.group_by, "--group-by"),
+        ):
             if name is not None and name not in rows[0]:
                 raise ValueError(f"{flag}: {name!r} is not a column of the embedded dataset (columns: {list(rows[0])})")
         if args.eps_min is None:
@@ -66,16 +80,21 @@ def release_per_record(args) -> int:
     import accounting
     from dpjax import prdp
 
-    _allow(args, _PRDP, "to a per-record-budget release (--per-record-budget: each row's own budget, no "
-                        "--mechanism to choose)")
+    _allow(
+        args,
+        _PRDP,
+        "to a per-record-budget release (--per-record-budget: each row's own budget, no --mechanism to choose)",
+    )
     if args.statistic == "mean":
         raise ValueError("--per-record-budget: releases sums or counts, not means")
     args.statistic = args.statistic or "sum"
     check_output(args.output, [args.input])
     names, inverse, values, budgets = _prdp_table(args)
     if args.eps_min is None or args.eps_max is None:
-        raise ValueError("--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
-                         "least budget, which is private)")
+        raise ValueError(
+            "--eps-min/--eps-max: give the public budget range of the domain (never the data's own "
+            "least budget, which is private)"
+        )
     if not (0.0 < args.beta < 1.0):
         raise ValueError(f"--beta must lie in (0, 1), got {args.beta}")
     if not np.isfinite(budgets).all() or (budgets.size and budgets.min() < args.eps_min):
@@ -93,8 +112,10 @@ def release_per_record(args) -> int:
         k_prdp, k_naive = jax.random.split(key)
         if args.statistic == "count":
             return (prdp.count(k_prdp, b, beta=args.beta, mask=m, **kw), prdp.naive_count(k_naive, b, mask=m, **kw))
-        return (prdp.sum(k_prdp, v, b, beta=args.beta, upper=args.clip, method=args.prdp_method, mask=m, **kw),
-                prdp.naive_sum(k_naive, v, b, beta=args.beta, upper=args.clip, mask=m, **kw))
+        return (
+            prdp.sum(k_prdp, v, b, beta=args.beta, upper=args.clip, method=args.prdp_method, mask=m, **kw),
+            prdp.naive_sum(k_naive, v, b, beta=args.beta, upper=args.clip, mask=m, **kw),
+        )
 
     keys = jax.random.split(_key(args.seed), len(names))
     run = jax.jit(jax.vmap(both))
@@ -111,40 +132,72 @@ def release_per_record(args) -> int:
     back = np.argsort(where)
     res, naive = jax.tree.map(lambda *x: np.concatenate(x)[back], *[p for _, p in parts])
     ledger.verify(res)
-    true = (sizes if args.statistic == "count" else np.bincount(inverse, weights=np.clip(values, 0.0, args.clip),
-                                                                minlength=len(names))).astype(float)
+    true = (
+        sizes
+        if args.statistic == "count"
+        else np.bincount(inverse, weights=np.clip(values, 0.0, args.clip), minlength=len(names))
+    ).astype(float)
     estimates, naive_released = np.asarray(res.estimate), np.asarray(naive.estimate)
     released(args, args.input is not None)
 
-    _write(args, ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
-           list(zip(names, estimates, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
-           [(f"true_{args.statistic}", true)])
-    spent = np.asarray(res.level_epsilon)[:, :ledger.num_levels].max(axis=0)
-    payload = {"statistic": args.statistic, "eps_min": args.eps_min, "eps_max": args.eps_max, "beta": args.beta,
-               "groups": [{"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv),
-                           "naive": float(nv)}
-                          for n, r, t, lv, nv in zip(names, estimates, np.asarray(res.epsilon_tau),
-                                                     np.asarray(res.level), naive_released)],
-               "ledger": [{"level": i + 1, "floor": float(f), "charged": float(ledger.spent[i]),
-                           "spent": float(spent[i])} for i, f in enumerate(ledger.floors)]}
+    _write(
+        args,
+        ["group", f"prdp_{args.statistic}", "epsilon_tau", "level", f"naive_{args.statistic}"],
+        list(zip(names, estimates, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released)),
+        [(f"true_{args.statistic}", true)],
+    )
+    spent = np.asarray(res.level_epsilon)[:, : ledger.num_levels].max(axis=0)
+    payload = {
+        "statistic": args.statistic,
+        "eps_min": args.eps_min,
+        "eps_max": args.eps_max,
+        "beta": args.beta,
+        "groups": [
+            {"group": str(n), "prdp": float(r), "epsilon_tau": float(t), "level": int(lv), "naive": float(nv)}
+            for n, r, t, lv, nv in zip(
+                names, estimates, np.asarray(res.epsilon_tau), np.asarray(res.level), naive_released
+            )
+        ],
+        "ledger": [
+            {"level": i + 1, "floor": float(f), "charged": float(ledger.spent[i]), "spent": float(spent[i])}
+            for i, f in enumerate(ledger.floors)
+        ],
+    }
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
         source = args.input or f"{_DEMO}, with their budgets"
-        method = ("Algorithm 1" if args.statistic == "count"
-                  else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]")
-        print(f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by "
-              f"{args.group_by or '(all)'} ({source})")
-        print(f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
-              f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row")
-        _print_rows(names, true if _true_shown(args) else None, [estimates, naive_released], ["PrDP", "naive"],
-                    args.show, args.output)
+        method = (
+            "Algorithm 1" if args.statistic == "count" else f"{args.prdp_method}, values clipped to [0, {args.clip:g}]"
+        )
+        print(
+            f"dpjax release — per-record DP {args.statistic} of {args.value_column!r} by "
+            f"{args.group_by or '(all)'} ({source})"
+        )
+        print(
+            f"budgets: column {args.per_record_budget!r}, public range [{args.eps_min:g}, {args.eps_max:g}], "
+            f"beta = {args.beta:g}; PrDP: {method}; naive: the global minimum {args.eps_min:g} for every row"
+        )
+        _print_rows(
+            names,
+            true if _true_shown(args) else None,
+            [estimates, naive_released],
+            ["PrDP", "naive"],
+            args.show,
+            args.output,
+        )
         lev = np.asarray(res.level)
-        print("selected level per group (eps_tau = its floor): "
-              + ", ".join(f"{n}: {int(lv)} ({float(t):g})" for n, lv, t in zip(names[:args.show], lev,
-                                                                              np.asarray(res.epsilon_tau))))
-        print("privacy ledger (pure epsilon per privacy level; a row of level i has budget >= its floor; groups "
-              "are disjoint, so each row pays only its group's release):")
+        print(
+            "selected level per group (eps_tau = its floor): "
+            + ", ".join(
+                f"{n}: {int(lv)} ({float(t):g})"
+                for n, lv, t in zip(names[: args.show], lev, np.asarray(res.epsilon_tau))
+            )
+        )
+        print(
+            "privacy ledger (pure epsilon per privacy level; a row of level i has budget >= its floor; groups "
+            "are disjoint, so each row pays only its group's release):"
+        )
         print(f"{'level':>6}{'budgets':>22}{'floor':>10}{'charged':>10}{'spent (max over groups)':>26}")
         for i, floor in enumerate(ledger.floors):
             top = min(2 * floor, args.eps_max)

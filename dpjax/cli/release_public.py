@@ -21,10 +21,31 @@ import contextlib
 
 import numpy as np
 
-from dpjax.cli._common import check_probability, describe, emit, given, kernel_class, parameters, progress, \
-    refuse_flags, scale_flag
-from dpjax.cli._release_common import (_BOOSTED, _COMPOSITE, _DEMO, FLOAT_NUMERICS, _allow, _key, _print_rows,
-                                       _report, _true_shown, _write, public_groups, released)
+from dpjax.cli._common import (
+    check_probability,
+    describe,
+    emit,
+    given,
+    kernel_class,
+    parameters,
+    progress,
+    refuse_flags,
+    scale_flag,
+)
+from dpjax.cli._release_common import (
+    _BOOSTED,
+    _COMPOSITE,
+    _DEMO,
+    FLOAT_NUMERICS,
+    _allow,
+    _key,
+    _print_rows,
+    _report,
+    _true_shown,
+    _write,
+    public_groups,
+    released,
+)
 from dpjax.cli.io import check_output, read_table
 
 __all__ = ["run", "aggregate", "build_region", "build_boosted", "build_composite", "public_table"]
@@ -114,8 +135,11 @@ def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=No
     template = cls(**{cls.scale_name: 1.0})
     if scale is None:
         with progress("tuning the PB-DP kernel scale"):
-            scale = float(optimize.tune_boosted(kernel=template, region=region, rho=rho, sensitivity=sensitivity,
-                                                delta=delta).sigma)
+            scale = float(
+                optimize.tune_boosted(
+                    kernel=template, region=region, rho=rho, sensitivity=sensitivity, delta=delta
+                ).sigma
+            )
 
     def boost(s):  # the kernel at scale s, boosted
         mech = dpjax.PrivacyBoosted(cls(**{cls.scale_name: s}), region, rho)
@@ -145,8 +169,9 @@ def _release_values(key, true, mech, numerics="float"):
     if np.abs(ints).max() < 2**30:
         return np.asarray(dpjax.release(key, ints.astype(np.int32), mech, numerics=numerics)).astype(np.int64)
     if np.abs(ints).max() >= 2**62:
-        raise ValueError(f"--statistic: a group's answer {np.abs(ints).max():.3g} is beyond the "
-                         "int64 range of a discrete release")
+        raise ValueError(
+            f"--statistic: a group's answer {np.abs(ints).max():.3g} is beyond the int64 range of a discrete release"
+        )
     with jax.enable_x64(True):
         return np.asarray(dpjax.release(key, ints.astype(np.int64), mech, numerics=numerics))
 
@@ -169,8 +194,10 @@ def _numerics_line(tier, lattice) -> str:
     if tier == "float":
         return FLOAT_NUMERICS
     g = float(np.asarray(lattice.granularity))
-    return (f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
-            f"{describe(lattice.noise)} at the lattice sensitivity)")
+    return (
+        f"numerics: exact (integer-only noise on the lattice {g:g}·Z; accounted as the mechanism run, "
+        f"{describe(lattice.noise)} at the lattice sensitivity)"
+    )
 
 
 def build_composite(window, epsilon: float, activation: str = "rectangle", base: str = "uniform"):
@@ -186,8 +213,9 @@ def build_composite(window, epsilon: float, activation: str = "rectangle", base:
     if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
         raise ValueError(f"--window must be two finite numbers LO < HI, got {lo:g} {hi:g}")
     t = optimize.tune_composite(float(epsilon), window=(lo, hi), activation=activation, base=base).mechanism
-    return dpjax.Composite(t.activation, t.base, *(float(np.asarray(x)) for x in (t.epsilon, t.k, t.m, t.y)),
-                           window=(lo, hi), clip=True)
+    return dpjax.Composite(
+        t.activation, t.base, *(float(np.asarray(x)) for x in (t.epsilon, t.k, t.m, t.y)), window=(lo, hi), clip=True
+    )
 
 
 def _composite_command(args) -> int:
@@ -196,8 +224,11 @@ def _composite_command(args) -> int:
 
     import accounting
 
-    _allow(args, _COMPOSITE | {"epsilon", "numerics"}, "to --mechanism composite (a bounded release of means on "
-                                                      "--window; its privacy is the exact ε*, no δ)")
+    _allow(
+        args,
+        _COMPOSITE | {"epsilon", "numerics"},
+        "to --mechanism composite (a bounded release of means on --window; its privacy is the exact ε*, no δ)",
+    )
     if args.statistic not in (None, "mean"):
         raise ValueError(f"--statistic: --mechanism composite releases group means, got {args.statistic!r}")
     mech = build_composite(args.window, args.epsilon, args.activation, args.base)
@@ -219,24 +250,38 @@ def _composite_command(args) -> int:
         out_lo, out_hi = (float(np.asarray(x)) for x in mech.output_range())
         var = float(np.asarray(mech.variance(0.5 * (lo + hi))))
     lap = 2.0 * (width / args.epsilon) ** 2
-    payload = {"statistic": "mean", "mechanism": parameters(mech), "epsilon_star": float(star.epsilon),
-               "nominal_epsilon": float(star.nominal), "numerics": tier, "output_range": [out_lo, out_hi],
-               "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, out)]}
+    payload = {
+        "statistic": "mean",
+        "mechanism": parameters(mech),
+        "epsilon_star": float(star.epsilon),
+        "nominal_epsilon": float(star.nominal),
+        "numerics": tier,
+        "output_range": [out_lo, out_hi],
+        "groups": [{"group": str(n), "released": float(r)} for n, r in zip(names, out)],
+    }
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
         source = args.input or _DEMO
         print(f"dpjax release — mean of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
         _print_rows(names, true if _true_shown(args) else None, [out], ["released"], args.show, args.output)
-        print(f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours "
-              f"(W = {width:g}); groups are public and disjoint (parallel composition)")
-        print(f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
-              f"m={float(mech.m):.6g}, y={float(mech.y):.6g}); unbiased, every release in "
-              f"[{out_lo:,.1f}, {out_hi:,.1f}]")
-        print(f"variance at the window's centre {var:.4g} (Laplace(W/eps) on the same window: {lap:.4g}, "
-              f"ratio {var / lap:.3f})")
-        print(f"privacy: epsilon* = {float(star.epsilon):.4f} (exact worst pair over the window, never below the "
-              f"truth); nominal epsilon = {float(star.nominal):.4f}")
+        print(
+            f"values clipped to the window [{lo:g}, {hi:g}]; any two answers of the window are neighbours "
+            f"(W = {width:g}); groups are public and disjoint (parallel composition)"
+        )
+        print(
+            f"mechanism: composite {mech.label} (eps={float(mech.epsilon):.6g}, k={float(mech.k):.6g}, "
+            f"m={float(mech.m):.6g}, y={float(mech.y):.6g}); unbiased, every release in "
+            f"[{out_lo:,.1f}, {out_hi:,.1f}]"
+        )
+        print(
+            f"variance at the window's centre {var:.4g} (Laplace(W/eps) on the same window: {lap:.4g}, "
+            f"ratio {var / lap:.3f})"
+        )
+        print(
+            f"privacy: epsilon* = {float(star.epsilon):.4f} (exact worst pair over the window, never below the "
+            f"truth); nominal epsilon = {float(star.nominal):.4f}"
+        )
         print(_numerics_line(tier, None))
     return 0
 
@@ -249,13 +294,17 @@ def _check_boosted_flags(args):
     cls = kernel_class(args.kernel)
     own = {"sigma" if cls.scale_name == "sigma" else "scale"}
     for dest in ({"scale", "sigma"} - own) & set(given(args)):
-        raise ValueError(f"{given(args)[dest]} does not apply to a {args.kernel} kernel: its scale is "
-                         f"{scale_flag(cls)}")
+        raise ValueError(
+            f"{given(args)[dest]} does not apply to a {args.kernel} kernel: its scale is {scale_flag(cls)}"
+        )
     if args.region != "relative":
         refuse_flags(args, ["theta"], f"to --region {args.region} (theta is the relative region's)")
-    _allow(args, (_BOOSTED - {"scale", "sigma"}) | own | {"delta", "numerics"},
-           "to --mechanism boosted (a utility constraint --region/--tau/--rho instead of a budget; the "
-           "kernel's scale is tuned, or given by " + scale_flag(cls) + ")")
+    _allow(
+        args,
+        (_BOOSTED - {"scale", "sigma"}) | own | {"delta", "numerics"},
+        "to --mechanism boosted (a utility constraint --region/--tau/--rho instead of a budget; the "
+        "kernel's scale is tuned, or given by " + scale_flag(cls) + ")",
+    )
 
 
 def _boosted_command(args) -> int:
@@ -288,28 +337,48 @@ def _boosted_command(args) -> int:
     runs = [_numerics(tier, mech)[1] for _, mech, _ in releases]
     if tier == "exact":  # the privacy of the lattice mechanisms actually run
         with _named(origin):
-            releases = [(label, mech, _privacy_spent(run, sensitivity, args.delta))
-                        for (label, mech, _), run in zip(releases, runs)]
+            releases = [
+                (label, mech, _privacy_spent(run, sensitivity, args.delta))
+                for (label, mech, _), run in zip(releases, runs)
+            ]
     keys = jax.random.split(_key(args.seed), len(releases))
     values = [_release_values(k, true, mech, tier) for k, (_, mech, _) in zip(keys, releases)]
     released(args, args.input is not None)
 
     labels = [label for label, _, _ in releases]
     cols = [label.lower().replace("-", "") for label in labels]
-    _write(args, ["group"] + [f"{c}_{args.statistic}" for c in cols], list(zip(names, *values)),
-           [(f"true_{args.statistic}", true)])
-    payload = {"statistic": args.statistic, "sensitivity": sensitivity, "delta": args.delta, "numerics": tier,
-               "releases": [{"label": label, "mechanism": parameters(mech), "run": parameters(run), "epsilon": e,
-                             "values": {str(n): float(v) for n, v in zip(names, vals)}}
-                            for (label, mech, e), run, vals in zip(releases, runs, values)]}
+    _write(
+        args,
+        ["group"] + [f"{c}_{args.statistic}" for c in cols],
+        list(zip(names, *values)),
+        [(f"true_{args.statistic}", true)],
+    )
+    payload = {
+        "statistic": args.statistic,
+        "sensitivity": sensitivity,
+        "delta": args.delta,
+        "numerics": tier,
+        "releases": [
+            {
+                "label": label,
+                "mechanism": parameters(mech),
+                "run": parameters(run),
+                "epsilon": e,
+                "values": {str(n): float(v) for n, v in zip(names, vals)},
+            }
+            for (label, mech, e), run, vals in zip(releases, runs, values)
+        ],
+    }
     with _report(args):
         if args.json:
             return emit(args, payload, ()) or 0
         source = args.input or _DEMO
         print(f"dpjax release — {args.statistic} of {args.value_column!r} by {args.group_by or '(all)'} ({source})")
         _print_rows(names, true if _true_shown(args) else None, values, labels, args.show, args.output)
-        print(f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are public and disjoint "
-              "(parallel composition)")
+        print(
+            f"sensitivity {sensitivity:g} (values clipped to ±{args.clip:g}); groups are public and disjoint "
+            "(parallel composition)"
+        )
         print(f"utility: Pr[release in S(Q)] >= {args.rho:g} for every true answer, S = {describe(region)}")
         for label, mech, e in releases:
             extra = f", boosting rate q = {float(mech.boosting_rate):.4f}" if label == "PB-DP" else ""

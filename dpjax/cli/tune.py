@@ -15,9 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax.cli._common import (check_positive, check_probability, check_steps, describe, kernel_class,
-                               kernel_names, parameters, progress, refuse_flags,
-                               reported)
+from dpjax.cli._common import (
+    check_positive,
+    check_probability,
+    check_steps,
+    describe,
+    kernel_class,
+    kernel_names,
+    parameters,
+    progress,
+    refuse_flags,
+    reported,
+)
 
 __all__ = ["add_parser"]
 
@@ -43,24 +52,40 @@ def _boosted(args):
     cls = kernel_class(args.kernel)
     region = build_region(args.region, args.theta, tau)
     with progress("tuning"):
-        res = optimize.tune_boosted(kernel=cls(**{cls.scale_name: 1.0}), region=region, rho=rho,
-                                    sensitivity=sensitivity, delta=delta, compositions=compositions)
+        res = optimize.tune_boosted(
+            kernel=cls(**{cls.scale_name: 1.0}),
+            region=region,
+            rho=rho,
+            sensitivity=sensitivity,
+            delta=delta,
+            compositions=compositions,
+        )
     eps, base_eps = _f(res.epsilon), _f(res.baseline_epsilon)
-    payload = {"tuned": parameters(res.mechanism), "epsilon": eps, "boosting_rate": _f(res.boosting_rate),
-               "baseline": parameters(res.baseline) if res.baseline is not None else None,
-               "baseline_epsilon": base_eps, "delta": delta, "compositions": compositions,
-               "improvement": _f(res.improvement)}
+    payload = {
+        "tuned": parameters(res.mechanism),
+        "epsilon": eps,
+        "boosting_rate": _f(res.boosting_rate),
+        "baseline": parameters(res.baseline) if res.baseline is not None else None,
+        "baseline_epsilon": base_eps,
+        "delta": delta,
+        "compositions": compositions,
+        "improvement": _f(res.improvement),
+    }
     over = f" over {compositions} releases" if compositions > 1 else ""
-    lines = [f"dpjax tune boosted — PB-DP meeting Pr[release in S(Q)] >= {rho:g}, S = {describe(region)}, "
-             f"sensitivity {sensitivity:g}",
-             f"PB-DP: {describe(res.mechanism)}, boosting rate q = {_f(res.boosting_rate):.4f}",
-             f"  privacy: epsilon = {eps:.6g} at delta = {delta:g}{over} (exact)"]
+    lines = [
+        f"dpjax tune boosted — PB-DP meeting Pr[release in S(Q)] >= {rho:g}, S = {describe(region)}, "
+        f"sensitivity {sensitivity:g}",
+        f"PB-DP: {describe(res.mechanism)}, boosting rate q = {_f(res.boosting_rate):.4f}",
+        f"  privacy: epsilon = {eps:.6g} at delta = {delta:g}{over} (exact)",
+    ]
     if res.baseline is None:
         lines.append(f"baseline: no plain {cls.__name__} meets the constraint")
     else:
-        lines += [f"baseline: {describe(res.baseline)} (the plain kernel meeting the same constraint)",
-                  f"  privacy: epsilon = {base_eps:.6g} at delta = {delta:g}{over} (exact); "
-                  f"PB-DP saves {_f(res.improvement):.1%}"]
+        lines += [
+            f"baseline: {describe(res.baseline)} (the plain kernel meeting the same constraint)",
+            f"  privacy: epsilon = {base_eps:.6g} at delta = {delta:g}{over} (exact); "
+            f"PB-DP saves {_f(res.improvement):.1%}",
+        ]
     return payload, lines
 
 
@@ -72,7 +97,9 @@ def _mixture(args):
     sensitivity = check_positive("--sensitivity", args.sensitivity)
     kernel = args.kernel.replace("-", "_")
     if kernel not in ("laplace", "geometric"):
-        raise ValueError(f"--kernel: dpjax tune mixture tunes laplace (Lap_m) or geometric (Geom_m), got {args.kernel!r}")
+        raise ValueError(
+            f"--kernel: dpjax tune mixture tunes laplace (Lap_m) or geometric (Geom_m), got {args.kernel!r}"
+        )
     objective = args.objective or "mean_abs"
     if objective not in ("mean_abs", "variance"):
         raise ValueError(f"--objective: mean_abs or variance for a mixture, got {objective!r}")
@@ -80,16 +107,25 @@ def _mixture(args):
         res = optimize.tune_mixture(eps, delta=delta, sensitivity=sensitivity, kernel=kernel, objective=objective)
     name = "E|X|" if objective == "mean_abs" else "E X^2"
     target = f"pure epsilon {eps:g}" if delta is None else f"epsilon {eps:g} at delta {delta:g}"
-    payload = {"tuned": parameters(res.mechanism), "objective": objective, "value": _f(res.objective),
-               "baseline_value": _f(res.baseline_objective), "ratio": _f(res.ratio),
-               "pure_epsilon": _f(res.pure_epsilon), "improved": bool(np.asarray(res.improved)),
-               "target_epsilon": eps, "delta": delta,
-               "epsilon": None if res.epsilon is None else _f(res.epsilon)}
-    lines = [f"dpjax tune mixture — the {kernel} mixture of least {name} at {target}, sensitivity {sensitivity:g}",
-             f"tuned: {describe(res.mechanism)}: {name} = {_f(res.objective):.6g}, exact pure epsilon = "
-             f"{_f(res.pure_epsilon):.6g}" + ("" if res.epsilon is None else f", epsilon = {_f(res.epsilon):.6g}"),
-             f"baseline: the plain kernel at the same target: {name} = {_f(res.baseline_objective):.6g} "
-             f"(ratio {_f(res.ratio):.4f}" + ("" if bool(np.asarray(res.improved)) else ", no mixture beats it") + ")"]
+    payload = {
+        "tuned": parameters(res.mechanism),
+        "objective": objective,
+        "value": _f(res.objective),
+        "baseline_value": _f(res.baseline_objective),
+        "ratio": _f(res.ratio),
+        "pure_epsilon": _f(res.pure_epsilon),
+        "improved": bool(np.asarray(res.improved)),
+        "target_epsilon": eps,
+        "delta": delta,
+        "epsilon": None if res.epsilon is None else _f(res.epsilon),
+    }
+    lines = [
+        f"dpjax tune mixture — the {kernel} mixture of least {name} at {target}, sensitivity {sensitivity:g}",
+        f"tuned: {describe(res.mechanism)}: {name} = {_f(res.objective):.6g}, exact pure epsilon = "
+        f"{_f(res.pure_epsilon):.6g}" + ("" if res.epsilon is None else f", epsilon = {_f(res.epsilon):.6g}"),
+        f"baseline: the plain kernel at the same target: {name} = {_f(res.baseline_objective):.6g} "
+        f"(ratio {_f(res.ratio):.4f}" + ("" if bool(np.asarray(res.improved)) else ", no mixture beats it") + ")",
+    ]
     return payload, lines
 
 
@@ -104,29 +140,49 @@ def _composite(args):
         raise ValueError(f"--window must be two finite numbers LO < HI, got {lo:g} {hi:g}")
     objective = args.objective or "centre"
     with progress("tuning"):
-        res = optimize.tune_composite(eps, window=(lo, hi), activation=args.activation, base=args.base,
-                                      objective=objective)
+        res = optimize.tune_composite(
+            eps, window=(lo, hi), activation=args.activation, base=args.base, objective=objective
+        )
     m = res.mechanism
-    payload = {"tuned": parameters(m), "objective": objective, "variance": _f(res.variance),
-               "baseline_variance": _f(res.baseline_variance), "ratio": _f(res.ratio),
-               "centre_variance": _f(res.centre_variance), "worst_variance": _f(res.worst_variance)}
-    lines = [f"dpjax tune composite — least {objective} variance at epsilon {eps:g} on the window [{lo:g}, {hi:g}]",
-             f"tuned: composite {m.label} (eps={_f(m.epsilon):.6g}, k={_f(m.k):.6g}, m={_f(m.m):.6g}, "
-             f"y={_f(m.y):.6g}): variance {_f(res.variance):.6g} (centre {_f(res.centre_variance):.6g}, "
-             f"worst {_f(res.worst_variance):.6g})",
-             f"baseline: Laplace(W/eps): variance {_f(res.baseline_variance):.6g} (ratio {_f(res.ratio):.4f})"]
+    payload = {
+        "tuned": parameters(m),
+        "objective": objective,
+        "variance": _f(res.variance),
+        "baseline_variance": _f(res.baseline_variance),
+        "ratio": _f(res.ratio),
+        "centre_variance": _f(res.centre_variance),
+        "worst_variance": _f(res.worst_variance),
+    }
+    lines = [
+        f"dpjax tune composite — least {objective} variance at epsilon {eps:g} on the window [{lo:g}, {hi:g}]",
+        f"tuned: composite {m.label} (eps={_f(m.epsilon):.6g}, k={_f(m.k):.6g}, m={_f(m.m):.6g}, "
+        f"y={_f(m.y):.6g}): variance {_f(res.variance):.6g} (centre {_f(res.centre_variance):.6g}, "
+        f"worst {_f(res.worst_variance):.6g})",
+        f"baseline: Laplace(W/eps): variance {_f(res.baseline_variance):.6g} (ratio {_f(res.ratio):.4f})",
+    ]
     return payload, lines
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("tune", help="the PB-DP, mixture and composite tuners, beside their baselines",
-                       description=__doc__.split("\n\n")[0])
+    p = sub.add_parser(
+        "tune",
+        help="the PB-DP, mixture and composite tuners, beside their baselines",
+        description=__doc__.split("\n\n")[0],
+    )
     tuners = p.add_subparsers(dest="tuner", required=True, metavar="{boosted,mixture,composite}")
     b = tuners.add_parser("boosted", help="the PB-DP kernel scale of least exact epsilon")
-    b.add_argument("--kernel", default="gaussian", metavar="{" + ",".join(kernel_names()) + ",package.module:Class}",
-                   help="kernel the boost re-weights (default gaussian)")
-    b.add_argument("--region", choices=("relative", "absolute"), default="absolute",
-                   help="preferred region: absolute |Y-Q| <= tau (default) or relative |Y-Q| <= theta|Q| + tau")
+    b.add_argument(
+        "--kernel",
+        default="gaussian",
+        metavar="{" + ",".join(kernel_names()) + ",package.module:Class}",
+        help="kernel the boost re-weights (default gaussian)",
+    )
+    b.add_argument(
+        "--region",
+        choices=("relative", "absolute"),
+        default="absolute",
+        help="preferred region: absolute |Y-Q| <= tau (default) or relative |Y-Q| <= theta|Q| + tau",
+    )
     b.add_argument("--tau", type=float, required=True, help="absolute error / offset")
     b.add_argument("--theta", type=float, default=0.05, help="relative error (relative region; default 0.05)")
     b.add_argument("--rho", type=float, required=True, help="required Pr[release in S(Q)]")

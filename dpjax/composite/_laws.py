@@ -17,8 +17,14 @@ import jax.numpy as jnp
 __all__ = ["ACTIVATIONS", "BASES", "canonical_activation", "canonical_base", "area_factor", "shape_variance"]
 
 #: canonical names and the paper's labels
-ACTIVATIONS = {"rectangle": "rectangle", "a1": "rectangle", "half_sine": "half_sine", "a2": "half_sine",
-               "triangle": "triangle", "a3": "triangle"}
+ACTIVATIONS = {
+    "rectangle": "rectangle",
+    "a1": "rectangle",
+    "half_sine": "half_sine",
+    "a2": "half_sine",
+    "triangle": "triangle",
+    "a3": "triangle",
+}
 BASES = {"uniform": "uniform", "b1": "uniform", "quartic": "quartic", "b2": "quartic"}
 LABELS = {"rectangle": "A1", "half_sine": "A2", "triangle": "A3", "uniform": "B1", "quartic": "B2"}
 
@@ -44,8 +50,9 @@ def area_factor(activation: str) -> float:
 
 def shape_variance(activation: str) -> float:
     """``c_σ``: variance of the normalised bump shape over m² (eqs. 16–18): 1/12, (π²−8)/(4π²), 1/24."""
-    return {"rectangle": 1.0 / 12.0, "half_sine": (math.pi**2 - 8.0) / (4.0 * math.pi**2),
-            "triangle": 1.0 / 24.0}[activation]
+    return {"rectangle": 1.0 / 12.0, "half_sine": (math.pi**2 - 8.0) / (4.0 * math.pi**2), "triangle": 1.0 / 24.0}[
+        activation
+    ]
 
 
 def peak_slope(activation: str, k, m):

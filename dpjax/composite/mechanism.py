@@ -99,18 +99,22 @@ class Composite(Mechanism):
             raise ValueError(f"window must have lo < hi, got {self.window!r}")
         s1 = _laws.area_factor(self.activation) * k * m
         if np.any(s1 >= 1.0):
-            raise ValueError(f"k: the activation's area S1 = s·k·m must be < 1 (Constraint-1), got k={self.k!r}, "
-                             f"m={self.m!r}")
+            raise ValueError(
+                f"k: the activation's area S1 = s·k·m must be < 1 (Constraint-1), got k={self.k!r}, m={self.m!r}"
+            )
         kmax = y * np.expm1(eps)
         if np.any(k > kmax * (1.0 + DP_TOLERANCE)):
-            raise ValueError(f"k must satisfy the DP constraint k ≤ y(e^ε − 1) (Constraint-4"
-                             f"{'; B2: t ≤ y' if self.base == 'quartic' else ''}), got k={self.k!r} with "
-                             f"y={self.y!r}, epsilon={self.epsilon!r} (bound {kmax!r})")
+            raise ValueError(
+                f"k must satisfy the DP constraint k ≤ y(e^ε − 1) (Constraint-4"
+                f"{'; B2: t ≤ y' if self.base == 'quartic' else ''}), got k={self.k!r} with "
+                f"y={self.y!r}, epsilon={self.epsilon!r} (bound {kmax!r})"
+            )
         with jax.enable_x64(True):
             L = np.asarray(replace(self, epsilon=eps, k=k, m=m, y=y, window=(lo_c, hi_c))._derived(jnp.float64)["L"])
         if np.any(m >= 2.0 * L):
-            raise ValueError(f"m: the activation must fit inside [−L, L] (m < 2L, Constraint-2), got m={self.m!r} "
-                             f"with L={L!r}")
+            raise ValueError(
+                f"m: the activation must fit inside [−L, L] (m < 2L, Constraint-2), got m={self.m!r} with L={L!r}"
+            )
 
     # -- derived constants ---------------------------------------------------------
     def _derived(self, dtype=None):
@@ -128,8 +132,21 @@ class Composite(Mechanism):
         cp_max = s1 * (L - 0.5 * m)
         width = hi - lo
         scale = 2.0 * cp_max / width
-        return dict(eps=eps, k=k, m=m, y=y, s1=s1, t=t, L=L, cp_max=cp_max, C=scale, mid=lo + 0.5 * width,
-                    width=width, lo=lo, hi=hi)
+        return dict(
+            eps=eps,
+            k=k,
+            m=m,
+            y=y,
+            s1=s1,
+            t=t,
+            L=L,
+            cp_max=cp_max,
+            C=scale,
+            mid=lo + 0.5 * width,
+            width=width,
+            lo=lo,
+            hi=hi,
+        )
 
     @property
     def s1(self):
@@ -255,8 +272,9 @@ class Composite(Mechanism):
         d = self._derived() if _d is None else _d
         a = self.bump_start(value, _d=d)
         xc = jnp.clip(jnp.asarray(x), -d["L"], d["L"])
-        f = _laws.base_cdf(self.base, xc, d["y"], d["t"], d["L"]) + _laws.bump_cdf(self.activation, xc - a, d["k"],
-                                                                                  d["m"])
+        f = _laws.base_cdf(self.base, xc, d["y"], d["t"], d["L"]) + _laws.bump_cdf(
+            self.activation, xc - a, d["k"], d["m"]
+        )
         # exactly 0 and 1 at the range ends (the closed forms' round-off would leave 1 − 1e-16)
         return jnp.where(xc >= d["L"], 1.0, jnp.where(xc <= -d["L"], 0.0, jnp.clip(f, 0.0, 1.0)))
 
@@ -346,8 +364,7 @@ class Composite(Mechanism):
         dt = uniform.dtype
         d = self._derived(dt)
         v = jnp.asarray(value)
-        off = (v - d["mid"].astype(v.dtype) if jnp.issubdtype(v.dtype, jnp.floating)
-               else v.astype(dt) - d["mid"])
+        off = v - d["mid"].astype(v.dtype) if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(dt) - d["mid"]
         off = off.astype(dt)
         if self.clip:
             off = jnp.clip(off, -0.5 * d["width"], 0.5 * d["width"])
@@ -391,8 +408,10 @@ class Composite(Mechanism):
         lo, hi = (np.asarray(x, np.float64) for x in self.window)
         if np.any(v < lo) or np.any(v > hi):
             bad = v[(v < np.broadcast_to(lo, v.shape)) | (v > np.broadcast_to(hi, v.shape))]
-            raise ValueError(f"values must lie in the window [lo, hi] = [{lo}, {hi}] (or build the mechanism with "
-                             f"clip=True, which biases the clipped values); got e.g. {bad.ravel()[:3]}")
+            raise ValueError(
+                f"values must lie in the window [lo, hi] = [{lo}, {hi}] (or build the mechanism with "
+                f"clip=True, which biases the clipped values); got e.g. {bad.ravel()[:3]}"
+            )
 
     # -- privacy -----------------------------------------------------------------------
     def pure_epsilon(self, sensitivity=None):

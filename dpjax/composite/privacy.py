@@ -190,8 +190,12 @@ def epsilon_star_details(mech, sensitivity=None):
         fval, fpair = loss_2d(fx, fa)
         fine = fval + 0.5 * (lip_x * hx + lip_a * ha) / REFINE_GRID
         j = jnp.argmax(fine.reshape(-1))
-        return (jnp.maximum(fine.reshape(-1)[j], rest), fx.reshape(-1)[j], jnp.broadcast_to(fa, fval.shape).reshape(-1)[j],
-                fpair.reshape(-1)[j])
+        return (
+            jnp.maximum(fine.reshape(-1)[j], rest),
+            fx.reshape(-1)[j],
+            jnp.broadcast_to(fa, fval.shape).reshape(-1)[j],
+            fpair.reshape(-1)[j],
+        )
 
     if jnp.ndim(bound) != 0:
         raise ValueError("epsilon_star: A2/A3 mechanisms are evaluated one at a time (vmap over a batch)")

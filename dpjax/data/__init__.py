@@ -23,9 +23,21 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["AGE_GROUPS", "REGIONS", "path", "make_steps_table", "load_steps", "STEPS_CSV", "DAILY_STEPS_CSV",
-           "make_daily_steps_table", "BUDGET_MENU",
-           "BUDGETS_CSV", "make_budget_table", "load_budgets", "load_steps_with_budgets"]
+__all__ = [
+    "AGE_GROUPS",
+    "REGIONS",
+    "path",
+    "make_steps_table",
+    "load_steps",
+    "STEPS_CSV",
+    "DAILY_STEPS_CSV",
+    "make_daily_steps_table",
+    "BUDGET_MENU",
+    "BUDGETS_CSV",
+    "make_budget_table",
+    "load_budgets",
+    "load_steps_with_budgets",
+]
 
 AGE_GROUPS = ("18-29", "30-44", "45-59", "60-74", "75+")
 REGIONS = ("north", "south", "east", "west")
@@ -83,7 +95,7 @@ def make_daily_steps_table(num_users: int = 1000, seed: int = 2026) -> str:
     :func:`make_steps_table`, each logging a random non-empty subset of the 7 days of the week
     (each day with probability 0.75), a day's steps log-normal around the user's weekly average
     (deterministic for a given seed)."""
-    users = list(csv.reader(io.StringIO(make_steps_table())))[1:num_users + 1]
+    users = list(csv.reader(io.StringIO(make_steps_table())))[1 : num_users + 1]
     rng = np.random.default_rng(seed)
     logged = rng.random((num_users, DAYS)) < 0.75
     logged[np.arange(num_users), rng.integers(0, DAYS, num_users)] = True
@@ -100,7 +112,8 @@ def make_daily_steps_table(num_users: int = 1000, seed: int = 2026) -> str:
 
 # Per-record privacy budgets (dpjax.prdp): each user picked a setting from the app's public menu
 # (strict, standard, relaxed: ε = 0.02, 1, 4). The menu is public and data-independent, so the
-# budget range [ε̌, ε̂] = [0.02, 4] is too; which setting a user chose stays private (PrDP: Chen, Sun, Xu, Dong, SIGMOD 2025, §3.3).
+# budget range [ε̌, ε̂] = [0.02, 4] is too; which setting a user chose stays private (PrDP: Chen, Sun, Xu, Dong,
+# SIGMOD 2025, §3.3).
 BUDGET_MENU = {"strict": 0.02, "standard": 1.0, "relaxed": 4.0}
 BUDGETS_CSV = "budgets.csv"
 

@@ -28,5 +28,15 @@ from dpjax.exact.cks import bernoulli_exp, discrete_gaussian, discrete_laplace, 
 #: :mod:`dpjax.exact.cks` under the name it was first published as (``from dpjax.exact import samplers``)
 samplers = cks
 
-__all__ = ["HostBits", "ThreefryWords", "ExactLattice", "release_exact", "cks", "samplers", "bernoulli_exp",
-           "discrete_laplace", "discrete_gaussian", "randomized_response"]
+__all__ = [
+    "HostBits",
+    "ThreefryWords",
+    "ExactLattice",
+    "release_exact",
+    "cks",
+    "samplers",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "randomized_response",
+]

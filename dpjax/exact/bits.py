@@ -136,7 +136,7 @@ def _urandom_parallel(nbytes) -> np.ndarray:
     thread its own contiguous part; the bytes are independent and uniform wherever they land): ``os.urandom``
     releases the GIL, so the threads read in parallel."""
     raw = np.empty(nbytes + 64, np.uint8)
-    out = raw[-raw.ctypes.data % 64:][:nbytes]  # 64-byte aligned: the device may alias it instead of copying
+    out = raw[-raw.ctypes.data % 64 :][:nbytes]  # 64-byte aligned: the device may alias it instead of copying
     parts = min(READ_THREADS, nbytes // _READ_CHUNK)
     cuts = [nbytes * k // parts for k in range(parts + 1)]
 

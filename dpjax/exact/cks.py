@@ -44,8 +44,18 @@ import numpy as np
 
 from dpjax.exact.bits import _M32, mul_128
 
-__all__ = ["bernoulli_exp", "discrete_laplace", "discrete_gaussian", "randomized_response", "run_machine", "Machine",
-           "BernoulliExpMachine", "DiscreteLaplaceMachine", "DiscreteGaussianMachine", "RandomizedResponseMachine"]
+__all__ = [
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "randomized_response",
+    "run_machine",
+    "Machine",
+    "BernoulliExpMachine",
+    "DiscreteLaplaceMachine",
+    "DiscreteGaussianMachine",
+    "RandomizedResponseMachine",
+]
 
 U64 = jnp.uint64
 _K_CAP = np.uint64(1 << 13)
@@ -54,6 +64,7 @@ DG_Y_MAX = 1 << 19
 
 # phases
 _U, _D, _V, _SIGN, _INT, _FRAC, _RR_KEEP, _RR_OTHER, _DONE = range(9)
+
 
 def _u(x):
     return jnp.asarray(x, U64)
@@ -75,14 +86,26 @@ class _State(dict):
     """Per-record machine state (a dict pytree of same-shape arrays)."""
 
 
-jax.tree_util.register_pytree_node(_State, lambda s: (tuple(s.values()), tuple(s.keys())),
-                                   lambda keys, vals: _State(zip(keys, vals)))
+jax.tree_util.register_pytree_node(
+    _State, lambda s: (tuple(s.values()), tuple(s.keys())), lambda keys, vals: _State(zip(keys, vals))
+)
 
 
 def _init(shape, phase, **fields):
     z = jnp.zeros(shape, U64)
-    s = _State(phase=jnp.full(shape, phase, jnp.int32), k=z, res=z, p0=z, d0=z, U=z, V=z, Y=jnp.zeros(shape, jnp.int64),
-               count=z, rem=z, out=jnp.zeros(shape, jnp.int64))
+    s = _State(
+        phase=jnp.full(shape, phase, jnp.int32),
+        k=z,
+        res=z,
+        p0=z,
+        d0=z,
+        U=z,
+        V=z,
+        Y=jnp.zeros(shape, jnp.int64),
+        count=z,
+        rem=z,
+        out=jnp.zeros(shape, jnp.int64),
+    )
     for name, value in fields.items():
         s[name] = jnp.broadcast_to(value, shape).astype(s[name].dtype)
     return s
@@ -316,9 +339,11 @@ def laplace_params(t, shift, shape):
     """Parameters of the discrete Laplace machine: scale t / 2^shift (t < 2^32 integer)."""
     t = np.asarray(t, np.uint64)
     _check_range("t", t, 1, 2**32 - 1)
-    return {"t": jnp.asarray(np.broadcast_to(t, shape)),
-            "shift": jnp.asarray(np.broadcast_to(np.asarray(shift, np.uint64), shape)),
-            "thr": jnp.asarray(np.broadcast_to(lemire_threshold(t), shape))}
+    return {
+        "t": jnp.asarray(np.broadcast_to(t, shape)),
+        "shift": jnp.asarray(np.broadcast_to(np.asarray(shift, np.uint64), shape)),
+        "thr": jnp.asarray(np.broadcast_to(lemire_threshold(t), shape)),
+    }
 
 
 def gaussian_params(n, shape):
@@ -376,9 +401,16 @@ def bernoulli_exp(words, shape, num, den, budget=None):
     _check_range("den", den, 1, 2**50)
     q, r = num // den, num % den
     params = {"den": jnp.asarray(np.broadcast_to(den, shape))}
-    s = _init(shape, _FRAC, count=jnp.asarray(np.broadcast_to(q, shape)), rem=jnp.asarray(np.broadcast_to(r, shape)),
-              k=np.uint64(1), res=jnp.asarray(np.broadcast_to(r, shape)), p0=jnp.asarray(np.broadcast_to(r, shape)),
-              d0=jnp.asarray(np.broadcast_to(den, shape)))
+    s = _init(
+        shape,
+        _FRAC,
+        count=jnp.asarray(np.broadcast_to(q, shape)),
+        rem=jnp.asarray(np.broadcast_to(r, shape)),
+        k=np.uint64(1),
+        res=jnp.asarray(np.broadcast_to(r, shape)),
+        p0=jnp.asarray(np.broadcast_to(r, shape)),
+        d0=jnp.asarray(np.broadcast_to(den, shape)),
+    )
     intp = jnp.asarray(np.broadcast_to(q > 0, shape))
     s["phase"] = jnp.where(intp, _INT, _FRAC).astype(jnp.int32)
     for name, v in (("k", 2), ("res", 1), ("p0", 1), ("d0", 1)):
@@ -392,8 +424,11 @@ def randomized_response(words, value, keep_threshold, num_categories, budget=Non
     keep_threshold / 2^64), else a uniform other category; int64 of ``value``'s shape."""
     shape = jnp.shape(value)
     k1 = np.asarray(num_categories, np.uint64) - np.uint64(1)
-    params = {"keep": jnp.asarray(np.broadcast_to(np.asarray(keep_threshold, np.uint64), shape)),
-              "k1": jnp.asarray(np.broadcast_to(k1, shape)),
-              "thr": jnp.asarray(np.broadcast_to(lemire_threshold(k1), shape)), "value": jnp.asarray(value, jnp.int64)}
+    params = {
+        "keep": jnp.asarray(np.broadcast_to(np.asarray(keep_threshold, np.uint64), shape)),
+        "k1": jnp.asarray(np.broadcast_to(k1, shape)),
+        "thr": jnp.asarray(np.broadcast_to(lemire_threshold(k1), shape)),
+        "value": jnp.asarray(value, jnp.int64),
+    }
     machine = RandomizedResponseMachine()
     return run_machine(machine, params, _init(shape, _RR_KEEP), words, machine.budget if budget is None else budget)

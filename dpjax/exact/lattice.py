@@ -41,11 +41,22 @@ from dpjax.exact import table_samplers
 from dpjax.exact.bits import HostBits, ThreefryWords, key_pair
 from dpjax.exact.laws.boosted import BoostedSampler
 from dpjax.exact.laws.discrete_gaussian import DiscreteGaussianSampler
-from dpjax.exact.laws.discrete_laplace import (DEVICE_LAPLACE_MIN, LAPLACE_BITS, DiscreteLaplaceSampler,
-                                               LaplaceScales, float32_range)
-from dpjax.exact.laws.randomized_response import (RR_TABLE_MAX, RandomizedResponseLookup,
-                                                  RandomizedResponseSampler, RRTable, TableMiss, rr_keep,
-                                                  sample_positions)
+from dpjax.exact.laws.discrete_laplace import (
+    DEVICE_LAPLACE_MIN,
+    LAPLACE_BITS,
+    DiscreteLaplaceSampler,
+    LaplaceScales,
+    float32_range,
+)
+from dpjax.exact.laws.randomized_response import (
+    RR_TABLE_MAX,
+    RandomizedResponseLookup,
+    RandomizedResponseSampler,
+    RRTable,
+    TableMiss,
+    rr_keep,
+    sample_positions,
+)
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler, padded, take
 from dpjax.mechanism import LANE_BLOCK, Mechanism, as_records, check_batch_shape, default_float
 from dpjax.pytree import pytree_dataclass, static_field
@@ -53,8 +64,18 @@ from dpjax.random import MAX_RECORDS, check_key
 from dpjax._draw import SHARD_MIN_RECORDS, _shard
 from dpjax.validation import check_finite_values, check_int, is_traced
 
-__all__ = ["ExactLattice", "laplace_lattice", "discrete_laplace_lattice", "gaussian_lattice", "rr_lattice",
-           "boosted_lattice", "release_exact", "check_index_range", "LAPLACE_BITS", "GAUSSIAN_BITS"]
+__all__ = [
+    "ExactLattice",
+    "laplace_lattice",
+    "discrete_laplace_lattice",
+    "gaussian_lattice",
+    "rr_lattice",
+    "boosted_lattice",
+    "release_exact",
+    "check_index_range",
+    "LAPLACE_BITS",
+    "GAUSSIAN_BITS",
+]
 
 #: the lattice σ of the Gaussian noise is in (2^(GAUSSIAN_BITS−1), 2^GAUSSIAN_BITS] (σ² ≤ 2^24)
 GAUSSIAN_BITS = 12
@@ -64,8 +85,9 @@ _INDEX_MAX = 2.0**62
 
 def _concrete(name, x):
     if is_traced(x):
-        raise ValueError(f"numerics='exact' needs concrete parameters: {name} is traced (build the mechanism "
-                         "outside jit)")
+        raise ValueError(
+            f"numerics='exact' needs concrete parameters: {name} is traced (build the mechanism outside jit)"
+        )
     return np.asarray(x, np.float64)
 
 
@@ -165,13 +187,20 @@ def check_index_range(lat, values) -> None:
 def _refuse_off_index(values, g):
     """Refuse answers ``values`` (numpy, not empty) whose lattice index |value| / g reaches 2**62."""
     if np.max(np.abs(values.astype(np.float64)) / g) >= _INDEX_MAX:
-        raise ValueError(f"values: |value| / granularity must be below 2**62 for numerics='exact' "
-                         f"(granularity {np.min(g)}), got {np.max(np.abs(values))}")
+        raise ValueError(
+            f"values: |value| / granularity must be below 2**62 for numerics='exact' "
+            f"(granularity {np.min(g)}), got {np.max(np.abs(values))}"
+        )
 
 
 def _make(noise, granularity, param, shift, sampler):
-    return ExactLattice(noise=noise, granularity=np.asarray(granularity, np.float64),
-                        param=np.asarray(param, np.uint64), shift=np.asarray(shift, np.uint64), sampler=sampler)
+    return ExactLattice(
+        noise=noise,
+        granularity=np.asarray(granularity, np.float64),
+        param=np.asarray(param, np.uint64),
+        shift=np.asarray(shift, np.uint64),
+        sampler=sampler,
+    )
 
 
 def _elementwise(fn, x):
@@ -197,8 +226,10 @@ def _check_granularity(name, scale, exponent):
     """Refuse a scale whose lattice granularity 2^exponent is below float64's smallest power of two."""
     if np.any(exponent < _MIN_EXPONENT):
         low = float(np.ldexp(1.0, int(_MIN_EXPONENT - np.min(exponent - np.frexp(scale)[1]))))
-        raise ValueError(f"{name} must be at least {low:.3g} for numerics='exact' (its lattice granularity would "
-                         f"underflow float64), got {np.min(scale)!r}")
+        raise ValueError(
+            f"{name} must be at least {low:.3g} for numerics='exact' (its lattice granularity would "
+            f"underflow float64), got {np.min(scale)!r}"
+        )
 
 
 def laplace_lattice(scale, lattice_kernel):
@@ -284,20 +315,28 @@ def boosted_lattice(mech):
     kernel = mech.kernel
     sampler = _boostable(kernel)
     if sampler is None:
-        raise ValueError(f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
-                         f"DiscreteLaplace kernels, got {type(kernel).__name__}")
+        raise ValueError(
+            f"numerics='exact': {name} has an exact sampler only over DiscreteGaussian or "
+            f"DiscreteLaplace kernels, got {type(kernel).__name__}"
+        )
     if not isinstance(mech.region, AbsoluteError):
-        raise ValueError(f"numerics='exact': {name} has an exact sampler only with an AbsoluteError region (its "
-                         f"boosted noise law does not depend on the answer), got {type(mech.region).__name__}")
+        raise ValueError(
+            f"numerics='exact': {name} has an exact sampler only with an AbsoluteError region (its "
+            f"boosted noise law does not depend on the answer), got {type(mech.region).__name__}"
+        )
     scale = _concrete(kernel.scale_name, getattr(kernel, kernel.scale_name))
-    for pname, x in ((kernel.scale_name, scale), ("tau", _concrete("tau", mech.region.tau)),
-                     ("rho", _concrete("rho", mech.rho))):
+    for pname, x in (
+        (kernel.scale_name, scale),
+        ("tau", _concrete("tau", mech.region.tau)),
+        ("rho", _concrete("rho", mech.rho)),
+    ):
         if np.size(x) != 1:
             raise ValueError(f"numerics='exact': {name} needs one {pname} for all records, got shape {np.shape(x)}")
     top = sampler.boost_max_scale
     if float(scale) > top:
-        raise ValueError(f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, "
-                         f"got {float(scale)!r}")
+        raise ValueError(
+            f"{kernel.scale_name} must be at most {top:g} for an exact {name} release, got {float(scale)!r}"
+        )
     with jax.enable_x64(True):
         noise = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), mech)
     return _make(noise, 1.0, 0, 0, BoostedSampler())
@@ -408,8 +447,15 @@ def _prefix_release(bits, table, values, sampler, g, unit, out_dtype):
     release. The records that sampler flags keep the sentinel for the host completion, whose ``word_of(i)`` gives
     the completed word 0 and fresh words after it."""
     pre = bits.prefixes(values.shape[0])
-    out = _prefix_lattice(jnp.asarray(table), jax.device_put(pre, may_alias=True), values,
-                          categorical=sampler.categorical, g=g, unit=unit, out_dtype=out_dtype)
+    out = _prefix_lattice(
+        jnp.asarray(table),
+        jax.device_put(pre, may_alias=True),
+        values,
+        categorical=sampler.categorical,
+        g=g,
+        unit=unit,
+        out_dtype=out_dtype,
+    )
     idx = _flagged(out, values.shape[0])
     first = {}
     if idx.size:
@@ -419,8 +465,15 @@ def _prefix_release(bits, table, values, sampler, g, unit, out_dtype):
         words = (pre[idx].astype(np.uint64) << np.uint64(64 - PREFIX_BITS)) | fresh
         first = dict(zip(idx.tolist(), words.tolist()))
         table_words = np.append(words, np.repeat(words[-1:], pad.size - count))[None, :]
-        part = _fast_lattice(jnp.asarray(table_words), jnp.uint32(0), take(values, jnp.asarray(pad)), sampler=sampler,
-                             g=g, unit=unit, out_dtype=out_dtype)
+        part = _fast_lattice(
+            jnp.asarray(table_words),
+            jnp.uint32(0),
+            take(values, jnp.asarray(pad)),
+            sampler=sampler,
+            g=g,
+            unit=unit,
+            out_dtype=out_dtype,
+        )
         out = _put(out, jnp.asarray(pad), part)
     return out, _host_streams(bits, lambda j, i: first[i] if j == 0 else None)
 
@@ -559,18 +612,31 @@ def _fast_release(key, start, values, sampler, g, unit, out_dtype, records=None,
     else:
         source = key_pair(key)
         devices = jax.local_devices()  # (this process's: a multi-process release runs each shard apart)
-        if len(devices) > 1 and n >= SHARD_MIN_RECORDS and rec is None and (
-                params is None or all(np.ndim(a) == 0 for a in params)):  # (one scale as 0-d arrays)
+        if (
+            len(devices) > 1
+            and n >= SHARD_MIN_RECORDS
+            and rec is None
+            and (params is None or all(np.ndim(a) == 0 for a in params))
+        ):  # (one scale as 0-d arrays)
             flat = _shard(jnp.pad(flat, (0, -n % (LANE_BLOCK * len(devices)))), devices)
         k0, k1 = (int(w) for w in np.asarray(source))
 
         def word_of(i):
             r = start + i if rec is None else int(rec[i])
             return lambda j: table_samplers.threefry_word(k0, k1, j, r)
+
     fallback = sampler.fallback()
     if prefix is None and params is None:
-        out = _fast_lattice(source, jnp.uint32(start), flat, None if rec is None else jnp.asarray(rec),
-                            sampler=sampler, g=g, unit=unit, out_dtype=out_dtype)
+        out = _fast_lattice(
+            source,
+            jnp.uint32(start),
+            flat,
+            None if rec is None else jnp.asarray(rec),
+            sampler=sampler,
+            g=g,
+            unit=unit,
+            out_dtype=out_dtype,
+        )
     elif prefix is None:
         on_device = tuple(jnp.asarray(a) for a in params)
         g_device = None if g is None else jnp.asarray(g)
@@ -578,16 +644,23 @@ def _fast_release(key, start, values, sampler, g, unit, out_dtype, records=None,
             # the float64 decision's error bound fails on this backend: every record decided on the host
             out, fallback = jnp.full(flat.shape[0], _sentinel(out_dtype), out_dtype), None
         else:
-            out = _per_record_lattice(source, jnp.uint32(start), flat, on_device, g_device, sampler=sampler, unit=unit,
-                                      out_dtype=out_dtype)
+            out = _per_record_lattice(
+                source, jnp.uint32(start), flat, on_device, g_device, sampler=sampler, unit=unit, out_dtype=out_dtype
+            )
     idx = _flagged(out, n)
     if idx.size and fallback is not None:  # the float32 decision's open records (a few per 10^4): the float64 program
         pad = jnp.asarray(padded(idx))
-        sub = _per_record_lattice(source if source.ndim == 1 else _take_columns(source, pad), jnp.uint32(start),
-                                  take(values, pad), tuple(take(a, pad) for a in on_device),
-                                  None if g_device is None else take(g_device, pad),
-                                  jnp.uint32(start) + pad.astype(jnp.uint32), sampler=fallback, unit=unit,
-                                  out_dtype=out_dtype)
+        sub = _per_record_lattice(
+            source if source.ndim == 1 else _take_columns(source, pad),
+            jnp.uint32(start),
+            take(values, pad),
+            tuple(take(a, pad) for a in on_device),
+            None if g_device is None else take(g_device, pad),
+            jnp.uint32(start) + pad.astype(jnp.uint32),
+            sampler=fallback,
+            unit=unit,
+            out_dtype=out_dtype,
+        )
         out = _put(out, pad, sub)
         idx = idx[np.asarray(_sentinel_mask(sub))[: idx.size]]
     if idx.size:
@@ -596,13 +669,24 @@ def _fast_release(key, start, values, sampler, g, unit, out_dtype, records=None,
         at, gi = ((), g) if params is None else sampler.at(params, g, idx, n)
         if not unit and v.size:
             _refuse_off_index(v, gi)
-        z = np.asarray([sampler.complete(word_of(int(i)), int(x), tuple(a[pos] for a in at))
-                        for pos, (i, x) in enumerate(zip(idx, v))], np.int64)
+        z = np.asarray(
+            [
+                sampler.complete(word_of(int(i)), int(x), tuple(a[pos] for a in at))
+                for pos, (i, x) in enumerate(zip(idx, v))
+            ],
+            np.int64,
+        )
         last = pad.size - idx.size
-        out = _patch(out, jnp.asarray(pad), jnp.asarray(np.append(v, np.repeat(v[-1:], last))),
-                     jnp.asarray(np.append(z, np.repeat(z[-1:], last))),
-                     jnp.asarray(gi if np.ndim(gi) == 0 else np.append(gi, np.repeat(gi[-1:], last))),
-                     categorical=sampler.categorical, unit=unit, out_dtype=out_dtype)
+        out = _patch(
+            out,
+            jnp.asarray(pad),
+            jnp.asarray(np.append(v, np.repeat(v[-1:], last))),
+            jnp.asarray(np.append(z, np.repeat(z[-1:], last))),
+            jnp.asarray(gi if np.ndim(gi) == 0 else np.append(gi, np.repeat(gi[-1:], last))),
+            categorical=sampler.categorical,
+            unit=unit,
+            out_dtype=out_dtype,
+        )
     out = out if out.shape[0] == n else out[:n]
     return out.reshape(values.shape)
 
@@ -641,11 +725,16 @@ def _check_output_range(lat, param, shift, g, out_dtype):
     p = np.asarray(param, np.float64)
     scale = lat.sampler.noise_scale(p, shift) * g
     if scale.size and np.max(scale) > hi:
-        wider = "float values, or int64 ones inside jax.enable_x64(True)" if not floating else \
-            "float64 values inside jax.enable_x64(True)"
+        wider = (
+            "float values, or int64 ones inside jax.enable_x64(True)"
+            if not floating
+            else "float64 values inside jax.enable_x64(True)"
+        )
         hint = f"; release {wider}" if dt.itemsize < 8 else ""
-        raise ValueError(f"{lat.noise.scale_name} must be at most {hi:.3g} for numerics='exact' with {dt} output (the "
-                         f"noise would overflow it{hint}), got {float(np.max(scale)):.3g}")
+        raise ValueError(
+            f"{lat.noise.scale_name} must be at most {hi:.3g} for numerics='exact' with {dt} output (the "
+            f"noise would overflow it{hint}), got {float(np.max(scale)):.3g}"
+        )
 
 
 #: per-record parameters with at most this many distinct scales run the fixed-trip release per scale
@@ -775,8 +864,16 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
             table = RRTable(bits, mech.num_categories)
             sampler = RandomizedResponseLookup(mech.num_categories - 1, table=table)
             try:
-                return _fast_release(key, start, values, sampler, 1.0, True, jnp.dtype(in_dt),
-                                     params=(eps, table.table, table.multiplier))
+                return _fast_release(
+                    key,
+                    start,
+                    values,
+                    sampler,
+                    1.0,
+                    True,
+                    jnp.dtype(in_dt),
+                    params=(eps, table.table, table.multiplier),
+                )
             except TableMiss as miss:  # (values not yet in the table: each round grows it)
                 bits = np.union1d(bits, miss.bits)
     return None
@@ -816,8 +913,11 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
     if lat is None:  # scales broadcast to the records: the host lattice
         lat = mech.exact_lattice()
         check_batch_shape(lat, shape)
-    g_own, param_own, shift_own = (np.asarray(lat.granularity, np.float64), np.asarray(lat.param),
-                                   np.asarray(lat.shift))
+    g_own, param_own, shift_own = (
+        np.asarray(lat.granularity, np.float64),
+        np.asarray(lat.param),
+        np.asarray(lat.shift),
+    )
     law = lat.sampler
     g = np.broadcast_to(g_own, shape)
     out_float = in_dt if jnp.issubdtype(in_dt, jnp.floating) else default_float()
@@ -841,8 +941,9 @@ def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = 
                 m = 1 << max(int(idx.size - 1).bit_length(), 0)  # padded to a power of two: few compilations
                 pad = np.concatenate([idx, np.full(m - idx.size, idx[-1])])
                 sampler = law.one_scale(lat, int(param.flat[first]), int(shift.flat[first]))
-                part = _fast_release(key, start, flat_v[pad], sampler, float(g.flat[first]), unit, out_dt,
-                                     records=start + pad)
+                part = _fast_release(
+                    key, start, flat_v[pad], sampler, float(g.flat[first]), unit, out_dt, records=start + pad
+                )
                 out[idx] = np.asarray(part)[: idx.size]
             out = jnp.asarray(out).reshape(shape)
         elif per_record or not one_scale:  # any number of scales (one program, per-record parameters)

@@ -22,7 +22,6 @@ the word's low 63 bits against its 63-bit table (:func:`symmetric_noise`, throug
 from __future__ import annotations
 
 import contextlib
-import math
 from fractions import Fraction
 
 import jax
@@ -30,10 +29,27 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-__all__ = ["DG_LEVEL_BITS", "EXACT_LOW_ABOVE", "EXT_BASE", "GUIDE_BITS", "ICDF_PREC", "ICDF_TAIL", "complete_codes",
-           "icdf_noise_per_record", "level_guide", "symmetric_noise", "threefry_word", "NARROW_MAX_LOG2",
-           "NARROW_MIN_LOG2", "PLATFORM_MARGIN", "TRANSCENDENTALS", "TRANSCENDENTAL_ERROR", "TRANSCENDENTAL_ERROR32",
-           "transcendental_errors", "transcendentals_trusted"]
+__all__ = [
+    "DG_LEVEL_BITS",
+    "EXACT_LOW_ABOVE",
+    "EXT_BASE",
+    "GUIDE_BITS",
+    "ICDF_PREC",
+    "ICDF_TAIL",
+    "complete_codes",
+    "icdf_noise_per_record",
+    "level_guide",
+    "symmetric_noise",
+    "threefry_word",
+    "NARROW_MAX_LOG2",
+    "NARROW_MIN_LOG2",
+    "PLATFORM_MARGIN",
+    "TRANSCENDENTALS",
+    "TRANSCENDENTAL_ERROR",
+    "TRANSCENDENTAL_ERROR32",
+    "transcendental_errors",
+    "transcendentals_trusted",
+]
 
 #: word index of the first extension word of word j: EXT_BASE + 64 j + d (d = 0, 1, ...)
 EXT_BASE = 1 << 31
@@ -185,8 +201,12 @@ def threefry_word(k0, k1, j, i):
     from dpjax.random import threefry2x32
 
     with np.errstate(over="ignore"):
-        w0, w1 = threefry2x32(np.asarray([k0], np.uint32), np.asarray([k1], np.uint32), np.asarray([j], np.uint32),
-                              np.asarray([i], np.uint32))
+        w0, w1 = threefry2x32(
+            np.asarray([k0], np.uint32),
+            np.asarray([k1], np.uint32),
+            np.asarray([j], np.uint32),
+            np.asarray([i], np.uint32),
+        )
     return (int(w0[0]) << 32) | int(w1[0])
 
 
@@ -347,17 +367,23 @@ def _sweep64():
     word's w/2^63, dense near 1, where log is smallest) and log1p on (2^-1000, 1) (q)."""
     dense = -np.logspace(-12, np.log10(708.0), 2048)
     near_one = 1.0 - np.logspace(-16, -1, 1024)
-    return {"exp": np.concatenate([dense, np.linspace(-708.0, 0.0, 1024)]),
-            "log": np.concatenate([near_one, np.exp2(-np.linspace(0.0, 63.9, 2048)), 1.0 + np.zeros(1)]),
-            "log1p": np.concatenate([np.exp2(-np.linspace(0.0, 1000.0, 2048)), np.logspace(-20, -1e-9, 1024)])}
+    return {
+        "exp": np.concatenate([dense, np.linspace(-708.0, 0.0, 1024)]),
+        "log": np.concatenate([near_one, np.exp2(-np.linspace(0.0, 63.9, 2048)), 1.0 + np.zeros(1)]),
+        "log1p": np.concatenate([np.exp2(-np.linspace(0.0, 1000.0, 2048)), np.logspace(-20, -1e-9, 1024)]),
+    }
 
 
 def _sweep32():
     """The float32 inputs: exp on [−2^5, −2^-5] (the −λ of the float32 decision's scales, with the range's ends) and
     log on [2^-48, 2^33] (its r = q 2^32/((1 + q) W), dense near 1)."""
-    lam = np.concatenate([np.exp2(np.linspace(NARROW_MIN_LOG2, NARROW_MAX_LOG2, 2048)),
-                          np.exp2(np.array([NARROW_MIN_LOG2, NARROW_MAX_LOG2], np.float64))])
-    r = np.concatenate([np.exp2(np.linspace(-48.0, 33.0, 2048)), 1.0 + np.linspace(-2.0**-8, 2.0**-8, 1024)])
+    lam = np.concatenate(
+        [
+            np.exp2(np.linspace(NARROW_MIN_LOG2, NARROW_MAX_LOG2, 2048)),
+            np.exp2(np.array([NARROW_MIN_LOG2, NARROW_MAX_LOG2], np.float64)),
+        ]
+    )
+    r = np.concatenate([np.exp2(np.linspace(-48.0, 33.0, 2048)), 1.0 + np.linspace(-(2.0**-8), 2.0**-8, 1024)])
     return {"exp": (-lam).astype(np.float32), "log": r.astype(np.float32)}
 
 
@@ -426,16 +452,21 @@ def transcendentals_trusted(dtype, backend=None):
     """
     backend = backend or jax.default_backend()
     bound = TRANSCENDENTAL_ERROR if dtype == "float64" else TRANSCENDENTAL_ERROR32
-    bad = {k: e for k, e in transcendental_errors(backend).items()
-           if k[1] == dtype and not e <= PLATFORM_MARGIN * bound}
+    bad = {
+        k: e for k, e in transcendental_errors(backend).items() if k[1] == dtype and not e <= PLATFORM_MARGIN * bound
+    }
     if bad and (backend, dtype) not in _warned:
         import warnings
 
         _warned.add((backend, dtype))
         route = "float64 program" if dtype == "float32" else "host"
-        warnings.warn(f"dpjax exact tier: on backend {backend!r} XLA's {dtype} "
-                      + ", ".join(f"{name} errs up to {e:.3g}" for (name, _), e in sorted(bad.items()))
-                      + f", above {PLATFORM_MARGIN:g} of the assumed bound {bound:.3g}: the per-record decisions that "
-                      f"rely on it are disabled on this backend (the {route} decides those records: the same release, "
-                      "slower)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"dpjax exact tier: on backend {backend!r} XLA's {dtype} "
+            + ", ".join(f"{name} errs up to {e:.3g}" for (name, _), e in sorted(bad.items()))
+            + f", above {PLATFORM_MARGIN:g} of the assumed bound {bound:.3g}: the per-record decisions that "
+            f"rely on it are disabled on this backend (the {route} decides those records: the same release, "
+            "slower)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return not bad

@@ -35,9 +35,14 @@ __all__ = [
 ]
 
 #: the built-in kernels by name: the string aliases of ``optimize.tune_boosted`` and the CLI.
-BUILTIN = {"gaussian": Gaussian, "laplace": Laplace, "discrete_laplace": DiscreteLaplace,
-           "discrete_gaussian": DiscreteGaussian,
-           "laplace_mixture": LaplaceMixture, "geometric_mixture": GeometricMixture}
+BUILTIN = {
+    "gaussian": Gaussian,
+    "laplace": Laplace,
+    "discrete_laplace": DiscreteLaplace,
+    "discrete_gaussian": DiscreteGaussian,
+    "laplace_mixture": LaplaceMixture,
+    "geometric_mixture": GeometricMixture,
+}
 
 
 def by_name(name: str):

@@ -106,8 +106,9 @@ def take_small(arr, idx):
       The gathered entries, of shape ``broadcast(arr, idx)[:-1] + (m,)``.
     """
     shape = jnp.broadcast_shapes(arr.shape[:-1], idx.shape[:-1])
-    return jnp.take_along_axis(jnp.broadcast_to(arr, shape + arr.shape[-1:]),
-                               jnp.broadcast_to(idx, shape + idx.shape[-1:]), axis=-1)
+    return jnp.take_along_axis(
+        jnp.broadcast_to(arr, shape + arr.shape[-1:]), jnp.broadcast_to(idx, shape + idx.shape[-1:]), axis=-1
+    )
 
 
 @take_small.defjvp
@@ -229,7 +230,9 @@ class AdditiveMechanism(Mechanism):
         if isinstance(scale, (list, tuple)):
             object.__setattr__(self, self.scale_name, scale := np.asarray(scale, float))
         if not is_traced(scale) and np.size(scale) == 0:
-            raise ValueError(f"{self.scale_name} must not be empty (a batch of no mechanisms), got shape {np.shape(scale)}")
+            raise ValueError(
+                f"{self.scale_name} must not be empty (a batch of no mechanisms), got shape {np.shape(scale)}"
+            )
         check_positive(self.scale_name, scale)
 
     def validate_values(self, values) -> None:
@@ -435,14 +438,18 @@ class AdditiveMechanism(Mechanism):
           ``(log P_lo, log P_in, log P_hi)``.
         """
         log_lo, log_hi, log_f_hi, log_sf_lo = self._log_cdf_stack(
-            e_lo, self.sf_argument(e_hi), e_hi, self.sf_argument(e_lo))
+            e_lo, self.sf_argument(e_hi), e_hi, self.sf_argument(e_lo)
+        )
         left = jnp.exp(log_f_hi) - jnp.exp(log_lo)  # accurate when the interval's centre is <= 0
         right = jnp.exp(log_sf_lo) - jnp.exp(log_hi)  # accurate when it is > 0
         p_in = jnp.where(e_lo + e_hi <= 0, left, right)
         if not self.discrete:
             shape = jnp.broadcast_shapes(jnp.shape(self.noise_scale), jnp.shape(e_lo), jnp.shape(e_hi))
-            halves = self.noise_side_masses(jnp.stack([jnp.broadcast_to(jnp.maximum(e_hi, 0.0), shape),
-                                                       jnp.broadcast_to(jnp.maximum(-e_lo, 0.0), shape)]))[0]
+            halves = self.noise_side_masses(
+                jnp.stack(
+                    [jnp.broadcast_to(jnp.maximum(e_hi, 0.0), shape), jnp.broadcast_to(jnp.maximum(-e_lo, 0.0), shape)]
+                )
+            )[0]
             p_in = jnp.where((e_lo < 0) & (e_hi > 0), halves[0] + halves[1], p_in)
         p_in = jnp.where(e_hi > e_lo, jnp.maximum(p_in, 0.0), 0.0)
         return log_lo, safe_log(p_in), log_hi
@@ -568,8 +575,9 @@ class AdditiveMechanism(Mechanism):
         Returns:
           ``y*``, of the broadcast shape.
         """
-        shape = jnp.broadcast_shapes(*[jnp.shape(x) for x in (t, v, nv, lo, hi, decreasing)],
-                                     jnp.shape(self.noise_scale))
+        shape = jnp.broadcast_shapes(
+            *[jnp.shape(x) for x in (t, v, nv, lo, hi, decreasing)], jnp.shape(self.noise_scale)
+        )
         t, v, nv, lo, hi, dec = (jnp.broadcast_to(x, shape) for x in (t, v, nv, lo, hi, decreasing))
         me = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, shape), self)
         if self.discrete:
@@ -634,8 +642,9 @@ class AdditiveMechanism(Mechanism):
         starts = za[..., None] + width * cells  # (..., C)
         x = jnp.asarray(_GL_X, width.dtype)
         z = (starts[..., None] + width[..., None] * (x + 1.0) / 2.0).reshape(starts.shape[:-1] + (-1,))
-        wts = jnp.broadcast_to(width[..., None] / 2.0 * jnp.asarray(_GL_W, width.dtype),
-                               starts.shape + (_GL_X.size,)).reshape(z.shape)
+        wts = jnp.broadcast_to(
+            width[..., None] / 2.0 * jnp.asarray(_GL_W, width.dtype), starts.shape + (_GL_X.size,)
+        ).reshape(z.shape)
         y = m[..., None] + s[..., None] * jnp.sinh(z)
         me = expand(self)
         lv = me.noise_log_prob(y - v[..., None])
@@ -673,8 +682,10 @@ class AdditiveMechanism(Mechanism):
         k = jnp.arange(1, self.num_shifts + 1, dtype=dt)
         if self.discrete:
             if not is_traced(sensitivity) and float(np.max(np.asarray(sensitivity))) > self.num_shifts:
-                raise ValueError(f"sensitivity: {type(self).__name__} examines the integer shifts 1..Δ, at most "
-                                 f"num_shifts={self.num_shifts}, got Δ={float(np.max(np.asarray(sensitivity))):g}")
+                raise ValueError(
+                    f"sensitivity: {type(self).__name__} examines the integer shifts 1..Δ, at most "
+                    f"num_shifts={self.num_shifts}, got Δ={float(np.max(np.asarray(sensitivity))):g}"
+                )
             shifts = jnp.minimum(k, jnp.ceil(s)[..., None])
         else:
             shifts = s[..., None] * k / self.num_shifts

@@ -42,6 +42,7 @@ GUIDE_SPAN = 2
 #: noise a float32 cannot carry exactly, is below 10^-15), at most 2^34 (the block offset s is one 31-bit word)
 MAX_SIGMA_BITS = 34
 
+
 def _dg_log_normalizer(sigma):
     """log Σ_k exp(-k²/(2σ²)), exact to float64 for all σ > 0 (fixed number of terms).
 
@@ -182,8 +183,9 @@ def _block_rejection(uniform, sigma):
 
     def rejection():
         stream = _uncached(uniform)
-        return _first_kept(lambda j: trial(stream, j, True),
-                           lambda: trial(_uncached(uniform), jnp.uint32(MAX_TRIALS), False))
+        return _first_kept(
+            lambda j: trial(stream, j, True), lambda: trial(_uncached(uniform), jnp.uint32(MAX_TRIALS), False)
+        )
 
     if jnp.ndim(sigma):
         return rejection().astype(uniform.dtype)
@@ -287,14 +289,17 @@ class DiscreteGaussian(AdditiveMechanism):
         super().validate_values(values)
         limit = max_float_sigma(_stream_dtype(values))
         if not is_traced(self.sigma) and np.any(np.asarray(self.sigma, np.float64) > limit):
-            raise ValueError(f"sigma must be at most {limit:.0f} for a float release in {_stream_dtype(values)} (its "
-                             f"integer noise must stay exact there), got {self.sigma!r}; the exact tier "
-                             "(numerics='exact') samples any σ")
+            raise ValueError(
+                f"sigma must be at most {limit:.0f} for a float release in {_stream_dtype(values)} (its "
+                f"integer noise must stay exact there), got {self.sigma!r}; the exact tier "
+                "(numerics='exact') samples any σ"
+            )
 
     def traced_checks(self, values):
         limit = max_float_sigma(_stream_dtype(values))
-        return super().traced_checks(values) + [(jnp.all(jnp.asarray(self.sigma) <= limit),
-                                                 f"sigma must be at most {limit:.0f} for a float release")]
+        return super().traced_checks(values) + [
+            (jnp.all(jnp.asarray(self.sigma) <= limit), f"sigma must be at most {limit:.0f} for a float release")
+        ]
 
     def with_scale(self, scale, *, max_scale=None):
         """The kernel at σ = ``scale``; the support table sized for ``max_scale`` (or for
@@ -330,7 +335,11 @@ class DiscreteGaussian(AdditiveMechanism):
         if cum.ndim == 1:
             vals = cum[idx]
         else:
-            vals = jnp.take_along_axis(jnp.broadcast_to(cum, jnp.broadcast_shapes(idx.shape, cum.shape[:-1]) + cum.shape[-1:]), idx[..., None], axis=-1)[..., 0]
+            vals = jnp.take_along_axis(
+                jnp.broadcast_to(cum, jnp.broadcast_shapes(idx.shape, cum.shape[:-1]) + cum.shape[-1:]),
+                idx[..., None],
+                axis=-1,
+            )[..., 0]
         return jnp.where(k < -r, 0.0, jnp.where(k >= r, 1.0, jnp.minimum(vals, 1.0)))
 
     def noise_log_cdf(self, n):
@@ -356,8 +365,9 @@ class DiscreteGaussian(AdditiveMechanism):
 
     def sample_noise(self, uniform):
         # the block sampler, within total variation 10^-6 of the law (class docstring)
-        return _block_rejection(uniform, jnp.broadcast_to(self.sigma, uniform.shape) if jnp.ndim(self.sigma) else
-                                self.sigma)
+        return _block_rejection(
+            uniform, jnp.broadcast_to(self.sigma, uniform.shape) if jnp.ndim(self.sigma) else self.sigma
+        )
 
     def renyi_divergence_bound(self, order, value, neighbour_value):
         """An upper bound on D_α of the discrete Gaussians at integer shifts: α‖v − v'‖²/(2σ²), the

@@ -133,8 +133,9 @@ class _Piecewise(AdditiveMechanism):
         if self.discrete:
             c = np.asarray(self.breakpoint, float)
             if c.ndim or c != np.round(c):
-                raise ValueError(f"breakpoint of GeometricMixture must be one integer >= 0 (static), "
-                                 f"got {self.breakpoint!r}")
+                raise ValueError(
+                    f"breakpoint of GeometricMixture must be one integer >= 0 (static), got {self.breakpoint!r}"
+                )
             object.__setattr__(self, "breakpoint", int(c))
         object.__setattr__(self, "log_concave", log_concave_at(self.inner_scale, self.outer_scale, self.breakpoint))
 
@@ -267,8 +268,9 @@ class _Piecewise(AdditiveMechanism):
         axis of 7) the range [lo, hi], a reference point ``ref`` inside it, log p and log q there
         and their slopes. On the integers the ranges are integer and inclusive."""
         c = self.breakpoint
-        shape = jnp.broadcast_shapes(jnp.shape(d), jnp.shape(c), jnp.shape(self.inner_scale),
-                                     jnp.shape(self.outer_scale))
+        shape = jnp.broadcast_shapes(
+            jnp.shape(d), jnp.shape(c), jnp.shape(self.inner_scale), jnp.shape(self.outer_scale)
+        )
         d = jnp.broadcast_to(d, shape)
         c = jnp.broadcast_to(c, shape)
         b = sort_small(jnp.stack([-c, jnp.zeros_like(c), c, d - c, d, d + c], -1))

@@ -24,8 +24,15 @@ from dpjax.validation import (
     is_traced,
 )
 
-__all__ = ["check_range", "check_common", "check_values", "check_upper", "static_levels", "MAX_LEVELS",
-           "MAX_CLIP_EXPONENT"]
+__all__ = [
+    "check_range",
+    "check_common",
+    "check_values",
+    "check_upper",
+    "static_levels",
+    "MAX_LEVELS",
+    "MAX_CLIP_EXPONENT",
+]
 
 #: Levels are ``ε̌·2^j``; 64 covers every budget ratio ε̂/ε̌ ≤ 2^64.
 MAX_LEVELS = 64
@@ -43,15 +50,19 @@ def static_levels(eps_min, eps_max, max_levels) -> int:
     traced = is_traced(eps_min) or is_traced(eps_max)
     if max_levels is None:
         if traced:
-            raise ValueError("max_levels: eps_min/eps_max are traced (a sweep under vmap/jit); pass a static "
-                             "max_levels >= the largest L = ceil(log2(eps_max/eps_min)) of the sweep")
+            raise ValueError(
+                "max_levels: eps_min/eps_max are traced (a sweep under vmap/jit); pass a static "
+                "max_levels >= the largest L = ceil(log2(eps_max/eps_min)) of the sweep"
+            )
         from dpjax.prdp.domains import num_levels
 
         with jax.enable_x64(True), jax.ensure_compile_time_eval():
             levels = int(num_levels(jnp.float64(eps_min), jnp.float64(eps_max)))
         if levels > MAX_LEVELS:
-            raise ValueError(f"eps_max / eps_min = {eps_max / eps_min:.3g} needs {levels} levels; at most "
-                             f"{MAX_LEVELS} (a ratio of 2^{MAX_LEVELS}) are supported")
+            raise ValueError(
+                f"eps_max / eps_min = {eps_max / eps_min:.3g} needs {levels} levels; at most "
+                f"{MAX_LEVELS} (a ratio of 2^{MAX_LEVELS}) are supported"
+            )
         return levels
     max_levels = check_int("max_levels", max_levels, minimum=1)
     if max_levels > MAX_LEVELS:
@@ -88,7 +99,8 @@ def check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels):
         if low.any():
             raise ValueError(
                 f"budgets: {int(low.sum())} record(s) have a budget below eps_min = {float(eps_min):g}; eps_min is "
-                "the least budget of the whole domain (data-independent), so every E(r) must be >= eps_min")
+                "the least budget of the whole domain (data-independent), so every E(r) must be >= eps_min"
+            )
     if mask is not None:
         if np.shape(mask) != np.shape(budgets):
             raise ValueError(f"mask must have the shape of budgets {np.shape(budgets)}, got {np.shape(mask)}")
@@ -115,8 +127,9 @@ def check_upper(upper, max_levels: int):
     if arr.max() <= 0:
         raise ValueError("upper: every per-level bound is 0")
     if arr.max() > 2.0**MAX_CLIP_EXPONENT:
-        raise ValueError(f"upper must be at most 2^{MAX_CLIP_EXPONENT} = {2.0**MAX_CLIP_EXPONENT:.3g}, "
-                         f"got {arr.max():g}")
+        raise ValueError(
+            f"upper must be at most 2^{MAX_CLIP_EXPONENT} = {2.0**MAX_CLIP_EXPONENT:.3g}, got {arr.max():g}"
+        )
     if arr.ndim == 1:
         if arr.size > max_levels:
             arr = arr[:max_levels]
@@ -137,5 +150,7 @@ def check_values(values, budgets, upper):
         if arr.min() < 0:
             raise ValueError(f"values must be >= 0 (the domain is [0, upper]), got min {arr.min():g}")
         if not is_traced(upper) and arr.max() > np.max(upper):
-            raise ValueError(f"values must be <= upper = {np.max(upper):g} (clip the data to the public bound "
-                             f"first), got max {arr.max():g}")
+            raise ValueError(
+                f"values must be <= upper = {np.max(upper):g} (clip the data to the public bound "
+                f"first), got max {arr.max():g}"
+            )

@@ -87,8 +87,9 @@ class Stream:
             ok = (v > 0.0) & (jnp.log(u) < 0.5 * x * x + d - d * safe_v + d * jnp.log(safe_v))
             return t + 1, jnp.where(ok & ~done, d * safe_v, out), done | ok
 
-        _, out, _ = jax.lax.while_loop(lambda s: ~jnp.all(s[2]), body,
-                                       (jnp.uint32(0), jnp.zeros_like(alpha), alpha <= 0.0))
+        _, out, _ = jax.lax.while_loop(
+            lambda s: ~jnp.all(s[2]), body, (jnp.uint32(0), jnp.zeros_like(alpha), alpha <= 0.0)
+        )
         return jnp.where(alpha > 0.0, out, 0.0)
 
     def key(self, stream) -> jax.Array:

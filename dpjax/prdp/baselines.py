@@ -125,15 +125,17 @@ def naive_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, mask=None,
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     upper, max_exponent = check_upper(upper, max_levels)
     check_values(values, budgets, upper)
-    return _naive_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels,
-                      max_exponent=max_exponent)
+    return _naive_sum(
+        key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels, max_exponent=max_exponent
+    )
 
 
 def _num_queries(name, ratio):
     """``t = ⌈log2(ratio)⌉`` from concrete values (the PDP baselines' static query count)."""
     if is_traced(ratio):
-        raise ValueError(f"{name}: the PDP baselines need concrete eps_min/eps_max/upper (their query count "
-                         "t is static)")
+        raise ValueError(
+            f"{name}: the PDP baselines need concrete eps_min/eps_max/upper (their query count t is static)"
+        )
     return max(int(math.ceil(math.log2(float(ratio)))), 1)
 
 

@@ -63,8 +63,9 @@ def exponential_max_sorted(noise: Stream, stream: int, sorted_values, kept, epsi
     starts = jnp.concatenate([jnp.zeros((1,)), start])
     sizes = jnp.concatenate([jnp.ceil(first)[None], size])
     aboves = jnp.concatenate([m[None], above])
-    log_w = jnp.where(sizes > 0, jnp.log(jnp.where(sizes > 0, sizes, 1.0)), -jnp.inf) \
-        - epsilon * jnp.abs(aboves - c) / 2.0
+    log_w = (
+        jnp.where(sizes > 0, jnp.log(jnp.where(sizes > 0, sizes, 1.0)), -jnp.inf) - epsilon * jnp.abs(aboves - c) / 2.0
+    )
     pick = categorical(noise, stream, log_w)
     offset = jnp.floor(noise.uniform(stream + 2) * sizes[pick])
     return starts[pick] + jnp.minimum(offset, sizes[pick] - 1.0)

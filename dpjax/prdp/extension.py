@@ -58,5 +58,4 @@ def extension_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, 
     sums = jax.ops.segment_sum(jnp.where(part.weight, v, 0.0), part.level, num_segments=max_levels)
     caps = jnp.where(part.floor > 0, bounds / jnp.where(part.floor > 0, part.floor, 1.0), 0.0)
     noisy, level = noisy_levels(Stream(key), 0, sums, caps, part.levels, jnp.float64(beta))
-    return make_result(sum_from_level(noisy, level, part.levels), level, part,
-                       jnp.where(caps > 0, part.floor, 0.0))
+    return make_result(sum_from_level(noisy, level, part.levels), level, part, jnp.where(caps > 0, part.floor, 0.0))

@@ -110,8 +110,9 @@ def _framework(key, values, budgets, mask, eps_min, eps_max, beta, upper, *, mec
 
 
 @x64
-def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=None, mask=None,
-              max_levels=None) -> PrDPResult:
+def framework(
+    key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=None, mask=None, max_levels=None
+) -> PrDPResult:
     """E-PrDP release of any ε-DP mechanism (Algorithm 2).
 
     Args:
@@ -152,9 +153,11 @@ def framework(key, values, budgets, mechanism, *, eps_min, eps_max, beta, upper=
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     check_finite_values("values", values)
     if jnp.shape(values)[:1] != jnp.shape(budgets):
-        raise ValueError(f"values must have one row per record ({jnp.shape(budgets)[0]}), got shape "
-                         f"{jnp.shape(values)}")
+        raise ValueError(
+            f"values must have one row per record ({jnp.shape(budgets)[0]}), got shape {jnp.shape(values)}"
+        )
     if upper is not None:
         upper, _ = check_upper(upper, max_levels)
-    return _framework(key, values, budgets, mask, eps_min, eps_max, beta, upper, mechanism=mechanism,
-                      max_levels=max_levels)
+    return _framework(
+        key, values, budgets, mask, eps_min, eps_max, beta, upper, mechanism=mechanism, max_levels=max_levels
+    )

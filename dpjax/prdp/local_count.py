@@ -134,8 +134,9 @@ def analyze(aggregated, n, part: Partition, beta, multiplier, threshold: str):
     Returns:
       ``(ℓ, estimate)``.
     """
-    level = first_heavy_level(aggregated, thresholds(_scales(part, multiplier), n, part.levels, beta, threshold),
-                              part.levels)
+    level = first_heavy_level(
+        aggregated, thresholds(_scales(part, multiplier), n, part.levels, beta, threshold), part.levels
+    )
     return level, sum_from_level(aggregated, level, part.levels)
 
 
@@ -158,8 +159,10 @@ def check_message_count(budgets, max_levels):
       ValueError: n·max_levels ≥ 2^32.
     """
     if jnp.shape(budgets)[0] * max_levels >= 2**32:
-        raise ValueError(f"budgets: {jnp.shape(budgets)[0]} users × {max_levels} levels exceed the 2^32 per-user "
-                         "noises one key addresses; use the exact aggregate (per_user=False) or split the users")
+        raise ValueError(
+            f"budgets: {jnp.shape(budgets)[0]} users × {max_levels} levels exceed the 2^32 per-user "
+            "noises one key addresses; use the exact aggregate (per_user=False) or split the users"
+        )
 
 
 def _check_threshold(threshold):
@@ -168,8 +171,9 @@ def _check_threshold(threshold):
 
 
 @x64
-def local_count(key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian", per_user=False, mask=None,
-                max_levels=None) -> PrDPResult:
+def local_count(
+    key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian", per_user=False, mask=None, max_levels=None
+) -> PrDPResult:
     """E-PrLDP count of the users (Algorithms 3 + 4), simulated end to end.
 
     Args:
@@ -203,8 +207,9 @@ def local_count(key, budgets, *, eps_min, eps_max, beta, threshold="subgaussian"
     key, max_levels = check_common(key, budgets, mask, eps_min, eps_max, beta, max_levels)
     if per_user:
         check_message_count(budgets, max_levels)
-    return _local_count(key, budgets, mask, eps_min, eps_max, beta, threshold=threshold, per_user=bool(per_user),
-                        max_levels=max_levels)
+    return _local_count(
+        key, budgets, mask, eps_min, eps_max, beta, threshold=threshold, per_user=bool(per_user), max_levels=max_levels
+    )
 
 
 @partial(jax.jit, static_argnames=("max_levels",))

@@ -44,8 +44,9 @@ __all__ = ["local_sum"]
 
 
 @partial(jax.jit, static_argnames=("threshold", "per_user", "max_levels", "max_exponent"))
-def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa, *, threshold, per_user,
-               max_levels, max_exponent):
+def _local_sum(
+    key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa, *, threshold, per_user, max_levels, max_exponent
+):
     part = partition_records(budgets, mask, eps_min, eps_max, max_levels)
     beta = jnp.float64(beta)
     n = _users(part, mask)
@@ -87,8 +88,21 @@ def _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa,
 
 
 @x64
-def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold="subgaussian", per_user=False,
-              kappa=1.0, mask=None, max_levels=None) -> PrDPResult:
+def local_sum(
+    key,
+    values,
+    budgets,
+    *,
+    eps_min,
+    eps_max,
+    beta,
+    upper,
+    threshold="subgaussian",
+    per_user=False,
+    kappa=1.0,
+    mask=None,
+    max_levels=None,
+) -> PrDPResult:
     """E-PrLDP sum of values in ``[0, upper]`` (Algorithm 5 + the reference LDP sum, module doc).
 
     Args:
@@ -130,5 +144,18 @@ def local_sum(key, values, budgets, *, eps_min, eps_max, beta, upper, threshold=
     check_values(values, budgets, upper)
     if per_user:
         check_message_count(budgets, max_levels)
-    return _local_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, kappa, threshold=threshold,
-                      per_user=bool(per_user), max_levels=max_levels, max_exponent=max_exponent)
+    return _local_sum(
+        key,
+        values,
+        budgets,
+        mask,
+        eps_min,
+        eps_max,
+        beta,
+        upper,
+        kappa,
+        threshold=threshold,
+        per_user=bool(per_user),
+        max_levels=max_levels,
+        max_exponent=max_exponent,
+    )

@@ -31,8 +31,9 @@ def _framework_max(key, values, budgets, mask, eps_min, eps_max, beta, upper, *,
     noise = Stream(key)
     level = select_epsilon_tau(noise, part, jnp.float64(beta))
     kept = sorted_weight & (sorted_level >= level)
-    estimate = exponential_max_sorted(noise, 1, sorted_values, kept, part.floor[level] / 2.0, beta / 2.0,
-                                      kept_upper(upper, part)[level])
+    estimate = exponential_max_sorted(
+        noise, 1, sorted_values, kept, part.floor[level] / 2.0, beta / 2.0, kept_upper(upper, part)[level]
+    )
     return make_result(estimate, level, part, framework_ledger(part, level))
 
 

@@ -75,8 +75,9 @@ class PrivacyFunction:
         if not (self.log_base > 1.0 and math.isfinite(self.log_base)):
             raise ValueError(f"log_base must be a finite number > 1, got {self.log_base!r}")
         if self.kind == "log" and not is_traced(self.upper) and float(self.upper) <= self.log_base:
-            raise ValueError(f"upper must exceed log_base for the log function (E(U) = eps_max otherwise), "
-                             f"got {self.upper}")
+            raise ValueError(
+                f"upper must exceed log_base for the log function (E(U) = eps_max otherwise), got {self.upper}"
+            )
 
     @classmethod
     def inverse(cls, upper, *, alpha=_DEFAULT_ALPHA["inverse"], eps_max=100.0):

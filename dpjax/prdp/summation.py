@@ -35,14 +35,21 @@ def _framework_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *,
     level = select_epsilon_tau(noise, part, jnp.float64(beta))
     rows = (jnp.arange(max_levels, dtype=jnp.int32) >= level)[:, None]
     estimate, _ = universal_sum_from_buckets(
-        noise, 1, jnp.sum(jnp.where(rows, counts, 0.0), axis=0), jnp.sum(jnp.where(rows, sums, 0.0), axis=0),
-        part.floor[level] / 2.0, beta / 2.0, kept_upper(upper, part)[level])
+        noise,
+        1,
+        jnp.sum(jnp.where(rows, counts, 0.0), axis=0),
+        jnp.sum(jnp.where(rows, sums, 0.0), axis=0),
+        part.floor[level] / 2.0,
+        beta / 2.0,
+        kept_upper(upper, part)[level],
+    )
     return make_result(estimate, level, part, framework_ledger(part, level))
 
 
 @x64
-def sum(key, values, budgets, *, eps_min, eps_max, beta, upper, method="framework", mask=None,
-        max_levels=None) -> PrDPResult:  # noqa: A001 - the issue's name, dpjax.prdp.sum
+def sum(
+    key, values, budgets, *, eps_min, eps_max, beta, upper, method="framework", mask=None, max_levels=None
+) -> PrDPResult:  # noqa: A001 - the issue's name, dpjax.prdp.sum
     """E-PrDP sum of non-negative values.
 
     ``method="framework"``: Algorithm 2 (part 1 finds ℓ with E/2; the universal SVT/clip sum
@@ -90,5 +97,6 @@ def sum(key, values, budgets, *, eps_min, eps_max, beta, upper, method="framewor
     check_values(values, budgets, upper)
     if method == "extension":
         return extension_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels)
-    return _framework_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels,
-                          max_exponent=max_exponent)
+    return _framework_sum(
+        key, values, budgets, mask, eps_min, eps_max, beta, upper, max_levels=max_levels, max_exponent=max_exponent
+    )

@@ -21,5 +21,15 @@ budget on the composed PLD), :mod:`.selection` (private partition selection), :m
 from dpjax.table.release import TableRelease, release, release_file
 from dpjax.table.statistics import Statistic, count, count_units, mean, quantile, sum, variance
 
-__all__ = ["release", "release_file", "TableRelease", "Statistic", "count", "count_units", "sum", "mean",
-           "variance", "quantile"]
+__all__ = [
+    "release",
+    "release_file",
+    "TableRelease",
+    "Statistic",
+    "count",
+    "count_units",
+    "sum",
+    "mean",
+    "variance",
+    "quantile",
+]

@@ -32,8 +32,9 @@ def _group_sum(group, weights, size):
     """Exact int64 per-group sums of non-negative integers below 2**34 (two 17-bit halves through
     ``bincount``'s float64 accumulator, exact up to 2**36 rows)."""
     hi, lo = weights >> 17, weights & ((1 << 17) - 1)
-    return (np.rint(np.bincount(group, hi.astype(np.float64), size)).astype(np.int64) << 17) + \
-        np.rint(np.bincount(group, lo.astype(np.float64), size)).astype(np.int64)
+    return (np.rint(np.bincount(group, hi.astype(np.float64), size)).astype(np.int64) << 17) + np.rint(
+        np.bincount(group, lo.astype(np.float64), size)
+    ).astype(np.int64)
 
 
 def encode(stat, x: np.ndarray, integer: bool) -> np.ndarray:
@@ -47,8 +48,10 @@ def encode(stat, x: np.ndarray, integer: bool) -> np.ndarray:
 def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, size: int, integer: bool):
     """The integer aggregates of the kept rows (``group``: their group indices in ``[0, size)``,
     ``first``: whether each is its unit's first in its group, ``columns``: their values)."""
-    out = {"rows": np.bincount(group, minlength=size).astype(np.int64),
-           "units": np.bincount(group[first], minlength=size).astype(np.int64)}
+    out = {
+        "rows": np.bincount(group, minlength=size).astype(np.int64),
+        "units": np.bincount(group[first], minlength=size).astype(np.int64),
+    }
     for name, spec in needed(statistics, integer).items():
         if spec is None:
             continue
@@ -58,7 +61,9 @@ def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, s
             leaves = 1 << stat.depth
             t = np.clip((x[first] - stat.low) / (stat.high - stat.low), 0.0, 1.0)
             leaf = np.minimum((t * leaves).astype(np.int64), leaves - 1)
-            out[name] = np.bincount(group[first].astype(np.int64) * leaves + leaf, minlength=size * leaves).reshape(size, leaves)
+            out[name] = np.bincount(group[first].astype(np.int64) * leaves + leaf, minlength=size * leaves).reshape(
+                size, leaves
+            )
             continue
         a = encode(stat, x, integer)
         if kind == "S1":

@@ -71,8 +71,16 @@ def _pair_priority(unit_pair, code, group, gw0, gw1):
     return _h_gathered(unit_pair[0], unit_pair[1], gw0, gw1, code, group)
 
 
-def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, group: np.ndarray,
-          group_words: np.ndarray, values: np.ndarray, max_groups: int, max_rows: int):
+def bound(
+    bound_key,
+    unit: np.ndarray | None,
+    unit_words: np.ndarray | None,
+    group: np.ndarray,
+    group_words: np.ndarray,
+    values: np.ndarray,
+    max_groups: int,
+    max_rows: int,
+):
     """The rows each unit keeps.
 
     Args:
@@ -113,7 +121,7 @@ def bound(bound_key, unit: np.ndarray | None, unit_words: np.ndarray | None, gro
     del bucket
     kept, firsts = [], []
     for b in range(buckets):
-        rows = order[ends[b - 1] if b else 0:ends[b]]
+        rows = order[ends[b - 1] if b else 0 : ends[b]]
         if not len(rows):
             continue
         lo = b * units // buckets + (b * units % buckets > 0)  # the bucket's first code: ceil(b·U/B)
@@ -186,8 +194,11 @@ def _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups: int, units: int
         for s in range(0, n, _CHUNK):
             sl = slice(s, s + _CHUNK)
             p0 = _pair_priority(unit_pair, code[sl], group[sl], gw0, gw1)[0]
-            packed[sl] = (code[sl] << (bits + row_bits)) | ((p0.astype(np.int64) >> (32 - bits)) << row_bits) | \
-                np.arange(s, min(s + _CHUNK, n))
+            packed[sl] = (
+                (code[sl] << (bits + row_bits))
+                | ((p0.astype(np.int64) >> (32 - bits)) << row_bits)
+                | np.arange(s, min(s + _CHUNK, n))
+            )
         packed.sort()
         order = packed & ((1 << row_bits) - 1)
         packed >>= row_bits

@@ -44,8 +44,18 @@ import accounting
 from dpjax.kernels import AdditiveMechanism, by_name
 from dpjax.randomized_response import RandomizedResponse
 
-__all__ = ["kernel_of", "Calibration", "Run", "calibrate", "split", "noisy_max_kernel", "noisy_max_epsilon",
-           "has_pure_epsilon", "kernel_key", "remembered"]
+__all__ = [
+    "kernel_of",
+    "Calibration",
+    "Run",
+    "calibrate",
+    "split",
+    "noisy_max_kernel",
+    "noisy_max_epsilon",
+    "has_pure_epsilon",
+    "kernel_key",
+    "remembered",
+]
 
 #: relative ε gap the calibration stops at
 TOLERANCE = 1e-3
@@ -64,8 +74,10 @@ def kernel_of(noise):
         return lambda t: noise(**{noise.scale_name: t})
     if isinstance(noise, AdditiveMechanism):
         return lambda t: noise.with_scale(np.asarray(t, float))
-    raise ValueError(f"noise must be 'gaussian', 'laplace', 'discrete_laplace', 'discrete_gaussian', a kernel "
-                     f"class or a kernel instance (dpjax.kernels), got {noise!r}")
+    raise ValueError(
+        f"noise must be 'gaussian', 'laplace', 'discrete_laplace', 'discrete_gaussian', a kernel "
+        f"class or a kernel instance (dpjax.kernels), got {noise!r}"
+    )
 
 
 class Calibration:
@@ -143,21 +155,27 @@ def _epsilons(make, runs, ratios, delta, discrete, exact=False):
     tier: of the lattice mechanisms run)."""
     groups = _group(runs, not (discrete or exact))
     if delta == 0 and make(1.0).pure_epsilon is not None:  # pure ε composes by addition, exactly
-        return np.array([sum(n * _pure_epsilon(make, t * w * s, s, nm, exact) for (w, s, nm), n in groups.items())
-                         for t in np.asarray(ratios, float)])
+        return np.array(
+            [
+                sum(n * _pure_epsilon(make, t * w * s, s, nm, exact) for (w, s, nm), n in groups.items())
+                for t in np.asarray(ratios, float)
+            ]
+        )
     additive = [(w, s, n) for (w, s, nm), n in groups.items() if not nm]
     if not (discrete or exact) and len(additive) == len(groups) and delta > 0:
         probe = make(1.0)
         if len(additive) == 1:  # one ratio: the fused query of N runs
-            (w, _, n), = additive
+            ((w, _, n),) = additive
             with jax.enable_x64(True):
-                return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) * w), delta, count=n,
-                                                         progress=False), float)
+                return np.asarray(
+                    accounting.get_epsilon(make(np.asarray(ratios, float) * w), delta, count=n, progress=False), float
+                )
         if probe.gaussian_pld_mu is not None:  # Gaussians compose to the Gaussian of the summed μ²: one run
             eff = math.sqrt(sum(n / w**2 for w, _, n in additive))
             with jax.enable_x64(True):
-                return np.asarray(accounting.get_epsilon(make(np.asarray(ratios, float) / eff), delta, count=1,
-                                                         progress=False), float)
+                return np.asarray(
+                    accounting.get_epsilon(make(np.asarray(ratios, float) / eff), delta, count=1, progress=False), float
+                )
     out = []
     for t in np.asarray(ratios, float):
         total = None
@@ -299,9 +317,14 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
         if over == 0 and step >= under:
             step = under / 4
         t = step
-    found = f"the nearest: ε {best_eps:.6g} at noise ratio {under:.6g}" if under < math.inf else \
-        "no noise ratio met the budget"
+    found = (
+        f"the nearest: ε {best_eps:.6g} at noise ratio {under:.6g}"
+        if under < math.inf
+        else "no noise ratio met the budget"
+    )
     why = f"; the accountant refused a ratio: {failure}" if failure else ""
-    raise ValueError(f"epsilon: could not calibrate {type(make(1.0)).__name__} noise to epsilon={epsilon:g}, "
-                     f"delta={delta:g} within {TOLERANCE:g} relative ({found}{why}); try another epsilon or "
-                     "noise, or fewer statistics, groups or rows per unit")
+    raise ValueError(
+        f"epsilon: could not calibrate {type(make(1.0)).__name__} noise to epsilon={epsilon:g}, "
+        f"delta={delta:g} within {TOLERANCE:g} relative ({found}{why}); try another epsilon or "
+        "noise, or fewer statistics, groups or rows per unit"
+    )

@@ -26,8 +26,18 @@ import pyarrow.compute as pc
 
 from dpjax.table.keys import hash_int64, hash_values
 
-__all__ = ["batches", "csv_batches", "read", "rows", "Rows", "Prepared", "group_index", "unit_hashes", "public_groups",
-           "words_to_u64"]
+__all__ = [
+    "batches",
+    "csv_batches",
+    "read",
+    "rows",
+    "Rows",
+    "Prepared",
+    "group_index",
+    "unit_hashes",
+    "public_groups",
+    "words_to_u64",
+]
 
 
 def words_to_u64(words: np.ndarray) -> np.ndarray:
@@ -53,21 +63,33 @@ def _in_memory(data) -> pa.Table:
         return pa.Table.from_batches([data])
     if isinstance(data, dict):
         try:
-            return pa.table({k: np.asarray(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v
-                             for k, v in data.items()})
+            return pa.table(
+                {k: np.asarray(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v for k, v in data.items()}
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
             raise ValueError(f"data: a dict of equal-length arrays is needed ({exc})") from exc
     if type(data).__module__.startswith("pandas"):
         return pa.Table.from_pandas(data, preserve_index=False)
     if type(data).__module__.startswith("polars"):
         return data.to_arrow()
-    raise ValueError("data must be a pyarrow Table, a pandas/Polars/Spark DataFrame, a dict of arrays, a "
-                     f"CSV/Parquet path or a binary CSV stream, got {type(data).__name__}")
+    raise ValueError(
+        "data must be a pyarrow Table, a pandas/Polars/Spark DataFrame, a dict of arrays, a "
+        f"CSV/Parquet path or a binary CSV stream, got {type(data).__name__}"
+    )
 
 
-def csv_batches(source, columns: list[str], *, label: str = "the input stream", value_columns=(),
-                text_columns=(), column_names=None, invalid_row=None, quoted_newlines: bool = False,
-                refused=None):
+def csv_batches(
+    source,
+    columns: list[str],
+    *,
+    label: str = "the input stream",
+    value_columns=(),
+    text_columns=(),
+    column_names=None,
+    invalid_row=None,
+    quoted_newlines: bool = False,
+    refused=None,
+):
     """Record batches of a CSV file or binary stream, ``CSV_BLOCK_BYTES`` of text at a time, holding
     only ``columns``: ``value_columns`` parsed as float64, ``text_columns`` kept as strings, the
     others typed by pyarrow. ``column_names``: the names of the columns, when the text has no
@@ -195,7 +217,7 @@ class _Codes:
         del unified
         for i, c in enumerate(chunks):
             indices = c.indices
-            code[at:at + len(c)] = (indices.fill_null(len(dictionary)) if indices.null_count else indices).to_numpy()
+            code[at : at + len(c)] = (indices.fill_null(len(dictionary)) if indices.null_count else indices).to_numpy()
             at += len(c)
             chunks[i] = None
         if self.nulls:
@@ -220,10 +242,14 @@ def canonical_keys(col):
 def refuse_nan_keys(nans: int, name: str, unit: bool = False) -> None:
     """The error of ``nans`` NaN keys in the group column (``unit``: the privacy-unit column) ``name``."""
     if nans:
-        what = f"privacy_unit column {name!r} has {nans} NaN id(s)" if unit else \
-            f"by: group column {name!r} has {nans} NaN key(s)"
-        raise ValueError(f"{what}: NaN is not a key (nor null); make them null (pandas' NaN is read as null) "
-                         "or drop those rows")
+        what = (
+            f"privacy_unit column {name!r} has {nans} NaN id(s)"
+            if unit
+            else f"by: group column {name!r} has {nans} NaN key(s)"
+        )
+        raise ValueError(
+            f"{what}: NaN is not a key (nor null); make them null (pandas' NaN is read as null) or drop those rows"
+        )
 
 
 #: an integer column whose values span at most this many entries per row (or 2**20 in all) is
@@ -268,7 +294,7 @@ def _dense_codes(column: pa.ChunkedArray):
     code = np.empty(n, np.int32)
     at = 0
     for x in parts:
-        code[at:at + len(x)] = remap[offsets(x)]
+        code[at : at + len(x)] = remap[offsets(x)]
         at += len(x)
     dictionary = pa.array((present + base).astype(parts[0].dtype), type=column.type)
     return code, dictionary
@@ -289,12 +315,12 @@ class Rows:
     keys (a table) and their hashes, the unit code of each row and the hash of each distinct unit
     (``None`` without a unit), and each value column as float64."""
 
-    group: np.ndarray                # int32[n]
-    keys: pa.Table                   # G rows, the by-columns
-    group_words: np.ndarray          # uint32[G, 2]
-    unit: np.ndarray | None          # int32[n]
-    unit_words: np.ndarray | None    # uint32[U, 2]
-    values: dict                     # column -> float64[n]
+    group: np.ndarray  # int32[n]
+    keys: pa.Table  # G rows, the by-columns
+    group_words: np.ndarray  # uint32[G, 2]
+    unit: np.ndarray | None  # int32[n]
+    unit_words: np.ndarray | None  # uint32[U, 2]
+    values: dict  # column -> float64[n]
 
 
 def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
@@ -350,7 +376,7 @@ def _concatenate(parts: list, n: int) -> np.ndarray:
     out = np.empty(n, parts[0].dtype)
     at = 0
     for i, part in enumerate(parts):
-        out[at:at + len(part)] = part
+        out[at : at + len(part)] = part
         at += len(part)
         parts[i] = None
     return out
@@ -395,9 +421,9 @@ def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 class Prepared:
     """The rows as arrays: group index per row, the distinct group keys (a table) and their hashes."""
 
-    group: np.ndarray          # int32[n]
-    keys: pa.Table             # G rows, the by-columns
-    group_words: np.ndarray    # uint32[G, 2]
+    group: np.ndarray  # int32[n]
+    keys: pa.Table  # G rows, the by-columns
+    group_words: np.ndarray  # uint32[G, 2]
 
 
 def group_index(table: pa.Table, by: list[str]) -> Prepared:
@@ -449,9 +475,11 @@ def check_public_types(public: pa.Table, schema: pa.Schema) -> None:
     for name in public.column_names:
         want, got = _key_kind(schema.field(name).type), _key_kind(public.schema.field(name).type)
         if want is not None and got is not None and want != got:
-            raise ValueError(f"groups: the public groups of column {name!r} are {public.schema.field(name).type} "
-                             f"values, the column holds {schema.field(name).type}: no row matches them; "
-                             "give the keys as the column's type")
+            raise ValueError(
+                f"groups: the public groups of column {name!r} are {public.schema.field(name).type} "
+                f"values, the column holds {schema.field(name).type}: no row matches them; "
+                "give the keys as the column's type"
+            )
 
 
 def key_hashes(keys: pa.Table) -> np.ndarray:

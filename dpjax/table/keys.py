@@ -60,7 +60,7 @@ def _chunked(fn, tables, rows, n):
             return np.pad(x[start:stop], (0, pad)) if x.ndim else x
 
         a, b = fn(*tables, *(part(x) for x in rows))
-        out0[start:stop], out1[start:stop] = np.asarray(a)[:stop - start], np.asarray(b)[:stop - start]
+        out0[start:stop], out1[start:stop] = np.asarray(a)[: stop - start], np.asarray(b)[: stop - start]
     return out0, out1
 
 
@@ -86,8 +86,12 @@ def _h_gathered(k0, k1, x0, x1, i, j):
         t = np.asarray(t, np.uint32)
         return np.pad(t, (0, (1 << max(len(t) - 1, 1).bit_length()) - len(t)))
 
-    return _chunked(_threefry_gathered_jit, (padded(k0), padded(k1), padded(x0), padded(x1)),
-                    (np.asarray(i, np.int32), np.asarray(j, np.int32)), len(i))
+    return _chunked(
+        _threefry_gathered_jit,
+        (padded(k0), padded(k1), padded(x0), padded(x1)),
+        (np.asarray(i, np.int32), np.asarray(j, np.int32)),
+        len(i),
+    )
 
 
 class KeyWords:
@@ -177,8 +181,9 @@ class GroupStream(UniformStream):
     def _words(self, j):
         if isinstance(j, int) and j in self._cache:
             return self._cache[j]
-        words = threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), self.shape),
-                             self._elements)
+        words = threefry2x32(
+            self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), self.shape), self._elements
+        )
         if isinstance(j, int):
             self._cache[j] = words
         return words

@@ -36,6 +36,7 @@ from dpjax.table.keys import GroupStream, derive
 
 __all__ = ["draw", "run_scale"]
 
+
 @jax.jit
 def _draw(kernel, k0, k1, elements, values):
     return kernel._sample(GroupStream(k0, k1, elements, jnp.float64), values)
@@ -73,8 +74,10 @@ def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, 
 def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
     """The exact tier's :func:`draw`: g·(⌊x/g + ½⌋ + N), N the lattice's integer noise (module docstring)."""
     if not lat.sampler.for_tables or np.size(lat.param) != 1:
-        raise ValueError(f"noise: the exact tier of a table release needs a one-scale discrete Laplace or discrete "
-                         f"Gaussian lattice, got {type(lat).__name__} (sampler {lat.sampler!r})")
+        raise ValueError(
+            f"noise: the exact tier of a table release needs a one-scale discrete Laplace or discrete "
+            f"Gaussian lattice, got {type(lat).__name__} (sampler {lat.sampler!r})"
+        )
     shape = values.shape
     n = values.size
     g = float(np.asarray(lat.granularity))

@@ -30,8 +30,16 @@ from dpjax.table.aggregate import aggregate, component_values
 from dpjax.table.bounding import bound
 from dpjax.exact import ExactLattice
 from dpjax.kernels import by_name
-from dpjax.table.calibration import (Run, calibrate, has_pure_epsilon, kernel_key, kernel_of, noisy_max_kernel,
-                                     remembered, split)
+from dpjax.table.calibration import (
+    Run,
+    calibrate,
+    has_pure_epsilon,
+    kernel_key,
+    kernel_of,
+    noisy_max_kernel,
+    remembered,
+    split,
+)
 from dpjax.table.keys import KeyWords
 from dpjax.table.noise import draw, run_scale
 from dpjax.table.selection import candidates, selection_delta, tail_point, threshold
@@ -135,7 +143,7 @@ class Request:
             w = weights.get(s.name, 1.0)
             for c, e in zip(self.stat_components(s), s.error_weights(self.discrete, self.with_rows)):
                 prev = out.get(c.name, (c, 0.0))[1]
-                out[c.name] = (c, prev + w * e * c.normalised_sensitivity ** 2)
+                out[c.name] = (c, prev + w * e * c.normalised_sensitivity**2)
         if selection:
             # a group is released when its noisy unit count clears τ ≈ L·b (b the count's noise scale): relative to
             # a group of n units the selection errs by L·b/n — a measurement of normalised sensitivity L
@@ -149,15 +157,18 @@ class Request:
         for the kernel at scale 1 (about ``log(K/(2δ_sel))`` for Laplace)."""
         share = self.delta * SELECTION_DELTA_SHARE
         kernel = self.make(1.0)
-        return remembered(("selection_tail", *kernel_key(kernel), self.max_groups, share),
-                          lambda: tail_point(kernel, math.log(share / (1 + share) / self.max_groups)))
+        return remembered(
+            ("selection_tail", *kernel_key(kernel), self.max_groups, share),
+            lambda: tail_point(kernel, math.log(share / (1 + share) / self.max_groups)),
+        )
 
     def plan(self, selection: bool):
         """``(measurements, {name: weight v}, runs)``: the budget split (:func:`.calibration.split`); remembered."""
         meas = self.measurements(selection)
         v = split(meas, self.max_groups, self.make(1.0).pure_epsilon is not None)
-        runs = tuple(Run(v[n], float(c.sensitivity), self.max_groups * c.multiplicity, c.noisy_max)
-                     for n, (c, _) in meas.items())
+        runs = tuple(
+            Run(v[n], float(c.sensitivity), self.max_groups * c.multiplicity, c.noisy_max) for n, (c, _) in meas.items()
+        )
         return meas, v, runs
 
 
@@ -175,8 +186,9 @@ def numerics_of(probe, numerics) -> str:
     else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms) calibrates far
     slower than the analytic Gaussian (``numerics="exact"`` runs it)."""
     if numerics not in (None, "exact", "float"):
-        raise ValueError(f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), "
-                         f"got {numerics!r}")
+        raise ValueError(
+            f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), got {numerics!r}"
+        )
     if numerics == "float":
         return "float"
     try:
@@ -185,8 +197,10 @@ def numerics_of(probe, numerics) -> str:
         lattice = None
     if lattice is None or not lattice.sampler.for_tables:
         if numerics == "exact":
-            raise ValueError(f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
-                             f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}")
+            raise ValueError(
+                f"numerics: 'exact' needs a noise kernel with an exact sampler (gaussian, laplace, "
+                f"discrete_gaussian, discrete_laplace), got {type(probe).__name__}"
+            )
         return "float"
     if numerics == "exact" or probe.discrete or lattice.hockey_stick is not None:
         return "exact"
@@ -197,20 +211,36 @@ def _weights(weights, statistics, selection: bool) -> tuple:
     if weights is None:
         return ()
     if not isinstance(weights, dict):
-        raise ValueError(f"weights must be a dict of statistic name (or 'selection') to a positive number, "
-                         f"got {weights!r}")
+        raise ValueError(
+            f"weights must be a dict of statistic name (or 'selection') to a positive number, got {weights!r}"
+        )
     names = {s.name for s in statistics} | ({"selection"} if selection else set())
     for k, w in weights.items():
         if k not in names:
             raise ValueError(f"weights: {k!r} is not a statistic of this release (one of {sorted(names)})")
-        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or \
-                not (math.isfinite(w) and w > 0):
+        if (
+            isinstance(w, bool)
+            or not isinstance(w, (int, float, np.integer, np.floating))
+            or not (math.isfinite(w) and w > 0)
+        ):
             raise ValueError(f"weights: the weight of {k!r} must be a positive finite number, got {w!r}")
     return tuple(sorted((k, float(w)) for k, w in weights.items()))
 
 
-def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-             noise, numerics=None, weights=None, alpha=0.05) -> Request:
+def validate(
+    by,
+    statistics,
+    privacy_unit,
+    max_groups_per_unit,
+    max_rows_per_group,
+    epsilon,
+    delta,
+    groups,
+    noise,
+    numerics=None,
+    weights=None,
+    alpha=0.05,
+) -> Request:
     """Every argument check of :func:`release` (nothing about the data's content)."""
     by = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else by
     if not isinstance(by, list) or not by or not all(isinstance(c, str) and c for c in by):
@@ -231,8 +261,9 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
     if privacy_unit is None:
         for name, v in (("max_groups_per_unit", max_groups_per_unit), ("max_rows_per_group", max_rows_per_group)):
             if v is not None and _positive_int(name, v) != 1:
-                raise ValueError(f"{name}: without privacy_unit each row is its own unit (one group, one row); "
-                                 f"got {v!r}")
+                raise ValueError(
+                    f"{name}: without privacy_unit each row is its own unit (one group, one row); got {v!r}"
+                )
         k = m = 1
     else:
         if not isinstance(privacy_unit, str) or not privacy_unit:
@@ -243,41 +274,66 @@ def validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_gro
             raise ValueError("max_groups_per_unit and max_rows_per_group are required with a privacy_unit")
         k = _positive_int("max_groups_per_unit", max_groups_per_unit)
         m = _positive_int("max_rows_per_group", max_rows_per_group)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
-            not (math.isfinite(epsilon) and epsilon > 0):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, (int, float, np.floating))
+        or not (math.isfinite(epsilon) and epsilon > 0)
+    ):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if not EPSILON_RANGE[0] <= epsilon <= EPSILON_RANGE[1]:
-        raise ValueError(f"epsilon: {epsilon!r} is outside [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}], the budgets a "
-                         "table release calibrates (above, a release protects no one; below, its noise hides "
-                         "every group)")
+        raise ValueError(
+            f"epsilon: {epsilon!r} is outside [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}], the budgets a "
+            "table release calibrates (above, a release protects no one; below, its noise hides "
+            "every group)"
+        )
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     if groups is None and delta == 0:
-        raise ValueError("delta must be positive when groups are selected privately (groups=None); "
-                         "pass the public groups to release with delta=0")
+        raise ValueError(
+            "delta must be positive when groups are selected privately (groups=None); "
+            "pass the public groups to release with delta=0"
+        )
     make = kernel_of(noise)
     probe = make(1.0)
     if delta == 0 and not has_pure_epsilon(probe):
-        raise ValueError(f"delta: {type(probe).__name__} noise needs delta > 0 (no scale of it gives a pure "
-                         "epsilon-DP release); give delta > 0, or noise='laplace' for delta = 0")
+        raise ValueError(
+            f"delta: {type(probe).__name__} noise needs delta > 0 (no scale of it gives a pure "
+            "epsilon-DP release); give delta > 0, or noise='laplace' for delta = 0"
+        )
     if probe.discrete:
         for s in statistics:
             if s.low is not None and not (float(s.low).is_integer() and float(s.high).is_integer()):
-                raise ValueError(f"statistics: {s.name} needs integer low/high with the integer-valued noise "
-                                 f"{type(probe).__name__} (values are rounded to integers)")
+                raise ValueError(
+                    f"statistics: {s.name} needs integer low/high with the integer-valued noise "
+                    f"{type(probe).__name__} (values are rounded to integers)"
+                )
         for s in statistics:
             for c in s.components(m, True, any(t.kind in ("count", "mean", "variance") for t in statistics)):
                 if c.sensitivity > MAX_DISCRETE_SENSITIVITY:
-                    raise ValueError(f"statistics: {s.name} has sensitivity {c.sensitivity:g} per group, above "
-                                     f"{MAX_DISCRETE_SENSITIVITY} for the integer-valued noise {type(probe).__name__} "
-                                     "(its exact accounting sums atoms over the shift); narrow low/high or use "
-                                     "noise='gaussian' or 'laplace'")
+                    raise ValueError(
+                        f"statistics: {s.name} has sensitivity {c.sensitivity:g} per group, above "
+                        f"{MAX_DISCRETE_SENSITIVITY} for the integer-valued noise {type(probe).__name__} "
+                        "(its exact accounting sums atoms over the shift); narrow low/high or use "
+                        "noise='gaussian' or 'laplace'"
+                    )
     noise_name = noise if isinstance(noise, str) else type(probe).__name__
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1) (the confidence intervals' level is 1 − alpha), got {alpha!r}")
-    return Request(by, list(statistics), privacy_unit, k, m, float(epsilon), float(delta), make,
-                   bool(probe.discrete), noise_name, numerics_of(probe, numerics),
-                   _weights(weights, statistics, groups is None), float(alpha))
+    return Request(
+        by,
+        list(statistics),
+        privacy_unit,
+        k,
+        m,
+        float(epsilon),
+        float(delta),
+        make,
+        bool(probe.discrete),
+        noise_name,
+        numerics_of(probe, numerics),
+        _weights(weights, statistics, groups is None),
+        float(alpha),
+    )
 
 
 def _local_aggregates(req: Request, data, public, bound_key):
@@ -304,8 +360,9 @@ def _local_aggregates(req: Request, data, public, bound_key):
     else:
         matrix = np.stack([values[c] for c in req.value_columns], axis=1) if values else np.zeros((len(group), 0))
     kept, first = bound(bound_key, unit, unit_words, group, words, matrix, req.max_groups, req.max_rows)
-    agg = aggregate(req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words),
-                    req.discrete)
+    agg = aggregate(
+        req.statistics, group[kept], first, {c: v[kept] for c, v in values.items()}, len(words), req.discrete
+    )
     return keys, words, agg
 
 
@@ -324,9 +381,9 @@ def _quantile(stat, kernel, pair, words, hist):
     best = np.empty(g, np.int64)
     step = max(_NOISY_MAX_CHUNK // (leaves + 1), 1)
     for s in range(0, g, step):
-        b = below[s:s + step]
+        b = below[s : s + step]
         scores = -np.abs(b - stat.q * b[:, -1:])
-        best[s:s + step] = np.argmax(draw(kernel, pair, words[s:s + step], elements, scores), axis=1)
+        best[s : s + step] = np.argmax(draw(kernel, pair, words[s : s + step], elements, scores), axis=1)
     return stat.low + best * ((stat.high - stat.low) / leaves)
 
 
@@ -364,6 +421,7 @@ def noise_std(kernel) -> float:
 def half_width(kernel, alpha: float) -> float:
     """``w`` with ``Pr[|error| > w] ≤ alpha`` for the error of a value released by ``kernel`` (its noise, and
     on the exact tier the rounding to the lattice, at most g/2). Remembered per (kernel, alpha)."""
+
     def compute():
         if isinstance(kernel, ExactLattice):
             g = float(np.asarray(kernel.granularity))
@@ -373,13 +431,18 @@ def half_width(kernel, alpha: float) -> float:
     return remembered(("half_width", *kernel_key(kernel), float(alpha)), compute)
 
 
-def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict,
-           public: bool) -> TableRelease:
+def finish(
+    req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict, public: bool
+) -> TableRelease:
     """Selection, noise and post-processing, from the integer aggregates (both backends)."""
     meas, weight, _ = req.plan(not public)
     exact = req.numerics == "exact"
-    kernels = {name: noisy_max_kernel(cal.ratio * weight[name] * c.sensitivity, exact) if c.noisy_max
-               else req.noise(cal.ratio * weight[name] * c.sensitivity) for name, (c, _) in meas.items()}
+    kernels = {
+        name: noisy_max_kernel(cal.ratio * weight[name] * c.sensitivity, exact)
+        if c.noisy_max
+        else req.noise(cal.ratio * weight[name] * c.sensitivity)
+        for name, (c, _) in meas.items()
+    }
     noisy = {}
     tau, d_sel = None, 0.0
     if not public:
@@ -387,8 +450,13 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
         present = candidates(agg)  # only groups with a kept row after bounding are candidates
         keys, words = keys.take(pa.array(present)), words[present]
         agg = {k: v[present] for k, v in agg.items()}
-        noisy_units = draw(kernels["units"], key_words.component("units"), words, np.zeros((len(words), 1)),
-                           agg["units"].astype(np.float64)[:, None])[:, 0]
+        noisy_units = draw(
+            kernels["units"],
+            key_words.component("units"),
+            words,
+            np.zeros((len(words), 1)),
+            agg["units"].astype(np.float64)[:, None],
+        )[:, 0]
         kept = np.flatnonzero(noisy_units > tau)
         keys, words = keys.take(pa.array(kept)), words[kept]
         agg = {k: v[kept] for k, v in agg.items()}
@@ -405,20 +473,21 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
         for c in comps:
             if c.name not in noisy and not c.noisy_max:
                 values = component_values(c, s, agg, req.discrete)[:, None]
-                noisy[c.name] = draw(kernels[c.name], key_words.component(c.name), words, np.zeros(values.shape),
-                                     values)[:, 0]
+                noisy[c.name] = draw(
+                    kernels[c.name], key_words.component(c.name), words, np.zeros(values.shape), values
+                )[:, 0]
         if s.kind == "quantile":
             c = comps[0]
-            out = _quantile(s, kernels[c.name], key_words.component(c.name), words,
-                            agg[f"tree:{s.bounds_key()}:{s.depth}"])
+            out = _quantile(
+                s, kernels[c.name], key_words.component(c.name), words, agg[f"tree:{s.bounds_key()}:{s.depth}"]
+            )
             columns[s.name] = pa.array(out)
             for suffix in ("std", "ci_low", "ci_high"):
                 columns[f"{s.name}_{suffix}"] = pa.nulls(n, pa.float64())
             continue
         parts = [noisy[c.name] for c in comps]
         out = s.finish(parts, req.discrete)
-        lo, hi = s.interval(parts, [half_width(kernels[c.name], req.alpha / len(comps)) for c in comps],
-                            req.discrete)
+        lo, hi = s.interval(parts, [half_width(kernels[c.name], req.alpha / len(comps)) for c in comps], req.discrete)
         std = s.std(parts, [noise_std(kernels[c.name]) for c in comps], req.discrete)
         if s.kind in ("count", "count_units") and (req.discrete or exact) or req.discrete and s.kind == "sum":
             out = np.rint(out).astype(np.int64)
@@ -431,16 +500,42 @@ def finish(req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.nda
     steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if exact else {}
     ratios = {name: cal.ratio * weight[name] for name in meas}
     # the composition's δ share plus selection's a/(1 − a)
-    return TableRelease(table=table, epsilon=cal.epsilon, delta=cal.delta + d_sel, row_level=req.privacy_unit is None,
-                        privacy_unit=req.privacy_unit, max_groups_per_unit=req.max_groups,
-                        max_rows_per_group=req.max_rows, noise=req.noise_name, scales=scales, threshold=tau,
-                        selection_delta=d_sel, numerics=req.numerics, granularity=steps, ratios=ratios,
-                        alpha=req.alpha)
+    return TableRelease(
+        table=table,
+        epsilon=cal.epsilon,
+        delta=cal.delta + d_sel,
+        row_level=req.privacy_unit is None,
+        privacy_unit=req.privacy_unit,
+        max_groups_per_unit=req.max_groups,
+        max_rows_per_group=req.max_rows,
+        noise=req.noise_name,
+        scales=scales,
+        threshold=tau,
+        selection_delta=d_sel,
+        numerics=req.numerics,
+        granularity=steps,
+        ratios=ratios,
+        alpha=req.alpha,
+    )
 
 
-def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit=None, max_rows_per_group=None,
-            epsilon, delta=0.0, groups=None, noise="laplace", numerics=None, weights=None,
-            alpha=0.05) -> TableRelease:
+def release(
+    key,
+    data,
+    *,
+    by,
+    statistics,
+    privacy_unit=None,
+    max_groups_per_unit=None,
+    max_rows_per_group=None,
+    epsilon,
+    delta=0.0,
+    groups=None,
+    noise="laplace",
+    numerics=None,
+    weights=None,
+    alpha=0.05,
+) -> TableRelease:
     """Release ``statistics`` per group of ``data`` under (``epsilon``, ``delta``) for the whole release.
 
     Args:
@@ -473,13 +568,30 @@ def release(key, data, *, by, statistics, privacy_unit=None, max_groups_per_unit
     Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
     raises ``ValueError`` before any noise is drawn.
     """
-    req = validate(by, statistics, privacy_unit, max_groups_per_unit, max_rows_per_group, epsilon, delta, groups,
-                   noise, numerics, weights, alpha)
+    req = validate(
+        by,
+        statistics,
+        privacy_unit,
+        max_groups_per_unit,
+        max_rows_per_group,
+        epsilon,
+        delta,
+        groups,
+        noise,
+        numerics,
+        weights,
+        alpha,
+    )
     key = check_key(key)
     public = _data.public_groups(groups, req.by) if groups is not None else None
-    cal = calibrate(req.make, req.plan(public is None)[2], req.epsilon,
-                    req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta, req.discrete,
-                    req.numerics == "exact")
+    cal = calibrate(
+        req.make,
+        req.plan(public is None)[2],
+        req.epsilon,
+        req.delta * (1 - SELECTION_DELTA_SHARE) if public is None else req.delta,
+        req.discrete,
+        req.numerics == "exact",
+    )
     key_words = KeyWords(key)
     if type(data).__module__.startswith("pyspark"):
         from dpjax.table.spark import spark_aggregates

@@ -60,13 +60,16 @@ def _run(spark, action):
         return action()
     except Exception as exc:
         text = str(exc)
-        fix = (f"install pyarrow and this dpjax on every worker (pip install 'dpjax[spark]'), or point "
-               f"PYSPARK_PYTHON (or spark.pyspark.python) at an interpreter that has them, e.g. this driver's "
-               f"{sys.executable}, before the Spark session starts")
+        fix = (
+            f"install pyarrow and this dpjax on every worker (pip install 'dpjax[spark]'), or point "
+            f"PYSPARK_PYTHON (or spark.pyspark.python) at an interpreter that has them, e.g. this driver's "
+            f"{sys.executable}, before the Spark session starts"
+        )
         missing = re.search(r"No module named '([\w.]+)'", text)
         if missing:
-            raise WorkerError(f"data: Spark's Python workers ({_worker_python(spark)}) cannot import "
-                              f"{missing.group(1)!r}: {fix}") from None
+            raise WorkerError(
+                f"data: Spark's Python workers ({_worker_python(spark)}) cannot import {missing.group(1)!r}: {fix}"
+            ) from None
         mismatch = re.search(re.escape(_MISMATCH) + r"([^\n]*)", text)
         detail = mismatch.group(1) if mismatch else None
         if re.search(r"module 'dpjax[\w.]*' has no attribute|Can't get attribute '\w+' on <module 'dpjax", text):
@@ -82,8 +85,11 @@ def _check_worker(expected: str) -> None:
     if here != expected:
         import dpjax
 
-        raise RuntimeError(f"{_MISMATCH}run another dpjax than the driver (theirs at {dpjax.__file__}, table "
-                           f"layer {here}; the driver's {expected})")
+        raise RuntimeError(
+            f"{_MISMATCH}run another dpjax than the driver (theirs at {dpjax.__file__}, table "
+            f"layer {here}; the driver's {expected})"
+        )
+
 
 _NUMERIC = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType")
 
@@ -106,8 +112,11 @@ def _checks(req, df):
         checks.append(F.sum(bad.cast("long")).alias(f"__null_{c}"))
     if req.privacy_unit:
         checks.append(F.sum(F.col(req.privacy_unit).isNull().cast("long")).alias("__null_unit"))
-    keyed = [c for c in dict.fromkeys(list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
-             if types[c] in ("FloatType", "DoubleType")]
+    keyed = [
+        c
+        for c in dict.fromkeys(list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+        if types[c] in ("FloatType", "DoubleType")
+    ]
     for c in keyed:
         checks.append(F.sum(F.isnan(F.col(c)).cast("long")).alias(f"__nan_{c}"))
     return checks, keyed
@@ -168,8 +177,10 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     # before any noise; where bad data stops that job in a worker, one aggregation finds and names it
     observation = Observation("dpjax_table_checks")
     original = df
-    df = _canonical(df.select(*req.columns).observe(observation, *checks),
-                    list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
+    df = _canonical(
+        df.select(*req.columns).observe(observation, *checks),
+        list(req.by) + ([req.privacy_unit] if req.privacy_unit else []),
+    )
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
     if public is not None:
         _data.check_public_types(public, key_schema)
@@ -177,10 +188,12 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     trees = [n for n in names if n.startswith("tree:")]
     scalars = [n for n in names if n not in trees]
     alias = {n: f"a{i}" for i, n in enumerate(names)}
-    out_schema = T.StructType([df.schema[c] for c in req.by] + [T.StructField("__h0", T.LongType()),
-                              T.StructField("__h1", T.LongType())] +
-                              [T.StructField(alias[n], T.LongType()) for n in scalars] +
-                              [T.StructField(alias[n], T.ArrayType(T.LongType())) for n in trees])
+    out_schema = T.StructType(
+        [df.schema[c] for c in req.by]
+        + [T.StructField("__h0", T.LongType()), T.StructField("__h1", T.LongType())]
+        + [T.StructField(alias[n], T.LongType()) for n in scalars]
+        + [T.StructField(alias[n], T.ArrayType(T.LongType())) for n in trees]
+    )
     out_arrow = to_arrow_schema(out_schema)
     public_dict = public.to_pydict() if public is not None else None
     public_schema = public.schema if public is not None else None
@@ -195,8 +208,11 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
             return
         table = pa.Table.from_batches(batches).combine_chunks()  # one batch: codes and hashes in one pass
         del batches
-        table = table.cast(pa.schema([pa.field(f.name, key_schema.field(f.name).type) if f.name in req.by else f
-                                      for f in table.schema]))
+        table = table.cast(
+            pa.schema(
+                [pa.field(f.name, key_schema.field(f.name).type) if f.name in req.by else f for f in table.schema]
+            )
+        )
         pub = pa.table(public_dict, schema=public_schema) if public_dict is not None else None
         keys, words, agg = local_aggregates(req, table, pub, bound_key)
         present = pa.array(np.flatnonzero(agg["units"] > 0))
@@ -245,9 +261,15 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
         np.add.at(agg[n], where[inverse], got.column(alias[n]).to_numpy().astype(np.int64))
     for n in trees:
         leaves = 1 << int(n.rsplit(":", 1)[1])
-        cells = _run(spark, lambda n=n: _to_arrow(
-            partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c")).where("c > 0")
-            .groupBy("__h0", "__h1", "leaf").agg(F.sum("c").alias("c"))))
+        cells = _run(
+            spark,
+            lambda n=n: _to_arrow(
+                partial.select("__h0", "__h1", F.posexplode(alias[n]).alias("leaf", "c"))
+                .where("c > 0")
+                .groupBy("__h0", "__h1", "leaf")
+                .agg(F.sum("c").alias("c"))
+            ),
+        )
         cw = np.stack([cells.column("__h0").to_numpy(), cells.column("__h1").to_numpy()], axis=1).astype(np.uint32)
         row = where[np.searchsorted(distinct, _data.words_to_u64(cw))]
         hist = np.zeros((len(words), leaves), np.int64)

@@ -153,8 +153,16 @@ class Statistic:
             half = r * r - self.square_centre(integer)
             return [rows, centred, Component(f"squares:{self.bounds_key()}:{integer}", m * half, 1, norm=r * r)]
         leaves = 1 << self.depth
-        return [Component(f"rank:{self.bounds_key()}:{self.depth}:{self.q!r}", max(self.q, 1 - self.q), 1,
-                          leaves + 1, norm=1 / RANK_WEIGHT, noisy_max=True)]
+        return [
+            Component(
+                f"rank:{self.bounds_key()}:{self.depth}:{self.q!r}",
+                max(self.q, 1 - self.q),
+                1,
+                leaves + 1,
+                norm=1 / RANK_WEIGHT,
+                noisy_max=True,
+            )
+        ]
 
     def error_weights(self, integer: bool, with_rows: bool = False) -> list[float]:
         """How much each measurement's noise (relative to ``n·norm``) weighs in this statistic's relative
@@ -205,8 +213,14 @@ class Statistic:
             hi = np.where(known, np.clip(c + m_hi, self.low, self.high), self.high)
             return lo, hi
         h = self.square_centre(integer)  # the second moment is Σ((x − mid)² − h)/rows + h, in [0, r²]
-        q = np.stack([(noisy[2] - half[2]) / n_lo, (noisy[2] - half[2]) / n_hi, (noisy[2] + half[2]) / n_lo,
-                      (noisy[2] + half[2]) / n_hi])
+        q = np.stack(
+            [
+                (noisy[2] - half[2]) / n_lo,
+                (noisy[2] - half[2]) / n_hi,
+                (noisy[2] + half[2]) / n_lo,
+                (noisy[2] + half[2]) / n_hi,
+            ]
+        )
         s_lo, s_hi = np.clip(q.min(axis=0) + h, 0.0, r * r), np.clip(q.max(axis=0) + h, 0.0, r * r)
         sq_lo = np.where((m_lo <= 0) & (m_hi >= 0), 0.0, np.minimum(m_lo**2, m_hi**2))
         sq_hi = np.maximum(m_lo**2, m_hi**2)
@@ -229,8 +243,12 @@ class Statistic:
         return np.sqrt(std[2] ** 2 + (2 * m * std[1]) ** 2 + ((second - 2 * m * m) * std[0]) ** 2) / n
 
 
-_COMPONENT_WORDS = {"sum": "sum", "centred": "centred sum", "squares": "centred sum of squares",
-                    "rank": "noisy-max quantile"}
+_COMPONENT_WORDS = {
+    "sum": "sum",
+    "centred": "centred sum",
+    "squares": "centred sum of squares",
+    "rank": "noisy-max quantile",
+}
 
 
 def component_label(name: str) -> str:
@@ -258,8 +276,11 @@ def _bounds(name, low, high):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
             raise ValueError(f"{name}: {label} must be a finite number, got {v!r}")
     if not low < high:
-        raise ValueError(f"{name}: low must be below high, got low={low!r} > high={high!r}" if low > high
-                         else f"{name}: low must be below high, got low = high = {low!r}")
+        raise ValueError(
+            f"{name}: low must be below high, got low={low!r} > high={high!r}"
+            if low > high
+            else f"{name}: low must be below high, got low = high = {low!r}"
+        )
     return float(low), float(high)
 
 
@@ -314,7 +335,7 @@ def split(text: str) -> list[str]:
     while i < len(text):
         ch = text[i]
         if ch == '"':
-            if quoted and text[i + 1:i + 2] == '"':
+            if quoted and text[i + 1 : i + 2] == '"':
                 item.append('"')
                 i += 1
             else:
@@ -341,11 +362,14 @@ def parse(spec: str) -> Statistic:
         if kind in ("count", "count_units") and not args:
             return count() if kind == "count" else count_units()
         if kind in ("sum", "mean", "variance") and len(args) >= 3:
-            return {"sum": sum, "mean": mean, "variance": variance}[kind](":".join(args[:-2]), float(args[-2]),
-                                                                        float(args[-1]))
+            return {"sum": sum, "mean": mean, "variance": variance}[kind](
+                ":".join(args[:-2]), float(args[-2]), float(args[-1])
+            )
         if kind == "quantile" and len(args) >= 4:
             return quantile(":".join(args[:-3]), float(args[-3]), float(args[-2]), float(args[-1]))
     except ValueError as exc:
         raise ValueError(f"statistic {spec!r}: {exc}") from None
-    raise ValueError(f"statistic {spec!r}: expected count, count_units, sum:COL:LOW:HIGH, mean:COL:LOW:HIGH, "
-                     "variance:COL:LOW:HIGH or quantile:COL:Q:LOW:HIGH")
+    raise ValueError(
+        f"statistic {spec!r}: expected count, count_units, sum:COL:LOW:HIGH, mean:COL:LOW:HIGH, "
+        "variance:COL:LOW:HIGH or quantile:COL:Q:LOW:HIGH"
+    )

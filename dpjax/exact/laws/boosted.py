@@ -19,10 +19,18 @@ from dpjax.exact import table_samplers
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler
 from dpjax.exact.table_samplers import _ends, _prec, _symmetric_code, _symmetric_record, level_guide
 
-__all__ = ["BoostedTable", "BoostedSampler", "boosted_spec", "boosted_code", "exact_boosted_record", "pb_guide",
-           "pb_icdf"]
+__all__ = [
+    "BoostedTable",
+    "BoostedSampler",
+    "boosted_spec",
+    "boosted_code",
+    "exact_boosted_record",
+    "pb_guide",
+    "pb_icdf",
+]
 
 # -- PB-DP over the discrete kernels: one word per record, an exact inverse-CDF table of the boosted |N| ------
+
 
 def _iv_fraction(x):
     return mpmath.iv.mpf(x.numerator) / x.denominator
@@ -130,7 +138,6 @@ def exact_boosted_record(word, spec):
     return _symmetric_record(word, pb_icdf(spec), lambda prec, k: _pb_cdf_bounds(spec, k, prec))
 
 
-
 @dataclasses.dataclass(frozen=True)
 class BoostedTable(IntegerSampler):
     """The boosted discrete law ``spec`` (:func:`boosted_spec`), one word per record."""
@@ -138,8 +145,7 @@ class BoostedTable(IntegerSampler):
     spec: tuple
 
     def noise(self, words, values, params):
-        return table_samplers.symmetric_noise(words, pb_icdf(self.spec),
-                                              *pb_guide(self.spec))
+        return table_samplers.symmetric_noise(words, pb_icdf(self.spec), *pb_guide(self.spec))
 
     def complete(self, word, value, params):
         return exact_boosted_record(word, self.spec)

@@ -30,13 +30,24 @@ from dpjax.exact import table_samplers
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler
 from dpjax.exact.table_samplers import _ends, _prec, _symmetric_code, _symmetric_record, _threefry_complete, level_guide
 
-__all__ = ["DiscreteGaussianTable", "DiscreteGaussianTables", "DiscreteGaussianSampler", "DG_TABLES_MAX", "dg_guide",
-           "dg_icdf", "exact_gaussian_record", "gaussian_code", "threefry_gaussian"]
+__all__ = [
+    "DiscreteGaussianTable",
+    "DiscreteGaussianTables",
+    "DiscreteGaussianSampler",
+    "DG_TABLES_MAX",
+    "dg_guide",
+    "dg_icdf",
+    "exact_gaussian_record",
+    "gaussian_code",
+    "threefry_gaussian",
+]
+
 
 def threefry_gaussian(words, n, nvar, bits=None):
     """:func:`gaussian_code` on :class:`~dpjax.exact.bits.ThreefryWords`, completed like :func:`threefry_laplace`."""
-    return _threefry_complete(words, gaussian_code(words, n, nvar, bits),
-                              lambda w: exact_gaussian_record(w, nvar, bits))
+    return _threefry_complete(
+        words, gaussian_code(words, n, nvar, bits), lambda w: exact_gaussian_record(w, nvar, bits)
+    )
 
 
 def _dg_sums(nvar, prec):
@@ -139,8 +150,7 @@ class DiscreteGaussianTable(IntegerSampler):
     nvar: int
 
     def noise(self, words, values, params):
-        return table_samplers.symmetric_noise(words, dg_icdf(self.nvar),
-                                              *dg_guide(self.nvar))
+        return table_samplers.symmetric_noise(words, dg_icdf(self.nvar), *dg_guide(self.nvar))
 
     def complete(self, word, value, params):
         return exact_gaussian_record(word, self.nvar)
@@ -190,9 +200,11 @@ class DiscreteGaussianSampler(LatticeSampler):
         nvar, g = np.ascontiguousarray(param).reshape(-1), np.ascontiguousarray(g).reshape(-1)
         distinct, inverse = np.unique(nvar, return_inverse=True)
         if distinct.size > DG_TABLES_MAX:
-            raise ValueError(f"sigma: numerics='exact' runs at most {DG_TABLES_MAX} distinct per-record sigma (one "
-                             f"exact table each), got {distinct.size}; round sigma to fewer values or release them in "
-                             "batches")
+            raise ValueError(
+                f"sigma: numerics='exact' runs at most {DG_TABLES_MAX} distinct per-record sigma (one "
+                f"exact table each), got {distinct.size}; round sigma to fewer values or release them in "
+                "batches"
+            )
         tables = [dg_icdf(int(v)) for v in distinct]
         sizes = np.asarray([tab.size for tab in tables], np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])

@@ -45,15 +45,50 @@ import numpy as np
 
 from dpjax.exact import table_samplers
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler, padded, take
-from dpjax.exact.table_samplers import (GUIDE_BITS, _Uniform, _count_le_guided, _ends, _ext_of, _icdf_on_host, _iv_floor,
-                                        _level_search, _pack, _prec, _threefry_complete, _threshold, _word_halves,
-                                        level_guide)
+from dpjax.exact.table_samplers import (
+    GUIDE_BITS,
+    _Uniform,
+    _count_le_guided,
+    _ends,
+    _ext_of,
+    _icdf_on_host,
+    _iv_floor,
+    _level_search,
+    _pack,
+    _prec,
+    _threefry_complete,
+    _threshold,
+    _word_halves,
+    level_guide,
+)
 
-__all__ = ["DiscreteLaplaceTable", "DiscreteLaplaceScales", "LaplaceScales", "DiscreteLaplaceSampler", "LAPLACE_BITS",
-           "DEVICE_LAPLACE_MIN", "laplace_lattice_bits", "reciprocal_pow2", "CHUNK_BITS", "DL_TABLE_LOG2",
-           "chunk_layout", "discrete_laplace_fast", "dl_guide", "dl_icdf", "dl_tables", "exact_per_record",
-           "exact_record", "guides", "laplace_code", "laplace_noise", "laplace_noise_dtype", "laplace_noise_per_record",
-           "laplace_noise_per_record32", "resolve_on_host", "threefry_laplace"]
+__all__ = [
+    "DiscreteLaplaceTable",
+    "DiscreteLaplaceScales",
+    "LaplaceScales",
+    "DiscreteLaplaceSampler",
+    "LAPLACE_BITS",
+    "DEVICE_LAPLACE_MIN",
+    "laplace_lattice_bits",
+    "reciprocal_pow2",
+    "CHUNK_BITS",
+    "DL_TABLE_LOG2",
+    "chunk_layout",
+    "discrete_laplace_fast",
+    "dl_guide",
+    "dl_icdf",
+    "dl_tables",
+    "exact_per_record",
+    "exact_record",
+    "guides",
+    "laplace_code",
+    "laplace_noise",
+    "laplace_noise_dtype",
+    "laplace_noise_per_record",
+    "laplace_noise_per_record32",
+    "resolve_on_host",
+    "threefry_laplace",
+]
 
 #: bits per chunk of the geometric's low part (a table of 2^B − 1 thresholds per chunk)
 CHUNK_BITS = 11
@@ -61,6 +96,7 @@ CHUNK_BITS = 11
 DL_TABLE_LOG2 = 10
 #: J's table stops where P(J > K) < 2^-this (the rest is resolved on the host)
 _DL_TAIL = 40
+
 
 class _Law:
     """Interval-valued CDFs of the parts of Z for τ = t/2^shift (exact rationals in, ``mpmath.iv`` out)."""
@@ -220,8 +256,9 @@ def exact_record(word, t, shift, bits=CHUNK_BITS):
     u = word(0)
     neg = u >> 63
     v = u & ((1 << 63) - 1)
-    j = _icdf_on_host(dl_icdf(t, shift, bits), v, _ext_of(word, 0),
-                      lambda prec, j: _dl_cdf_bounds(t, shift, m, j, prec))
+    j = _icdf_on_host(
+        dl_icdf(t, shift, bits), v, _ext_of(word, 0), lambda prec, j: _dl_cdf_bounds(t, shift, m, j, prec)
+    )
     if j == 0:
         return 0
     g = (j - 1) << m
@@ -229,8 +266,9 @@ def exact_record(word, t, shift, bits=CHUNK_BITS):
         w = word(1 + i)
         c = int(np.searchsorted(tab, np.uint64(w), side="left"))  # #{T < u}: certain U ≥ F
         Uc = _Uniform(w, 64, _ext_of(word, 1 + i))
-        while c < len(tab) and int(tab[c]) == w and not Uc.less(
-                lambda c=c, i=i: law.chunk_cdf(offsets[i], c, widths[i])):
+        while (
+            c < len(tab) and int(tab[c]) == w and not Uc.less(lambda c=c, i=i: law.chunk_cdf(offsets[i], c, widths[i]))
+        ):
             c += 1
         g += c << offsets[i]
     return -(g + 1) if neg else g + 1
@@ -443,8 +481,9 @@ def laplace_lattice_bits(b, integer=False):
 
 def reciprocal_pow2(g):
     """1/g of float64 powers of two g whose reciprocals are normal, exactly, from the exponent bits."""
-    return jax.lax.bitcast_convert_type(np.uint64(2046 << 52) - jax.lax.bitcast_convert_type(g, jnp.uint64),
-                                        jnp.float64)
+    return jax.lax.bitcast_convert_type(
+        np.uint64(2046 << 52) - jax.lax.bitcast_convert_type(g, jnp.uint64), jnp.float64
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -481,8 +520,12 @@ def float32_range(t, shift):
     (:func:`laplace_noise_per_record32`), with t exact in float32 (below 2^24)."""
     t = np.asarray(t, np.float64)
     tau = np.ldexp(t, -np.asarray(shift, np.int64))
-    return bool(tau.size and np.max(t) < 2.0**24 and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
-                and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2))
+    return bool(
+        tau.size
+        and np.max(t) < 2.0**24
+        and np.ldexp(1.0, table_samplers.NARROW_MIN_LOG2) <= np.min(tau)
+        and np.max(tau) <= np.ldexp(1.0, table_samplers.NARROW_MAX_LOG2)
+    )
 
 
 class DiscreteLaplaceSampler(LatticeSampler):
@@ -505,8 +548,9 @@ class DiscreteLaplaceSampler(LatticeSampler):
         return DiscreteLaplaceTable(int(param), int(shift))
 
     def per_record(self, lat, param, shift, g, one_scale):
-        params = tuple(np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1)
-                       for a in (param, shift))
+        params = tuple(
+            np.asarray(a.flat[0]) if one_scale else np.ascontiguousarray(a).reshape(-1) for a in (param, shift)
+        )
         g = np.asarray(g.flat[0]) if one_scale else np.ascontiguousarray(g).reshape(-1)
         small = bool(np.all(np.ldexp(1.0, params[1].astype(np.int64)) <= params[0] * 2.0**-8))
         narrow = float32_range(*params) and table_samplers.transcendentals_trusted("float32")

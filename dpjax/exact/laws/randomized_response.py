@@ -24,9 +24,21 @@ import numpy as np
 from dpjax.exact.sampler import IntegerSampler, LatticeSampler, padded, take
 
 
-__all__ = ["RandomizedResponseThreshold", "RandomizedResponseThresholds", "RandomizedResponseLookup",
-           "RandomizedResponseSampler", "RRTable", "TableMiss", "RR_TABLE_MAX", "rr_keep", "sample_positions",
-           "exact_rr_record", "rr_code", "rr_threshold"]
+__all__ = [
+    "RandomizedResponseThreshold",
+    "RandomizedResponseThresholds",
+    "RandomizedResponseLookup",
+    "RandomizedResponseSampler",
+    "RRTable",
+    "TableMiss",
+    "RR_TABLE_MAX",
+    "rr_keep",
+    "sample_positions",
+    "exact_rr_record",
+    "rr_code",
+    "rr_threshold",
+]
+
 
 # -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
 def rr_threshold(k1):
@@ -64,7 +76,6 @@ def exact_rr_record(word, value, keep, k1):
             r = m >> 64
             return r + (r >= value)
         j += 1
-
 
 
 def _unpack(code):
@@ -165,7 +176,6 @@ def rr_keep(x, k):
     return t, math.nextafter(achieved, math.inf)
 
 
-
 def rr_lookup(eps, table, multiplier):
     """The keep thresholds of the records' ε from an :class:`RRTable`'s slots ``table`` (uint64 [2, 2^b]: the ε
     bits, their T) and ``multiplier``: slot h = (bits · multiplier mod 2^w) >> (w − b) of the ε's w-bit pattern
@@ -175,7 +185,6 @@ def rr_lookup(eps, table, multiplier):
     bits = jax.lax.bitcast_convert_type(eps, u)
     h = (bits * multiplier.astype(u)) >> u(width - (table.shape[1].bit_length() - 1))
     return table[1][h], table[0][h] != bits.astype(jnp.uint64)
-
 
 
 #: per-record ε with at most this many distinct values look their keep thresholds up in a table (:class:`RRTable`)
@@ -192,7 +201,7 @@ def _perfect_hash(keys, width):
     is taken, else b grows (at b = w every odd a is a bijection)."""
     mask = (1 << 64) - 1
     keys = keys.astype(np.uint64)
-    b = max(4, (-(-keys.size**2 // 4) - 1).bit_length())
+    b = max(4, (-(-(keys.size**2) // 4) - 1).bit_length())
     while True:  # (ends by b = w)
         for i in range(1, 65):
             z = i * 0x9E3779B97F4A7C15 & mask
@@ -268,4 +277,3 @@ def sample_positions(size):
     if size <= 4096:
         return np.arange(size)
     return np.arange(4096, dtype=np.int64) * _sample_step(size) % size
-
