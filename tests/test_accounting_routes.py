@@ -53,6 +53,7 @@ def test_mixture_declares_log_concavity_exactly_where_it_holds(cls):
     assert float(jax.jit(lambda b: kind(b, 0.5 * b).log_concave * 1.0)(1.0)) == 0.0
 
 
+@pytest.mark.slow
 def test_log_concave_mixture_pld_matches_the_truth():
     """Lap_m(0.3, r=4, c=3), k = 10 / 30: 8.7349 / 16.960 (issue 20), now from the full shift alone."""
     m = dpjax.LaplaceMixture.from_epsilon(0.3, 4, 3)

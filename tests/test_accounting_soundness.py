@@ -233,6 +233,7 @@ def test_tiny_sigma_gaussian_never_below_the_truth(sigma):
         _check_epsilon(float(got), truth, f"Gaussian({sigma})")
 
 
+@pytest.mark.slow
 def test_randomized_response_at_large_epsilon_never_below_the_truth():
     """q = 1/(e^ε + k − 1) was computed as (1 − p)/(k − 1), which cancels at large ε: RR(27.19, 6) at
     δ = 0.00264794 read ε 27.1914593, below the truth 27.1914639 (mpmath: ε = log((p − δ)/q))."""
@@ -442,6 +443,7 @@ def _laplace_twice_lower():
     return _bracket_epsilon(*_compose_bracket([("laplace", 500.0, 2)], h, up=False), h, 1e-6 + _BRACKET_NOISE)
 
 
+@pytest.mark.slow
 def test_large_per_step_losses_composed_never_below_the_truth():
     """Laplace(0.002) × 2 read ε 848.96 at δ 1e-6 (truth ≥ 999.999996), pure ε 848.96 and δ NaN: the
     first mass of a grid starting at loss 424 was read from gaps ~e^424 (7.6e170), the composition

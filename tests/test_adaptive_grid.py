@@ -52,6 +52,7 @@ def randomized_response_epsilon(eps0, k, delta):
     return hi
 
 
+@pytest.mark.slow
 def test_randomized_response_many_compositions_is_tight():
     got = float(accounting.pld(dpjax.RandomizedResponse(1e-6, 2)).self_compose(10**6).get_epsilon_for_delta(1e-6))
     truth = randomized_response_epsilon(1e-6, 10**6, 1e-6)

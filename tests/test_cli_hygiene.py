@@ -42,6 +42,7 @@ def _release(table, *extra):
 # ----------------------------------------------------------------------------------
 # --output
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_output_through_a_symlink_writes_the_target_and_keeps_the_link(table, tmp_path, capsys):
     target, link = tmp_path / "target.csv", tmp_path / "link.csv"
     target.write_text("old\n")
@@ -197,6 +198,7 @@ class _Terminal(io.TextIOWrapper):
         return True
 
 
+@pytest.mark.slow
 def test_standard_input_on_a_terminal_is_announced(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(GOOD.encode())))
     assert main(["release", "--input", "-", *SMALL]) == 0

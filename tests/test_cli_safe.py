@@ -39,6 +39,7 @@ def _run(argv, capsys, stdin=None, monkeypatch=None):
 BASE = ["release", "--value-column", "amount", "--group-by", "country", "--epsilon", "3"]
 
 
+@pytest.mark.slow
 def test_a_single_row_key_is_never_printed_by_the_plain_release(files, capsys):
     """The plain CSV release (main printed SECRET_ALICE with its noisy sum) selects its groups privately."""
     out_file = files["dir"] / "out.csv"
@@ -154,7 +155,7 @@ def test_two_runs_without_a_seed_differ_and_a_seed_warns(files, capsys):
         (["release", "--sigma", "3", "--mechanism", "gaussian"], "--sigma does not apply"),
         (["release", "--mechanism", "laplace-mixture", "--r", "5"], "--c"),
         (["release", "--mechanism", "laplace", "--r", "5"], "--r does not apply"),
-        (
+        pytest.param(
             [
                 "calibrate",
                 "dpsgd",
@@ -168,6 +169,7 @@ def test_two_runs_without_a_seed_differ_and_a_seed_warns(files, capsys):
                 "0.5",
             ],
             "out of reach",
+            marks=pytest.mark.slow,  # a search over steps: its accounting compiles
         ),
         (
             [
@@ -444,6 +446,7 @@ def test_calibrate_batch_size_keeps_the_epochs(capsys):
 # ----------------------------------------------------------------------------------
 # pictures
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_plots_are_pngs(files, capsys, tmp_path):
     groups = files["dir"] / "groups.csv"
     groups.write_text("country\nFR\nDE\n")

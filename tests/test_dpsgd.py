@@ -527,6 +527,7 @@ def test_clipped_sum_adds_in_the_canonical_pairwise_order():
         np.testing.assert_array_equal(np.asarray(got[leaf]), _numpy_pairwise(np.asarray(clipped[leaf])))
 
 
+@pytest.mark.slow
 def test_dpsgd_refuses_kernels_with_parameters_besides_their_scale():
     """LaplaceMixture was accepted: accounted at pure ε of scale z while the optimizer added
     LaplaceMixture(inner=C·z) with outer scale and breakpoint unscaled (7.10 for a lower bound of 297.4)."""

@@ -656,6 +656,7 @@ def _count_calls(monkeypatch, module, name):
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1_000_000, pytest.param(10_000_000, marks=pytest.mark.slow)])
 def test_host_bits_prefix_release_fits_the_law(monkeypatch, n):
     """HostBits releases by 16-bit prefixes (two bytes a record; the undecided records complete their word and run
@@ -916,6 +917,7 @@ def test_laplace_lattice_parameters_built_on_the_device_are_the_hosts():
         np.testing.assert_array_equal(np.asarray(g), np.broadcast_to(host.granularity, bs.shape))
 
 
+@pytest.mark.slow
 def test_per_record_laplace_release_builds_its_lattice_on_the_device(monkeypatch):
     """A Laplace (and a discrete Laplace) with many per-record scales (float32 and int32 answers, Threefry and
     os.urandom words) releases
@@ -1138,6 +1140,7 @@ def test_float32_per_record_decision_equals_the_float64_and_host_decisions():
     np.testing.assert_array_equal(np.where(open32[near], host, z32[near]), host)
 
 
+@pytest.mark.slow
 def test_per_record_discrete_laplace_takes_the_float32_decision_then_float64_then_host(monkeypatch):
     """A discrete Laplace with per-record scales in the float32 range releases through the float32 decision; its open
     records go through the float64 program on the device (their own records' words) and only that program's open ones

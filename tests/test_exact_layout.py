@@ -72,7 +72,12 @@ KERNELS = {  # name → (mechanism class name, base scale, integer answers)
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(k, marks=pytest.mark.slow) if k in ("gaussian", "discrete_laplace_small") else k for k in KERNELS],
+    [
+        pytest.param(k, marks=pytest.mark.slow)
+        if k in ("gaussian", "discrete_gaussian", "discrete_laplace_small")
+        else k
+        for k in KERNELS
+    ],
 )
 def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name):
     """Per-record scales on every kernel, 34 records with 30 distinct scales (above the 16 that once switched

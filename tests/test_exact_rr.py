@@ -130,6 +130,7 @@ def test_integer_epsilon_runs_the_host_lattice(tables):
     assert not tables
 
 
+@pytest.mark.slow
 def test_a_wrong_table_key_is_caught_by_the_check(monkeypatch):
     """A table whose slot of ε = 2.0 names another ε: the device's equality check flags the records of 2.0, and
     the host completes them with their own threshold: the output is still bitwise the host lattice's. A wrong

@@ -83,6 +83,7 @@ def test_discrete_gaussian_chi_square(sigma):
     np.testing.assert_allclose(np.asarray(mech.cdf(support, 0)), np.cumsum(w / w.sum()), rtol=1e-5, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_discrete_outputs_are_integer_valued_for_float_inputs():
     for mech in (dpjax.DiscreteLaplace(scale=3.0), dpjax.DiscreteGaussian(sigma=2.5)):
         y = np.asarray(dpjax.release(jax.random.key(4), jnp.arange(1000.0), mech, numerics="float"))

@@ -28,6 +28,7 @@ _KERNEL = {
 }
 
 
+@pytest.mark.slow
 def test_off_lattice_discrete_laplace_every_route():
     _every_route(_KERNEL["discrete_laplace"]())
 
@@ -74,6 +75,7 @@ def test_multiple_of_the_step_keeps_its_figure(name):
         assert ex - 1e-9 <= e <= ex + 1e-3
 
 
+@pytest.mark.slow
 def test_batch_of_kernels_and_accountant():
     m = dpjax.DiscreteLaplace(np.asarray([1.0, 2.0, 4.0]))
     assert np.isinf(np.asarray(accounting.pld(m, sensitivity=0.5).get_epsilon_for_delta(1e-6))).all()

@@ -275,6 +275,7 @@ def test_two_processes_bitwise_one_process(tmp_path):
         np.testing.assert_array_equal(got0, want, err_msg=name)
 
 
+@pytest.mark.slow
 def test_bad_input_refused_on_every_process(tmp_path):
     _launch("refusals", tmp_path)
     m0, m1 = (json.loads((tmp_path / f"messages__{p}.json").read_text()) for p in (0, 1))

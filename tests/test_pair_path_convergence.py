@@ -153,6 +153,7 @@ def test_oracle_matches_the_closed_form():
 # ----------------------------------------------------------------------------------
 # the supremum along the path
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_path_search_from_an_end_searches_the_inner_half():
     # relative region: at ε ≈ 1.004-1.011 the worst answer sits at Q ≈ −0.27 … −0.31, between the path's
     # first two answers −Δ/2 and 0, and the first is the best of the answers (main: 0.13 % below)

@@ -78,6 +78,7 @@ CASES = {
 DEFAULT = ("count",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in DEFAULT else pytest.mark.slow) for n in CASES])
 def test_engine_matches_the_reference_in_distribution(name):
     engine_fn, reference_fn, runs = CASES[name]

@@ -276,6 +276,7 @@ def test_groups_emptied_by_bounding_are_no_candidates():
     assert released / runs <= delta
 
 
+@pytest.mark.slow
 def test_signed_zero_keys_are_one_group_and_nan_keys_are_refused():
     """Issue 28, leak 2: -0.0 and 0.0 are one key (one group, one noise draw), not two groups whose noise is
     bitwise the same (the difference of their released values was the true difference); a NaN key is
@@ -328,6 +329,7 @@ def test_integer_and_float_unit_ids_bound_the_same():
     assert table.release(jax.random.key(9), dict(d, user_id=floats), **kw).table.equals(ints)
 
 
+@pytest.mark.slow
 def test_public_groups_absent_and_unlisted():
     d = _data()
     rel = table.release(
@@ -361,6 +363,7 @@ def test_public_groups_absent_and_unlisted():
         )
 
 
+@pytest.mark.slow
 def test_public_groups_forms_and_multi_column_keys_with_nulls():
     d = {
         "a": pa.array(["x", "y", None, "x"] * 50),

@@ -76,6 +76,7 @@ STATS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "groups", [pytest.param(None, marks=pytest.mark.slow), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None]]
 )

@@ -88,6 +88,7 @@ def test_dpsgd_accountant_rdp_path_counts_every_step_under_threads():
     assert acc._rdp == {(1.0, 0.01): 40}
 
 
+@pytest.mark.slow
 def test_prdp_ledger_grants_exactly_n_under_threads(monkeypatch):
     probe = accounting.PrDPLedger(eps_min=0.01, eps_max=2.0)
     n = 0
