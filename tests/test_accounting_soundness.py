@@ -481,6 +481,7 @@ def test_large_per_step_losses_composed_issue_cases(mech, count, truth):
     assert float(accounting.get_epsilon(mech, 1e-6, count=count)) >= truth - 1e-6
 
 
+@pytest.mark.slow
 def test_cli_account_large_per_step_loss():
     """``dpjax account --mechanism laplace --scale 0.002 --steps 2`` agreed on 848.96."""
     import json

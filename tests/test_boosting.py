@@ -103,6 +103,7 @@ def test_boosting_rate_reference_values():
         assert math.exp(float(mech.log_normalizer(0.0))) == pytest.approx(p_s / 0.9, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_boosting_rate_clipped_at_zero_and_one():
     with jax.enable_x64(True):
         k = dpjax.Gaussian(1.0)
@@ -229,6 +230,7 @@ COVERAGE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,region,hardest,others,sampler", COVERAGE_CASES)
 def test_coverage_one_million_draws(kernel, region, hardest, others, sampler):
     """Issue acceptance: 10^6 draws land in S with frequency ρ ± 0.002 at the hardest

@@ -52,6 +52,7 @@ def test_output_through_a_symlink_writes_the_target_and_keeps_the_link(table, tm
     assert target.read_text().startswith("g,sum_v")
 
 
+@pytest.mark.slow
 def test_output_onto_a_character_device_is_written_through(table, tmp_path, capsys):
     """Through a link of the test's own (code that replaces what it writes to replaces the link,
     never the system's /dev/null, which a run as root would otherwise destroy)."""

@@ -312,31 +312,7 @@ def test_fast_laplace_tie_is_decided_by_further_words():
         assert discrete_laplace.exact_record(word, t, shift) == 1 + expect
 
 
-# -- the CLI's data releases default to the exact tier -----------------------------------------------
-
-
-@pytest.mark.slow
-def test_cli_releases_default_to_the_exact_tier(tmp_path, capsys):
-    """A kernel release of the CLI (one row per person) runs on the exact tier unless told otherwise
-    (the default table release too: tests/test_table_exact.py)."""
-    import csv
-
-    from dpjax import cli
-
-    out = tmp_path / "r.csv"
-    assert cli.main(["release", "--seed", "0", "--scale", "20000", "--output", str(out)]) == 0
-    text = capsys.readouterr().out
-    lat = dpjax.Laplace(20000.0).exact_lattice()
-    g = float(lat.granularity)
-    assert f"numerics: exact (integer-only noise on the lattice {g:g}·Z" in text
-    # the privacy printed is that of the lattice mechanism actually run
-    eps = float(accounting.pld(lat, sensitivity=20000.0).get_epsilon_for_delta(1e-6))
-    assert f"privacy: epsilon = {eps:.4f}" in text
-    rows = list(csv.DictReader(out.open()))
-    released = np.array([float(r["released_sum"]) for r in rows])
-    np.testing.assert_array_equal(released / g, np.round(released / g))  # on the lattice gZ
-    assert cli.main(["release", "--seed", "0", "--scale", "20000", "--numerics", "float"]) == 0
-    assert "numerics: float" in capsys.readouterr().out
+# -- the CLI (its default release on the exact tier: tests/test_table_exact.py) ---------------------------------
 
 
 @pytest.mark.slow

@@ -166,6 +166,7 @@ def test_vmaps_over_sigma():
     np.testing.assert_array_equal(wide, np.asarray(out)[2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sigma,width,per_record",
     [

@@ -39,6 +39,7 @@ def test_off_lattice_shift_is_infinite_in_every_route(name):
     _every_route(_KERNEL[name]())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["geometric_mixture", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)]
 )

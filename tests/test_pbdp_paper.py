@@ -196,6 +196,7 @@ def test_table_b_paper_optimum():
     _close(P.W1, _col(TABLE_B, 11), rel=1e-2)
 
 
+@pytest.mark.slow
 def test_rdp_divergence_alpha2():
     """§0.3(b) / §9.2: α=2, ρ=0.9, ΔQ=1, |S|=10 at the paper's σ*: paper 0.0936 < Gaussian 0.1082 < exact 0.1148."""
     mech = _abs_mech(3.493, 10.0, 0.9)
@@ -347,6 +348,7 @@ def test_sigma_base_matches_spec():
     _close(SB_E, "3.0398")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [0] + [pytest.param(r, marks=pytest.mark.slow) for r in (1, 2, 3)])
 def test_table_e_paper_at_k40(row):
     """Prop. 3 / Algorithm 1 (fixed) at σ = 40 σ_b, and the T-fold Gaussian baseline (q = 0)."""

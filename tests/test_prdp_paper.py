@@ -36,6 +36,7 @@ def _re(column, method, runs=50):
     return _CACHE[key]
 
 
+@pytest.mark.slow
 def test_A9_prdp_count():
     assert 0.012 <= _re("N1", "prdp_count") <= 0.020  # paper 0.0138; Erratum: tightened
     assert 0.15 <= _re("N2", "prdp_count") <= 0.5  # paper 0.279

@@ -36,6 +36,7 @@ def test_integer_release_saturates_instead_of_wrapping():
     assert out.min() > 2**31 - 2000 and out.max() == 2**31 - 1
 
 
+@pytest.mark.slow
 def test_int64_under_x64_stays_int64():
     with jax.enable_x64(True):
         out = np.asarray(
