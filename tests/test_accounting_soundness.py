@@ -421,6 +421,7 @@ def test_bracket_oracle_holds_the_closed_forms():
         assert lo - 1e-9 <= truth <= hi + 1e-9 and hi - lo < 3 * h, (kind, lo, truth, hi)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
 def test_compositions_never_below_the_bracket(seed):
     rng = np.random.default_rng(9100 + seed)

@@ -62,6 +62,7 @@ def test_output_onto_a_character_device_is_written_through(table, tmp_path, caps
     assert link.is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
+@pytest.mark.slow
 def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)

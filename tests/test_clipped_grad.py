@@ -125,6 +125,7 @@ def _block(tied=False):
     return loss, params, tokens, target
 
 
+@pytest.mark.slow
 def test_mlp_matches_the_vmap_reference_without_fallback():
     loss, params, x, y = _mlp()
     assert not _fallback(loss, params, x, y)

@@ -105,6 +105,7 @@ def test_a_records_noise_depends_on_its_own_scale_only_whatever_the_layout(name)
     np.testing.assert_array_equal(scalar, one, err_msg=name)
 
 
+@pytest.mark.slow
 def test_per_record_discrete_gaussian_is_the_one_scale_release_record_by_record():
     """Many distinct σ (one exact table each, searched per record) against the one-scale release of each σ: every
     record's noise is that of its σ's release at its index; the flagged records (ties, past the table) are completed

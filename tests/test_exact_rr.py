@@ -38,10 +38,10 @@ def _host_lattice(key, x, rr, start=0):
     "distinct,k,dtype,start",
     [
         (2, 2, np.float32, 0),
-        (17, 7, np.float64, 3),
-        (40, 4, np.float32, 11),
-        (300, 7, np.float64, 0),
         (40, 2, np.float16, 1),
+        pytest.param(17, 7, np.float64, 3, marks=pytest.mark.slow),
+        pytest.param(40, 4, np.float32, 11, marks=pytest.mark.slow),
+        pytest.param(300, 7, np.float64, 0, marks=pytest.mark.slow),
     ],
 )
 def test_table_release_is_bitwise_the_host_lattice(tables, distinct, k, dtype, start):

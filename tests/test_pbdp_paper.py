@@ -170,6 +170,7 @@ TABLE_B = _table("""
 """)
 
 
+@pytest.mark.slow
 def test_table_b_formulas_at_printed_sigma():
     """Prop. 2 / corrected Remark 4 at the printed σ*; ε_G at σ_b (q = 0)."""
     sens, rho, order, size = (_num(TABLE_B, j) for j in range(4))
@@ -465,6 +466,7 @@ TABLE_FB = _table("""
 """)  # half-width, ΔQ, L1 at ρ = 0.7, 0.8, 0.9, 0.95, 0.99, 1.0 (σ = 10)
 
 
+@pytest.mark.slow
 def test_table_f_b_l1_vs_rho():
     rho = np.array([0.7, 0.8, 0.9, 0.95, 0.99, 1.0])
     for row in TABLE_FB:
@@ -473,6 +475,7 @@ def test_table_f_b_l1_vs_rho():
         _close(pp.paper_parameters(mech, sensitivity=sens).L1, row[2:])
 
 
+@pytest.mark.slow
 def test_fixed_region_paper_optimum_is_degenerate():
     """§7.7: S=[−10,10], ΔQ=1, ρ=0.8: ε = 0.0057 at σ = 400 (δ = 1e-5), and paper_tune refuses fixed regions."""
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(400.0), dpjax.FixedInterval(-10.0, 10.0), 0.8)
@@ -481,6 +484,7 @@ def test_fixed_region_paper_optimum_is_degenerate():
         pp.paper_tune(dpjax.FixedInterval(-10.0, 10.0), 0.8, delta=1e-5)
 
 
+@pytest.mark.slow
 def test_fixed_region_pair_clamped_to_answer_domain():
     """Δ > high − low: the paper's pair (low, low+Δ) leaves S (Table F(b) 'formula invalid'); we use (low, high)."""
     mech = dpjax.PrivacyBoosted(dpjax.Gaussian(10.0), dpjax.FixedInterval(-10.0, 10.0), 0.9)

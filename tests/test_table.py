@@ -438,6 +438,7 @@ def test_every_input_type_gives_the_same_table(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_row_level_release_says_so():
     rel = table.release(jax.random.key(0), _data(), by="g", statistics=[table.count()], epsilon=1.0, delta=1e-6)
     assert rel.row_level and rel.privacy_unit is None

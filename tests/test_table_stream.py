@@ -45,8 +45,15 @@ def small_batches(monkeypatch):
     monkeypatch.setattr(table_data, "PARQUET_BATCH_ROWS", 97)
 
 
-@pytest.mark.parametrize("by", ["city", ["city", "band"]])
-@pytest.mark.parametrize("groups", [None, "public"])
+@pytest.mark.parametrize(
+    "groups,by",
+    [
+        ("public", ["city", "band"]),
+        pytest.param(None, "city", marks=pytest.mark.slow),
+        pytest.param(None, ["city", "band"], marks=pytest.mark.slow),
+        pytest.param("public", "city", marks=pytest.mark.slow),
+    ],
+)
 def test_streamed_inputs_release_bitwise_what_the_table_in_memory_releases(tmp_path, small_batches, by, groups):
     path = _csv(tmp_path)
     memory = pacsv.read_csv(path)
