@@ -120,6 +120,7 @@ def test_boosting_rate_clipped_at_zero_and_one():
         assert np.all(np.diff(qs) > 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "region,hardest,other",
     [

@@ -74,6 +74,7 @@ def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith("g,sum_v")
 
 
+@pytest.mark.slow
 def test_output_keeps_the_users_umask(table, tmp_path, capsys):
     old = os.umask(0o022)
     try:

@@ -87,6 +87,7 @@ def test_value_missed_by_the_sample_on_few_records_is_completed_on_the_host(tabl
     np.testing.assert_array_equal(got, _host_lattice(key, x, rr))
 
 
+@pytest.mark.slow
 def test_value_missed_by_the_sample_on_many_records_joins_the_table(tables):
     """ε = 0.5 on the sampled records, 2.0 on every other: the table of the sample misses 90 % of the records;
     the missed value joins the table and the release runs again (the same words)."""

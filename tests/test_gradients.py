@@ -38,6 +38,7 @@ def _fd(fn, x, h):
         return (float(fn(x + h)) - float(fn(x - h))) / (2.0 * h)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel, scale", [(dpjax.Laplace, 2.3), pytest.param(dpjax.DiscreteLaplace, 1.7, marks=pytest.mark.slow)]
 )

@@ -64,6 +64,7 @@ def _every_route(m):
         assert float(accounting.exact.privacy_profile(m, 3.0, 0.5)) == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["discrete_laplace", pytest.param("pb_discrete_laplace_absolute", marks=pytest.mark.slow)]
 )

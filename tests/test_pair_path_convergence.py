@@ -164,6 +164,7 @@ def test_path_search_from_an_end_searches_the_inner_half():
     assert (got >= truth * (1 - 1e-12)).all() and (got <= truth * (1 + 1e-6)).all(), (got, truth)
 
 
+@pytest.mark.slow
 def test_convex_minorant_is_the_lower_hull_in_exp_eps():
     from accounting.privacy_loss.pair_path import convex_minorant
 

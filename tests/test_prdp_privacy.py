@@ -59,6 +59,7 @@ def _run_and_score(fn, seed, epsilon):
     return _worst(*counts, epsilon=epsilon)
 
 
+@pytest.mark.slow
 def test_count_event_frequencies_within_e_to_the_budget():
     fn = lambda k, m: prdp.count(k, BUDGETS, eps_min=EPS_MIN, eps_max=EPS_MAX, beta=BETA, mask=m)  # noqa: E731
     z, ratio = _run_and_score(fn, 0, BUDGETS[2])

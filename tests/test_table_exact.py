@@ -153,6 +153,7 @@ def test_exact_accounting_is_that_of_the_lattice_mechanism_run():
     assert float(flt.get_epsilon_for_delta(rel.delta - rel.selection_delta)) < eps
 
 
+@pytest.mark.slow
 def test_exact_selection_keeps_large_groups_and_drops_single_units():
     """Private selection on the exact tier: the noisy unit count is a lattice point, τ a lattice point; a group
     of one unit is dropped, a group of 300 units kept, across keys."""

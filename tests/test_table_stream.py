@@ -48,7 +48,7 @@ def small_batches(monkeypatch):
 @pytest.mark.parametrize(
     "groups,by",
     [
-        ("public", ["city", "band"]),
+        pytest.param("public", ["city", "band"], marks=pytest.mark.slow),
         pytest.param(None, "city", marks=pytest.mark.slow),
         pytest.param(None, ["city", "band"], marks=pytest.mark.slow),
         pytest.param("public", "city", marks=pytest.mark.slow),
