@@ -512,21 +512,9 @@ def _fused_query(
     )
     small = math.prod(mech.batch_shape) <= _SMALL_BATCH
     mu = concrete_mu(mech, sensitivity) if batched else None
-    if mu is not None and not how.analytic and beyond_grid(mu):  # no grid holds it: pld's basic composition
-        return _by_pld(
-            kind,
-            mech,
-            arg,
-            count,
-            sensitivity,
-            sampling_prob,
-            value_discretization_interval,
-            pessimistic,
-            tail_mass_truncation,
-            output_cells,
-            use_analytic,
-        )
-    if batched and small and not how.analytic:
+    # a Gaussian no grid holds goes through pld's basic composition
+    too_sharp = mu is not None and not how.analytic and beyond_grid(mu)
+    if batched and small and not how.analytic and not too_sharp:
         return _fused_small(
             kind,
             how,
@@ -540,7 +528,7 @@ def _fused_query(
             tail_mass_truncation,
             output_cells,
         )
-    if how.analytic or small or not batched:
+    if too_sharp or how.analytic or small or not batched:
         return _by_pld(
             kind,
             mech,
