@@ -193,6 +193,7 @@ def test_a_user_file_shows_released_values_only_unless_asked(tmp_path, capsys):
         (["--max-groups-per-unit", "0"], "--max-groups-per-unit"),
         (["--epsilon", "-1"], "--epsilon"),
         (["--input", "/no/such.csv"], "--input"),
+        (["--group-by", "age_group"], "--group-by"),
     ],
 )
 def test_table_errors_are_one_line_naming_the_flag(tmp_path, capsys, extra, flag):
@@ -220,6 +221,8 @@ def test_table_errors_are_one_line_naming_the_flag(tmp_path, capsys, extra, flag
     assert main([*args, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dpjax: error: {flag}") and err.count("\n") == 1, err
+    if "--group-by" in extra and "age_group" in extra:  # the default names the embedded dataset's column
+        assert "defaults to the embedded dataset's age_group" in err
 
 
 def test_true_values_are_every_rows_statistics_per_group():

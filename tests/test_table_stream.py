@@ -139,3 +139,15 @@ def test_unknown_column_and_empty_stream_are_refused(tmp_path):
         table.release(jax.random.key(0), io.BytesIO(path.read_bytes()), **{**kw, "by": "nope"})
     with pytest.raises(ValueError, match="data: the table is empty"):
         table.release(jax.random.key(0), io.BytesIO(b"city,steps\n"), **kw)
+
+
+def test_a_csv_file_missing_columns_is_refused_with_its_header(tmp_path):
+    kw = dict(by="city", statistics=[table.sum("steps", 0, 10)], epsilon=1.0, delta=1e-6)
+    comma = tmp_path / "comma.csv"
+    comma.write_text("city,step\na,1\n")
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['steps'\] in .*; the table has \['city', 'step'\]$"):
+        table.release(jax.random.key(0), str(comma), **kw)
+    semi = tmp_path / "semi.csv"
+    semi.write_text("city;steps\na;1\n")
+    with pytest.raises(ValueError, match=r"\['city', 'steps'\] .*looks ';'-separated"):
+        table.release(jax.random.key(0), str(semi), **kw)

@@ -83,7 +83,7 @@ def group_columns(args) -> list:
 
 def _flag(message: str, args, by, unit) -> str:
     """The flag a table-layer error comes from."""
-    named = re.findall(r"'([^']+)'", message)
+    named = re.findall(r"'([^']+)'", message.split("; the table has")[0])
     if message.startswith("column "):  # the content of a value column
         return "--value-column" if args.value_column in named else "--statistic"
     if "unknown column" in message:
@@ -306,7 +306,10 @@ def release_table(args) -> int:
         message = str(exc)
         if message.startswith("--"):
             raise
-        raise ValueError(f"{_flag(message, args, by, unit)}: {message}") from None
+        flag = _flag(message, args, by, unit)
+        if flag == "--group-by" and args.group_by == "age_group" and "unknown column" in message:
+            message += " (--group-by defaults to the embedded dataset's age_group: name a column of yours)"
+        raise ValueError(f"{flag}: {message}") from None
     released(args, rel.row_level)
     t = rel.table
     names = [s.name for s in stats]  # (beside each in the table: _std, _ci_low, _ci_high)

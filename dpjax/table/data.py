@@ -108,7 +108,7 @@ def csv_batches(
     def table_refused(exc):
         text = str(exc).splitlines()[0]
         if isinstance(exc, (KeyError, pa.ArrowKeyError)) and "include_columns" in text:
-            return ValueError(f"data: unknown column(s) in {label}: {text}")
+            return _unknown_csv_columns(source, columns, label, text)
         if "conversion error to double" in text:
             names = ", ".join(repr(c) for c in value_columns)
             return ValueError(f"column {names} must be numeric ({label}: {text})")
@@ -128,6 +128,26 @@ def csv_batches(
             except (pa.ArrowException, KeyError) as exc:
                 raise refused(exc) from None
             yield batch
+
+
+def _unknown_csv_columns(source, columns, label, text) -> ValueError:
+    """The refusal of CSV text that lacks some of ``columns``: the missing names and, for a file, the
+    header it has (a header of one field holding a ``;``, tab or ``|`` is named as another delimiter).
+    ``text``: pyarrow's message, which names the first missing column only."""
+    import pyarrow.csv as pacsv
+
+    if not isinstance(source, (str, os.PathLike)):
+        named = text.split("'")[1] if text.count("'") >= 2 else text
+        return ValueError(f"data: unknown column(s) [{named!r}] in {label}")
+    with pacsv.open_csv(source) as reader:
+        names = reader.schema.names
+    missing = [c for c in columns if c not in names]
+    hint = ""
+    if len(names) == 1:
+        sep = next((d for d in (";", "\t", "|") if d in names[0]), None)
+        if sep is not None:
+            hint = f" (the header looks {sep!r}-separated: the input must be comma-separated CSV)"
+    return ValueError(f"data: unknown column(s) {missing} in {label}; the table has {names}{hint}")
 
 
 def batches(data, columns: list[str], value_columns=()):
