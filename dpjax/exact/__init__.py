@@ -25,7 +25,7 @@ from dpjax.exact.bits import HostBits, ThreefryWords
 from dpjax.exact.lattice import ExactLattice, release_exact
 from dpjax.exact.cks import bernoulli_exp, discrete_gaussian, discrete_laplace, randomized_response
 
-#: :mod:`dpjax.exact.cks` under the name it was first published as (``from dpjax.exact import samplers``)
+#: another name of :mod:`dpjax.exact.cks` (``from dpjax.exact import samplers``)
 samplers = cks
 
 __all__ = [
