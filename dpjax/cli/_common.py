@@ -1,6 +1,8 @@
-"""What every ``dpjax`` subcommand shares: a parser whose errors are one line, flags that may be
-given once and are refused where they do not apply, kernels through the registry, ``--json``
-output and a progress indicator on a terminal."""
+"""What every ``dpjax`` subcommand shares.
+
+A parser whose errors are one line, flags that may be given once and are refused where they do not apply,
+kernels through the registry, ``--json`` output and a progress indicator on a terminal.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""The DP-SGD setting of ``dpjax account dpsgd`` and ``dpjax calibrate dpsgd``, in users' units: a batch
-size, a dataset size and epochs (Poisson rate q = B/N, steps T = ⌈E·N/B⌉, as tf-privacy's
+"""The DP-SGD setting of ``dpjax account dpsgd`` and ``dpjax calibrate dpsgd``, in users' units.
+
+A batch size, a dataset size and epochs (Poisson rate q = B/N, steps T = ⌈E·N/B⌉, as tf-privacy's
 ``compute_dp_sgd_privacy`` counts them), or the rate and the steps directly; and the noise kernels whose
-DP-SGD accounting is known."""
+DP-SGD accounting is known.
+"""
 
 from __future__ import annotations
 

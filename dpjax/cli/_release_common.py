@@ -1,7 +1,9 @@
-"""What every ``dpjax release`` path shares (the table release of :mod:`dpjax.cli.release`, the PB-DP and
-composite releases of :mod:`dpjax.cli.release_public` and the per-record release of
-:mod:`dpjax.cli.release_prdp`): the flag sets each allows, the release key, the public groups, and the
-report and release file."""
+"""What every ``dpjax release`` path shares.
+
+The flag sets each path allows (the table release of :mod:`dpjax.cli.release`, the PB-DP and composite
+releases of :mod:`dpjax.cli.release_public`, the per-record release of :mod:`dpjax.cli.release_prdp`), the
+release key, the public groups, and the report and release file.
+"""
 
 from __future__ import annotations
 
