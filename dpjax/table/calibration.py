@@ -391,8 +391,8 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
             if last is not None and here[0] != last[0]:
                 s = (here[1] - last[1]) / (here[0] - last[0])
                 slope = s if s < 0 else slope
-            # the secant's log-step, clamped to the ×64 steps below before exp (a nearly flat ε(t), where the
-            # accountant no longer resolves ε, overflowed math.exp: OverflowError at epsilon = 1e-6)
+            # the secant's log-step, clamped to the ×64 steps below before exp (on a nearly flat ε(t), where the
+            # accountant does not resolve ε, an unclamped step would overflow math.exp)
             log_step = here[0] + (target - here[1]) / slope
             step = math.exp(min(max(log_step, here[0] - math.log(64)), here[0] + math.log(64)))
             last = here
