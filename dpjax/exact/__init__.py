@@ -1,5 +1,6 @@
-"""The integer-noise tier (``numerics="exact"``): integer-only samplers and releases on a data-independent
-lattice (not to be confused with :mod:`accounting.exact`, the closed-form single-release privacy).
+"""The integer-noise tier (``numerics="exact"``): integer-only samplers and releases on a data-independent lattice.
+
+Not to be confused with :mod:`accounting.exact`, the closed-form single-release privacy.
 
 * :mod:`dpjax.exact.cks` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
   Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1–3) and randomized response, as state

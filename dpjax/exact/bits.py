@@ -85,8 +85,6 @@ class ThreefryWords(_CounterWords):
     """
 
     def __init__(self, key, shape, start=0, *, pair=None):
-        """``pair``: the key's two words (``key_pair(key)``) instead of ``key``, for a caller that needs them
-        again (the host completion of flagged records) without consuming the key twice."""
         words = key_pair(key) if pair is None else pair
         self._k0, self._k1 = words[0], words[1]
         self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)

@@ -1,5 +1,6 @@
-r"""The CKS samplers: integer-only samplers on raw random words (Canonne, Kamath, Steinke, "The
-Discrete Gaussian for Differential Privacy", NeurIPS 2020: "CKS").
+r"""The CKS samplers: integer-only samplers on raw random words.
+
+After Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020 ("CKS").
 
 Every sampler here is a *state machine* that consumes one 64-bit word per step and decides
 with integer comparisons only (no float enters an accept/reject decision):
@@ -142,8 +143,10 @@ class Machine(abc.ABC):
 
 
 class RandomizedResponseMachine(Machine):
-    """Randomized response: keep the value iff the word is below the threshold, else a uniform other category by
-    Lemire's multiply-shift on the low 32 bits (rejected: the next word)."""
+    """Randomized response: keep the value iff the word is below the threshold, else a uniform other category.
+
+    The other category by Lemire's multiply-shift on the low 32 bits (rejected: the next word).
+    """
 
     budget = 2
 
@@ -166,8 +169,11 @@ class RandomizedResponseMachine(Machine):
 
 
 class BernoulliExpMachine(Machine):
-    """Bernoulli(exp(−num/den)) (CKS Algorithm 1): phases INT (⌊x⌋ Bernoulli(e⁻¹) factors) and FRAC
-    (Bernoulli(exp(−rem/den))), on the Algorithm 1 sub-machine the other machines share."""
+    """Bernoulli(exp(−num/den)) (CKS Algorithm 1).
+
+    Phases INT (⌊x⌋ Bernoulli(e⁻¹) factors) and FRAC (Bernoulli(exp(−rem/den))), on the Algorithm 1
+    sub-machine the other machines share.
+    """
 
     budget = 8
 
@@ -216,8 +222,11 @@ class BernoulliExpMachine(Machine):
 
 
 class DiscreteLaplaceMachine(BernoulliExpMachine):
-    """The discrete Laplace (CKS Algorithm 2): U uniform on [0, t), D ~ Bernoulli(exp(−U/t)), V Bernoulli(e⁻¹)
-    successes, a sign; the output at the sign (no acceptance phases)."""
+    """The discrete Laplace (CKS Algorithm 2).
+
+    U uniform on [0, t), D ~ Bernoulli(exp(−U/t)), V Bernoulli(e⁻¹) successes, a sign; the output at the sign
+    (no acceptance phases).
+    """
 
     budget = 16
 
@@ -256,8 +265,11 @@ class DiscreteLaplaceMachine(BernoulliExpMachine):
 
 
 class DiscreteGaussianMachine(DiscreteLaplaceMachine):
-    """The discrete Gaussian (CKS Algorithm 3): a discrete Laplace proposal of scale t = ⌊√n⌋ + 1, accepted with
-    probability exp(−(|y| t − n)²/(2nt²)) by the INT and FRAC phases (a rejection draws a new proposal)."""
+    """The discrete Gaussian (CKS Algorithm 3).
+
+    A discrete Laplace proposal of scale t = ⌊√n⌋ + 1, accepted with probability exp(−(|y| t − n)²/(2nt²)) by
+    the INT and FRAC phases (a rejection draws a new proposal).
+    """
 
     budget = 24
     _fail = _U

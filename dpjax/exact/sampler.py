@@ -84,8 +84,9 @@ class IntegerSampler(abc.ABC):
 
     @abc.abstractmethod
     def complete(self, word, value, params) -> int:
-        """The host completion of one flagged record: the device program's function of the record's word stream,
-        every comparison decided exactly.
+        """The host completion of one flagged record, every comparison decided exactly.
+
+        The same function of the record's word stream as the device program.
 
         Args:
           word: ``word(j)``, the record's word j (an int in [0, 2^64)).
@@ -98,14 +99,18 @@ class IntegerSampler(abc.ABC):
 
     @property
     def words_per_record(self) -> int:
-        """How many words the device program reads per record (a :class:`~dpjax.exact.bits.HostBits` release makes
-        that many for every record)."""
+        """How many words the device program reads per record.
+
+        A :class:`~dpjax.exact.bits.HostBits` release makes that many for every record.
+        """
         return 1
 
     @property
     def prefixable(self) -> bool:
-        """Whether the noise is a count of 63-bit thresholds below one word, the top bit its sign (so that a 16-bit
-        word prefix may decide it: :func:`dpjax.exact.lattice._prefix_table`)."""
+        """Whether the noise is a count of 63-bit thresholds below one word, the top bit its sign.
+
+        A 16-bit word prefix may then decide it (:func:`dpjax.exact.lattice._prefix_table`).
+        """
         return False
 
     def prepare(self, params, g):
@@ -136,8 +141,10 @@ class IntegerSampler(abc.ABC):
         return tuple(np.broadcast_to(a, (n,))[idx] for a in params), np.broadcast_to(g, (n,))[idx]
 
     def fallback(self):
-        """The sampler that re-decides on the device the records this one leaves open (a float32 decision's), or
-        None."""
+        """The sampler that re-decides on the device the records this one leaves open, or None.
+
+        For a sampler that decides in float32: its float64 program.
+        """
         return None
 
 

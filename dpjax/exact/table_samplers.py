@@ -1,5 +1,6 @@
-r"""The machinery the table samplers of :mod:`dpjax.exact.laws` share: exact thresholds, guided searches on 32-bit
-lanes, the host's exact uniform, the record-addressed Threefry word.
+r"""The machinery the table samplers of :mod:`dpjax.exact.laws` share.
+
+Exact thresholds, guided searches on 32-bit lanes, the host's exact uniform, the record-addressed Threefry word.
 
 **Exact comparisons.** A 64-bit word u is the first 64 bits of a uniform U (further bits: further words). The host
 computes, once per law, the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 F⌋ for the inverse CDF of a symmetric law's |Z|)
@@ -458,8 +459,9 @@ _platform_errors: dict = {}
 
 
 def transcendental_errors(backend=None):
-    """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``
-    (default: JAX's default backend), per (function, dtype): each evaluated on the device over a fixed sweep of
+    """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``.
+
+    Per (function, dtype): each evaluated on the device over a fixed sweep of
     the inputs the per-record decisions give it (:func:`_sweep64`, :func:`_sweep32`) against the host's values
     (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p,
     relative to |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and
@@ -470,7 +472,7 @@ def transcendental_errors(backend=None):
       backend: a JAX backend name ("cpu", "gpu", "tpu"), or None for the default one.
 
     Returns:
-      ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): 5.9e-08, ...}``.
+      ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): error, ...}``.
     """
     backend = backend or jax.default_backend()
     if backend not in _platform_errors:
@@ -493,10 +495,11 @@ _warned: set = set()
 
 
 def transcendentals_trusted(dtype, backend=None):
-    """Whether every transcendental of ``dtype`` ("float32" or "float64") on ``backend`` is within
-    :data:`PLATFORM_MARGIN` of its assumed bound (:func:`transcendental_errors`); if not, a warning says once per
-    backend and dtype that the decisions relying on them are disabled there (their records are decided by the
-    float64 program or on the host: the same release, slower).
+    """Whether every transcendental of ``dtype`` on ``backend`` is within :data:`PLATFORM_MARGIN` of its bound.
+
+    The errors are :func:`transcendental_errors`'s; if not, a warning says once per backend and dtype that the
+    decisions relying on them are disabled there (their records are decided by the float64 program or on the
+    host: the same release, slower).
 
     Args:
       dtype: "float32" or "float64".

@@ -1,6 +1,8 @@
-"""The noise of a table release: element ``e`` of component ``c`` for group ``g`` draws from the
-words addressed by ``(key, c, g, e)`` — under the pair ``H(H(key, c), g)`` (:func:`dpjax.table.keys.derive`),
-the counter ``(j, e)`` — so a group's noise depends only on (key, component, group key, element).
+"""The noise of a table release, keyed by (key, component, group key, element).
+
+Element ``e`` of component ``c`` for group ``g`` draws from the words addressed by ``(key, c, g, e)`` — under the
+pair ``H(H(key, c), g)`` (:func:`dpjax.table.keys.derive`), the counter ``(j, e)`` — so a group's noise depends only
+on (key, component, group key, element).
 
 Two tiers (``dpjax.table.release(..., numerics=...)``):
 

@@ -737,8 +737,10 @@ def float32_range(t, shift):
 
 
 class DiscreteLaplaceSampler(LatticeSampler):
-    """The discrete Laplace of scale τ = param/2^shift on the lattice (the Laplace and discrete Laplace lattices):
-    the table sampler at one scale of at most 2^DL_TABLE_LOG2, the per-record program otherwise."""
+    """The discrete Laplace of scale τ = param/2^shift on the lattice (the Laplace and discrete Laplace lattices).
+
+    The table sampler at one scale of at most 2^DL_TABLE_LOG2, the per-record program otherwise.
+    """
 
     for_tables = True
     #: the table of the boosted |N| has about 28 b entries, built on the host from about 61 b terms
