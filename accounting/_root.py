@@ -1,5 +1,6 @@
-r"""The root solvers of the accountants: ε at a target δ of a decreasing privacy profile (traced,
-differentiable), and a scale at a target ε (on the host).
+r"""The root solvers of the accountants: ε at a target δ (traced, differentiable), a scale at a target ε (host).
+
+ε is solved for on a decreasing privacy profile; the scale on a decreasing, concrete function of it.
 
 :func:`epsilon_root` solves ``log δ(ε) = log δ_target`` for the smallest ε ≥ ``lower`` by
 bracketed Newton steps on ``log δ`` (concave for Gaussian-like tails: one overshoot, then
@@ -69,7 +70,7 @@ def newton_root(fn, log_target, x0, lower, upper, tol, iters, aux0):
         newton = x - g / df  # NaN where δ = 0 (−∞ / NaN): a bracket step below
         unbounded = jnp.isinf(hi_n)
         mid = jnp.where(unbounded, jnp.maximum(2.0 * lo_n, lo_n + 1.0), 0.5 * (lo_n + hi_n))
-        # no upper end yet: at most a doubling (a flat profile, δ ≈ 1, sends Newton to 1e36)
+        # no upper end yet: at most a doubling (on a flat profile, δ ≈ 1, Newton would overshoot by orders)
         newton = jnp.where(unbounded, jnp.minimum(newton, mid), newton)
         bad = ~((newton > lo_n) & (newton < hi_n))
         xn = jnp.where(bad, mid, newton)
@@ -115,8 +116,8 @@ def newton_root(fn, log_target, x0, lower, upper, tol, iters, aux0):
     at_upper = ~below_seen & (x + tol >= hi_f)
     root = jnp.where(found & ~at_upper, root, jnp.inf)
     # the iteration cap reached before the step converged: the bracket's safe end (a point at or
-    # below the target, or ∞ where none was seen), never the last iterate (a doubling search from a
-    # root beyond the float range stopped at 2^99 and reported it)
+    # below the target, or ∞ where none was seen), never the last iterate (a doubling search toward a
+    # root beyond the float range stops at the cap far below it)
     root = jnp.where(unfinished, hi_f, root)
     return root, df, aux, k
 
@@ -158,13 +159,28 @@ TARGET_SLACK = 8.0 * 2.0**-52
 def epsilon_root(
     log_delta_fn, params, delta_target, *, x0=1.0, lower=0.0, upper=jnp.inf, tol=ROOT_TOL, iters=ROOT_ITERS
 ):
-    """Smallest ε ≥ ``lower`` with ``exp(log_delta_fn(ε, params)) ≤ delta_target``, elementwise,
-    with implicit derivatives in ``params`` and ``delta_target``; ``inf`` where none up to
-    ``upper`` is. ``log_delta_fn`` must be decreasing in ε and must not close over traced
-    values (pass them in ``params``: a non-differentiable argument of a ``custom_jvp``);
-    ``x0`` is a warm start (not differentiated). The target is lowered by ``TARGET_SLACK`` (relative): a
-    profile evaluated to a few ulp of δ could otherwise meet it just below the true root where the
-    profile is flat (δ near 1: the analytic Gaussian at μ 20, δ 1 − 1e-9, read 2.6e-9 relative low)."""
+    """Smallest ε ≥ ``lower`` with ``exp(log_delta_fn(ε, params)) ≤ delta_target``, elementwise.
+
+    Implicit derivatives in ``params`` and ``delta_target`` (a ``custom_jvp``; ``x0``, ``lower`` and ``upper`` are
+    not differentiated). The target is lowered by :data:`TARGET_SLACK` (relative): a profile evaluated to a few
+    ulp of δ could otherwise meet it just below the true root where the profile is flat (δ near 1).
+
+    Args:
+      log_delta_fn: ``log_delta_fn(ε, params) -> log δ(ε)``, decreasing in ε; it must not close over traced
+        values (pass them in ``params``: a non-differentiable argument of a ``custom_jvp``).
+      params: the profile's parameters (a pytree; differentiable).
+      delta_target: the target δ (broadcasting; differentiable).
+      x0: a warm start.
+      lower: the least ε considered.
+      upper: the largest ε considered (default ∞: the bracket is unbounded until a point below the target is
+        seen).
+      tol: the absolute tolerance on ε (the root is reported ``tol`` above the last point, on the safe side).
+      iters: the iteration cap (reached before convergence: the bracket's safe end).
+
+    Returns:
+      ε, of the broadcast shape; ``lower`` where δ(lower) is already at or below the target, ``inf`` where no
+      point up to ``upper`` is.
+    """
     x0 = jax.lax.stop_gradient(jnp.asarray(x0, jnp.result_type(float)))
     lower = jax.lax.stop_gradient(jnp.asarray(lower, x0.dtype))
     upper = jax.lax.stop_gradient(jnp.asarray(upper, x0.dtype))
@@ -173,12 +189,23 @@ def epsilon_root(
 
 
 def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, tol=ROOT_TOL, iters=ROOT_ITERS):
-    """``(ε(u), dε/du)``: the ε root of ``log_delta_fn(ε, u, params) = log δ_target`` (ε ≥ 0) and its
-    derivative in the scalar ``u``, from one Newton loop.
+    """``(ε(u), dε/du)``: the ε root of ``log_delta_fn(ε, u, params) = log δ_target`` (ε ≥ 0) and its derivative.
 
-    Each step evaluates ``log δ`` with two forward tangents (ε and u) in one vmapped ``jvp``;
-    the implicit derivative ``−∂_u log δ / ∂_ε log δ`` is read off the last step with δ > 0
-    instead of a further evaluation. ``x0``: warm start. Not differentiable itself.
+    From one Newton loop: each step evaluates ``log δ`` with two forward tangents (ε and u) in one vmapped
+    ``jvp``; the implicit derivative ``−∂_u log δ / ∂_ε log δ`` is read off the last step with δ > 0 instead of a
+    further evaluation. Not differentiable itself.
+
+    Args:
+      log_delta_fn: ``log_delta_fn(ε, u, params) -> log δ``, decreasing in ε.
+      u: the scalar parameter (array of them, elementwise).
+      params: the profile's other parameters.
+      delta_target: the target δ.
+      x0: a warm start.
+      tol: the absolute tolerance on ε.
+      iters: the iteration cap.
+
+    Returns:
+      ``(ε, dε/du)``; the slope is 0 where ε is 0 or infinite.
     """
     u = jnp.asarray(u)
 
@@ -199,9 +226,21 @@ def epsilon_and_slope(log_delta_fn, u, params, delta_target, x0, tol=ROOT_TOL, i
 
 
 def log_bisect(fn, lo, hi, target, *, rtol):
-    """The root of the decreasing ``fn(x) = target`` in the bracket ``[lo, hi]`` (``0 < lo < hi``,
-    ``fn(lo) > target ≥ fn(hi)``), by bisection in log space until ``hi/lo − 1 < rtol``; returns
-    ``hi``, where ``fn ≤ target`` (the feasible end: a noise scale never below the one needed)."""
+    """The root of the decreasing ``fn(x) = target`` in a bracket, by bisection in log space.
+
+    Bisects until ``hi/lo − 1 < rtol`` and returns ``hi``, where ``fn ≤ target`` (the feasible end: a noise
+    scale never below the one needed).
+
+    Args:
+      fn: a decreasing function of a positive float (concrete, on the host).
+      lo: the bracket's lower end, ``0 < lo`` and ``fn(lo) > target``.
+      hi: the bracket's upper end, ``lo < hi`` and ``fn(hi) ≤ target``.
+      target: the target value.
+      rtol: the relative width at which the bisection stops.
+
+    Returns:
+      ``hi``, a float.
+    """
     while hi / lo - 1.0 >= rtol:
         mid = math.sqrt(lo * hi)
         if fn(mid) <= target:

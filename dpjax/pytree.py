@@ -16,7 +16,14 @@ __all__ = ["pytree_dataclass", "static_field", "replace"]
 
 
 def static_field(**kwargs):
-    """A dataclass field that is static configuration (not a pytree leaf)."""
+    """A dataclass field that is static configuration (not a pytree leaf).
+
+    Args:
+      **kwargs: as ``dataclasses.field`` (``metadata`` is kept, with ``static`` added).
+
+    Returns:
+      The field.
+    """
     metadata = dict(kwargs.pop("metadata", {}) or {})
     metadata["static"] = True
     return dataclasses.field(metadata=metadata, **kwargs)
@@ -59,8 +66,20 @@ def pytree_dataclass(cls=None, *, kw_only: bool = False):
 
 
 def replace(obj, **changes):
-    """A copy of the pytree dataclass ``obj`` with fields replaced, without validation (through
-    unflattening, like ``jit``): for values that may be traced."""
+    """A copy of the pytree dataclass ``obj`` with fields replaced, without validation.
+
+    Through unflattening, like ``jit``: for values that may be traced.
+
+    Args:
+      obj: a pytree dataclass.
+      **changes: the new field values.
+
+    Returns:
+      The copy.
+
+    Raises:
+      TypeError: a name in ``changes`` that is not a field.
+    """
     new = object.__new__(type(obj))
     for field in dataclasses.fields(obj):
         object.__setattr__(new, field.name, changes.pop(field.name, getattr(obj, field.name)))

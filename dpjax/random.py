@@ -183,9 +183,17 @@ class UniformStream:
         return _bits_to_uniform(word, None, self.dtype)
 
     def words(self, j):
-        """Both uint32 words of the hash of counter ``(j, i)`` for every record i, whatever the stream's dtype
-        (float32 uniforms ``2j`` and ``2j + 1`` are their top 23 bits): for samplers that need more bits than a
-        float uniform carries."""
+        """Both uint32 words of the hash of counter ``(j, i)`` for every record i, whatever the stream's dtype.
+
+        Float32 uniforms ``2j`` and ``2j + 1`` are their top 23 bits: for samplers that need more bits than a float
+        uniform carries.
+
+        Args:
+          j: the counter's first word (traced or not).
+
+        Returns:
+          ``(w0, w1)``: uint32 arrays of the records' shape.
+        """
         return self._words(j)
 
     def _words(self, j):

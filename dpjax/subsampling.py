@@ -39,7 +39,17 @@ _RESOLUTION = 2.0**23  # float32 uniforms take the values (k + 1/2) / 2**23
 
 
 def realized_sampling_prob(sampling_prob) -> float:
-    """The rate the sampler realises for ``sampling_prob``: q rounded down to a multiple of 2⁻²³."""
+    """The rate the sampler realises for ``sampling_prob``: q rounded down to a multiple of 2⁻²³.
+
+    Args:
+      sampling_prob: q, in (0, 1].
+
+    Returns:
+      The realised rate, a float.
+
+    Raises:
+      ValueError: ``sampling_prob`` outside (0, 1].
+    """
     check_probability("sampling_prob", sampling_prob)
     return math.floor(float(sampling_prob) * _RESOLUTION) / _RESOLUTION
 
@@ -51,11 +61,24 @@ def _mask(key, step, num_examples, threshold):
 
 
 def poisson_mask(key, num_examples, sampling_prob, *, step=0) -> jax.Array:
-    """Bernoulli(q) membership of each of ``num_examples`` examples at ``step``: a bool array.
+    """Bernoulli(q) membership of each of ``num_examples`` examples at ``step``.
 
-    Example ``i``'s draw depends only on ``(key, step, i)``. The key is not consumed (a step's
-    key is folded from it), so pass the same key with successive steps; never give it to
-    another random function. Jit-able (``num_examples`` static).
+    Example ``i``'s draw depends only on ``(key, step, i)``. The key is not consumed (a step's key is folded
+    from it), so pass the same key with successive steps; never give it to another random function. Jit-able
+    (``num_examples`` static). The rate realised is :func:`realized_sampling_prob`'s.
+
+    Args:
+      key: a Threefry PRNG key.
+      num_examples: the dataset size n, at most 2**32.
+      sampling_prob: q, in (0, 1].
+      step: the training step.
+
+    Returns:
+      bool ``[num_examples]``.
+
+    Raises:
+      ValueError: ``key`` not a Threefry key; ``num_examples`` not a positive integer or above 2**32;
+        ``sampling_prob`` outside (0, 1].
     """
     key = check_key(key)
     num_examples = check_int("num_examples", num_examples, minimum=1)
@@ -76,6 +99,16 @@ class PoissonSampler:
     micro-batches covering the sampled set B exactly once; the padding entries have mask
     False (index 0). Normalise by :attr:`expected_batch_size` (q·n), never by |B|: the actual
     size depends on who is in the data.
+
+    Args:
+      key: a Threefry PRNG key, folded per step (never consumed; never give it to another random function).
+      num_examples: the dataset size n.
+      sampling_prob: q, in (0, 1], at least 2**-23.
+      batch_size: the physical (micro-)batch shape.
+
+    Raises:
+      ValueError: ``key`` not a Threefry key; ``num_examples`` or ``batch_size`` not a positive integer;
+        ``sampling_prob`` outside (0, 1] or below 2**-23.
     """
 
     def __init__(self, key, num_examples, sampling_prob, batch_size):
@@ -93,11 +126,28 @@ class PoissonSampler:
         return self.sampling_prob * self.num_examples
 
     def mask(self, step) -> jax.Array:
-        """Membership of every example at ``step`` (bool[num_examples])."""
+        """Membership of every example at ``step``.
+
+        Args:
+          step: the training step.
+
+        Returns:
+          bool ``[num_examples]``.
+        """
         return poisson_mask(self._key, self.num_examples, self.sampling_prob, step=step)
 
     def batches(self, step):
-        """``(indices, mask)``: int32 and bool arrays of shape (k, batch_size) for ``step``."""
+        """The sampled set of ``step`` as fixed-shape micro-batches.
+
+        Args:
+          step: the training step (a non-negative integer).
+
+        Returns:
+          ``(indices, mask)``: int32 and bool arrays of shape ``(k, batch_size)``.
+
+        Raises:
+          ValueError: ``step`` not a non-negative integer.
+        """
         members = np.flatnonzero(np.asarray(self.mask(check_int("step", step, minimum=0))))
         k = max(1, -(-members.size // self.batch_size))
         idx = np.zeros(k * self.batch_size, np.int32)

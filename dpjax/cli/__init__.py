@@ -66,9 +66,15 @@ def _compilation_cache() -> None:
 
 
 def main(argv=None) -> int:
-    """Run ``dpjax`` on ``argv`` (default ``sys.argv[1:]``); returns the exit status (0; 2 for bad
-    input or a request that cannot be met; 70 for an internal error; 141 when the reader of the
-    output closed it, as for a program ended by SIGPIPE, without a word)."""
+    """Run ``dpjax`` on ``argv``: parse the subcommand and its flags, run it, and report any error in one line.
+
+    Args:
+      argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+      The exit status: 0; 2 for bad input or a request that cannot be met; 70 for an internal error; 141 when
+      the reader of the output closed it, as for a program ended by SIGPIPE, without a word.
+    """
     try:
         parser = _parser()
         args, extra = parser.parse_known_args(argv)

@@ -1,6 +1,8 @@
-"""What every ``dpjax`` subcommand shares: a parser whose errors are one line, flags that may be
-given once and are refused where they do not apply, kernels through the registry, ``--json``
-output and a progress indicator on a terminal."""
+"""What every ``dpjax`` subcommand shares.
+
+A parser whose errors are one line, flags that may be given once and are refused where they do not apply,
+kernels through the registry, ``--json`` output and a progress indicator on a terminal.
+"""
 
 from __future__ import annotations
 
@@ -60,8 +62,14 @@ def _record(parser, namespace, dest, option_string):
 
 
 class Parser(argparse.ArgumentParser):
-    """``argparse`` with every flag given at most once and a one-line error (exit 2 through
-    :func:`dpjax.cli.main`); no abbreviated flags (``--eps`` is not ``--epsilon``)."""
+    """``argparse`` with every flag given at most once and a one-line error.
+
+    The error exits 2 through :func:`dpjax.cli.main`; no abbreviated flags (``--eps`` is not ``--epsilon``).
+
+    Args:
+      *args: as ``argparse.ArgumentParser``.
+      **kwargs: as ``argparse.ArgumentParser`` (``allow_abbrev`` defaults to ``False``).
+    """
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -71,16 +79,40 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store_true", _OnceTrue)
 
     def error(self, message):
+        """Raise the parser's error as a :class:`UsageError` with a usage hint.
+
+        Args:
+          message: argparse's message.
+
+        Raises:
+          UsageError: always.
+        """
         raise UsageError(f"{message} (usage: {self.prog} --help)")
 
 
 def given(args) -> dict:
-    """The flags the user gave: ``{dest: flag as typed}``."""
+    """The flags the user gave.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      ``{dest: flag as typed}``.
+    """
     return getattr(args, "given", None) or {}
 
 
 def refuse_flags(args, dests, why: str) -> None:
-    """Refuse any of ``dests`` the user gave, naming the flag: ``"--sigma does not apply {why}"``."""
+    """Refuse any of ``dests`` the user gave, naming the flag: ``"--sigma does not apply {why}"``.
+
+    Args:
+      args: the parsed flags.
+      dests: the flags' destinations that do not apply.
+      why: the end of the message (``"to a DP-SGD run"``).
+
+    Raises:
+      ValueError: one of ``dests`` given.
+    """
     for dest in dests:
         if dest in given(args):
             raise ValueError(f"{given(args)[dest]} does not apply {why}")
@@ -97,10 +129,22 @@ def kernel_names() -> tuple:
 
 
 def kernel_class(spec: str, flag: str = "--kernel"):
-    """The kernel class ``spec`` names: a registry name (:func:`dpjax.kernels.by_name`) or
-    ``package.module:Class``, a ``dpjax.AdditiveMechanism`` subclass. The module is looked up
-    on ``sys.path`` and then in the current folder (as ``python -m`` would), after the
-    installed packages so that it never shadows one."""
+    """The kernel class ``spec`` names: a registry name or ``package.module:Class``.
+
+    A registry name goes through :func:`dpjax.kernels.by_name`; a ``package.module:Class`` must be a
+    ``dpjax.AdditiveMechanism`` subclass, its module looked up on ``sys.path`` and then in the current folder
+    (as ``python -m`` would), after the installed packages so that it never shadows one.
+
+    Args:
+      spec: the flag's value.
+      flag: the flag messages name.
+
+    Returns:
+      The kernel class.
+
+    Raises:
+      ValueError: an unknown name, a module or class that cannot be loaded, or a class that is not a kernel.
+    """
     import dpjax
     from dpjax.kernels import by_name
 
@@ -135,13 +179,28 @@ def _import_here(module: str):
 
 
 def scale_flag(cls) -> str:
-    """The flag that sets a kernel class's scale: ``--sigma`` for a σ-scaled kernel, else ``--scale``."""
+    """The flag that sets a kernel class's scale: ``--sigma`` for a σ-scaled kernel, else ``--scale``.
+
+    Args:
+      cls: a kernel class.
+
+    Returns:
+      ``"--sigma"`` or ``"--scale"``.
+    """
     return "--sigma" if cls.scale_name == "sigma" else "--scale"
 
 
 def calibration_parameters(cls) -> tuple:
-    """The shape parameters a class's ``from_epsilon`` needs beyond ε and the sensitivity (a
-    piecewise mixture: ``r``, ``c``); () for a kernel calibrated by ε (and δ) alone."""
+    """The shape parameters a class's ``from_epsilon`` needs beyond ε and the sensitivity.
+
+    A piecewise mixture's ``r`` and ``c``; () for a kernel calibrated by ε (and δ) alone.
+
+    Args:
+      cls: a kernel class.
+
+    Returns:
+      A tuple of parameter names.
+    """
     if hasattr(cls, "from_epsilon_delta") or not hasattr(cls, "from_epsilon"):
         return ()
     names = inspect.signature(cls.from_epsilon).parameters
@@ -149,10 +208,29 @@ def calibration_parameters(cls) -> tuple:
 
 
 def calibrated_kernel(cls, epsilon: float, delta: float, sensitivity: float, **shape):
-    """The kernel of class ``cls`` calibrated to (ε, δ) at ``sensitivity`` by its own calibrator
-    (``from_epsilon_delta``, else ``from_epsilon`` with its shape parameters); a σ-scaled kernel
-    without one gets the analytic Gaussian σ (Balle & Wang, ICML 2018), the discrete Gaussian's
-    customary choice. The privacy printed is always the accountant's, of the kernel as built."""
+    """The kernel of class ``cls`` calibrated to (ε, δ) at ``sensitivity`` by its own calibrator.
+
+    ``from_epsilon_delta``, else ``from_epsilon`` with its shape parameters; a σ-scaled kernel without one gets
+    the analytic Gaussian σ, the discrete Gaussian's customary choice. The privacy printed is always the
+    accountant's, of the kernel as built.
+
+    Args:
+      cls: a kernel class.
+      epsilon: the target ε.
+      delta: the target δ.
+      sensitivity: the query's sensitivity.
+      **shape: the shape parameters :func:`calibration_parameters` names.
+
+    Returns:
+      The kernel.
+
+    Raises:
+      ValueError: a class without a calibration from ε (naming its scale flag), or its calibrator's refusal.
+
+    References:
+      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical Calibration and
+      Optimal Denoising", ICML 2018.
+    """
     if hasattr(cls, "from_epsilon_delta"):
         return cls.from_epsilon_delta(epsilon, delta, sensitivity)
     if hasattr(cls, "from_epsilon"):
@@ -165,7 +243,14 @@ def calibrated_kernel(cls, epsilon: float, delta: float, sensitivity: float, **s
 
 
 def describe(obj) -> str:
-    """``Name(param=value, ...)`` of a mechanism or region, nested pytrees included."""
+    """``Name(param=value, ...)`` of a mechanism or region, nested pytrees included.
+
+    Args:
+      obj: a dataclass pytree (a mechanism or region).
+
+    Returns:
+      The text.
+    """
     import dataclasses
 
     import jax
@@ -181,7 +266,14 @@ def describe(obj) -> str:
 
 
 def parameters(obj) -> dict:
-    """A mechanism or region as JSON: ``{"type": Name, field: value or nested, ...}``."""
+    """A mechanism or region as JSON: ``{"type": Name, field: value or nested, ...}``.
+
+    Args:
+      obj: a dataclass pytree (a mechanism or region).
+
+    Returns:
+      A dict of JSON values.
+    """
     import dataclasses
 
     import jax
@@ -213,7 +305,14 @@ def _jsonable(x):
 
 
 def reported(compute):
-    """A subcommand's ``run`` from ``compute(args) -> (payload, lines)``: :func:`emit`, exit status 0."""
+    """A subcommand's ``run`` from ``compute(args) -> (payload, lines)``: :func:`emit`, exit status 0.
+
+    Args:
+      compute: the subcommand's computation.
+
+    Returns:
+      ``run(args) -> int``.
+    """
 
     def run(args) -> int:
         emit(args, *compute(args))
@@ -223,8 +322,13 @@ def reported(compute):
 
 
 def emit(args, payload: dict, lines) -> None:
-    """``payload`` as one JSON object with ``--json`` (infinities as the strings ``"inf"``),
-    else the human-readable ``lines``."""
+    """Print ``payload`` as one JSON object with ``--json`` (infinities as the strings ``"inf"``), else ``lines``.
+
+    Args:
+      args: the parsed flags.
+      payload: the result, JSON-able (numpy and JAX values converted).
+      lines: the human-readable lines.
+    """
     if getattr(args, "json", False):
         print(json.dumps(_jsonable(payload), allow_nan=False))
     else:
@@ -245,9 +349,19 @@ class _Progress:
 
 @contextlib.contextmanager
 def progress(label: str, stream=None, total: int | None = None):
-    """An indicator on stderr while the block runs, only when stderr is a terminal: with ``total`` the
-    parts done out of ``total`` (the block calls ``advance()``) and the time left estimated from the
-    rate so far; else the elapsed time."""
+    """An indicator on stderr while the block runs, only when stderr is a terminal.
+
+    With ``total`` the parts done out of ``total`` (the block calls ``advance()``) and the time left estimated
+    from the rate so far; else the elapsed time.
+
+    Args:
+      label: what the block does.
+      stream: where to write (default ``sys.stderr``).
+      total: the number of parts, or ``None``.
+
+    Yields:
+      The progress state, whose ``advance(parts=1)`` the block calls.
+    """
     stream = stream or sys.stderr
     state = _Progress(total)
     if not (hasattr(stream, "isatty") and stream.isatty()):
@@ -291,18 +405,54 @@ def progress(label: str, stream=None, total: int | None = None):
 # flag checks (eager, naming the flag)
 # ----------------------------------------------------------------------------------
 def check_positive(flag: str, value) -> float:
+    """A flag's value checked to be a positive finite number.
+
+    Args:
+      flag: the flag messages name.
+      value: its value.
+
+    Returns:
+      The value as a float.
+
+    Raises:
+      ValueError: ``value`` missing, not finite or not positive.
+    """
     if value is None or not (np.isfinite(value) and value > 0):
         raise ValueError(f"{flag} must be a positive finite number, got {value}")
     return float(value)
 
 
 def check_probability(flag: str, value) -> float:
+    """A flag's value checked to lie in (0, 1).
+
+    Args:
+      flag: the flag messages name.
+      value: its value.
+
+    Returns:
+      The value as a float.
+
+    Raises:
+      ValueError: ``value`` missing or outside (0, 1).
+    """
     if value is None or not (0.0 < value < 1.0):
         raise ValueError(f"{flag} must lie in (0, 1), got {value}")
     return float(value)
 
 
 def check_steps(flag: str, value) -> int:
+    """A flag's value checked to be a positive integer.
+
+    Args:
+      flag: the flag messages name.
+      value: its value.
+
+    Returns:
+      The value as an int.
+
+    Raises:
+      ValueError: ``value`` missing or below 1.
+    """
     if value is None or value < 1:
         raise ValueError(f"{flag} must be a positive integer, got {value}")
     return int(value)

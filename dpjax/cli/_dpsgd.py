@@ -1,7 +1,9 @@
-"""The DP-SGD setting of ``dpjax account dpsgd`` and ``dpjax calibrate dpsgd``, in users' units: a batch
-size, a dataset size and epochs (Poisson rate q = B/N, steps T = ⌈E·N/B⌉, as tf-privacy's
+"""The DP-SGD setting of ``dpjax account dpsgd`` and ``dpjax calibrate dpsgd``, in users' units.
+
+A batch size, a dataset size and epochs (Poisson rate q = B/N, steps T = ⌈E·N/B⌉, as tf-privacy's
 ``compute_dp_sgd_privacy`` counts them), or the rate and the steps directly; and the noise kernels whose
-DP-SGD accounting is known."""
+DP-SGD accounting is known.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +15,14 @@ __all__ = ["dpsgd_kernels", "dpsgd_kernel", "add_setting_flags", "sampling", "st
 
 
 def dpsgd_kernels() -> tuple:
-    """The registry kernels (as flags spell them) that DP-SGD can be accounted with
-    (:func:`accounting.dpsgd.noise.noise_kind`) and that its noise multiplier alone builds (a mixture
-    needs its shape too)."""
+    """The registry kernels (as flags spell them) that DP-SGD can be accounted with.
+
+    Those :func:`accounting.dpsgd.noise.noise_kind` accepts and that the noise multiplier alone builds (a mixture
+    needs its shape too).
+
+    Returns:
+      A tuple of flag spellings.
+    """
     from accounting.dpsgd.noise import noise_kind
     from dpjax.kernels import BUILTIN
 
@@ -31,7 +38,17 @@ def dpsgd_kernels() -> tuple:
 
 
 def dpsgd_kernel(args):
-    """The ``--mechanism`` class (None: the Gaussian), refused by name where DP-SGD has no accounting for it."""
+    """The ``--mechanism`` class (``None``: the Gaussian), refused by name where DP-SGD has no accounting for it.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      The kernel class, or ``None``.
+
+    Raises:
+      ValueError: a kernel without DP-SGD accounting, or one :func:`dpjax.cli._common.kernel_class` refuses.
+    """
     from accounting.dpsgd.noise import noise_kind
 
     if args.mechanism is None:
@@ -50,8 +67,14 @@ def dpsgd_kernel(args):
 
 
 def add_setting_flags(p) -> None:
-    """The setting's flags: ``--noise-multiplier``, ``--batch-size --num-examples --epochs`` or
-    ``--sampling-prob --steps``, ``--mechanism``."""
+    """Add the setting's flags to ``p``.
+
+    ``--noise-multiplier``, ``--batch-size --num-examples --epochs`` or ``--sampling-prob --steps``, and
+    ``--mechanism``.
+
+    Args:
+      p: the subcommand's parser.
+    """
     p.add_argument("--noise-multiplier", type=float, help="noise scale / clipping norm (z)")
     u = p.add_argument_group("the setting in users' units")
     u.add_argument("--batch-size", type=int, help="expected batch size B (Poisson sampling rate q = B / N)")
@@ -64,8 +87,19 @@ def add_setting_flags(p) -> None:
 
 
 def sampling(args) -> tuple:
-    """(q, T) of a fully given setting, checked by flag: ``--batch-size --num-examples --epochs`` or
-    ``--sampling-prob --steps``, not a mix."""
+    """``(q, T)`` of a fully given setting, checked by flag.
+
+    Args:
+      args: the parsed flags: ``--batch-size --num-examples --epochs`` or ``--sampling-prob --steps``, not a
+        mix.
+
+    Returns:
+      ``(q, T)``: the Poisson rate and the number of steps.
+
+    Raises:
+      ValueError: a mix of the two forms or neither, a batch larger than the dataset, or a flag's invalid
+        value (naming it).
+    """
     users = [d for d in ("batch_size", "num_examples", "epochs") if d in given(args)]
     direct = [d for d in ("sampling_prob", "steps") if d in given(args)]
     if users and direct:
@@ -84,10 +118,28 @@ def sampling(args) -> tuple:
 
 
 def steps_of(epochs: float, batch_size: int, num_examples: int) -> int:
-    """T = ⌈E·N/B⌉ steps of E epochs (at least one)."""
+    """T = ⌈E·N/B⌉ steps of E epochs (at least one).
+
+    Args:
+      epochs: E.
+      batch_size: B.
+      num_examples: N.
+
+    Returns:
+      T, an int.
+    """
     return max(1, math.ceil(epochs * num_examples / batch_size - 1e-9))
 
 
 def epochs_of(steps: int, batch_size: int, num_examples: int) -> float:
-    """The epochs E = T·B/N of T steps."""
+    """The epochs E = T·B/N of T steps.
+
+    Args:
+      steps: T.
+      batch_size: B.
+      num_examples: N.
+
+    Returns:
+      E, a float.
+    """
     return steps * batch_size / num_examples

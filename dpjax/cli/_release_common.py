@@ -1,7 +1,9 @@
-"""What every ``dpjax release`` path shares (the table release of :mod:`dpjax.cli.release`, the PB-DP and
-composite releases of :mod:`dpjax.cli.release_public` and the per-record release of
-:mod:`dpjax.cli.release_prdp`): the flag sets each allows, the release key, the public groups, and the
-report and release file."""
+"""What every ``dpjax release`` path shares.
+
+The flag sets each path allows (the table release of :mod:`dpjax.cli.release`, the PB-DP and composite
+releases of :mod:`dpjax.cli.release_public`, the per-record release of :mod:`dpjax.cli.release_prdp`), the
+release key, the public groups, and the report and release file.
+"""
 
 from __future__ import annotations
 
@@ -54,8 +56,15 @@ def _key(seed):
 
 
 def released(args, row_level: bool) -> None:
-    """What a release says once on stderr after it is made: that each row was taken as a person
-    (``row_level``: no ``--privacy-unit``), and under ``--seed`` that the release is reproducible."""
+    """What a release says once on stderr after it is made.
+
+    That each row was taken as a person (no ``--privacy-unit``), and under ``--seed`` that the release is
+    reproducible (and must not be repeated with that seed).
+
+    Args:
+      args: the parsed flags.
+      row_level: whether no privacy unit was given.
+    """
     if row_level:
         print(
             "dpjax: no --privacy-unit: each row is taken as a different person (the guarantee is per row)",
@@ -76,11 +85,24 @@ def _allow(args, allowed, why: str) -> None:
 
 
 def public_groups(args, names, inverse, embedded_domains):
-    """(public group names, each row's index into them, -1 for a row of an unlisted group) of a release
-    without private group selection: the keys of ``--groups FILE``, or for the embedded dataset the public
-    domain of its column (``embedded_domains``); ``names``/``inverse`` as :func:`dpjax.cli.io.read_table`
-    gives them. A release by no column is one group, ``all``. Otherwise refused: a key read from the data
-    is never printed."""
+    """The public groups of a release without private group selection, and each row's index into them.
+
+    The keys of ``--groups FILE``, or for the embedded dataset the public domain of its column; a release by no
+    column is one group, ``all``. Otherwise refused: a key read from the data is never printed.
+
+    Args:
+      args: the parsed flags.
+      names: the distinct group texts of the data (:func:`dpjax.cli.io.read_table`).
+      inverse: each row's index into ``names``.
+      embedded_domains: ``{column: public values}`` of the embedded dataset.
+
+    Returns:
+      ``(public names, each row's index into them, -1 for a row of an unlisted group)``.
+
+    Raises:
+      ValueError: ``--group-by`` of several columns, an unreadable ``--groups`` file, or no public source of
+        the keys.
+    """
     if args.group_by is None:
         return names, inverse
     if "," in args.group_by:

@@ -99,8 +99,19 @@ def _group(entry: dict, where: str, scale=None):
 
 
 def plan_groups(args, scale=None):
-    """The plan's groups (``--plan`` file or ``--mechanism`` groups) as (mechanism, sensitivity,
-    sampling_prob, steps); with ``scale``, every kernel at that scale."""
+    """The plan's groups (``--plan`` file or ``--mechanism`` groups).
+
+    Args:
+      args: the parsed flags.
+      scale: a common scale for every kernel (``dpjax calibrate plan``), or ``None``: each group's own.
+
+    Returns:
+      ``[(mechanism, sensitivity, sampling_prob, steps), ...]``.
+
+    Raises:
+      ValueError: both ``--plan`` and ``--mechanism`` groups, or neither; an unreadable or malformed plan
+        file; a group's invalid kernel or parameters (naming the group and the flag).
+    """
     if args.plan is not None:
         if args.groups:
             raise ValueError("--plan: give the plan as a file or as --mechanism groups, not both")
@@ -118,7 +129,15 @@ def plan_groups(args, scale=None):
 
 
 def plan_accountant(groups, delta=None):
-    """The :class:`accounting.Accountant` (no budget) holding the plan's releases."""
+    """The :class:`accounting.Accountant` (no budget) holding the plan's releases.
+
+    Args:
+      groups: the plan's groups (:func:`plan_groups`).
+      delta: the accountant's δ for its ``spent_epsilon`` (``None``: given at the query).
+
+    Returns:
+      The accountant.
+    """
     import accounting
 
     acc = accounting.Accountant(delta=delta)
@@ -128,11 +147,22 @@ def plan_accountant(groups, delta=None):
 
 
 def plan_rdp(groups):
-    """(orders, RDP of the composed plan): each group's exact RDP (:func:`accounting.rdp`) times its
-    steps, summed, on :data:`accounting.rdp.SAMPLED_GAUSSIAN_ORDERS`; a sampled Gaussian group's is the
-    sampled Gaussian's own (:func:`accounting.rdp.sampled_gaussian_rdp_at`), another sampled group's the
-    Poisson-subsampling bound (:func:`accounting.rdp.subsampled_rdp`, at the integer orders only: the
-    others are left out, ∞)."""
+    """The RDP of the composed plan: each group's exact RDP times its steps, summed.
+
+    On :data:`accounting.rdp.SAMPLED_GAUSSIAN_ORDERS`; a sampled Gaussian group's is the sampled Gaussian's own
+    (:func:`accounting.rdp.sampled_gaussian_rdp_at`), another sampled group's the Poisson-subsampling bound
+    (:func:`accounting.rdp.subsampled_rdp`, at the integer orders only: the others are left out, ∞).
+
+    Args:
+      groups: the plan's groups (:func:`plan_groups`).
+
+    Returns:
+      ``(orders, rdp)``: numpy arrays.
+
+    References:
+      Mironov, "Rényi Differential Privacy", CSF 2017; Zhu, Wang, "Poisson Subsampled Rényi Differential
+      Privacy", ICML 2019.
+    """
     import jax
     import jax.numpy as jnp
 
@@ -285,6 +315,11 @@ def _dpsgd(args):
 
 
 def add_parser(sub) -> None:
+    """Add the ``account`` subcommand (and its ``dpsgd`` form) to the subparsers ``sub``.
+
+    Args:
+      sub: the ``dpjax`` parser's subparsers.
+    """
     p = sub.add_parser(
         "account",
         help="the privacy of a plan of releases (exact PLD; RDP beside it), or of DP-SGD",
@@ -323,7 +358,12 @@ def add_parser(sub) -> None:
 
 
 def add_group_flags(p, scales: bool) -> None:
-    """The plan flags: repeatable ``--mechanism`` groups (with their scales where ``scales``) or ``--plan``."""
+    """The plan flags: repeatable ``--mechanism`` groups (with their scales where ``scales``) or ``--plan``.
+
+    Args:
+      p: the (sub)command's parser.
+      scales: whether a group takes its scale (``--sigma``/``--scale``; not for ``dpjax calibrate plan``).
+    """
     g = p.add_argument_group("a plan group (repeat --mechanism for several)")
     g.add_argument(
         "--mechanism",

@@ -180,9 +180,23 @@ def _rdp_batch_size(eps, delta, z, epochs, n) -> int:
 
 
 def plan_scale(groups_at, epsilon: float, delta: float) -> float:
-    """The smallest common scale s (to :data:`PLAN_RTOL`) at which the plan ``groups_at(s)`` spends at
-    most ``epsilon`` at ``delta`` (its exact PLD): a doubling bracket, then a log-space bisection
-    (ε decreases in every kernel's scale), returning the feasible end."""
+    """The smallest common scale s (to :data:`PLAN_RTOL`) at which the plan spends at most ``epsilon`` at ``delta``.
+
+    The plan's exact PLD; a doubling bracket, then a log-space bisection (ε decreases in every kernel's scale),
+    returning the feasible end.
+
+    Args:
+      groups_at: ``groups_at(s)``, the plan's groups with every kernel at scale s
+        (:func:`dpjax.cli.account.plan_groups`).
+      epsilon: the target ε.
+      delta: the δ at which ε is measured.
+
+    Returns:
+      s, a float.
+
+    Raises:
+      ValueError: ``epsilon`` out of reach (a common scale above 1e12), or met at every scale down to 1e-12.
+    """
     from accounting._root import log_bisect
     from dpjax.cli.account import plan_accountant
 
@@ -237,6 +251,11 @@ def _plan(args):
 
 
 def add_parser(sub) -> None:
+    """Add the ``calibrate`` subcommand (its ``dpsgd`` and ``plan`` forms) to the subparsers ``sub``.
+
+    Args:
+      sub: the ``dpjax`` parser's subparsers.
+    """
     from dpjax.cli.account import add_group_flags
 
     p = sub.add_parser(

@@ -1,10 +1,11 @@
-"""CSV tables for the ``dpjax release`` command. The input is streamed in record batches by the
-table layer's columnar reader (a file, standard input, announced on stderr when it is a terminal,
-or the embedded dataset; a BOM and blank lines tolerated; a row of another width than the header
-refused with its line number, a malformed field or text that is not UTF-8 refused). The output is checked before any
-work and written atomically, never over an input
-(``-``: standard output; devices and FIFOs written through; a link followed, never replaced;
-the user's umask kept)."""
+"""CSV tables for the ``dpjax release`` command: the input read, the output checked and written.
+
+The input is streamed in record batches by the table layer's columnar reader (a file, standard input,
+announced on stderr when it is a terminal, or the embedded dataset; a BOM and blank lines tolerated; a row
+of another width than the header refused with its line number, a malformed field or text that is not UTF-8
+refused). The output is checked before any work and written atomically, never over an input (``-``:
+standard output; devices and FIFOs written through; a link followed, never replaced; the user's umask kept).
+"""
 
 from __future__ import annotations
 
@@ -46,7 +47,14 @@ def _open_input(path: str):
 
 
 def check_input(path: str) -> None:
-    """Refuse an ``--input`` that is a folder or does not exist (``-``: standard input)."""
+    """Refuse an ``--input`` that is a folder or does not exist (``-``: standard input).
+
+    Args:
+      path: the ``--input`` value.
+
+    Raises:
+      ValueError: ``path`` a folder, or missing.
+    """
     if path == "-":
         return
     if os.path.isdir(path):
@@ -89,16 +97,29 @@ def _line_of_bad_row(path: str, width: int):
 
 
 def read_table(path: str | None, value_column: str, group_by: str | None, *, budget_column: str | None = None):
-    """Read ``(names, inverse, values)`` — ``(names, inverse, values, budgets)`` with
-    ``budget_column`` — from a CSV file (``-``: standard input) or the embedded dataset: the
-    distinct group texts in sorted order and each row's index into them (``np.unique(groups,
-    return_inverse=True)`` of the group column; one group ``"all"`` without ``group_by``), the
-    value column as float64. Streamed in record batches by the table layer's columnar reader
-    (:func:`dpjax.table.data.csv_batches`; only these columns, the groups dictionary-encoded per
-    batch and only the distinct ones sorted): memory for the columns, never for the text or a
-    Python object per field. Blank lines, and rows blank in every column read, are skipped; a row of
-    another width than the header, a field over the ``csv`` module's limit, a malformed field or
-    text that is not UTF-8 is refused."""
+    """Read the groups and values of a CSV file (``-``: standard input) or of the embedded dataset.
+
+    Streamed in record batches by the table layer's columnar reader (:func:`dpjax.table.data.csv_batches`; only
+    these columns, the groups dictionary-encoded per batch and only the distinct ones sorted): memory for the
+    columns, never for the text or a Python object per field. Blank lines, and rows blank in every column read,
+    are skipped.
+
+    Args:
+      path: the ``--input`` file, ``-``, or ``None`` for the embedded dataset.
+      value_column: the column of the values.
+      group_by: the group column, or ``None``: one group ``"all"``.
+      budget_column: the column of the per-record budgets (``--per-record-budget``), or ``None``.
+
+    Returns:
+      ``(names, inverse, values)`` — ``(names, inverse, values, budgets)`` with ``budget_column``: the distinct
+      group texts in sorted order, each row's index into them (``np.unique(groups, return_inverse=True)``),
+      the value column (and the budgets) as float64.
+
+    Raises:
+      ValueError: naming the flag: a missing or empty file, a column not in the header, a row of another
+        width than the header (with its line number), a field over the ``csv`` module's limit, a malformed
+        field, text that is not UTF-8, a non-numeric, NaN or infinite value, no rows.
+    """
     import pyarrow.compute as pc
 
     from dpjax.table import data as table_data
@@ -215,9 +236,18 @@ def _target(output: str) -> str:
 
 
 def check_output(output: str | None, inputs) -> None:
-    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written:
-    a folder (``DIR/``), the input itself (also through a link), a socket, a missing or read-only
-    folder, a read-only file. ``-`` is standard output; devices and FIFOs are written through."""
+    """Refuse, before any work, an ``--output`` that would overwrite an input or cannot be written.
+
+    ``-`` is standard output; devices and FIFOs are written through.
+
+    Args:
+      output: the ``--output`` value (``None``: no file).
+      inputs: the input paths (``None`` or ``-`` ignored).
+
+    Raises:
+      ValueError: a folder (``DIR/``), the input itself (also through a link), a socket, a missing or
+        read-only folder, a read-only file.
+    """
     if output is None or output == "-":
         return
     if output.endswith(("/", os.sep)) or os.path.isdir(output):
@@ -246,10 +276,20 @@ def _umask() -> int:
 
 
 def write_csv(path: str, header, rows) -> None:
-    """Write a CSV table: ``-`` to standard output; a device or FIFO written through; a regular file
-    atomically (a temporary file beside it, renamed over it when complete) with the mode an
-    ordinary ``open`` would give it (the existing file's, else 0666 less the umask). A symbolic
-    link is followed: the file it points to is replaced, the link kept."""
+    """Write a CSV table: ``-`` to standard output; a device or FIFO written through; a regular file atomically.
+
+    A regular file is written to a temporary file beside it, renamed over it when complete, with the mode an
+    ordinary ``open`` would give it (the existing file's, else 0666 less the umask). A symbolic link is
+    followed: the file it points to is replaced, the link kept.
+
+    Args:
+      path: the output path, or ``-``.
+      header: the column names.
+      rows: the rows (iterables of values).
+
+    Raises:
+      OSError: the file cannot be written (the temporary file is removed).
+    """
     if path == "-":
         w = csv.writer(sys.stdout)
         w.writerow(header)

@@ -1,5 +1,8 @@
-"""The pictures of ``--plot FILE.png`` (the ``plot`` extra: matplotlib): ε against DP-SGD steps, a plan's
-privacy profile ε(δ), and a release's values with their noise intervals per group."""
+"""The pictures of ``--plot FILE.png`` (the ``plot`` extra: matplotlib).
+
+ε against DP-SGD steps, a plan's privacy profile ε(δ), and a release's values with their noise intervals per
+group.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,14 @@ def _pyplot():
 
 
 def check(path) -> None:
-    """Refuse, before any work, a ``--plot`` that is not a .png file or cannot be drawn (no matplotlib)."""
+    """Refuse, before any work, a ``--plot`` that is not a .png file or cannot be drawn (no matplotlib).
+
+    Args:
+      path: the ``--plot`` value (``None``: no plot).
+
+    Raises:
+      ValueError: not a .png name, or matplotlib missing (the ``plot`` extra).
+    """
     if path is None:
         return
     if not str(path).lower().endswith(".png"):
@@ -40,13 +50,33 @@ def _save(fig, path: str) -> None:
 
 
 def steps_grid(steps: int, points: int = STEPS_POINTS) -> list:
-    """``points`` step counts from steps/points to ``steps`` (distinct, increasing)."""
+    """``points`` step counts from steps/points to ``steps`` (distinct, increasing).
+
+    Args:
+      steps: the largest count.
+      points: how many counts at most.
+
+    Returns:
+      A sorted list of ints.
+    """
     return sorted({max(1, round(steps * k / points)) for k in range(1, points + 1)})
 
 
 def steps_plot(path, pld_steps, pld, rdp_steps, rdp, delta, noise) -> None:
-    """ε at ``delta`` against the number of DP-SGD steps: the exact PLD at ``pld_steps``, and the RDP bound
-    at ``rdp_steps`` if given."""
+    """Draw ε at ``delta`` against the number of DP-SGD steps: the exact PLD, and the RDP bound if given.
+
+    Args:
+      path: the .png file.
+      pld_steps: the step counts of the PLD curve.
+      pld: ε of the exact PLD at each.
+      rdp_steps: the step counts of the RDP curve.
+      rdp: ε of the RDP bound at each, or ``None``.
+      delta: the δ of every ε.
+      noise: the noise kernel's name, for the title.
+
+    Raises:
+      ValueError: the file cannot be written.
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(pld_steps, pld, "o-", label="exact PLD (accounting.dpsgd_epsilon)")
@@ -62,7 +92,15 @@ def steps_plot(path, pld_steps, pld, rdp_steps, rdp, delta, noise) -> None:
 
 
 def profile_plot(path, curve) -> None:
-    """The privacy profile: ε against δ (``curve``: [(δ, ε or None), ...]), δ on a log axis."""
+    """Draw the privacy profile: ε against δ, δ on a log axis.
+
+    Args:
+      path: the .png file.
+      curve: ``[(δ, ε or None), ...]`` (``None``: below the plan's round-off floor, left out).
+
+    Raises:
+      ValueError: no δ of the curve is above the round-off floor; the file cannot be written.
+    """
     plt = _pyplot()
     points = [(d, e) for d, e in curve if e is not None]
     if not points:
@@ -79,8 +117,23 @@ def profile_plot(path, curve) -> None:
 
 
 def release_plot(path, table, by, names, accuracy, alpha, true) -> None:
-    """Each released statistic per group (one panel per statistic), with its (1 − alpha) noise interval as
-    an error bar where ``accuracy`` gives one, and the true value as a cross where ``true`` is given."""
+    """Draw each released statistic per group (one panel per statistic).
+
+    Each with its (1 − alpha) noise interval as an error bar where ``accuracy`` gives one, and the true value as
+    a cross where ``true`` is given.
+
+    Args:
+      path: the .png file.
+      table: the released table (pyarrow).
+      by: the group columns.
+      names: the statistics' columns.
+      accuracy: ``{name: (std, half-width)}`` (:func:`dpjax.cli.release.accuracy`).
+      alpha: the intervals' level is ``1 − alpha``.
+      true: ``{name: true values}``, or ``None``.
+
+    Raises:
+      ValueError: the file cannot be written.
+    """
     plt = _pyplot()
     keys = [",".join(str(v) for v in k) for k in zip(*(table.column(c).to_pylist() for c in by))]
     fig, axes = plt.subplots(len(names), 1, figsize=(max(6, 0.5 * len(keys) + 2), 3 * len(names)), squeeze=False)

@@ -1,5 +1,4 @@
-"""``dpjax release``: aggregate a table by group and release it with noise, through the table layer
-(:mod:`dpjax.table`).
+"""``dpjax release``: aggregate a table by group and release it with noise, through :mod:`dpjax.table`.
 
 Every kernel release — CSV (a file, gzip-compressed ``.csv.gz``, or standard input ``-``), Parquet, one
 statistic or several, one ``--group-by`` column or several — is a :func:`dpjax.table.release_file`: a
@@ -54,7 +53,20 @@ _DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app us
 
 
 def statistics(args):
-    """The ``--statistic`` list as table statistics."""
+    """The ``--statistic`` list as table statistics.
+
+    ``sum``, ``mean`` and ``variance`` are on ``--value-column`` with bounds ``--window LO HI`` (else
+    ``[-clip, clip]``); other items are spelled as :func:`dpjax.table.statistics.parse` reads them.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      A list of :class:`dpjax.table.Statistic`.
+
+    Raises:
+      ValueError: an item not understood (naming ``--statistic``), or ``--window`` bounds in the wrong order.
+    """
     from dpjax import table
     from dpjax.table.statistics import parse, split
 
@@ -110,8 +122,18 @@ def _flag(message: str, args, by, unit) -> str:
 
 
 def true_values(data, by, stats, unit, keys):
-    """The true statistics of every row of ``data`` (no bounding, no clipping, no noise) for the
-    groups of ``keys`` (a table of by-columns; a group without rows: counts 0, the rest NaN)."""
+    """The true statistics of every row of ``data`` (no bounding, no clipping, no noise) for the groups of ``keys``.
+
+    Args:
+      data: the input (anything :func:`dpjax.table.data.rows` reads).
+      by: the group columns.
+      stats: the released statistics.
+      unit: the privacy-unit column, or ``None``.
+      keys: the released groups, a table of by-columns.
+
+    Returns:
+      ``{statistic name: values aligned with keys}`` (a group without rows: counts 0, the rest NaN).
+    """
     from dpjax.table import data as table_data
 
     value_columns = sorted({s.column for s in stats if s.column is not None})
@@ -161,9 +183,18 @@ def true_values(data, by, stats, unit, keys):
 # accuracy of each released value
 # ----------------------------------------------------------------------------------
 def accuracy(t, names) -> dict:
-    """``{statistic name: (noise std per group, half-width of the (1 − alpha) interval per group)}`` of the
-    statistics whose release carries them (the table's ``<name>_std``, ``_ci_low``, ``_ci_high`` columns,
-    :func:`dpjax.table.release`); quantiles (a noisy max, whose error is in rank) get none."""
+    """The noise of each released value, for the statistics whose release carries it.
+
+    Read from the table's ``<name>_std``, ``_ci_low``, ``_ci_high`` columns (:func:`dpjax.table.release`);
+    quantiles (a noisy max, whose error is in rank) get none.
+
+    Args:
+      t: the released table (pyarrow).
+      names: the statistics' columns.
+
+    Returns:
+      ``{statistic name: (noise std per group, half-width of the (1 − alpha) interval per group)}``.
+    """
     out = {}
     for n in names:
         if f"{n}_std" not in t.column_names:
@@ -404,6 +435,17 @@ def numerics_line(rel) -> str:
 # the command line
 # ----------------------------------------------------------------------------------
 def run(args) -> int:
+    """Run ``dpjax release``: a per-record, PB-DP or composite release, or a kernel release through the table layer.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      The exit status (0).
+
+    Raises:
+      ValueError: an invalid flag (naming it), or any refusal of the release.
+    """
     if args.show < 0:
         raise ValueError(f"--show must be a non-negative number of groups, got {args.show}")
     if args.clip <= 0 or not np.isfinite(args.clip):
@@ -421,6 +463,11 @@ def run(args) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``release`` subcommand to the subparsers ``sub``.
+
+    Args:
+      sub: the ``dpjax`` parser's subparsers.
+    """
     from dpjax.cli.release_public import REGIONS
 
     kernels = kernel_names()

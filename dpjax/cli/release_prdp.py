@@ -1,5 +1,7 @@
-"""``dpjax release --per-record-budget COLUMN``: per-record DP releases (:mod:`dpjax.prdp`), one per
-group, beside the naive release at the global least budget, with the per-level ledger."""
+"""``dpjax release --per-record-budget COLUMN``: per-record DP releases (:mod:`dpjax.prdp`), one per group.
+
+Each beside the naive release at the global least budget, with the per-level ledger.
+"""
 
 from __future__ import annotations
 
@@ -74,6 +76,20 @@ def release_per_record(args) -> int:
     vmapped call (memory proportional to the rows); groups are disjoint, so a row is charged only
     by its own group's release (parallel composition). The naive release at the global minimum
     ε̌ is shown alongside.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      The exit status (0).
+
+    Raises:
+      ValueError: a flag that does not apply to a per-record release, ``--statistic mean``, ``--eps-min`` or
+        ``--eps-max`` missing, ``--beta`` outside (0, 1), a budget below ``--eps-min`` or not finite, or any
+        refusal of the input, the output or the release (naming the flag).
+
+    References:
+      Chen, Sun, Xu, Dong, "A General Framework for Per-record Differential Privacy", SIGMOD 2025.
     """
     import jax
 

@@ -1,8 +1,9 @@
-"""``dpjax release --mechanism boosted|composite``: the releases that state a utility constraint or a
-bounded output instead of a kernel calibrated to a budget, on public groups only (they have no private
-group selection: the keys come from ``--groups FILE``, or for the embedded dataset from its public
-domain, :data:`dpjax.data.AGE_GROUPS` and :data:`dpjax.data.REGIONS`; rows of other groups are
-dropped, a listed group without rows is released from an empty sum).
+"""``dpjax release --mechanism boosted|composite``: releases on public groups without a calibrated kernel.
+
+They state a utility constraint or a bounded output instead of a kernel calibrated to a budget, on public
+groups only (they have no private group selection: the keys come from ``--groups FILE``, or for the embedded
+dataset from its public domain, :data:`dpjax.data.AGE_GROUPS` and :data:`dpjax.data.REGIONS`; rows of other
+groups are dropped, a listed group without rows is released from an empty sum).
 
 ``--mechanism boosted`` states a utility constraint instead of a budget: the release lies in
 the preferred region ``S(Q)`` with probability ``--rho``; the command tunes the scale of the
@@ -54,8 +55,20 @@ REGIONS = ("relative", "absolute")
 
 
 def public_table(args):
-    """(public group names, each kept row's group index, its value) of ``--input`` (or the embedded
-    one-row-per-user table) on the public groups (:func:`dpjax.cli._release_common.public_groups`)."""
+    """The rows of ``--input`` (or the embedded one-row-per-user table) on the public groups.
+
+    The public groups as :func:`dpjax.cli._release_common.public_groups` reads them; rows of other groups are
+    dropped.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      ``(names, inverse, values)``: the public group names, each kept row's group index, its value.
+
+    Raises:
+      ValueError: any refusal of the input or of ``--groups`` (naming the flag).
+    """
     from dpjax.data import AGE_GROUPS, REGIONS as AREAS
 
     names, inverse, values = read_table(args.input, args.value_column, args.group_by)
@@ -65,11 +78,20 @@ def public_table(args):
 
 
 def aggregate(names, inverse, values, statistic: str, clip: float):
-    """Per-group sums of clipped values (or counts) and the query's L1 sensitivity (``names``, ``inverse``:
-    the groups as :func:`public_table` gives them).
+    """Per-group sums of clipped values (or counts) and the query's L1 sensitivity.
 
-    Values are clipped to ``[-clip, clip]`` so that adding or removing one row
-    changes one group's sum by at most ``clip``; a count changes by at most 1.
+    Values are clipped to ``[-clip, clip]`` so that adding or removing one row changes one group's sum by at
+    most ``clip``; a count changes by at most 1.
+
+    Args:
+      names: the group names (:func:`public_table`).
+      inverse: each row's group index.
+      values: each row's value.
+      statistic: ``"sum"`` or ``"count"``.
+      clip: the clipping bound.
+
+    Returns:
+      ``(names, per-group answers, sensitivity)``.
     """
     if statistic == "count":
         return names, np.bincount(inverse, minlength=len(names)).astype(float), 1.0
@@ -102,7 +124,19 @@ def _privacy_spent(mech, sensitivity: float, delta: float) -> float:
 
 
 def build_region(name: str, theta: float, tau: float):
-    """The preferred region of a ``--mechanism boosted`` release."""
+    """The preferred region of a ``--mechanism boosted`` release.
+
+    Args:
+      name: ``"relative"`` or ``"absolute"`` (``--region``).
+      theta: the relative error bound (``--theta``; the relative region only).
+      tau: the absolute error bound (``--tau``; with ``theta``, the relative region's floor).
+
+    Returns:
+      A :class:`dpjax.RelativeError` or :class:`dpjax.AbsoluteError`.
+
+    Raises:
+      ValueError: an unknown region, or its refusal of the bound.
+    """
     import dpjax
 
     if name == "relative":
@@ -113,17 +147,32 @@ def build_region(name: str, theta: float, tau: float):
 
 
 def build_boosted(region, rho: float, sensitivity: float, delta: float, scale=None, kernel: str = "gaussian"):
-    """PB-DP with a ``kernel`` (a ``--kernel`` choice) meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho``, and the
-    plain kernel meeting it too.
+    """PB-DP with a ``kernel`` meeting ``Pr[M(Q) ∈ S(Q)] ≥ rho``, and the plain kernel meeting it too.
 
     The kernel scale is ``scale`` if given, else tuned for the least exact ε at ``delta``
-    (:func:`optimize.tune_boosted`); the plain kernel has the largest scale meeting the
-    constraint alone (:func:`optimize.base_sigma`). Returns ``[(label, mechanism, exact ε), ...]``,
-    the boosted mechanism first. Both ε are exact single-release ε at ``delta`` from the same
-    accountant (:func:`accounting.exact.epsilon`: closed forms of the output laws, worst
-    neighbouring pair; the plain kernel's as the boosted mechanism at its scale, where q = 0
-    and the law is the kernel's own), computed for the mechanisms as built, in the default
-    float precision they sample with.
+    (:func:`optimize.tune_boosted`); the plain kernel has the largest scale meeting the constraint alone
+    (:func:`optimize.base_sigma`). Both ε are exact single-release ε at ``delta`` from the same accountant
+    (:func:`accounting.exact.epsilon`: closed forms of the output laws, worst neighbouring pair; the plain
+    kernel's as the boosted mechanism at its scale, where q = 0 and the law is the kernel's own), computed for
+    the mechanisms as built, in the default float precision they sample with.
+
+    Args:
+      region: the preferred region (:func:`build_region`).
+      rho: the probability of landing in it, in (0, 1).
+      sensitivity: the query's sensitivity.
+      delta: the δ of the ε reported, in (0, 1).
+      scale: the kernel scale (``None``: tuned).
+      kernel: a ``--kernel`` choice (a registry name or ``package.module:Class``).
+
+    Returns:
+      ``[(label, mechanism, exact ε), ...]``, the boosted mechanism first.
+
+    Raises:
+      ValueError: ``rho`` or ``delta`` outside (0, 1), an unknown kernel, or a refusal of the tuner or the
+        mechanism.
+
+    References:
+      Jiang, Zhang et al., privacy-boosted mechanisms (PB-DP), IEEE S&P 2025.
     """
     import dpjax
     import optimize
@@ -201,9 +250,23 @@ def _numerics_line(tier, lattice) -> str:
 
 
 def build_composite(window, epsilon: float, activation: str = "rectangle", base: str = "uniform"):
-    """``--mechanism composite``: the least-variance :class:`dpjax.Composite` at ``epsilon`` on the
-    public ``window`` (variance at the window's centre, the paper's objective), built with
-    ``clip=True`` so that float32 rounding of an answer at the window's edge stays inside."""
+    """``--mechanism composite``: the least-variance :class:`dpjax.Composite` at ``epsilon`` on the public ``window``.
+
+    Variance at the window's centre, the paper's objective; built with ``clip=True`` so that float32 rounding
+    of an answer at the window's edge stays inside.
+
+    Args:
+      window: ``(lo, hi)``, the public window (``--window``).
+      epsilon: the budget ε.
+      activation: the composite's activation (``--activation``).
+      base: the composite's base law (``--base``).
+
+    Returns:
+      The tuned :class:`dpjax.Composite`.
+
+    Raises:
+      ValueError: ``--window`` missing, not finite or empty, or a refusal of the tuner.
+    """
     import dpjax
     import optimize
 
@@ -389,5 +452,15 @@ def _boosted_command(args) -> int:
 
 
 def run(args) -> int:
-    """``dpjax release --mechanism boosted|composite``."""
+    """Run ``dpjax release --mechanism boosted|composite``.
+
+    Args:
+      args: the parsed flags.
+
+    Returns:
+      The exit status (0).
+
+    Raises:
+      ValueError: an invalid flag (naming it), or any refusal of the release.
+    """
     return _composite_command(args) if args.mechanism == "composite" else _boosted_command(args)

@@ -164,6 +164,11 @@ def _composite(args):
 
 
 def add_parser(sub) -> None:
+    """Add the ``tune`` subcommand (its ``boosted``, ``mixture`` and ``composite`` tuners) to the subparsers ``sub``.
+
+    Args:
+      sub: the ``dpjax`` parser's subparsers.
+    """
     p = sub.add_parser(
         "tune",
         help="the PB-DP, mixture and composite tuners, beside their baselines",

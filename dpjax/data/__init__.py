@@ -65,7 +65,15 @@ def path(name: str) -> str:
 
 
 def make_steps_table(num_users: int = 4000, seed: int = 2025) -> str:
-    """CSV text of the synthetic table (deterministic for a given seed)."""
+    """CSV text of the synthetic one-row-per-user steps table (deterministic for a given seed).
+
+    Args:
+      num_users: the number of users (rows).
+      seed: the generator's seed.
+
+    Returns:
+      The CSV text, header ``user_id,age_group,region,steps``.
+    """
     rng = np.random.default_rng(seed)
     age = rng.choice(len(AGE_GROUPS), size=num_users, p=[0.24, 0.28, 0.24, 0.16, 0.08])
     region = rng.choice(len(REGIONS), size=num_users)
@@ -91,10 +99,19 @@ DAYS = 7
 
 
 def make_daily_steps_table(num_users: int = 1000, seed: int = 2026) -> str:
-    """CSV text ``user_id,day,age_group,region,steps``: the first ``num_users`` users of
-    :func:`make_steps_table`, each logging a random non-empty subset of the 7 days of the week
-    (each day with probability 0.75), a day's steps log-normal around the user's weekly average
-    (deterministic for a given seed)."""
+    """CSV text ``user_id,day,age_group,region,steps``: a week of daily steps (deterministic for a given seed).
+
+    The first ``num_users`` users of :func:`make_steps_table`, each logging a random non-empty subset of the 7
+    days of the week (each day with probability 0.75), a day's steps log-normal around the user's weekly
+    average.
+
+    Args:
+      num_users: the number of users.
+      seed: the generator's seed.
+
+    Returns:
+      The CSV text.
+    """
     users = list(csv.reader(io.StringIO(make_steps_table())))[1 : num_users + 1]
     rng = np.random.default_rng(seed)
     logged = rng.random((num_users, DAYS)) < 0.75
@@ -119,7 +136,15 @@ BUDGETS_CSV = "budgets.csv"
 
 
 def make_budget_table(num_users: int = 4000, seed: int = 2026) -> str:
-    """CSV text ``user_id,privacy_budget``: 2 % strict, 73 % standard, 25 % relaxed (deterministic)."""
+    """CSV text ``user_id,privacy_budget``: 2 % strict, 73 % standard, 25 % relaxed (deterministic).
+
+    Args:
+      num_users: the number of users (rows).
+      seed: the generator's seed.
+
+    Returns:
+      The CSV text.
+    """
     rng = np.random.default_rng(seed)
     choice = rng.choice(len(BUDGET_MENU), size=num_users, p=[0.02, 0.73, 0.25])
     eps = np.asarray(list(BUDGET_MENU.values()))[choice]

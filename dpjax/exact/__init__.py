@@ -1,5 +1,6 @@
-"""The integer-noise tier (``numerics="exact"``): integer-only samplers and releases on a data-independent
-lattice (not to be confused with :mod:`accounting.exact`, the closed-form single-release privacy).
+"""The integer-noise tier (``numerics="exact"``): integer-only samplers and releases on a data-independent lattice.
+
+Not to be confused with :mod:`accounting.exact`, the closed-form single-release privacy.
 
 * :mod:`dpjax.exact.cks` — Bernoulli(exp(−x)) for rational x, discrete Laplace, discrete
   Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1–3) and randomized response, as state
@@ -25,7 +26,7 @@ from dpjax.exact.bits import HostBits, ThreefryWords
 from dpjax.exact.lattice import ExactLattice, release_exact
 from dpjax.exact.cks import bernoulli_exp, discrete_gaussian, discrete_laplace, randomized_response
 
-#: :mod:`dpjax.exact.cks` under the name it was first published as (``from dpjax.exact import samplers``)
+#: another name of :mod:`dpjax.exact.cks` (``from dpjax.exact import samplers``)
 samplers = cks
 
 __all__ = [

@@ -35,12 +35,27 @@ _M32 = np.uint64(0xFFFFFFFF)
 
 
 def key_pair(key):
-    """The key's Threefry pair (``jax.random.bits(key, (2,))``: consumes the key once)."""
+    """The key's Threefry pair (``jax.random.bits(key, (2,))``: consumes the key once).
+
+    Args:
+      key: a Threefry PRNG key.
+
+    Returns:
+      ``uint32[2]``.
+    """
     return jax.random.bits(key, (2,), jnp.uint32)
 
 
 def mul_128(u, q):
-    """(hi, lo) of the 128-bit product of two uint64 arrays (32-bit limbs, no overflow)."""
+    """(hi, lo) of the 128-bit product of two uint64 arrays (32-bit limbs, no overflow).
+
+    Args:
+      u: uint64 array (numpy or jax).
+      q: uint64 array broadcasting with ``u``.
+
+    Returns:
+      ``(hi, lo)``: the high and low 64 bits of ``u·q``.
+    """
     u1, u0 = u >> np.uint64(32), u & _M32
     q1, q0 = q >> np.uint64(32), q & _M32
     p00, p01, p10, p11 = u0 * q0, u0 * q1, u1 * q0, u1 * q1
@@ -59,28 +74,48 @@ class _CounterWords:
 
 
 class ThreefryWords(_CounterWords):
-    """Word ``j`` (traced or not) of every record: ``(w0 << 32) | w1`` of ``threefry2x32(key, (j, i))``."""
+    """Word ``j`` (traced or not) of every record: ``(w0 << 32) | w1`` of ``threefry2x32(key, (j, i))``.
+
+    Args:
+      key: a Threefry key, consumed once (ignored when ``pair`` is given).
+      shape: the records' shape (row-major record indices).
+      start: the record index of the first record.
+      pair: the key's two words (:func:`key_pair`) instead of ``key``, for a caller that needs them again (the
+        host completion of flagged records) without consuming the key twice.
+    """
 
     def __init__(self, key, shape, start=0, *, pair=None):
-        """``pair``: the key's two words (``key_pair(key)``) instead of ``key``, for a caller that needs them
-        again (the host completion of flagged records) without consuming the key twice."""
         words = key_pair(key) if pair is None else pair
         self._k0, self._k1 = words[0], words[1]
         self.records = jnp.asarray(start, jnp.uint32) + jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
         self.shape = tuple(shape)
 
     def halves(self, j, records=None):
-        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``, for samplers that compute in 32-bit lanes."""
+        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``, for samplers that compute in 32-bit lanes.
+
+        Args:
+          j: the word index (traced or not).
+          records: the record counters (default: every record).
+
+        Returns:
+          ``(w0, w1)``, uint32 arrays of the records' shape.
+        """
         r = self.records if records is None else records
         return threefry2x32(self._k0, self._k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
 
 
 class GroupWords(_CounterWords):
-    """Word ``j`` of every entry under its own key pair: ``(w0 << 32) | w1`` of
-    ``threefry2x32((k0[i], k1[i]), (j, elements[i]))`` — :class:`ThreefryWords` addressed by (pair, element)
-    instead of (key, record), for the table samplers of :mod:`dpjax.exact.laws` (``records``: the elements,
-    the counter's second word). ``k0``, ``k1``, ``elements``: ``uint32`` arrays of one shape. On the host, word
-    ``j`` of entry ``i`` is ``table_samplers.threefry_word(k0[i], k1[i], j, elements[i])``."""
+    """Word ``j`` of every entry under its own key pair: ``(w0 << 32) | w1`` of ``threefry2x32((k0, k1), (j, e))``.
+
+    :class:`ThreefryWords` addressed by (pair, element) instead of (key, record), for the table samplers of
+    :mod:`dpjax.exact.laws` (``records``: the elements, the counter's second word). On the host, word ``j`` of
+    entry ``i`` is ``table_samplers.threefry_word(k0[i], k1[i], j, elements[i])``.
+
+    Args:
+      k0: the entries' first key words, ``uint32``.
+      k1: the entries' second key words, ``uint32`` of the same shape.
+      elements: the entries' elements, ``uint32`` of the same shape.
+    """
 
     def __init__(self, k0, k1, elements):
         self._k0, self._k1 = jnp.asarray(k0, jnp.uint32), jnp.asarray(k1, jnp.uint32)
@@ -88,7 +123,15 @@ class GroupWords(_CounterWords):
         self.shape = tuple(self.records.shape)
 
     def halves(self, j, records=None):
-        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``."""
+        """Word ``j`` as its (high, low) uint32 halves ``(w0, w1)``.
+
+        Args:
+          j: the word index (traced or not).
+          records: the elements (default: every entry's).
+
+        Returns:
+          ``(w0, w1)``, uint32 arrays of the entries' shape.
+        """
         r = self.records if records is None else records
         k0, k1 = self._k0.reshape(jnp.shape(r)), self._k1.reshape(jnp.shape(r))
         return threefry2x32(k0, k1, jnp.broadcast_to(jnp.asarray(j, jnp.uint32), jnp.shape(r)), r)
@@ -97,11 +140,16 @@ class GroupWords(_CounterWords):
 class HostBits:
     """Random words from ``os.urandom`` (or any ``source(nbytes) -> bytes``), made on the host.
 
-    ``words(shape)`` returns a ``uint64`` array of fresh words; ``prefixes(n)`` the top 16 bits of ``n`` fresh words
-    (two bytes each: the exact release completes a word only where its prefix does not decide the sample). The exact
-    release feeds them to the device and asks for more only for the records still running. ``os.urandom`` itself
-    is read in chunks on up to :data:`READ_THREADS` threads (it releases the GIL while the kernel fills them); any
-    other source is called once per request, so that a seeded one gives the same bytes in the same places.
+    The exact release feeds them to the device and asks for more only for the records still running.
+    ``os.urandom`` itself is read in chunks on up to :data:`READ_THREADS` threads (it releases the GIL while
+    the kernel fills them); any other source is called once per request, so that a seeded one gives the same
+    bytes in the same places.
+
+    Args:
+      source: ``source(nbytes) -> bytes``, returning exactly ``nbytes`` random bytes.
+
+    Raises:
+      ValueError: ``source`` not callable; later, a source that returns another number of bytes.
     """
 
     def __init__(self, source=os.urandom):
@@ -119,10 +167,34 @@ class HostBits:
         return np.frombuffer(raw, dtype=np.uint8)
 
     def words(self, shape) -> np.ndarray:
+        """``uint64`` fresh words of ``shape``.
+
+        Args:
+          shape: the words' shape.
+
+        Returns:
+          ``uint64`` array of ``shape``.
+
+        Raises:
+          ValueError: the source returned another number of bytes.
+        """
         return self._read(8 * int(np.prod(shape))).view(np.uint64).reshape(shape)
 
     def prefixes(self, n) -> np.ndarray:
-        """The top 16 bits of ``n`` fresh words, ``uint16`` [n] (a word is then ``prefix << 48`` plus 48 fresh bits)."""
+        """The top 16 bits of ``n`` fresh words (two bytes each).
+
+        The exact release completes a word only where its prefix does not decide the sample: a word is then
+        ``prefix << 48`` plus 48 fresh bits.
+
+        Args:
+          n: how many prefixes.
+
+        Returns:
+          ``uint16[n]``.
+
+        Raises:
+          ValueError: the source returned another number of bytes.
+        """
         return self._read(2 * int(n)).view(np.uint16)
 
 

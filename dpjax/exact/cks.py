@@ -1,5 +1,6 @@
-r"""The CKS samplers: integer-only samplers on raw random words (Canonne, Kamath, Steinke, "The
-Discrete Gaussian for Differential Privacy", NeurIPS 2020: "CKS").
+r"""The CKS samplers: integer-only samplers on raw random words.
+
+After Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020 ("CKS").
 
 Every sampler here is a *state machine* that consumes one 64-bit word per step and decides
 with integer comparisons only (no float enters an accept/reject decision):
@@ -129,12 +130,23 @@ class Machine(abc.ABC):
 
     @abc.abstractmethod
     def step(self, params, s, u):
-        """The state after one step on the words ``u`` (one per record) from the state ``s``."""
+        """The state after one step on the words ``u`` (one per record) from the state ``s``.
+
+        Args:
+          params: the machine's parameters, a dict of arrays over the records.
+          s: the per-record state (a dict pytree; ``phase`` says which records are done).
+          u: one uint64 word per record.
+
+        Returns:
+          The new state (records already done keep theirs).
+        """
 
 
 class RandomizedResponseMachine(Machine):
-    """Randomized response: keep the value iff the word is below the threshold, else a uniform other category by
-    Lemire's multiply-shift on the low 32 bits (rejected: the next word)."""
+    """Randomized response: keep the value iff the word is below the threshold, else a uniform other category.
+
+    The other category by Lemire's multiply-shift on the low 32 bits (rejected: the next word).
+    """
 
     budget = 2
 
@@ -157,8 +169,11 @@ class RandomizedResponseMachine(Machine):
 
 
 class BernoulliExpMachine(Machine):
-    """Bernoulli(exp(−num/den)) (CKS Algorithm 1): phases INT (⌊x⌋ Bernoulli(e⁻¹) factors) and FRAC
-    (Bernoulli(exp(−rem/den))), on the Algorithm 1 sub-machine the other machines share."""
+    """Bernoulli(exp(−num/den)) (CKS Algorithm 1).
+
+    Phases INT (⌊x⌋ Bernoulli(e⁻¹) factors) and FRAC (Bernoulli(exp(−rem/den))), on the Algorithm 1
+    sub-machine the other machines share.
+    """
 
     budget = 8
 
@@ -207,8 +222,11 @@ class BernoulliExpMachine(Machine):
 
 
 class DiscreteLaplaceMachine(BernoulliExpMachine):
-    """The discrete Laplace (CKS Algorithm 2): U uniform on [0, t), D ~ Bernoulli(exp(−U/t)), V Bernoulli(e⁻¹)
-    successes, a sign; the output at the sign (no acceptance phases)."""
+    """The discrete Laplace (CKS Algorithm 2).
+
+    U uniform on [0, t), D ~ Bernoulli(exp(−U/t)), V Bernoulli(e⁻¹) successes, a sign; the output at the sign
+    (no acceptance phases).
+    """
 
     budget = 16
 
@@ -247,8 +265,11 @@ class DiscreteLaplaceMachine(BernoulliExpMachine):
 
 
 class DiscreteGaussianMachine(DiscreteLaplaceMachine):
-    """The discrete Gaussian (CKS Algorithm 3): a discrete Laplace proposal of scale t = ⌊√n⌋ + 1, accepted with
-    probability exp(−(|y| t − n)²/(2nt²)) by the INT and FRAC phases (a rejection draws a new proposal)."""
+    """The discrete Gaussian (CKS Algorithm 3).
+
+    A discrete Laplace proposal of scale t = ⌊√n⌋ + 1, accepted with probability exp(−(|y| t − n)²/(2nt²)) by
+    the INT and FRAC phases (a rejection draws a new proposal).
+    """
 
     budget = 24
     _fail = _U
@@ -290,11 +311,21 @@ def _advance(machine, params, state, words, records, steps):
 def run_machine(machine, params, state, words, budget, records=None):
     """Run the machines until all are done: the oversampled lock-step batch, then the stragglers.
 
-    ``budget`` steps run on every record; the records still running are then gathered
-    (``jnp.nonzero`` with a static size, a sixteenth of the batch) and stepped on their own,
-    ``budget`` steps at a time, in a ``while_loop`` until every record is done. Each record carries its own word
-    counter ``j``: word j of record i is ``words(j, i)``, so the output does not depend on which stage ran which
-    step. ``machine``: a :class:`Machine`.
+    ``budget`` steps run on every record; the records still running are then gathered (``jnp.nonzero`` with a
+    static size, a sixteenth of the batch) and stepped on their own, ``budget`` steps at a time, in a
+    ``while_loop`` until every record is done. Each record carries its own word counter ``j``: word j of record
+    i is ``words(j, i)``, so the output does not depend on which stage ran which step.
+
+    Args:
+      machine: a :class:`Machine`.
+      params: its parameters, a dict of arrays broadcasting to the records.
+      state: the initial per-record state.
+      words: the word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike: ``words(j, records)``).
+      budget: the lock-step steps of each stage.
+      records: the records' counters (default ``words.records``).
+
+    Returns:
+      The int64 outputs, of the state's shape.
     """
     shape = state["phase"].shape
     n = int(np.prod(shape))
@@ -362,10 +393,27 @@ def gaussian_params(n, shape):
 
 # -- the samplers -----------------------------------------------------------------------------
 def discrete_laplace(words, shape, t, shift=0, budget=None):
-    """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t), int64 of ``shape`` (CKS Algorithm 2's law).
+    """Discrete Laplace, pmf ∝ exp(−|z| 2^shift / t) (CKS Algorithm 2's law).
 
     One (t, shift) for all records and Threefry words: the fixed-trip table sampler of
-    :mod:`dpjax.exact.laws.discrete_laplace` (a few words per record); otherwise the state machine below."""
+    :mod:`dpjax.exact.laws.discrete_laplace` (a few words per record); otherwise the state machine.
+
+    Args:
+      words: the word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      shape: the records' shape.
+      t: the integer t in [1, 2^32) (one, or broadcasting to ``shape``).
+      shift: the scale exponent (the scale is t / 2^shift).
+      budget: the lock-step steps of the state machine (``None``: its default; given, the machine runs).
+
+    Returns:
+      int64 noise of ``shape``.
+
+    Raises:
+      ValueError: ``t`` outside [1, 2^32).
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2.
+    """
     from dpjax.exact.bits import ThreefryWords
     from dpjax.exact.laws.discrete_laplace import threefry_laplace
 
@@ -379,9 +427,26 @@ def discrete_laplace(words, shape, t, shift=0, budget=None):
 
 
 def discrete_gaussian(words, shape, n, budget=None):
-    """Discrete Gaussian, pmf ∝ exp(−z²/(2n)), int64 of ``shape`` (CKS Algorithm 3).
+    """Discrete Gaussian, pmf ∝ exp(−z²/(2n)) (CKS Algorithm 3).
 
-    One n for all records and Threefry words: the fixed-trip version of :mod:`dpjax.exact.laws.discrete_gaussian`."""
+    One n for all records and Threefry words: the fixed-trip version of
+    :mod:`dpjax.exact.laws.discrete_gaussian`; otherwise the state machine.
+
+    Args:
+      words: the word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      shape: the records' shape.
+      n: the integer variance in [1, 2^24] (one, or broadcasting to ``shape``).
+      budget: the lock-step steps of the state machine (``None``: its default; given, the machine runs).
+
+    Returns:
+      int64 noise of ``shape``.
+
+    Raises:
+      ValueError: ``n`` outside [1, 2^24].
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 3.
+    """
     from dpjax.exact.bits import ThreefryWords
     from dpjax.exact.laws.discrete_gaussian import threefry_gaussian
 
@@ -394,9 +459,24 @@ def discrete_gaussian(words, shape, n, budget=None):
 
 
 def bernoulli_exp(words, shape, num, den, budget=None):
-    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1), int64 0/1 of ``shape``.
+    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1).
 
-    ``num·k`` and ``den·k`` must fit 64 bits for k ≤ 2^13: den ≤ 2^50."""
+    Args:
+      words: the word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      shape: the records' shape.
+      num: the numerator, an integer ≥ 0 (broadcasting to ``shape``).
+      den: the denominator, an integer in [1, 2^50] (``num·k`` and ``den·k`` must fit 64 bits for k ≤ 2^13).
+      budget: the lock-step steps (``None``: the machine's default).
+
+    Returns:
+      int64 0/1 of ``shape``.
+
+    Raises:
+      ValueError: ``den`` outside [1, 2^50].
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 1.
+    """
     num, den = np.asarray(num, np.uint64), np.asarray(den, np.uint64)
     _check_range("den", den, 1, 2**50)
     q, r = num // den, num % den
@@ -420,8 +500,25 @@ def bernoulli_exp(words, shape, num, den, budget=None):
 
 
 def randomized_response(words, value, keep_threshold, num_categories, budget=None):
-    """k-ary randomized response: keep ``value`` iff a word < ``keep_threshold`` (probability
-    keep_threshold / 2^64), else a uniform other category; int64 of ``value``'s shape."""
+    """k-ary randomized response: keep ``value`` iff a word < ``keep_threshold``, else a uniform other category.
+
+    The keep probability is keep_threshold / 2^64; the other category is drawn by Lemire's multiply-shift with
+    rejection.
+
+    Args:
+      words: the word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      value: the true categories, integers in [0, num_categories).
+      keep_threshold: the integer threshold T (uint64; broadcasting to ``value``).
+      num_categories: k.
+      budget: the lock-step steps (``None``: the machine's default).
+
+    Returns:
+      int64 categories of ``value``'s shape.
+
+    References:
+      Warner, "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias", JASA 1965;
+      Lemire, "Fast Random Integer Generation in an Interval", ACM TOMACS 2019.
+    """
     shape = jnp.shape(value)
     k1 = np.asarray(num_categories, np.uint64) - np.uint64(1)
     params = {

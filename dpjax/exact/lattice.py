@@ -95,15 +95,27 @@ def _concrete(name, x):
 class ExactLattice(Mechanism):
     """The discrete mechanism an exact release runs: integer noise ``noise`` on the lattice gℤ.
 
-    Releases (``dpjax.release(key, values, lat)``, ``sample``) take and return real values: the
-    answer rounded to gℤ plus g × integer noise. The output law and every accounting hook
-    (``log_prob``, ``cdf``, ``hockey_stick``, ``pure_epsilon``, …) are those of ``noise`` in
-    *lattice units* (outputs y/g, answers ⌊x/g + ½⌋), and ``neighbour_pairs(Δ)`` turns the
-    sensitivity Δ of the real answers into the lattice sensitivity ⌈Δ/g⌉: the accountant
-    reports the privacy of the mechanism actually run, rounding included. ``param`` and ``shift`` are the integer
-    noise's parameters (one, or one per record), ``sampler`` its law
-    (:class:`~dpjax.exact.sampler.LatticeSampler`), which gives the integer sampler of each layout.
-    Built by ``mech.exact_lattice()``; not meant to be constructed by hand.
+    Releases (``dpjax.release(key, values, lat)``, ``sample``) take and return real values: the answer rounded
+    to gℤ plus g × integer noise. The output law and every accounting hook (``log_prob``, ``cdf``,
+    ``hockey_stick``, ``pure_epsilon``, …) are those of ``noise`` in *lattice units* (outputs y/g, answers
+    ⌊x/g + ½⌋), and ``neighbour_pairs(Δ)`` turns the sensitivity Δ of the real answers into the lattice
+    sensitivity ⌈Δ/g⌉: the accountant reports the privacy of the mechanism actually run, rounding included.
+    Built by ``mech.exact_lattice()``; not meant to be constructed by hand. The methods it overrides are
+    documented on :class:`~dpjax.mechanism.Mechanism`.
+
+    Attributes:
+      noise: the integer mechanism accounted, in lattice units (a discrete Laplace, discrete Gaussian,
+        randomized response or boosted mechanism).
+      granularity: g, a power of two (one, or one per record).
+      param: the integer noise's integer parameter (t, n or the keep threshold T; one, or one per record).
+      shift: the integer noise's scale exponent p (scale t/2^p; one, or one per record).
+      sampler: the law (:class:`~dpjax.exact.sampler.LatticeSampler`), which gives the integer sampler of each
+        layout.
+
+    References:
+      Mironov, "On Significance of the Least Significant Bits for Differential Privacy", ACM CCS 2012 (the
+      attack the lattice closes); Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy",
+      NeurIPS 2020.
     """
 
     noise: Mechanism
@@ -144,7 +156,14 @@ class ExactLattice(Mechanism):
         raise TypeError("an exact lattice draws integer words (sample_records), never float uniforms")
 
     def lattice_sensitivity(self, sensitivity):
-        """⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for randomized response."""
+        """The lattice sensitivity of a real sensitivity Δ.
+
+        Args:
+          sensitivity: Δ, in the answers' units.
+
+        Returns:
+          ⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for randomized response.
+        """
         return self.sampler.lattice_sensitivity(sensitivity, self.granularity)
 
     def neighbour_pairs(self, sensitivity=1.0):
@@ -174,9 +193,18 @@ class ExactLattice(Mechanism):
 
 
 def check_index_range(lat, values) -> None:
-    """Refuse values whose lattice index |value| / granularity reaches 2**62 (the int64 arithmetic of an
-    exact release) before anything is drawn: the multi-process release validates each shard with it, so
-    that the processes agree on the refusal (:mod:`dpjax.multihost`)."""
+    """Refuse values whose lattice index |value| / granularity reaches 2**62, before anything is drawn.
+
+    The bound of an exact release's int64 arithmetic; the multi-process release validates each shard with it,
+    so that the processes agree on the refusal (:mod:`dpjax.multihost`).
+
+    Args:
+      lat: an :class:`ExactLattice`.
+      values: the answers (concrete).
+
+    Raises:
+      ValueError: a value whose lattice index reaches 2**62.
+    """
     values = np.asarray(values)
     g = np.asarray(lat.granularity, np.float64)
     if lat.sampler.categorical or not values.size or (np.issubdtype(values.dtype, np.integer) and np.all(g == 1.0)):
@@ -233,7 +261,18 @@ def _check_granularity(name, scale, exponent):
 
 
 def laplace_lattice(scale, lattice_kernel):
-    """Laplace(b) → discrete Laplace ``lattice_kernel(scale=t)`` on gℤ, g = 2^(⌊log2 b⌋ − 20), t = ⌈b/g⌉."""
+    """Laplace(b) → discrete Laplace ``lattice_kernel(scale=t)`` on gℤ, g = 2^(⌊log2 b⌋ − 20), t = ⌈b/g⌉.
+
+    Args:
+      scale: b (concrete; one, or one per record).
+      lattice_kernel: the discrete Laplace kernel class.
+
+    Returns:
+      The :class:`ExactLattice`.
+
+    Raises:
+      ValueError: ``scale`` traced, or so small that g underflows float64.
+    """
     b = _concrete("scale", scale)
     _, e = np.frexp(b)  # b = m 2^e, m in [1/2, 1)
     _check_granularity("scale", b, e - 1 - LAPLACE_BITS)
@@ -243,7 +282,18 @@ def laplace_lattice(scale, lattice_kernel):
 
 
 def discrete_laplace_lattice(scale, kernel_cls):
-    """Discrete Laplace(b) on the integers → scale rounded up to t/2^p (t < 2^32, 2^p ≤ 2^20)."""
+    """Discrete Laplace(b) on the integers → its scale rounded up to t/2^p (t < 2^32, 2^p ≤ 2^20), on g = 1.
+
+    Args:
+      scale: b (concrete; one, or one per record).
+      kernel_cls: the discrete Laplace kernel class.
+
+    Returns:
+      The :class:`ExactLattice`.
+
+    Raises:
+      ValueError: ``scale`` traced, at least 2**31 or below 2**-40.
+    """
     b = _concrete("scale", scale)
     if np.any(b >= 2.0**31):
         raise ValueError(f"scale must be below 2**31 for numerics='exact', got {b.max()}")
@@ -264,8 +314,25 @@ def _sigma_below(n):
 
 
 def gaussian_lattice(sigma, lattice_kernel, integer=False):
-    """Gaussian(σ) → discrete Gaussian on gℤ with g = 2^(⌈log2 σ⌉ − 12) (at least 1 for an integer
-    kernel) and lattice variance n = ⌈(σ/g)²⌉ ≤ 2^24; accounted at σ' = the largest float with σ'² ≤ n."""
+    """Gaussian(σ) → discrete Gaussian on gℤ with lattice variance n = ⌈(σ/g)²⌉ ≤ 2^24.
+
+    g = 2^(⌈log2 σ⌉ − 12) (at least 1 for an integer kernel); accounted at σ' = the largest float with
+    σ'² ≤ n (never above the σ that ran).
+
+    Args:
+      sigma: σ (concrete; one, or one per record).
+      lattice_kernel: the discrete Gaussian kernel class.
+      integer: whether the kernel is integer-valued (then g ≥ 1).
+
+    Returns:
+      The :class:`ExactLattice`.
+
+    Raises:
+      ValueError: ``sigma`` traced, or so small that g underflows float64.
+
+    References:
+      Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020.
+    """
     s = _concrete("sigma", sigma)
     _, e = np.frexp(s)  # s = m 2^e: ⌈log2 s⌉ = e, or e − 1 when s is a power of two
     e = np.where(np.ldexp(0.5, e) == s, e - 1, e)
@@ -279,8 +346,19 @@ def gaussian_lattice(sigma, lattice_kernel, integer=False):
 
 
 def rr_lattice(mech):
-    """k-ary randomized response with keep probability T/2^64 for the integer T ≤ 2^64 e^ε/(e^ε + k − 1),
-    accounted at the ε it achieves, ln(T (k − 1)/(2^64 − T)), rounded up."""
+    """k-ary randomized response with keep probability T/2^64, accounted at the ε it achieves.
+
+    T is the integer ≤ 2^64 e^ε/(e^ε + k − 1); the ε achieved, ln(T (k − 1)/(2^64 − T)), is rounded up.
+
+    Args:
+      mech: a :class:`~dpjax.randomized_response.RandomizedResponse`.
+
+    Returns:
+      The :class:`ExactLattice` (g = 1; its ``noise`` the mechanism at the achieved ε).
+
+    Raises:
+      ValueError: ``epsilon`` traced.
+    """
     eps = _concrete("epsilon", mech.epsilon)
     k = mech.num_categories
     t, achieved = _elementwise(lambda x: (lambda r: (np.uint64(r[0]), r[1]))(rr_keep(float(x), k)), eps)
@@ -304,11 +382,24 @@ def _boostable(kernel):
 
 
 def boosted_lattice(mech):
-    """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly: the
-    boosted law itself (the kernel at its own σ or b, no rounding: the table of
-    :func:`~dpjax.exact.laws.boosted.pb_icdf` is built from the float64 parameters as exact rationals) with the keep
-    probability 1 − q that the accountant computes (the float64 exp(log(1 − q)), exactly). The mechanism accounted
-    is ``mech`` itself."""
+    """PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region, run exactly.
+
+    The boosted law itself (the kernel at its own σ or b, no rounding: the table of
+    :func:`~dpjax.exact.laws.boosted.pb_icdf` is built from the float64 parameters as exact rationals) with
+    the keep probability 1 − q that the accountant computes (the float64 exp(log(1 − q)), exactly). The
+    mechanism accounted is ``mech`` itself.
+
+    Args:
+      mech: a :class:`~dpjax.boosting.PrivacyBoosted`.
+
+    Returns:
+      The :class:`ExactLattice` (g = 1).
+
+    Raises:
+      ValueError: a kernel other than the discrete Gaussian or discrete Laplace, a region other than
+        :class:`~dpjax.regions.AbsoluteError`, parameters traced or not one for all records, or a scale
+        above the sampler's ``boost_max_scale``.
+    """
     from dpjax.regions import AbsoluteError
 
     name = type(mech).__name__
@@ -344,8 +435,14 @@ def boosted_lattice(mech):
 
 # -- the release ------------------------------------------------------------------------------
 def nearest_index(x):
-    """⌊x + ½⌋ of numpy or jax float arrays, exactly (the lattice index of x = v/g; g a power of two makes
-    x exact). Float result: the caller casts it to its integer width."""
+    """⌊x + ½⌋ of numpy or jax float arrays, exactly (the lattice index of x = v/g; g a power of two makes x exact).
+
+    Args:
+      x: a numpy or jax float array.
+
+    Returns:
+      Floats of ``x``'s kind; the caller casts them to its integer width.
+    """
     f = np.floor(x) if isinstance(x, np.ndarray) else jnp.floor(x)
     return f + (x - f >= 0.5)
 
@@ -880,10 +977,30 @@ def _release_rr_epsilon(key, start, values, mech, eps, bits, in_dt):
 
 
 def release_exact(key, values, mech: Mechanism, *, start: int = 0, flat: bool = False):
-    """``dpjax.release(key, values, mech, numerics="exact")``: see the module docstring.
+    """``dpjax.release(key, values, mech, numerics="exact")``: ``mech.exact_lattice()`` run on integer-only noise.
 
-    ``key``: a Threefry key (reproducible: the noise of record i is a function of (key, i)) or a
-    :class:`~dpjax.exact.bits.HostBits` (``os.urandom`` words, not reproducible).
+    The release branches on the layout only: one scale (the fused fixed-trip release), a few distinct scales
+    (that release per scale), or per-record parameters (one program); the rare records a device program
+    flags are completed exactly on the host. See the module docstring for the lattice.
+
+    Args:
+      key: a Threefry key (reproducible: the noise of record i is a function of (key, i)) or a
+        :class:`~dpjax.exact.bits.HostBits` (``os.urandom`` words, not reproducible).
+      values: the true answers (any shape).
+      mech: a mechanism with an exact sampler (``mech.exact_lattice()`` does not refuse), or an
+        :class:`ExactLattice`.
+      start: the record index of ``values[0]`` (flat), for releases in slices.
+      flat: ``values`` are already the records (``sample_records``): the finiteness check is skipped.
+
+    Returns:
+      Points of gℤ with the shape of ``values`` (integers for integer values on g = 1, categories for
+      randomized response).
+
+    Raises:
+      ValueError: ``mech`` not a dpjax mechanism or without an exact sampler; ``key`` neither a Threefry key
+        nor :class:`~dpjax.exact.bits.HostBits`; ``values`` not finite, outside the mechanism's domain or its
+        lattice index range; ``start`` negative or ``start`` + the number of records past 2**32; parameters
+        traced; a scale whose noise would overflow the output dtype.
     """
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax mechanism, got {type(mech).__name__}")

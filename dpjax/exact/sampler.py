@@ -26,15 +26,31 @@ __all__ = ["IntegerSampler", "LatticeSampler", "padded", "take"]
 
 
 def padded(idx):
-    """The flagged records' indices padded to a power of two (at least 16) by repeating the last: the device steps
-    of the host completion compile once per size class, not once per count of flagged records (a release of
-    millions of records flags about one)."""
+    """The flagged records' indices padded to a power of two (at least 16) by repeating the last.
+
+    The device steps of the host completion then compile once per size class, not once per count of flagged
+    records.
+
+    Args:
+      idx: the flagged records' indices (numpy ints, at least one).
+
+    Returns:
+      The padded indices.
+    """
     return np.concatenate([idx, np.repeat(idx[-1:], max(16, 1 << int(idx.size - 1).bit_length()) - idx.size)])
 
 
 @jax.jit
 def take(x, idx):
-    """The entries ``idx`` of the flat device array ``x``, on the device."""
+    """The entries ``idx`` of the flat device array ``x``, on the device.
+
+    Args:
+      x: a device array (read flat).
+      idx: the flat indices.
+
+    Returns:
+      ``x.reshape(-1)[idx]``.
+    """
     return x.reshape(-1)[idx]
 
 
@@ -68,8 +84,9 @@ class IntegerSampler(abc.ABC):
 
     @abc.abstractmethod
     def complete(self, word, value, params) -> int:
-        """The host completion of one flagged record: the device program's function of the record's word stream,
-        every comparison decided exactly.
+        """The host completion of one flagged record, every comparison decided exactly.
+
+        The same function of the record's word stream as the device program.
 
         Args:
           word: ``word(j)``, the record's word j (an int in [0, 2^64)).
@@ -82,35 +99,52 @@ class IntegerSampler(abc.ABC):
 
     @property
     def words_per_record(self) -> int:
-        """How many words the device program reads per record (a :class:`~dpjax.exact.bits.HostBits` release makes
-        that many for every record)."""
+        """How many words the device program reads per record.
+
+        A :class:`~dpjax.exact.bits.HostBits` release makes that many for every record.
+        """
         return 1
 
     @property
     def prefixable(self) -> bool:
-        """Whether the noise is a count of 63-bit thresholds below one word, the top bit its sign (so that a 16-bit
-        word prefix may decide it: :func:`dpjax.exact.lattice._prefix_table`)."""
+        """Whether the noise is a count of 63-bit thresholds below one word, the top bit its sign.
+
+        A 16-bit word prefix may then decide it (:func:`dpjax.exact.lattice._prefix_table`).
+        """
         return False
 
     def prepare(self, params, g):
-        """(sampler, params, g, 1/g or None) that the device program runs: the identity, or, for a sampler whose
-        lattice is built in the program from its parameters, that lattice's sampler and granularity."""
+        """What the device program runs: the identity, or a lattice the program builds from the parameters.
+
+        Args:
+          params: the per-record parameters (device arrays).
+          g: the granularity (a number, or an array over the records).
+
+        Returns:
+          ``(sampler, params, g, 1/g or None)``: for a sampler whose lattice is built in the program from its
+          parameters, that lattice's sampler and granularity; else this sampler and its arguments unchanged.
+        """
         return self, params, g, None
 
     def at(self, params, g, idx, n):
-        """(the per-record parameters of the records ``idx``, their granularity) on the host, for :meth:`complete`.
+        """The per-record parameters and the granularity of the records ``idx`` on the host, for :meth:`complete`.
 
         Args:
           params: the per-record parameters the release passed (numpy arrays, or 0-d: one value for every record).
           g: the granularity (a number or an array over the records).
           idx: the records' indices (numpy ints).
           n: the number of records.
+
+        Returns:
+          ``(params of the records idx, their granularity)``.
         """
         return tuple(np.broadcast_to(a, (n,))[idx] for a in params), np.broadcast_to(g, (n,))[idx]
 
     def fallback(self):
-        """The sampler that re-decides on the device the records this one leaves open (a float32 decision's), or
-        None."""
+        """The sampler that re-decides on the device the records this one leaves open, or None.
+
+        For a sampler that decides in float32: its float64 program.
+        """
         return None
 
 
@@ -141,28 +175,70 @@ class LatticeSampler(abc.ABC):
         return f"{type(self).__name__}()"
 
     def lattice_sensitivity(self, sensitivity, g):
-        """⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for a categorical law."""
+        """The lattice sensitivity of a real sensitivity Δ.
+
+        Args:
+          sensitivity: Δ, in the answers' units.
+          g: the lattice's granularity.
+
+        Returns:
+          ⌈Δ/g⌉ (exact: g is a power of two); the sensitivity itself for a categorical law.
+        """
         if self.categorical:
             return sensitivity
         return jnp.ceil(jnp.asarray(sensitivity) / jnp.asarray(g))
 
     def noise_scale(self, param, shift):
-        """The scale of the integer noise of parameters (param, shift), numpy float64 (the output-range check), or
-        None where the law needs no check."""
+        """The scale of the integer noise of parameters (param, shift), for the output-range check.
+
+        Args:
+          param: the integer parameters (numpy).
+          shift: the scale exponents (numpy).
+
+        Returns:
+          numpy float64 scales, or ``None`` where the law needs no check.
+        """
         return None
 
     def per_record_only(self, param, shift) -> bool:
-        """Whether even one scale runs the per-record program (one word-to-noise map per law, whatever the layout)."""
+        """Whether even one scale runs the per-record program (one word-to-noise map per law, whatever the layout).
+
+        Args:
+          param: the integer parameters (numpy).
+          shift: the scale exponents (numpy).
+
+        Returns:
+          A bool.
+        """
         return False
 
     @abc.abstractmethod
     def one_scale(self, lat, param, shift) -> IntegerSampler:
-        """The sampler of one scale (``param``, ``shift``: ints) of the lattice ``lat``."""
+        """The sampler of one scale of the lattice ``lat``.
+
+        Args:
+          lat: the :class:`~dpjax.exact.ExactLattice`.
+          param: its integer parameter (an int).
+          shift: its scale exponent (an int).
+
+        Returns:
+          The :class:`IntegerSampler`.
+        """
 
     def per_record(self, lat, param, shift, g, one_scale):
-        """(sampler, params, g) of per-record parameters (numpy arrays of the records' shape, or one scale that
-        runs per record: :meth:`per_record_only`).
+        """The sampler of per-record parameters.
+
+        Args:
+          lat: the :class:`~dpjax.exact.ExactLattice`.
+          param: the integer parameters (numpy arrays of the records' shape).
+          shift: the scale exponents (likewise).
+          g: the granularities (likewise).
+          one_scale: whether every record has the same scale (one that runs per record: :meth:`per_record_only`).
+
+        Returns:
+          ``(sampler, params, g)``: the :class:`IntegerSampler`, its per-record parameters and the granularity.
 
         Raises:
-          ValueError: the law runs one scale only (its lattice has one)."""
+          ValueError: the law runs one scale only (its lattice has one).
+        """
         raise ValueError(f"numerics='exact': {type(self).__name__} runs one scale for all records")

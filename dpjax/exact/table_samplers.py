@@ -1,5 +1,6 @@
-r"""The machinery the table samplers of :mod:`dpjax.exact.laws` share: exact thresholds, guided searches on 32-bit
-lanes, the host's exact uniform, the record-addressed Threefry word.
+r"""The machinery the table samplers of :mod:`dpjax.exact.laws` share.
+
+Exact thresholds, guided searches on 32-bit lanes, the host's exact uniform, the record-addressed Threefry word.
 
 **Exact comparisons.** A 64-bit word u is the first 64 bits of a uniform U (further bits: further words). The host
 computes, once per law, the integer thresholds T = ⌊2^64 F⌋ (⌊2^63 F⌋ for the inverse CDF of a symmetric law's |Z|)
@@ -197,7 +198,17 @@ def _ext_of(word, j):
 
 
 def threefry_word(k0, k1, j, i):
-    """Word j of record i of :class:`~dpjax.exact.bits.ThreefryWords`, computed in numpy (the host path)."""
+    """Word j of record i of :class:`~dpjax.exact.bits.ThreefryWords`, computed in numpy (the host path).
+
+    Args:
+      k0: the key pair's first word (int).
+      k1: the key pair's second word (int).
+      j: the word index.
+      i: the record index.
+
+    Returns:
+      The word, an int in [0, 2^64).
+    """
     from dpjax.random import threefry2x32
 
     with np.errstate(over="ignore"):
@@ -211,7 +222,18 @@ def threefry_word(k0, k1, j, i):
 
 
 def complete_codes(code, k0, k1, r0, record_fn):
-    """z of packed codes, the flagged records recomputed exactly on the host from their Threefry words."""
+    """The noise of packed codes, the flagged records recomputed exactly on the host from their Threefry words.
+
+    Args:
+      code: the device program's packed codes (``z·256 + flagged``), numpy int64.
+      k0: the key pair's first word (int).
+      k1: the key pair's second word (int).
+      r0: the record index of ``code[0]``.
+      record_fn: the host completion, ``record_fn(word_of) -> int`` (``word_of(j)``: the record's word j).
+
+    Returns:
+      int64 noise, one per code.
+    """
     code = np.asarray(code)
     z = code >> 8
     for i in np.nonzero((code & 1) == 1)[0]:
@@ -254,9 +276,18 @@ def _dg_levels():
 
 
 def level_guide(tab):
-    """(guide int32 [levels·(2^GUIDE_BITS + 1)], depth) for a table of 63-bit thresholds T[k] = ⌊2^63 F(k)⌋: the
-    row of level l holds #{k : T[k] < s} at the bucket starts s = 2^63 − 2^(63 − 3l) + i 2^(63 − GUIDE_BITS − 3l)
-    (and the table size at the end); ``depth`` search steps cover the widest bucket a word can reach."""
+    """The levelled guide of a table of 63-bit thresholds T[k] = ⌊2^63 F(k)⌋.
+
+    The row of level l holds #{k : T[k] < s} at the bucket starts
+    s = 2^63 − 2^(63 − 3l) + i 2^(63 − GUIDE_BITS − 3l) (and the table size at the end).
+
+    Args:
+      tab: the sorted thresholds, numpy uint64.
+
+    Returns:
+      ``(guide, depth)``: int32 ``[levels·(2^GUIDE_BITS + 1)]``, and the search steps that cover the widest
+      bucket a word can reach.
+    """
     levels, b, lb = _dg_levels(), GUIDE_BITS, DG_LEVEL_BITS
     rows, widest = [], 0
     for lev in range(levels):
@@ -293,7 +324,20 @@ def _symmetric_code(words, tab, gd, depth):
 
 
 def symmetric_noise(words, tab, gd, depth):
-    """:func:`_symmetric_code` unpacked, in 32-bit lanes: (z int32, flagged)."""
+    """A symmetric integer law from one word per record, in 32-bit lanes.
+
+    |Z| by the 63-bit inverse-CDF table ``tab`` of |Z| (guide ``gd``, ``depth`` steps: :func:`level_guide`), the
+    word's top bit the sign; flagged on an open comparison or past the table.
+
+    Args:
+      words: the records' word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      tab: the thresholds of |Z| (numpy uint64).
+      gd: their guide (:func:`level_guide`).
+      depth: the search steps (:func:`level_guide`).
+
+    Returns:
+      ``(z, flagged)``: int32 noise and the records the host must complete.
+    """
     hi, lo = _word_halves(words, 0, words.records.reshape(-1))
     cnt, undecided = _level_search(tab, gd, depth, hi, lo)
     flag = undecided | (cnt == tab.shape[0])
@@ -301,11 +345,23 @@ def symmetric_noise(words, tab, gd, depth):
 
 
 def icdf_noise_per_record(words, table, offset, length, depth):
-    """:func:`symmetric_noise` with a table per record (any number of distinct tables, concatenated in ``table``):
-    record i's |Z| = #{k : T[k] < v} over its table T = table[offset_i : offset_i + length_i] (v its word's low 63
-    bits, ``depth`` bisection steps cover the longest table), the word's top bit the sign; flagged on a tie
-    (T[|Z|] = v) or past the table — the same map as the one-table search, every record it decides decided alike
-    (the flagged ones completed by the same host function, :func:`_icdf_on_host`). 64-bit lanes (x64)."""
+    """:func:`symmetric_noise` with a table per record (any number of distinct tables, concatenated in ``table``).
+
+    Record i's |Z| = #{k : T[k] < v} over its table T = table[offset_i : offset_i + length_i] (v its word's low 63
+    bits), the word's top bit the sign; flagged on a tie (T[|Z|] = v) or past the table — the same map as the
+    one-table search, every record it decides decided alike (the flagged ones completed by the same host
+    function, :func:`_icdf_on_host`). 64-bit lanes (x64).
+
+    Args:
+      words: the records' word source.
+      table: the concatenated thresholds (device uint64).
+      offset: each record's table start.
+      length: each record's table length.
+      depth: the bisection steps, covering the longest table.
+
+    Returns:
+      ``(z, flagged)``: int64 noise and the records the host must complete.
+    """
     u = words(0, words.records.reshape(-1))
     v = u & _U64((1 << 63) - 1)
     off, size = offset.astype(jnp.int64), length.astype(jnp.int64)
@@ -341,14 +397,14 @@ def _symmetric_record(word, tab, bounds):
 
 
 # -- the platform's transcendentals: the per-record decisions' error bounds, checked on each backend ---------------
-#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (16 ulp; they are within
-#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``; a backend is trusted
+#: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (16 ulp; checked by
+#: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``; a backend is trusted
 #: only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more records for the host
-#: (the same release, slower): τ = 2^30 flags about 2.8·10^-4 of the records at 2^-46, 9·10^-5 at this one
+#: (the same release, slower)
 TRANSCENDENTAL_ERROR = 2.0**-48
 #: assumed bound on the error of XLA's float32 ``exp`` (relative) and ``log`` (relative to |log r| + 1: near r = 1
-#: an absolute error), 64 float32 ulp; they are within 2^-22 (``tests/test_exact.py::
-#: test_float32_transcendentals_are_within_the_assumed_error``: 16× headroom; a looser bound only flags more records)
+#: an absolute error), 64 float32 ulp (checked by ``tests/test_exact.py::
+#: test_float32_transcendentals_are_within_the_assumed_error``; a looser bound only flags more records)
 TRANSCENDENTAL_ERROR32 = 2.0**-18
 #: the scales τ of the float32 decision (:func:`laplace_noise_per_record32`): 2^-5 ≤ τ ≤ 2^NARROW_MAX_LOG2
 NARROW_MIN_LOG2, NARROW_MAX_LOG2 = -5, 5
@@ -403,8 +459,9 @@ _platform_errors: dict = {}
 
 
 def transcendental_errors(backend=None):
-    """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``
-    (default: JAX's default backend), per (function, dtype): each evaluated on the device over a fixed sweep of
+    """The observed errors of the device's transcendental functions (:data:`TRANSCENDENTALS`) on ``backend``.
+
+    Per (function, dtype): each evaluated on the device over a fixed sweep of
     the inputs the per-record decisions give it (:func:`_sweep64`, :func:`_sweep32`) against the host's values
     (:func:`_reference`); the error measure is the one the decisions' bounds assume — relative for exp and log1p,
     relative to |log x| + 1 for log — compared with :data:`TRANSCENDENTAL_ERROR` (float64) and
@@ -415,7 +472,7 @@ def transcendental_errors(backend=None):
       backend: a JAX backend name ("cpu", "gpu", "tpu"), or None for the default one.
 
     Returns:
-      ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): 5.9e-08, ...}``.
+      ``{(name, dtype): error}``, e.g. ``{("exp", "float32"): error, ...}``.
     """
     backend = backend or jax.default_backend()
     if backend not in _platform_errors:
@@ -438,10 +495,11 @@ _warned: set = set()
 
 
 def transcendentals_trusted(dtype, backend=None):
-    """Whether every transcendental of ``dtype`` ("float32" or "float64") on ``backend`` is within
-    :data:`PLATFORM_MARGIN` of its assumed bound (:func:`transcendental_errors`); if not, a warning says once per
-    backend and dtype that the decisions relying on them are disabled there (their records are decided by the
-    float64 program or on the host: the same release, slower).
+    """Whether every transcendental of ``dtype`` on ``backend`` is within :data:`PLATFORM_MARGIN` of its bound.
+
+    The errors are :func:`transcendental_errors`'s; if not, a warning says once per backend and dtype that the
+    decisions relying on them are disabled there (their records are decided by the float64 program or on the
+    host: the same release, slower).
 
     Args:
       dtype: "float32" or "float64".

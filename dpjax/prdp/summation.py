@@ -49,7 +49,7 @@ def _framework_sum(key, values, budgets, mask, eps_min, eps_max, beta, upper, *,
 @x64
 def sum(
     key, values, budgets, *, eps_min, eps_max, beta, upper, method="framework", mask=None, max_levels=None
-) -> PrDPResult:  # noqa: A001 - the issue's name, dpjax.prdp.sum
+) -> PrDPResult:  # noqa: A001 - the public name dpjax.prdp.sum
     """E-PrDP sum of non-negative values.
 
     ``method="framework"``: Algorithm 2 (part 1 finds ℓ with E/2; the universal SVT/clip sum

@@ -16,7 +16,17 @@ __all__ = ["aggregate", "merge", "component_values", "needed"]
 
 
 def needed(statistics, integer: bool):
-    """The aggregate arrays the statistics need: ``{name: (column, low, high, kind, extra)}``."""
+    """The aggregate arrays the statistics need.
+
+    Args:
+      statistics: the release's :class:`~dpjax.table.statistics.Statistic` list.
+      integer: whether the kernel is integer-valued.
+
+    Returns:
+      ``{name: (statistic, kind) or None}``: ``rows`` and ``units`` (``None``: counted, no column), and per
+      column and bounds ``S1`` (the sum of the stored integers), ``S2`` (of the stored squares) or ``tree``
+      (the quantile's leaf histogram).
+    """
     out = {"rows": None, "units": None}
     for s in statistics:
         if s.kind in ("sum", "mean", "variance"):
@@ -38,7 +48,16 @@ def _group_sum(group, weights, size):
 
 
 def encode(stat, x: np.ndarray, integer: bool) -> np.ndarray:
-    """``a = round((clip(x) − low)/u)``: the stored integer of each clipped value."""
+    """``a = round((clip(x) − low)/u)``: the stored integer of each clipped value.
+
+    Args:
+      stat: the :class:`~dpjax.table.statistics.Statistic` whose bounds and step apply.
+      x: the values, float64.
+      integer: whether the kernel is integer-valued.
+
+    Returns:
+      int64 array of ``x``'s shape, in ``[0, 2**32]``.
+    """
     a = np.clip(x, stat.low, stat.high)  # the one float64 temporary, worked on in place
     a -= stat.low
     a /= stat.unit(integer)
@@ -46,8 +65,20 @@ def encode(stat, x: np.ndarray, integer: bool) -> np.ndarray:
 
 
 def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, size: int, integer: bool):
-    """The integer aggregates of the kept rows (``group``: their group indices in ``[0, size)``,
-    ``first``: whether each is its unit's first in its group, ``columns``: their values)."""
+    """The exact integer aggregates of the kept rows.
+
+    Args:
+      statistics: the release's :class:`~dpjax.table.statistics.Statistic` list.
+      group: the kept rows' group indices in ``[0, size)``.
+      first: whether each kept row is its unit's first in its group.
+      columns: ``{column: values}`` of the kept rows.
+      size: the number of groups.
+      integer: whether the kernel is integer-valued.
+
+    Returns:
+      ``{name: int64 array over the groups}`` for each name of :func:`needed` (a quantile's tree
+      ``[size, 2**depth]``).
+    """
     out = {
         "rows": np.bincount(group, minlength=size).astype(np.int64),
         "units": np.bincount(group[first], minlength=size).astype(np.int64),
@@ -75,12 +106,29 @@ def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, s
 
 
 def merge(parts: list[dict]) -> dict:
-    """The aggregates of the union of disjoint sets of rows (the sum of their aggregates)."""
+    """The aggregates of the union of disjoint sets of rows (the sum of their aggregates).
+
+    Args:
+      parts: the aggregates of each set (:func:`aggregate`), with the same names and groups.
+
+    Returns:
+      The summed aggregates.
+    """
     return {k: np.sum([p[k] for p in parts], axis=0) for k in parts[0]}
 
 
 def component_values(component, stat, agg: dict, integer: bool) -> np.ndarray:
-    """The true (float64) values of a scalar component per group, from the integer aggregates."""
+    """The true (float64) values of a scalar component per group, from the integer aggregates.
+
+    Args:
+      component: a :class:`~dpjax.table.statistics.Component` of ``stat`` (not a noisy max).
+      stat: the statistic it measures for.
+      agg: the aggregates (:func:`aggregate`).
+      integer: whether the kernel is integer-valued.
+
+    Returns:
+      float64 array over the groups.
+    """
     rows = agg["rows"].astype(np.float64)
     if component.name in ("rows", "units"):
         return agg[component.name].astype(np.float64)

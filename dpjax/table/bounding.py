@@ -81,7 +81,13 @@ def bound(
     max_groups: int,
     max_rows: int,
 ):
-    """The rows each unit keeps.
+    """The rows each unit keeps: at most ``max_groups`` groups per unit, ``max_rows`` rows per (unit, group).
+
+    A unit's groups and rows are chosen uniformly at random by keyed priorities of (unit, group, rank). The
+    units are cut into buckets of consecutive codes of about ``_BUCKET_ROWS`` rows (a radix sort of the bucket
+    numbers) and each bucket is bounded on its own: a unit's rows are all in one bucket and its choice depends
+    on them only, so the kept rows are the same whatever the cut — only their order differs, which no
+    aggregate depends on.
 
     Args:
       bound_key: the key pair of the bounding draws (:meth:`KeyWords.bounding`).
@@ -89,18 +95,16 @@ def bound(
         unit id, below ``2**31``: the indices of a dictionary encoding), or ``None``: each row
         its own unit.
       unit_words: ``uint32[U, 2]`` the 64-bit hash of each code's unit id.
-      group: ``int[n]`` group index per row; ``group_words``: ``uint32[G, 2]`` group key hashes.
+      group: ``int[n]`` group index per row.
+      group_words: ``uint32[G, 2]`` group key hashes.
       values: ``float64[n, k]`` the value columns (ties of the row order are broken by them).
+      max_groups: the most groups a unit keeps.
+      max_rows: the most rows a unit keeps in one group.
 
     Returns:
       ``(rows, first)``: indices of the kept rows (``int32`` below ``2**31`` rows), and for each
       whether it is its unit's first kept row in its group (the one row a unit gives to a
       quantile; one per (unit, group)).
-
-    The units are cut into buckets of consecutive codes of about ``_BUCKET_ROWS`` rows (a radix
-    sort of the bucket numbers) and each bucket is bounded on its own: a unit's rows are all in one
-    bucket and its choice depends on them only, so the kept rows are the same whatever the cut —
-    only their order differs, which no aggregate depends on.
     """
     n = len(group)
     if unit is None:
@@ -187,7 +191,7 @@ def _pairs_by_sort(unit_pair, code, group, gw0, gw1, max_groups: int, units: int
     code = np.asarray(code, np.int64)
     bits = _priority_bits(units, n)
     if bits >= _MIN_PACKED_BITS:
-        # a value sort (numpy's SIMD sort, about twice argsort's speed) of (unit code, the priority's
+        # a value sort (numpy's SIMD sort, faster than argsort) of (unit code, the priority's
         # top bits, row index) packed in one int64; the row index comes back as the permutation
         row_bits = max(n - 1, 1).bit_length()
         packed = np.empty(n, np.int64)

@@ -62,8 +62,18 @@ TOLERANCE = 1e-3
 
 
 def kernel_of(noise):
-    """A factory ``scale -> kernel`` for ``noise``: a built-in name, a kernel class of the protocol,
-    or a kernel instance (whose scale is replaced)."""
+    """A factory ``scale -> kernel`` for ``noise``.
+
+    Args:
+      noise: a built-in kernel name (:func:`dpjax.kernels.by_name`), a kernel class of the protocol, or a
+        kernel instance (whose scale is replaced).
+
+    Returns:
+      ``make(scale)``, building the kernel at that scale.
+
+    Raises:
+      ValueError: ``noise`` an unknown name, or neither a name, a kernel class nor a kernel instance.
+    """
     if isinstance(noise, str):
         try:
             cls = by_name(noise)
@@ -81,7 +91,13 @@ def kernel_of(noise):
 
 
 class Calibration:
-    """The calibrated ratio ``t`` and the exact privacy of the composition it gives."""
+    """The calibrated ratio ``t`` and the exact privacy of the composition it gives.
+
+    Args:
+      ratio: ``t``, the common noise-to-sensitivity ratio.
+      epsilon: the composition's exact ε at ``delta``.
+      delta: the composition's δ.
+    """
 
     def __init__(self, ratio, epsilon, delta):
         self.ratio, self.epsilon, self.delta = float(ratio), float(epsilon), float(delta)
@@ -89,9 +105,15 @@ class Calibration:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """``count`` runs of one measurement: noise ``kernel(t·weight·sensitivity)`` on a value of per-group
-    ``sensitivity`` (``noisy_max``: a report-noisy-max with Laplace noise of that scale on scores of that
-    sensitivity, pure ε = twice the Laplace run's, accounted as randomized response at that ε)."""
+    """``count`` runs of one measurement: noise ``kernel(t·weight·sensitivity)`` on values of per-group sensitivity.
+
+    Attributes:
+      weight: ``v``, the measurement's share of the budget (:func:`split`).
+      sensitivity: the per-group sensitivity ``s``.
+      count: how many elements one unit moves (``K·m``).
+      noisy_max: a report-noisy-max with Laplace noise of that scale on scores of that sensitivity, pure ε =
+        twice the Laplace run's, accounted as randomized response at that ε.
+    """
 
     weight: float
     sensitivity: float
@@ -100,28 +122,59 @@ class Run:
 
 
 def noisy_max_kernel(scale, exact: bool):
-    """The noise of a report-noisy-max at ``scale``: Laplace, or on the exact tier its lattice mechanism."""
+    """The noise of a report-noisy-max at ``scale``: Laplace, or on the exact tier its lattice mechanism.
+
+    Args:
+      scale: the Laplace scale.
+      exact: whether the release runs on the exact tier.
+
+    Returns:
+      A :class:`~dpjax.kernels.Laplace`, or its :class:`~dpjax.exact.ExactLattice`.
+    """
     kernel = by_name("laplace")(scale=np.asarray(scale, float))
     return kernel.exact_lattice() if exact else kernel
 
 
 def noisy_max_epsilon(scale, sensitivity, exact: bool) -> float:
-    """The pure ε of one report-noisy-max with Laplace noise of ``scale`` on scores of ``sensitivity``: each
-    candidate wins when its noise clears a threshold that moves by at most 2Δ between neighbours (Dwork & Roth,
-    "The algorithmic foundations of differential privacy", Claim 3.9, for scores that may move either way),
-    so ε = 2·ε_Laplace(Δ); on the exact tier that of the lattice (rounding included, ⌈Δ/g⌉ lattice steps)."""
+    """The pure ε of one report-noisy-max with Laplace noise of ``scale`` on scores of ``sensitivity``.
+
+    Each candidate wins when its noise clears a threshold that moves by at most 2Δ between neighbours (for
+    scores that may move either way), so ε = 2·ε_Laplace(Δ); on the exact tier that of the lattice (rounding
+    included, ⌈Δ/g⌉ lattice steps).
+
+    Args:
+      scale: the Laplace scale.
+      sensitivity: Δ, how far one unit moves a score.
+      exact: whether the release runs on the exact tier.
+
+    Returns:
+      ε, a float.
+
+    References:
+      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
+      Theoretical Computer Science 9 (2014), Claim 3.9.
+    """
     with jax.enable_x64(True):
         return 2.0 * float(np.asarray(noisy_max_kernel(scale, exact).pure_epsilon(sensitivity)))
 
 
 def split(measurements, max_groups: int, pure: bool) -> dict:
-    """The weight ``v`` of each measurement (its noise-to-sensitivity ratio is ``t·v``) minimising the total
-    error ``Σ c·(t·v·s̃)²`` (``c`` its loss coefficient, ``s̃`` its sensitivity relative to its values' size) at
-    a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs; twice for a noisy max), whose optimum
-    is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the
-    Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP), ``v ∝ (n/(c·s̃²))^(1/4)``.
+    """The weight ``v`` of each measurement (its noise-to-sensitivity ratio is ``t·v``) for the least total error.
 
-    ``measurements``: ``{name: (Component, c·s̃²)}``; returns ``{name: v}``."""
+    It minimises ``Σ c·(t·v·s̃)²`` (``c`` its loss coefficient, ``s̃`` its sensitivity relative to its values'
+    size) at a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs; twice for a noisy max),
+    whose optimum is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians
+    is the Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP),
+    ``v ∝ (n/(c·s̃²))^(1/4)``.
+
+    Args:
+      measurements: ``{name: (Component, c·s̃²)}`` (:meth:`dpjax.table.release.Request.measurements`).
+      max_groups: the contribution bound ``K``.
+      pure: whether the noise is pure-ε (else the Gaussian rule).
+
+    Returns:
+      ``{name: v}``, the largest weight 1.
+    """
     power = 1 / 3 if pure else 1 / 4
     out = {}
     for name, (comp, loss) in measurements.items():
@@ -199,14 +252,30 @@ _CACHE_SIZE = 256
 
 
 def kernel_key(kernel) -> tuple:
-    """A hashable identity of a kernel: its class, pytree structure and the bytes of its leaves."""
+    """A hashable identity of a kernel: its class, pytree structure and the bytes of its leaves.
+
+    Args:
+      kernel: a kernel (any pytree).
+
+    Returns:
+      A tuple, usable as a dictionary key.
+    """
     leaves = tuple(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(kernel))
     return type(kernel), jax.tree_util.tree_structure(kernel), leaves
 
 
 def remembered(key, compute):
-    """``compute()``, remembered under ``key`` (thread-safe, the last 256 answers): for the pure
-    functions of a release's configuration (its calibration, its selection threshold)."""
+    """``compute()``, remembered under ``key`` (thread-safe, the last 256 answers).
+
+    For the pure functions of a release's configuration (its calibration, its selection threshold).
+
+    Args:
+      key: a hashable key that determines the answer.
+      compute: a function of no argument computing it.
+
+    Returns:
+      The remembered or freshly computed answer.
+    """
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
     if hit is None:
@@ -219,11 +288,26 @@ def remembered(key, compute):
 
 
 def calibrate(make, runs, epsilon: float, delta: float, discrete: bool, exact: bool = False) -> Calibration:
-    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`) for the
-    measurements ``runs`` (:class:`Run`: noise ``make(t·v·s)``, on the exact tier its lattice mechanism).
+    """The smallest ratio ``t`` with composed ε(δ) ≤ ``epsilon`` (within :data:`TOLERANCE`).
 
     A pure function of the kernel family, the runs, the budget and the tier: remembered
-    (:func:`remembered`), so repeated releases of one shape calibrate once."""
+    (:func:`remembered`), so repeated releases of one shape calibrate once.
+
+    Args:
+      make: ``scale -> kernel``, the noise family (:func:`kernel_of`).
+      runs: the measurements (:class:`Run`: noise ``make(t·v·s)``, on the exact tier its lattice mechanism).
+      epsilon: the budget's ε.
+      delta: the δ share of the composition.
+      discrete: whether the kernel is integer-valued (not scale-invariant).
+      exact: whether the release runs on the exact tier.
+
+    Returns:
+      A :class:`Calibration`: ``t`` and the exact (ε, δ) it gives, ε ≤ ``epsilon`` and within
+      :data:`TOLERANCE` of it.
+
+    Raises:
+      ValueError: no ratio meets ``epsilon`` within :data:`TOLERANCE` (naming the nearest).
+    """
     runs = tuple(runs)
     probe = make(1.0)
     key = ("calibrate", *kernel_key(probe), runs, float(epsilon), float(delta), bool(discrete), bool(exact))
@@ -240,8 +324,16 @@ def calibrate(make, runs, epsilon: float, delta: float, discrete: bool, exact: b
 
 
 def has_pure_epsilon(kernel) -> bool:
-    """Whether ``kernel`` has a finite pure ε at sensitivity 1 (Laplace-type noise; not the Gaussians): what a
-    release at δ = 0 needs."""
+    """Whether ``kernel`` has a finite pure ε at sensitivity 1 (Laplace-type noise; not the Gaussians).
+
+    What a release at δ = 0 needs.
+
+    Args:
+      kernel: a kernel.
+
+    Returns:
+      A bool.
+    """
     if kernel.pure_epsilon is None:
         return False
     with jax.enable_x64(True):
@@ -299,8 +391,8 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
             if last is not None and here[0] != last[0]:
                 s = (here[1] - last[1]) / (here[0] - last[0])
                 slope = s if s < 0 else slope
-            # the secant's log-step, clamped to the ×64 steps below before exp (a nearly flat ε(t), where the
-            # accountant no longer resolves ε, overflowed math.exp: OverflowError at epsilon = 1e-6)
+            # the secant's log-step, clamped to the ×64 steps below before exp (on a nearly flat ε(t), where the
+            # accountant does not resolve ε, an unclamped step would overflow math.exp)
             log_step = here[0] + (target - here[1]) / slope
             step = math.exp(min(max(log_step, here[0] - math.log(64)), here[0] + math.log(64)))
             last = here

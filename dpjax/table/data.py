@@ -41,7 +41,14 @@ __all__ = [
 
 
 def words_to_u64(words: np.ndarray) -> np.ndarray:
-    """One ``uint64`` per pair of ``uint32`` hash words."""
+    """One ``uint64`` per pair of ``uint32`` hash words.
+
+    Args:
+      words: ``uint32[n, 2]``.
+
+    Returns:
+      ``uint64[n]``, ``(w0 << 32) | w1``.
+    """
     return (words[:, 0].astype(np.uint64) << np.uint64(32)) | words[:, 1].astype(np.uint64)
 
 
@@ -90,13 +97,26 @@ def csv_batches(
     quoted_newlines: bool = False,
     refused=None,
 ):
-    """Record batches of a CSV file or binary stream, ``CSV_BLOCK_BYTES`` of text at a time, holding
-    only ``columns``: ``value_columns`` parsed as float64, ``text_columns`` kept as strings, the
-    others typed by pyarrow. ``column_names``: the names of the columns, when the text has no
-    header line (the caller read it); ``invalid_row``: pyarrow's handler of a row of another width
-    (``"skip"`` or ``"error"``); ``quoted_newlines``: newlines inside quoted values (a slower
-    parse); ``refused(exc)``: pyarrow's error as a ``ValueError`` (by default, the table layer's
-    messages, naming ``label``)."""
+    """Record batches of a CSV file or binary stream, :data:`CSV_BLOCK_BYTES` of text at a time.
+
+    Args:
+      source: a path or a binary stream.
+      columns: the columns to keep (the others are not parsed).
+      label: how messages name the input.
+      value_columns: columns parsed as float64.
+      text_columns: columns kept as strings (the others typed by pyarrow).
+      column_names: the names of the columns, when the text has no header line (the caller read it).
+      invalid_row: pyarrow's handler of a row of another width (``"skip"`` or ``"error"``).
+      quoted_newlines: whether newlines may occur inside quoted values (a slower parse).
+      refused: ``refused(exc) -> ValueError``, pyarrow's error as a ``ValueError`` (by default the table
+        layer's messages, naming ``label``).
+
+    Yields:
+      pyarrow record batches holding ``columns``.
+
+    Raises:
+      ValueError: an unknown column, a non-numeric value in a value column, or text that is not CSV.
+    """
     import pyarrow.csv as pacsv
 
     types = {c: pa.float64() for c in value_columns}
@@ -151,10 +171,25 @@ def _unknown_csv_columns(source, columns, label, text) -> ValueError:
 
 
 def batches(data, columns: list[str], value_columns=()):
-    """``data`` as an iterable of pyarrow record batches holding exactly ``columns`` (unknown ones
-    refused by name). A path is read lazily: Parquet by ``ParquetFile.iter_batches`` (only these
-    columns), CSV by ``pyarrow.csv.open_csv`` one block at a time; a binary stream (``read``) is
-    read as CSV the same way (standard input: ``sys.stdin.buffer``)."""
+    """``data`` as an iterable of pyarrow record batches holding exactly ``columns``.
+
+    A path is read lazily: Parquet by ``ParquetFile.iter_batches`` (only these columns), CSV by
+    ``pyarrow.csv.open_csv`` one block at a time; a binary stream (``read``) is read as CSV the same way
+    (standard input: ``sys.stdin.buffer``).
+
+    Args:
+      data: a pyarrow Table or RecordBatch, a pandas/Polars DataFrame, a dict of arrays, a CSV/Parquet path or
+        a binary CSV stream.
+      columns: the columns to keep.
+      value_columns: the columns a CSV parse reads as float64.
+
+    Returns:
+      An iterable of record batches.
+
+    Raises:
+      ValueError: a missing file, an unreadable Parquet or CSV input, an unknown column (by name), or an input
+        of another type.
+    """
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         if not os.path.isfile(path):
@@ -181,8 +216,20 @@ def batches(data, columns: list[str], value_columns=()):
 
 
 def read(data, columns: list[str]) -> pa.Table:
-    """``data`` as a pyarrow Table holding exactly ``columns`` (unknown ones refused by name) —
-    for small inputs (public groups); a release streams its input (:func:`rows`)."""
+    """``data`` as a pyarrow Table holding exactly ``columns``.
+
+    For small inputs (public groups); a release streams its input (:func:`rows`).
+
+    Args:
+      data: as :func:`batches`.
+      columns: the columns to keep.
+
+    Returns:
+      A pyarrow Table.
+
+    Raises:
+      ValueError: as :func:`batches`, or an empty table.
+    """
     parts = list(batches(data, columns))
     table = pa.Table.from_batches(parts) if parts else None
     if table is None or table.num_rows == 0:
@@ -331,9 +378,16 @@ def _values(col, name: str) -> np.ndarray:
 
 @dataclasses.dataclass
 class Rows:
-    """The rows of a release as compact arrays: the group index of each row, the distinct group
-    keys (a table) and their hashes, the unit code of each row and the hash of each distinct unit
-    (``None`` without a unit), and each value column as float64."""
+    """The rows of a release as compact arrays.
+
+    Attributes:
+      group: ``int32[n]``, the group index of each row.
+      keys: the distinct group keys, a table of ``G`` rows (the by-columns).
+      group_words: ``uint32[G, 2]``, their hashes.
+      unit: ``int32[n]``, the unit code of each row (``None`` without a unit).
+      unit_words: ``uint32[U, 2]``, the hash of each distinct unit (``None`` without a unit).
+      values: ``{column: float64[n]}``, each value column.
+    """
 
     group: np.ndarray  # int32[n]
     keys: pa.Table  # G rows, the by-columns
@@ -344,9 +398,24 @@ class Rows:
 
 
 def rows(data, by: list[str], privacy_unit: str | None, value_columns) -> Rows:
-    """Read ``data`` batch by batch into :class:`Rows`: keys and units dictionary-encoded per batch
-    (no Python object per field; only the distinct values are hashed), values converted to
-    float64; nulls in the unit or a value column, NaN values and an empty table refused by name."""
+    """Read ``data`` batch by batch into :class:`Rows`.
+
+    Keys and units dictionary-encoded per batch (no Python object per field; only the distinct values are
+    hashed), values converted to float64.
+
+    Args:
+      data: as :func:`batches`.
+      by: the group columns.
+      privacy_unit: the unit column, or ``None``.
+      value_columns: the columns of the statistics' values.
+
+    Returns:
+      The :class:`Rows`.
+
+    Raises:
+      ValueError: as :func:`batches`; a non-numeric value column, nulls in the unit or a value column, NaN
+        values or keys, or an empty table (each by name).
+    """
     value_columns = list(value_columns)
     columns = list(dict.fromkeys(list(by) + ([privacy_unit] if privacy_unit else []) + value_columns))
     in_memory = not (isinstance(data, (str, os.PathLike)) or hasattr(data, "read"))  # else read batch by batch
@@ -428,8 +497,18 @@ def _encoded(table: pa.Table, name: str) -> _Codes:
 
 
 def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(code, words)``: each row's unit as a dictionary code (``int32[n]``) and the hash of each
-    distinct unit id (``uint32[U, 2]``; nulls refused). Hashing the dictionary, not the rows."""
+    """Each row's unit as a dictionary code and the hash of each distinct unit id (hashing the dictionary).
+
+    Args:
+      table: a pyarrow Table.
+      name: the unit column.
+
+    Returns:
+      ``(code, words)``: ``int32[n]`` and ``uint32[U, 2]``.
+
+    Raises:
+      ValueError: null or NaN unit ids.
+    """
     codes = _encoded(table, name)
     if codes.nulls:
         raise ValueError(f"privacy_unit column {name!r} has {codes.nulls} null id(s)")
@@ -439,7 +518,13 @@ def unit_hashes(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclasses.dataclass
 class Prepared:
-    """The rows as arrays: group index per row, the distinct group keys (a table) and their hashes."""
+    """The rows as arrays: the group index per row, the distinct group keys (a table) and their hashes.
+
+    Attributes:
+      group: ``int32[n]``, the group index of each row.
+      keys: the distinct group keys, a table of ``G`` rows (the by-columns).
+      group_words: ``uint32[G, 2]``, their hashes.
+    """
 
     group: np.ndarray  # int32[n]
     keys: pa.Table  # G rows, the by-columns
@@ -447,7 +532,18 @@ class Prepared:
 
 
 def group_index(table: pa.Table, by: list[str]) -> Prepared:
-    """Group index of every row of ``table`` (null is a key of its own; NaN refused) and the distinct keys."""
+    """The group index of every row of ``table`` and the distinct keys (null is a key of its own).
+
+    Args:
+      table: a pyarrow Table.
+      by: the group columns.
+
+    Returns:
+      The :class:`Prepared` rows.
+
+    Raises:
+      ValueError: a NaN key.
+    """
     encoded = []
     for c in by:
         codes = _encoded(table, c)
@@ -490,8 +586,17 @@ def _key_kind(t: pa.DataType):
 
 
 def check_public_types(public: pa.Table, schema: pa.Schema) -> None:
-    """Refuse public groups whose values are of another kind than the data's key column (``"0"`` for
-    an integer column): no data row could ever fall in them, and their release would be noise alone."""
+    """Refuse public groups whose values are of another kind than the data's key column (``"0"`` for an integer one).
+
+    No data row could ever fall in them, and their release would be noise alone.
+
+    Args:
+      public: the public groups (:func:`public_groups`).
+      schema: the data's schema.
+
+    Raises:
+      ValueError: a column whose public values are of another kind, naming it.
+    """
     for name in public.column_names:
         want, got = _key_kind(schema.field(name).type), _key_kind(public.schema.field(name).type)
         if want is not None and got is not None and want != got:
@@ -503,13 +608,32 @@ def check_public_types(public: pa.Table, schema: pa.Schema) -> None:
 
 
 def key_hashes(keys: pa.Table) -> np.ndarray:
-    """``uint32[G, 2]``: hashes of the group keys (tuples of canonical values, one per group)."""
+    """The hashes of the group keys (tuples of canonical values, one per group).
+
+    Args:
+      keys: a table of group keys.
+
+    Returns:
+      ``uint32[G, 2]``.
+    """
     return hash_values(list(zip(*(keys.column(c).to_pylist() for c in keys.column_names))))
 
 
 def public_groups(groups, by: list[str]) -> pa.Table:
-    """The public groups as a table of keys: a list (of values, or of tuples for several
-    columns), a dict column → list of values (their cross product), or a table of keys."""
+    """The public groups as a table of keys.
+
+    Args:
+      groups: a list (of values, or of tuples for several columns), a dict column → list of values (their cross
+        product), or a table of keys (anything :func:`read` reads).
+      by: the group columns.
+
+    Returns:
+      A pyarrow Table of the keys, canonical (:func:`canonical_keys`), one row per group.
+
+    Raises:
+      ValueError: a dict of other columns, tuples of another length, an empty list, a NaN key, a duplicated
+        group, or an unreadable table.
+    """
     if isinstance(groups, dict):
         if sorted(groups) != sorted(by):
             raise ValueError(f"groups: a dict must have exactly the columns {by}, got {list(groups)}")

@@ -95,29 +95,53 @@ def _h_gathered(k0, k1, x0, x1, i, j):
 
 
 class KeyWords:
-    """The release key consumed once, as two ``uint32`` words, and the sub-keys derived from it."""
+    """The release key consumed once, as two ``uint32`` words, and the sub-keys derived from it.
+
+    Args:
+      key: a Threefry PRNG key, consumed here (``jax.random.bits``).
+    """
 
     def __init__(self, key):
         words = np.asarray(jax.random.bits(key, (2,), jnp.uint32))
         self.k0, self.k1 = np.uint32(words[0]), np.uint32(words[1])
 
     def bounding(self):
-        """The key pair of the contribution-bounding draws."""
+        """The key pair of the contribution-bounding draws.
+
+        Returns:
+          ``(k0, k1)``, two ``uint32`` scalars.
+        """
         a, b = _h(self.k0, self.k1, _BOUNDING, np.uint32(0))
         return np.uint32(a), np.uint32(b)
 
     def component(self, name: str):
-        """The key pair of the noise of the statistic component called ``name``."""
+        """The key pair of the noise of the statistic component called ``name``.
+
+        Args:
+          name: the component's name (:attr:`dpjax.table.statistics.Component.name`, or ``"units"``).
+
+        Returns:
+          ``(k0, k1)``, two ``uint32`` scalars.
+        """
         w = hash_values([name])[0]
         a, b = _h(*_h(self.k0, self.k1, _NOISE, np.uint32(0)), w[0], w[1])
         return np.uint32(a), np.uint32(b)
 
 
 def canonical_bytes(value) -> bytes:
-    """A value's bytes, the same whichever backend produced it (numpy/pandas/Python scalars):
-    a type tag, then an integer's decimal digits, a float's ``hex`` (an integral float is an
-    integer, so ``-0.0`` is ``0``; NaN its own ``Fnan``, not null), a string's UTF-8; ``None``/NaT is the
-    null key. The table layer refuses NaN keys before hashing (:func:`dpjax.table.data.canonical_keys`)."""
+    """A value's bytes, the same whichever backend produced it (numpy/pandas/Python scalars).
+
+    A type tag, then an integer's decimal digits, a float's ``hex`` (an integral float is an integer, so
+    ``-0.0`` is ``0``; NaN its own ``Fnan``, not null), a string's UTF-8; ``None``/NaT is the null key; a tuple
+    (a key of several columns) its parts length-prefixed. The table layer refuses NaN keys before hashing
+    (:func:`dpjax.table.data.canonical_keys`).
+
+    Args:
+      value: a key value (scalar, ``None`` or a tuple of them).
+
+    Returns:
+      The canonical bytes.
+    """
     if value is None:
         return b"N"
     if isinstance(value, tuple):  # a group key of several columns: length-prefixed parts
@@ -145,15 +169,31 @@ def canonical_bytes(value) -> bytes:
 
 
 def hash_values(values) -> np.ndarray:
-    """``uint32[n, 2]``: 64-bit hashes (BLAKE2b) of the canonical bytes of each value, one per
-    *distinct* value (callers hash a dictionary, never every row)."""
+    """64-bit hashes (BLAKE2b) of the canonical bytes of each value.
+
+    One per *distinct* value: callers hash a dictionary, never every row.
+
+    Args:
+      values: a sequence of key values (:func:`canonical_bytes`).
+
+    Returns:
+      ``uint32[n, 2]``, the two words of each hash.
+    """
     digests = b"".join(hashlib.blake2b(canonical_bytes(v), digest_size=8).digest() for v in values)
     return np.frombuffer(digests, np.uint32).reshape(len(values), 2).copy()
 
 
 def hash_int64(values: np.ndarray) -> np.ndarray:
-    """``uint32[n, 2]``: 64-bit hashes of integers, vectorised (Threefry of the two words of the
-    int64 under a fixed key); used for integer unit ids, whose canonical form is the integer."""
+    """64-bit hashes of integers, vectorised (Threefry of the two words of the int64 under a fixed key).
+
+    Used for integer unit ids, whose canonical form is the integer.
+
+    Args:
+      values: integers (cast to int64).
+
+    Returns:
+      ``uint32[n, 2]``, the two words of each hash.
+    """
     v = np.asarray(values, np.int64).view(np.uint64)
     lo, hi = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32), (v >> np.uint64(32)).astype(np.uint32)
     a, b = _h(_INT_HASH, _INT_HASH, lo, hi)
@@ -161,14 +201,30 @@ def hash_int64(values: np.ndarray) -> np.ndarray:
 
 
 def derive(pair, words: np.ndarray):
-    """Per-entry key pairs ``H(pair, words)`` for ``words`` of shape ``[n, 2]``."""
+    """Per-entry key pairs ``H(pair, words)``.
+
+    Args:
+      pair: a key pair ``(k0, k1)`` of ``uint32``.
+      words: ``uint32[n, 2]``, one hash per entry.
+
+    Returns:
+      ``(k0, k1)``: two ``uint32[n]`` arrays.
+    """
     return _h(pair[0], pair[1], words[:, 0], words[:, 1])
 
 
 class GroupStream(UniformStream):
-    """Uniforms addressed by (group key pair, element): uniform ``j`` of element ``e`` of a group
-    is drawn like :class:`~dpjax.random.UniformStream`'s record ``e``, under the group's own pair
-    (``k0``, ``k1``: ``uint32`` arrays broadcasting against ``elements``)."""
+    """Uniforms addressed by (group key pair, element).
+
+    Uniform ``j`` of element ``e`` of a group is drawn like :class:`~dpjax.random.UniformStream`'s record ``e``,
+    under the group's own pair.
+
+    Args:
+      k0: the groups' first key words, ``uint32`` broadcasting against ``elements``.
+      k1: the groups' second key words, likewise.
+      elements: the element index of each entry (``uint32``).
+      dtype: the uniforms' float dtype.
+    """
 
     def __init__(self, k0, k1, elements, dtype):
         self._k0, self._k1 = jnp.asarray(k0, jnp.uint32), jnp.asarray(k1, jnp.uint32)

@@ -1,6 +1,8 @@
-"""The noise of a table release: element ``e`` of component ``c`` for group ``g`` draws from the
-words addressed by ``(key, c, g, e)`` — under the pair ``H(H(key, c), g)`` (:func:`dpjax.table.keys.derive`),
-the counter ``(j, e)`` — so a group's noise depends only on (key, component, group key, element).
+"""The noise of a table release, keyed by (key, component, group key, element).
+
+Element ``e`` of component ``c`` for group ``g`` draws from the words addressed by ``(key, c, g, e)`` — under the
+pair ``H(H(key, c), g)`` (:func:`dpjax.table.keys.derive`), the counter ``(j, e)`` — so a group's noise depends only
+on (key, component, group key, element).
 
 Two tiers (``dpjax.table.release(..., numerics=...)``):
 
@@ -50,9 +52,23 @@ def _noise(k0, k1, elements, *, sampler):
 
 
 def draw(kernel, component_pair, group_words: np.ndarray, elements: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values + noise``, float64, for ``values[g, i]`` the true value of element ``elements[g, i]``
-    of group ``g`` (``group_words[g]`` its key hash) in the component keyed by ``component_pair``.
-    ``kernel``: a noise kernel (the float tier) or its ``exact_lattice()`` (the exact tier)."""
+    """``values + noise``, float64, each element's noise keyed by (component, group key, element).
+
+    Args:
+      kernel: a noise kernel (the float tier) or its ``exact_lattice()`` (the exact tier: a one-scale
+        discrete Laplace or discrete Gaussian lattice).
+      component_pair: the component's key pair (:meth:`dpjax.table.keys.KeyWords.component`).
+      group_words: ``[G, 2]`` uint32, each group's key hash.
+      elements: the element index of each value (broadcasting to ``values``).
+      values: ``[G, E]`` float64, the true value of element ``elements[g, i]`` of group ``g``.
+
+    Returns:
+      float64 array of ``values``' shape; on the exact tier points of the lattice gℤ.
+
+    Raises:
+      ValueError: on the exact tier, a lattice of another sampler or of several scales, or values whose
+        lattice index is out of range (:func:`dpjax.exact.lattice.check_index_range`).
+    """
     k0, k1 = derive(component_pair, group_words)
     shape = values.shape
     if isinstance(kernel, ExactLattice):
@@ -100,8 +116,17 @@ def _draw_exact(lat: ExactLattice, k0, k1, elements, values) -> np.ndarray:
 
 
 def run_scale(kernel) -> float:
-    """The scale of the noise ``kernel`` adds, in the values' units: the kernel's scale, or for a lattice g times
-    the scale of its integer noise as accounted (the discrete Laplace's t/2^p, the discrete Gaussian's σ')."""
+    """The scale of the noise ``kernel`` adds, in the values' units.
+
+    The kernel's scale, or for a lattice g times the scale of its integer noise as accounted (the discrete
+    Laplace's t/2^p, the discrete Gaussian's σ').
+
+    Args:
+      kernel: a kernel, or its :class:`~dpjax.exact.ExactLattice`.
+
+    Returns:
+      The scale, a float.
+    """
     noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
     scale = float(np.asarray(getattr(noise, noise.scale_name)))
     return scale * float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else scale

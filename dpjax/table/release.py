@@ -49,7 +49,7 @@ __all__ = ["release", "TableRelease", "Request"]
 
 #: the share of δ that private selection gets (the rest goes to the noisy statistics)
 SELECTION_DELTA_SHARE = 0.5
-#: the budgets ε a release calibrates: others are refused (issue 28: each of them calibrates or is refused)
+#: the budgets ε a release calibrates: others are refused (each one in it calibrates)
 EPSILON_RANGE = (1e-6, 1e6)
 #: the largest per-group sensitivity an integer-valued kernel is calibrated for (the discrete
 #: accountant's window grows with the shift)
@@ -60,19 +60,30 @@ MAX_DISCRETE_SENSITIVITY = 4096
 class TableRelease:
     """The result of :func:`release` (immutable; built with keyword arguments).
 
-    ``table``: the group column(s), then per statistic ``<stat>`` its released value, ``<stat>_std`` the
-    standard deviation of the noise in it, and ``<stat>_ci_low``, ``<stat>_ci_high`` a ``1 − alpha``
-    confidence interval of the true (bounded, clipped) statistic given the noise — each computed from
-    the noise scales and the released values only; null for a quantile (its noisy-max error is in rank,
-    which no released value converts to a value). Counts on the exact tier are integers. ``epsilon``,
-    ``delta``: the exact privacy of the whole release (every statistic and the group selection), ≤ the
-    request. ``row_level``: ``True`` when no privacy unit was given — each row is then taken as a
-    different person (the guarantee is per row, not per person). ``scales``: the noise scale of each
-    measurement, as run (on the exact tier the lattice's: g times its integer noise's scale);
-    ``ratios``: each measurement's noise-to-sensitivity ratio (its share of the budget, the split of
-    docs/tables.md); ``threshold``: the selection threshold τ on the noisy unit count (``None`` with
-    public groups). ``numerics``: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each
-    measurement, ``{name: g}``) or ``"float"`` (the kernel's float sampler; ``granularity`` empty).
+    Attributes:
+      table: the group column(s), then per statistic ``<stat>`` its released value, ``<stat>_std`` the
+        standard deviation of the noise in it, and ``<stat>_ci_low``, ``<stat>_ci_high`` a ``1 − alpha``
+        confidence interval of the true (bounded, clipped) statistic given the noise — each computed from
+        the noise scales and the released values only; null for a quantile (its noisy-max error is in rank,
+        which no released value converts to a value). Counts on the exact tier are integers.
+      epsilon: the exact ε of the whole release (every statistic and the group selection), ≤ the request.
+      delta: the exact δ of the whole release (the composition's plus the selection's), ≤ the request.
+      row_level: ``True`` when no privacy unit was given — each row is then taken as a different person (the
+        guarantee is per row, not per person).
+      privacy_unit: the unit column, or ``None``.
+      max_groups_per_unit: the contribution bound ``K`` applied (1 without a unit).
+      max_rows_per_group: the contribution bound ``M`` applied (1 without a unit).
+      noise: the noise kernel's name (or class name).
+      scales: the noise scale of each measurement, as run (on the exact tier the lattice's: g times its
+        integer noise's scale).
+      threshold: the selection threshold τ on the noisy unit count (``None`` with public groups).
+      selection_delta: the δ the private selection spends (0 with public groups).
+      numerics: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each measurement) or
+        ``"float"`` (the kernel's float sampler).
+      granularity: ``{measurement name: g}`` on the exact tier; empty on the float tier.
+      ratios: each measurement's noise-to-sensitivity ratio (its share of the budget, the split of
+        docs/tables.md).
+      alpha: the confidence intervals' level is ``1 − alpha``.
     """
 
     table: pa.Table
@@ -94,7 +105,23 @@ class TableRelease:
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """A validated release request (what the Spark backend needs besides the data)."""
+    """A validated release request (what the Spark backend needs besides the data); built by :func:`validate`.
+
+    Attributes:
+      by: the group columns.
+      statistics: the :class:`~dpjax.table.statistics.Statistic` list.
+      privacy_unit: the unit column, or ``None`` (row-level).
+      max_groups: the contribution bound ``K``.
+      max_rows: the contribution bound ``M``.
+      epsilon: the budget's ε.
+      delta: the budget's δ.
+      make: ``scale -> kernel``, the noise family.
+      discrete: whether the kernel is integer-valued.
+      noise_name: the kernel's name, as reported.
+      numerics: ``"exact"`` or ``"float"``, the tier that runs (:func:`numerics_of`).
+      weights: the budget split's weights, ``((name, w), ...)`` sorted.
+      alpha: the confidence intervals' level is ``1 − alpha``.
+    """
 
     by: list
     statistics: list
@@ -111,7 +138,14 @@ class Request:
     alpha: float = 0.05
 
     def noise(self, scale):
-        """The noise run at ``scale``: the kernel, or on the exact tier its lattice mechanism."""
+        """The noise run at ``scale``: the kernel, or on the exact tier its lattice mechanism.
+
+        Args:
+          scale: the kernel's scale parameter.
+
+        Returns:
+          A kernel instance, or its :class:`~dpjax.exact.ExactLattice` on the exact tier.
+        """
         kernel = self.make(scale)
         return kernel.exact_lattice() if self.numerics == "exact" else kernel
 
@@ -130,13 +164,29 @@ class Request:
         return any(s.kind in ("count", "mean", "variance") for s in self.statistics)
 
     def stat_components(self, stat):
+        """The noisy measurements of one statistic of this request.
+
+        Args:
+          stat: one of :attr:`statistics`.
+
+        Returns:
+          :meth:`Statistic.components <dpjax.table.statistics.Statistic.components>` at this request's bounds.
+        """
         return stat.components(self.max_rows, self.discrete, self.with_rows)
 
     def measurements(self, selection: bool) -> dict:
-        """``{name: (Component, loss)}``: the distinct noisy measurements of the release, each with its loss
-        ``Σ w·e·s̃²`` over the statistics that use it (``w`` the statistic's weight, ``e`` how much the measurement's
-        error enters its relative variance, ``s̃`` the normalised sensitivity); private selection adds its weight
-        times ``L²`` on the noisy unit count (:meth:`selection_tail`)."""
+        """The distinct noisy measurements of the release, each with its loss in the budget split.
+
+        The loss of a measurement is ``Σ w·e·s̃²`` over the statistics that use it (``w`` the statistic's weight,
+        ``e`` how much the measurement's error enters its relative variance, ``s̃`` the normalised sensitivity);
+        private selection adds its weight times ``L²`` on the noisy unit count (:meth:`selection_tail`).
+
+        Args:
+          selection: whether groups are selected privately.
+
+        Returns:
+          ``{name: (Component, loss)}``.
+        """
         weights = dict(self.weights)
         out = {}
         for s in self.statistics:
@@ -153,8 +203,14 @@ class Request:
         return out
 
     def selection_tail(self) -> float:
-        """``L``: the selection threshold in units of the count's noise scale, ``L`` with ``K·Pr[Z > L] = δ_sel``
-        for the kernel at scale 1 (about ``log(K/(2δ_sel))`` for Laplace)."""
+        """``L``: the selection threshold in units of the count's noise scale.
+
+        ``L`` with ``K·Pr[Z > L] = δ_sel`` for the kernel at scale 1 (about ``log(K/(2δ_sel))`` for Laplace);
+        remembered.
+
+        Returns:
+          ``L``, a float.
+        """
         share = self.delta * SELECTION_DELTA_SHARE
         kernel = self.make(1.0)
         return remembered(
@@ -163,7 +219,15 @@ class Request:
         )
 
     def plan(self, selection: bool):
-        """``(measurements, {name: weight v}, runs)``: the budget split (:func:`.calibration.split`); remembered."""
+        """The budget split (:func:`.calibration.split`); remembered.
+
+        Args:
+          selection: whether groups are selected privately.
+
+        Returns:
+          ``(measurements, {name: weight v}, runs)``: :meth:`measurements`, the weights, and the
+          :class:`~dpjax.table.calibration.Run` of each measurement for :func:`~dpjax.table.calibration.calibrate`.
+        """
         meas = self.measurements(selection)
         v = split(meas, self.max_groups, self.make(1.0).pure_epsilon is not None)
         runs = tuple(
@@ -179,12 +243,24 @@ def _positive_int(name, x):
 
 
 def numerics_of(probe, numerics) -> str:
-    """The tier a release runs: ``numerics`` (``"exact"`` refused for a kernel without an exact sampler: a
-    one-scale discrete Laplace or discrete Gaussian lattice, :meth:`exact_lattice`), or by default
-    ``"exact"`` where the kernel ``probe`` has one and its lattice calibrates about as fast as the kernel —
-    the integer-valued kernels, and a lattice with a closed-form hockey-stick (Laplace's discrete Laplace);
-    else ``"float"``: the Gaussian, whose lattice (a discrete Gaussian accounted from its atoms) calibrates far
-    slower than the analytic Gaussian (``numerics="exact"`` runs it)."""
+    """The tier a release runs.
+
+    Args:
+      probe: the kernel at scale 1.
+      numerics: ``"exact"`` (refused for a kernel without a table sampler: a one-scale discrete Laplace or
+        discrete Gaussian lattice, ``exact_lattice()``), ``"float"``, or ``None``: ``"exact"`` where ``probe``
+        has one and its lattice calibrates about as fast as the kernel — the integer-valued kernels, and a
+        lattice with a closed-form hockey-stick (Laplace's discrete Laplace); else ``"float"`` (the Gaussian,
+        whose lattice, a discrete Gaussian accounted from its atoms, calibrates far slower than the analytic
+        Gaussian; ``numerics="exact"`` runs it).
+
+    Returns:
+      ``"exact"`` or ``"float"``.
+
+    Raises:
+      ValueError: ``numerics`` not ``"exact"``, ``"float"`` or ``None``; ``"exact"`` for a kernel without an
+        exact table sampler.
+    """
     if numerics not in (None, "exact", "float"):
         raise ValueError(
             f"numerics must be 'exact', 'float' or None (exact where the noise has an exact sampler), got {numerics!r}"
@@ -241,7 +317,34 @@ def validate(
     weights=None,
     alpha=0.05,
 ) -> Request:
-    """Every argument check of :func:`release` (nothing about the data's content)."""
+    """Every argument check of :func:`release` (nothing about the data's content).
+
+    Args:
+      by: as :func:`release`.
+      statistics: as :func:`release`.
+      privacy_unit: as :func:`release`.
+      max_groups_per_unit: as :func:`release`.
+      max_rows_per_group: as :func:`release`.
+      epsilon: as :func:`release`.
+      delta: as :func:`release`.
+      groups: as :func:`release` (only whether it is ``None`` is read here).
+      noise: as :func:`release`.
+      numerics: as :func:`release`.
+      weights: as :func:`release`.
+      alpha: as :func:`release`.
+
+    Returns:
+      The :class:`Request`.
+
+    Raises:
+      ValueError: naming the argument: ``by`` empty, not column names or duplicated; ``statistics`` empty,
+        not table statistics, duplicated, or using a group column as a value; bounds above 1 without a
+        ``privacy_unit``, or missing with one; ``privacy_unit`` not a column name or a group column;
+        ``epsilon`` not positive and finite or outside :data:`EPSILON_RANGE`; ``delta`` outside [0, 1), or 0
+        with private selection or with a kernel without a pure ε; non-integer bounds or a per-group
+        sensitivity above :data:`MAX_DISCRETE_SENSITIVITY` with an integer-valued kernel; ``noise`` unknown;
+        ``numerics``, ``weights`` or ``alpha`` invalid.
+    """
     by = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else by
     if not isinstance(by, list) or not by or not all(isinstance(c, str) and c for c in by):
         raise ValueError(f"by must be a column name or a non-empty list of column names, got {by!r}")
@@ -402,8 +505,15 @@ def _selection(req: Request, kernel):
 
 
 def noise_std(kernel) -> float:
-    """The standard deviation of the noise ``kernel`` adds, in the values' units (NaN for a kernel family not
-    known here)."""
+    """The standard deviation of the noise ``kernel`` adds, in the values' units.
+
+    Args:
+      kernel: a Gaussian, Laplace, discrete Gaussian or discrete Laplace kernel, or the
+        :class:`~dpjax.exact.ExactLattice` of one.
+
+    Returns:
+      The standard deviation, a float (NaN for a kernel family not known here).
+    """
     noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
     g = float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else 1.0
     scale = float(np.asarray(getattr(noise, noise.scale_name)))
@@ -419,8 +529,18 @@ def noise_std(kernel) -> float:
 
 
 def half_width(kernel, alpha: float) -> float:
-    """``w`` with ``Pr[|error| > w] ≤ alpha`` for the error of a value released by ``kernel`` (its noise, and
-    on the exact tier the rounding to the lattice, at most g/2). Remembered per (kernel, alpha)."""
+    """``w`` with ``Pr[|error| > w] ≤ alpha`` for the error of a value released by ``kernel``.
+
+    Its noise, and on the exact tier the rounding to the lattice (at most g/2). Remembered per
+    (kernel, alpha).
+
+    Args:
+      kernel: a kernel, or its :class:`~dpjax.exact.ExactLattice`.
+      alpha: the two-sided tail probability.
+
+    Returns:
+      ``w``, a float.
+    """
 
     def compute():
         if isinstance(kernel, ExactLattice):
@@ -434,7 +554,20 @@ def half_width(kernel, alpha: float) -> float:
 def finish(
     req: Request, key_words: KeyWords, cal, keys: pa.Table, words: np.ndarray, agg: dict, public: bool
 ) -> TableRelease:
-    """Selection, noise and post-processing, from the integer aggregates (both backends)."""
+    """Selection, noise and post-processing, from the integer aggregates (both backends).
+
+    Args:
+      req: the validated request.
+      key_words: the release's keyed words (:class:`~dpjax.table.keys.KeyWords`).
+      cal: the calibration (:class:`~dpjax.table.calibration.Calibration`).
+      keys: the groups' keys, one row per group.
+      words: the groups' hash words, aligned with ``keys``.
+      agg: the exact integer aggregates per group (:mod:`dpjax.table.aggregate`).
+      public: whether the groups are public (no selection).
+
+    Returns:
+      The :class:`TableRelease`.
+    """
     meas, weight, _ = req.plan(not public)
     exact = req.numerics == "exact"
     kernels = {
@@ -547,8 +680,10 @@ def release(
         table.mean(...), table.variance(...), table.quantile(col, q, low, high)]`` (any subset).
       privacy_unit: the column identifying a person; ``None``: each row is a different person
         (``TableRelease.row_level`` says so).
-      max_groups_per_unit, max_rows_per_group: the contribution bounds (required with a unit).
-      epsilon, delta: the budget of the whole release; ``delta > 0`` when groups are selected.
+      max_groups_per_unit: the most groups a unit contributes to (required with a unit).
+      max_rows_per_group: the most rows a unit contributes to one group (required with a unit).
+      epsilon: the ε of the whole release.
+      delta: the δ of the whole release; ``delta > 0`` when groups are selected.
       groups: ``None`` (private selection), or the public groups: a list of keys (tuples for
         several columns), a dict column → list of values (their cross product), or a table of keys.
       noise: ``"laplace"`` (default, as ``dpjax release``), ``"gaussian"``, ``"discrete_laplace"``,
@@ -565,8 +700,17 @@ def release(
         weight gives that statistic's measurements a larger share of (ε, δ) (docs/tables.md, "One budget").
       alpha: the confidence intervals' level is ``1 − alpha`` (the ``<stat>_ci_low``/``_ci_high`` columns).
 
-    Every check (arguments, columns, value types, nulls, duplicated public groups, empty table)
-    raises ``ValueError`` before any noise is drawn.
+    Returns:
+      A :class:`TableRelease`: the released table and the exact (ε, δ) of the release.
+
+    Raises:
+      ValueError: every check (the arguments, as :func:`validate`; the key; the columns, value types, nulls,
+        duplicated public groups, an empty table) raises before any noise is drawn.
+
+    References:
+      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
+      Theoretical Computer Science 9 (2014), Claim 3.9 (the quantile's report noisy max); docs/tables.md
+      (bounding, selection and the budget split).
     """
     req = validate(
         by,
@@ -603,13 +747,27 @@ def release(
 
 
 def release_file(key, path, *, by, statistics, **options) -> TableRelease:
-    """:func:`release` of a CSV or Parquet file — the command line's entry point: ``path`` a file
-    (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input; ``by`` a column
-    name or a comma-separated list, ``statistics`` statistics or their spellings
-    (``"count"``, ``"sum:steps:0:20000"``, ``"quantile:steps:0.5:0:20000"``; a comma-separated
-    string for several; a name holding a comma double-quoted as in CSV, ``'"a,b",c'``,
-    :func:`dpjax.table.statistics.split`); ``groups`` may be the path of a CSV/Parquet file of public keys.
-    Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`)."""
+    """:func:`release` of a CSV or Parquet file — the command line's entry point.
+
+    Only the columns the release uses are read, in record batches (:mod:`dpjax.table.data`).
+
+    Args:
+      key: a Threefry PRNG key, consumed once.
+      path: a file (CSV, or Parquet by its extension) or ``"-"``, CSV text on standard input.
+      by: a column name or a comma-separated list of them (or a list).
+      statistics: statistics or their spellings (``"count"``, ``"sum:steps:0:20000"``,
+        ``"quantile:steps:0.5:0:20000"``; a comma-separated string for several; a name holding a comma
+        double-quoted as in CSV, ``'"a,b",c'``, :func:`dpjax.table.statistics.split`).
+      **options: the other keyword arguments of :func:`release`; ``groups`` may be the path of a CSV/Parquet
+        file of public keys.
+
+    Returns:
+      The :class:`TableRelease`.
+
+    Raises:
+      ValueError: a quote left open in ``by`` or ``statistics``, a statistic's spelling not understood, or
+        any refusal of :func:`release`.
+    """
     from dpjax.table.statistics import parse, split
 
     if isinstance(by, str):

@@ -36,11 +36,19 @@ __all__ = ["candidates", "threshold", "selection_delta", "tail_point"]
 
 
 def candidates(agg: dict) -> np.ndarray:
-    """The indices of the selection's candidate groups: exactly those with at least one kept row
-    after contribution bounding (``agg["units"] > 0``). A group seen in the data whose rows were all
-    dropped by the bounding is no candidate: else one unit with rows in many groups would add a
-    chance of release to each of them, beyond the ``max_groups_per_unit`` the privacy argument
-    counts."""
+    """The indices of the selection's candidate groups.
+
+    Exactly those with at least one kept row after contribution bounding (``agg["units"] > 0``). A group seen in
+    the data whose rows were all dropped by the bounding is no candidate: else one unit with rows in many groups
+    would add a chance of release to each of them, beyond the ``max_groups_per_unit`` the privacy argument
+    counts.
+
+    Args:
+      agg: the integer aggregates (:func:`dpjax.table.aggregate.aggregate`).
+
+    Returns:
+      int64 array of group indices, increasing.
+    """
     return np.flatnonzero(agg["units"] > 0)
 
 
@@ -58,16 +66,36 @@ def _log_tail(kernel, x):
 
 
 def threshold(kernel, max_groups: int, delta_share: float) -> float:
-    """The smallest threshold ``τ`` (to 1e-9 relative) with ``a/(1 − a) ≤ delta_share``,
-    ``a = K · Pr[1 + Z > τ]``:
-    a doubling bracket, then grids of 1024 points (three rounds narrow it 1e9-fold). A pure function
-    of its arguments: remembered, so repeated releases of one configuration search once."""
+    """The smallest threshold ``τ`` (to 1e-9 relative) with ``a/(1 − a) ≤ delta_share``, ``a = K · Pr[1 + Z > τ]``.
+
+    A doubling bracket, then grids of 1024 points (:func:`tail_point`). A pure function of its arguments:
+    remembered, so repeated releases of one configuration search once.
+
+    Args:
+      kernel: the unit count's noise (a kernel at its calibrated scale).
+      max_groups: ``K``, the contribution bound.
+      delta_share: the δ the selection may spend.
+
+    Returns:
+      ``τ``, a float.
+
+    References:
+      Desfontaines, Voss, Gipson, Mandayam, "Differentially private partition selection", PoPETs 2022, §3.
+    """
     key = ("threshold", *kernel_key(kernel), int(max_groups), float(delta_share))
     return remembered(key, lambda: 1.0 + tail_point(kernel, math.log(delta_share / (1 + delta_share) / max_groups)))
 
 
 def tail_point(kernel, log_mass: float) -> float:
-    """The smallest ``x ≥ 0`` (to 1e-9 relative) with ``log Pr[Z > x] ≤ log_mass`` for the kernel's noise ``Z``."""
+    """The smallest ``x ≥ 0`` (to 1e-9 relative) with ``log Pr[Z > x] ≤ log_mass`` for the kernel's noise ``Z``.
+
+    Args:
+      kernel: a kernel.
+      log_mass: the tail mass's logarithm (negative).
+
+    Returns:
+      ``x``, a float.
+    """
     hi = 1.0
     while float(_log_tail(kernel, hi)) > log_mass:
         hi *= 2
@@ -80,8 +108,22 @@ def tail_point(kernel, log_mass: float) -> float:
 
 
 def selection_delta(kernel, tau: float, max_groups: int) -> float:
-    """``δ_sel = a/(1 − a)``, ``a = K · Pr[1 + Z > τ]``: what selection adds to the release's δ (remembered, like
-    the threshold)."""
+    """``δ_sel = a/(1 − a)``, ``a = K · Pr[1 + Z > τ]``: what selection adds to the release's δ.
+
+    Remembered, like the threshold.
+
+    Args:
+      kernel: the unit count's noise.
+      tau: the threshold.
+      max_groups: ``K``, the contribution bound.
+
+    Returns:
+      ``δ_sel``, a float (``inf`` when ``a ≥ 1``).
+
+    References:
+      Desfontaines, Voss, Gipson, Mandayam, "Differentially private partition selection", PoPETs 2022, §3
+      (the module docstring has the argument).
+    """
     key = ("selection_delta", *kernel_key(kernel), float(tau), int(max_groups))
 
     def compute():

@@ -160,10 +160,29 @@ def _to_arrow(df) -> pa.Table:
 
 
 def spark_aggregates(req, df, public, bound_key, local_aggregates):
-    """``(keys, group hashes, aggregates)`` of a Spark DataFrame, as the local backend gives them;
-    ``local_aggregates(req, table, public, bound_key)`` is the local backend itself, run on each
-    bucket (passed in by :func:`dpjax.table.release.release`, so that this module does not import
-    its caller)."""
+    """The group keys, their hashes and the integer aggregates of a Spark DataFrame, as the local backend gives them.
+
+    Bounding and aggregation run in Spark, each bucket of rows by the local backend itself; the checks are
+    observed on the rows as the release's job reads them, before any noise is drawn.
+
+    Args:
+      req: the validated :class:`~dpjax.table.release.Request`.
+      df: a ``pyspark.sql.DataFrame``.
+      public: the public groups (a pyarrow Table of keys), or ``None`` for private selection.
+      bound_key: the key pair of the bounding draws (:meth:`dpjax.table.keys.KeyWords.bounding`).
+      local_aggregates: ``local_aggregates(req, table, public, bound_key)``, the local backend, run on each
+        bucket (passed in by :func:`dpjax.table.release.release`, so that this module does not import its
+        caller).
+
+    Returns:
+      ``(keys, group hashes, aggregates)``: a pyarrow Table of the group keys, ``uint32[G, 2]`` and
+      ``{name: int64 array over the groups}``.
+
+    Raises:
+      ValueError: an unknown or non-numeric column, nulls or NaN in a value or unit column, an empty table,
+        public groups of another type than the key column.
+      WorkerError: Spark's Python workers lack pyarrow or dpjax, or run another dpjax.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema

@@ -57,11 +57,18 @@ _FRACTION_BITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class Component:
-    """One noisy measurement per group: ``name`` (an aggregate), per-group sensitivity ``s``,
-    ``multiplicity`` (elements per group one unit moves), ``elements`` (noisy elements per group),
-    ``norm`` (the size of the values it measures, for the budget split: its error counts relative to
-    ``n·norm``), ``noisy_max`` (a report-noisy-max selection among ``elements`` candidates, pure ε,
-    instead of an additive measurement)."""
+    """One noisy measurement per group, with what the budget split needs to know of it.
+
+    Attributes:
+      name: the aggregate measured (``"rows"``, ``"units"``, ``"sum:…"``, ``"centred:…"``, ``"squares:…"``,
+        ``"rank:…"``; :func:`component_label` spells it for a reader).
+      sensitivity: the per-group sensitivity ``s``: how far adding or removing one unit moves one element.
+      multiplicity: how many of its elements per group one unit can move, each by at most ``s``.
+      elements: noisy elements per group (the candidates of a noisy max).
+      norm: the size of the values it measures, for the budget split: its error counts relative to ``n·norm``.
+      noisy_max: a report-noisy-max selection among ``elements`` candidates (pure ε) instead of an additive
+        measurement.
+    """
 
     name: str
     sensitivity: float
@@ -87,8 +94,21 @@ VARIANCE_ROWS_WEIGHT = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class Statistic:
-    """A statistic of a table release; build with :func:`count`, :func:`count_units`,
-    :func:`sum`, :func:`mean`, :func:`variance`, :func:`quantile`."""
+    """A statistic of a table release.
+
+    Build one with :func:`count`, :func:`count_units`, :func:`sum`, :func:`mean`, :func:`variance` or
+    :func:`quantile` (they validate their arguments); the methods below are what the release asks of it.
+    Methods taking ``integer`` answer for an integer-valued kernel (``True``: integer centre and steps) or a
+    continuous one.
+
+    Attributes:
+      kind: ``"count"``, ``"count_units"``, ``"sum"``, ``"mean"``, ``"variance"`` or ``"quantile"``.
+      column: the column aggregated (``None`` for the counts).
+      low: the clipping bound below (``None`` for the counts).
+      high: the clipping bound above (``None`` for the counts).
+      q: the quantile's level in [0, 1] (``None`` for the others).
+      depth: the quantile's tree depth: ``2**depth + 1`` candidates.
+    """
 
     kind: str
     column: str | None = None
@@ -112,31 +132,79 @@ class Statistic:
         return (self.column, float(self.low), float(self.high))
 
     def centre(self, integer: bool) -> float:
+        """``mid``: the middle of ``[low, high]``, rounded down to an integer for integer-valued kernels.
+
+        Args:
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          The centre, a float.
+        """
         mid = (self.low + self.high) / 2
         return float(math.floor(mid)) if integer else mid
 
     def radius(self, integer: bool) -> float:
+        """``r = max(mid − low, high − mid)``: how far a clipped value lies from the centre at most.
+
+        Args:
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          The radius, a float.
+        """
         c = self.centre(integer)
         return max(c - self.low, self.high - c)
 
     def unit(self, integer: bool) -> float:
-        """The integer step ``u`` of the stored clipped values."""
+        """The integer step ``u`` of the stored clipped values (``a = round((x − low)/u)``).
+
+        Args:
+          integer: whether the kernel is integer-valued (then ``u = 1``).
+
+        Returns:
+          ``u``, a float.
+        """
         return 1.0 if integer else (self.high - self.low) / 2.0**_FRACTION_BITS
 
     def square_unit(self, integer: bool) -> float:
+        """The integer step ``v`` of the stored squares ``(x − mid)²`` (``v = r²/2**32``, or 1 for integer values).
+
+        Args:
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          ``v``, a float.
+        """
         return 1.0 if integer else self.radius(integer) ** 2 / 2.0**_FRACTION_BITS
 
     def square_centre(self, integer: bool) -> float:
-        """``h``: the centre of the squares ``(x − mid)² ∈ [0, r²]``, ``r²/2`` (rounded down for integer values;
-        on the stored lattice of squares ``2**31`` steps), so that ``|(x − mid)² − h| ≤ r² − h``."""
+        """``h``: the centre of the squares ``(x − mid)² ∈ [0, r²]``.
+
+        ``r²/2`` (rounded down for integer values; on the stored lattice of squares ``2**31`` steps), so that
+        ``|(x − mid)² − h| ≤ r² − h``.
+
+        Args:
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          ``h``, a float.
+        """
         r2 = self.radius(integer) ** 2
         return float(math.floor(r2 / 2)) if integer else r2 / 2
 
     # -- what is released ------------------------------------------------------------------
     def components(self, max_rows: int, integer: bool, with_rows: bool = False) -> list[Component]:
-        """The noisy measurements of this statistic (sensitivities for ``max_rows`` rows per group).
-        ``with_rows``: the release measures the row count anyway (a ``count``, ``mean`` or ``variance``):
-        a sum is then the centred sum plus ``mid`` times the noisy row count, else its own measurement."""
+        """The noisy measurements of this statistic.
+
+        Args:
+          max_rows: the contribution bound ``M`` of rows per group (the sensitivities scale with it).
+          integer: whether the kernel is integer-valued.
+          with_rows: the release measures the row count anyway (a ``count``, ``mean`` or ``variance``): a sum is
+            then the centred sum plus ``mid`` times the noisy row count, else its own measurement.
+
+        Returns:
+          A list of :class:`Component`, in the order :meth:`finish` reads the noisy values.
+        """
         m = max_rows
         rows = Component("rows", m, 1)
         if self.kind == "count":
@@ -165,8 +233,17 @@ class Statistic:
         ]
 
     def error_weights(self, integer: bool, with_rows: bool = False) -> list[float]:
-        """How much each measurement's noise (relative to ``n·norm``) weighs in this statistic's relative
-        variance, measurement by measurement (the budget split's model: values of size ``r`` about ``mid``)."""
+        """How much each measurement's noise (relative to ``n·norm``) weighs in this statistic's relative variance.
+
+        The budget split's model: values of size ``r`` about ``mid``.
+
+        Args:
+          integer: whether the kernel is integer-valued.
+          with_rows: as in :meth:`components`.
+
+        Returns:
+          One weight per component of :meth:`components`, in its order.
+        """
         if self.kind == "sum" and with_rows:
             return [(self.centre(integer) / self.radius(integer)) ** 2, 1.0]  # sum = Σ(x − mid) + mid·rows
         if self.kind == "mean":  # mean − mid = Σ(x − mid)/rows: rows' error weighs (mean − mid)²/r², ≈ 1/3
@@ -176,7 +253,15 @@ class Statistic:
         return [1.0]
 
     def finish(self, noisy: list[np.ndarray], integer: bool) -> np.ndarray:
-        """The released column from the noisy measurements (post-processing only)."""
+        """The released column from the noisy measurements (post-processing only).
+
+        Args:
+          noisy: the noisy values of :meth:`components`, one array over the groups each, in its order.
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          The released values, one per group (means clipped to ``[low, high]``, variances to ``[0, r²]``).
+        """
         if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
             return noisy[0]
         if self.kind == "sum":
@@ -190,8 +275,18 @@ class Statistic:
         return np.clip(second - mean**2, 0.0, r * r)
 
     def interval(self, noisy: list[np.ndarray], half: list[float], integer: bool):
-        """``(low, high)``: the values of this statistic over the box of measurements ``noisy ± half`` (each
-        measurement within its half-width), a post-processing of the released values only."""
+        """The values of this statistic over the box of measurements ``noisy ± half``.
+
+        Each measurement within its half-width; a post-processing of the released values only.
+
+        Args:
+          noisy: the noisy values of :meth:`components`, one array over the groups each.
+          half: each measurement's half-width, in the same order.
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          ``(low, high)``: arrays over the groups (the whole range where the noisy count may be about 0).
+        """
         if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
             return noisy[0] - half[0], noisy[0] + half[0]
         if self.kind == "sum":
@@ -229,8 +324,18 @@ class Statistic:
         return lo, hi
 
     def std(self, noisy: list[np.ndarray], std: list[float], integer: bool) -> np.ndarray:
-        """The noise's standard deviation in the released value (delta method for mean and variance, from
-        released values only)."""
+        """The noise's standard deviation in the released value.
+
+        The delta method for mean and variance, from released values only.
+
+        Args:
+          noisy: the noisy values of :meth:`components`, one array over the groups each.
+          std: each measurement's noise standard deviation, in the same order.
+          integer: whether the kernel is integer-valued.
+
+        Returns:
+          One standard deviation per group.
+        """
         if self.kind in ("count", "count_units") or (self.kind == "sum" and len(noisy) == 1):
             return np.full(len(noisy[0]), std[0])
         if self.kind == "sum":
@@ -252,8 +357,17 @@ _COMPONENT_WORDS = {
 
 
 def component_label(name: str) -> str:
-    """A reader's label for a component name of :meth:`Statistic.components` (``"sum:('steps', -2.0, 2.0)"`` →
-    ``"sum of steps in [-2, 2]"``); names without a column (``rows``, ``units``, ``selection``) as they are."""
+    """A reader's label for a component name of :meth:`Statistic.components`.
+
+    ``"sum:('steps', -2.0, 2.0)"`` → ``"sum of steps in [-2, 2]"``; names without a column (``rows``,
+    ``units``, ``selection``) are returned as they are.
+
+    Args:
+      name: a :attr:`Component.name`.
+
+    Returns:
+      The label, a string.
+    """
     kind, _, rest = name.partition(":")
     if kind not in _COMPONENT_WORDS:
         return name
@@ -285,35 +399,104 @@ def _bounds(name, low, high):
 
 
 def count() -> Statistic:
-    """The number of (kept) rows per group."""
+    """The number of (kept) rows per group.
+
+    Returns:
+      A :class:`Statistic` (output column ``count``).
+    """
     return Statistic("count")
 
 
 def count_units() -> Statistic:
-    """The number of privacy units per group."""
+    """The number of privacy units per group.
+
+    Returns:
+      A :class:`Statistic` (output column ``count_units``).
+    """
     return Statistic("count_units")
 
 
 def sum(column: str, low: float, high: float) -> Statistic:  # noqa: A001 - the contract's name
-    """The sum of ``column`` per group, each value clipped to ``[low, high]``."""
+    """The sum of ``column`` per group, each value clipped to ``[low, high]``.
+
+    Args:
+      column: the column's name.
+      low: the clipping bound below (finite).
+      high: the clipping bound above (finite, above ``low``).
+
+    Returns:
+      A :class:`Statistic` (output column ``sum_<column>``).
+
+    Raises:
+      ValueError: ``column`` not a non-empty string; ``low`` or ``high`` not a finite number, or
+        ``low >= high``.
+    """
     _column("sum", column)
     return Statistic("sum", column, *_bounds(f"sum({column!r})", low, high))
 
 
 def mean(column: str, low: float, high: float) -> Statistic:
-    """The mean of ``column`` per group (values clipped to ``[low, high]``)."""
+    """The mean of ``column`` per group (values clipped to ``[low, high]``).
+
+    Args:
+      column: the column's name.
+      low: the clipping bound below (finite).
+      high: the clipping bound above (finite, above ``low``).
+
+    Returns:
+      A :class:`Statistic` (output column ``mean_<column>``).
+
+    Raises:
+      ValueError: ``column`` not a non-empty string; ``low`` or ``high`` not a finite number, or
+        ``low >= high``.
+    """
     _column("mean", column)
     return Statistic("mean", column, *_bounds(f"mean({column!r})", low, high))
 
 
 def variance(column: str, low: float, high: float) -> Statistic:
-    """The (population) variance of ``column`` per group (values clipped to ``[low, high]``)."""
+    """The (population) variance of ``column`` per group (values clipped to ``[low, high]``).
+
+    Args:
+      column: the column's name.
+      low: the clipping bound below (finite).
+      high: the clipping bound above (finite, above ``low``).
+
+    Returns:
+      A :class:`Statistic` (output column ``variance_<column>``).
+
+    Raises:
+      ValueError: ``column`` not a non-empty string; ``low`` or ``high`` not a finite number, or
+        ``low >= high``.
+    """
     _column("variance", column)
     return Statistic("variance", column, *_bounds(f"variance({column!r})", low, high))
 
 
 def quantile(column: str, q: float, low: float, high: float, *, depth: int = 10) -> Statistic:
-    """The ``q``-quantile of ``column`` per group on ``[low, high]`` (resolution ``(high − low)/2**depth``)."""
+    """The ``q``-quantile of ``column`` per group on ``[low, high]``.
+
+    A report-noisy-max over the ``2**depth + 1`` edges of ``[low, high]`` cut into equal leaves (module
+    docstring), so the resolution is ``(high − low)/2**depth``.
+
+    Args:
+      column: the column's name.
+      q: the level, in [0, 1].
+      low: the lower end of the candidates (finite).
+      high: the upper end of the candidates (finite, above ``low``).
+      depth: an integer in [1, 20].
+
+    Returns:
+      A :class:`Statistic` (output column ``quantile_<q>_<column>``).
+
+    Raises:
+      ValueError: ``column`` not a non-empty string; ``q`` outside [0, 1]; ``depth`` not an integer in
+        [1, 20]; ``low`` or ``high`` not a finite number, or ``low >= high``.
+
+    References:
+      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
+      Theoretical Computer Science 9 (2014), Claim 3.9 (report noisy max).
+    """
     _column("quantile", column)
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile({column!r}): q must be in [0, 1], got {q!r}")
@@ -323,9 +506,16 @@ def quantile(column: str, q: float, low: float, high: float, *, depth: int = 10)
 
 
 def split(text: str) -> list[str]:
-    """The items of a comma-separated list of the command line, quoted as in CSV: a double-quoted
-    stretch keeps its commas (``"a,b",c`` → ``a,b`` and ``c``; ``sum:"a,b":0:9`` → ``sum:a,b:0:9``), and
-    ``""`` inside it is one quote; items are stripped, empty ones dropped.
+    """The items of a comma-separated list of the command line, quoted as in CSV.
+
+    A double-quoted stretch keeps its commas (``"a,b",c`` → ``a,b`` and ``c``; ``sum:"a,b":0:9`` →
+    ``sum:a,b:0:9``), and ``""`` inside it is one quote; items are stripped, empty ones dropped.
+
+    Args:
+      text: the flag's value.
+
+    Returns:
+      The items, a list of strings.
 
     Raises:
       ValueError: a quote left open.
@@ -353,9 +543,21 @@ def split(text: str) -> list[str]:
 
 
 def parse(spec: str) -> Statistic:
-    """A statistic from its command-line spelling: ``count``, ``count_units``,
-    ``sum:COL:LOW:HIGH``, ``mean:COL:LOW:HIGH``, ``variance:COL:LOW:HIGH``, ``quantile:COL:Q:LOW:HIGH``
-    (the numbers are the last fields, so ``COL`` may hold colons; commas by quoting, :func:`split`)."""
+    """A statistic from its command-line spelling.
+
+    ``count``, ``count_units``, ``sum:COL:LOW:HIGH``, ``mean:COL:LOW:HIGH``, ``variance:COL:LOW:HIGH``,
+    ``quantile:COL:Q:LOW:HIGH`` (the numbers are the last fields, so ``COL`` may hold colons; commas by
+    quoting, :func:`split`).
+
+    Args:
+      spec: one item of the ``--statistic`` list.
+
+    Returns:
+      The :class:`Statistic`.
+
+    Raises:
+      ValueError: an unknown spelling, or the statistic's own refusal, quoting ``spec``.
+    """
     parts = str(spec).strip().split(":")
     kind, args = parts[0], parts[1:]
     try:

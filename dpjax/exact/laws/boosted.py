@@ -1,6 +1,7 @@
-"""The boosted sampler of the exact tier (:mod:`dpjax.exact.sampler`): PB-DP over the discrete Gaussian or discrete
-Laplace with an absolute-error region, one word per record against the exact inverse-CDF table of the boosted |N|
-(:func:`dpjax.exact.pb_icdf`), completed by :func:`~dpjax.exact.exact_boosted_record`.
+"""The boosted sampler of the exact tier (:mod:`dpjax.exact.sampler`).
+
+PB-DP over the discrete Gaussian or discrete Laplace with an absolute-error region: one word per record against
+the exact inverse-CDF table of the boosted |N| (:func:`pb_icdf`), completed by :func:`exact_boosted_record`.
 """
 
 from __future__ import annotations
@@ -93,9 +94,17 @@ def _pb_cdf_bounds(spec, k, prec):
 
 @functools.lru_cache(maxsize=16)
 def pb_icdf(spec):
-    """T[k] = ⌊2^63 P(|N| ≤ k)⌋ of the boosted discrete law ``spec`` (:func:`_pb_sums`) for k = 0 .. K − 1, K the
-    first k with P(|N| > k) < 2^-40 certain (or with P(|N| ≤ k) = 1 exactly: T = 2^63, above every 63-bit word);
-    each floor certain (precision doubled where a bound straddles an integer)."""
+    """The inverse-CDF table of the boosted |N|: T[k] = ⌊2^63 P(|N| ≤ k)⌋ for k = 0 .. K − 1.
+
+    K is the first k with P(|N| > k) < 2^-40 certain (or with P(|N| ≤ k) = 1 exactly: T = 2^63, above every 63-bit
+    word); each floor certain (precision doubled where a bound straddles an integer).
+
+    Args:
+      spec: the boosted law (:func:`boosted_spec`; its fields in :func:`_pb_sums`).
+
+    Returns:
+      uint64 ``[K]``.
+    """
     prec = table_samplers.ICDF_PREC
     while True:
         c_lo, c_hi, s_lo, s_hi = _pb_sums_cached(spec, prec)
@@ -118,29 +127,57 @@ def pb_icdf(spec):
 
 @functools.lru_cache(maxsize=16)
 def pb_guide(spec):
-    """:func:`level_guide` of :func:`pb_icdf`'s table."""
+    """:func:`~dpjax.exact.table_samplers.level_guide` of :func:`pb_icdf`'s table.
+
+    Args:
+      spec: the boosted law (:func:`boosted_spec`).
+
+    Returns:
+      ``(guide, depth)``.
+    """
     return level_guide(pb_icdf(spec))
 
 
 def boosted_code(words, n, spec):
-    """PB-DP noise over a discrete kernel (``spec``: :func:`_pb_sums`) for ``n`` records, packed like
-    :func:`laplace_code`, from one word per record: the boosted law of N is symmetric (the region |N| ≤ radius
-    and both kernels are), so |N| is one inverse-CDF look-up of the exact table :func:`pb_icdf` and the word's
-    top bit the sign — the three-component mixture (below / inside / above, weights keep·P_lo, P_in,
-    keep·P_hi) in one comparison chain, with no rejection. Ties and words past the table are flagged for
-    :func:`exact_boosted_record`."""
+    """PB-DP noise over a discrete kernel from one word per record, as packed codes (z = code >> 8, flagged = code & 1).
+
+    The boosted law of N is symmetric (the region |N| ≤ radius and both kernels are), so |N| is one inverse-CDF
+    look-up of the exact table :func:`pb_icdf` and the word's top bit the sign — the three-component mixture
+    (below / inside / above, weights keep·P_lo, P_in, keep·P_hi) in one comparison chain, with no rejection. Ties
+    and words past the table are flagged for :func:`exact_boosted_record`.
+
+    Args:
+      words: the records' word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      n: the number of records (unused: the words' records say it).
+      spec: the boosted law (:func:`boosted_spec`).
+
+    Returns:
+      int64 codes, one per record.
+    """
     del n
     return _symmetric_code(words, pb_icdf(spec), *pb_guide(spec))
 
 
 def exact_boosted_record(word, spec):
-    """The host's exact version of :func:`boosted_code` for one record's word stream."""
+    """The host's exact version of :func:`boosted_code` for one record's word stream.
+
+    Args:
+      word: ``word(j)``, the record's word j (ints in [0, 2^64)).
+      spec: the boosted law (:func:`boosted_spec`).
+
+    Returns:
+      The noise, an int.
+    """
     return _symmetric_record(word, pb_icdf(spec), lambda prec, k: _pb_cdf_bounds(spec, k, prec))
 
 
 @dataclasses.dataclass(frozen=True)
 class BoostedTable(IntegerSampler):
-    """The boosted discrete law ``spec`` (:func:`boosted_spec`), one word per record."""
+    """The boosted discrete law ``spec`` (:func:`boosted_spec`), one word per record.
+
+    Attributes:
+      spec: the boosted law.
+    """
 
     spec: tuple
 
@@ -156,8 +193,16 @@ class BoostedTable(IntegerSampler):
 
 
 def boosted_spec(mech):
-    """The static description of a boosted law for :func:`pb_icdf` (exact rationals from float64s): the
-    keep probability is the float64 exp(log(1 − q)) of the accountant's formulas."""
+    """The static description of a boosted law for :func:`pb_icdf` (exact rationals from float64s).
+
+    The keep probability is the float64 exp(log(1 − q)) of the accountant's formulas.
+
+    Args:
+      mech: a :class:`~dpjax.boosting.PrivacyBoosted` over a discrete kernel with an absolute-error region.
+
+    Returns:
+      ``(squared, scale_num, scale_den, radius, keep_num, keep_log2den)`` (:func:`_pb_sums`).
+    """
     with jax.enable_x64(True):
         keep = float(jnp.exp(jnp.asarray(mech.log1m_boosting_rate, jnp.float64)))
     squared = mech.kernel.exact_lattice().sampler.squared
@@ -169,8 +214,10 @@ def boosted_spec(mech):
 
 
 class BoostedSampler(LatticeSampler):
-    """The boosted law of a PrivacyBoosted mechanism (the lattice's noise), at one scale: its answers are checked by
-    the mechanism (``validate_values``)."""
+    """The boosted law of a PrivacyBoosted mechanism (the lattice's noise), at one scale.
+
+    Its answers are checked by the mechanism (``validate_values``).
+    """
 
     checks_values = True
 

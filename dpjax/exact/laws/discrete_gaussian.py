@@ -44,7 +44,19 @@ __all__ = [
 
 
 def threefry_gaussian(words, n, nvar, bits=None):
-    """:func:`gaussian_code` on :class:`~dpjax.exact.bits.ThreefryWords`, completed like :func:`threefry_laplace`."""
+    """:func:`gaussian_code` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records completed on the host.
+
+    Completed like :func:`~dpjax.exact.laws.discrete_laplace.threefry_laplace` (jit-able).
+
+    Args:
+      words: the records' :class:`~dpjax.exact.bits.ThreefryWords`.
+      n: the number of records.
+      nvar: the integer variance parameter n of pmf ∝ exp(−z²/(2n)).
+      bits: unused (the discrete Laplace's signature).
+
+    Returns:
+      int64 noise ``[n]``.
+    """
     return _threefry_complete(
         words, gaussian_code(words, n, nvar, bits), lambda w: exact_gaussian_record(w, nvar, bits)
     )
@@ -90,9 +102,17 @@ _dg_sums_cached = functools.lru_cache(maxsize=8)(_dg_sums)
 
 @functools.lru_cache(maxsize=16)
 def dg_icdf(nvar):
-    """T[k] = ⌊2^63 P(|Z| ≤ k)⌋ for k = 0 .. K − 1, Z the discrete Gaussian with pmf ∝ exp(−z²/(2n)), n = nvar,
-    K the first k with P(|Z| > k) < 2^-ICDF_TAIL; each floor certain (bounds of :func:`_dg_sums`, precision
-    doubled where an interval straddles an integer)."""
+    """The inverse-CDF table of |Z|: T[k] = ⌊2^63 P(|Z| ≤ k)⌋ for k = 0 .. K − 1.
+
+    Z the discrete Gaussian with pmf ∝ exp(−z²/(2n)), n = nvar, K the first k with P(|Z| > k) < 2^-ICDF_TAIL; each
+    floor certain (bounds of :func:`_dg_sums`, precision doubled where an interval straddles an integer).
+
+    Args:
+      nvar: the integer variance parameter n.
+
+    Returns:
+      uint64 ``[K]``.
+    """
     n = int(nvar)
     prec = table_samplers.ICDF_PREC
     while True:
@@ -113,27 +133,56 @@ def dg_icdf(nvar):
 
 @functools.lru_cache(maxsize=16)
 def dg_guide(nvar):
-    """:func:`level_guide` of :func:`dg_icdf`'s table."""
+    """:func:`~dpjax.exact.table_samplers.level_guide` of :func:`dg_icdf`'s table.
+
+    Args:
+      nvar: the integer variance parameter n.
+
+    Returns:
+      ``(guide, depth)``.
+    """
     return level_guide(dg_icdf(int(nvar)))
 
 
 def gaussian_code(words, n, nvar, bits=None):
-    """Discrete Gaussian (pmf ∝ exp(−z²/(2·nvar))) for ``n`` records, packed like :func:`laplace_code`
-    (z = code >> 8, flagged = code & 1), from one word per record.
+    """Discrete Gaussian (pmf ∝ exp(−z²/(2·nvar))) from one word per record, as packed codes.
+
+    Packed like :func:`~dpjax.exact.laws.discrete_laplace.laplace_code` (z = code >> 8, flagged = code & 1).
 
     Word 0 of a record: top bit s, low 63 bits v (the start of a uniform V ∈ [0, 1)). |Z| = min{k : V <
     F(k)}, F(k) = P(|Z| ≤ k), decided by v against T[k] = ⌊2^63 F(k)⌋ (:func:`dg_icdf`: v < T proves V < F,
     v > T proves V ≥ F); Z = −|Z| when s = 1. P(Z = ±k) = P(|Z| = k)/2 for k > 0: the exact law, with no
     rejection and no loop. Open cases (v equal to a threshold, or past the table, probability < 2^-40) are
     flagged for :func:`exact_gaussian_record`. A levelled guide (:func:`dg_guide`) leaves a few bisection
-    steps (two at the release's lattice variances 2^22 … 2^24)."""
+    steps (two at the release's lattice variances 2^22 … 2^24).
+
+    Args:
+      words: the records' word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      n: the number of records (unused: the words' records say it).
+      nvar: the integer variance parameter n.
+      bits: unused (the discrete Laplace's signature).
+
+    Returns:
+      int64 codes, one per record.
+    """
     del bits
     return _symmetric_code(words, dg_icdf(int(nvar)), *dg_guide(int(nvar)))
 
 
 def exact_gaussian_record(word, nvar, bits=None):
-    """The host's exact version of :func:`gaussian_code` for one record's word stream: every comparison of
-    V with F(k) decided with further words (``EXT_BASE + d``) against rigorous bounds of F(k)."""
+    """The host's exact version of :func:`gaussian_code` for one record's word stream.
+
+    Every comparison of V with F(k) is decided with further words (``EXT_BASE + d``) against rigorous bounds of
+    F(k).
+
+    Args:
+      word: ``word(j)``, the record's word j (ints in [0, 2^64)).
+      nvar: the integer variance parameter n.
+      bits: unused (the discrete Laplace's signature).
+
+    Returns:
+      The noise, an int.
+    """
     del bits
     return _symmetric_record(word, dg_icdf(int(nvar)), lambda prec, k: _dg_cdf_bounds(nvar, k, prec))
 
@@ -145,7 +194,11 @@ DG_TABLES_MAX = 1024
 
 @dataclasses.dataclass(frozen=True)
 class DiscreteGaussianTable(IntegerSampler):
-    """The discrete Gaussian of one variance parameter ``nvar`` (pmf ∝ exp(−z²/(2·nvar))), one word per record."""
+    """The discrete Gaussian of one variance parameter ``nvar`` (pmf ∝ exp(−z²/(2·nvar))), one word per record.
+
+    Attributes:
+      nvar: the integer variance parameter n.
+    """
 
     nvar: int
 
@@ -162,9 +215,14 @@ class DiscreteGaussianTable(IntegerSampler):
 
 @dataclasses.dataclass(frozen=True)
 class DiscreteGaussianTables(IntegerSampler):
-    """The discrete Gaussian of per-record variances: params (offset, length, table), record i's exact table
-    ``table[offset_i : offset_i + length_i]`` searched in ``depth`` bisection steps; ``nvar``: the records'
-    variances on the host (for the flagged records)."""
+    """The discrete Gaussian of per-record variances, each record searching its own exact table.
+
+    The params are (offset, length, table): record i's table is ``table[offset_i : offset_i + length_i]``.
+
+    Attributes:
+      depth: the bisection steps, covering the longest table.
+      nvar: the records' variances on the host (for the flagged records).
+    """
 
     depth: int
     nvar: np.ndarray = dataclasses.field(default=None, compare=False)
@@ -195,8 +253,23 @@ class DiscreteGaussianSampler(LatticeSampler):
         return DiscreteGaussianTable(int(param))
 
     def per_record(self, lat, param, shift, g, one_scale):
-        """Each record's |Z| by the exact table of its own variance (the one-scale release's), searched per record in
-        the concatenated tables: the one-scale map, whatever the other records' scales."""
+        """Each record's |Z| by the exact table of its own variance (the one-scale release's), searched per record.
+
+        The tables are concatenated: the one-scale map, whatever the other records' scales.
+
+        Args:
+          lat: the :class:`~dpjax.exact.ExactLattice`.
+          param: the lattice variances (numpy, the records' shape).
+          shift: unused (0).
+          g: the granularities (numpy, the records' shape).
+          one_scale: unused (every layout searches per record).
+
+        Returns:
+          ``(sampler, (offsets, lengths, table), g)``.
+
+        Raises:
+          ValueError: more than :data:`DG_TABLES_MAX` distinct variances.
+        """
         nvar, g = np.ascontiguousarray(param).reshape(-1), np.ascontiguousarray(g).reshape(-1)
         distinct, inverse = np.unique(nvar, return_inverse=True)
         if distinct.size > DG_TABLES_MAX:

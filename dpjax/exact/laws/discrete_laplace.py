@@ -122,8 +122,18 @@ class _Law:
 
 @functools.lru_cache(maxsize=64)
 def chunk_layout(t, shift, bits=CHUNK_BITS):
-    """(offsets, widths, m) of the chunks of G mod 2^m, m = max(0, ⌈log2 τ⌉ − ``DL_TABLE_LOG2``), split into
-    ⌈m/bits⌉ chunks of near-equal widths (no chunk wider than the law needs: short, well-spread tables)."""
+    """The chunks of G mod 2^m: ⌈m/bits⌉ chunks of near-equal widths, m = max(0, ⌈log2 τ⌉ − ``DL_TABLE_LOG2``).
+
+    No chunk is wider than the law needs: short, well-spread tables.
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``(offsets, widths, m)``.
+    """
     t, shift = int(t), int(shift)
     m = max(0, (t - 1).bit_length() - shift - DL_TABLE_LOG2)  # ⌈log2 t⌉ − shift − DL_TABLE_LOG2
     k = -(-m // bits)
@@ -133,7 +143,16 @@ def chunk_layout(t, shift, bits=CHUNK_BITS):
 
 @functools.lru_cache(maxsize=64)
 def dl_tables(t, shift, bits=CHUNK_BITS):
-    """The chunk thresholds ⌊2^64 F_j(c)⌋ for τ = t/2^shift: a tuple of uint64 [2^w_j − 1], one per chunk."""
+    """The chunk thresholds ⌊2^64 F_j(c)⌋ for τ = t/2^shift.
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      A tuple of uint64 ``[2^w_j − 1]``, one per chunk.
+    """
     t, shift = int(t), int(shift)
     law = _Law(t, shift)
     offsets, widths, _ = chunk_layout(t, shift, bits)
@@ -174,8 +193,19 @@ def _dl_tail_chain(t, shift, m, prec):
 
 @functools.lru_cache(maxsize=64)
 def dl_icdf(t, shift, bits=CHUNK_BITS):
-    """T[j] = ⌊2^63 P(J ≤ j)⌋ for j = 0 .. K − 1 (J: 0 for Z = 0, H + 1 otherwise), K the first j with
-    P(J > j) < 2^-_DL_TAIL; each floor certain (precision doubled where a bound straddles an integer)."""
+    """J's inverse-CDF table: T[j] = ⌊2^63 P(J ≤ j)⌋ for j = 0 .. K − 1.
+
+    J is 0 for Z = 0, H + 1 otherwise; K the first j with P(J > j) < 2^-_DL_TAIL. Each floor is certain
+    (precision doubled where a bound straddles an integer).
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      uint64 ``[K]``.
+    """
     m = chunk_layout(t, shift, bits)[2]
     prec = 128
     while True:
@@ -196,8 +226,19 @@ def _dl_cdf_bounds(t, shift, m, j, prec):
 
 @functools.lru_cache(maxsize=64)
 def guides(t, shift, bits=CHUNK_BITS):
-    """(guide int32 [nchunks, 2^GUIDE_BITS + 1], depths): guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and,
-    per chunk, the binary-search depth that covers its widest bucket (a few steps instead of ``bits``)."""
+    """The chunks' guide tables and search depths.
+
+    guide[k] = #{c : T_c < k 2^(64 − GUIDE_BITS)} and, per chunk, the binary-search depth that covers its widest
+    bucket (a few steps instead of ``bits``).
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``(guide, depths)``: int32 ``[nchunks, 2^GUIDE_BITS + 1]`` and a tuple of ints.
+    """
     ct = dl_tables(t, shift, bits)
     starts = np.arange(1 << GUIDE_BITS, dtype=np.uint64) << np.uint64(64 - GUIDE_BITS)
     g = np.array([np.append(np.searchsorted(row, starts, side="left"), row.size) for row in ct], np.int32)
@@ -206,28 +247,72 @@ def guides(t, shift, bits=CHUNK_BITS):
 
 
 def discrete_laplace_fast(words, n, t, shift, bits=CHUNK_BITS):
-    """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``: (z int64 [n],
-    flagged bool [n]); the flagged records must be completed by :func:`resolve_on_host`."""
+    """Discrete Laplace of scale t/2^shift for ``n`` records from ``words(j, records)``.
+
+    Args:
+      words: the records' word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      n: the number of records.
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``(z, flagged)``: int64 ``[n]`` and bool ``[n]``; the flagged records must be completed by
+      :func:`resolve_on_host`.
+    """
     code = laplace_code(words, n, t, shift, bits)
     return code >> 8, (code & 1) == 1
 
 
 def laplace_code(words, n, t, shift, bits=CHUNK_BITS):
-    """:func:`discrete_laplace_fast` packed in one int64 per record (one fused output): z = code >> 8,
-    flagged = code & 1. Word 0 of a record gives the sign and J, word 1 + j chunk j (see the module
-    docstring); no rejection, no loop."""
+    """:func:`discrete_laplace_fast` packed in one int64 per record (one fused output).
+
+    z = code >> 8, flagged = code & 1. Word 0 of a record gives the sign and J, word 1 + j chunk j (see the
+    module docstring); no rejection, no loop.
+
+    Args:
+      words: the records' word source.
+      n: the number of records (unused: the words' records say it).
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      int64 codes, one per record.
+    """
     del n
     return _pack(*laplace_noise(words, t, shift, bits))
 
 
 def laplace_noise_dtype(t, shift, bits=CHUNK_BITS):
-    """The dtype of :func:`laplace_noise`'s z: int32 where every table-decided |Z| ≤ K 2^m is below 2^30."""
+    """The dtype of :func:`laplace_noise`'s z: int32 where every table-decided |Z| ≤ K 2^m is below 2^30.
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``jnp.int32`` or ``jnp.int64``.
+    """
     return jnp.int32 if dl_icdf(t, shift, bits).size << chunk_layout(t, shift, bits)[2] < 1 << 30 else jnp.int64
 
 
 def laplace_noise(words, t, shift, bits=CHUNK_BITS):
-    """:func:`discrete_laplace_fast` unpacked and in 32-bit lanes: (z, flagged), z int32 where |Z| < 2^30
-    certainly (every table-decided draw: J < K and the chunks below 2^m give |Z| ≤ K 2^m), else int64."""
+    """:func:`discrete_laplace_fast` unpacked and in 32-bit lanes.
+
+    z is int32 where |Z| < 2^30 certainly (every table-decided draw: J < K and the chunks below 2^m give
+    |Z| ≤ K 2^m), else int64 (:func:`laplace_noise_dtype`).
+
+    Args:
+      words: the records' word source.
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``(z, flagged)``.
+    """
     t, shift = int(t), int(shift)
     offsets, _, m = chunk_layout(t, shift, bits)
     jtab = dl_icdf(t, shift, bits)
@@ -248,8 +333,19 @@ def laplace_noise(words, t, shift, bits=CHUNK_BITS):
 
 
 def exact_record(word, t, shift, bits=CHUNK_BITS):
-    """One discrete Laplace draw from the word stream ``word(j)`` (ints in [0, 2^64)), every comparison
-    exact: the device's function of the stream (:func:`laplace_code`), without its ties/table limit."""
+    """One discrete Laplace draw from a word stream, every comparison exact.
+
+    The device's function of the stream (:func:`laplace_code`), without its ties/table limit.
+
+    Args:
+      word: ``word(j)``, the record's word j (ints in [0, 2^64)).
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      The noise, an int.
+    """
     t, shift = int(t), int(shift)
     offsets, widths, m = chunk_layout(t, shift, bits)
     law = _Law(t, shift)
@@ -275,7 +371,19 @@ def exact_record(word, t, shift, bits=CHUNK_BITS):
 
 
 def resolve_on_host(z, flag, word_of_record, t, shift, bits=CHUNK_BITS):
-    """Complete the flagged records on the host: ``word_of_record(i)`` gives record i's ``word(j)``."""
+    """Complete the flagged records on the host.
+
+    Args:
+      z: the device's noise.
+      flag: the flagged records.
+      word_of_record: ``word_of_record(i)`` gives record i's ``word(j)``.
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      A numpy copy of ``z`` with the flagged records completed (:func:`exact_record`).
+    """
     z = np.array(z)
     for i in np.nonzero(np.asarray(flag))[0]:
         z[i] = exact_record(word_of_record(int(i)), t, shift, bits)
@@ -283,14 +391,35 @@ def resolve_on_host(z, flag, word_of_record, t, shift, bits=CHUNK_BITS):
 
 
 def threefry_laplace(words, n, t, shift, bits=CHUNK_BITS):
-    """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, the flagged records
-    completed on the host by a callback that runs only when a record is flagged (jit-able)."""
+    """:func:`discrete_laplace_fast` on :class:`~dpjax.exact.bits.ThreefryWords`, flagged records completed on the host.
+
+    The host callback runs only when a record is flagged (jit-able).
+
+    Args:
+      words: the records' :class:`~dpjax.exact.bits.ThreefryWords`.
+      n: the number of records.
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      int64 noise ``[n]``.
+    """
     return _threefry_complete(words, laplace_code(words, n, t, shift, bits), lambda w: exact_record(w, t, shift, bits))
 
 
 @functools.lru_cache(maxsize=64)
 def dl_guide(t, shift, bits=CHUNK_BITS):
-    """:func:`level_guide` of :func:`dl_icdf`'s table."""
+    """:func:`~dpjax.exact.table_samplers.level_guide` of :func:`dl_icdf`'s table.
+
+    Args:
+      t: the integer t of τ = t/2^shift.
+      shift: the scale exponent.
+      bits: the widest chunk.
+
+    Returns:
+      ``(guide, depth)``.
+    """
     return level_guide(dl_icdf(t, shift, bits))
 
 
@@ -310,9 +439,9 @@ def _open_floor(x, err, wide, top):
 
 
 def laplace_noise_per_record(words, t, shift, small=False):
-    r"""Discrete Laplace of per-record scales τ = t/2^shift (uint64 arrays, one per record, any number of
-    distinct values) from one word per record with no table and no host work per scale: (z float64, integer
-    valued; flagged bool), the flagged records to be completed by :func:`exact_per_record`.
+    """Discrete Laplace of per-record scales τ = t/2^shift from one word per record, no table, no host work per scale.
+
+    Any number of distinct scales.
 
     |Z| = min{k ≥ 0 : V < F(k)}, F(k) = P(|Z| ≤ k) = 1 − c q^k with c = 2q/(1 + q), q = e^{−1/τ}; with
     S = 1 − V that is |Z| = max(0, ⌊x⌋ + 1), x = τ (log c − log S) (the same function of V as the tables'
@@ -327,7 +456,18 @@ def laplace_noise_per_record(words, t, shift, small=False):
     ``small`` (static: every 1/τ ≤ 2^-8, e.g. the Laplace lattice's): log c = −λ/2 − log cosh(λ/2), λ = 1/τ, by
     its series −λ/2 − λ²/8 + λ⁴/192 (truncation below λ^6/2880 ≤ 2^-59, in the bound) instead of exp and log1p.
     The word is read as its uint32 halves (w = W·2^32 − low: one rounding to float64, as w's own; τ/(w − 1) ≤
-    τ 2^-32/(W − 1), a power of two from W's leading bit, W = 1 flagged): no 64-bit integer in the program."""
+    τ 2^-32/(W − 1), a power of two from W's leading bit, W = 1 flagged): no 64-bit integer in the program.
+
+    Args:
+      words: the records' word source.
+      t: uint64, one per record.
+      shift: uint64, one per record.
+      small: static: every 1/τ ≤ 2^-8 (the series of log c).
+
+    Returns:
+      ``(z, flagged)``: float64 (integer-valued) and bool; the flagged records are completed by
+      :func:`exact_per_record`.
+    """
     t = jnp.asarray(t, jnp.uint64)
     shift = jnp.asarray(shift, jnp.uint64)
     pow2 = jax.lax.bitcast_convert_type((np.uint64(1023) + shift) << np.uint64(52), jnp.float64)  # 2^shift, exactly
@@ -353,9 +493,9 @@ def laplace_noise_per_record(words, t, shift, small=False):
 
 
 def laplace_noise_per_record32(words, t, shift):
-    r""":func:`laplace_noise_per_record` decided in float32, for scales 2^NARROW_MIN_LOG2 ≤ τ ≤ 2^NARROW_MAX_LOG2
-    (t < 2^24, exact in float32): (z int32, open bool), the open records to be decided by the float64 program
-    (then, rarely, the host). The same map V ↦ |Z| = max(0, ⌊x⌋ + 1) from word 0's high half only:
+    """:func:`laplace_noise_per_record` decided in float32, for scales 2^NARROW_MIN_LOG2 ≤ τ ≤ 2^NARROW_MAX_LOG2.
+
+    The same map V ↦ |Z| = max(0, ⌊x⌋ + 1) from word 0's high half only:
     S ∈ ((W − 1)/2^31, W/2^31] (:func:`_uniform_top`), x = τ log(c/S) at S = W/2^31 as
     r = q 2^32 / ((1 + q) W), one exp and one log in 32-bit lanes (twice the records per vector of float64).
 
@@ -365,7 +505,17 @@ def laplace_noise_per_record32(words, t, shift):
     τ|log_f| ≤ |x_f|(1 + u): |x_f − x| ≤ 3Dτ + 1.1D|x_f| + 2u ≤ E = 4Dτ + 2D|x_f| + 3u. The interval
     [x_f − 2E, x_f + 2E + τ/(W − 1)] then holds every x of the word's S: the second E covers the roundings of the
     bound and of the two sums (≤ 2u(|x_f| + 2E + τ), as τ/(W − 1) ≤ τ 2^-⌊log2(W − 1)⌋ ≤ τ). Open: probability
-    about 28 D τ (2·10^-4 at τ = 2)."""
+    about 28 D τ (2·10^-4 at τ = 2).
+
+    Args:
+      words: the records' word source.
+      t: one per record, below 2^24 (exact in float32).
+      shift: one per record.
+
+    Returns:
+      ``(z, open)``: int32 and bool; the open records are decided by the float64 program (then, rarely, the
+      host).
+    """
     f32 = jnp.float32
     s = jnp.asarray(shift).astype(jnp.uint32)
     tf = jnp.asarray(t).astype(jnp.uint32).astype(f32)  # exact: t < 2^24
@@ -384,8 +534,19 @@ def laplace_noise_per_record32(words, t, shift):
 
 
 def exact_per_record(word, t, shift):
-    """:func:`laplace_noise_per_record` for one record's word stream on the host: min{k : V < F(k)} from a float
-    candidate, every comparison of V with F decided by further words against interval bounds of F."""
+    """:func:`laplace_noise_per_record` for one record's word stream on the host.
+
+    min{k : V < F(k)} from a float candidate, every comparison of V with F decided by further words against
+    interval bounds of F.
+
+    Args:
+      word: ``word(j)``, the record's word j (ints in [0, 2^64)).
+      t: the record's integer t.
+      shift: the record's scale exponent.
+
+    Returns:
+      The noise, an int.
+    """
     t, shift = int(t), int(shift)
     u = word(0)
     v = u & ((1 << 63) - 1)
@@ -415,7 +576,12 @@ DEVICE_LAPLACE_MIN = 2.0**-1002
 
 @dataclasses.dataclass(frozen=True)
 class DiscreteLaplaceTable(IntegerSampler):
-    """The discrete Laplace of one scale τ = t/2^shift by exact threshold tables (one word, or one per chunk)."""
+    """The discrete Laplace of one scale τ = t/2^shift by exact threshold tables (one word, or one per chunk).
+
+    Attributes:
+      t: the integer t.
+      shift: the scale exponent.
+    """
 
     t: int
     shift: int
@@ -439,8 +605,11 @@ class DiscreteLaplaceTable(IntegerSampler):
 class DiscreteLaplaceScales(IntegerSampler):
     """The discrete Laplace of per-record scales τ = t/2^shift (params: uint64 t, shift), one word per record.
 
-    ``small``: every 1/τ ≤ 2^-8 (the series of log c); ``narrow``: every τ in the float32 decision's range, decided
-    in float32 first (its open records go to :meth:`fallback`, the float64 program)."""
+    Attributes:
+      small: every 1/τ ≤ 2^-8 (the series of log c).
+      narrow: every τ in the float32 decision's range, decided in float32 first (its open records go to
+        :meth:`fallback`, the float64 program).
+    """
 
     small: bool = False
     narrow: bool = False
@@ -462,11 +631,20 @@ class DiscreteLaplaceScales(IntegerSampler):
 
 
 def laplace_lattice_bits(b, integer=False):
-    """The (t, shift, g) of float64 scales b from their bits, in a device program: the Laplace lattice's
-    (b ≥ :data:`DEVICE_LAPLACE_MIN`) or, ``integer``, the discrete Laplace's (2^-40 ≤ b < 2^31). With
-    b = M 2^(E − 52), M its 53-bit significand: the lattice g = 2^(E − 20), t = ⌈b/g⌉ = ⌈M/2^32⌉; the integers
-    g = 1, shift p = max(0, 20 − E), t = ⌈b 2^p⌉ = ⌈M/2^r⌉ with r = 32 (p > 0) or 52 − E. The same integers as
-    numpy's frexp/ldexp/ceil (``tests/test_exact.py``)."""
+    """The (t, shift, g) of float64 scales b from their bits, in a device program.
+
+    The Laplace lattice's (b ≥ :data:`DEVICE_LAPLACE_MIN`) or, ``integer``, the discrete Laplace's
+    (2^-40 ≤ b < 2^31). With b = M 2^(E − 52), M its 53-bit significand: the lattice g = 2^(E − 20),
+    t = ⌈b/g⌉ = ⌈M/2^32⌉; the integers g = 1, shift p = max(0, 20 − E), t = ⌈b 2^p⌉ = ⌈M/2^r⌉ with r = 32
+    (p > 0) or 52 − E. The same integers as numpy's frexp/ldexp/ceil on the host.
+
+    Args:
+      b: float64 scales (device array).
+      integer: the discrete Laplace's lattice (g = 1) instead of the Laplace's.
+
+    Returns:
+      ``(t, shift, g)``: uint64, uint64 and float64 arrays of ``b``'s shape.
+    """
     bits = jax.lax.bitcast_convert_type(b, jnp.uint64)
     m = (bits & jnp.uint64((1 << 52) - 1)) | jnp.uint64(1 << 52)
     biased = bits >> jnp.uint64(52)
@@ -480,7 +658,14 @@ def laplace_lattice_bits(b, integer=False):
 
 
 def reciprocal_pow2(g):
-    """1/g of float64 powers of two g whose reciprocals are normal, exactly, from the exponent bits."""
+    """1/g of float64 powers of two g whose reciprocals are normal, exactly, from the exponent bits.
+
+    Args:
+      g: float64 powers of two (device array).
+
+    Returns:
+      float64 ``1/g``.
+    """
     return jax.lax.bitcast_convert_type(
         np.uint64(2046 << 52) - jax.lax.bitcast_convert_type(g, jnp.uint64), jnp.float64
     )
@@ -488,10 +673,15 @@ def reciprocal_pow2(g):
 
 @dataclasses.dataclass(frozen=True)
 class LaplaceScales(DiscreteLaplaceScales):
-    """Per-record Laplace (``integer`` False) or discrete Laplace scales b (params: the scales, any float dtype),
-    whose lattice parameters the device program builds (:func:`laplace_lattice_bits`) before running
-    :class:`DiscreteLaplaceScales`; ``lattice_of(b)``: the host lattice of scales b (float64), for the flagged
-    records."""
+    """Per-record Laplace or discrete Laplace scales b whose lattice the device program builds.
+
+    The params are the scales (any float dtype); the program builds their lattice parameters
+    (:func:`laplace_lattice_bits`) before running :class:`DiscreteLaplaceScales`.
+
+    Attributes:
+      integer: discrete Laplace scales (``True``) or Laplace ones.
+      lattice_of: ``lattice_of(b)``, the host lattice of scales b (float64), for the flagged records.
+    """
 
     integer: bool = False
     lattice_of: Callable = dataclasses.field(default=None, compare=False)
@@ -509,15 +699,33 @@ class LaplaceScales(DiscreteLaplaceScales):
 
 
 def chunked(t, shift):
-    """Whether any discrete Laplace scale τ = t/2^shift has chunked tables (:func:`chunk_layout`'s
-    m = ⌈log2 t⌉ − shift − DL_TABLE_LOG2 > 0: τ above 2^DL_TABLE_LOG2; ⌈log2 t⌉ is the bit length of t − 1)."""
+    """Whether any discrete Laplace scale τ = t/2^shift has chunked tables (τ above 2^DL_TABLE_LOG2).
+
+    :func:`chunk_layout`'s m = ⌈log2 t⌉ − shift − DL_TABLE_LOG2 > 0; ⌈log2 t⌉ is the bit length of t − 1.
+
+    Args:
+      t: the integers t (numpy).
+      shift: the scale exponents (numpy).
+
+    Returns:
+      A bool.
+    """
     t = np.asarray(t, np.float64)
     return bool(np.any(np.frexp(t - 1.0)[1] - np.asarray(shift, np.int64) - DL_TABLE_LOG2 > 0))
 
 
 def float32_range(t, shift):
-    """Whether every discrete Laplace scale τ = t/2^shift lies in the range of the float32 decision
-    (:func:`laplace_noise_per_record32`), with t exact in float32 (below 2^24)."""
+    """Whether every scale τ = t/2^shift lies in the range of the float32 decision, with t exact in float32.
+
+    The decision is :func:`laplace_noise_per_record32`; t must be below 2^24.
+
+    Args:
+      t: the integers t (numpy).
+      shift: the scale exponents (numpy).
+
+    Returns:
+      A bool (``False`` for no scales).
+    """
     t = np.asarray(t, np.float64)
     tau = np.ldexp(t, -np.asarray(shift, np.int64))
     return bool(
@@ -529,8 +737,10 @@ def float32_range(t, shift):
 
 
 class DiscreteLaplaceSampler(LatticeSampler):
-    """The discrete Laplace of scale τ = param/2^shift on the lattice (the Laplace and discrete Laplace lattices):
-    the table sampler at one scale of at most 2^DL_TABLE_LOG2, the per-record program otherwise."""
+    """The discrete Laplace of scale τ = param/2^shift on the lattice (the Laplace and discrete Laplace lattices).
+
+    The table sampler at one scale of at most 2^DL_TABLE_LOG2, the per-record program otherwise.
+    """
 
     for_tables = True
     #: the table of the boosted |N| has about 28 b entries, built on the host from about 61 b terms

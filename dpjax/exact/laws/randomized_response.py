@@ -1,13 +1,17 @@
-"""The randomized response samplers of the exact tier (:mod:`dpjax.exact.sampler`): k-ary randomized response with
-keep probability T/2^64 for an integer threshold T (:func:`rr_keep`), one keep word and one 64-bit Lemire word for
-another category (:func:`dpjax.exact.rr_code`), completed by
-:func:`~dpjax.exact.exact_rr_record`.
+"""The randomized response samplers of the exact tier (:mod:`dpjax.exact.sampler`).
+
+k-ary randomized response with keep probability T/2^64 for an integer threshold T (:func:`rr_keep`), one keep
+word and one 64-bit Lemire word for another category (:func:`rr_code`), completed by :func:`exact_rr_record`.
 
 * :class:`RandomizedResponseThreshold` — one ε (one threshold);
 * :class:`RandomizedResponseThresholds` — per-record thresholds;
 * :class:`RandomizedResponseLookup` — per-record ε whose thresholds the device program looks up in a perfect hash
   table of their distinct values (:class:`RRTable`), the records it misses flagged;
 * :class:`RandomizedResponseSampler` — the law an :class:`~dpjax.exact.ExactLattice` holds.
+
+References:
+  Warner, "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias", JASA 1965;
+  Lemire, "Fast Random Integer Generation in an Interval", ACM TOMACS 2019.
 """
 
 from __future__ import annotations
@@ -42,16 +46,35 @@ __all__ = [
 
 # -- k-ary randomized response: one keep word, one 64-bit Lemire word for another category -------------
 def rr_threshold(k1):
-    """2^64 mod k1: Lemire's rejection threshold for a uniform index in [0, k1) from a 64-bit word."""
+    """2^64 mod k1: Lemire's rejection threshold for a uniform index in [0, k1) from a 64-bit word.
+
+    Args:
+      k1: the number of other categories.
+
+    Returns:
+      The threshold, an int.
+    """
     return (1 << 64) % int(k1)
 
 
 def rr_code(words, values, keep, k1):
-    """Randomized response over k1 + 1 categories for the records' ``values``, packed like :func:`laplace_code`
-    (category = code >> 8, flagged = code & 1): word 0 keeps the value iff it is below ``keep`` (probability
-    keep/2^64 exactly); otherwise word 1 picks another category uniformly by Lemire's multiply-shift on 64
-    bits (index ⌊w·k1/2^64⌋, skipping the value), whose rejection (low half below 2^64 mod k1, probability
-    < k1/2^64) is flagged for :func:`exact_rr_record`."""
+    """Randomized response over k1 + 1 categories from two words per record, as packed codes.
+
+    Packed like :func:`~dpjax.exact.laws.discrete_laplace.laplace_code` (category = code >> 8, flagged =
+    code & 1): word 0 keeps the value iff it is below ``keep`` (probability keep/2^64 exactly); otherwise word 1
+    picks another category uniformly by Lemire's multiply-shift on 64 bits (index ⌊w·k1/2^64⌋, skipping the
+    value), whose rejection (low half below 2^64 mod k1, probability < k1/2^64) is flagged for
+    :func:`exact_rr_record`.
+
+    Args:
+      words: the records' word source (:class:`~dpjax.exact.bits.ThreefryWords` or alike).
+      values: the true categories.
+      keep: the keep threshold T (an int, or a uint64 array, one per record).
+      k1: the number of other categories.
+
+    Returns:
+      int64 codes, one per record.
+    """
     from dpjax.exact.bits import mul_128
 
     records = words.records.reshape(-1)
@@ -66,7 +89,17 @@ def rr_code(words, values, keep, k1):
 
 
 def exact_rr_record(word, value, keep, k1):
-    """:func:`rr_code` for one record's word stream, a rejected Lemire word retried with words 2, 3, ..."""
+    """:func:`rr_code` for one record's word stream, a rejected Lemire word retried with words 2, 3, ...
+
+    Args:
+      word: ``word(j)``, the record's word j (ints in [0, 2^64)).
+      value: the record's true category.
+      keep: its keep threshold T.
+      k1: the number of other categories.
+
+    Returns:
+      The released category, an int.
+    """
     if word(0) < keep:
         return int(value)
     j = 1
@@ -85,7 +118,12 @@ def _unpack(code):
 
 @dataclasses.dataclass(frozen=True)
 class RandomizedResponseThreshold(IntegerSampler):
-    """Randomized response over ``k1`` + 1 categories keeping the answer iff word 0 is below ``keep``."""
+    """Randomized response over ``k1`` + 1 categories keeping the answer iff word 0 is below ``keep``.
+
+    Attributes:
+      keep: the keep threshold T.
+      k1: the number of other categories.
+    """
 
     keep: int
     k1: int
@@ -105,7 +143,11 @@ class RandomizedResponseThreshold(IntegerSampler):
 
 @dataclasses.dataclass(frozen=True)
 class RandomizedResponseThresholds(IntegerSampler):
-    """Randomized response over ``k1`` + 1 categories with per-record keep thresholds (params: uint64 keep)."""
+    """Randomized response over ``k1`` + 1 categories with per-record keep thresholds (params: uint64 keep).
+
+    Attributes:
+      k1: the number of other categories.
+    """
 
     k1: int
 
@@ -124,9 +166,15 @@ class RandomizedResponseThresholds(IntegerSampler):
 
 @dataclasses.dataclass(frozen=True)
 class RandomizedResponseLookup(RandomizedResponseThresholds):
-    """Randomized response with per-record ε (params: the ε, the :class:`RRTable`'s slots and hash multiplier): each
-    record's keep threshold looked up in the table (:func:`rr_lookup`), the records whose ε it misses flagged;
-    ``table``: the :class:`RRTable` on the host, which gives the flagged records' thresholds."""
+    """Randomized response with per-record ε whose keep thresholds the device program looks up in a table.
+
+    The params are the ε, the :class:`RRTable`'s slots and hash multiplier: each record's keep threshold is looked
+    up in the table (:func:`rr_lookup`), the records whose ε it misses flagged.
+
+    Attributes:
+      k1: the number of other categories.
+      table: the :class:`RRTable` on the host, which gives the flagged records' thresholds.
+    """
 
     table: "RRTable" = dataclasses.field(default=None, compare=False)
 
@@ -140,8 +188,11 @@ class RandomizedResponseLookup(RandomizedResponseThresholds):
 
 
 class RandomizedResponseSampler(LatticeSampler):
-    """Randomized response's law: categories, not lattice points (param: the keep thresholds; the number of other
-    categories from the lattice's mechanism)."""
+    """Randomized response's law: categories, not lattice points.
+
+    The lattice's ``param`` holds the keep thresholds; the number of other categories comes from the lattice's
+    mechanism.
+    """
 
     categorical = True
     checks_values = True
@@ -161,12 +212,21 @@ RR_DIGITS = 80
 
 @functools.lru_cache(maxsize=4096)
 def rr_keep(x, k):
-    """(T, ε achieved) of randomized response over ``k`` categories at ε = ``x`` (a float): the integer keep
-    threshold T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1, at least ⌈2^64/k⌉ (keep at least as likely as each other
-    category: the law the accountant's randomized response has) and at most 2^64 − 1, in
-    :data:`RR_DIGITS`-digit decimal arithmetic, and the ε its law has, ln(T (k − 1)/(2^64 − T)) (≥ 0) at the
-    same precision, rounded up to a float64 (the smallest positive float where it is 0). Cached: privacy
-    tiers repeat their few values release after release."""
+    """The integer keep threshold T of randomized response over ``k`` categories at ε = ``x``, and the ε it achieves.
+
+    T = ⌊2^64 e^ε/(e^ε + k − 1)⌋ − 1, at least ⌈2^64/k⌉ (keep at least as likely as each other category: the law
+    the accountant's randomized response has) and at most 2^64 − 1, in :data:`RR_DIGITS`-digit decimal
+    arithmetic; the ε its law has, ln(T (k − 1)/(2^64 − T)) (≥ 0), at the same precision, rounded up to a
+    float64 (the smallest positive float where it is 0). Cached: privacy tiers repeat their few values release
+    after release.
+
+    Args:
+      x: ε, a float.
+      k: the number of categories.
+
+    Returns:
+      ``(T, ε achieved)``: an int and a float.
+    """
     ctx = decimal.Context(prec=RR_DIGITS)
     ex = ctx.exp(decimal.Decimal(x))
     t = int(ctx.divide(ex * (2**64), ex + (k - 1)).to_integral_value(rounding=decimal.ROUND_FLOOR)) - 1
@@ -177,9 +237,19 @@ def rr_keep(x, k):
 
 
 def rr_lookup(eps, table, multiplier):
-    """The keep thresholds of the records' ε from an :class:`RRTable`'s slots ``table`` (uint64 [2, 2^b]: the ε
-    bits, their T) and ``multiplier``: slot h = (bits · multiplier mod 2^w) >> (w − b) of the ε's w-bit pattern
-    (one multiply, one shift, two gathers), and the records whose slot holds another ε (``missing``: flagged)."""
+    """The keep thresholds of the records' ε from an :class:`RRTable`'s slots, and the records the table misses.
+
+    Slot h = (bits · multiplier mod 2^w) >> (w − b) of the ε's w-bit pattern (one multiply, one shift, two
+    gathers).
+
+    Args:
+      eps: the records' ε (float32 or float64, device array).
+      table: the slots, uint64 ``[2, 2^b]``: the ε bits, their T.
+      multiplier: the hash multiplier.
+
+    Returns:
+      ``(thresholds, missing)``: uint64 thresholds and the records whose slot holds another ε (flagged).
+    """
     width = jnp.dtype(eps.dtype).itemsize * 8
     u = jnp.uint64 if width == 64 else jnp.uint32
     bits = jax.lax.bitcast_convert_type(eps, u)
@@ -215,9 +285,15 @@ def _perfect_hash(keys, width):
 
 
 class RRTable:
-    """The keep thresholds of randomized response over ``k`` categories for the distinct ε ``bits`` (their
-    w-bit patterns, w = 32 or 64) in a perfect hash table (:func:`_perfect_hash`) for :func:`rr_lookup`. An
-    empty slot holds the ε of the first slot in use, whose hash is not that slot: no record can match it."""
+    """The keep thresholds of randomized response for distinct ε in a perfect hash table, for :func:`rr_lookup`.
+
+    The table is built by :func:`_perfect_hash`. An empty slot holds the ε of the first slot in use, whose hash is
+    not that slot: no record can match it.
+
+    Args:
+      bits: the ε's w-bit patterns (w = 32 or 64; duplicates allowed).
+      k: the number of categories.
+    """
 
     def __init__(self, bits, k):
         self.bits = np.unique(bits)
@@ -231,8 +307,18 @@ class RRTable:
         self.table, self.multiplier = table, np.uint64(a)
 
     def thresholds_at(self, eps, idx):
-        """The keep thresholds of the flagged records ``idx`` (their ε gathered from the device array ``eps``), or
-        :class:`TableMiss` when more than :data:`RR_HOST_MISSES` of them have an ε the table misses."""
+        """The keep thresholds of the flagged records ``idx``, their ε gathered from the device array ``eps``.
+
+        Args:
+          eps: the records' ε (device array).
+          idx: the flagged records' indices (numpy ints, at least one).
+
+        Returns:
+          uint64 thresholds, one per record of ``idx``.
+
+        Raises:
+          TableMiss: more than :data:`RR_HOST_MISSES` of them have an ε the table misses.
+        """
         e = np.asarray(take(eps, jnp.asarray(padded(idx))))[: idx.size]
         missed = ~np.isin(e.view(self.bits.dtype), self.bits)
         if np.count_nonzero(missed) > RR_HOST_MISSES:
@@ -241,8 +327,11 @@ class RRTable:
 
 
 class TableMiss(Exception):
-    """Raised from the host completion of :func:`dpjax.exact.lattice._release_rr_epsilon` with the ε bits its table
-    missed (the release adds them and runs again)."""
+    """Raised by :meth:`RRTable.thresholds_at` with the ε bits its table missed (the release adds them and runs again).
+
+    Args:
+      bits: the missed ε's bit patterns.
+    """
 
     def __init__(self, bits):
         super().__init__(f"{bits.size} records with an ε out of the table")
@@ -268,12 +357,19 @@ def _sample_step(size):
 
 
 def sample_positions(size):
-    """The records whose ε the table starts from: j s mod ``size`` for j < 4096 (all the records when fewer), s of
-    :func:`_sample_step`. Spread over the records (s/size near 1/φ: the golden-ratio sequence; gaps up to 3.3 ×
-    size/4096 in the sizes tested, 2·10^4 to 2^32), and over the residues modulo every period L ≤ 4096 that divides
-    ``size`` (s is prime to L, so any L consecutive j hit every residue): ε assigned in tiers that repeat record by
-    record (record i in tier i mod L) shows the sample every tier, where a stride sharing a factor with L sees some of
-    them only."""
+    """The records whose ε the table starts from: j s mod ``size`` for j < 4096 (all the records when fewer).
+
+    s is :func:`_sample_step`'s. Spread over the records (s/size near 1/φ: the golden-ratio sequence), and over
+    the residues modulo every period L ≤ 4096 that divides ``size`` (s is prime to L, so any L consecutive j hit
+    every residue): ε assigned in tiers that repeat record by record (record i in tier i mod L) shows the sample
+    every tier, where a stride sharing a factor with L sees some of them only.
+
+    Args:
+      size: the number of records.
+
+    Returns:
+      int64 record indices.
+    """
     if size <= 4096:
         return np.arange(size)
     return np.arange(4096, dtype=np.int64) * _sample_step(size) % size
