@@ -1328,3 +1328,28 @@ def test_host_completion_compiles_once_per_size_class(monkeypatch):
         jax.clear_caches()
     assert counts[0] != counts[1] and all(64 < c <= 128 for c in counts), counts  # one size class, two counts
     assert compiled == []
+
+
+def test_exact_lattice_hooks_belong_to_the_class_that_defines_the_lattice():
+    """The per-record device routes are declared by the optional hooks ``exact_lattice_scale`` and
+    ``exact_lattice_epsilon`` (``None`` where not offered): a subclass with its own ``exact_lattice`` does not inherit
+    its parent's hooks (its release would build the parent's lattice in the device program), and a hook without the
+    lattice it describes is refused when the class is defined."""
+    from dpjax.exact import lattice
+
+    assert dpjax.Gaussian.exact_lattice_scale is None and dpjax.Laplace.exact_lattice_scale is not None
+    assert dpjax.RandomizedResponse.exact_lattice_epsilon is not None
+
+    @dpjax.pytree_dataclass
+    class Wider(dpjax.Laplace):
+        def exact_lattice(self):
+            return dpjax.Laplace(2 * self.scale).exact_lattice()
+
+    b = jnp.linspace(1.0, 2.0, 100)
+    assert Wider.exact_lattice_scale is None and lattice._device_laplace_scales(Wider(b)) is None
+    assert lattice._device_laplace_scales(dpjax.Laplace(b)) is not None
+    with pytest.raises(TypeError, match="exact_lattice_scale without the exact_lattice"):
+
+        class Scaled(dpjax.Laplace):
+            def exact_lattice_scale(self):
+                return 2 * self.scale
