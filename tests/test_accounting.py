@@ -414,7 +414,7 @@ def _fd(f, x, h):
     return (f(x + h) - f(x - h)) / (2 * h)
 
 
-@pytest.mark.slow  # the default suite differentiates the subsampled Gaussian in tests/test_accounting_soundness.py
+@pytest.mark.slow  # the default suite differentiates the subsampled Gaussian in tests/test_accounting_privacy_loss.py
 def test_gradients_match_finite_differences():
     # subsampled Gaussian (grid path, one fixed grid): d δ(ε)/dσ and d ε(δ)/dσ
     plan = accounting.make_plan(dpjax.Gaussian(sigma=1.1), sampling_prob=0.05)

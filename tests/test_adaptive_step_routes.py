@@ -1,5 +1,5 @@
 """The adaptive loss-grid step in every route (issue 20): the batch queries (``accounting.get_epsilon`` /
-``get_delta``), DP-SGD accounting and the ``Accountant`` (tests/test_adaptive_grid.py) take
+``get_delta``), DP-SGD accounting and the ``Accountant`` (tests/test_accounting_privacy_loss_grid.py) take
 ``accounting.pld``'s rule, so tiny per-step losses are resolved there too (they were 10x+ loose on the
 fixed 2^-13 grid), never below an independent reference, and the default cases keep their step."""
 

@@ -342,12 +342,13 @@ def _symmetric_record(word, tab, bounds):
 
 # -- the platform's transcendentals: the per-record decisions' error bounds, checked on each backend ---------------
 #: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (16 ulp; they are within
-#: 1–2 ulp: ``tests/test_exact.py::test_float64_transcendentals_are_within_the_assumed_error``; a backend is trusted
-#: only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more records for the host
-#: (the same release, slower): τ = 2^30 flags about 2.8·10^-4 of the records at 2^-46, 9·10^-5 at this one
+#: 1–2 ulp: ``tests/test_exact_table_samplers.py::test_float64_transcendentals_are_within_the_assumed_error``; a
+#: backend is trusted only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more
+#: records for the host (the same release, slower): τ = 2^30 flags about 2.8·10^-4 of the records at 2^-46, 9·10^-5
+#: at this one
 TRANSCENDENTAL_ERROR = 2.0**-48
 #: assumed bound on the error of XLA's float32 ``exp`` (relative) and ``log`` (relative to |log r| + 1: near r = 1
-#: an absolute error), 64 float32 ulp; they are within 2^-22 (``tests/test_exact.py::
+#: an absolute error), 64 float32 ulp; they are within 2^-22 (``tests/test_exact_table_samplers.py::
 #: test_float32_transcendentals_are_within_the_assumed_error``: 16× headroom; a looser bound only flags more records)
 TRANSCENDENTAL_ERROR32 = 2.0**-18
 #: the scales τ of the float32 decision (:func:`laplace_noise_per_record32`): 2^-5 ≤ τ ≤ 2^NARROW_MAX_LOG2

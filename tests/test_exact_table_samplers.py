@@ -68,8 +68,8 @@ def test_an_inaccurate_transcendental_disables_its_decision_and_keeps_the_releas
     monkeypatch, dtype, name, mech, factor
 ):
     """An injected inaccurate function: the check reports it, warns once, and the release stays bitwise the exact
-    release (the host's exact function of the words: ``tests/test_exact.py`` checks the accurate route against it);
-    trusting it instead changes outputs (the injection matters)."""
+    release (the host's exact function of the words: ``tests/test_exact_laws_discrete_laplace.py`` checks the accurate
+    route against it); trusting it instead changes outputs (the injection matters)."""
     rng = np.random.default_rng(3)
     n = 600
     if mech == "discrete":
