@@ -304,3 +304,12 @@ def test_boosted_kernel_bad_arguments(args, message, capsys):
 def test_boosted_unknown_kernel_is_refused(capsys):
     assert cli.main(["release", "--mechanism", "boosted", "--kernel", "cauchy"]) == 2
     assert "--kernel" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_exact_refused_for_boosted_float_kept(capsys):
+    argv = ["release", "--seed", "0", "--mechanism", "boosted", "--kernel", "laplace", "--scale", "20000"]
+    assert cli.main(argv) == 0
+    assert "numerics: float" in capsys.readouterr().out
+    assert cli.main([*argv, "--numerics", "exact"]) == 2
+    assert "PrivacyBoosted" in capsys.readouterr().err
