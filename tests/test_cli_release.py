@@ -1,12 +1,14 @@
-"""The `dpjax release` command and its embedded dataset."""
+"""The `dpjax release` command (dpjax.cli.release) and its embedded dataset; its errors name the flag."""
 
 import csv
 
 import numpy as np
 import pytest
 
+import dpjax
 from dpjax import cli
 from dpjax.cli import io as tables
+from dpjax.cli import main
 from dpjax.data import load_steps, make_steps_table
 
 
@@ -164,7 +166,6 @@ def test_boosted_release_beats_the_gaussian_meeting_the_same_utility(tmp_path, c
 
 @pytest.mark.slow
 def test_boosted_release_with_given_sigma_reports_its_exact_epsilon(capsys):
-    import dpjax
     from accounting import exact
 
     args = [
@@ -313,3 +314,33 @@ def test_cli_exact_refused_for_boosted_float_kept(capsys):
     assert "numerics: float" in capsys.readouterr().out
     assert cli.main([*argv, "--numerics", "exact"]) == 2
     assert "PrivacyBoosted" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------
+# errors name the flag
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        # (a kernel release: the input file of one row per person; the default run is a table release)
+        (
+            ["--mechanism", "geometric-mixture", "--r", "0.5", "--c", "5", "--epsilon", "0.2"],
+            "sensitivity 140000 per group",
+        ),
+    ],
+)
+def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
+    assert main(["release", "--seed", "0", *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_boosted_exact_is_refused_before_any_tuning(monkeypatch, capsys):
+    import optimize
+
+    def no_tuning(*a, **k):
+        raise AssertionError("tuned before refusing")
+
+    monkeypatch.setattr(optimize, "tune_boosted", no_tuning)
+    assert main(["release", "--mechanism", "boosted", "--numerics", "exact", "--seed", "0"]) == 2
+    assert "--numerics exact" in capsys.readouterr().err
