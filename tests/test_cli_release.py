@@ -1,11 +1,14 @@
 """The `dpjax release` command (dpjax.cli.release) and its embedded dataset; its errors name the flag."""
 
 import csv
+import json
 
 import numpy as np
 import pytest
+from cli_run import json_of, run_cli
 
 import dpjax
+import optimize
 from dpjax import cli
 from dpjax.cli import io as tables
 from dpjax.cli import main
@@ -336,7 +339,6 @@ def test_errors_name_the_flag_not_an_internal_parameter(args, words, capsys):
 
 
 def test_boosted_exact_is_refused_before_any_tuning(monkeypatch, capsys):
-    import optimize
 
     def no_tuning(*a, **k):
         raise AssertionError("tuned before refusing")
@@ -344,3 +346,62 @@ def test_boosted_exact_is_refused_before_any_tuning(monkeypatch, capsys):
     monkeypatch.setattr(optimize, "tune_boosted", no_tuning)
     assert main(["release", "--mechanism", "boosted", "--numerics", "exact", "--seed", "0"]) == 2
     assert "--numerics exact" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_mixture_release_spends_the_epsilon_asked_for(capsys):
+    """main released at pure ε 5 under --epsilon 1 (the paper's inner ε) and exited 0."""
+    rc, out, err = run_cli(
+        [
+            "release",
+            "--mechanism",
+            "laplace-mixture",
+            "--r",
+            "5",
+            "--c",
+            "5",
+            "--epsilon",
+            "1",
+            "--statistic",
+            "count",
+            "--json",
+        ],
+        capsys,
+    )
+    assert rc == 0
+    assert 0.99 <= json.loads(out)["epsilon"] <= 1.0
+
+
+@pytest.mark.slow
+def test_release_json_holds_the_released_values_and_their_privacy(tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    path.write_text("g,v\na,5\nb,7\na,9\n")
+    groups = tmp_path / "groups.csv"
+    groups.write_text("g\na\nb\n")
+    got = json_of(
+        capsys,
+        [
+            "release",
+            "--input",
+            str(path),
+            "--group-by",
+            "g",
+            "--value-column",
+            "v",
+            "--clip",
+            "10",
+            "--groups",
+            str(groups),
+            "--numerics",
+            "float",
+            "--seed",
+            "0",
+        ],
+    )
+    assert [r["g"] for r in got["rows"]] == ["a", "b"] and got["statistics"] == ["sum_v"]
+    assert got["numerics"] == "float" and got["epsilon"] <= 1.0 and got["row_level"] is True
+    # the statistics by name, each with its noise std: Laplace(b) has std b·√2, b the calibrated scale
+    (scale,) = got["scales"].values()
+    assert got["noise_std"] == {"sum_v": pytest.approx(scale * np.sqrt(2))}
+    assert list(got["scales"]) == ["sum of v in [-10, 10]"]
+    assert "true" not in json.dumps(got)  # the user's own data: no true value in the output
