@@ -116,7 +116,7 @@ def test_imports_point_down_the_layers():
 
 
 #: the test files of the project as a whole rather than of one module (tests/README.md)
-WHOLE_PROJECT = ("contract", "docs", "import_graph", "self_contained")
+WHOLE_PROJECT = ("conftest", "contract", "docs", "import_graph", "self_contained")
 
 
 def test_test_files_are_named_after_the_module_they_test():
