@@ -179,6 +179,8 @@ class Mechanism(abc.ABC):
       pure_epsilon: optional pure ε at a sensitivity.
       gaussian_pld_mu: optional μ of a pair loss that is exactly Gaussian.
       renyi_divergence_bound: optional upper bound on a pair's Rényi divergence.
+      exact_lattice_scale: optional per-record scales :meth:`exact_lattice` is built from.
+      exact_lattice_epsilon: optional per-record ε :meth:`exact_lattice` is built from.
     """
 
     #: Outputs are integers (pmf/cdf on the integers).
