@@ -161,12 +161,14 @@ def pytest_sessionstart(session):
     session.config._dpjax_tests = []  # (CPU seconds, node id) of this process's tests, or the workers' heaviest
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Record each test's CPU seconds (setup, call and teardown; the processes it waited for included)."""
     start = _cpu_seconds()
-    yield
-    item.config._dpjax_tests.append((_cpu_seconds() - start, item.nodeid))
+    try:
+        return (yield)
+    finally:
+        item.config._dpjax_tests.append((_cpu_seconds() - start, item.nodeid))
 
 
 def _session_cpu_seconds(config) -> float:
