@@ -157,6 +157,10 @@ def _float_dtype(dt):
     return dt if jnp.issubdtype(dt, jnp.floating) else default_float()
 
 
+#: the optional hooks that describe the parameters of a class's own :meth:`Mechanism.exact_lattice`
+_EXACT_LATTICE_HOOKS = ("exact_lattice_scale", "exact_lattice_epsilon")
+
+
 class Mechanism(abc.ABC):
     """Base class of all mechanisms (subclasses are ``@pytree_dataclass``).
 
@@ -175,6 +179,8 @@ class Mechanism(abc.ABC):
       pure_epsilon: optional pure ε at a sensitivity.
       gaussian_pld_mu: optional μ of a pair loss that is exactly Gaussian.
       renyi_divergence_bound: optional upper bound on a pair's Rényi divergence.
+      exact_lattice_scale: optional per-record scales :meth:`exact_lattice` is built from.
+      exact_lattice_epsilon: optional per-record ε :meth:`exact_lattice` is built from.
     """
 
     #: Outputs are integers (pmf/cdf on the integers).
@@ -368,6 +374,33 @@ class Mechanism(abc.ABC):
     #: Optional: ``renyi_divergence_bound(order, value, neighbour_value)``, an upper bound on the Rényi
     #: divergence (DP-SGD's RDP accountant uses it for discrete noise).
     renyi_divergence_bound: ClassVar[Callable | None] = None
+
+    # -- optional exact-tier hooks (declared beside ``exact_lattice``) ------------------
+    #: Optional: ``exact_lattice_scale()``, the per-record scales :meth:`exact_lattice` builds its lattice from
+    #: (a Laplace or discrete Laplace): an exact release with many distinct scales builds the same lattice
+    #: parameters from them in its device program.
+    exact_lattice_scale: ClassVar[Callable | None] = None
+    #: Optional: ``exact_lattice_epsilon()``, the per-record ε :meth:`exact_lattice` builds its keep thresholds from
+    #: (randomized response): an exact release with per-record ε looks the same thresholds up in its device program.
+    exact_lattice_epsilon: ClassVar[Callable | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        """A class that defines its own :meth:`exact_lattice` offers only the exact-tier hooks it defines beside it.
+
+        The hooks describe the parameters of one particular lattice: a subclass with another lattice must not
+        inherit them (its release would build its parent's lattice on the device), and one that defines a hook
+        without the lattice it describes is refused.
+
+        Raises:
+          TypeError: the class defines an exact-tier hook but not ``exact_lattice``.
+        """
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        for hook in _EXACT_LATTICE_HOOKS:
+            if "exact_lattice" not in own and own.get(hook) is not None:
+                raise TypeError(f"{cls.__name__} defines {hook} without the exact_lattice it describes")
+            if "exact_lattice" in own and hook not in own:
+                setattr(cls, hook, None)
 
     def traced_checks(self, values):
         """The checks of the constructor and :meth:`validate_values` as traced booleans.

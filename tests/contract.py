@@ -76,7 +76,7 @@ CASES = [
         values=(0, 3),
         invalid=((lambda: dpjax.DiscreteGaussian(-2.0), "sigma"),),
     ),
-    # r < 1, c < Δ: not log-concave, the worst shift is below Δ (tests/test_mixture.py covers r ≥ 1)
+    # r < 1, c < Δ: not log-concave, the worst shift is below Δ (tests/test_kernels_mixture.py covers r ≥ 1)
     Case(
         "LaplaceMixture",
         lambda: dpjax.LaplaceMixture(0.5, 2.0, 0.4),
@@ -109,7 +109,7 @@ CASES = [
         invalid=((lambda: dpjax.BoostedRandomizedResponse(1.0, 2.0, 6, 2), "epsilon0"),),
     ),
     # its accountant-level checks (~50 s) run in the slow suite: the absolute region's exact accountant stays in the
-    # default suite through tests/test_accounting_soundness.py (ε = 430.42 and its gradient)
+    # default suite through tests/test_accounting_privacy_loss.py (ε = 430.42 and its gradient)
     Case(
         "PB-Gaussian-Absolute",
         _pb(lambda: dpjax.Gaussian(3.0), lambda: dpjax.AbsoluteError(2.0)),
@@ -131,8 +131,8 @@ CASES = [
         invalid=((lambda: dpjax.FixedInterval(1.0, 0.0), "high"),),
     ),
     # its accountant-level checks (~35 s) run in the slow suite; PB-DP's closed forms stay in the default suite
-    # against quadrature
-    # (tests/test_boosting_exact.py) and inside the PLD (test_accounting_soundness.py, test_pld_mass.py)
+    # against quadrature (tests/test_boosting_closed_forms.py) and inside the PLD (test_accounting_privacy_loss.py,
+    # test_accounting_privacy_loss_construction.py)
     Case(
         "PB-DiscreteLaplace-Relative",
         _pb(lambda: dpjax.DiscreteLaplace(1.5), lambda: dpjax.RelativeError(0.25, 1.5)),

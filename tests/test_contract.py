@@ -517,7 +517,7 @@ def _check_devices(counts, tmp_path):
             np.testing.assert_array_equal(one[cid], other[cid], err_msg=f"{cid}: 1 vs {n} devices")
 
 
-# a subprocess compiling every case again; tests/test_release.py and test_exact.py keep 1 vs 4 devices
+# a subprocess compiling every case again; tests/test_release.py and test_exact_lattice.py keep 1 vs 4 devices
 @pytest.mark.slow
 def test_release_is_identical_on_1_and_4_devices(tmp_path):
     _check_devices((4,), tmp_path)

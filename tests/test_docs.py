@@ -1,4 +1,5 @@
-"""Every ```python block of README.md and docs/*.md runs as pasted and prints what its text says.
+"""Every ```python block of README.md and docs/*.md runs as pasted and prints what its text says; the README's
+custom-kernel snippet runs verbatim and names the examples extra; the Accountant's docstring example runs.
 
 The blocks of one file run in order in one namespace (a later block uses the names of an earlier
 one), from an empty folder. A statement whose last line, or the comment line right after it, ends
@@ -11,6 +12,7 @@ Running a file's blocks compiles and accounts (tens of seconds a file on two cor
 
 import ast
 import contextlib
+import doctest
 import io
 import pathlib
 import re
@@ -69,3 +71,25 @@ def test_blocks_parse_and_their_markers_are_well_formed(name):
 def test_blocks_run_and_print_what_the_text_says(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_blocks(name)
+
+
+@pytest.mark.slow
+def test_readme_custom_kernel_snippet_runs_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Your own noise kernel", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("optimize.tune_boosted(", "(lambda **k: k)(")  # the tuner's run is test_kernels_base's
+    exec(compile(code, "README.md", "exec"), {})
+
+
+@pytest.mark.slow
+def test_accountant_docstring_example_runs():
+    import accounting.accountant
+
+    result = doctest.testmod(accounting.accountant, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 5 and result.failed == 0
+
+
+def test_readme_names_the_examples_extra():
+    # (that no text points outside the repository: tests/test_self_contained.py)
+    assert ".[examples]" in (ROOT / "README.md").read_text()

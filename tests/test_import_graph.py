@@ -1,6 +1,6 @@
 """The import graph of dpjax, accounting and optimize: layers point one way and no module
 imports itself back through others (a lazy import inside a function counts: it is an edge all
-the same, and a circle of them is a tangle a reader has to hold in mind)."""
+the same, and a circle of them is a tangle a reader has to hold in mind); the test files mirror the modules."""
 
 import ast
 from pathlib import Path
@@ -113,3 +113,16 @@ def test_imports_point_down_the_layers():
     # the test sees what it must: the CLI does reach up (lazily), and the graph holds every package
     assert any(t.startswith(("accounting", "optimize")) for n in modules if n.startswith("dpjax.cli") for t in graph[n])
     assert {"dpjax.release", "accounting.rdp", "optimize.dpsgd"} <= set(graph)
+
+
+#: the test files of the project as a whole rather than of one module (tests/README.md)
+WHOLE_PROJECT = ("conftest", "contract", "docs", "import_graph", "self_contained")
+
+
+def test_test_files_are_named_after_the_module_they_test():
+    """tests/README.md: the tests of ``pkg/sub/mod.py`` are in ``tests/test_pkg_sub_mod[_aspect].py`` (``dpjax`` left
+    out, a module's leading underscore too), so the test tree mirrors the packages instead of naming kinds of check."""
+    names = {"_".join(p.lstrip("_") for p in m.split(".")) for m in _modules()}
+    names = {n.removeprefix("dpjax_") for n in names} | set(WHOLE_PROJECT)
+    stems = [path.stem.removeprefix("test_") for path in (ROOT / "tests").glob("test_*.py")]
+    assert sorted(s for s in stems if not any(s == n or s.startswith(n + "_") for n in names)) == []

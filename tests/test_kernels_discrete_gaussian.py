@@ -1,7 +1,7 @@
 """The float discrete Gaussian (the block sampler, one σ or per-record σ): its exact law, from all its words,
 within total variation 10^-6 of pmf ∝ exp(−z²/(2σ²)); the release's draws are exactly that map of the stream's
 words; no guide bucket holds more thresholds than it checks; its draws fit the law (χ²); a σ the float dtype
-cannot carry is refused."""
+cannot carry is refused; a record whose :data:`MAX_TRIALS` trials are all rejected takes a fresh candidate."""
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +13,7 @@ from scipy import stats
 import dpjax
 from dpjax.kernels import discrete_gaussian as dgk
 from dpjax.random import UniformStream
+from goodness_of_fit import chi2_pvalue
 
 _block_params = jax.jit(dgk._block_params)
 
@@ -203,3 +204,52 @@ def test_sigma_beyond_the_float_bound_is_refused():
     dpjax.DiscreteGaussian(2.0**21).validate_values(values)
     checks = dpjax.DiscreteGaussian(jnp.float32(2.0**21 + 1)).traced_checks(values)
     assert [m for ok, m in checks if not bool(ok)] == ["sigma must be at most 2097152 for a float release"]
+
+
+@pytest.mark.slow
+def test_float_discrete_gaussian_block_sampler_fits_its_law():
+    """The float tier's discrete Gaussian, the block sampler: one σ (float32 and float64 releases) and per-record σ
+    each fit pmf ∝ exp(−z²/(2σ²)) (χ²)."""
+    n = 200_000
+    for sigma in (2.5, 20.0):
+        z = np.arange(-int(8 * sigma), int(8 * sigma) + 1)
+        pmf = np.exp(-(z.astype(float) ** 2) / (2 * sigma**2))
+        for dt in (jnp.float32, jnp.float64):
+            with jax.enable_x64(dt == jnp.float64):
+                out = np.asarray(
+                    dpjax.release(jax.random.key(1), jnp.zeros(n, dt), dpjax.DiscreteGaussian(sigma), numerics="float")
+                )
+            assert chi2_pvalue(out, z, pmf) > 1e-4, (sigma, dt)
+    z = np.arange(-60, 61)
+    pmf = np.exp(-(z.astype(float) ** 2) / (2 * 2.5**2))
+    per = dpjax.DiscreteGaussian(jnp.full(n, 2.5))  # per-record σ: the fixed proposal tables
+    out = np.asarray(dpjax.release(jax.random.key(2), jnp.zeros(n, jnp.int32), per, numerics="float"))
+    assert chi2_pvalue(out, z, pmf) > 1e-4
+
+
+class _Rejecting:
+    """Words whose every trial is rejected (w0 = 0: the last block, kept with probability < 1; the keep word
+    2^32 − 1), then the candidate words (2^30, 3) past the trials (the fresh candidate's)."""
+
+    dtype = jnp.float32
+    shape = (4,)
+    _cache = None
+
+    def words(self, j):
+        j = jnp.asarray(j, jnp.uint32)
+        past = 2 * dgk.MAX_TRIALS
+        w0 = jnp.where(j == past, jnp.uint32(1 << 30), jnp.where(j % 2 == 1, jnp.uint32(2**32 - 1), jnp.uint32(0)))
+        w1 = jnp.where(j == past, jnp.uint32(3), jnp.uint32(0))
+        return jnp.broadcast_to(w0, self.shape), jnp.broadcast_to(w1, self.shape)
+
+
+def test_a_record_whose_trials_all_fail_takes_a_fresh_candidate_not_zero():
+    """docs/threat-model.md: such a record takes a fresh unconditioned proposal candidate (noise), never 0 (the bare
+    answer): here −q for the block q = #{j : 2^30 < T[j]} of each record's proposal table (sign bit 1, b = 0)."""
+    sigma = np.array([2.0, 3.0, 4.0, 5.0], np.float32)
+    out = np.asarray(jax.jit(lambda: dpjax.DiscreteGaussian(sigma=sigma).sample_noise(_Rejecting()))())
+    _, tables, index, _, _ = dgk._block_params(jnp.asarray(sigma))
+    t = np.asarray(tables)[np.asarray(index)]
+    want = -np.sum((1 << 30) < t[:, 1:].astype(np.int64), axis=1).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert np.all(out != 0)

@@ -859,16 +859,6 @@ def _scale_groups(shape, *params):
     return groups
 
 
-def _lattice_parameter(mech, hook):
-    """``mech.<hook>()`` (the per-record parameter its :meth:`exact_lattice` is built from) when the class that
-    defines the hook also defines the mechanism's ``exact_lattice`` (a subclass with its own lattice does not
-    inherit the fast route), else None."""
-    owner = next((c for c in type(mech).__mro__ if hook in vars(c)), None)
-    if owner is None or vars(owner).get("exact_lattice") is not type(mech).exact_lattice:
-        return None
-    return getattr(mech, hook)()
-
-
 @functools.partial(jax.jit, static_argnames=("stride",))
 def _scale_summary(b, *, stride):
     """Every ``stride``-th scale and the smallest and largest (float64, exact), in one small program over b in its
@@ -878,16 +868,15 @@ def _scale_summary(b, *, stride):
 
 
 def _device_laplace_scales(mech):
-    """The per-record scales b of a Laplace or discrete Laplace ``mech`` (``exact_lattice_scale``, asked of the
-    class that defines the mechanism's ``exact_lattice``), a device array, when its exact release builds
-    their lattice parameters in the device program — more than :data:`MAX_SCALE_GROUPS` distinct values (on a
-    strided sample, as :func:`_scale_groups`), the Laplace's all at least :data:`DEVICE_LAPLACE_MIN` — with the
-    host lattices of the smallest and the largest (which refuse scales out of range, as a host lattice of all
-    would); otherwise None (the lattice is built on the host). The scales keep their own dtype (the device program
-    converts them)."""
-    b = _lattice_parameter(mech, "exact_lattice_scale")
-    if b is None:
+    """The per-record scales b of a Laplace or discrete Laplace ``mech`` (its ``exact_lattice_scale`` hook), a device
+    array, when its exact release builds their lattice parameters in the device program — more than
+    :data:`MAX_SCALE_GROUPS` distinct values (on a strided sample, as :func:`_scale_groups`), the Laplace's all at
+    least :data:`DEVICE_LAPLACE_MIN` — with the host lattices of the smallest and the largest (which refuse scales
+    out of range, as a host lattice of all would); otherwise None (the lattice is built on the host). The scales
+    keep their own dtype (the device program converts them)."""
+    if mech.exact_lattice_scale is None:
         return None
+    b = mech.exact_lattice_scale()
     if is_traced(b) or np.ndim(b) == 0 or np.size(b) <= MAX_SCALE_GROUPS:
         return None
     from dpjax.pytree import replace
@@ -928,14 +917,16 @@ def _release_laplace_scales(key, start, values, mech, b, low_lat, top_lat, in_dt
 
 
 def _device_rr_epsilon(mech):
-    """The per-record ε of a randomized response ``mech`` (``exact_lattice_epsilon``, asked of the class that
-    defines the mechanism's ``exact_lattice``), a float32 or float64 device array, with the distinct bit patterns
-    of a sample of them (:func:`~dpjax.exact.laws.randomized_response.sample_positions`), when its exact release
-    looks the keep thresholds up in a table: concrete float ε, more than one, at most
+    """The per-record ε of a randomized response ``mech`` (its ``exact_lattice_epsilon`` hook), a float32 or float64
+    device array, with the distinct bit patterns of a sample of them
+    (:func:`~dpjax.exact.laws.randomized_response.sample_positions`), when its exact release looks the keep
+    thresholds up in a table: concrete float ε, more than one, at most
     :data:`~dpjax.exact.laws.randomized_response.RR_TABLE_MAX` distinct in the sample; otherwise None (the host
     lattice)."""
-    eps = _lattice_parameter(mech, "exact_lattice_epsilon")
-    if eps is None or is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
+    if mech.exact_lattice_epsilon is None:
+        return None
+    eps = mech.exact_lattice_epsilon()
+    if is_traced(eps) or np.size(eps) <= 1 or not jnp.issubdtype(jnp.result_type(eps), jnp.floating):
         return None
     with jax.enable_x64(True):
         eps = jnp.asarray(eps)

@@ -636,7 +636,8 @@ def laplace_lattice_bits(b, integer=False):
     The Laplace lattice's (b ≥ :data:`DEVICE_LAPLACE_MIN`) or, ``integer``, the discrete Laplace's
     (2^-40 ≤ b < 2^31). With b = M 2^(E − 52), M its 53-bit significand: the lattice g = 2^(E − 20),
     t = ⌈b/g⌉ = ⌈M/2^32⌉; the integers g = 1, shift p = max(0, 20 − E), t = ⌈b 2^p⌉ = ⌈M/2^r⌉ with r = 32
-    (p > 0) or 52 − E. The same integers as numpy's frexp/ldexp/ceil on the host.
+    (p > 0) or 52 − E. The same integers as numpy's frexp/ldexp/ceil on the host
+    (``tests/test_exact_laws_discrete_laplace.py``).
 
     Args:
       b: float64 scales (device array).

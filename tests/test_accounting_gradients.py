@@ -72,7 +72,7 @@ def _dg(s):
 
 
 # ~14 s each: ε(δ) in the slow suite (the default suite differentiates ε(δ) of atomic PLDs above and in
-# tests/test_accounting_soundness.py; this is its one δ(ε) gradient)
+# tests/test_accounting_privacy_loss.py; this is its one δ(ε) gradient)
 @pytest.mark.slow
 @pytest.mark.parametrize("query", [pytest.param("epsilon", marks=pytest.mark.slow), "delta"])
 def test_discrete_gaussian_single_step(query, precision):
@@ -149,7 +149,7 @@ _X32_CASES = {
     "pb-relative-theta": (lambda th: exact.epsilon(_pb_relative(2.0, th), 1e-6), 0.2),
 }
 # ~20 s each (the pair path's supremum), or 15-20 s where a cheaper default case covers the family
-# (the mixture by its profile and RDP, PB-DP's gradient by tests/test_accounting_soundness.py)
+# (the mixture by its profile and RDP, PB-DP's gradient by tests/test_accounting_privacy_loss.py)
 _SLOW = ("pb-relative-scale", "pb-relative-theta", "mixture-epsilon", "pb-absolute-tau")
 
 

@@ -1,10 +1,12 @@
-"""``dpjax release --per-record-budget COLUMN`` and the embedded budget column."""
+"""``dpjax release --per-record-budget COLUMN`` (dpjax.cli.release_prdp) and the embedded budget column; its padding
+is in proportion to the rows."""
 
 from __future__ import annotations
 
 import csv
 import io
 
+import jax
 import numpy as np
 import pytest
 
@@ -76,3 +78,54 @@ def test_per_record_budget_errors(tmp_path, capsys):
     assert "--eps-min" in capsys.readouterr().err  # a budget below the declared least budget
     assert main(base + ["--eps-min", "0.5", "--eps-max", "2", "--beta", "1.5"]) == 2
     assert "--beta" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_per_record_release_pads_in_proportion_to_the_rows(tmp_path, monkeypatch, capsys):
+    """30 one-row groups and one of 1000 rows: padded to (31, 1000) before, 30 + 1024 entries now."""
+    rows = [f"s{i},1,1.0" for i in range(30)] + ["big,1,1.0"] * 1000
+    path = tmp_path / "b.csv"
+    path.write_text("g,v,b\n" + "\n".join(rows) + "\n")
+    padded, vmap = [], jax.vmap
+
+    def recording_vmap(fn, *a, **k):
+        batched = vmap(fn, *a, **k)
+
+        def record(*args):  # the padded (groups, width) values of one call
+            padded.append(int(np.prod(np.shape(args[1]))))
+            return batched(*args)
+
+        return record
+
+    monkeypatch.setattr(jax, "vmap", recording_vmap)
+    groups = tmp_path / "groups.csv"
+    groups.write_text("g\n" + "".join(f"s{i}\n" for i in range(30)) + "big\n")
+    assert (
+        main(
+            [
+                "release",
+                "--input",
+                str(path),
+                "--group-by",
+                "g",
+                "--value-column",
+                "v",
+                "--per-record-budget",
+                "b",
+                "--eps-min",
+                "1",
+                "--eps-max",
+                "2",
+                "--statistic",
+                "count",
+                "--seed",
+                "0",
+                "--show",
+                "0",
+                "--groups",
+                str(groups),
+            ]
+        )
+        == 0
+    )
+    assert 0 < sum(padded) <= 2 * len(rows)

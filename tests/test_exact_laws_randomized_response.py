@@ -1,10 +1,14 @@
-"""Exact randomized response with per-record ε: the keep thresholds looked up in the device program from a
-perfect-hash table of the distinct ε (dpjax.exact.lattice: _RRTable, _rr_lookup) give bitwise the output of the
-host lattice (``mech.exact_lattice()``, whose thresholds the accountant reads), whatever the sample of ε
-saw."""
+"""The exact randomized response (dpjax.exact.laws.randomized_response): releases by integer keep thresholds (the
+law and the ε it reports, against 100-digit mpmath), the host completion of rejected Lemire words, per-record ε
+whose keep thresholds the device program looks up in a perfect-hash table of the distinct ε (``RRTable``,
+``rr_lookup``) bitwise as the host lattice (``mech.exact_lattice()``, whose thresholds the accountant reads), whatever
+the sample of ε saw."""
+
+import math
 
 import jax
 import jax.numpy as jnp
+import mpmath
 import numpy as np
 import pytest
 
@@ -12,6 +16,7 @@ import dpjax
 from dpjax.exact import HostBits, lattice, table_samplers
 from dpjax.exact.laws import randomized_response
 from dpjax.exact.lattice import release_exact
+from dpjax.exact.laws.randomized_response import rr_keep as _rr_keep
 
 
 @pytest.fixture
@@ -161,11 +166,25 @@ def test_a_wrong_table_key_is_caught_by_the_check(monkeypatch):
     assert np.any(np.asarray(dpjax.release(key, x, rr, numerics="exact")) != want)
 
 
+def _host_records(key, values, keep, k1):
+    """The host's exact record function of every record's words: randomized response of ``values`` with the
+    per-record keep thresholds ``keep`` over k1 + 1 categories."""
+    from dpjax.exact.bits import key_pair
+
+    keep = np.asarray(keep)
+    with jax.enable_x64(True):
+        k0, kk = (int(w) for w in np.asarray(key_pair(key)))
+    return [
+        randomized_response.exact_rr_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, kk, j, i), int(values[i]), int(keep[i]), k1
+        )
+        for i in range(len(keep))
+    ]
+
+
 def test_lemire_rejections_take_their_thresholds_from_the_table(monkeypatch):
     """Rejected Lemire words (forced for about half the flipped records) are completed on the host with the
     thresholds of the records' own ε: bitwise the host lattice, and the host's record function."""
-    from dpjax.exact.bits import key_pair
-
     n = 400
     eps = np.resize(np.linspace(0.1, 2.0, 30), n)
     rr = dpjax.RandomizedResponse(eps, 5)
@@ -179,16 +198,7 @@ def test_lemire_rejections_take_their_thresholds_from_the_table(monkeypatch):
     finally:
         jax.clear_caches()
     np.testing.assert_array_equal(got, want)
-    keep = np.asarray(rr.exact_lattice().param)
-    with jax.enable_x64(True):
-        k0, k1 = (int(w) for w in np.asarray(key_pair(key)))
-    host = [
-        randomized_response.exact_rr_record(
-            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(x[i]), int(keep[i]), 4
-        )
-        for i in range(n)
-    ]
-    np.testing.assert_array_equal(got, host)
+    np.testing.assert_array_equal(got, _host_records(key, x, rr.exact_lattice().param, 4))
 
 
 def test_table_release_law_per_tier():
@@ -222,3 +232,85 @@ def test_epsilon_sample_sees_every_tier_of_a_repeating_layout_and_spreads():
             if size % period == 0:
                 assert np.unique(p % period).size == period, (size, period)
     np.testing.assert_array_equal(randomized_response.sample_positions(100), np.arange(100))
+
+
+@pytest.mark.parametrize("n", [100_000, pytest.param(1_000_000, marks=pytest.mark.slow)])
+def test_randomized_response_by_integer_thresholds(n):
+    rr = dpjax.RandomizedResponse(1.0, 3)
+    lat = rr.exact_lattice()
+    values = jnp.asarray(np.arange(n) % 3, jnp.int32)
+    out = np.asarray(dpjax.release(jax.random.key(5), values, rr, numerics="exact"))
+    keep = float(lat.param) / 2.0**64
+    conf = np.array([[np.mean(out[np.asarray(values) == a] == b) for b in range(3)] for a in range(3)])
+    expect = np.where(np.eye(3, dtype=bool), keep, (1 - keep) / 2)
+    assert np.all(np.abs(conf - expect) < 5 * np.sqrt(expect * (1 - expect) / (n / 3)))
+    # the accounting ε is the one the integer threshold achieves, never below it
+    achieved = math.log(keep * 2 / (1 - keep))
+    assert achieved <= float(lat.noise.epsilon) <= 1.0 + 1e-12
+
+
+def test_randomized_response_host_completion_is_the_record_function(monkeypatch):
+    """A rejected Lemire word (forced for about half the records here) is completed on the host with the
+    record's next words: the release equals the host's exact function of every record's words."""
+    from dpjax.exact.bits import key_pair
+
+    rr = dpjax.RandomizedResponse(0.5, 5)
+    n = 300
+    values = jnp.asarray(np.arange(n) % 5, jnp.int32)
+    monkeypatch.setattr(randomized_response, "rr_threshold", lambda k1: 1 << 63)
+    jax.clear_caches()
+    try:
+        out = np.asarray(dpjax.release(jax.random.key(3), values, rr, numerics="exact"))
+    finally:
+        jax.clear_caches()
+    keep = int(rr.exact_lattice().param)
+    with jax.enable_x64(True):
+        k0, k1 = (int(w) for w in np.asarray(key_pair(jax.random.key(3))))
+    host = [
+        randomized_response.exact_rr_record(
+            lambda j, i=i: table_samplers.threefry_word(k0, k1, j, i), int(values[i]), keep, 4
+        )
+        for i in range(n)
+    ]
+    np.testing.assert_array_equal(out, host)
+    assert (
+        sum(
+            table_samplers.threefry_word(k0, k1, 0, i) >= keep
+            and table_samplers.threefry_word(k0, k1, 1, i) % (1 << 64) * 4 % (1 << 64) < (1 << 63)
+            for i in range(n)
+        )
+        > 20
+    )  # the host path really ran
+
+
+def test_per_record_randomized_response_with_many_distinct_epsilons():
+    """Per-record ε (300 distinct values): each record's keep threshold is its own, the release is the host's
+    exact record function."""
+    n = 300
+    values = jnp.asarray(np.arange(n) % 4, jnp.int32)
+    rr = dpjax.RandomizedResponse(jnp.asarray(np.linspace(0.1, 3.0, n)), 4)
+    out = np.asarray(dpjax.release(jax.random.key(2), values, rr, numerics="exact"))
+    np.testing.assert_array_equal(out, _host_records(jax.random.key(2), values, rr.exact_lattice().param, 3))
+
+
+def test_reported_epsilon_is_at_least_the_thresholds_true_epsilon():
+    """For ε from 1e-300 to 700 and several category counts: the ε reported (the accountant's) is at least the ε of
+    the law that runs, ln(T (k − 1)/(2^64 − T)) at 100 digits, and within 2 float64 ulp of it; keeping is at least
+    as likely as each other category (the accountant's law), and T ≤ 2^64 e^ε/(e^ε + k − 1) wherever that allows."""
+    eps = np.concatenate([np.logspace(-300, np.log10(700), 240), [6.35e-18, 1e-17, 1e-12, 5.2e-12]])
+    with mpmath.workdps(100):
+        for k in (2, 3, 5, 7, 1000):
+            for e in eps:
+                t, achieved = _rr_keep(float(e), k)
+                truth = mpmath.log(mpmath.mpf(t * (k - 1)) / (2**64 - t))
+                assert truth >= 0 and achieved >= truth, (k, e, achieved, truth)
+                assert achieved <= np.nextafter(np.nextafter(float(truth), np.inf), np.inf) or truth == 0, (k, e)
+                ideal = (
+                    mpmath.mpf(2) ** 64 * mpmath.exp(mpmath.mpf(float(e))) / (mpmath.exp(mpmath.mpf(float(e))) + k - 1)
+                )
+                assert t <= ideal or t == -(-(2**64) // k), (k, e)
+    lat = dpjax.RandomizedResponse(np.array([1e-300, 1e-17, 1e-12, 1.0, 700.0]), num_categories=3).exact_lattice()
+    t = np.asarray(lat.param).astype(object)
+    with mpmath.workdps(100):
+        truth = [mpmath.log(mpmath.mpf(int(x) * 2) / (2**64 - int(x))) for x in t]
+    assert all(float(r) >= q for r, q in zip(np.asarray(lat.noise.epsilon), truth))

@@ -1,16 +1,20 @@
-"""`dpjax release` on malformed inputs and flags: a non-zero exit, one line on stderr naming the
-problem, no traceback, no file written or overwritten; atomic outputs, standard input, BOMs."""
+"""The command line's input and output (dpjax.cli.io): malformed inputs and flags give a non-zero exit, one line on
+stderr naming the problem, no traceback, no file written or overwritten; outputs are atomic, written through symbolic
+links, character devices and FIFOs with the user's umask, ``-`` is standard output, and a release file holds no true
+values unless asked; standard input (announced on a terminal), BOMs."""
 
 import csv
 import io
 import os
+import stat
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 from dpjax import cli
-from dpjax.cli import release
+from dpjax.cli import main, release
 
 GOOD = "age_group,steps\n18-29,5000\n30-44,7000\n18-29,9000\n"
 
@@ -209,3 +213,113 @@ def test_the_public_groups_reader_streams_the_csv_in_record_batches(tmp_path, mo
         np.testing.assert_array_equal(a, b)
     assert len(seen) > 10 and sum(seen) == 401  # the blank-field row is read, then skipped
     assert "a,b" in list(whole[0]) and "g11" in list(whole[0]) and len(whole[2]) == 400
+
+
+TINY = "g,v\na,5\nb,7\na,9\n"
+SMALL = ["--group-by", "g", "--value-column", "v", "--clip", "10", "--seed", "0"]
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text(TINY)
+    (tmp_path / "groups.csv").write_text("g\na\nb\n")
+    return str(path)
+
+
+def _release(table, *extra):
+    """A release of ``table`` on its public groups (beside it: groups.csv)."""
+    return main(
+        ["release", "--input", table, *SMALL, "--groups", os.path.join(os.path.dirname(table), "groups.csv"), *extra]
+    )
+
+
+# ----------------------------------------------------------------------------------
+# --output
+# ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_output_through_a_symlink_writes_the_target_and_keeps_the_link(table, tmp_path, capsys):
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert _release(table, "--output", str(link)) == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().startswith("g,sum_v")
+
+
+@pytest.mark.slow
+def test_output_onto_a_character_device_is_written_through(table, tmp_path, capsys):
+    """Through a link of the test's own (code that replaces what it writes to replaces the link,
+    never the system's /dev/null, which a run as root would otherwise destroy)."""
+    link = tmp_path / "null"
+    link.symlink_to(os.devnull)
+    assert _release(table, "--output", str(link)) == 0
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.slow
+def test_output_onto_a_fifo_is_written_through(table, tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()
+    assert _release(table, "--output", str(fifo)) == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith("g,sum_v")
+
+
+@pytest.mark.slow
+def test_output_keeps_the_users_umask(table, tmp_path, capsys):
+    old = os.umask(0o022)
+    try:
+        assert _release(table, "--output", str(tmp_path / "out.csv")) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "out.csv").st_mode) == 0o644
+
+
+def test_output_dash_is_standard_output_and_the_report_goes_to_stderr(table, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _release(table, "--output", "-") == 0
+    out, err = capsys.readouterr()
+    assert list(csv.reader(io.StringIO(out)))[0][:2] == ["g", "sum_v"] and "privacy of the whole release" in err
+    assert not (tmp_path / "-").exists()
+
+
+def test_output_folder_is_refused_before_any_work(table, tmp_path, capsys):
+    assert _release(table, "--output", str(tmp_path / "new") + "/") == 2
+    out, err = capsys.readouterr()
+    assert "--output" in err and "directory" in err and out == ""
+    assert not (tmp_path / "new").exists()
+
+
+# ----------------------------------------------------------------------------------
+# what a release file holds
+# ----------------------------------------------------------------------------------
+def test_release_file_holds_no_true_values_unless_asked(table, tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    assert _release(table, "--output", str(out)) == 0
+    released = ["sum_v", "sum_v_std", "sum_v_ci_low", "sum_v_ci_high"]
+    assert list(csv.reader(out.open()))[0] == ["g"] + released
+    text = capsys.readouterr()
+    assert "true" not in text.out.splitlines()[1]  # the user's own data: released values only on screen
+    assert _release(table, "--output", str(out), "--include-true-values") == 0
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["g", "true_sum_v"] + released and rows[1][:2] == ["a", "14.0"]
+    assert "--include-true-values" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------
+# standard input on a terminal
+# ----------------------------------------------------------------------------------
+class _Terminal(io.TextIOWrapper):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.slow
+def test_standard_input_on_a_terminal_is_announced(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(TINY.encode())))
+    assert main(["release", "--input", "-", *SMALL]) == 0
+    assert "reading standard input" in capsys.readouterr().err
