@@ -399,8 +399,8 @@ def _symmetric_record(word, tab, bounds):
 # -- the platform's transcendentals: the per-record decisions' error bounds, checked on each backend ---------------
 #: assumed bound on the relative error of XLA's float64 ``log``, ``exp`` and ``log1p`` (16 ulp; checked by
 #: ``tests/test_exact_table_samplers.py::test_float64_transcendentals_are_within_the_assumed_error``; a backend is
-#: trusted only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more records for the host
-#: (the same release, slower)
+#: trusted only where its sweep stays within PLATFORM_MARGIN of it, 4 ulp). A looser bound flags more records for the
+#: host (the same release, slower)
 TRANSCENDENTAL_ERROR = 2.0**-48
 #: assumed bound on the error of XLA's float32 ``exp`` (relative) and ``log`` (relative to |log r| + 1: near r = 1
 #: an absolute error), 64 float32 ulp (checked by ``tests/test_exact_table_samplers.py::
