@@ -164,6 +164,30 @@ def test_noisy_max_quantile_is_accurate_and_its_epsilon_is_twice_laplace():
     assert rel.table.column("quantile_0.5_v_std").null_count == 1
 
 
+def test_quantile_is_of_every_kept_row_at_sensitivity_m_times_max_q():
+    """The quantile describes the bounded rows (up to M per unit and group), as the other statistics do: 1000
+    units of one row at 150 and 600 of three rows at 40, 50 and 60 have their row median in (50, 60] (one row per
+    unit: in (60, 150]); one unit's m ≤ M rows move a score by at most M·max(q, 1 − q), so the pure ε is
+    2·M·max(q, 1 − q)/b."""
+    v = np.concatenate([np.full(1000, 150.0), np.tile([40.0, 50.0, 60.0], 600)])
+    u = np.concatenate([np.arange(1000), 1000 + np.repeat(np.arange(600), 3)])
+    rel = table.release(
+        jax.random.key(6),
+        {"u": u, "g": np.zeros(v.size, np.int64), "v": v},
+        by="g",
+        statistics=[table.quantile("v", 0.5, 0, 200)],
+        privacy_unit="u",
+        max_groups_per_unit=1,
+        max_rows_per_group=3,
+        epsilon=1.0,
+        delta=0.0,
+        groups=[0],
+        noise="laplace",
+    )
+    assert rel.epsilon == pytest.approx(2 * 1.5 / rel.scales["rank:('v', 0.0, 200.0):10:0.5"], rel=1e-6)
+    assert 50.0 < rel.table.column("quantile_0.5_v")[0].as_py() <= 60.5
+
+
 def test_confidence_intervals_cover_and_std_matches():
     """Over 3000 groups of one unit each: the stated std is the noise's, and the 1 − alpha intervals of count,
     sum and mean cover the bounded truth at least 1 − alpha of the time (up to sampling slack)."""

@@ -4,7 +4,7 @@ Everything a release needs from the data is a few integer sums per group (see
 :mod:`dpjax.table.statistics` for the fixed-point encoding of values): ``rows`` (kept rows),
 ``units`` (units with a kept row), per value domain ``(column, low, high)`` the sum of the
 encoded clipped values and of the encoded squares, and per quantile tree the leaf counts of the
-units' first rows. Integer sums are exact and do not depend on order, so partial aggregates from
+kept rows. Integer sums are exact and do not depend on order, so partial aggregates from
 any partitioning (record batches, Spark tasks) add up to the same arrays.
 """
 
@@ -90,9 +90,9 @@ def aggregate(statistics, group: np.ndarray, first: np.ndarray, columns: dict, s
         x = columns[stat.column]
         if kind == "tree":
             leaves = 1 << stat.depth
-            t = np.clip((x[first] - stat.low) / (stat.high - stat.low), 0.0, 1.0)
+            t = np.clip((x - stat.low) / (stat.high - stat.low), 0.0, 1.0)
             leaf = np.minimum((t * leaves).astype(np.int64), leaves - 1)
-            out[name] = np.bincount(group[first].astype(np.int64) * leaves + leaf, minlength=size * leaves).reshape(
+            out[name] = np.bincount(group.astype(np.int64) * leaves + leaf, minlength=size * leaves).reshape(
                 size, leaves
             )
             continue

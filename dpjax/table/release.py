@@ -49,6 +49,9 @@ __all__ = ["release", "TableRelease", "Request"]
 
 #: the share of δ that private selection gets (the rest goes to the noisy statistics)
 SELECTION_DELTA_SHARE = 0.5
+#: the weight of private selection's error in the budget split, against a statistic's 1 (a user's ``weights``
+#: may set it as ``"selection"``): a group left out loses every statistic at once, not one
+SELECTION_WEIGHT = 3.0
 #: the budgets ε a release calibrates: others are refused (each one in it calibrates)
 EPSILON_RANGE = (1e-6, 1e6)
 #: the largest per-group sensitivity an integer-valued kernel is calibrated for (the discrete
@@ -198,7 +201,7 @@ class Request:
             # a group is released when its noisy unit count clears τ ≈ L·b (b the count's noise scale): relative to
             # a group of n units the selection errs by L·b/n — a measurement of normalised sensitivity L
             units = Component("units", 1, 1)
-            loss = weights.get("selection", 1.0) * self.selection_tail() ** 2
+            loss = weights.get("selection", SELECTION_WEIGHT) * self.selection_tail() ** 2
             out["units"] = (units, out.get("units", (units, 0.0))[1] + loss)
         return out
 
@@ -475,8 +478,8 @@ _NOISY_MAX_CHUNK = 1 << 20
 
 def _quantile(stat, kernel, pair, words, hist):
     """The noisy-max quantile of every group: candidates the ``2**depth + 1`` edges ``e_j`` of the leaves,
-    scores ``−|L_j − q·n|`` (``L_j`` the units' values below ``e_j``, ``n`` all of them; one value per unit and
-    group, so a unit moves every score by at most ``max(q, 1 − q)``), the candidate of largest score plus
+    scores ``−|L_j − q·n|`` (``L_j`` the kept rows' values below ``e_j``, ``n`` all of them; a unit's at most
+    M rows move every score by at most ``M·max(q, 1 − q)``), the candidate of largest score plus
     Laplace noise (:func:`.calibration.noisy_max_epsilon`)."""
     g, leaves = hist.shape
     below = np.concatenate([np.zeros((g, 1), np.int64), np.cumsum(hist, axis=1)], axis=1).astype(np.float64)

@@ -16,7 +16,7 @@ group) and a *multiplicity* ``m`` (how many of its elements per group one unit c
 | ``sum(c, lo, hi)`` alone | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
 | ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + Σ(x−mid) / max(rows, 1), in [lo, hi] |
 | ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ((x−mid)² − h) (M·(r² − h), 1) | (Σ(…) + h·rows)/rows − mean², in [0, r²] |
-| ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (max(q, 1−q), 1) | the winning candidate |
+| ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (M·max(q, 1−q), 1) | the winning candidate |
 
 ``mid`` is the middle of [lo, hi] (rounded down to an integer for integer-valued kernels) and
 ``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums when [lo, hi] is far
@@ -26,9 +26,10 @@ integer-valued kernels), which halves their sensitivity; the second moment is th
 the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then costs no measurement of its own.
 
 **Quantile**: the candidates are the ``2**D + 1`` edges ``e_j`` of [lo, hi] cut into ``2**D`` equal
-leaves (default D = 10). Each unit contributes **one** value per kept group (its first kept row in the
-keyed random order); the score of ``e_j`` is ``−|L_j − q·n|`` (``L_j`` the values below it, ``n`` all),
-which one unit moves by at most ``Δ = max(q, 1 − q)``. The release is the candidate of largest score plus
+leaves (default D = 10), over every kept row (up to M per unit and group: the quantile of the same bounded
+rows the other statistics describe); the score of ``e_j`` is ``−|L_j − q·n|`` (``L_j`` the values below it,
+``n`` all), which one unit's ``m ≤ M`` rows move by ``ΔL − q·m ∈ [−q·m, (1 − q)·m]``, at most
+``Δ = M·max(q, 1 − q)``. The release is the candidate of largest score plus
 Laplace noise of scale ``b`` (the noise of candidate ``j`` keyed by (key, measurement, group, j)): a
 report-noisy-max, pure ``ε = 2Δ/b`` (Dwork & Roth, "The algorithmic foundations of differential privacy",
 Claim 3.9, scores moving either way) — OpenDP's quantile-score candidates (``make_quantile_score_candidates``
@@ -83,9 +84,11 @@ class Component:
 
 
 #: how much a rank error of the noisy-max quantile weighs against the relative error of a sum or a count
-#: in the budget split (a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x),
-#: f(x)·x ≈ 0.4 at a lognormal's median)
-RANK_WEIGHT = 2.5
+#: in the budget split: a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x) (2.5ρ at
+#: a lognormal's median, f(x)·x ≈ 0.4), and a noisy max errs by more than one noise scale (the largest noise of
+#: the candidates near the quantile wins); 4 balances the median's error against the sums' on the heavy-tailed
+#: table of ``benchmarks/table_utility.py`` (docs/tables.md)
+RANK_WEIGHT = 4.0
 #: how much the row count's relative error weighs in the variance's, against the squares' (the budget split's
 #: model): ``(h + (mean − mid)² − variance)/r²`` squared, ≈ 0.5 for ``(mean − mid)² ≈ r²/3`` (the mean's model)
 #: and a variance of ``r²/9``
@@ -224,7 +227,7 @@ class Statistic:
         return [
             Component(
                 f"rank:{self.bounds_key()}:{self.depth}:{self.q!r}",
-                max(self.q, 1 - self.q),
+                m * max(self.q, 1 - self.q),
                 1,
                 leaves + 1,
                 norm=1 / RANK_WEIGHT,
