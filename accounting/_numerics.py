@@ -6,6 +6,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax._float64 import x64  # noqa: F401 (the accounting modules import it from here)
 from dpjax.validation import concrete  # noqa: F401 (the accounting modules import it from here)
@@ -64,10 +65,10 @@ def pow2_floor(x: float) -> float:
     return 2.0 ** math.floor(math.log2(x) + 1e-12)
 
 
-def safe_log(x):
-    """log(x) with a zero gradient (instead of NaN) where x <= 0."""
+def safe_log(x, xp=jnp):
+    """log(x) with a zero gradient (instead of NaN) where x <= 0 (−∞ there); ``xp=numpy`` on the host."""
     pos = x > 0
-    return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
+    return xp.where(pos, xp.log(xp.where(pos, x, 1.0)), -np.inf)
 
 
 def searchsorted_right(sorted_arr, x):

@@ -309,16 +309,26 @@ class PrivacyLossDistribution:
         """δ(ε) (max over directions); ``epsilon`` scalar or array → shape batch + ε.shape."""
         if self.gaussian_part is not None:
             return self.resolved().get_delta_for_epsilon(epsilon)
-        eps = jnp.asarray(epsilon, jnp.float64)
         if not is_traced(epsilon):
             e = np.asarray(epsilon, float)
             if np.isnan(e).any():
                 raise ValueError(f"epsilon must not be NaN, got {epsilon!r}")
-        shp = eps.shape
-        flat = jnp.broadcast_to(eps.reshape(-1), self.batch_shape + (max(eps.size, 1),))[..., : eps.size]
-        return self._refuse_if_inexact(x64_vjp(_delta_core)(self, flat)).reshape(self.batch_shape + shp)
+        if self._on_host(epsilon):
+            eps = np.asarray(epsilon, np.float64)
+            return jnp.asarray(
+                self._delta_core(_flat(eps, self.batch_shape, np), np).reshape(self.batch_shape + eps.shape)
+            )
+        eps = jnp.asarray(epsilon, jnp.float64)
+        out = x64_vjp(_delta_core)(self, _flat(eps, self.batch_shape, jnp))
+        return self._refuse_if_inexact(out).reshape(self.batch_shape + eps.shape)
 
-    def _delta_core(self, flat):
+    def _on_host(self, arg) -> bool:
+        """Whether a query at ``arg`` is answered on the host (numpy, nothing compiled): a concrete grid
+        PLD (no analytic Gaussian, no Gaussian parts beyond the grid) at a concrete argument. A traced
+        one (``jit``, ``grad``) runs the compiled, differentiable query."""
+        return not (self.is_analytic or self.bounds or is_traced(arg) or is_traced(self))
+
+    def _delta_core(self, flat, xp=jnp):
         if self.bounds:
             return _bound_delta(self._epsilon_core, flat)
         if self.is_analytic:
@@ -326,10 +336,9 @@ class PrivacyLossDistribution:
             out = gaussian_privacy_profile(flat, mu)
             out = jnp.clip(out, 0.0, 1.0)
         else:
-            outs = []
-            outs = [_grid.delta_with_roundoff(pmf, flat, self.pessimistic) for pmf in self._directions()]
-            out = functools.reduce(jnp.maximum, outs)
-        return capped_by_pure("delta", out, flat, self.pure_eps)
+            outs = [_grid.delta_with_roundoff(pmf, flat, self.pessimistic, xp) for pmf in self._directions()]
+            out = functools.reduce(xp.maximum, outs)
+        return capped_by_pure("delta", out, flat, None if self.pure_eps is None else xp.asarray(self.pure_eps), xp)
 
     @x64
     def get_epsilon_for_delta(self, delta):
@@ -342,18 +351,21 @@ class PrivacyLossDistribution:
             return self.resolved().get_epsilon_for_delta(delta)
         if not is_traced(delta):
             check_probability("delta", delta, high_open=True)
-        dl = jnp.asarray(delta, jnp.float64)
-        shp = dl.shape
-        flat = jnp.broadcast_to(dl.reshape(-1), self.batch_shape + (max(dl.size, 1),))[..., : dl.size]
+        on_host = self._on_host(delta)
+        xp = np if on_host else jnp
+        dl = xp.asarray(delta, np.float64)
+        flat = _flat(dl, self.batch_shape, xp)
         if not self.is_analytic:
             for pmf in self._directions():
-                check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
+                check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
+        if on_host:
+            return jnp.asarray(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
             # skips the exact profile's evaluation
             eps = _exact_derivative(self.source, eps, self.pure_eps)
-        return self._refuse_if_inexact(eps).reshape(self.batch_shape + shp)
+        return self._refuse_if_inexact(eps).reshape(self.batch_shape + dl.shape)
 
     def _refuse_if_inexact(self, figure):
         """``figure``, refusing to be differentiated where its grid derivative is wrong: a composed
@@ -362,7 +374,7 @@ class PrivacyLossDistribution:
         motion (DiscreteLaplace(2.4) × 10: −1.66 for −1.736)."""
         return _no_derivative(figure) if self.atomic and self.composed else figure
 
-    def _epsilon_core(self, flat):
+    def _epsilon_core(self, flat, xp=jnp):
         if self.is_analytic:
             return _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
         if self.bounds:
@@ -370,12 +382,12 @@ class PrivacyLossDistribution:
             return _bound_epsilon(plain._epsilon_core, plain.pure_bound(), self.bounds, flat)
         outs = []
         for pmf in self._directions():
-            floor = ROUNDOFF_FACTOR * pmf.roundoff[..., None]
+            r = xp.asarray(pmf.roundoff)[..., None]
             # pessimistic: answer for δ − round-off (sound); optimistic: for δ + round-off
-            r = pmf.roundoff[..., None]
-            e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r)
-            outs.append(jnp.where(flat < floor, jnp.nan, e))
-        return capped_by_pure("epsilon", functools.reduce(jnp.maximum, outs), flat, self.pure_eps)
+            e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r, xp)
+            outs.append(xp.where(flat < ROUNDOFF_FACTOR * r, np.nan, e))
+        pure = None if self.pure_eps is None else xp.asarray(self.pure_eps)
+        return capped_by_pure("epsilon", functools.reduce(xp.maximum, outs), flat, pure, xp)
 
     @x64
     def get_epsilon_bounds(self, delta):
@@ -427,6 +439,12 @@ def _delta_core(p, flat):
 @jax.jit
 def _epsilon_core(p, flat):
     return p._epsilon_core(flat)
+
+
+def _flat(arg, batch_shape, xp):
+    """``arg`` flattened and broadcast over the batch: shape batch + (arg.size,)."""
+    arg = xp.asarray(arg, np.float64)
+    return xp.broadcast_to(arg.reshape(-1), tuple(batch_shape) + (max(arg.size, 1),))[..., : arg.size]
 
 
 def check_floor(delta, floor):

@@ -184,13 +184,15 @@ def disjoint(pmf: GridPmf, apart) -> GridPmf:
 # ----------------------------------------------------------------------------------
 # queries
 # ----------------------------------------------------------------------------------
-def _rcumsum(x):
+def _rcumsum(x, xp=jnp):
     """Reverse cumulative sum along the last axis (faster on CPU than jnp.cumsum of a flip;
-    lax.associative_scan runs faster still but compiles far slower)."""
+    lax.associative_scan runs faster still but compiles far slower); ``xp=numpy`` on the host."""
+    if xp is np:
+        return np.flip(np.cumsum(np.flip(x, -1), -1), -1)
     return jax.lax.cumsum(x, axis=x.ndim - 1, reverse=True)
 
 
-def _suffix_sums(pmf: GridPmf):
+def _suffix_sums(pmf: GridPmf, xp=jnp):
     """A_j = Σ_{i≥j} p_i and B_j = Σ_{i≥j} p_i e^{-(i-j)·step}, j = 0..n-1 (both ≥ 0).
 
     B uses reverse cumulative sums of p_i e^{-k·step} inside chunks of K entries with
@@ -199,70 +201,108 @@ def _suffix_sums(pmf: GridPmf):
     p = pmf.probs
     n = p.shape[-1]
     step = pmf.step
-    a = _rcumsum(p)
+    a = _rcumsum(p, xp)
     k_len = int(min(n, max(1, math.floor(512.0 / step))))
     nb = -(-n // k_len)
     if nb == 1:
-        k = jnp.arange(n, dtype=p.dtype) * step
-        b = jnp.exp(k) * _rcumsum(p * jnp.exp(-k))
+        k = xp.arange(n, dtype=p.dtype) * step
+        b = xp.exp(k) * _rcumsum(p * xp.exp(-k), xp)
         return a, b
-    pad = jnp.pad(p, [(0, 0)] * (p.ndim - 1) + [(0, nb * k_len - n)]).reshape(p.shape[:-1] + (nb, k_len))
-    k = jnp.arange(k_len, dtype=p.dtype) * step
-    local = _rcumsum(pad * jnp.exp(-k))  # Σ_{k'≥k} p e^{-k' s}
+    pad = xp.pad(p, [(0, 0)] * (p.ndim - 1) + [(0, nb * k_len - n)]).reshape(p.shape[:-1] + (nb, k_len))
+    k = xp.arange(k_len, dtype=p.dtype) * step
+    local = _rcumsum(pad * xp.exp(-k), xp)  # Σ_{k'≥k} p e^{-k' s}
     decay = math.exp(-k_len * step)
 
     def chain(nxt, r0):  # B at the start of the next chunk → B at the start of this one
         return r0 + decay * nxt, nxt
 
-    _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), jnp.moveaxis(local[..., 0], -1, 0), reverse=True)
-    after = jnp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
-    b = jnp.exp(k) * local + jnp.exp(k - k_len * step) * after  # (k is a loss: index · step)
+    firsts = xp.moveaxis(local[..., 0], -1, 0)
+    if xp is np:
+        nxt, after = np.zeros(p.shape[:-1]), np.empty_like(firsts)
+        for c in range(nb - 1, -1, -1):
+            nxt, after[c] = chain(nxt, firsts[c])
+    else:
+        _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), firsts, reverse=True)
+    after = xp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
+    b = xp.exp(k) * local + xp.exp(k - k_len * step) * after  # (k is a loss: index · step)
     return a, b.reshape(p.shape[:-1] + (nb * k_len,))[..., :n]
 
 
-def _at(arr, j):
+def _at(arr, j, xp=jnp):
     """``arr[..., j]`` for batched indices j in [0, n], with arr[..., n] = 0."""
     n = arr.shape[-1]
+    if xp is np:
+        shape = np.broadcast_shapes(arr.shape[:-1], j.shape[:-1])
+        idx = np.broadcast_to(np.minimum(j, n - 1), shape + j.shape[-1:])
+        got = np.take_along_axis(np.broadcast_to(arr, shape + arr.shape[-1:]), idx, axis=-1)
+        return np.where(j < n, got, 0.0)
     return jnp.where(j < n, take_last(arr, jnp.minimum(j, n - 1)), 0.0)
 
 
-@jax.jit
-def delta_for_epsilon(pmf: GridPmf, eps):
-    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ for ``eps`` of shape (..., m) (batch-broadcast)."""
-    a, b = _suffix_sums(pmf)
+def _host(pmf: GridPmf) -> GridPmf:
+    """``pmf`` with numpy leaves (a concrete pmf read on the host)."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), pmf)
+
+
+def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
+    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ for ``eps`` of shape (..., m) (batch-broadcast).
+    ``xp=numpy``: a concrete pmf on the host (nothing compiled), else one compiled program."""
+    if xp is jnp:
+        return _delta_for_epsilon_jit(pmf, eps)
+    return _delta_for_epsilon(_host(pmf), np.asarray(eps, np.float64), np)
+
+
+def _delta_for_epsilon(pmf, eps, xp):
+    a, b = _suffix_sums(pmf, xp)
     n = pmf.size
     off = pmf.offset[..., None]
     # first grid index whose loss is > eps
-    j = jnp.clip(jnp.floor(eps / pmf.step - off) + 1.0, 0, n).astype(jnp.int32)
+    j = xp.clip(xp.floor(eps / pmf.step - off) + 1.0, 0, n).astype(np.int32)
     lj = (off + j) * pmf.step
-    val = _at(a, j) - jnp.exp(jnp.minimum(eps - lj, 0.0)) * _at(b, j)
-    return jnp.clip(pmf.inf_mass[..., None] + jnp.maximum(val, 0.0), 0.0, 1.0)
+    val = _at(a, j, xp) - xp.exp(xp.minimum(eps - lj, 0.0)) * _at(b, j, xp)
+    return xp.clip(pmf.inf_mass[..., None] + xp.maximum(val, 0.0), 0.0, 1.0)
 
 
-@jax.jit
-def epsilon_for_delta(pmf: GridPmf, delta):
+_delta_for_epsilon_jit = jax.jit(functools.partial(_delta_for_epsilon, xp=jnp))
+
+
+def epsilon_for_delta(pmf: GridPmf, delta, xp=jnp):
     """Smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD); ``delta`` (..., m).
 
     The value is an explicit function of the masses on its grid cell, so autodiff
-    through it is the implicit-function derivative of δ(ε) = delta.
+    through it is the implicit-function derivative of δ(ε) = delta. ``xp=numpy``: a concrete pmf
+    on the host (the same arithmetic, nothing compiled, no derivative), else one compiled program.
     """
-    a, b = _suffix_sums(pmf)
+    if xp is jnp:
+        return _epsilon_for_delta_jit(pmf, delta)
+    return _epsilon_for_delta(_host(pmf), np.asarray(delta, np.float64), np)
+
+
+def _epsilon_for_delta(pmf, delta, xp):
+    a, b = _suffix_sums(pmf, xp)
     n = pmf.size
     step = pmf.step
     inf = pmf.inf_mass[..., None]
     # δ at the grid losses ℓ_j: Σ_{i>j} p_i (1 − e^{ℓ_j−ℓ_i}) = A_j − B_j (the i = j terms cancel)
-    dj = inf + jnp.maximum(a - b, 0.0)  # (..., n), non-increasing
+    dj = inf + xp.maximum(a - b, 0.0)  # (..., n), non-increasing
     # count of grid points with δ(ℓ_j) > delta; on (ℓ_{j*-1}, ℓ_{j*}] δ(ε) = m_∞ + A_{j*} − e^{ε−ℓ_{j*}} B_{j*}
-    jstar = jnp.sum((dj[..., None, :] > delta[..., :, None]).astype(jnp.int32), axis=-1)
-    jstar = jnp.minimum(jstar, n)
-    aj = _at(a, jstar)
-    bj = _at(b, jstar)
+    if xp is np:  # one δ at a time: no (n, m) array
+        shape = np.broadcast_shapes(dj.shape[:-1], delta.shape[:-1])
+        d = np.broadcast_to(delta, shape + delta.shape[-1:])
+        jstar = np.stack([np.sum(dj > d[..., i : i + 1], axis=-1) for i in range(d.shape[-1])], -1).astype(np.int32)
+    else:
+        jstar = jnp.sum((dj[..., None, :] > delta[..., :, None]).astype(jnp.int32), axis=-1)
+    jstar = xp.minimum(jstar, n)
+    aj = _at(a, jstar, xp)
+    bj = _at(b, jstar, xp)
     lj = (pmf.offset[..., None] + jstar) * step
     num = inf + aj - delta
     ok = (num > 0) & (bj > 0) & (jstar < n)
-    eps = lj + safe_log(jnp.where(ok, num, 1.0)) - safe_log(jnp.where(ok, bj, 1.0))
-    eps = jnp.where(ok, eps, lj)
-    eps = jnp.where(inf >= delta, jnp.inf, eps)
+    eps = lj + safe_log(xp.where(ok, num, 1.0), xp) - safe_log(xp.where(ok, bj, 1.0), xp)
+    eps = xp.where(ok, eps, lj)
+    eps = xp.where(inf >= delta, np.inf, eps)
+    if xp is np:
+        return np.maximum(eps, 0.0)
     eps = jax.lax.stop_gradient(jnp.maximum(eps, 0.0))
     # the derivative: implicit, dε = (dδ_target − ∂δ/∂θ) / ∂δ/∂ε, both read at the grid point ℓ_i
     # below the answer's cell, where the PLD's profile is its construction's (not a chord): δ(ℓ_i)
@@ -277,15 +317,19 @@ def epsilon_for_delta(pmf: GridPmf, delta):
     return eps + (t - jax.lax.stop_gradient(t))
 
 
-def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool):
+_epsilon_for_delta_jit = jax.jit(functools.partial(_epsilon_for_delta, xp=jnp))
+
+
+def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool, xp=jnp):
     """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side: up
-    (pessimistic) or down; a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic)."""
-    d = delta_for_epsilon(pmf, eps)
-    r = pmf.roundoff[..., None]
-    ok = jnp.isfinite(r)
+    (pessimistic) or down; a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic).
+    ``xp=numpy``: a concrete pmf on the host."""
+    d = delta_for_epsilon(pmf, eps, xp)
+    r = xp.asarray(pmf.roundoff)[..., None]
+    ok = xp.isfinite(r)
     if pessimistic:
-        return jnp.where(ok, jnp.minimum(d + r, 1.0), 1.0)
-    return jnp.where(ok, jnp.maximum(d - r, 0.0), 0.0)
+        return xp.where(ok, xp.minimum(d + r, 1.0), 1.0)
+    return xp.where(ok, xp.maximum(d - r, 0.0), 0.0)
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
