@@ -28,7 +28,7 @@ from accounting._numerics import x64, x64_vjp
 from accounting.privacy_loss.construction import DEFAULT_TAIL_MASS, MAX_GRID
 from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
-from dpjax.validation import check_int, check_positive, check_probability
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
 __all__ = ["Accountant", "Release", "self_compose_by_count"]
 
@@ -48,9 +48,20 @@ def _bits(count) -> int:
 # ----------------------------------------------------------------------------------
 # composition by a traced count
 # ----------------------------------------------------------------------------------
-def _compose_core(p, count, sizes, bits, tail):
-    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
-    dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
+def _compose_core(p, count, sizes, bits, tail, xp=jnp):
+    if xp is np:  # concrete: the FFT powers on the host (numpy), nothing compiled
+        count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
+        dirs = [
+            _grid.on_host(_grid.self_compose, pmf, count, s, tail, p.pessimistic, bits=bits)
+            for pmf, s in zip(p._directions(), sizes)
+        ]
+        with jax.enable_x64(True):
+            count = jnp.asarray(count)
+    else:
+        count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
+        dirs = [
+            _grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)
+        ]
     return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, p.pure_bound() * count, count=count)
 
 
@@ -59,14 +70,10 @@ def _compose_jit(p, count, sizes, bits, tail):
     return x64_vjp(functools.partial(_compose_core, sizes=sizes, bits=bits, tail=tail))(p, count)
 
 
-@functools.partial(jax.jit, static_argnames=("tail",))
-def _widths_jit(p, count, tail):
-    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
-    out = []
-    for pmf in p._directions():
-        lo, hi, _ = _grid.chernoff_window(pmf, count, tail)
-        out.append(jnp.max(hi - lo) + 1.0)
-    return out
+def _widths(p, count, tail):
+    """The widest Chernoff window of each direction of ``p``'s ``count``-fold composition (concrete, on
+    the host)."""
+    return [_grid.required_window(pmf, count, tail) for pmf in p._directions()]
 
 
 def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
@@ -78,11 +85,11 @@ def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
 
     One power of two for both directions: a count that grows step by step (the odometer of a
     training loop) meets only a few distinct lengths, i.e. a few compilations."""
-    with jax.enable_x64(True):
-        widths = _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))
-        fit = p.fitted_to_window(max(int(w) for w in widths))
-        if fit is not p:
-            widths = _widths_jit(fit, jnp.asarray(count, jnp.float64), float(tail))
+    count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
+    widths = _widths(p, count, float(tail))
+    fit = p.fitted_to_window(max(widths))
+    if fit is not p:
+        widths = _widths(fit, count, float(tail))
     size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, fit._directions())) - 1).bit_length()
     sizes = (size,) * len(widths)
     if size > MAX_GRID:
@@ -114,7 +121,10 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
     if sizes is None:
         p, sizes = composition_grid(p, count, tail)
     bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)
-    return _compose_jit(p, jnp.asarray(count, jnp.float64), tuple(int(s) for s in sizes), bits, float(tail))
+    sizes = tuple(int(s) for s in sizes)
+    if not (is_traced(p) or is_traced(count)):
+        return _compose_core(p, count, sizes, bits, float(tail), np)
+    return _compose_jit(p, jnp.asarray(count, jnp.float64), sizes, bits, float(tail))
 
 
 # ----------------------------------------------------------------------------------

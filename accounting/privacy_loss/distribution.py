@@ -246,7 +246,9 @@ class PrivacyLossDistribution:
         factor = int(round(step / self.step))
         dirs = [
             _grid.pad_to(
-                x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
+                x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p)
+                if is_traced(p)
+                else _grid.on_host(_grid.coarsen, p, factor),
                 next_pow2(-(-(p.size + factor - 1) // factor) + 1),
             )
             for p in self._directions()
@@ -295,6 +297,9 @@ class PrivacyLossDistribution:
         for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
+            if not is_traced(pmf):  # concrete: one numpy FFT power on the host, nothing compiled
+                outs.append(_grid.on_host(_grid.self_compose, pmf, count, s, tail, self.pessimistic))
+                continue
             outs.append(
                 x64_vjp(
                     functools.partial(_self_compose_jit, count=count, size=s, tail=tail, pessimistic=self.pessimistic)

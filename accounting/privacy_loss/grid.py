@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import EPS64, safe_log, take_last
-from dpjax.validation import is_traced
+from dpjax.validation import concrete, is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
 #: largest absolute error of the first mass read from the gaps (:func:`connect_the_dots`); above it the first
@@ -133,7 +133,7 @@ def from_profile(deltas, gaps, k0, step: float):
     return GridPmf(probs, offset, inf, roundoff, step)
 
 
-def coarsen(pmf: GridPmf, factor: int) -> GridPmf:
+def coarsen(pmf: GridPmf, factor: int, xp=jnp) -> GridPmf:
     """The same PLD on the grid of step ``factor``·step (``factor`` a static power of two).
 
     A mass p at ℓ between coarse points a < ℓ ≤ b = a + S is split into w·p at b and (1 − w)·p at a
@@ -141,27 +141,34 @@ def coarsen(pmf: GridPmf, factor: int) -> GridPmf:
     the profile δ(ε) = Σ p (1 − e^{ε−ℓ})_+, linear in e^ε on each atom's side, becomes its chord
     between a and b — above it (convexity in e^ε): connect-the-dots of this PLD on the coarser grid,
     dominating, with δ unchanged at the coarse grid points. The mean loss rises by ≤ S²/8 per
-    composition, so a step well below the loss scale costs little."""
+    composition, so a step well below the loss scale costs little. ``xp=numpy``: a concrete pmf
+    (numpy leaves) on the host."""
     if factor == 1:
         return pmf
     n = pmf.size
     # fine index i sits at (offset + i)·s; the coarse cell of i starts at floor((offset + i)/factor)
-    r = jnp.mod(pmf.offset, float(factor))  # position of index 0 inside its coarse cell
+    r = xp.mod(pmf.offset, float(factor))  # position of index 0 inside its coarse cell
     nb = -(-(n + factor - 1) // factor) + 1
-    rr = r.astype(jnp.int32)
-
-    def place(p, sh):  # p at fine index i → padded index i + r, then (cells, factor)
-        pad = jnp.zeros(nb * factor, p.dtype)
-        return jax.lax.dynamic_update_slice_in_dim(pad, p, sh, 0).reshape(nb, factor)
-
     flat = pmf.probs.reshape(-1, n)
-    blocks = jax.vmap(place)(flat, jnp.broadcast_to(rr, pmf.inf_mass.shape).reshape(-1))
+    shifts = xp.broadcast_to(r, pmf.inf_mass.shape).reshape(-1)
+    if xp is np:
+        blocks = np.zeros((flat.shape[0], nb * factor))
+        for i, sh in enumerate(shifts.astype(np.int64)):
+            blocks[i, sh : sh + n] = flat[i]
+        blocks = blocks.reshape(-1, nb, factor)
+    else:
+
+        def place(p, sh):  # p at fine index i → padded index i + r, then (cells, factor)
+            pad = jnp.zeros(nb * factor, p.dtype)
+            return jax.lax.dynamic_update_slice_in_dim(pad, p, sh, 0).reshape(nb, factor)
+
+        blocks = jax.vmap(place)(flat, shifts.astype(jnp.int32))
     s = pmf.step
-    j = jnp.arange(factor, dtype=jnp.float64)
-    w = -jnp.expm1(-j * s) / -math.expm1(-factor * s)  # share sent up to b (0 at ℓ = a)
-    up = jnp.sum(blocks * w, -1)
-    down = jnp.sum(blocks, -1) - up
-    probs = down + jnp.concatenate([jnp.zeros_like(up[:, :1]), up[:, :-1]], -1)
+    j = xp.arange(factor, dtype=np.float64)
+    w = -xp.expm1(-j * s) / -math.expm1(-factor * s)  # share sent up to b (0 at ℓ = a)
+    up = xp.sum(blocks * w, -1)
+    down = xp.sum(blocks, -1) - up
+    probs = down + xp.concatenate([xp.zeros_like(up[:, :1]), up[:, :-1]], -1)
     probs = probs.reshape(pmf.batch_shape + (nb,))
     offset = (pmf.offset - r) / factor
     # the exact split keeps the round-off of the fine δ at every coarse grid point
@@ -242,6 +249,14 @@ def _at(arr, j, xp=jnp):
 def _host(pmf: GridPmf) -> GridPmf:
     """``pmf`` with numpy leaves (a concrete pmf read on the host)."""
     return jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), pmf)
+
+
+def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
+    """``fn(pmf, *args, xp=numpy, **kwargs)`` on a concrete pmf, returned with float64 JAX leaves:
+    a composition, coarsening or trim computed on the host (numpy) compiles nothing."""
+    out = fn(_host(pmf), *args, xp=np, **kwargs)
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), out)
 
 
 def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
@@ -350,75 +365,87 @@ def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
 # ----------------------------------------------------------------------------------
 # composition
 # ----------------------------------------------------------------------------------
-def _log_mgf(probs, ts, block: int = 64):
+def _log_mgf(probs, ts, block: int = 64, xp=jnp):
     """log Σ_i p_i e^{t i} for each order t of ``ts`` (K,), exactly (no binning slack), as one
     matmul: i = block·r + c, Σ_r e^{t·block·r} Σ_c p_{r,c} e^{t c}. |t|·n ≤ 60 keeps every
     exponential in range."""
     n = probs.shape[-1]
     block = int(min(block, n))
     nb = -(-n // block)
-    pad = jnp.pad(probs, [(0, 0)] * (probs.ndim - 1) + [(0, nb * block - n)]).reshape(probs.shape[:-1] + (nb, block))
-    inner = jnp.exp(jnp.arange(block, dtype=jnp.float64)[:, None] * ts)  # (block, K)
-    outer = jnp.exp((jnp.arange(nb, dtype=jnp.float64) * block)[:, None] * ts)  # (nb, K)
-    m = jnp.sum(jnp.matmul(pad, inner, precision=jax.lax.Precision.HIGHEST) * outer, axis=-2)  # (..., K)
-    return safe_log(m)
+    pad = xp.pad(probs, [(0, 0)] * (probs.ndim - 1) + [(0, nb * block - n)]).reshape(probs.shape[:-1] + (nb, block))
+    inner = xp.exp(xp.arange(block, dtype=np.float64)[:, None] * ts)  # (block, K)
+    outer = xp.exp((xp.arange(nb, dtype=np.float64) * block)[:, None] * ts)  # (nb, K)
+    if xp is np:
+        m = np.sum(np.matmul(pad, inner) * outer, axis=-2)
+    else:
+        m = jnp.sum(jnp.matmul(pad, inner, precision=jax.lax.Precision.HIGHEST) * outer, axis=-2)  # (..., K)
+    return safe_log(m, xp)
 
 
-def chernoff_window(pmf: GridPmf, count, tail: float):
+def chernoff_window(pmf: GridPmf, count, tail: float, xp=jnp):
     """Relative index window [lo, hi] of the ``count``-fold composition holding all but ``tail`` mass.
 
     Chernoff: P(S ≥ u) ≤ exp(T log M(t) − t u) (t > 0), likewise below with t < 0,
     minimised over a fixed set of orders. The moment generating function is exact
     (:func:`_log_mgf`): an upper bound on it per bin of b entries would widen the window
     by T·(b−1) indices on each side. ``count``: an int, or an integer-valued array over the
-    batch (traced: one program for every count). Returns float arrays (lo, hi).
+    batch (traced: one program for every count). Returns float arrays (lo, hi). ``xp=numpy``: a
+    concrete pmf (numpy leaves) on the host.
     """
     n = pmf.size
-    ts = jnp.asarray(_CHERNOFF_T / n)
-    logm = _log_mgf(pmf.probs, ts)  # (..., K)
-    c = jnp.asarray(count, logm.dtype)[..., None]
+    ts = xp.asarray(_CHERNOFF_T / n)
+    logm = _log_mgf(pmf.probs, ts, xp=xp)  # (..., K)
+    c = xp.asarray(count, logm.dtype)[..., None]
     bound = (c * logm + math.log(2.0 / tail)) / ts
     pos = ts > 0
-    hi = jnp.min(jnp.where(pos, bound, jnp.inf), axis=-1)
-    lo = jnp.max(jnp.where(pos, -jnp.inf, bound), axis=-1)
+    hi = xp.min(xp.where(pos, bound, np.inf), axis=-1)
+    lo = xp.max(xp.where(pos, -np.inf, bound), axis=-1)
     top = c[..., 0] * (n - 1)
-    hi = jnp.clip(jnp.ceil(hi), 0.0, top)
-    lo = jnp.clip(jnp.floor(lo), 0.0, hi)
+    hi = xp.clip(xp.ceil(hi), 0.0, top)
+    lo = xp.clip(xp.floor(lo), 0.0, hi)
     return lo, hi, (ts, logm)
 
 
-def _upper_tail_bound(count, ts, logm, u):
-    """Chernoff bound on P(S ≥ u) (u relative index)."""
-    pos = ts > 0
-    logb = jnp.where(pos, jnp.asarray(count)[..., None] * logm - ts * u[..., None], jnp.inf)
-    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
+def _tail_bound(count, ts, logm, u, upper, xp=jnp):
+    """Chernoff bound on P(S ≥ u) (``upper``) or P(S ≤ u) (u relative index)."""
+    side = ts > 0 if upper else ts < 0
+    logb = xp.where(side, xp.asarray(count)[..., None] * logm - ts * u[..., None], np.inf)
+    return xp.minimum(xp.exp(xp.min(logb, axis=-1)), 1.0)
 
 
-def _lower_tail_bound(count, ts, logm, l):
-    """Chernoff bound on P(S ≤ l)."""
-    neg = ts < 0
-    logb = jnp.where(neg, jnp.asarray(count)[..., None] * logm - ts * l[..., None], jnp.inf)
-    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
-
-
-def power(spec, count, bits: int | None = None):
+def power(spec, count, bits: int | None = None, xp=jnp):
     """``spec ** count``: ``lax.integer_pow`` for an int, square-and-multiply for an integer-valued
-    array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count)."""
-    if bits is None:
+    array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count).
+    ``xp=numpy``: the same square-and-multiply on the host (an int count too: numpy's power of a
+    complex array by a large integer goes through exp/log)."""
+    if bits is None and xp is jnp:
         return spec**count
-    m = jnp.asarray(count, jnp.float64)[..., None]
+    if bits is None:
+        bits = max(int(count), 1).bit_length()
+    m = xp.asarray(count, np.float64)[..., None]
 
     def body(_, state):
         res, base, m = state
-        odd = jnp.mod(m, 2.0) == 1.0
-        return jnp.where(odd, res * base, res), base * base, jnp.floor(m / 2.0)
+        odd = xp.mod(m, 2.0) == 1.0
+        return xp.where(odd, res * base, res), base * base, xp.floor(m / 2.0)
 
-    res, _, _ = jax.lax.fori_loop(0, bits, body, (jnp.ones_like(spec), spec, m))
-    return res
+    state = (xp.ones_like(spec), spec, m)
+    if xp is np:
+        for i in range(bits):
+            state = body(i, state)
+        return state[0]
+    return jax.lax.fori_loop(0, bits, body, state)[0]
 
 
 def self_compose(
-    pmf: GridPmf, count, size: int, tail: float, pessimistic: bool, with_width: bool = False, bits: int | None = None
+    pmf: GridPmf,
+    count,
+    size: int,
+    tail: float,
+    pessimistic: bool,
+    with_width: bool = False,
+    bits: int | None = None,
+    xp=jnp,
 ):
     """``count``-fold composition by one FFT power (length ``size``, static), windowed.
 
@@ -426,28 +453,31 @@ def self_compose(
     ``size`` aliases only mass outside the window, whose (Chernoff) bound goes to the
     +∞ atom when pessimistic (dropped when optimistic). ``count``: an int, or with ``bits``
     an integer-valued array below 2**bits (traced: the odometer of a training loop composes
-    every count with one program).
+    every count with one program). ``xp=numpy``: a concrete pmf (numpy leaves) composed on the host.
     """
     n = pmf.size
-    lo, hi, (ts, logm) = chernoff_window(pmf, count, tail)
-    spec = jnp.fft.rfft(pmf.probs, n=size, axis=-1)
-    out = jnp.fft.irfft(power(spec, count, bits), n=size, axis=-1)
-    out = _roll_left(out, lo, size)
-    top = jnp.asarray(count, lo.dtype) * (n - 1)
+    lo, hi, (ts, logm) = chernoff_window(pmf, count, tail, xp)
+    spec = xp.fft.rfft(pmf.probs, n=size, axis=-1)
+    out = xp.fft.irfft(power(spec, count, bits, xp), n=size, axis=-1)
+    out = _roll_left(out, lo, size, xp)
+    top = xp.asarray(count, lo.dtype) * (n - 1)
     end = lo + size  # first relative index outside the window
-    up = jnp.where(end > top, 0.0, _upper_tail_bound(count, ts, logm, end))
-    down = jnp.where(lo > 0, _lower_tail_bound(count, ts, logm, lo - 1.0), 0.0)
-    out, roundoff = _clip_roundoff(out, pmf.roundoff)
-    inf = -jnp.expm1(count * jnp.log1p(-jnp.minimum(pmf.inf_mass, 1.0)))
+    up = xp.where(end > top, 0.0, _tail_bound(count, ts, logm, end, True, xp))
+    down = xp.where(lo > 0, _tail_bound(count, ts, logm, lo - 1.0, False, xp), 0.0)
+    out, roundoff = _clip_roundoff(out, pmf.roundoff, xp)
+    inf = -xp.expm1(count * xp.log1p(-xp.minimum(pmf.inf_mass, 1.0)))
     if pessimistic:
         inf = inf + up + down
-    res = GridPmf(out, count * pmf.offset + lo, jnp.minimum(inf, 1.0), roundoff, pmf.step)
+    res = GridPmf(out, count * pmf.offset + lo, xp.minimum(inf, 1.0), roundoff, pmf.step)
     return (res, hi - lo + 1.0) if with_width else res
 
 
-def _roll_left(out, lo, size: int):
+def _roll_left(out, lo, size: int, xp=jnp):
     """``out[..., (lo + i) % size]`` for i < size (per batch element ``lo``): a dynamic slice of
     the doubled array (a gather is much slower on CPU)."""
+    if xp is np:
+        shift = np.mod(np.broadcast_to(lo, out.shape[:-1]), float(size)).astype(np.int64)[..., None]
+        return np.take_along_axis(out, (shift + np.arange(size)) % size, axis=-1)
 
     def one(x, l):
         sh = jnp.mod(l, float(size)).astype(jnp.int32)
@@ -547,12 +577,13 @@ def trim_window(pmf: GridPmf, tail: float):
     return start, min(max(stop, start + 2), pmf.size)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _window_width(pmf, count, tail):
-    lo, hi, _ = chernoff_window(pmf, count, tail)
-    return jnp.max(hi - lo)
-
-
 def required_window(pmf: GridPmf, count: int, tail: float) -> int:
-    """Concrete: largest Chernoff window over the batch (static FFT length planning)."""
-    return int(_window_width(pmf, count, tail)) + 1
+    """Largest Chernoff window over the batch (static FFT length planning), on the host from the pmf's
+    concrete values (also under plain ``jax.grad``)."""
+    conc = concrete(pmf)
+    if conc is None:
+        raise ValueError(
+            "size: the PLD is traced (inside jit); pass the FFT length (size=/sizes=) taken from a concrete run"
+        )
+    lo, hi, _ = chernoff_window(_host(conc), count, tail, np)
+    return int(np.max(hi - lo)) + 1
