@@ -87,9 +87,10 @@ class _PldEvaluator:
 
     def query(self, kind_query, z, steps, arg, sampling_prob):
         c = self.composed(z, steps, sampling_prob)
-        arg = jnp.asarray(arg, jnp.float64).reshape(-1)
+        xp = jnp if is_traced((z, arg, sampling_prob)) else np  # concrete: read on the host
+        arg = xp.asarray(arg, np.float64).reshape(-1)
         out = c.get_epsilon_for_delta(arg) if kind_query == "epsilon" else c.get_delta_for_epsilon(arg)
-        return jnp.diagonal(out)
+        return xp.diagonal(xp.asarray(out))
 
 
 _EVALUATORS: dict = {}  # recent evaluators by (kind, sampling_prob, rung, steps rung, grid step); bounded
@@ -144,14 +145,18 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
         value_discretization_interval = float(
             check_positive("value_discretization_interval", value_discretization_interval)
         )
-    z = jnp.asarray(noise_multiplier, jnp.float64)
-    sampling_prob = jnp.asarray(sampling_prob, jnp.float64)
-    a = jnp.asarray(arg, jnp.float64)
-    shape = jnp.broadcast_shapes(z.shape, sampling_prob.shape, np.shape(steps), a.shape)
-    z, sampling_prob, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
+    traced = is_traced((noise_multiplier, sampling_prob, arg))
+    xp = jnp if traced else np  # concrete settings are gathered and read on the host: nothing compiled
+    z = xp.asarray(noise_multiplier, np.float64)
+    sampling_prob = xp.asarray(sampling_prob, np.float64)
+    a = xp.asarray(arg, np.float64)
+    shape = np.broadcast_shapes(z.shape, sampling_prob.shape, np.shape(steps), a.shape)
+    z, sampling_prob, a = (xp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
     st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
-    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
     core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
+    if not traced:
+        return jnp.asarray(np.asarray(core(z, sampling_prob, a)).reshape(shape))
+    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
     return x64_vjp(core)(z, sampling_prob, a).reshape(shape)
 
 
@@ -173,6 +178,7 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         rung = _plan_rung(kind, float(zc[i]), float(sampling_probs[i]), grid, step is None)
         groups.setdefault((float(sampling_probs[i]), rung, _steps_rung(st[i]), grid), []).append(i)
     out = [None] * zc.size
+    xp = jnp if is_traced((z, sampling_prob, a)) else np
     for (prob, _, _, grid), members in groups.items():
         idx = np.asarray(members)
         ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), grid, step is None)
@@ -185,11 +191,11 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         for s in range(0, idx.size, n):
             part = idx[s : s + n]
             pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
-            ix = jnp.asarray(pad)
-            res = ev.query(kind_query, z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], sampling_prob[pad[0]])
+            ix = xp.asarray(pad)
+            res = ev.query(kind_query, z[ix], np.asarray(st[pad], np.float64), a[ix], sampling_prob[pad[0]])
             for j, i in enumerate(part):
                 out[i] = res[j]
-    return jnp.stack(out)
+    return xp.stack(out)
 
 
 @x64
