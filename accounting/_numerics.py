@@ -14,10 +14,23 @@ from dpjax.validation import concrete  # noqa: F401 (the accounting modules impo
 EPS64 = 2.0**-52
 
 
+def as64(x):
+    """``x`` as a float64 JAX array; a concrete value converted on the host (``jnp.asarray`` of a Python or
+    numpy scalar compiles a conversion program), a traced one as it is (its dtype kept for its gradient)."""
+    if isinstance(x, jax.core.Tracer):
+        return jnp.asarray(x)
+    return jnp.asarray(np.asarray(x, np.float64), jnp.float64)
+
+
 def to64(tree):
     """Cast every numeric leaf of a pytree (a mechanism, an array) to float64."""
 
     def cast(x):
+        if not isinstance(x, jax.core.Tracer):  # a concrete leaf converted on the host (nothing compiled)
+            a = np.asarray(x)
+            if np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer):
+                return jnp.asarray(a.astype(np.float64), jnp.float64)
+            return jnp.asarray(a, a.dtype)
         x = jnp.asarray(x)
         if jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer):
             return x.astype(jnp.float64)

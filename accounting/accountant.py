@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import x64, x64_vjp
+from accounting._numerics import as64, x64, x64_vjp
 from accounting.privacy_loss.construction import DEFAULT_TAIL_MASS, MAX_GRID
 from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
@@ -56,12 +56,11 @@ def _compose_core(p, count, sizes, bits, tail, xp=jnp):
             for pmf, s in zip(p._directions(), sizes)
         ]
         with jax.enable_x64(True):
-            count = jnp.asarray(count)
-    else:
-        count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
-        dirs = [
-            _grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)
-        ]
+            pure = as64(np.asarray(p.pure_bound()) * count)
+            count = as64(count)
+        return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, pure, count=count)
+    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
+    dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
     return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, p.pure_bound() * count, count=count)
 
 

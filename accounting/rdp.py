@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import to64, x64
+from accounting._numerics import as64, to64, x64
 from accounting.privacy_loss.pair_path import worst_case
 from accounting.privacy_loss.profiles import discrete_plan, expand, output_interval
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
@@ -202,7 +202,8 @@ def rdp_to_epsilon(orders, rdp_values, delta):
     r_ = r[..., None, :] if d.ndim else r
     eps = r_ + xp.log1p(-1.0 / a) - (xp.log(dd) + xp.log(a)) / (a - 1.0)
     eps = xp.where(dd**2 + xp.expm1(-r_) > 0, 0.0, eps)
-    return jnp.asarray(xp.maximum(xp.min(eps, axis=-1), 0.0))
+    out = xp.maximum(xp.min(eps, axis=-1), 0.0)
+    return out if xp is jnp else as64(out)
 
 
 @x64
@@ -234,7 +235,8 @@ def rdp_to_delta(orders, rdp_values, epsilon):
     logd = (a - 1.0) * (r_ - ee + xp.log1p(-1.0 / a)) - xp.log(a)
     kl = 0.5 * xp.log(-xp.expm1(-xp.maximum(r_, 1e-300)))
     logd = xp.minimum(logd, kl)
-    return jnp.asarray(xp.minimum(xp.exp(xp.min(logd, axis=-1)), 1.0))
+    out = xp.minimum(xp.exp(xp.min(logd, axis=-1)), 1.0)
+    return out if xp is jnp else as64(out)
 
 
 # ----------------------------------------------------------------------------------
@@ -333,6 +335,8 @@ SAMPLED_GAUSSIAN_ORDERS = np.unique(
 #: the fractional-order series ends where its terms fall below e^this of log A_α
 _SERIES_LOG_TAIL = -30.0
 _SERIES_CHUNK = 1024
+#: the fewest rows :func:`_log_ndtr` evaluates (padded)
+_LOG_NDTR_ROWS = 512
 
 
 @jax.jit
@@ -341,8 +345,9 @@ def _log_ndtr_jit(x):
 
 
 def _log_ndtr(x):
-    """log Φ(x) in float64, rows padded to a power of two (few compiled shapes)."""
-    rows = 1 << max(x.shape[0] - 1, 0).bit_length()
+    """log Φ(x) in float64, rows padded to a power of two, at least _LOG_NDTR_ROWS (one compiled shape for
+    every curve of up to that many fractional orders)."""
+    rows = max(1 << max(x.shape[0] - 1, 0).bit_length(), _LOG_NDTR_ROWS)
     with jax.enable_x64(True):
         return np.asarray(_log_ndtr_jit(jnp.asarray(np.pad(x, ((0, rows - x.shape[0]), (0, 0))), jnp.float64)))[
             : x.shape[0]

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import concrete, x64, x64_vjp
+from accounting._numerics import as64, concrete, x64, x64_vjp
 from accounting.privacy_loss.construction import make_plan
 from accounting.privacy_loss.distribution import pld
 from accounting.accountant import _bits, composition_grid, self_compose_by_count
@@ -61,8 +61,8 @@ class _PldEvaluator:
         )
         # built as a batch of one, as a query of one setting is: both run one compiled build
         widest = pld(
-            step_mechanism(jnp.full((1,), z_plan, jnp.float64), noise.cls),
-            sampling_prob=jnp.asarray(sampling_prob, jnp.float64),
+            step_mechanism(as64(np.full((1,), z_plan)), noise.cls),
+            sampling_prob=as64(sampling_prob),
             value_discretization_interval=self.step,
             plan=self.plan,
         )
@@ -155,7 +155,7 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
     st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
     core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
     if not traced:
-        return jnp.asarray(np.asarray(core(z, sampling_prob, a)).reshape(shape))
+        return as64(np.asarray(core(z, sampling_prob, a)).reshape(shape))
     # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
     return x64_vjp(core)(z, sampling_prob, a).reshape(shape)
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import concrete, pow2_floor, to64, x64
+from accounting._numerics import as64, concrete, pow2_floor, to64, x64
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
 from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
@@ -126,9 +126,9 @@ class Plan:
     def offsets(self):
         """The dynamic part: (k0 remove, k0 add, discrete support starts) as float64 arrays."""
         return (
-            jnp.asarray(float(self.remove[0])),
-            jnp.asarray(float(self.add[0] if self.add else 0)),
-            jnp.asarray(self.klo, jnp.float64),
+            as64(float(self.remove[0])),
+            as64(float(self.add[0] if self.add else 0)),
+            as64(self.klo),
         )
 
 
@@ -153,7 +153,7 @@ def sampling_rate(sampling_prob):
     """None for no subsampling (a Python 1), else a float64 array."""
     if not is_traced(sampling_prob) and np.all(np.asarray(sampling_prob) == 1.0):
         return None
-    return jnp.asarray(sampling_prob, jnp.float64)
+    return as64(sampling_prob) if not is_traced(sampling_prob) else jnp.asarray(sampling_prob, jnp.float64)
 
 
 def pairs(mech, sensitivity):
@@ -211,16 +211,13 @@ def make_plan(
             "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
             "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
         )
-    m = jax.tree_util.tree_map(jnp.asarray, m)
+    m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
     sampling_prob = sampling_rate(sampling_prob)
-    values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
-    me = expand(m)
+    sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
     extra = {"cells": output_cells}
     if route(m, sampling_prob).profile == "discrete":
-        extra.update(discrete_plan(me, values, nvalues))
-    rem, add = _coarse_jit(
-        me, values, nvalues, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0))
-    )
+        extra.update(discrete_plan(expand(m), *pairs(m, sens)))
+    rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [
         None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE) for i, d in enumerate((rem, add))
@@ -320,14 +317,17 @@ def _mirrors(dirs):
     return (mirror_extension(rem[0], rem[1], add[0], add[2]), mirror_extension(add[0], add[1], rem[0], rem[2]))
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_jit(me, values, nvalues, sampling_prob, klo, cells, count):
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _coarse_jit(mech, sensitivity, sampling_prob, klo, cells, count):
+    """The envelope of ``mech``'s pair profiles on the coarse range-finding grid (one program, with the
+    pairs and the expanded parameters inside: nothing else compiled per plan)."""
     coarse = jnp.asarray(_COARSE)
     extra = {"cells": cells}
     if count:
         extra.update(count=count, klo=klo)
+    values, nvalues = pairs(mech, sensitivity)
     return envelope(
-        me,
+        expand(mech),
         values,
         nvalues,
         sampling_prob,

@@ -42,7 +42,7 @@ from accounting.privacy_loss.construction import (
 )
 from accounting.privacy_loss.profiles import envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
-from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
+from accounting._numerics import as64, bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
@@ -55,7 +55,7 @@ __all__ = ["PrivacyLossDistribution", "pld", "identity"]
 # ----------------------------------------------------------------------------------
 # the PLD object
 # ----------------------------------------------------------------------------------
-@pytree_dataclass
+@pytree_dataclass(kw_only=True)
 class PrivacyLossDistribution:
     """A (batch of) privacy-loss distribution(s), remove and add directions kept apart.
 
@@ -211,12 +211,11 @@ class PrivacyLossDistribution:
         if count is not None:
             bounds = tuple((mu, q, c * jnp.asarray(count, jnp.float64)) for mu, q, c in bounds)
         return PrivacyLossDistribution(
-            remove,
-            add,
-            None,
-            pure_eps,
-            self.pessimistic,
-            remove.step,
+            remove=remove,
+            add=add,
+            pure_eps=pure_eps,
+            pessimistic=self.pessimistic,
+            step=remove.step,
             atomic=self.atomic or any(o.atomic for o in others),
             composed=True,
             adaptive=self.adaptive and all(o.adaptive for o in others),
@@ -233,7 +232,9 @@ class PrivacyLossDistribution:
         if self.pure_eps is not None:
             return jnp.asarray(self.pure_eps, jnp.float64)
         if self.composed:
-            return jnp.full(self.batch_shape, jnp.inf)
+            return as64(np.full(self.batch_shape, np.inf))
+        if not is_traced(self):  # (on the host: nothing compiled)
+            return as64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
         return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
@@ -364,7 +365,7 @@ class PrivacyLossDistribution:
             for pmf in self._directions():
                 check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
         if on_host:
-            return jnp.asarray(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
+            return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
@@ -589,12 +590,10 @@ def _bound_pld(mu, sampling_prob, pessimistic, step, adaptive):
     pmf = _grid.GridPmf(jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0]), shape + (3,)), zeros, zeros, zeros, step)
     q = jnp.broadcast_to(jnp.asarray(sampling_prob, jnp.float64), shape)
     return PrivacyLossDistribution(
-        pmf,
-        None,
-        None,
-        zeros,
-        bool(pessimistic),
-        step,
+        remove=pmf,
+        pure_eps=zeros,
+        pessimistic=bool(pessimistic),
+        step=step,
         adaptive=adaptive,
         bounds=((mu, q, jnp.ones(shape, jnp.float64)),),
     )
@@ -770,7 +769,7 @@ def pld(
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
-        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
+        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
     mu = concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
@@ -790,18 +789,23 @@ def pld(
     step = plan.step
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
     rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
-        mech, jnp.asarray(sensitivity), sampling_prob
+        mech, as64(sensitivity), sampling_prob
     )
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(
-            mech, jnp.asarray(sensitivity), sampling_prob
-        )
+        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, jnp.asarray(sensitivity), sampling_prob)
+        source = (mech, as64(sensitivity), sampling_prob)
     return PrivacyLossDistribution(
-        rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic, adaptive=adaptive
+        remove=rem,
+        add=add,
+        pure_eps=pure,
+        pessimistic=bool(pessimistic),
+        step=step,
+        source=source,
+        atomic=how.atomic,
+        adaptive=adaptive,
     )
 
 
@@ -809,7 +813,7 @@ def concrete_mu(mech, sensitivity):
     """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
-    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(jnp.asarray(sensitivity))), np.float64)
+    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):
@@ -818,4 +822,4 @@ def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimisti
         step = pow2_floor(float(value_discretization_interval))
         probs = jnp.asarray([1.0, 0.0, 0.0])
         pmf = _grid.GridPmf(probs, jnp.asarray(0.0), jnp.asarray(0.0), jnp.asarray(0.0), step)
-        return PrivacyLossDistribution(pmf, None, None, jnp.asarray(0.0), pessimistic, step)
+        return PrivacyLossDistribution(remove=pmf, pure_eps=jnp.asarray(0.0), pessimistic=pessimistic, step=step)

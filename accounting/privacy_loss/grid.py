@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import EPS64, safe_log, take_last
+from accounting._numerics import EPS64, as64, safe_log, take_last
 from dpjax.validation import concrete, is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
@@ -256,7 +256,7 @@ def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
     a composition, coarsening or trim computed on the host (numpy) compiles nothing."""
     out = fn(_host(pmf), *args, xp=np, **kwargs)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), out)
+        return jax.tree_util.tree_map(as64, out)
 
 
 def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
@@ -358,7 +358,7 @@ def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
     out = xp.where(inf_mass > 0, np.inf, xp.maximum(eps, 0.0))
     if xp is np:
         with jax.enable_x64(True):
-            return jnp.asarray(out)
+            return as64(out)
     return out
 
 
