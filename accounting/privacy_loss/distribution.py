@@ -133,13 +133,10 @@ class PrivacyLossDistribution:
         grid = grids[0] if len(grids) == 1 else grids[0]._compose_grids(grids[1], tail)
         # (concrete μ on the host: no program compiled for the scalar arithmetic)
         xp = jnp if any(is_traced(m) for m in mus) else np
-        mu = (
-            None
-            if not mus
-            else jnp.asarray(
-                functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
-            )
-        )
+        mu = None
+        if mus:
+            mu = functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
+            mu = as64(mu) if xp is np else mu
         return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
@@ -198,7 +195,11 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, tail)
-        return a.composed_as(rem, add, a.pure_bound() + b.pure_bound(), b)
+        if is_traced((a, b)):
+            pure = a.pure_bound() + b.pure_bound()
+        else:  # (on the host: nothing compiled)
+            pure = as64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
+        return a.composed_as(rem, add, pure, b)
 
     def composed_as(self, remove, add, pure_eps, other=None, count=None):
         """The PLD of a composition of this one (and ``other``, or ``count`` runs of this one) with the
@@ -319,13 +320,15 @@ class PrivacyLossDistribution:
             e = np.asarray(epsilon, float)
             if np.isnan(e).any():
                 raise ValueError(f"epsilon must not be NaN, got {epsilon!r}")
+        concrete_query = not (is_traced(epsilon) or is_traced(self))
+        xp = np if concrete_query else jnp  # (a concrete argument prepared on the host: nothing compiled)
+        eps = xp.asarray(epsilon, np.float64)
+        flat = _flat(eps, self.batch_shape, xp)
         if self._on_host(epsilon):
-            eps = np.asarray(epsilon, np.float64)
-            return jnp.asarray(
-                self._delta_core(_flat(eps, self.batch_shape, np), np).reshape(self.batch_shape + eps.shape)
-            )
-        eps = jnp.asarray(epsilon, jnp.float64)
-        out = x64_vjp(_delta_core)(self, _flat(eps, self.batch_shape, jnp))
+            return as64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
+        out = x64_vjp(_delta_core)(self, flat)
+        if concrete_query:
+            return as64(np.asarray(out).reshape(self.batch_shape + eps.shape))
         return self._refuse_if_inexact(out).reshape(self.batch_shape + eps.shape)
 
     def _on_host(self, arg) -> bool:
@@ -357,16 +360,18 @@ class PrivacyLossDistribution:
             return self.resolved().get_epsilon_for_delta(delta)
         if not is_traced(delta):
             check_probability("delta", delta, high_open=True)
-        on_host = self._on_host(delta)
-        xp = np if on_host else jnp
+        concrete_query = not (is_traced(delta) or is_traced(self))
+        xp = np if concrete_query else jnp  # (a concrete argument prepared on the host: nothing compiled)
         dl = xp.asarray(delta, np.float64)
         flat = _flat(dl, self.batch_shape, xp)
         if not self.is_analytic:
             for pmf in self._directions():
                 check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
-        if on_host:
+        if self._on_host(delta):
             return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
+        if concrete_query:
+            return as64(np.asarray(eps).reshape(self.batch_shape + dl.shape))
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
             # skips the exact profile's evaluation
@@ -540,7 +545,7 @@ def _compose_trim(a, b, pessimistic, tail):
         start, stop = _grid.trim_window(out, tail)
         out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(jnp.asarray, out)
+        return jax.tree_util.tree_map(as64, out)
 
 
 def _log_gaussian_delta(eps, mu):
