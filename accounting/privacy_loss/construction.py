@@ -351,38 +351,55 @@ def _build_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
 
 def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
     """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
-    step, (nr, gr), add_shape, cells, count, _ = shape[:6]
-    mirror = shape[6] if len(shape) > 6 else (None, None)
-    k0r, k0a, klo = offsets
+    _, _, _, cells, count, _ = shape[:6]
     values, nvalues = pairs(mech, sensitivity)
-    me = expand(mech)
-    shift = 0.0 if pessimistic else 1.0
-    eps_r = (k0r + shift + jnp.arange(nr, dtype=jnp.float64)) * step
-    eps_a = None
-    if add_shape is not None:
-        na, ga = add_shape
-        eps_a = (k0a + shift + jnp.arange(na, dtype=jnp.float64)) * step
     extra = {"cells": cells}
     if count:
         extra["count"] = count
-        extra["klo"] = klo
+        extra["klo"] = offsets[2]
+
+    def env(eps_rem, eps_add):
+        return envelope(
+            expand(mech), values, nvalues, sampling_prob, eps_rem, eps_add, pessimistic=pessimistic, plan=extra
+        )
+
+    rem, add = grids(env, offsets, shape, pessimistic)
+    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
+    apart = mech.off_lattice(sensitivity)
+    return _grid.disjoint(rem, apart), None if add is None else _grid.disjoint(add, apart)
+
+
+def grids(env, offsets, shape, pessimistic, xp=jnp):
+    """The single-step (remove, add) grid pmfs of a plan (``offsets``, ``shape``: :attr:`Plan.offsets`,
+    :attr:`Plan.shape`) from ``env(eps_rem, eps_add) -> (δ_rem, δ_add)``, the envelope of the pair
+    profiles at the given losses (``eps_add`` None: symmetric, δ_add None); ``xp=numpy``: a host
+    envelope of concrete values, the pmfs built on the host."""
+    step, (nr, gr), add_shape = shape[:3]
+    mirror = shape[6] if len(shape) > 6 else (None, None)
+    k0r, k0a, _ = offsets
+    shift = 0.0 if pessimistic else 1.0
+    eps_r = (k0r + shift + xp.arange(nr, dtype=np.float64)) * step
+    eps_a = None
+    if add_shape is not None:
+        na, ga = add_shape
+        eps_a = (k0a + shift + xp.arange(na, dtype=np.float64)) * step
     # the gap g(ε) = e^ε δ_other(−ε) is needed only where δ may exceed 1/2 (the first ng points)
 
     def gaps(d, eps, ng, dother):
         e = eps[..., :ng]  # (beyond e^700 the gap is never the small side: connect-the-dots reads δ)
-        g = jnp.where(e > 700.0, jnp.inf, jnp.exp(jnp.minimum(e, 700.0)) * dother)
+        g = xp.where(e > 700.0, np.inf, xp.exp(xp.minimum(e, 700.0)) * dother)
         rest = d[..., ng:] - (
-            1.0 - jnp.exp(jnp.minimum(eps[..., ng:], 700.0))
+            1.0 - xp.exp(xp.minimum(eps[..., ng:], 700.0))
         )  # unused by connect_the_dots (δ ≤ 1/2 there)
-        return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
+        return xp.concatenate([xp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
     def args(k0, n, eps, k0o, g, eps_o, ext):
         """Where to evaluate one direction's profile: its grid, then the mirrored −ε of the other
         direction's first g points — or (ext) one contiguous grid holding both."""
         if ext is None:
-            return jnp.concatenate([eps, -eps_o[..., :g]], -1)
+            return xp.concatenate([eps, -eps_o[..., :g]], -1)
         below, above = ext
-        return (k0 + shift - below + jnp.arange(below + n + above, dtype=jnp.float64)) * step
+        return (k0 + shift - below + xp.arange(below + n + above, dtype=np.float64)) * step
 
     def split(vals, k0, n, k0o, g, ext):
         """(values on the grid, values at the mirrored points) from :func:`args`' evaluation."""
@@ -390,37 +407,20 @@ def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
             return vals[..., :n], vals[..., n:]
         below, _ = ext
         # −(k0o + shift + j) sits at index c − j of the extended grid (start k0 + shift − below)
-        start = (-k0o - k0 - 2.0 * shift + below - (g - 1)).astype(jnp.int32)
-        mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
-        return vals[..., below : below + n], jnp.flip(mir, -1)
+        start = -k0o - k0 - 2.0 * shift + below - (g - 1)
+        if xp is np:
+            mir = vals[..., int(start) : int(start) + g]
+        else:
+            mir = jax.lax.dynamic_slice_in_dim(vals, start.astype(jnp.int32), g, axis=vals.ndim - 1)
+        return vals[..., below : below + n], xp.flip(mir, -1)
 
-    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
-    apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(
-            me,
-            values,
-            nvalues,
-            sampling_prob,
-            args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]),
-            None,
-            pessimistic=pessimistic,
-            plan=extra,
-        )
+        d, _ = env(args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
-        return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
-    dr, da = envelope(
-        me,
-        values,
-        nvalues,
-        sampling_prob,
-        args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
-        args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]),
-        pessimistic=pessimistic,
-        plan=extra,
-    )
+        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step, xp), None
+    dr, da = env(args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]), args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]))
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
-    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
-    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
-    return _grid.disjoint(rem, apart), _grid.disjoint(add, apart)
+    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step, xp)
+    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step, xp)
+    return rem, add

@@ -51,7 +51,16 @@ class GridPmf:
 # ----------------------------------------------------------------------------------
 # construction: connect-the-dots from a privacy profile on the grid
 # ----------------------------------------------------------------------------------
-def connect_the_dots(deltas, gaps, step: float):
+def _cummin(x, reverse=False, xp=jnp):
+    """Cumulative minimum along the last axis (from the top with ``reverse``); ``xp=numpy`` on the host."""
+    if xp is jnp:
+        return jax.lax.cummin(x, axis=x.ndim - 1, reverse=reverse)
+    if reverse:
+        return np.flip(np.minimum.accumulate(np.flip(x, -1), axis=-1), -1)
+    return np.minimum.accumulate(x, axis=-1)
+
+
+def connect_the_dots(deltas, gaps, step: float, xp=jnp):
     """Masses of the PLD whose privacy profile interpolates ``deltas`` (δ at ε_i = (k0+i)·step).
 
     The profile of a PLD is convex in e^ε, so the chord through its values at grid
@@ -64,26 +73,26 @@ def connect_the_dots(deltas, gaps, step: float):
     Returns ``(probs, inf_mass, clipped)``: negative masses (round-off noise of the second
     differences, or profile values that are not exactly convex — an envelope of pairs bounded
     point by point) are paid from the positive mass just below them (:func:`_pay_down`), which
-    keeps the total and only raises δ; ``clipped`` is their total magnitude.
+    keeps the total and only raises δ; ``clipped`` is their total magnitude. ``xp=numpy``: concrete
+    profile values on the host (no derivative).
     """
-    d = jnp.clip(deltas, 0.0, 1.0)
-    d = jax.lax.cummin(d, axis=d.ndim - 1)
-    g = jnp.maximum(gaps, 0.0)
+    d = _cummin(xp.clip(deltas, 0.0, 1.0), xp=xp)
+    g = xp.maximum(gaps, 0.0)
     em1 = math.expm1(step)
     e = math.exp(step)
 
     def interior(v):
-        dv = jnp.diff(v, axis=-1)
+        dv = xp.diff(v, axis=-1)
         return (dv[..., 1:] - dv[..., :-1] * e) / em1
 
     # g is the small one only where e^ε < 1 (ε < 0); at large ε it grows like e^ε (and overflows)
     small_g = g < d
     use_g = (d[..., 1:-1] > 0.5) & small_g[..., 1:-1] & small_g[..., :-2] & small_g[..., 2:]
-    mid = jnp.where(use_g, interior(jnp.where(small_g, g, 0.0)), interior(d))
+    mid = xp.where(use_g, interior(xp.where(small_g, g, 0.0)), interior(d))
     # the gap formula subtracts gaps of size ~e^{ε_0}: its absolute error ~ε64·g/step exceeds the first mass
     # itself once the grid starts well above 0 (at ε_0 = 424 it read 7.6e170, and every composition overflowed)
-    finite = (jnp.isfinite(g[..., :2]) & (g[..., :2] * (8.0 * EPS64 / em1) <= _GAP_TOLERANCE)).all(-1, keepdims=True)
-    g01 = jnp.where(finite, g[..., :2], 0.0)
+    finite = (xp.isfinite(g[..., :2]) & (g[..., :2] * (8.0 * EPS64 / em1) <= _GAP_TOLERANCE)).all(-1, keepdims=True)
+    g01 = xp.where(finite, g[..., :2], 0.0)
     p0 = -g01[..., :1] + (g01[..., 1:2] - g01[..., :1]) / em1
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     # the first mass is at least what the others leave of 1: all P-mass below the grid is lifted to its
@@ -91,17 +100,19 @@ def connect_the_dots(deltas, gaps, step: float):
     # (not itself a profile) can leave less, and mass dropped at the bottom lowers composed δ (PB-DP
     # relative Laplace: total 0.99996 at 2^-11, ε(1e-6) × 50 12.78 against 12.93 at 2^-13). Where the gap is
     # not accurate (a grid starting far above 0) the rest is all the first mass is.
-    rest = 1.0 - d[..., -1:] - jnp.sum(mid, -1, keepdims=True) - last
-    p0 = jnp.where(finite, jnp.maximum(p0, rest), jnp.maximum(rest, 0.0))
-    p = jnp.concatenate([p0, mid, last], axis=-1)
-    neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
+    rest = 1.0 - d[..., -1:] - xp.sum(mid, -1, keepdims=True) - last
+    p0 = xp.where(finite, xp.maximum(p0, rest), xp.maximum(rest, 0.0))
+    p = xp.concatenate([p0, mid, last], axis=-1)
+    neg = -xp.sum(xp.minimum(p, 0.0), axis=-1)
+    if xp is np:
+        return _pay_down(p, np), d[..., -1], neg
     # the pay-down's derivative is the signed mass's: a zero mass (a cell between a discrete law's
     # atoms, at ±round-off) may be the one an atom is moving into, and a zero derivative there would
     # lose the mass it takes from its other neighbour (the discrete Gaussian's ε read −1957 for −1.07)
     return p + jax.lax.stop_gradient(_pay_down(p) - p), d[..., -1], neg
 
 
-def _pay_down(p):
+def _pay_down(p, xp=jnp):
     """Masses ≥ 0 from signed ones, each negative mass cancelled against the positive mass nearest
     below it (what cannot be paid, at the bottom, is dropped to 0: added mass).
 
@@ -111,25 +122,26 @@ def _pay_down(p):
     deficit carried below index i is the Lindley recursion D_i = max(D_{i+1} − p_i, 0), i.e.
     D_i = S_i − min_{k≥i} S_k with S_i = −Σ_{k≥i} p_k (sums from the top: the small upper-tail
     masses stay exact)."""
-    s = -_rcumsum(p)
-    zero = jnp.zeros(p.shape[:-1] + (1,), p.dtype)
-    s_next = jnp.concatenate([s[..., 1:], zero], -1)  # S_{i+1} (S_n = 0)
-    low = jax.lax.cummin(jnp.concatenate([s, zero], -1), axis=p.ndim - 1, reverse=True)
+    s = -_rcumsum(p, xp)
+    zero = xp.zeros(p.shape[:-1] + (1,), p.dtype)
+    s_next = xp.concatenate([s[..., 1:], zero], -1)  # S_{i+1} (S_n = 0)
+    low = _cummin(xp.concatenate([s, zero], -1), reverse=True, xp=xp)
     d = s - low[..., :-1]  # deficit below i
     d_next = s_next - low[..., 1:]  # deficit arriving at i from above
-    paid = jnp.clip(d_next - d, 0.0, jnp.maximum(p, 0.0))
-    return jnp.where(p > 0, jnp.maximum(p - paid, 0.0), 0.0)
+    paid = xp.clip(d_next - d, 0.0, xp.maximum(p, 0.0))
+    return xp.where(p > 0, xp.maximum(p - paid, 0.0), 0.0)
 
 
-def from_profile(deltas, gaps, k0, step: float):
-    """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step."""
-    probs, inf, _ = connect_the_dots(deltas, gaps, step)
+def from_profile(deltas, gaps, k0, step: float, xp=jnp):
+    """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step;
+    ``xp=numpy``: concrete values on the host."""
+    probs, inf, _ = connect_the_dots(deltas, gaps, step, xp)
     n = probs.shape[-1]
     # The PLD reproduces the profile values at the grid points exactly (clipping only adds
     # mass), so its δ error is that of the profile values, ~ε·√n, although single masses
     # carry ~ε/step noise (second differences of O(1) values).
-    roundoff = 8.0 * EPS64 * math.sqrt(n) + jnp.zeros_like(inf)
-    offset = jnp.broadcast_to(jnp.asarray(k0, jnp.float64), inf.shape)
+    roundoff = 8.0 * EPS64 * math.sqrt(n) + xp.zeros_like(inf)
+    offset = xp.broadcast_to(xp.asarray(k0, np.float64), inf.shape)
     return GridPmf(probs, offset, inf, roundoff, step)
 
 
