@@ -76,14 +76,24 @@ def _widths(p, count, tail):
 
 
 def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
-    """``(grid PLD, sizes)`` of the ``count``-fold composition of the (concrete) grid PLD ``p``: ``p``
-    itself — or, adaptive, ``p`` coarsened until the widest window fits AUTO_WINDOW (the rule of
-    ``self_compose``: :meth:`PrivacyLossDistribution.fitted_to_window`) — and the static FFT lengths
-    (one per direction) holding the composition of every member; ``count`` an integer or an array
-    over the batch.
+    """The grid PLD and static FFT lengths of the ``count``-fold composition of a concrete grid PLD.
 
     One power of two for both directions: a count that grows step by step (the odometer of a
-    training loop) meets only a few distinct lengths, i.e. a few compilations."""
+    training loop) meets only a few distinct lengths. The windows are planned on the host.
+
+    Args:
+      p: a (concrete) grid :class:`PrivacyLossDistribution`.
+      count: an integer, or an integer array over the batch.
+      tail: the mass cut from the composition's tails.
+
+    Returns:
+      ``(grid PLD, sizes)``: ``p`` itself — or, adaptive, ``p`` coarsened until the widest window fits
+      AUTO_WINDOW (:meth:`PrivacyLossDistribution.fitted_to_window`) — and the FFT lengths, one per
+      direction, holding the composition of every member.
+
+    Raises:
+      ValueError: the composition needs an FFT beyond the largest grid, or ``p`` is traced inside ``jit``.
+    """
     count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
     widths = _widths(p, count, float(tail))
     fit = p.fitted_to_window(max(widths))
@@ -100,18 +110,30 @@ def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
 
 @x64
 def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits=None, tail=DEFAULT_TAIL_MASS):
-    """The PLD of ``count`` independent runs of ``p`` — :meth:`PrivacyLossDistribution.self_compose`
-    with the count a (traceable) array instead of static configuration.
+    """The PLD of ``count`` independent runs of ``p``, the count an array instead of configuration.
 
-    ``count`` is an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each
-    member composed its own number of times). ``sizes`` (static FFT lengths per direction) come
-    from :func:`composition_grid` on concrete values, with the grid PLD to compose (an adaptive
-    ``p`` coarsened to fit the window, as ``self_compose`` does); given ``sizes``, ``p`` is composed
-    on its own grid. ``bits`` (static, counts below 2**bits) comes from the concrete count; pass
-    both inside ``jit``. Same window,
-    tail bounds (+∞ atom) and round-off estimate as ``self_compose``; the power is taken by
-    square-and-multiply, the products ``lax.integer_pow`` forms for a static count. An analytic
+    :meth:`PrivacyLossDistribution.self_compose` with the same window, tail bounds (+∞ atom) and
+    round-off estimate; the power is taken by square-and-multiply. A concrete PLD and count are
+    composed on the host (numpy), traced ones by one compiled program for every count. An analytic
     Gaussian PLD stays analytic (μ·√count).
+
+    Args:
+      p: the single-run PLD.
+      count: an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each member
+        composed its own number of times).
+      sizes: static FFT lengths per direction (from :func:`composition_grid` on concrete values, with
+        the grid PLD to compose); ``None`` plans them here. Given ``sizes``, ``p`` is composed on its
+        own grid. Pass it inside ``jit``.
+      bits: static bound on the counts (below 2**bits), from the concrete count when ``None``; pass
+        it inside ``jit``.
+      tail: the mass cut from the tails.
+
+    Returns:
+      The composed :class:`PrivacyLossDistribution`.
+
+    Raises:
+      ValueError: a count of 2**48 or more, ``bits`` not a positive integer, or an FFT beyond the
+        largest grid.
     """
     p = p.resolved()
     if p.is_analytic:
@@ -131,7 +153,14 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
 # ----------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """``count`` runs of ``mechanism`` on a query of ``sensitivity`` (Poisson rate ``sampling_prob``)."""
+    """``count`` runs of ``mechanism`` on a query of ``sensitivity`` (Poisson rate ``sampling_prob``).
+
+    Args:
+      mechanism: the mechanism.
+      sensitivity: the query's sensitivity.
+      count: the number of runs recorded.
+      sampling_prob: the Poisson sampling rate.
+    """
 
     mechanism: Mechanism
     sensitivity: float
@@ -188,6 +217,14 @@ class Accountant:
     recording concurrently can never together pass the budget (each :meth:`record` sees the
     ledger as every earlier record left it) and reads see a state between records, never
     during one.
+
+    Args:
+      epsilon_budget: the budget in ε (``None``: none; needs ``delta``).
+      delta: the δ at which ε is measured (``None``: give it to each query).
+      value_discretization_interval: the loss-grid step, ``None`` (default) adaptive.
+
+    Raises:
+      ValueError: a budget without ``delta``, or a parameter out of range.
     """
 
     def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=None):
@@ -213,13 +250,21 @@ class Accountant:
 
     @property
     def releases(self) -> tuple[Release, ...]:
-        """One :class:`Release` per distinct kind recorded (counts summed), in order of first record."""
+        """One :class:`Release` per distinct kind recorded (counts summed), in order of first record.
+
+        Returns:
+          A tuple of :class:`Release`.
+        """
         with self._lock:
             return tuple(e.release for e in self._entries.values())
 
     @property
     def pld(self) -> PrivacyLossDistribution | None:
-        """The composed PLD of everything recorded (``None`` before the first record)."""
+        """The composed PLD of everything recorded.
+
+        Returns:
+          A :class:`PrivacyLossDistribution`, ``None`` before the first record.
+        """
         with self._lock:
             if self._total is None and self._entries:
                 self._total = self._compose(next(reversed(self._entries)), None)
@@ -288,7 +333,20 @@ class Accountant:
         return float(np.asarray(p.get_epsilon_for_delta(d)))
 
     def would_exceed(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> bool:
-        """True if recording this release would take ε past the budget."""
+        """Whether recording this release would take ε past the budget.
+
+        Args:
+          mech: a single (unbatched) mechanism.
+          sensitivity: the query's sensitivity.
+          count: the number of runs.
+          sampling_prob: the Poisson sampling rate.
+
+        Returns:
+          ``True`` if it would (always ``False`` without a budget).
+
+        Raises:
+          ValueError: ``mech`` not a single mechanism, or a parameter out of range.
+        """
         if self.epsilon_budget is None:
             return False
         with self._lock:
@@ -296,10 +354,20 @@ class Accountant:
             return self._epsilon_of(new, None) > self.epsilon_budget
 
     def record(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> float:
-        """Record ``count`` runs of ``mech``; returns the ε spent so far (at the budget's δ; NaN without one).
+        """Record ``count`` runs of ``mech``; the check and the record are one step under the lock.
 
-        Raises ``ValueError`` (and records nothing) if the budget would be exceeded. The check and
-        the record are one step under the accountant's lock.
+        Args:
+          mech: a single (unbatched) mechanism.
+          sensitivity: the query's sensitivity.
+          count: the number of runs.
+          sampling_prob: the Poisson sampling rate.
+
+        Returns:
+          The ε spent so far at the accountant's δ (NaN without one).
+
+        Raises:
+          ValueError: the budget would be exceeded (nothing is recorded), ``mech`` not a single
+            mechanism, or a parameter out of range.
         """
         with self._lock:
             key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
@@ -321,14 +389,34 @@ class Accountant:
             return eps
 
     def spent_epsilon(self, delta=None) -> float:
-        """ε spent so far at ``delta`` (default: the budget's δ); 0 before any release."""
+        """ε spent so far.
+
+        Args:
+          delta: the δ (default: the accountant's).
+
+        Returns:
+          ε, 0 before any release.
+
+        Raises:
+          ValueError: no δ given here or at construction, or below the PLD's round-off floor.
+        """
         with self._lock:
             if not self._entries:
                 return 0.0
             return self._epsilon_of(self.pld, delta)
 
     def spent_delta(self, epsilon) -> float:
-        """δ spent so far at ``epsilon``."""
+        """δ spent so far.
+
+        Args:
+          epsilon: ε ≥ 0.
+
+        Returns:
+          δ at ``epsilon``, 0 before any release.
+
+        Raises:
+          ValueError: ``epsilon`` negative.
+        """
         check_positive("epsilon", epsilon, allow_zero=True)
         with self._lock:
             if not self._entries:
@@ -336,7 +424,14 @@ class Accountant:
             return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
 
     def remaining_epsilon(self, delta=None) -> float:
-        """Budget minus spent ε (``inf`` without a budget)."""
+        """The budget minus the ε spent.
+
+        Args:
+          delta: the δ (default: the accountant's).
+
+        Returns:
+          The remaining ε (``inf`` without a budget).
+        """
         if self.epsilon_budget is None:
             return math.inf
         return self.epsilon_budget - self.spent_epsilon(delta)

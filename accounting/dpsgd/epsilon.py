@@ -200,17 +200,33 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
 
 @x64
 def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None, value_discretization_interval=None):
-    """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
-    clip·``noise_multiplier`` (add/remove neighbours, both directions).
+    """ε at ``delta`` of ``steps`` DP-SGD steps (add/remove neighbours, both directions).
 
-    Arrays broadcast together (a batch of settings; ``steps`` concrete integers); float64 result
-    of the broadcast shape. Gaussian noise: the exact pessimistic PLD (never below the truth);
-    Laplace: the randomized-response dominating pair; discrete Gaussian: an RDP bound (module
-    docstring). Differentiable in ``noise_multiplier`` and ``sampling_prob`` under ``jax.grad``
-    (not inside ``jit``: grid sizes are planned from concrete values).
-    ``value_discretization_interval``: ``None`` (default) the adaptive loss-grid step of
-    :func:`accounting.pld` (a tiny rate or a large noise multiplier gets a step that resolves its
-    losses), a number the step.
+    Gaussian noise: the exact pessimistic PLD (never below the truth); Laplace: the
+    randomized-response dominating pair; discrete Gaussian: an RDP bound (:mod:`accounting.dpsgd`).
+    Concrete settings are answered on the host; under ``jax.grad`` the answer is differentiable in
+    ``noise_multiplier`` and ``sampling_prob`` (not inside ``jit``: grid sizes are planned from
+    concrete values).
+
+    Args:
+      noise_multiplier: z, the noise scale over the clipping norm (array).
+      sampling_prob: the Poisson rate q (array).
+      steps: the number of steps T (concrete positive integers, array).
+      delta: δ in (0, 1) (array); all four broadcast together (a batch of settings).
+      mechanism: the noise kernel class (default Gaussian).
+      value_discretization_interval: ``None`` (default) the adaptive loss-grid step of
+        :func:`accounting.pld`, a number the step.
+
+    Returns:
+      float64 ε of the broadcast shape.
+
+    Raises:
+      ValueError: a parameter out of range, ``steps`` not concrete integers, or traced settings
+        inside ``jit``.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
+      "Computing Tight Differential Privacy Guarantees Using FFT", AISTATS 2020.
     """
     check_probability("delta", delta, high_open=True)
     return _query("epsilon", noise_multiplier, sampling_prob, steps, delta, mechanism, value_discretization_interval)
@@ -218,6 +234,22 @@ def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=No
 
 @x64
 def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None, value_discretization_interval=None):
-    """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
+    """δ at ``epsilon`` of ``steps`` DP-SGD steps (:func:`dpsgd_epsilon`'s accounting).
+
+    Args:
+      noise_multiplier: z, the noise scale over the clipping norm (array).
+      sampling_prob: the Poisson rate q (array).
+      steps: the number of steps T (concrete positive integers, array).
+      epsilon: ε (array); all four broadcast together.
+      mechanism: the noise kernel class (default Gaussian).
+      value_discretization_interval: ``None`` (default) the adaptive loss-grid step, a number the step.
+
+    Returns:
+      float64 δ of the broadcast shape (never below the truth).
+
+    Raises:
+      ValueError: a parameter out of range, ``steps`` not concrete integers, or traced settings
+        inside ``jit``.
+    """
     check_real("epsilon", epsilon)
     return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)

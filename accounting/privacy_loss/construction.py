@@ -30,7 +30,7 @@ import numpy as np
 
 from accounting.privacy_loss import grid as _grid
 from accounting._numerics import as64, concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, host_gaussian_envelope
 from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
@@ -217,7 +217,11 @@ def make_plan(
     extra = {"cells": output_cells}
     if route(m, sampling_prob).profile == "discrete":
         extra.update(discrete_plan(expand(m), *pairs(m, sens)))
-    rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
+    if host_build_applies(m, sens, sampling_prob, route(m, sampling_prob)):  # (on the host: nothing compiled)
+        prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
+        rem, add = host_gaussian_envelope(concrete_mu(m, sens), prob, _COARSE, None if prob is None else _COARSE, True)
+    else:
+        rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [
         None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE) for i, d in enumerate((rem, add))
@@ -424,3 +428,38 @@ def grids(env, offsets, shape, pessimistic, xp=jnp):
     rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step, xp)
     add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step, xp)
     return rem, add
+
+
+def concrete_mu(mech, sensitivity):
+    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
+    if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
+        return None
+    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
+
+
+def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
+    """Whether :func:`host_build` builds ``mech``'s single-step grids: concrete parameters and a pair loss
+    that is exactly Gaussian (``gaussian_pld_mu``: no lattice, no pure-ε cap, no pair path), its one
+    profile known on the host."""
+    return (
+        mech.gaussian_pld_mu is not None
+        and how.profile == "closed_form"
+        and not (how.pure_cap or how.pair_path or how.atomic)
+        and not is_traced((mech, sensitivity, sampling_prob))
+    )
+
+
+def host_build(mu, sampling_prob, plan, pessimistic):
+    """The single-step (remove, add) grid pmfs of ``plan`` for a mechanism whose pair loss is exactly
+    Gaussian with concrete μ (batch), Poisson-subsampled at ``sampling_prob`` (``None``: not), built on
+    the host (:func:`accounting.privacy_loss.profiles.host_gaussian_envelope`, :func:`grids`): the
+    arithmetic of the compiled build, nothing compiled."""
+    prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
+
+    def env(eps_rem, eps_add):
+        return host_gaussian_envelope(mu, prob, eps_rem, eps_add, pessimistic)
+
+    offsets = (float(plan.remove[0]), float(plan.add[0] if plan.add else 0), None)
+    rem, add = grids(env, offsets, plan.shape, pessimistic, np)
+    with jax.enable_x64(True):
+        return tuple(None if p is None else jax.tree_util.tree_map(as64, p) for p in (rem, add))

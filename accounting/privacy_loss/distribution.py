@@ -34,6 +34,9 @@ from accounting.privacy_loss.construction import (
     ROUNDOFF_FACTOR,
     Plan,
     build,
+    concrete_mu,
+    host_build,
+    host_build_applies,
     make_plan,
     next_pow2,
     pairs,
@@ -59,11 +62,34 @@ __all__ = ["PrivacyLossDistribution", "pld", "identity"]
 class PrivacyLossDistribution:
     """A (batch of) privacy-loss distribution(s), remove and add directions kept apart.
 
-    Build with :func:`pld`. ``gaussian_mu`` is set for the exact (analytic) Gaussian PLD
-    of μ = Δ/σ; otherwise ``remove`` (and ``add``, ``None`` when both directions agree)
-    are grid pmfs, composed with the analytic Gaussian PLD of μ = ``gaussian_part`` where that is
-    set: analytic Gaussians composed with a grid PLD stay analytic (μ composes as √Σμ²) and are
-    discretised once, when the PLD is read (:meth:`resolved`).
+    Build with :func:`pld` (or :func:`identity`); the constructor is keyword-only. ``gaussian_mu``
+    is set for the exact (analytic) Gaussian PLD of μ = Δ/σ; otherwise ``remove`` (and ``add``,
+    ``None`` when both directions agree) are grid pmfs, composed with the analytic Gaussian PLD of
+    μ = ``gaussian_part`` where that is set: analytic Gaussians composed with a grid PLD stay
+    analytic (μ composes as √Σμ²) and are discretised once, when the PLD is read (:meth:`resolved`).
+    Queries of a concrete grid PLD run on the host (numpy); traced ones (``jit``, ``grad``) run
+    compiled and differentiable.
+
+    Args:
+      remove: grid pmf of the remove direction (``None`` for an analytic PLD).
+      add: grid pmf of the add direction; ``None`` when it equals ``remove``.
+      gaussian_mu: μ of an analytic Gaussian PLD (``None`` for a grid PLD).
+      pure_eps: the mechanisms' own pure ε, composed (``None``: unknown).
+      pessimistic: a dominating PLD (never below the true δ) or, ``False``, an optimistic one.
+      step: the loss-grid step (a power of two).
+      source: ``(mechanism, sensitivity, sampling_prob)`` of a single-step PLD with closed-form
+        profiles: its ε(δ) is differentiated through the exact privacy profile.
+      atomic: built from a discrete mechanism (composed, its grid figures refuse derivatives).
+      composed: the result of a composition.
+      adaptive: the step was chosen by the engine; compositions may coarsen it.
+      bounds: Gaussian parts beyond the loss grid, ``(mu, sampling_prob, count)`` arrays, composed by
+        basic composition.
+      gaussian_part: μ of the analytic Gaussian PLD composed with this grid, not yet discretised.
+
+    References:
+      Koskela, Jälkö, Honkela, "Computing Tight Differential Privacy Guarantees Using FFT",
+      AISTATS 2020; Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, "Connect the Dots: Tighter
+      Discrete Approximations of Privacy Loss Distributions", PETS 2022.
     """
 
     remove: _grid.GridPmf | None = None
@@ -105,8 +131,13 @@ class PrivacyLossDistribution:
 
     @x64
     def resolved(self) -> "PrivacyLossDistribution":
-        """This PLD with its analytic Gaussian part (``gaussian_part``) discretised and composed onto its
-        grid (itself if it has none): the one composition that every read of a grid PLD goes through."""
+        """This PLD with its analytic Gaussian part discretised and composed onto its grid.
+
+        The one composition that every read of a grid PLD goes through.
+
+        Returns:
+          A PLD without ``gaussian_part`` (``self`` if it has none).
+        """
         if self.gaussian_part is None:
             return self
         gauss = PrivacyLossDistribution(
@@ -141,7 +172,18 @@ class PrivacyLossDistribution:
 
     @x64
     def to_grid(self, value_discretization_interval=None) -> "PrivacyLossDistribution":
-        """The grid (connect-the-dots) PLD of an analytic one (needs concrete μ)."""
+        """The grid (connect-the-dots) PLD of an analytic one.
+
+        Args:
+          value_discretization_interval: the loss-grid step (rounded down to a power of two); ``None``
+            keeps this PLD's (adaptive: the engine's).
+
+        Returns:
+          The grid PLD (a grid PLD is returned resolved).
+
+        Raises:
+          ValueError: μ is traced (inside ``jit``).
+        """
         if not self.is_analytic:
             return self.resolved()
         step = None if self.adaptive else self.step
@@ -162,7 +204,20 @@ class PrivacyLossDistribution:
     # -- composition -------------------------------------------------------------------
     @x64
     def compose(self, other: "PrivacyLossDistribution", *, tail_mass_truncation=DEFAULT_TAIL_MASS):
-        """The PLD of running both mechanisms (heterogeneous composition, one FFT)."""
+        """The PLD of running both mechanisms (heterogeneous composition, one FFT).
+
+        Concrete grids are composed on the host (numpy FFT); analytic Gaussians stay analytic.
+
+        Args:
+          other: the other PLD (same ``pessimistic``; equal steps unless adaptive).
+          tail_mass_truncation: mass cut from the composition's tails (to +∞ when pessimistic).
+
+        Returns:
+          The composed PLD.
+
+        Raises:
+          ValueError: ``other`` is not a PLD, differs in ``pessimistic``, or has another fixed step.
+        """
         if not isinstance(other, PrivacyLossDistribution):
             raise ValueError(f"other must be a PrivacyLossDistribution, got {type(other).__name__}")
         if self.pessimistic != other.pessimistic:
@@ -275,10 +330,21 @@ class PrivacyLossDistribution:
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
         """The PLD of ``count`` independent runs: one FFT power per direction.
 
-        ``size`` (static FFT length / window) is chosen from a Chernoff bound on
-        concrete values; inside ``jit`` pass it explicitly (e.g. from a concrete run,
-        ``pld.self_compose(T).remove.size``). Mass outside the window is Chernoff-bounded
-        and carried to the +∞ atom (pessimistic).
+        Mass outside the window is Chernoff-bounded and carried to the +∞ atom (pessimistic). A
+        concrete PLD is composed on the host (numpy), a traced one by a compiled program.
+
+        Args:
+          count: the number of runs (a positive integer).
+          tail_mass_truncation: mass cut from the tails (Chernoff-bounded).
+          size: static FFT length / window, chosen from a Chernoff bound on concrete values when
+            ``None``; inside ``jit`` pass it (e.g. ``pld.self_compose(T).remove.size`` of a concrete run).
+
+        Returns:
+          The composed PLD.
+
+        Raises:
+          ValueError: ``count`` not a positive integer, ``size`` too small, or the FFT would exceed
+            the largest grid.
         """
         count = check_int("count", count, minimum=1)
         check_positive("tail_mass_truncation", tail_mass_truncation)
@@ -313,7 +379,17 @@ class PrivacyLossDistribution:
     # -- queries -----------------------------------------------------------------------
     @x64
     def get_delta_for_epsilon(self, epsilon):
-        """δ(ε) (max over directions); ``epsilon`` scalar or array → shape batch + ε.shape."""
+        """δ(ε), the max over directions.
+
+        Args:
+          epsilon: ε, a scalar or an array.
+
+        Returns:
+          float64 δ of shape ``batch_shape + epsilon.shape`` (never below the truth when pessimistic).
+
+        Raises:
+          ValueError: ``epsilon`` is NaN.
+        """
         if self.gaussian_part is not None:
             return self.resolved().get_delta_for_epsilon(epsilon)
         if not is_traced(epsilon):
@@ -351,10 +427,18 @@ class PrivacyLossDistribution:
 
     @x64
     def get_epsilon_for_delta(self, delta):
-        """Smallest ε with δ(ε) ≤ delta (max over directions); array in, batch + δ.shape out.
+        """The smallest ε with δ(ε) ≤ ``delta``, the max over directions.
 
-        Raises ``ValueError`` when ``delta`` is below the round-off floor of this PLD
-        (the answer would be noise); inside ``jit`` such entries are NaN.
+        Args:
+          delta: δ in [0, 1), a scalar or an array.
+
+        Returns:
+          float64 ε of shape ``batch_shape + delta.shape``; inside ``jit``, NaN where ``delta`` is below
+          the round-off floor.
+
+        Raises:
+          ValueError: ``delta`` outside [0, 1), or below the round-off floor of this PLD (the answer
+            would be noise).
         """
         if self.gaussian_part is not None:
             return self.resolved().get_epsilon_for_delta(delta)
@@ -402,12 +486,23 @@ class PrivacyLossDistribution:
 
     @x64
     def get_epsilon_bounds(self, delta):
-        """Alias kept for symmetry with prv_accountant: same as :meth:`get_epsilon_for_delta`."""
+        """:meth:`get_epsilon_for_delta` under prv_accountant's name.
+
+        Args:
+          delta: δ in [0, 1).
+
+        Returns:
+          The ε of :meth:`get_epsilon_for_delta`.
+        """
         return self.get_epsilon_for_delta(delta)
 
     @x64
     def pure_epsilon(self):
-        """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
+        """The pure-DP ε: the largest loss with mass over both directions.
+
+        Returns:
+          float64 ε over the batch, ∞ where mass sits at +∞ (or for an analytic Gaussian).
+        """
         if self.gaussian_part is not None:
             return self.resolved().pure_epsilon()
         if self.is_analytic or self.bounds:
@@ -669,6 +764,10 @@ class _GaussianPair(Mechanism):
     mu: jax.Array
     symmetric_pairs = True
 
+    def gaussian_pld_mu(self, sensitivity=1.0):
+        # the pair's loss is exactly N(μ²/2, μ²) (its pairs, like this, ignore the sensitivity)
+        return jnp.asarray(self.mu)
+
     def neighbour_pairs(self, sensitivity=1.0):
         return jnp.zeros((1,)), jnp.ones((1,))
 
@@ -753,21 +852,34 @@ def pld(
 ):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
-    * ``sampling_prob``: Poisson subsampling rate (add/remove neighbours; remove and add
-      directions kept apart).
-    * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
-      (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
-      scale) or their range much wider (the step widens to hold them), see
-      :func:`accounting.privacy_loss.construction.auto_step`; compositions of adaptive PLDs coarsen the step (by
-      powers of two, dominating) when their FFT would exceed 2^23.
-    * ``pessimistic``: dominating PLD (never below the true δ); ``False`` gives an
-      optimistic estimate (never above), so the pair brackets the truth.
-    * ``use_analytic``: keep the plain Gaussian mechanism as the exact Gaussian PLD.
-    * ``output_cells``: output-grid size for mechanisms without closed-form profile.
-    * ``plan``: static sizes (from :func:`make_plan`) — required when the parameters are
-      traced (inside ``jit``).
+    A mechanism with batched parameters gives a batch of PLDs. A mechanism whose pair loss is exactly
+    Gaussian stays analytic unless subsampled; with concrete parameters its grid is built on the host.
 
-    A mechanism with batched parameters gives a batch of PLDs.
+    Args:
+      mech: a dpjax mechanism.
+      sensitivity: the query's sensitivity (a scalar).
+      sampling_prob: Poisson subsampling rate (add/remove neighbours; the directions kept apart).
+      value_discretization_interval: loss-grid step, rounded down to a power of two; ``None``
+        (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their scale)
+        or their range much wider (:func:`accounting.privacy_loss.construction.auto_step`);
+        compositions of adaptive PLDs coarsen the step (by powers of two, dominating) when their FFT
+        would exceed 2^23.
+      pessimistic: a dominating PLD (never below the true δ); ``False`` an optimistic estimate (never
+        above), so the pair brackets the truth.
+      use_analytic: keep the plain Gaussian mechanism as the exact Gaussian PLD.
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+      plan: static sizes (from :func:`make_plan`), required when the parameters are traced (``jit``).
+
+    Returns:
+      A :class:`PrivacyLossDistribution`.
+
+    Raises:
+      ValueError: ``mech`` not a mechanism, a parameter out of range, traced parameters without
+        ``plan``, or a plan built for another step.
+
+    References:
+      Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, "Connect the Dots: Tighter Discrete
+      Approximations of Privacy Loss Distributions", PETS 2022.
     """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     adaptive = value_discretization_interval is None
@@ -792,10 +904,14 @@ def pld(
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
+    on_host = host_build_applies(mech, sensitivity, sampling_prob, how)
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
-    rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
-        mech, as64(sensitivity), sampling_prob
-    )
+    if on_host:  # a concrete Gaussian loss: its profile and grid built on the host (nothing compiled)
+        rem, add = host_build(mu, sampling_prob, plan, bool(pessimistic))
+    else:
+        rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
+            mech, as64(sensitivity), sampling_prob
+        )
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
         pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
@@ -814,15 +930,16 @@ def pld(
     )
 
 
-def concrete_mu(mech, sensitivity):
-    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
-    if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
-        return None
-    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
-
-
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):
-    """The PLD of releasing nothing (loss 0 with probability 1)."""
+    """The PLD of releasing nothing (loss 0 with probability 1).
+
+    Args:
+      value_discretization_interval: the loss-grid step (rounded down to a power of two).
+      pessimistic: whether the PLD composes as a pessimistic one.
+
+    Returns:
+      A grid :class:`PrivacyLossDistribution`.
+    """
     with jax.enable_x64(True):
         step = pow2_floor(float(value_discretization_interval))
         probs = jnp.asarray([1.0, 0.0, 0.0])
