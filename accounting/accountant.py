@@ -69,10 +69,21 @@ def _compose_jit(p, count, sizes, bits, tail):
     return x64_vjp(functools.partial(_compose_core, sizes=sizes, bits=bits, tail=tail))(p, count)
 
 
-def _widths(p, count, tail):
-    """The widest Chernoff window of each direction of ``p``'s ``count``-fold composition (concrete, on
-    the host)."""
-    return [_grid.required_window(pmf, count, tail) for pmf in p._directions()]
+@functools.partial(jax.jit, static_argnames=("tail",))
+def _widths_jit(p, count, tail):
+    count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
+    return [
+        jnp.max(hi - lo) + 1.0 for lo, hi, _ in (_grid.chernoff_window(pmf, count, tail) for pmf in p._directions())
+    ]
+
+
+def _widths(p, count, tail, on_host=True):
+    """The widest Chernoff window of each direction of ``p``'s ``count``-fold composition (concrete), on
+    the host or (``on_host`` False: a count that keeps growing) by one compiled program."""
+    if on_host:
+        return [_grid.required_window(pmf, count, tail) for pmf in p._directions()]
+    with jax.enable_x64(True):
+        return [int(w) for w in _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))]
 
 
 def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
@@ -94,11 +105,16 @@ def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
     Raises:
       ValueError: the composition needs an FFT beyond the largest grid, or ``p`` is traced inside ``jit``.
     """
+    return _composition_grid(p, count, tail, True)
+
+
+def _composition_grid(p, count, tail, on_host):
+    """:func:`composition_grid`, its windows on the host or (``on_host`` False) by a compiled program."""
     count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
-    widths = _widths(p, count, float(tail))
+    widths = _widths(p, count, float(tail), on_host)
     fit = p.fitted_to_window(max(widths))
     if fit is not p:
-        widths = _widths(fit, count, float(tail))
+        widths = _widths(fit, count, float(tail), on_host)
     size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, fit._directions())) - 1).bit_length()
     sizes = (size,) * len(widths)
     if size > MAX_GRID:
@@ -135,15 +151,23 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
       ValueError: a count of 2**48 or more, ``bits`` not a positive integer, or an FFT beyond the
         largest grid.
     """
+    return _by_count(p, count, sizes, bits, tail, None)
+
+
+def _by_count(p, count, sizes, bits, tail, on_host):
+    """:func:`self_compose_by_count`, on the host (``on_host`` True), by the compiled program (False) or,
+    ``None``, on the host where ``p`` and ``count`` are concrete."""
     p = p.resolved()
     if p.is_analytic:
         mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step, adaptive=p.adaptive)
+    if on_host is None:
+        on_host = not (is_traced(p) or is_traced(count))
     if sizes is None:
-        p, sizes = composition_grid(p, count, tail)
+        p, sizes = _composition_grid(p, count, tail, on_host)
     bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)
     sizes = tuple(int(s) for s in sizes)
-    if not (is_traced(p) or is_traced(count)):
+    if on_host:
         return _compose_core(p, count, sizes, bits, float(tail), np)
     return _compose_jit(p, jnp.asarray(count, jnp.float64), sizes, bits, float(tail))
 
@@ -184,8 +208,18 @@ class _Entry:
         self._composed = (0, None)  # (count, PLD of count runs)
 
     def composed(self, count: int) -> PrivacyLossDistribution:
+        """The PLD of ``count`` runs: the first composition of this kind on the host (nothing compiled),
+        later ones — a repeated spend, a DP-SGD step — by the compiled program of a traced count, which
+        every later count re-runs."""
         if self._composed[0] != count:
-            self._composed = (count, self.step_pld if count == 1 else self_compose_by_count(self.step_pld, count))
+            hot = self._composed[0] > 1
+            with jax.enable_x64(True):
+                composed = (
+                    self.step_pld
+                    if count == 1
+                    else _by_count(self.step_pld, count, None, None, DEFAULT_TAIL_MASS, False if hot else None)
+                )
+            self._composed = (count, composed)
         return self._composed[1]
 
 
@@ -373,6 +407,8 @@ class Accountant:
             key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
             if self.delta is not None:  # read now: kept with its analytic Gaussian part discretised
                 new = new.resolved()
+                # a repeated spend queries a total of the same shape again: by the compiled program
+                new = dataclasses.replace(new, host_queries=key not in self._entries)
             eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
             if self.epsilon_budget is not None and eps > self.epsilon_budget:
                 raise ValueError(

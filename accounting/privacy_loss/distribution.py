@@ -85,6 +85,8 @@ class PrivacyLossDistribution:
       bounds: Gaussian parts beyond the loss grid, ``(mu, sampling_prob, count)`` arrays, composed by
         basic composition.
       gaussian_part: μ of the analytic Gaussian PLD composed with this grid, not yet discretised.
+      host_queries: answer concrete queries on the host (default); ``False``: by the compiled
+        programs, faster for a PLD of one shape queried over and over.
 
     References:
       Koskela, Jälkö, Honkela, "Computing Tight Differential Privacy Guarantees Using FFT",
@@ -112,6 +114,9 @@ class PrivacyLossDistribution:
     bounds: tuple = ()
     # μ of the analytic Gaussian PLD this grid PLD is composed with, not yet discretised (None: none)
     gaussian_part: jax.Array | None = None
+    # queries of a concrete grid PLD on the host (numpy); False: by the compiled programs (a PLD of one
+    # shape queried over and over, the odometer's repeated spend)
+    host_queries: bool = static_field(default=True)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -411,7 +416,7 @@ class PrivacyLossDistribution:
         """Whether a query at ``arg`` is answered on the host (numpy, nothing compiled): a concrete grid
         PLD (no analytic Gaussian, no Gaussian parts beyond the grid) at a concrete argument. A traced
         one (``jit``, ``grad``) runs the compiled, differentiable query."""
-        return not (self.is_analytic or self.bounds or is_traced(arg) or is_traced(self))
+        return self.host_queries and not (self.is_analytic or self.bounds or is_traced(arg) or is_traced(self))
 
     def _delta_core(self, flat, xp=jnp):
         if self.bounds:
