@@ -335,8 +335,6 @@ SAMPLED_GAUSSIAN_ORDERS = np.unique(
 #: the fractional-order series ends where its terms fall below e^this of log A_α
 _SERIES_LOG_TAIL = -30.0
 _SERIES_CHUNK = 1024
-#: the fewest rows :func:`_log_ndtr` evaluates (padded)
-_LOG_NDTR_ROWS = 512
 
 
 @jax.jit
@@ -345,9 +343,8 @@ def _log_ndtr_jit(x):
 
 
 def _log_ndtr(x):
-    """log Φ(x) in float64, rows padded to a power of two, at least _LOG_NDTR_ROWS (one compiled shape for
-    every curve of up to that many fractional orders)."""
-    rows = max(1 << max(x.shape[0] - 1, 0).bit_length(), _LOG_NDTR_ROWS)
+    """log Φ(x) in float64, rows padded to a power of two (few compiled shapes)."""
+    rows = 1 << max(x.shape[0] - 1, 0).bit_length()
     with jax.enable_x64(True):
         return np.asarray(_log_ndtr_jit(jnp.asarray(np.pad(x, ((0, rows - x.shape[0]), (0, 0))), jnp.float64)))[
             : x.shape[0]
