@@ -199,8 +199,21 @@ def make_plan(
 ) -> Plan:
     """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values.
 
-    ``value_discretization_interval=None`` chooses the step from the loss range and scale
-    (:func:`auto_step`); a number is the step, rounded down to a power of two."""
+    Args:
+      mech: the mechanism (concrete parameters).
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      value_discretization_interval: ``None`` chooses the step from the loss range and scale
+        (:func:`auto_step`); a number is the step, rounded down to a power of two.
+      pessimistic: unused by the plan (kept for :func:`accounting.pld`'s signature).
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+
+    Returns:
+      A :class:`Plan`.
+
+    Raises:
+      ValueError: traced parameters, a parameter out of range, or a grid beyond ``MAX_GRID``.
+    """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     output_cells = check_int("output_cells", output_cells, minimum=16)
     m = concrete(to64(mech))
@@ -374,10 +387,19 @@ def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
 
 
 def grids(env, offsets, shape, pessimistic, xp=jnp):
-    """The single-step (remove, add) grid pmfs of a plan (``offsets``, ``shape``: :attr:`Plan.offsets`,
-    :attr:`Plan.shape`) from ``env(eps_rem, eps_add) -> (δ_rem, δ_add)``, the envelope of the pair
-    profiles at the given losses (``eps_add`` None: symmetric, δ_add None); ``xp=numpy``: a host
-    envelope of concrete values, the pmfs built on the host."""
+    """The single-step (remove, add) grid pmfs of a plan from the envelope of its pair profiles.
+
+    Args:
+      env: ``env(eps_rem, eps_add) -> (δ_rem, δ_add)``, the envelope at the given losses (``eps_add``
+        None: symmetric, δ_add None).
+      offsets: :attr:`Plan.offsets` (the last, the discrete support starts, unused here).
+      shape: :attr:`Plan.shape`.
+      pessimistic: a dominating PLD (else optimistic).
+      xp: ``numpy`` for a host envelope of concrete values (the pmfs built on the host).
+
+    Returns:
+      ``(remove, add)`` grid pmfs (``add`` None when symmetric).
+    """
     step, (nr, gr), add_shape = shape[:3]
     mirror = shape[6] if len(shape) > 6 else (None, None)
     k0r, k0a, _ = offsets
@@ -431,16 +453,33 @@ def grids(env, offsets, shape, pessimistic, xp=jnp):
 
 
 def concrete_mu(mech, sensitivity):
-    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
+    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values.
+
+    Args:
+      mech: the mechanism.
+      sensitivity: the query's sensitivity.
+
+    Returns:
+      μ as a float64 numpy array, ``None`` for another mechanism or traced values.
+    """
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
     return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
 
 
 def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
-    """Whether :func:`host_build` builds ``mech``'s single-step grids: concrete parameters and a pair loss
-    that is exactly Gaussian (``gaussian_pld_mu``: no lattice, no pure-ε cap, no pair path), its one
-    profile known on the host."""
+    """Whether :func:`host_build` builds ``mech``'s single-step grids.
+
+    Args:
+      mech: the mechanism.
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      how: ``mech``'s :class:`accounting.privacy_loss.route.Route`.
+
+    Returns:
+      ``True`` for concrete parameters and a pair loss that is exactly Gaussian (``gaussian_pld_mu``:
+      no lattice, no pure-ε cap, no pair path), its one profile known on the host.
+    """
     return (
         mech.gaussian_pld_mu is not None
         and how.profile == "closed_form"
@@ -450,10 +489,20 @@ def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
 
 
 def host_build(mu, sampling_prob, plan, pessimistic):
-    """The single-step (remove, add) grid pmfs of ``plan`` for a mechanism whose pair loss is exactly
-    Gaussian with concrete μ (batch), Poisson-subsampled at ``sampling_prob`` (``None``: not), built on
-    the host (:func:`accounting.privacy_loss.profiles.host_gaussian_envelope`, :func:`grids`): the
-    arithmetic of the compiled build, nothing compiled."""
+    """The single-step grid pmfs of a mechanism whose pair loss is exactly Gaussian, built on the host.
+
+    The arithmetic of the compiled build (:func:`grids` on
+    :func:`accounting.privacy_loss.profiles.host_gaussian_envelope`), nothing compiled.
+
+    Args:
+      mu: the concrete μ (over the batch).
+      sampling_prob: the Poisson rate (``None``: not subsampled).
+      plan: the :class:`Plan`.
+      pessimistic: a dominating PLD (else optimistic).
+
+    Returns:
+      ``(remove, add)`` grid pmfs with float64 JAX leaves (``add`` None when not subsampled).
+    """
     prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
 
     def env(eps_rem, eps_add):

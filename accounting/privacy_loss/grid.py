@@ -264,8 +264,17 @@ def _host(pmf: GridPmf) -> GridPmf:
 
 
 def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
-    """``fn(pmf, *args, xp=numpy, **kwargs)`` on a concrete pmf, returned with float64 JAX leaves:
-    a composition, coarsening or trim computed on the host (numpy) compiles nothing."""
+    """A grid operation run on the host: a composition or coarsening that compiles nothing.
+
+    Args:
+      fn: a function of this module taking ``xp`` (:func:`self_compose`, :func:`coarsen`).
+      pmf: a concrete grid pmf.
+      *args: ``fn``'s other arguments.
+      **kwargs: ``fn``'s keyword arguments.
+
+    Returns:
+      ``fn(pmf, *args, xp=numpy, **kwargs)`` with float64 JAX leaves.
+    """
     with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
         out = fn(_host(pmf), *args, xp=np, **kwargs)
     with jax.enable_x64(True):
@@ -273,8 +282,16 @@ def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
 
 
 def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
-    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ for ``eps`` of shape (..., m) (batch-broadcast).
-    ``xp=numpy``: a concrete pmf on the host (nothing compiled), else one compiled program."""
+    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ of a grid pmf.
+
+    Args:
+      pmf: the grid pmf.
+      eps: ε of shape (..., m), broadcasting with the batch.
+      xp: ``numpy`` for a concrete pmf on the host (nothing compiled), else one compiled program.
+
+    Returns:
+      δ of shape batch + (m,), in [0, 1].
+    """
     if xp is jnp:
         return _delta_for_epsilon_jit(pmf, eps)
     return _delta_for_epsilon(_host(pmf), np.asarray(eps, np.float64), np)
@@ -295,11 +312,19 @@ _delta_for_epsilon_jit = jax.jit(functools.partial(_delta_for_epsilon, xp=jnp))
 
 
 def epsilon_for_delta(pmf: GridPmf, delta, xp=jnp):
-    """Smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD); ``delta`` (..., m).
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD).
 
-    The value is an explicit function of the masses on its grid cell, so autodiff
-    through it is the implicit-function derivative of δ(ε) = delta. ``xp=numpy``: a concrete pmf
-    on the host (the same arithmetic, nothing compiled, no derivative), else one compiled program.
+    The value is an explicit function of the masses on its grid cell, so autodiff through it is the
+    implicit-function derivative of δ(ε) = delta.
+
+    Args:
+      pmf: the grid pmf.
+      delta: δ of shape (..., m), broadcasting with the batch.
+      xp: ``numpy`` for a concrete pmf on the host (the same arithmetic, nothing compiled, no
+        derivative), else one compiled program.
+
+    Returns:
+      ε of shape batch + (m,) (∞ where the +∞ atom alone exceeds δ).
     """
     if xp is jnp:
         return _epsilon_for_delta_jit(pmf, delta)
@@ -349,9 +374,17 @@ _epsilon_for_delta_jit = jax.jit(functools.partial(_epsilon_for_delta, xp=jnp))
 
 
 def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool, xp=jnp):
-    """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side: up
-    (pessimistic) or down; a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic).
-    ``xp=numpy``: a concrete pmf on the host."""
+    """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side.
+
+    Args:
+      pmf: the grid pmf.
+      eps: ε of shape (..., m).
+      pessimistic: move δ up (else down).
+      xp: ``numpy`` for a concrete pmf on the host.
+
+    Returns:
+      δ of shape batch + (m,); a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic).
+    """
     d = delta_for_epsilon(pmf, eps, xp)
     r = xp.asarray(pmf.roundoff)[..., None]
     ok = xp.isfinite(r)
@@ -591,8 +624,19 @@ def trim_window(pmf: GridPmf, tail: float):
 
 
 def required_window(pmf: GridPmf, count: int, tail: float) -> int:
-    """Largest Chernoff window over the batch (static FFT length planning), on the host from the pmf's
-    concrete values (also under plain ``jax.grad``)."""
+    """The largest Chernoff window over the batch (static FFT length planning), on the host.
+
+    Args:
+      pmf: a grid pmf with concrete values (also under plain ``jax.grad``).
+      count: the number of compositions (an int or an array over the batch).
+      tail: the mass left outside the window.
+
+    Returns:
+      The window length (an int).
+
+    Raises:
+      ValueError: the pmf is traced inside ``jit``.
+    """
     conc = concrete(pmf)
     if conc is None:
         raise ValueError(

@@ -243,6 +243,16 @@ def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
     ``sampling_prob`` (``None``: not subsampled, ``eps_add`` None), computed on the host in numpy from
     concrete μ (batch) and losses (batch + (m,)): δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ).
 
+    Args:
+      mu: μ over the batch.
+      sampling_prob: the Poisson rate (``None``: not subsampled).
+      eps_rem: the remove direction's losses.
+      eps_add: the add direction's losses (``None`` when not subsampled).
+      pessimistic: a profile the numerics cannot evaluate reads 1 (else 0).
+
+    Returns:
+      ``(δ_rem, δ_add)`` (``δ_add`` None when not subsampled).
+
     References:
       Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
       Calibration and Optimal Denoising", ICML 2018, Theorem 8.
