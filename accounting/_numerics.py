@@ -6,6 +6,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax._float64 import x64  # noqa: F401 (the accounting modules import it from here)
 from dpjax.validation import concrete  # noqa: F401 (the accounting modules import it from here)
@@ -13,10 +14,23 @@ from dpjax.validation import concrete  # noqa: F401 (the accounting modules impo
 EPS64 = 2.0**-52
 
 
+def as64(x):
+    """``x`` as a float64 JAX array; a concrete value converted on the host (``jnp.asarray`` of a Python or
+    numpy scalar compiles a conversion program), a traced one as it is (its dtype kept for its gradient)."""
+    if isinstance(x, jax.core.Tracer):
+        return jnp.asarray(x)
+    return jnp.asarray(np.asarray(x, np.float64), jnp.float64)
+
+
 def to64(tree):
     """Cast every numeric leaf of a pytree (a mechanism, an array) to float64."""
 
     def cast(x):
+        if not isinstance(x, jax.core.Tracer):  # a concrete leaf converted on the host (nothing compiled)
+            a = np.asarray(x)
+            if np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer):
+                return jnp.asarray(a.astype(np.float64), jnp.float64)
+            return jnp.asarray(a, a.dtype)
         x = jnp.asarray(x)
         if jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer):
             return x.astype(jnp.float64)
@@ -64,10 +78,10 @@ def pow2_floor(x: float) -> float:
     return 2.0 ** math.floor(math.log2(x) + 1e-12)
 
 
-def safe_log(x):
-    """log(x) with a zero gradient (instead of NaN) where x <= 0."""
+def safe_log(x, xp=jnp):
+    """log(x) with a zero gradient (instead of NaN) where x <= 0 (−∞ there); ``xp=numpy`` on the host."""
     pos = x > 0
-    return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
+    return xp.where(pos, xp.log(xp.where(pos, x, 1.0)), -np.inf)
 
 
 def searchsorted_right(sorted_arr, x):

@@ -24,11 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import x64, x64_vjp
+from accounting._numerics import as64, x64, x64_vjp
 from accounting.privacy_loss.construction import DEFAULT_TAIL_MASS, MAX_GRID
 from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
-from dpjax.validation import check_int, check_positive, check_probability
+from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
 __all__ = ["Accountant", "Release", "self_compose_by_count"]
 
@@ -48,7 +48,17 @@ def _bits(count) -> int:
 # ----------------------------------------------------------------------------------
 # composition by a traced count
 # ----------------------------------------------------------------------------------
-def _compose_core(p, count, sizes, bits, tail):
+def _compose_core(p, count, sizes, bits, tail, xp=jnp):
+    if xp is np:  # concrete: the FFT powers on the host (numpy), nothing compiled
+        count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
+        dirs = [
+            _grid.on_host(_grid.self_compose, pmf, count, s, tail, p.pessimistic, bits=bits)
+            for pmf, s in zip(p._directions(), sizes)
+        ]
+        with jax.enable_x64(True):
+            pure = as64(np.asarray(p.pure_bound()) * count)
+            count = as64(count)
+        return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, pure, count=count)
     count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
     dirs = [_grid.self_compose(pmf, count, s, tail, p.pessimistic, bits=bits) for pmf, s in zip(p._directions(), sizes)]
     return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, p.pure_bound() * count, count=count)
@@ -62,27 +72,49 @@ def _compose_jit(p, count, sizes, bits, tail):
 @functools.partial(jax.jit, static_argnames=("tail",))
 def _widths_jit(p, count, tail):
     count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
-    out = []
-    for pmf in p._directions():
-        lo, hi, _ = _grid.chernoff_window(pmf, count, tail)
-        out.append(jnp.max(hi - lo) + 1.0)
-    return out
+    return [
+        jnp.max(hi - lo) + 1.0 for lo, hi, _ in (_grid.chernoff_window(pmf, count, tail) for pmf in p._directions())
+    ]
+
+
+def _widths(p, count, tail, on_host=True):
+    """The widest Chernoff window of each direction of ``p``'s ``count``-fold composition (concrete), on
+    the host or (``on_host`` False: a count that keeps growing) by one compiled program."""
+    if on_host:
+        return [_grid.required_window(pmf, count, tail) for pmf in p._directions()]
+    with jax.enable_x64(True):
+        return [int(w) for w in _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))]
 
 
 def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
-    """``(grid PLD, sizes)`` of the ``count``-fold composition of the (concrete) grid PLD ``p``: ``p``
-    itself — or, adaptive, ``p`` coarsened until the widest window fits AUTO_WINDOW (the rule of
-    ``self_compose``: :meth:`PrivacyLossDistribution.fitted_to_window`) — and the static FFT lengths
-    (one per direction) holding the composition of every member; ``count`` an integer or an array
-    over the batch.
+    """The grid PLD and static FFT lengths of the ``count``-fold composition of a concrete grid PLD.
 
     One power of two for both directions: a count that grows step by step (the odometer of a
-    training loop) meets only a few distinct lengths, i.e. a few compilations."""
-    with jax.enable_x64(True):
-        widths = _widths_jit(p, jnp.asarray(count, jnp.float64), float(tail))
-        fit = p.fitted_to_window(max(int(w) for w in widths))
-        if fit is not p:
-            widths = _widths_jit(fit, jnp.asarray(count, jnp.float64), float(tail))
+    training loop) meets only a few distinct lengths. The windows are planned on the host.
+
+    Args:
+      p: a (concrete) grid :class:`PrivacyLossDistribution`.
+      count: an integer, or an integer array over the batch.
+      tail: the mass cut from the composition's tails.
+
+    Returns:
+      ``(grid PLD, sizes)``: ``p`` itself — or, adaptive, ``p`` coarsened until the widest window fits
+      AUTO_WINDOW (:meth:`PrivacyLossDistribution.fitted_to_window`) — and the FFT lengths, one per
+      direction, holding the composition of every member.
+
+    Raises:
+      ValueError: the composition needs an FFT beyond the largest grid, or ``p`` is traced inside ``jit``.
+    """
+    return _composition_grid(p, count, tail, True)
+
+
+def _composition_grid(p, count, tail, on_host):
+    """:func:`composition_grid`, its windows on the host or (``on_host`` False) by a compiled program."""
+    count = np.broadcast_to(np.asarray(count, np.float64), p.batch_shape)
+    widths = _widths(p, count, float(tail), on_host)
+    fit = p.fitted_to_window(max(widths))
+    if fit is not p:
+        widths = _widths(fit, count, float(tail), on_host)
     size = 1 << (max(max(int(w), pmf.size) for w, pmf in zip(widths, fit._directions())) - 1).bit_length()
     sizes = (size,) * len(widths)
     if size > MAX_GRID:
@@ -94,27 +126,50 @@ def composition_grid(p: PrivacyLossDistribution, count, tail=DEFAULT_TAIL_MASS):
 
 @x64
 def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits=None, tail=DEFAULT_TAIL_MASS):
-    """The PLD of ``count`` independent runs of ``p`` — :meth:`PrivacyLossDistribution.self_compose`
-    with the count a (traceable) array instead of static configuration.
+    """The PLD of ``count`` independent runs of ``p``, the count an array instead of configuration.
 
-    ``count`` is an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each
-    member composed its own number of times). ``sizes`` (static FFT lengths per direction) come
-    from :func:`composition_grid` on concrete values, with the grid PLD to compose (an adaptive
-    ``p`` coarsened to fit the window, as ``self_compose`` does); given ``sizes``, ``p`` is composed
-    on its own grid. ``bits`` (static, counts below 2**bits) comes from the concrete count; pass
-    both inside ``jit``. Same window,
-    tail bounds (+∞ atom) and round-off estimate as ``self_compose``; the power is taken by
-    square-and-multiply, the products ``lax.integer_pow`` forms for a static count. An analytic
+    :meth:`PrivacyLossDistribution.self_compose` with the same window, tail bounds (+∞ atom) and
+    round-off estimate; the power is taken by square-and-multiply. A concrete PLD and count are
+    composed on the host (numpy), traced ones by one compiled program for every count. An analytic
     Gaussian PLD stays analytic (μ·√count).
+
+    Args:
+      p: the single-run PLD.
+      count: an integer or an integer-valued array broadcasting to ``p.batch_shape`` (each member
+        composed its own number of times).
+      sizes: static FFT lengths per direction (from :func:`composition_grid` on concrete values, with
+        the grid PLD to compose); ``None`` plans them here. Given ``sizes``, ``p`` is composed on its
+        own grid. Pass it inside ``jit``.
+      bits: static bound on the counts (below 2**bits), from the concrete count when ``None``; pass
+        it inside ``jit``.
+      tail: the mass cut from the tails.
+
+    Returns:
+      The composed :class:`PrivacyLossDistribution`.
+
+    Raises:
+      ValueError: a count of 2**48 or more, ``bits`` not a positive integer, or an FFT beyond the
+        largest grid.
     """
+    return _by_count(p, count, sizes, bits, tail, None)
+
+
+def _by_count(p, count, sizes, bits, tail, on_host):
+    """:func:`self_compose_by_count`, on the host (``on_host`` True), by the compiled program (False) or,
+    ``None``, on the host where ``p`` and ``count`` are concrete."""
     p = p.resolved()
     if p.is_analytic:
         mu = jnp.asarray(p.gaussian_mu, jnp.float64) * jnp.sqrt(jnp.asarray(count, jnp.float64))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=p.pessimistic, step=p.step, adaptive=p.adaptive)
+    if on_host is None:
+        on_host = not (is_traced(p) or is_traced(count))
     if sizes is None:
-        p, sizes = composition_grid(p, count, tail)
+        p, sizes = _composition_grid(p, count, tail, on_host)
     bits = _bits(count) if bits is None else check_int("bits", bits, minimum=1)
-    return _compose_jit(p, jnp.asarray(count, jnp.float64), tuple(int(s) for s in sizes), bits, float(tail))
+    sizes = tuple(int(s) for s in sizes)
+    if on_host:
+        return _compose_core(p, count, sizes, bits, float(tail), np)
+    return _compose_jit(p, jnp.asarray(count, jnp.float64), sizes, bits, float(tail))
 
 
 # ----------------------------------------------------------------------------------
@@ -122,7 +177,14 @@ def self_compose_by_count(p: PrivacyLossDistribution, count, *, sizes=None, bits
 # ----------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """``count`` runs of ``mechanism`` on a query of ``sensitivity`` (Poisson rate ``sampling_prob``)."""
+    """``count`` runs of ``mechanism`` on a query of ``sensitivity`` (Poisson rate ``sampling_prob``).
+
+    Args:
+      mechanism: the mechanism.
+      sensitivity: the query's sensitivity.
+      count: the number of runs recorded.
+      sampling_prob: the Poisson sampling rate.
+    """
 
     mechanism: Mechanism
     sensitivity: float
@@ -146,8 +208,18 @@ class _Entry:
         self._composed = (0, None)  # (count, PLD of count runs)
 
     def composed(self, count: int) -> PrivacyLossDistribution:
+        """The PLD of ``count`` runs: the first composition of this kind on the host (nothing compiled),
+        later ones — a repeated spend, a DP-SGD step — by the compiled program of a traced count, which
+        every later count re-runs."""
         if self._composed[0] != count:
-            self._composed = (count, self.step_pld if count == 1 else self_compose_by_count(self.step_pld, count))
+            hot = self._composed[0] > 1
+            with jax.enable_x64(True):
+                composed = (
+                    self.step_pld
+                    if count == 1
+                    else _by_count(self.step_pld, count, None, None, DEFAULT_TAIL_MASS, False if hot else None)
+                )
+            self._composed = (count, composed)
         return self._composed[1]
 
 
@@ -179,6 +251,14 @@ class Accountant:
     recording concurrently can never together pass the budget (each :meth:`record` sees the
     ledger as every earlier record left it) and reads see a state between records, never
     during one.
+
+    Args:
+      epsilon_budget: the budget in ε (``None``: none; needs ``delta``).
+      delta: the δ at which ε is measured (``None``: give it to each query).
+      value_discretization_interval: the loss-grid step, ``None`` (default) adaptive.
+
+    Raises:
+      ValueError: a budget without ``delta``, or a parameter out of range.
     """
 
     def __init__(self, *, epsilon_budget=None, delta=None, value_discretization_interval=None):
@@ -204,13 +284,21 @@ class Accountant:
 
     @property
     def releases(self) -> tuple[Release, ...]:
-        """One :class:`Release` per distinct kind recorded (counts summed), in order of first record."""
+        """One :class:`Release` per distinct kind recorded (counts summed), in order of first record.
+
+        Returns:
+          A tuple of :class:`Release`.
+        """
         with self._lock:
             return tuple(e.release for e in self._entries.values())
 
     @property
     def pld(self) -> PrivacyLossDistribution | None:
-        """The composed PLD of everything recorded (``None`` before the first record)."""
+        """The composed PLD of everything recorded.
+
+        Returns:
+          A :class:`PrivacyLossDistribution`, ``None`` before the first record.
+        """
         with self._lock:
             if self._total is None and self._entries:
                 self._total = self._compose(next(reversed(self._entries)), None)
@@ -279,7 +367,20 @@ class Accountant:
         return float(np.asarray(p.get_epsilon_for_delta(d)))
 
     def would_exceed(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> bool:
-        """True if recording this release would take ε past the budget."""
+        """Whether recording this release would take ε past the budget.
+
+        Args:
+          mech: a single (unbatched) mechanism.
+          sensitivity: the query's sensitivity.
+          count: the number of runs.
+          sampling_prob: the Poisson sampling rate.
+
+        Returns:
+          ``True`` if it would (always ``False`` without a budget).
+
+        Raises:
+          ValueError: ``mech`` not a single mechanism, or a parameter out of range.
+        """
         if self.epsilon_budget is None:
             return False
         with self._lock:
@@ -287,15 +388,27 @@ class Accountant:
             return self._epsilon_of(new, None) > self.epsilon_budget
 
     def record(self, mech, *, sensitivity=1.0, count=1, sampling_prob=1.0) -> float:
-        """Record ``count`` runs of ``mech``; returns the ε spent so far (at the budget's δ; NaN without one).
+        """Record ``count`` runs of ``mech``; the check and the record are one step under the lock.
 
-        Raises ``ValueError`` (and records nothing) if the budget would be exceeded. The check and
-        the record are one step under the accountant's lock.
+        Args:
+          mech: a single (unbatched) mechanism.
+          sensitivity: the query's sensitivity.
+          count: the number of runs.
+          sampling_prob: the Poisson sampling rate.
+
+        Returns:
+          The ε spent so far at the accountant's δ (NaN without one).
+
+        Raises:
+          ValueError: the budget would be exceeded (nothing is recorded), ``mech`` not a single
+            mechanism, or a parameter out of range.
         """
         with self._lock:
             key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
             if self.delta is not None:  # read now: kept with its analytic Gaussian part discretised
                 new = new.resolved()
+                # a repeated spend queries a total of the same shape again: by the compiled program
+                new = dataclasses.replace(new, host_queries=key not in self._entries)
             eps = self._epsilon_of(new, None) if self.delta is not None else math.nan
             if self.epsilon_budget is not None and eps > self.epsilon_budget:
                 raise ValueError(
@@ -312,14 +425,34 @@ class Accountant:
             return eps
 
     def spent_epsilon(self, delta=None) -> float:
-        """ε spent so far at ``delta`` (default: the budget's δ); 0 before any release."""
+        """ε spent so far.
+
+        Args:
+          delta: the δ (default: the accountant's).
+
+        Returns:
+          ε, 0 before any release.
+
+        Raises:
+          ValueError: no δ given here or at construction, or below the PLD's round-off floor.
+        """
         with self._lock:
             if not self._entries:
                 return 0.0
             return self._epsilon_of(self.pld, delta)
 
     def spent_delta(self, epsilon) -> float:
-        """δ spent so far at ``epsilon``."""
+        """δ spent so far.
+
+        Args:
+          epsilon: ε ≥ 0.
+
+        Returns:
+          δ at ``epsilon``, 0 before any release.
+
+        Raises:
+          ValueError: ``epsilon`` negative.
+        """
         check_positive("epsilon", epsilon, allow_zero=True)
         with self._lock:
             if not self._entries:
@@ -327,7 +460,14 @@ class Accountant:
             return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
 
     def remaining_epsilon(self, delta=None) -> float:
-        """Budget minus spent ε (``inf`` without a budget)."""
+        """The budget minus the ε spent.
+
+        Args:
+          delta: the δ (default: the accountant's).
+
+        Returns:
+          The remaining ε (``inf`` without a budget).
+        """
         if self.epsilon_budget is None:
             return math.inf
         return self.epsilon_budget - self.spent_epsilon(delta)

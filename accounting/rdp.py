@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import to64, x64
+from accounting._numerics import as64, to64, x64
 from accounting.privacy_loss.pair_path import worst_case
 from accounting.privacy_loss.profiles import discrete_plan, expand, output_interval
 from dpjax.validation import check_int, check_positive, check_probability, check_real, is_traced
@@ -160,14 +160,17 @@ def _closed_form(m, alpha, sensitivity):
     return jax.vmap(one)(flat)
 
 
-def _conv_inputs(orders, rdp_values):
+def _conv_inputs(orders, rdp_values, arg):
+    """(orders, RDP values ≥ 0, the δ or ε argument) as float64 arrays, and the array module: numpy where
+    all are concrete (converted on the host, nothing compiled), else ``jax.numpy``."""
     _check_orders(orders)
     check_real("rdp_values", rdp_values, finite=False)
-    a = jnp.asarray(orders, jnp.float64)
-    r = jnp.asarray(rdp_values, jnp.float64)
+    xp = jnp if is_traced((orders, rdp_values, arg)) else np
+    a = xp.asarray(orders, np.float64)
+    r = xp.asarray(rdp_values, np.float64)
     if a.shape[-1:] != r.shape[-1:]:
         raise ValueError(f"rdp_values: last axis must match orders ({a.shape[-1:]}), got shape {r.shape}")
-    return a, jnp.maximum(r, 0.0)
+    return a, xp.maximum(r, 0.0), xp.asarray(arg, np.float64), xp
 
 
 @x64
@@ -194,13 +197,13 @@ def rdp_to_epsilon(orders, rdp_values, delta):
       (arXiv:2004.00010), Proposition 12.
     """
     check_probability("delta", delta, high_open=True)
-    a, r = _conv_inputs(orders, rdp_values)
-    d = jnp.asarray(delta, jnp.float64)
-    dd = d.reshape(d.shape + (1,) * 0)[..., None] if d.ndim else d
+    a, r, d, xp = _conv_inputs(orders, rdp_values, delta)
+    dd = d[..., None] if d.ndim else d
     r_ = r[..., None, :] if d.ndim else r
-    eps = r_ + jnp.log1p(-1.0 / a) - (jnp.log(dd) + jnp.log(a)) / (a - 1.0)
-    eps = jnp.where(dd**2 + jnp.expm1(-r_) > 0, 0.0, eps)
-    return jnp.maximum(jnp.min(eps, axis=-1), 0.0)
+    eps = r_ + xp.log1p(-1.0 / a) - (xp.log(dd) + xp.log(a)) / (a - 1.0)
+    eps = xp.where(dd**2 + xp.expm1(-r_) > 0, 0.0, eps)
+    out = xp.maximum(xp.min(eps, axis=-1), 0.0)
+    return out if xp is jnp else as64(out)
 
 
 @x64
@@ -226,14 +229,14 @@ def rdp_to_delta(orders, rdp_values, epsilon):
       (arXiv:2004.00010), Proposition 12.
     """
     check_positive("epsilon", epsilon, allow_zero=True)
-    a, r = _conv_inputs(orders, rdp_values)
-    e = jnp.asarray(epsilon, jnp.float64)
+    a, r, e, xp = _conv_inputs(orders, rdp_values, epsilon)
     ee = e[..., None] if e.ndim else e
     r_ = r[..., None, :] if e.ndim else r
-    logd = (a - 1.0) * (r_ - ee + jnp.log1p(-1.0 / a)) - jnp.log(a)
-    kl = 0.5 * jnp.log(-jnp.expm1(-jnp.maximum(r_, 1e-300)))
-    logd = jnp.minimum(logd, kl)
-    return jnp.minimum(jnp.exp(jnp.min(logd, axis=-1)), 1.0)
+    logd = (a - 1.0) * (r_ - ee + xp.log1p(-1.0 / a)) - xp.log(a)
+    kl = 0.5 * xp.log(-xp.expm1(-xp.maximum(r_, 1e-300)))
+    logd = xp.minimum(logd, kl)
+    out = xp.minimum(xp.exp(xp.min(logd, axis=-1)), 1.0)
+    return out if xp is jnp else as64(out)
 
 
 # ----------------------------------------------------------------------------------

@@ -79,8 +79,8 @@ def test_poisson_subsampled_gaussian(psg, count, bracket, rem, add):
     assert bracket[0] <= eps <= bracket[1]
     assert eps >= (1.828237 if count == 1000 else 6.187712) - 1e-6
     # directions kept apart, as dp_accounting (its Δ=1e-4 values; ours is 2^-13)
-    r = _f(accounting.PrivacyLossDistribution(c.remove, None, None, None, True, c.step).get_epsilon_for_delta(1e-5))
-    a = _f(accounting.PrivacyLossDistribution(c.add, None, None, None, True, c.step).get_epsilon_for_delta(1e-5))
+    r = _f(accounting.PrivacyLossDistribution(remove=c.remove, step=c.step).get_epsilon_for_delta(1e-5))
+    a = _f(accounting.PrivacyLossDistribution(remove=c.add, step=c.step).get_epsilon_for_delta(1e-5))
     assert r == pytest.approx(rem, abs=5e-5) and a == pytest.approx(add, abs=5e-5)
 
 

@@ -184,3 +184,30 @@ def test_gaussians_of_several_octaves_compile_one_gaussian_build():
     for s in (2.0, 5.0, 11.0, 23.0):
         ref.compose(dp_accounting.GaussianDpEvent(s))
     assert eps == pytest.approx(ref.get_epsilon(1e-5), rel=1e-3)
+
+
+def test_queries_of_a_concrete_grid_pld_compile_nothing():
+    """ε(δ) and δ(ε) of a concrete grid PLD are read on the host (numpy): no query program per grid
+    length and argument shape (each was a compiled program, traced again by every new process)."""
+    p = accounting.pld(dpjax.Laplace(3.3)).compose(accounting.pld(dpjax.Gaussian(sigma=2.9), sampling_prob=0.07))
+    p = p.self_compose(13)
+    with counting_compiles() as names:
+        eps = np.asarray(p.get_epsilon_for_delta(np.array([1e-5, 1e-6, 1e-7])))
+        delta = np.asarray(p.get_delta_for_epsilon(np.array([0.5, 1.5, 2.5, 3.5])))
+    assert names == []
+    # the host answers are the compiled, differentiable route's to its summation round-off
+    traced = jax.jit(lambda q, d: q.get_epsilon_for_delta(d))(p, np.array([1e-5, 1e-6, 1e-7]))
+    np.testing.assert_allclose(eps, np.asarray(traced), rtol=1e-8)  # (A − B cancels: the sums' order)
+    assert np.all(np.diff(eps) > 0) and np.all(np.diff(delta) < 0)
+
+
+def test_a_new_dpsgd_setting_compiles_at_most_its_mu():
+    """A Gaussian DP-SGD setting is built, composed and read on the host: nothing is compiled but the
+    mechanism's μ = Δ/σ (a division), where a first call compiled a build, a composition and a query."""
+    with counting_compiles() as names:
+        eps = float(accounting.dpsgd_epsilon(1.37, 0.0123, 777, 1e-6))
+    assert [n for n in names if n != "jit(true_divide)"] == []
+    ref = pld_privacy_accountant.PLDAccountant().compose(
+        dp_accounting.PoissonSampledDpEvent(0.0123, dp_accounting.GaussianDpEvent(1.37)), 777
+    )
+    assert eps == pytest.approx(ref.get_epsilon(1e-6), rel=1e-3)

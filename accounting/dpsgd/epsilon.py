@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import concrete, x64, x64_vjp
+from accounting._numerics import as64, concrete, x64, x64_vjp
 from accounting.privacy_loss.construction import make_plan
 from accounting.privacy_loss.distribution import pld
 from accounting.accountant import _bits, composition_grid, self_compose_by_count
@@ -61,8 +61,8 @@ class _PldEvaluator:
         )
         # built as a batch of one, as a query of one setting is: both run one compiled build
         widest = pld(
-            step_mechanism(jnp.full((1,), z_plan, jnp.float64), noise.cls),
-            sampling_prob=jnp.asarray(sampling_prob, jnp.float64),
+            step_mechanism(as64(np.full((1,), z_plan)), noise.cls),
+            sampling_prob=as64(sampling_prob),
             value_discretization_interval=self.step,
             plan=self.plan,
         )
@@ -87,9 +87,10 @@ class _PldEvaluator:
 
     def query(self, kind_query, z, steps, arg, sampling_prob):
         c = self.composed(z, steps, sampling_prob)
-        arg = jnp.asarray(arg, jnp.float64).reshape(-1)
+        xp = jnp if is_traced((z, arg, sampling_prob)) else np  # concrete: read on the host
+        arg = xp.asarray(arg, np.float64).reshape(-1)
         out = c.get_epsilon_for_delta(arg) if kind_query == "epsilon" else c.get_delta_for_epsilon(arg)
-        return jnp.diagonal(out)
+        return xp.diagonal(xp.asarray(out))
 
 
 _EVALUATORS: dict = {}  # recent evaluators by (kind, sampling_prob, rung, steps rung, grid step); bounded
@@ -144,14 +145,18 @@ def _query(kind_query, noise_multiplier, sampling_prob, steps, arg, mechanism, v
         value_discretization_interval = float(
             check_positive("value_discretization_interval", value_discretization_interval)
         )
-    z = jnp.asarray(noise_multiplier, jnp.float64)
-    sampling_prob = jnp.asarray(sampling_prob, jnp.float64)
-    a = jnp.asarray(arg, jnp.float64)
-    shape = jnp.broadcast_shapes(z.shape, sampling_prob.shape, np.shape(steps), a.shape)
-    z, sampling_prob, a = (jnp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
+    traced = is_traced((noise_multiplier, sampling_prob, arg))
+    xp = jnp if traced else np  # concrete settings are gathered and read on the host: nothing compiled
+    z = xp.asarray(noise_multiplier, np.float64)
+    sampling_prob = xp.asarray(sampling_prob, np.float64)
+    a = xp.asarray(arg, np.float64)
+    shape = np.broadcast_shapes(z.shape, sampling_prob.shape, np.shape(steps), a.shape)
+    z, sampling_prob, a = (xp.broadcast_to(x, shape).reshape(-1) for x in (z, sampling_prob, a))
     st = np.broadcast_to(np.asarray(steps, np.int64), shape).reshape(-1)
-    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
     core = functools.partial(_query_flat, kind_query, kind, st, value_discretization_interval)
+    if not traced:
+        return as64(np.asarray(core(z, sampling_prob, a)).reshape(shape))
+    # a custom VJP whose backward also runs in float64 (jax.grad outside our x64 context)
     return x64_vjp(core)(z, sampling_prob, a).reshape(shape)
 
 
@@ -173,6 +178,7 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         rung = _plan_rung(kind, float(zc[i]), float(sampling_probs[i]), grid, step is None)
         groups.setdefault((float(sampling_probs[i]), rung, _steps_rung(st[i]), grid), []).append(i)
     out = [None] * zc.size
+    xp = jnp if is_traced((z, sampling_prob, a)) else np
     for (prob, _, _, grid), members in groups.items():
         idx = np.asarray(members)
         ev = _evaluator(kind, zc[idx[0]], prob, int(st[idx].max()), grid, step is None)
@@ -185,26 +191,42 @@ def _query_flat(kind_query, kind, st, step, z, sampling_prob, a):
         for s in range(0, idx.size, n):
             part = idx[s : s + n]
             pad = np.concatenate([part, np.repeat(part[-1:], n - part.size)])
-            ix = jnp.asarray(pad)
-            res = ev.query(kind_query, z[ix], jnp.asarray(st[pad], jnp.float64), a[ix], sampling_prob[pad[0]])
+            ix = xp.asarray(pad)
+            res = ev.query(kind_query, z[ix], np.asarray(st[pad], np.float64), a[ix], sampling_prob[pad[0]])
             for j, i in enumerate(part):
                 out[i] = res[j]
-    return jnp.stack(out)
+    return xp.stack(out)
 
 
 @x64
 def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=None, value_discretization_interval=None):
-    """ε at ``delta`` of ``steps`` DP-SGD steps with Poisson rate ``sampling_prob`` and noise scale
-    clip·``noise_multiplier`` (add/remove neighbours, both directions).
+    """ε at ``delta`` of ``steps`` DP-SGD steps (add/remove neighbours, both directions).
 
-    Arrays broadcast together (a batch of settings; ``steps`` concrete integers); float64 result
-    of the broadcast shape. Gaussian noise: the exact pessimistic PLD (never below the truth);
-    Laplace: the randomized-response dominating pair; discrete Gaussian: an RDP bound (module
-    docstring). Differentiable in ``noise_multiplier`` and ``sampling_prob`` under ``jax.grad``
-    (not inside ``jit``: grid sizes are planned from concrete values).
-    ``value_discretization_interval``: ``None`` (default) the adaptive loss-grid step of
-    :func:`accounting.pld` (a tiny rate or a large noise multiplier gets a step that resolves its
-    losses), a number the step.
+    Gaussian noise: the exact pessimistic PLD (never below the truth); Laplace: the
+    randomized-response dominating pair; discrete Gaussian: an RDP bound (:mod:`accounting.dpsgd`).
+    Concrete settings are answered on the host; under ``jax.grad`` the answer is differentiable in
+    ``noise_multiplier`` and ``sampling_prob`` (not inside ``jit``: grid sizes are planned from
+    concrete values).
+
+    Args:
+      noise_multiplier: z, the noise scale over the clipping norm (array).
+      sampling_prob: the Poisson rate q (array).
+      steps: the number of steps T (concrete positive integers, array).
+      delta: δ in (0, 1) (array); all four broadcast together (a batch of settings).
+      mechanism: the noise kernel class (default Gaussian).
+      value_discretization_interval: ``None`` (default) the adaptive loss-grid step of
+        :func:`accounting.pld`, a number the step.
+
+    Returns:
+      float64 ε of the broadcast shape.
+
+    Raises:
+      ValueError: a parameter out of range, ``steps`` not concrete integers, or traced settings
+        inside ``jit``.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
+      "Computing Tight Differential Privacy Guarantees Using FFT", AISTATS 2020.
     """
     check_probability("delta", delta, high_open=True)
     return _query("epsilon", noise_multiplier, sampling_prob, steps, delta, mechanism, value_discretization_interval)
@@ -212,6 +234,22 @@ def dpsgd_epsilon(noise_multiplier, sampling_prob, steps, delta, *, mechanism=No
 
 @x64
 def dpsgd_delta(noise_multiplier, sampling_prob, steps, epsilon, *, mechanism=None, value_discretization_interval=None):
-    """δ at ``epsilon`` of ``steps`` DP-SGD steps (see :func:`dpsgd_epsilon`)."""
+    """δ at ``epsilon`` of ``steps`` DP-SGD steps (:func:`dpsgd_epsilon`'s accounting).
+
+    Args:
+      noise_multiplier: z, the noise scale over the clipping norm (array).
+      sampling_prob: the Poisson rate q (array).
+      steps: the number of steps T (concrete positive integers, array).
+      epsilon: ε (array); all four broadcast together.
+      mechanism: the noise kernel class (default Gaussian).
+      value_discretization_interval: ``None`` (default) the adaptive loss-grid step, a number the step.
+
+    Returns:
+      float64 δ of the broadcast shape (never below the truth).
+
+    Raises:
+      ValueError: a parameter out of range, ``steps`` not concrete integers, or traced settings
+        inside ``jit``.
+    """
     check_real("epsilon", epsilon)
     return _query("delta", noise_multiplier, sampling_prob, steps, epsilon, mechanism, value_discretization_interval)

@@ -37,7 +37,8 @@ from accounting.privacy_loss.construction import (
     validate,
 )
 from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.distribution import beyond_grid, check_floor, concrete_mu, pld
+from accounting.privacy_loss.construction import concrete_mu
+from accounting.privacy_loss.distribution import beyond_grid, check_floor, pld
 from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from dpjax import multihost

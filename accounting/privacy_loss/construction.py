@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.profiles import discrete_plan, envelope, expand
+from accounting._numerics import as64, concrete, pow2_floor, to64, x64
+from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, host_gaussian_envelope
 from accounting.privacy_loss.route import route
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
@@ -126,9 +126,9 @@ class Plan:
     def offsets(self):
         """The dynamic part: (k0 remove, k0 add, discrete support starts) as float64 arrays."""
         return (
-            jnp.asarray(float(self.remove[0])),
-            jnp.asarray(float(self.add[0] if self.add else 0)),
-            jnp.asarray(self.klo, jnp.float64),
+            as64(float(self.remove[0])),
+            as64(float(self.add[0] if self.add else 0)),
+            as64(self.klo),
         )
 
 
@@ -153,7 +153,7 @@ def sampling_rate(sampling_prob):
     """None for no subsampling (a Python 1), else a float64 array."""
     if not is_traced(sampling_prob) and np.all(np.asarray(sampling_prob) == 1.0):
         return None
-    return jnp.asarray(sampling_prob, jnp.float64)
+    return as64(sampling_prob) if not is_traced(sampling_prob) else jnp.asarray(sampling_prob, jnp.float64)
 
 
 def pairs(mech, sensitivity):
@@ -199,8 +199,21 @@ def make_plan(
 ) -> Plan:
     """Static grid sizes for ``pld(mech, ...)``, from concrete parameter values.
 
-    ``value_discretization_interval=None`` chooses the step from the loss range and scale
-    (:func:`auto_step`); a number is the step, rounded down to a power of two."""
+    Args:
+      mech: the mechanism (concrete parameters).
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      value_discretization_interval: ``None`` chooses the step from the loss range and scale
+        (:func:`auto_step`); a number is the step, rounded down to a power of two.
+      pessimistic: unused by the plan (kept for :func:`accounting.pld`'s signature).
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+
+    Returns:
+      A :class:`Plan`.
+
+    Raises:
+      ValueError: traced parameters, a parameter out of range, or a grid beyond ``MAX_GRID``.
+    """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     output_cells = check_int("output_cells", output_cells, minimum=16)
     m = concrete(to64(mech))
@@ -211,16 +224,17 @@ def make_plan(
             "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
             "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
         )
-    m = jax.tree_util.tree_map(jnp.asarray, m)
+    m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
     sampling_prob = sampling_rate(sampling_prob)
-    values, nvalues = pairs(m, jnp.asarray(sens, jnp.float64))
-    me = expand(m)
+    sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
     extra = {"cells": output_cells}
     if route(m, sampling_prob).profile == "discrete":
-        extra.update(discrete_plan(me, values, nvalues))
-    rem, add = _coarse_jit(
-        me, values, nvalues, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0))
-    )
+        extra.update(discrete_plan(expand(m), *pairs(m, sens)))
+    if host_build_applies(m, sens, sampling_prob, route(m, sampling_prob)):  # (on the host: nothing compiled)
+        prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
+        rem, add = host_gaussian_envelope(concrete_mu(m, sens), prob, _COARSE, None if prob is None else _COARSE, True)
+    else:
+        rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [
         None if d is None else _bounds(d, np.asarray(other[i])[..., ::-1], _COARSE) for i, d in enumerate((rem, add))
@@ -320,14 +334,17 @@ def _mirrors(dirs):
     return (mirror_extension(rem[0], rem[1], add[0], add[2]), mirror_extension(add[0], add[1], rem[0], rem[2]))
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
-def _coarse_jit(me, values, nvalues, sampling_prob, klo, cells, count):
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _coarse_jit(mech, sensitivity, sampling_prob, klo, cells, count):
+    """The envelope of ``mech``'s pair profiles on the coarse range-finding grid (one program, with the
+    pairs and the expanded parameters inside: nothing else compiled per plan)."""
     coarse = jnp.asarray(_COARSE)
     extra = {"cells": cells}
     if count:
         extra.update(count=count, klo=klo)
+    values, nvalues = pairs(mech, sensitivity)
     return envelope(
-        me,
+        expand(mech),
         values,
         nvalues,
         sampling_prob,
@@ -351,38 +368,64 @@ def _build_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
 
 def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
     """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
-    step, (nr, gr), add_shape, cells, count, _ = shape[:6]
-    mirror = shape[6] if len(shape) > 6 else (None, None)
-    k0r, k0a, klo = offsets
+    _, _, _, cells, count, _ = shape[:6]
     values, nvalues = pairs(mech, sensitivity)
-    me = expand(mech)
-    shift = 0.0 if pessimistic else 1.0
-    eps_r = (k0r + shift + jnp.arange(nr, dtype=jnp.float64)) * step
-    eps_a = None
-    if add_shape is not None:
-        na, ga = add_shape
-        eps_a = (k0a + shift + jnp.arange(na, dtype=jnp.float64)) * step
     extra = {"cells": cells}
     if count:
         extra["count"] = count
-        extra["klo"] = klo
+        extra["klo"] = offsets[2]
+
+    def env(eps_rem, eps_add):
+        return envelope(
+            expand(mech), values, nvalues, sampling_prob, eps_rem, eps_add, pessimistic=pessimistic, plan=extra
+        )
+
+    rem, add = grids(env, offsets, shape, pessimistic)
+    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
+    apart = mech.off_lattice(sensitivity)
+    return _grid.disjoint(rem, apart), None if add is None else _grid.disjoint(add, apart)
+
+
+def grids(env, offsets, shape, pessimistic, xp=jnp):
+    """The single-step (remove, add) grid pmfs of a plan from the envelope of its pair profiles.
+
+    Args:
+      env: ``env(eps_rem, eps_add) -> (δ_rem, δ_add)``, the envelope at the given losses (``eps_add``
+        None: symmetric, δ_add None).
+      offsets: :attr:`Plan.offsets` (the last, the discrete support starts, unused here).
+      shape: :attr:`Plan.shape`.
+      pessimistic: a dominating PLD (else optimistic).
+      xp: ``numpy`` for a host envelope of concrete values (the pmfs built on the host).
+
+    Returns:
+      ``(remove, add)`` grid pmfs (``add`` None when symmetric).
+    """
+    step, (nr, gr), add_shape = shape[:3]
+    mirror = shape[6] if len(shape) > 6 else (None, None)
+    k0r, k0a, _ = offsets
+    shift = 0.0 if pessimistic else 1.0
+    eps_r = (k0r + shift + xp.arange(nr, dtype=np.float64)) * step
+    eps_a = None
+    if add_shape is not None:
+        na, ga = add_shape
+        eps_a = (k0a + shift + xp.arange(na, dtype=np.float64)) * step
     # the gap g(ε) = e^ε δ_other(−ε) is needed only where δ may exceed 1/2 (the first ng points)
 
     def gaps(d, eps, ng, dother):
         e = eps[..., :ng]  # (beyond e^700 the gap is never the small side: connect-the-dots reads δ)
-        g = jnp.where(e > 700.0, jnp.inf, jnp.exp(jnp.minimum(e, 700.0)) * dother)
+        g = xp.where(e > 700.0, np.inf, xp.exp(xp.minimum(e, 700.0)) * dother)
         rest = d[..., ng:] - (
-            1.0 - jnp.exp(jnp.minimum(eps[..., ng:], 700.0))
+            1.0 - xp.exp(xp.minimum(eps[..., ng:], 700.0))
         )  # unused by connect_the_dots (δ ≤ 1/2 there)
-        return jnp.concatenate([jnp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
+        return xp.concatenate([xp.broadcast_to(g, d.shape[:-1] + (ng,)), rest], -1)
 
     def args(k0, n, eps, k0o, g, eps_o, ext):
         """Where to evaluate one direction's profile: its grid, then the mirrored −ε of the other
         direction's first g points — or (ext) one contiguous grid holding both."""
         if ext is None:
-            return jnp.concatenate([eps, -eps_o[..., :g]], -1)
+            return xp.concatenate([eps, -eps_o[..., :g]], -1)
         below, above = ext
-        return (k0 + shift - below + jnp.arange(below + n + above, dtype=jnp.float64)) * step
+        return (k0 + shift - below + xp.arange(below + n + above, dtype=np.float64)) * step
 
     def split(vals, k0, n, k0o, g, ext):
         """(values on the grid, values at the mirrored points) from :func:`args`' evaluation."""
@@ -390,37 +433,82 @@ def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
             return vals[..., :n], vals[..., n:]
         below, _ = ext
         # −(k0o + shift + j) sits at index c − j of the extended grid (start k0 + shift − below)
-        start = (-k0o - k0 - 2.0 * shift + below - (g - 1)).astype(jnp.int32)
-        mir = jax.lax.dynamic_slice_in_dim(vals, start, g, axis=vals.ndim - 1)
-        return vals[..., below : below + n], jnp.flip(mir, -1)
+        start = -k0o - k0 - 2.0 * shift + below - (g - 1)
+        if xp is np:
+            mir = vals[..., int(start) : int(start) + g]
+        else:
+            mir = jax.lax.dynamic_slice_in_dim(vals, start.astype(jnp.int32), g, axis=vals.ndim - 1)
+        return vals[..., below : below + n], xp.flip(mir, -1)
 
-    # a shift off the mechanism's lattice separates the neighbours' supports: all mass at +∞
-    apart = mech.off_lattice(sensitivity)
     if eps_a is None:  # symmetric: g(ε) = e^ε δ(−ε)
-        d, _ = envelope(
-            me,
-            values,
-            nvalues,
-            sampling_prob,
-            args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]),
-            None,
-            pessimistic=pessimistic,
-            plan=extra,
-        )
+        d, _ = env(args(k0r, nr, eps_r, k0r, gr, eps_r, mirror[0]), None)
         d, dneg = split(d, k0r, nr, k0r, gr, mirror[0])
-        return _grid.disjoint(_grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step), apart), None
-    dr, da = envelope(
-        me,
-        values,
-        nvalues,
-        sampling_prob,
-        args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]),
-        args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]),
-        pessimistic=pessimistic,
-        plan=extra,
-    )
+        return _grid.from_profile(d, gaps(d, eps_r, gr, dneg), k0r, step, xp), None
+    dr, da = env(args(k0r, nr, eps_r, k0a, ga, eps_a, mirror[0]), args(k0a, na, eps_a, k0r, gr, eps_r, mirror[1]))
     dr, dr_mir = split(dr, k0r, nr, k0a, ga, mirror[0])
     da, da_mir = split(da, k0a, na, k0r, gr, mirror[1])
-    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step)
-    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step)
-    return _grid.disjoint(rem, apart), _grid.disjoint(add, apart)
+    rem = _grid.from_profile(dr, gaps(dr, eps_r, gr, da_mir), k0r, step, xp)
+    add = _grid.from_profile(da, gaps(da, eps_a, ga, dr_mir), k0a, step, xp)
+    return rem, add
+
+
+def concrete_mu(mech, sensitivity):
+    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values.
+
+    Args:
+      mech: the mechanism.
+      sensitivity: the query's sensitivity.
+
+    Returns:
+      μ as a float64 numpy array, ``None`` for another mechanism or traced values.
+    """
+    if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
+        return None
+    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
+
+
+def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
+    """Whether :func:`host_build` builds ``mech``'s single-step grids.
+
+    Args:
+      mech: the mechanism.
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      how: ``mech``'s :class:`accounting.privacy_loss.route.Route`.
+
+    Returns:
+      ``True`` for concrete parameters and a pair loss that is exactly Gaussian (``gaussian_pld_mu``:
+      no lattice, no pure-ε cap, no pair path), its one profile known on the host.
+    """
+    return (
+        mech.gaussian_pld_mu is not None
+        and how.profile == "closed_form"
+        and not (how.pure_cap or how.pair_path or how.atomic)
+        and not is_traced((mech, sensitivity, sampling_prob))
+    )
+
+
+def host_build(mu, sampling_prob, plan, pessimistic):
+    """The single-step grid pmfs of a mechanism whose pair loss is exactly Gaussian, built on the host.
+
+    The arithmetic of the compiled build (:func:`grids` on
+    :func:`accounting.privacy_loss.profiles.host_gaussian_envelope`), nothing compiled.
+
+    Args:
+      mu: the concrete μ (over the batch).
+      sampling_prob: the Poisson rate (``None``: not subsampled).
+      plan: the :class:`Plan`.
+      pessimistic: a dominating PLD (else optimistic).
+
+    Returns:
+      ``(remove, add)`` grid pmfs with float64 JAX leaves (``add`` None when not subsampled).
+    """
+    prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
+
+    def env(eps_rem, eps_add):
+        return host_gaussian_envelope(mu, prob, eps_rem, eps_add, pessimistic)
+
+    offsets = (float(plan.remove[0]), float(plan.add[0] if plan.add else 0), None)
+    rem, add = grids(env, offsets, plan.shape, pessimistic, np)
+    with jax.enable_x64(True):
+        return tuple(None if p is None else jax.tree_util.tree_map(as64, p) for p in (rem, add))

@@ -34,6 +34,9 @@ from accounting.privacy_loss.construction import (
     ROUNDOFF_FACTOR,
     Plan,
     build,
+    concrete_mu,
+    host_build,
+    host_build_applies,
     make_plan,
     next_pow2,
     pairs,
@@ -42,7 +45,7 @@ from accounting.privacy_loss.construction import (
 )
 from accounting.privacy_loss.profiles import envelope, expand
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
-from accounting._numerics import bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
+from accounting._numerics import as64, bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
 from accounting._root import epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
@@ -55,15 +58,40 @@ __all__ = ["PrivacyLossDistribution", "pld", "identity"]
 # ----------------------------------------------------------------------------------
 # the PLD object
 # ----------------------------------------------------------------------------------
-@pytree_dataclass
+@pytree_dataclass(kw_only=True)
 class PrivacyLossDistribution:
     """A (batch of) privacy-loss distribution(s), remove and add directions kept apart.
 
-    Build with :func:`pld`. ``gaussian_mu`` is set for the exact (analytic) Gaussian PLD
-    of μ = Δ/σ; otherwise ``remove`` (and ``add``, ``None`` when both directions agree)
-    are grid pmfs, composed with the analytic Gaussian PLD of μ = ``gaussian_part`` where that is
-    set: analytic Gaussians composed with a grid PLD stay analytic (μ composes as √Σμ²) and are
-    discretised once, when the PLD is read (:meth:`resolved`).
+    Build with :func:`pld` (or :func:`identity`); the constructor is keyword-only. ``gaussian_mu``
+    is set for the exact (analytic) Gaussian PLD of μ = Δ/σ; otherwise ``remove`` (and ``add``,
+    ``None`` when both directions agree) are grid pmfs, composed with the analytic Gaussian PLD of
+    μ = ``gaussian_part`` where that is set: analytic Gaussians composed with a grid PLD stay
+    analytic (μ composes as √Σμ²) and are discretised once, when the PLD is read (:meth:`resolved`).
+    Queries of a concrete grid PLD run on the host (numpy); traced ones (``jit``, ``grad``) run
+    compiled and differentiable.
+
+    Args:
+      remove: grid pmf of the remove direction (``None`` for an analytic PLD).
+      add: grid pmf of the add direction; ``None`` when it equals ``remove``.
+      gaussian_mu: μ of an analytic Gaussian PLD (``None`` for a grid PLD).
+      pure_eps: the mechanisms' own pure ε, composed (``None``: unknown).
+      pessimistic: a dominating PLD (never below the true δ) or, ``False``, an optimistic one.
+      step: the loss-grid step (a power of two).
+      source: ``(mechanism, sensitivity, sampling_prob)`` of a single-step PLD with closed-form
+        profiles: its ε(δ) is differentiated through the exact privacy profile.
+      atomic: built from a discrete mechanism (composed, its grid figures refuse derivatives).
+      composed: the result of a composition.
+      adaptive: the step was chosen by the engine; compositions may coarsen it.
+      bounds: Gaussian parts beyond the loss grid, ``(mu, sampling_prob, count)`` arrays, composed by
+        basic composition.
+      gaussian_part: μ of the analytic Gaussian PLD composed with this grid, not yet discretised.
+      host_queries: answer concrete queries on the host (default); ``False``: by the compiled
+        programs, faster for a PLD of one shape queried over and over.
+
+    References:
+      Koskela, Jälkö, Honkela, "Computing Tight Differential Privacy Guarantees Using FFT",
+      AISTATS 2020; Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, "Connect the Dots: Tighter
+      Discrete Approximations of Privacy Loss Distributions", PETS 2022.
     """
 
     remove: _grid.GridPmf | None = None
@@ -86,6 +114,9 @@ class PrivacyLossDistribution:
     bounds: tuple = ()
     # μ of the analytic Gaussian PLD this grid PLD is composed with, not yet discretised (None: none)
     gaussian_part: jax.Array | None = None
+    # queries of a concrete grid PLD on the host (numpy); False: by the compiled programs (a PLD of one
+    # shape queried over and over, the odometer's repeated spend)
+    host_queries: bool = static_field(default=True)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -105,8 +136,13 @@ class PrivacyLossDistribution:
 
     @x64
     def resolved(self) -> "PrivacyLossDistribution":
-        """This PLD with its analytic Gaussian part (``gaussian_part``) discretised and composed onto its
-        grid (itself if it has none): the one composition that every read of a grid PLD goes through."""
+        """This PLD with its analytic Gaussian part discretised and composed onto its grid.
+
+        The one composition that every read of a grid PLD goes through.
+
+        Returns:
+          A PLD without ``gaussian_part`` (``self`` if it has none).
+        """
         if self.gaussian_part is None:
             return self
         gauss = PrivacyLossDistribution(
@@ -133,18 +169,26 @@ class PrivacyLossDistribution:
         grid = grids[0] if len(grids) == 1 else grids[0]._compose_grids(grids[1], tail)
         # (concrete μ on the host: no program compiled for the scalar arithmetic)
         xp = jnp if any(is_traced(m) for m in mus) else np
-        mu = (
-            None
-            if not mus
-            else jnp.asarray(
-                functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
-            )
-        )
+        mu = None
+        if mus:
+            mu = functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
+            mu = as64(mu) if xp is np else mu
         return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
     def to_grid(self, value_discretization_interval=None) -> "PrivacyLossDistribution":
-        """The grid (connect-the-dots) PLD of an analytic one (needs concrete μ)."""
+        """The grid (connect-the-dots) PLD of an analytic one.
+
+        Args:
+          value_discretization_interval: the loss-grid step (rounded down to a power of two); ``None``
+            keeps this PLD's (adaptive: the engine's).
+
+        Returns:
+          The grid PLD (a grid PLD is returned resolved).
+
+        Raises:
+          ValueError: μ is traced (inside ``jit``).
+        """
         if not self.is_analytic:
             return self.resolved()
         step = None if self.adaptive else self.step
@@ -165,7 +209,20 @@ class PrivacyLossDistribution:
     # -- composition -------------------------------------------------------------------
     @x64
     def compose(self, other: "PrivacyLossDistribution", *, tail_mass_truncation=DEFAULT_TAIL_MASS):
-        """The PLD of running both mechanisms (heterogeneous composition, one FFT)."""
+        """The PLD of running both mechanisms (heterogeneous composition, one FFT).
+
+        Concrete grids are composed on the host (numpy FFT); analytic Gaussians stay analytic.
+
+        Args:
+          other: the other PLD (same ``pessimistic``; equal steps unless adaptive).
+          tail_mass_truncation: mass cut from the composition's tails (to +∞ when pessimistic).
+
+        Returns:
+          The composed PLD.
+
+        Raises:
+          ValueError: ``other`` is not a PLD, differs in ``pessimistic``, or has another fixed step.
+        """
         if not isinstance(other, PrivacyLossDistribution):
             raise ValueError(f"other must be a PrivacyLossDistribution, got {type(other).__name__}")
         if self.pessimistic != other.pessimistic:
@@ -198,7 +255,11 @@ class PrivacyLossDistribution:
             add = None
         else:
             add = _compose_trim(a.add or a.remove, b.add or b.remove, a.pessimistic, tail)
-        return a.composed_as(rem, add, a.pure_bound() + b.pure_bound(), b)
+        if is_traced((a, b)):
+            pure = a.pure_bound() + b.pure_bound()
+        else:  # (on the host: nothing compiled)
+            pure = as64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
+        return a.composed_as(rem, add, pure, b)
 
     def composed_as(self, remove, add, pure_eps, other=None, count=None):
         """The PLD of a composition of this one (and ``other``, or ``count`` runs of this one) with the
@@ -211,12 +272,11 @@ class PrivacyLossDistribution:
         if count is not None:
             bounds = tuple((mu, q, c * jnp.asarray(count, jnp.float64)) for mu, q, c in bounds)
         return PrivacyLossDistribution(
-            remove,
-            add,
-            None,
-            pure_eps,
-            self.pessimistic,
-            remove.step,
+            remove=remove,
+            add=add,
+            pure_eps=pure_eps,
+            pessimistic=self.pessimistic,
+            step=remove.step,
             atomic=self.atomic or any(o.atomic for o in others),
             composed=True,
             adaptive=self.adaptive and all(o.adaptive for o in others),
@@ -233,7 +293,9 @@ class PrivacyLossDistribution:
         if self.pure_eps is not None:
             return jnp.asarray(self.pure_eps, jnp.float64)
         if self.composed:
-            return jnp.full(self.batch_shape, jnp.inf)
+            return as64(np.full(self.batch_shape, np.inf))
+        if not is_traced(self):  # (on the host: nothing compiled)
+            return as64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
         return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
@@ -246,7 +308,9 @@ class PrivacyLossDistribution:
         factor = int(round(step / self.step))
         dirs = [
             _grid.pad_to(
-                x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p),
+                x64_vjp(functools.partial(_coarsen_jit, factor=factor))(p)
+                if is_traced(p)
+                else _grid.on_host(_grid.coarsen, p, factor),
                 next_pow2(-(-(p.size + factor - 1) // factor) + 1),
             )
             for p in self._directions()
@@ -271,10 +335,21 @@ class PrivacyLossDistribution:
     def self_compose(self, count: int, *, tail_mass_truncation=DEFAULT_TAIL_MASS, size: int | None = None):
         """The PLD of ``count`` independent runs: one FFT power per direction.
 
-        ``size`` (static FFT length / window) is chosen from a Chernoff bound on
-        concrete values; inside ``jit`` pass it explicitly (e.g. from a concrete run,
-        ``pld.self_compose(T).remove.size``). Mass outside the window is Chernoff-bounded
-        and carried to the +∞ atom (pessimistic).
+        Mass outside the window is Chernoff-bounded and carried to the +∞ atom (pessimistic). A
+        concrete PLD is composed on the host (numpy), a traced one by a compiled program.
+
+        Args:
+          count: the number of runs (a positive integer).
+          tail_mass_truncation: mass cut from the tails (Chernoff-bounded).
+          size: static FFT length / window, chosen from a Chernoff bound on concrete values when
+            ``None``; inside ``jit`` pass it (e.g. ``pld.self_compose(T).remove.size`` of a concrete run).
+
+        Returns:
+          The composed PLD.
+
+        Raises:
+          ValueError: ``count`` not a positive integer, ``size`` too small, or the FFT would exceed
+            the largest grid.
         """
         count = check_int("count", count, minimum=1)
         check_positive("tail_mass_truncation", tail_mass_truncation)
@@ -295,6 +370,9 @@ class PrivacyLossDistribution:
         for pmf in src._directions():
             s = size if size is not None else _window_size(pmf, count, tail)
             s = check_int("size", s, minimum=pmf.size)
+            if not is_traced(pmf):  # concrete: one numpy FFT power on the host, nothing compiled
+                outs.append(_grid.on_host(_grid.self_compose, pmf, count, s, tail, self.pessimistic))
+                continue
             outs.append(
                 x64_vjp(
                     functools.partial(_self_compose_jit, count=count, size=s, tail=tail, pessimistic=self.pessimistic)
@@ -306,19 +384,41 @@ class PrivacyLossDistribution:
     # -- queries -----------------------------------------------------------------------
     @x64
     def get_delta_for_epsilon(self, epsilon):
-        """δ(ε) (max over directions); ``epsilon`` scalar or array → shape batch + ε.shape."""
+        """δ(ε), the max over directions.
+
+        Args:
+          epsilon: ε, a scalar or an array.
+
+        Returns:
+          float64 δ of shape ``batch_shape + epsilon.shape`` (never below the truth when pessimistic).
+
+        Raises:
+          ValueError: ``epsilon`` is NaN.
+        """
         if self.gaussian_part is not None:
             return self.resolved().get_delta_for_epsilon(epsilon)
-        eps = jnp.asarray(epsilon, jnp.float64)
         if not is_traced(epsilon):
             e = np.asarray(epsilon, float)
             if np.isnan(e).any():
                 raise ValueError(f"epsilon must not be NaN, got {epsilon!r}")
-        shp = eps.shape
-        flat = jnp.broadcast_to(eps.reshape(-1), self.batch_shape + (max(eps.size, 1),))[..., : eps.size]
-        return self._refuse_if_inexact(x64_vjp(_delta_core)(self, flat)).reshape(self.batch_shape + shp)
+        concrete_query = not (is_traced(epsilon) or is_traced(self))
+        xp = np if concrete_query else jnp  # (a concrete argument prepared on the host: nothing compiled)
+        eps = xp.asarray(epsilon, np.float64)
+        flat = _flat(eps, self.batch_shape, xp)
+        if self._on_host(epsilon):
+            return as64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
+        out = x64_vjp(_delta_core)(self, flat)
+        if concrete_query:
+            return as64(np.asarray(out).reshape(self.batch_shape + eps.shape))
+        return self._refuse_if_inexact(out).reshape(self.batch_shape + eps.shape)
 
-    def _delta_core(self, flat):
+    def _on_host(self, arg) -> bool:
+        """Whether a query at ``arg`` is answered on the host (numpy, nothing compiled): a concrete grid
+        PLD (no analytic Gaussian, no Gaussian parts beyond the grid) at a concrete argument. A traced
+        one (``jit``, ``grad``) runs the compiled, differentiable query."""
+        return self.host_queries and not (self.is_analytic or self.bounds or is_traced(arg) or is_traced(self))
+
+    def _delta_core(self, flat, xp=jnp):
         if self.bounds:
             return _bound_delta(self._epsilon_core, flat)
         if self.is_analytic:
@@ -326,34 +426,46 @@ class PrivacyLossDistribution:
             out = gaussian_privacy_profile(flat, mu)
             out = jnp.clip(out, 0.0, 1.0)
         else:
-            outs = []
-            outs = [_grid.delta_with_roundoff(pmf, flat, self.pessimistic) for pmf in self._directions()]
-            out = functools.reduce(jnp.maximum, outs)
-        return capped_by_pure("delta", out, flat, self.pure_eps)
+            outs = [_grid.delta_with_roundoff(pmf, flat, self.pessimistic, xp) for pmf in self._directions()]
+            out = functools.reduce(xp.maximum, outs)
+        return capped_by_pure("delta", out, flat, None if self.pure_eps is None else xp.asarray(self.pure_eps), xp)
 
     @x64
     def get_epsilon_for_delta(self, delta):
-        """Smallest ε with δ(ε) ≤ delta (max over directions); array in, batch + δ.shape out.
+        """The smallest ε with δ(ε) ≤ ``delta``, the max over directions.
 
-        Raises ``ValueError`` when ``delta`` is below the round-off floor of this PLD
-        (the answer would be noise); inside ``jit`` such entries are NaN.
+        Args:
+          delta: δ in [0, 1), a scalar or an array.
+
+        Returns:
+          float64 ε of shape ``batch_shape + delta.shape``; inside ``jit``, NaN where ``delta`` is below
+          the round-off floor.
+
+        Raises:
+          ValueError: ``delta`` outside [0, 1), or below the round-off floor of this PLD (the answer
+            would be noise).
         """
         if self.gaussian_part is not None:
             return self.resolved().get_epsilon_for_delta(delta)
         if not is_traced(delta):
             check_probability("delta", delta, high_open=True)
-        dl = jnp.asarray(delta, jnp.float64)
-        shp = dl.shape
-        flat = jnp.broadcast_to(dl.reshape(-1), self.batch_shape + (max(dl.size, 1),))[..., : dl.size]
+        concrete_query = not (is_traced(delta) or is_traced(self))
+        xp = np if concrete_query else jnp  # (a concrete argument prepared on the host: nothing compiled)
+        dl = xp.asarray(delta, np.float64)
+        flat = _flat(dl, self.batch_shape, xp)
         if not self.is_analytic:
             for pmf in self._directions():
-                check_floor(flat, ROUNDOFF_FACTOR * pmf.roundoff[..., None])
+                check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
+        if self._on_host(delta):
+            return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
+        if concrete_query:
+            return as64(np.asarray(eps).reshape(self.batch_shape + dl.shape))
         if self.source is not None and is_traced(self.source):
             # only a traced mechanism (under grad/jit) can carry a derivative: a concrete query
             # skips the exact profile's evaluation
             eps = _exact_derivative(self.source, eps, self.pure_eps)
-        return self._refuse_if_inexact(eps).reshape(self.batch_shape + shp)
+        return self._refuse_if_inexact(eps).reshape(self.batch_shape + dl.shape)
 
     def _refuse_if_inexact(self, figure):
         """``figure``, refusing to be differentiated where its grid derivative is wrong: a composed
@@ -362,7 +474,7 @@ class PrivacyLossDistribution:
         motion (DiscreteLaplace(2.4) × 10: −1.66 for −1.736)."""
         return _no_derivative(figure) if self.atomic and self.composed else figure
 
-    def _epsilon_core(self, flat):
+    def _epsilon_core(self, flat, xp=jnp):
         if self.is_analytic:
             return _gaussian_epsilon(jnp.asarray(self.gaussian_mu, jnp.float64)[..., None], flat)
         if self.bounds:
@@ -370,21 +482,32 @@ class PrivacyLossDistribution:
             return _bound_epsilon(plain._epsilon_core, plain.pure_bound(), self.bounds, flat)
         outs = []
         for pmf in self._directions():
-            floor = ROUNDOFF_FACTOR * pmf.roundoff[..., None]
+            r = xp.asarray(pmf.roundoff)[..., None]
             # pessimistic: answer for δ − round-off (sound); optimistic: for δ + round-off
-            r = pmf.roundoff[..., None]
-            e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r)
-            outs.append(jnp.where(flat < floor, jnp.nan, e))
-        return capped_by_pure("epsilon", functools.reduce(jnp.maximum, outs), flat, self.pure_eps)
+            e = _grid.epsilon_for_delta(pmf, flat - r if self.pessimistic else flat + r, xp)
+            outs.append(xp.where(flat < ROUNDOFF_FACTOR * r, np.nan, e))
+        pure = None if self.pure_eps is None else xp.asarray(self.pure_eps)
+        return capped_by_pure("epsilon", functools.reduce(xp.maximum, outs), flat, pure, xp)
 
     @x64
     def get_epsilon_bounds(self, delta):
-        """Alias kept for symmetry with prv_accountant: same as :meth:`get_epsilon_for_delta`."""
+        """:meth:`get_epsilon_for_delta` under prv_accountant's name.
+
+        Args:
+          delta: δ in [0, 1).
+
+        Returns:
+          The ε of :meth:`get_epsilon_for_delta`.
+        """
         return self.get_epsilon_for_delta(delta)
 
     @x64
     def pure_epsilon(self):
-        """The pure-DP ε (largest loss with mass, both directions); ∞ if any mass is at +∞."""
+        """The pure-DP ε: the largest loss with mass over both directions.
+
+        Returns:
+          float64 ε over the batch, ∞ where mass sits at +∞ (or for an analytic Gaussian).
+        """
         if self.gaussian_part is not None:
             return self.resolved().pure_epsilon()
         if self.is_analytic or self.bounds:
@@ -427,6 +550,12 @@ def _delta_core(p, flat):
 @jax.jit
 def _epsilon_core(p, flat):
     return p._epsilon_core(flat)
+
+
+def _flat(arg, batch_shape, xp):
+    """``arg`` flattened and broadcast over the batch: shape batch + (arg.size,)."""
+    arg = xp.asarray(arg, np.float64)
+    return xp.broadcast_to(arg.reshape(-1), tuple(batch_shape) + (max(arg.size, 1),))[..., : arg.size]
 
 
 def check_floor(delta, floor):
@@ -516,7 +645,7 @@ def _compose_trim(a, b, pessimistic, tail):
         start, stop = _grid.trim_window(out, tail)
         out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(jnp.asarray, out)
+        return jax.tree_util.tree_map(as64, out)
 
 
 def _log_gaussian_delta(eps, mu):
@@ -566,12 +695,10 @@ def _bound_pld(mu, sampling_prob, pessimistic, step, adaptive):
     pmf = _grid.GridPmf(jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0]), shape + (3,)), zeros, zeros, zeros, step)
     q = jnp.broadcast_to(jnp.asarray(sampling_prob, jnp.float64), shape)
     return PrivacyLossDistribution(
-        pmf,
-        None,
-        None,
-        zeros,
-        bool(pessimistic),
-        step,
+        remove=pmf,
+        pure_eps=zeros,
+        pessimistic=bool(pessimistic),
+        step=step,
         adaptive=adaptive,
         bounds=((mu, q, jnp.ones(shape, jnp.float64)),),
     )
@@ -641,6 +768,10 @@ class _GaussianPair(Mechanism):
 
     mu: jax.Array
     symmetric_pairs = True
+
+    def gaussian_pld_mu(self, sensitivity=1.0):
+        # the pair's loss is exactly N(μ²/2, μ²) (its pairs, like this, ignore the sensitivity)
+        return jnp.asarray(self.mu)
 
     def neighbour_pairs(self, sensitivity=1.0):
         return jnp.zeros((1,)), jnp.ones((1,))
@@ -726,28 +857,41 @@ def pld(
 ):
     """The privacy-loss distribution of one run of ``mech`` on a query of ``sensitivity``.
 
-    * ``sampling_prob``: Poisson subsampling rate (add/remove neighbours; remove and add
-      directions kept apart).
-    * ``value_discretization_interval``: loss-grid step, rounded down to a power of two; ``None``
-      (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their
-      scale) or their range much wider (the step widens to hold them), see
-      :func:`accounting.privacy_loss.construction.auto_step`; compositions of adaptive PLDs coarsen the step (by
-      powers of two, dominating) when their FFT would exceed 2^23.
-    * ``pessimistic``: dominating PLD (never below the true δ); ``False`` gives an
-      optimistic estimate (never above), so the pair brackets the truth.
-    * ``use_analytic``: keep the plain Gaussian mechanism as the exact Gaussian PLD.
-    * ``output_cells``: output-grid size for mechanisms without closed-form profile.
-    * ``plan``: static sizes (from :func:`make_plan`) — required when the parameters are
-      traced (inside ``jit``).
+    A mechanism with batched parameters gives a batch of PLDs. A mechanism whose pair loss is exactly
+    Gaussian stays analytic unless subsampled; with concrete parameters its grid is built on the host.
 
-    A mechanism with batched parameters gives a batch of PLDs.
+    Args:
+      mech: a dpjax mechanism.
+      sensitivity: the query's sensitivity (a scalar).
+      sampling_prob: Poisson subsampling rate (add/remove neighbours; the directions kept apart).
+      value_discretization_interval: loss-grid step, rounded down to a power of two; ``None``
+        (default): adaptive — 2^-13 unless the losses are much smaller (the step follows their scale)
+        or their range much wider (:func:`accounting.privacy_loss.construction.auto_step`);
+        compositions of adaptive PLDs coarsen the step (by powers of two, dominating) when their FFT
+        would exceed 2^23.
+      pessimistic: a dominating PLD (never below the true δ); ``False`` an optimistic estimate (never
+        above), so the pair brackets the truth.
+      use_analytic: keep the plain Gaussian mechanism as the exact Gaussian PLD.
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+      plan: static sizes (from :func:`make_plan`), required when the parameters are traced (``jit``).
+
+    Returns:
+      A :class:`PrivacyLossDistribution`.
+
+    Raises:
+      ValueError: ``mech`` not a mechanism, a parameter out of range, traced parameters without
+        ``plan``, or a plan built for another step.
+
+    References:
+      Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, "Connect the Dots: Tighter Discrete
+      Approximations of Privacy Loss Distributions", PETS 2022.
     """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
     adaptive = value_discretization_interval is None
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
-        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, jnp.asarray(sensitivity))
+        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
     mu = concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
@@ -765,34 +909,44 @@ def pld(
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
+    on_host = host_build_applies(mech, sensitivity, sampling_prob, how)
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
-    rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
-        mech, jnp.asarray(sensitivity), sampling_prob
-    )
+    if on_host:  # a concrete Gaussian loss: its profile and grid built on the host (nothing compiled)
+        rem, add = host_build(mu, sampling_prob, plan, bool(pessimistic))
+    else:
+        rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
+            mech, as64(sensitivity), sampling_prob
+        )
     pure = None
     if how.pure_cap:  # (its gradient, like the grid's, in float64)
-        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(
-            mech, jnp.asarray(sensitivity), sampling_prob
-        )
+        pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, jnp.asarray(sensitivity), sampling_prob)
+        source = (mech, as64(sensitivity), sampling_prob)
     return PrivacyLossDistribution(
-        rem, add, None, pure, bool(pessimistic), step, source, atomic=how.atomic, adaptive=adaptive
+        remove=rem,
+        add=add,
+        pure_eps=pure,
+        pessimistic=bool(pessimistic),
+        step=step,
+        source=source,
+        atomic=how.atomic,
+        adaptive=adaptive,
     )
-
-
-def concrete_mu(mech, sensitivity):
-    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (else ``None``)."""
-    if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
-        return None
-    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(jnp.asarray(sensitivity))), np.float64)
 
 
 def identity(*, value_discretization_interval=DEFAULT_DISCRETIZATION, pessimistic=True):
-    """The PLD of releasing nothing (loss 0 with probability 1)."""
+    """The PLD of releasing nothing (loss 0 with probability 1).
+
+    Args:
+      value_discretization_interval: the loss-grid step (rounded down to a power of two).
+      pessimistic: whether the PLD composes as a pessimistic one.
+
+    Returns:
+      A grid :class:`PrivacyLossDistribution`.
+    """
     with jax.enable_x64(True):
         step = pow2_floor(float(value_discretization_interval))
         probs = jnp.asarray([1.0, 0.0, 0.0])
         pmf = _grid.GridPmf(probs, jnp.asarray(0.0), jnp.asarray(0.0), jnp.asarray(0.0), step)
-        return PrivacyLossDistribution(pmf, None, None, jnp.asarray(0.0), pessimistic, step)
+        return PrivacyLossDistribution(remove=pmf, pure_eps=jnp.asarray(0.0), pessimistic=pessimistic, step=step)

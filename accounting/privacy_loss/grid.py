@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import EPS64, safe_log, take_last
-from dpjax.validation import is_traced
+from accounting._numerics import EPS64, as64, safe_log, take_last
+from dpjax.validation import concrete, is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
 #: largest absolute error of the first mass read from the gaps (:func:`connect_the_dots`); above it the first
@@ -51,7 +51,16 @@ class GridPmf:
 # ----------------------------------------------------------------------------------
 # construction: connect-the-dots from a privacy profile on the grid
 # ----------------------------------------------------------------------------------
-def connect_the_dots(deltas, gaps, step: float):
+def _cummin(x, reverse=False, xp=jnp):
+    """Cumulative minimum along the last axis (from the top with ``reverse``); ``xp=numpy`` on the host."""
+    if xp is jnp:
+        return jax.lax.cummin(x, axis=x.ndim - 1, reverse=reverse)
+    if reverse:
+        return np.flip(np.minimum.accumulate(np.flip(x, -1), axis=-1), -1)
+    return np.minimum.accumulate(x, axis=-1)
+
+
+def connect_the_dots(deltas, gaps, step: float, xp=jnp):
     """Masses of the PLD whose privacy profile interpolates ``deltas`` (δ at ε_i = (k0+i)·step).
 
     The profile of a PLD is convex in e^ε, so the chord through its values at grid
@@ -64,26 +73,26 @@ def connect_the_dots(deltas, gaps, step: float):
     Returns ``(probs, inf_mass, clipped)``: negative masses (round-off noise of the second
     differences, or profile values that are not exactly convex — an envelope of pairs bounded
     point by point) are paid from the positive mass just below them (:func:`_pay_down`), which
-    keeps the total and only raises δ; ``clipped`` is their total magnitude.
+    keeps the total and only raises δ; ``clipped`` is their total magnitude. ``xp=numpy``: concrete
+    profile values on the host (no derivative).
     """
-    d = jnp.clip(deltas, 0.0, 1.0)
-    d = jax.lax.cummin(d, axis=d.ndim - 1)
-    g = jnp.maximum(gaps, 0.0)
+    d = _cummin(xp.clip(deltas, 0.0, 1.0), xp=xp)
+    g = xp.maximum(gaps, 0.0)
     em1 = math.expm1(step)
     e = math.exp(step)
 
     def interior(v):
-        dv = jnp.diff(v, axis=-1)
+        dv = xp.diff(v, axis=-1)
         return (dv[..., 1:] - dv[..., :-1] * e) / em1
 
     # g is the small one only where e^ε < 1 (ε < 0); at large ε it grows like e^ε (and overflows)
     small_g = g < d
     use_g = (d[..., 1:-1] > 0.5) & small_g[..., 1:-1] & small_g[..., :-2] & small_g[..., 2:]
-    mid = jnp.where(use_g, interior(jnp.where(small_g, g, 0.0)), interior(d))
+    mid = xp.where(use_g, interior(xp.where(small_g, g, 0.0)), interior(d))
     # the gap formula subtracts gaps of size ~e^{ε_0}: its absolute error ~ε64·g/step exceeds the first mass
     # itself once the grid starts well above 0 (at ε_0 = 424 it read 7.6e170, and every composition overflowed)
-    finite = (jnp.isfinite(g[..., :2]) & (g[..., :2] * (8.0 * EPS64 / em1) <= _GAP_TOLERANCE)).all(-1, keepdims=True)
-    g01 = jnp.where(finite, g[..., :2], 0.0)
+    finite = (xp.isfinite(g[..., :2]) & (g[..., :2] * (8.0 * EPS64 / em1) <= _GAP_TOLERANCE)).all(-1, keepdims=True)
+    g01 = xp.where(finite, g[..., :2], 0.0)
     p0 = -g01[..., :1] + (g01[..., 1:2] - g01[..., :1]) / em1
     last = -(d[..., -1:] - d[..., -2:-1]) * e / em1
     # the first mass is at least what the others leave of 1: all P-mass below the grid is lifted to its
@@ -91,17 +100,19 @@ def connect_the_dots(deltas, gaps, step: float):
     # (not itself a profile) can leave less, and mass dropped at the bottom lowers composed δ (PB-DP
     # relative Laplace: total 0.99996 at 2^-11, ε(1e-6) × 50 12.78 against 12.93 at 2^-13). Where the gap is
     # not accurate (a grid starting far above 0) the rest is all the first mass is.
-    rest = 1.0 - d[..., -1:] - jnp.sum(mid, -1, keepdims=True) - last
-    p0 = jnp.where(finite, jnp.maximum(p0, rest), jnp.maximum(rest, 0.0))
-    p = jnp.concatenate([p0, mid, last], axis=-1)
-    neg = -jnp.sum(jnp.minimum(p, 0.0), axis=-1)
+    rest = 1.0 - d[..., -1:] - xp.sum(mid, -1, keepdims=True) - last
+    p0 = xp.where(finite, xp.maximum(p0, rest), xp.maximum(rest, 0.0))
+    p = xp.concatenate([p0, mid, last], axis=-1)
+    neg = -xp.sum(xp.minimum(p, 0.0), axis=-1)
+    if xp is np:
+        return _pay_down(p, np), d[..., -1], neg
     # the pay-down's derivative is the signed mass's: a zero mass (a cell between a discrete law's
     # atoms, at ±round-off) may be the one an atom is moving into, and a zero derivative there would
     # lose the mass it takes from its other neighbour (the discrete Gaussian's ε read −1957 for −1.07)
     return p + jax.lax.stop_gradient(_pay_down(p) - p), d[..., -1], neg
 
 
-def _pay_down(p):
+def _pay_down(p, xp=jnp):
     """Masses ≥ 0 from signed ones, each negative mass cancelled against the positive mass nearest
     below it (what cannot be paid, at the bottom, is dropped to 0: added mass).
 
@@ -111,29 +122,30 @@ def _pay_down(p):
     deficit carried below index i is the Lindley recursion D_i = max(D_{i+1} − p_i, 0), i.e.
     D_i = S_i − min_{k≥i} S_k with S_i = −Σ_{k≥i} p_k (sums from the top: the small upper-tail
     masses stay exact)."""
-    s = -_rcumsum(p)
-    zero = jnp.zeros(p.shape[:-1] + (1,), p.dtype)
-    s_next = jnp.concatenate([s[..., 1:], zero], -1)  # S_{i+1} (S_n = 0)
-    low = jax.lax.cummin(jnp.concatenate([s, zero], -1), axis=p.ndim - 1, reverse=True)
+    s = -_rcumsum(p, xp)
+    zero = xp.zeros(p.shape[:-1] + (1,), p.dtype)
+    s_next = xp.concatenate([s[..., 1:], zero], -1)  # S_{i+1} (S_n = 0)
+    low = _cummin(xp.concatenate([s, zero], -1), reverse=True, xp=xp)
     d = s - low[..., :-1]  # deficit below i
     d_next = s_next - low[..., 1:]  # deficit arriving at i from above
-    paid = jnp.clip(d_next - d, 0.0, jnp.maximum(p, 0.0))
-    return jnp.where(p > 0, jnp.maximum(p - paid, 0.0), 0.0)
+    paid = xp.clip(d_next - d, 0.0, xp.maximum(p, 0.0))
+    return xp.where(p > 0, xp.maximum(p - paid, 0.0), 0.0)
 
 
-def from_profile(deltas, gaps, k0, step: float):
-    """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step."""
-    probs, inf, _ = connect_the_dots(deltas, gaps, step)
+def from_profile(deltas, gaps, k0, step: float, xp=jnp):
+    """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step;
+    ``xp=numpy``: concrete values on the host."""
+    probs, inf, _ = connect_the_dots(deltas, gaps, step, xp)
     n = probs.shape[-1]
     # The PLD reproduces the profile values at the grid points exactly (clipping only adds
     # mass), so its δ error is that of the profile values, ~ε·√n, although single masses
     # carry ~ε/step noise (second differences of O(1) values).
-    roundoff = 8.0 * EPS64 * math.sqrt(n) + jnp.zeros_like(inf)
-    offset = jnp.broadcast_to(jnp.asarray(k0, jnp.float64), inf.shape)
+    roundoff = 8.0 * EPS64 * math.sqrt(n) + xp.zeros_like(inf)
+    offset = xp.broadcast_to(xp.asarray(k0, np.float64), inf.shape)
     return GridPmf(probs, offset, inf, roundoff, step)
 
 
-def coarsen(pmf: GridPmf, factor: int) -> GridPmf:
+def coarsen(pmf: GridPmf, factor: int, xp=jnp) -> GridPmf:
     """The same PLD on the grid of step ``factor``·step (``factor`` a static power of two).
 
     A mass p at ℓ between coarse points a < ℓ ≤ b = a + S is split into w·p at b and (1 − w)·p at a
@@ -141,27 +153,34 @@ def coarsen(pmf: GridPmf, factor: int) -> GridPmf:
     the profile δ(ε) = Σ p (1 − e^{ε−ℓ})_+, linear in e^ε on each atom's side, becomes its chord
     between a and b — above it (convexity in e^ε): connect-the-dots of this PLD on the coarser grid,
     dominating, with δ unchanged at the coarse grid points. The mean loss rises by ≤ S²/8 per
-    composition, so a step well below the loss scale costs little."""
+    composition, so a step well below the loss scale costs little. ``xp=numpy``: a concrete pmf
+    (numpy leaves) on the host."""
     if factor == 1:
         return pmf
     n = pmf.size
     # fine index i sits at (offset + i)·s; the coarse cell of i starts at floor((offset + i)/factor)
-    r = jnp.mod(pmf.offset, float(factor))  # position of index 0 inside its coarse cell
+    r = xp.mod(pmf.offset, float(factor))  # position of index 0 inside its coarse cell
     nb = -(-(n + factor - 1) // factor) + 1
-    rr = r.astype(jnp.int32)
-
-    def place(p, sh):  # p at fine index i → padded index i + r, then (cells, factor)
-        pad = jnp.zeros(nb * factor, p.dtype)
-        return jax.lax.dynamic_update_slice_in_dim(pad, p, sh, 0).reshape(nb, factor)
-
     flat = pmf.probs.reshape(-1, n)
-    blocks = jax.vmap(place)(flat, jnp.broadcast_to(rr, pmf.inf_mass.shape).reshape(-1))
+    shifts = xp.broadcast_to(r, pmf.inf_mass.shape).reshape(-1)
+    if xp is np:
+        blocks = np.zeros((flat.shape[0], nb * factor))
+        for i, sh in enumerate(shifts.astype(np.int64)):
+            blocks[i, sh : sh + n] = flat[i]
+        blocks = blocks.reshape(-1, nb, factor)
+    else:
+
+        def place(p, sh):  # p at fine index i → padded index i + r, then (cells, factor)
+            pad = jnp.zeros(nb * factor, p.dtype)
+            return jax.lax.dynamic_update_slice_in_dim(pad, p, sh, 0).reshape(nb, factor)
+
+        blocks = jax.vmap(place)(flat, shifts.astype(jnp.int32))
     s = pmf.step
-    j = jnp.arange(factor, dtype=jnp.float64)
-    w = -jnp.expm1(-j * s) / -math.expm1(-factor * s)  # share sent up to b (0 at ℓ = a)
-    up = jnp.sum(blocks * w, -1)
-    down = jnp.sum(blocks, -1) - up
-    probs = down + jnp.concatenate([jnp.zeros_like(up[:, :1]), up[:, :-1]], -1)
+    j = xp.arange(factor, dtype=np.float64)
+    w = -xp.expm1(-j * s) / -math.expm1(-factor * s)  # share sent up to b (0 at ℓ = a)
+    up = xp.sum(blocks * w, -1)
+    down = xp.sum(blocks, -1) - up
+    probs = down + xp.concatenate([xp.zeros_like(up[:, :1]), up[:, :-1]], -1)
     probs = probs.reshape(pmf.batch_shape + (nb,))
     offset = (pmf.offset - r) / factor
     # the exact split keeps the round-off of the fine δ at every coarse grid point
@@ -184,13 +203,15 @@ def disjoint(pmf: GridPmf, apart) -> GridPmf:
 # ----------------------------------------------------------------------------------
 # queries
 # ----------------------------------------------------------------------------------
-def _rcumsum(x):
+def _rcumsum(x, xp=jnp):
     """Reverse cumulative sum along the last axis (faster on CPU than jnp.cumsum of a flip;
-    lax.associative_scan runs faster still but compiles far slower)."""
+    lax.associative_scan runs faster still but compiles far slower); ``xp=numpy`` on the host."""
+    if xp is np:
+        return np.flip(np.cumsum(np.flip(x, -1), -1), -1)
     return jax.lax.cumsum(x, axis=x.ndim - 1, reverse=True)
 
 
-def _suffix_sums(pmf: GridPmf):
+def _suffix_sums(pmf: GridPmf, xp=jnp):
     """A_j = Σ_{i≥j} p_i and B_j = Σ_{i≥j} p_i e^{-(i-j)·step}, j = 0..n-1 (both ≥ 0).
 
     B uses reverse cumulative sums of p_i e^{-k·step} inside chunks of K entries with
@@ -199,70 +220,142 @@ def _suffix_sums(pmf: GridPmf):
     p = pmf.probs
     n = p.shape[-1]
     step = pmf.step
-    a = _rcumsum(p)
+    a = _rcumsum(p, xp)
     k_len = int(min(n, max(1, math.floor(512.0 / step))))
     nb = -(-n // k_len)
     if nb == 1:
-        k = jnp.arange(n, dtype=p.dtype) * step
-        b = jnp.exp(k) * _rcumsum(p * jnp.exp(-k))
+        k = xp.arange(n, dtype=p.dtype) * step
+        b = xp.exp(k) * _rcumsum(p * xp.exp(-k), xp)
         return a, b
-    pad = jnp.pad(p, [(0, 0)] * (p.ndim - 1) + [(0, nb * k_len - n)]).reshape(p.shape[:-1] + (nb, k_len))
-    k = jnp.arange(k_len, dtype=p.dtype) * step
-    local = _rcumsum(pad * jnp.exp(-k))  # Σ_{k'≥k} p e^{-k' s}
+    pad = xp.pad(p, [(0, 0)] * (p.ndim - 1) + [(0, nb * k_len - n)]).reshape(p.shape[:-1] + (nb, k_len))
+    k = xp.arange(k_len, dtype=p.dtype) * step
+    local = _rcumsum(pad * xp.exp(-k), xp)  # Σ_{k'≥k} p e^{-k' s}
     decay = math.exp(-k_len * step)
 
     def chain(nxt, r0):  # B at the start of the next chunk → B at the start of this one
         return r0 + decay * nxt, nxt
 
-    _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), jnp.moveaxis(local[..., 0], -1, 0), reverse=True)
-    after = jnp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
-    b = jnp.exp(k) * local + jnp.exp(k - k_len * step) * after  # (k is a loss: index · step)
+    firsts = xp.moveaxis(local[..., 0], -1, 0)
+    if xp is np:
+        nxt, after = np.zeros(p.shape[:-1]), np.empty_like(firsts)
+        for c in range(nb - 1, -1, -1):
+            nxt, after[c] = chain(nxt, firsts[c])
+    else:
+        _, after = jax.lax.scan(chain, jnp.zeros(p.shape[:-1]), firsts, reverse=True)
+    after = xp.moveaxis(after, 0, -1)[..., None]  # B at the start of the following chunk
+    b = xp.exp(k) * local + xp.exp(k - k_len * step) * after  # (k is a loss: index · step)
     return a, b.reshape(p.shape[:-1] + (nb * k_len,))[..., :n]
 
 
-def _at(arr, j):
+def _at(arr, j, xp=jnp):
     """``arr[..., j]`` for batched indices j in [0, n], with arr[..., n] = 0."""
     n = arr.shape[-1]
+    if xp is np:
+        shape = np.broadcast_shapes(arr.shape[:-1], j.shape[:-1])
+        idx = np.broadcast_to(np.minimum(j, n - 1), shape + j.shape[-1:])
+        got = np.take_along_axis(np.broadcast_to(arr, shape + arr.shape[-1:]), idx, axis=-1)
+        return np.where(j < n, got, 0.0)
     return jnp.where(j < n, take_last(arr, jnp.minimum(j, n - 1)), 0.0)
 
 
-@jax.jit
-def delta_for_epsilon(pmf: GridPmf, eps):
-    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ for ``eps`` of shape (..., m) (batch-broadcast)."""
-    a, b = _suffix_sums(pmf)
+def _host(pmf: GridPmf) -> GridPmf:
+    """``pmf`` with numpy leaves (a concrete pmf read on the host)."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), pmf)
+
+
+def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
+    """A grid operation run on the host: a composition or coarsening that compiles nothing.
+
+    Args:
+      fn: a function of this module taking ``xp`` (:func:`self_compose`, :func:`coarsen`).
+      pmf: a concrete grid pmf.
+      *args: ``fn``'s other arguments.
+      **kwargs: ``fn``'s keyword arguments.
+
+    Returns:
+      ``fn(pmf, *args, xp=numpy, **kwargs)`` with float64 JAX leaves.
+    """
+    with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
+        out = fn(_host(pmf), *args, xp=np, **kwargs)
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(as64, out)
+
+
+def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
+    """δ(ε) = m_∞ + Σ_i p_i (1 - e^{ε - ℓ_i})_+ of a grid pmf.
+
+    Args:
+      pmf: the grid pmf.
+      eps: ε of shape (..., m), broadcasting with the batch.
+      xp: ``numpy`` for a concrete pmf on the host (nothing compiled), else one compiled program.
+
+    Returns:
+      δ of shape batch + (m,), in [0, 1].
+    """
+    if xp is jnp:
+        return _delta_for_epsilon_jit(pmf, eps)
+    return _delta_for_epsilon(_host(pmf), np.asarray(eps, np.float64), np)
+
+
+def _delta_for_epsilon(pmf, eps, xp):
+    a, b = _suffix_sums(pmf, xp)
     n = pmf.size
     off = pmf.offset[..., None]
     # first grid index whose loss is > eps
-    j = jnp.clip(jnp.floor(eps / pmf.step - off) + 1.0, 0, n).astype(jnp.int32)
+    j = xp.clip(xp.floor(eps / pmf.step - off) + 1.0, 0, n).astype(np.int32)
     lj = (off + j) * pmf.step
-    val = _at(a, j) - jnp.exp(jnp.minimum(eps - lj, 0.0)) * _at(b, j)
-    return jnp.clip(pmf.inf_mass[..., None] + jnp.maximum(val, 0.0), 0.0, 1.0)
+    val = _at(a, j, xp) - xp.exp(xp.minimum(eps - lj, 0.0)) * _at(b, j, xp)
+    return xp.clip(pmf.inf_mass[..., None] + xp.maximum(val, 0.0), 0.0, 1.0)
 
 
-@jax.jit
-def epsilon_for_delta(pmf: GridPmf, delta):
-    """Smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD); ``delta`` (..., m).
+_delta_for_epsilon_jit = jax.jit(functools.partial(_delta_for_epsilon, xp=jnp))
 
-    The value is an explicit function of the masses on its grid cell, so autodiff
-    through it is the implicit-function derivative of δ(ε) = delta.
+
+def epsilon_for_delta(pmf: GridPmf, delta, xp=jnp):
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (exact for the discrete PLD).
+
+    The value is an explicit function of the masses on its grid cell, so autodiff through it is the
+    implicit-function derivative of δ(ε) = delta.
+
+    Args:
+      pmf: the grid pmf.
+      delta: δ of shape (..., m), broadcasting with the batch.
+      xp: ``numpy`` for a concrete pmf on the host (the same arithmetic, nothing compiled, no
+        derivative), else one compiled program.
+
+    Returns:
+      ε of shape batch + (m,) (∞ where the +∞ atom alone exceeds δ).
     """
-    a, b = _suffix_sums(pmf)
+    if xp is jnp:
+        return _epsilon_for_delta_jit(pmf, delta)
+    return _epsilon_for_delta(_host(pmf), np.asarray(delta, np.float64), np)
+
+
+def _epsilon_for_delta(pmf, delta, xp):
+    a, b = _suffix_sums(pmf, xp)
     n = pmf.size
     step = pmf.step
     inf = pmf.inf_mass[..., None]
     # δ at the grid losses ℓ_j: Σ_{i>j} p_i (1 − e^{ℓ_j−ℓ_i}) = A_j − B_j (the i = j terms cancel)
-    dj = inf + jnp.maximum(a - b, 0.0)  # (..., n), non-increasing
+    dj = inf + xp.maximum(a - b, 0.0)  # (..., n), non-increasing
     # count of grid points with δ(ℓ_j) > delta; on (ℓ_{j*-1}, ℓ_{j*}] δ(ε) = m_∞ + A_{j*} − e^{ε−ℓ_{j*}} B_{j*}
-    jstar = jnp.sum((dj[..., None, :] > delta[..., :, None]).astype(jnp.int32), axis=-1)
-    jstar = jnp.minimum(jstar, n)
-    aj = _at(a, jstar)
-    bj = _at(b, jstar)
+    if xp is np:  # one δ at a time: no (n, m) array
+        shape = np.broadcast_shapes(dj.shape[:-1], delta.shape[:-1])
+        d = np.broadcast_to(delta, shape + delta.shape[-1:])
+        jstar = np.stack([np.sum(dj > d[..., i : i + 1], axis=-1) for i in range(d.shape[-1])], -1).astype(np.int32)
+    else:
+        jstar = jnp.sum((dj[..., None, :] > delta[..., :, None]).astype(jnp.int32), axis=-1)
+    jstar = xp.minimum(jstar, n)
+    aj = _at(a, jstar, xp)
+    bj = _at(b, jstar, xp)
     lj = (pmf.offset[..., None] + jstar) * step
     num = inf + aj - delta
     ok = (num > 0) & (bj > 0) & (jstar < n)
-    eps = lj + safe_log(jnp.where(ok, num, 1.0)) - safe_log(jnp.where(ok, bj, 1.0))
-    eps = jnp.where(ok, eps, lj)
-    eps = jnp.where(inf >= delta, jnp.inf, eps)
+    eps = lj + safe_log(xp.where(ok, num, 1.0), xp) - safe_log(xp.where(ok, bj, 1.0), xp)
+    eps = xp.where(ok, eps, lj)
+    eps = xp.where(inf >= delta, np.inf, eps)
+    if xp is np:
+        return np.maximum(eps, 0.0)
     eps = jax.lax.stop_gradient(jnp.maximum(eps, 0.0))
     # the derivative: implicit, dε = (dδ_target − ∂δ/∂θ) / ∂δ/∂ε, both read at the grid point ℓ_i
     # below the answer's cell, where the PLD's profile is its construction's (not a chord): δ(ℓ_i)
@@ -277,15 +370,27 @@ def epsilon_for_delta(pmf: GridPmf, delta):
     return eps + (t - jax.lax.stop_gradient(t))
 
 
-def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool):
-    """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side: up
-    (pessimistic) or down; a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic)."""
-    d = delta_for_epsilon(pmf, eps)
-    r = pmf.roundoff[..., None]
-    ok = jnp.isfinite(r)
+_epsilon_for_delta_jit = jax.jit(functools.partial(_epsilon_for_delta, xp=jnp))
+
+
+def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool, xp=jnp):
+    """δ(ε) (:func:`delta_for_epsilon`) moved by the pmf's accumulated round-off to the chosen side.
+
+    Args:
+      pmf: the grid pmf.
+      eps: ε of shape (..., m).
+      pessimistic: move δ up (else down).
+      xp: ``numpy`` for a concrete pmf on the host.
+
+    Returns:
+      δ of shape batch + (m,); a pmf without a finite round-off (overflowed) answers 1 (0 when optimistic).
+    """
+    d = delta_for_epsilon(pmf, eps, xp)
+    r = xp.asarray(pmf.roundoff)[..., None]
+    ok = xp.isfinite(r)
     if pessimistic:
-        return jnp.where(ok, jnp.minimum(d + r, 1.0), 1.0)
-    return jnp.where(ok, jnp.maximum(d - r, 0.0), 0.0)
+        return xp.where(ok, xp.minimum(d + r, 1.0), 1.0)
+    return xp.where(ok, xp.maximum(d - r, 0.0), 0.0)
 
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
@@ -299,82 +404,94 @@ def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
     out = xp.where(inf_mass > 0, np.inf, xp.maximum(eps, 0.0))
     if xp is np:
         with jax.enable_x64(True):
-            return jnp.asarray(out)
+            return as64(out)
     return out
 
 
 # ----------------------------------------------------------------------------------
 # composition
 # ----------------------------------------------------------------------------------
-def _log_mgf(probs, ts, block: int = 64):
+def _log_mgf(probs, ts, block: int = 64, xp=jnp):
     """log Σ_i p_i e^{t i} for each order t of ``ts`` (K,), exactly (no binning slack), as one
     matmul: i = block·r + c, Σ_r e^{t·block·r} Σ_c p_{r,c} e^{t c}. |t|·n ≤ 60 keeps every
     exponential in range."""
     n = probs.shape[-1]
     block = int(min(block, n))
     nb = -(-n // block)
-    pad = jnp.pad(probs, [(0, 0)] * (probs.ndim - 1) + [(0, nb * block - n)]).reshape(probs.shape[:-1] + (nb, block))
-    inner = jnp.exp(jnp.arange(block, dtype=jnp.float64)[:, None] * ts)  # (block, K)
-    outer = jnp.exp((jnp.arange(nb, dtype=jnp.float64) * block)[:, None] * ts)  # (nb, K)
-    m = jnp.sum(jnp.matmul(pad, inner, precision=jax.lax.Precision.HIGHEST) * outer, axis=-2)  # (..., K)
-    return safe_log(m)
+    pad = xp.pad(probs, [(0, 0)] * (probs.ndim - 1) + [(0, nb * block - n)]).reshape(probs.shape[:-1] + (nb, block))
+    inner = xp.exp(xp.arange(block, dtype=np.float64)[:, None] * ts)  # (block, K)
+    outer = xp.exp((xp.arange(nb, dtype=np.float64) * block)[:, None] * ts)  # (nb, K)
+    if xp is np:
+        m = np.sum(np.matmul(pad, inner) * outer, axis=-2)
+    else:
+        m = jnp.sum(jnp.matmul(pad, inner, precision=jax.lax.Precision.HIGHEST) * outer, axis=-2)  # (..., K)
+    return safe_log(m, xp)
 
 
-def chernoff_window(pmf: GridPmf, count, tail: float):
+def chernoff_window(pmf: GridPmf, count, tail: float, xp=jnp):
     """Relative index window [lo, hi] of the ``count``-fold composition holding all but ``tail`` mass.
 
     Chernoff: P(S ≥ u) ≤ exp(T log M(t) − t u) (t > 0), likewise below with t < 0,
     minimised over a fixed set of orders. The moment generating function is exact
     (:func:`_log_mgf`): an upper bound on it per bin of b entries would widen the window
     by T·(b−1) indices on each side. ``count``: an int, or an integer-valued array over the
-    batch (traced: one program for every count). Returns float arrays (lo, hi).
+    batch (traced: one program for every count). Returns float arrays (lo, hi). ``xp=numpy``: a
+    concrete pmf (numpy leaves) on the host.
     """
     n = pmf.size
-    ts = jnp.asarray(_CHERNOFF_T / n)
-    logm = _log_mgf(pmf.probs, ts)  # (..., K)
-    c = jnp.asarray(count, logm.dtype)[..., None]
+    ts = xp.asarray(_CHERNOFF_T / n)
+    logm = _log_mgf(pmf.probs, ts, xp=xp)  # (..., K)
+    c = xp.asarray(count, logm.dtype)[..., None]
     bound = (c * logm + math.log(2.0 / tail)) / ts
     pos = ts > 0
-    hi = jnp.min(jnp.where(pos, bound, jnp.inf), axis=-1)
-    lo = jnp.max(jnp.where(pos, -jnp.inf, bound), axis=-1)
+    hi = xp.min(xp.where(pos, bound, np.inf), axis=-1)
+    lo = xp.max(xp.where(pos, -np.inf, bound), axis=-1)
     top = c[..., 0] * (n - 1)
-    hi = jnp.clip(jnp.ceil(hi), 0.0, top)
-    lo = jnp.clip(jnp.floor(lo), 0.0, hi)
+    hi = xp.clip(xp.ceil(hi), 0.0, top)
+    lo = xp.clip(xp.floor(lo), 0.0, hi)
     return lo, hi, (ts, logm)
 
 
-def _upper_tail_bound(count, ts, logm, u):
-    """Chernoff bound on P(S ≥ u) (u relative index)."""
-    pos = ts > 0
-    logb = jnp.where(pos, jnp.asarray(count)[..., None] * logm - ts * u[..., None], jnp.inf)
-    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
+def _tail_bound(count, ts, logm, u, upper, xp=jnp):
+    """Chernoff bound on P(S ≥ u) (``upper``) or P(S ≤ u) (u relative index)."""
+    side = ts > 0 if upper else ts < 0
+    logb = xp.where(side, xp.asarray(count)[..., None] * logm - ts * u[..., None], np.inf)
+    return xp.minimum(xp.exp(xp.min(logb, axis=-1)), 1.0)
 
 
-def _lower_tail_bound(count, ts, logm, l):
-    """Chernoff bound on P(S ≤ l)."""
-    neg = ts < 0
-    logb = jnp.where(neg, jnp.asarray(count)[..., None] * logm - ts * l[..., None], jnp.inf)
-    return jnp.minimum(jnp.exp(jnp.min(logb, axis=-1)), 1.0)
-
-
-def power(spec, count, bits: int | None = None):
+def power(spec, count, bits: int | None = None, xp=jnp):
     """``spec ** count``: ``lax.integer_pow`` for an int, square-and-multiply for an integer-valued
-    array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count)."""
-    if bits is None:
+    array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count).
+    ``xp=numpy``: the same square-and-multiply on the host (an int count too: numpy's power of a
+    complex array by a large integer goes through exp/log)."""
+    if bits is None and xp is jnp:
         return spec**count
-    m = jnp.asarray(count, jnp.float64)[..., None]
+    if bits is None:
+        bits = max(int(count), 1).bit_length()
+    m = xp.asarray(count, np.float64)[..., None]
 
     def body(_, state):
         res, base, m = state
-        odd = jnp.mod(m, 2.0) == 1.0
-        return jnp.where(odd, res * base, res), base * base, jnp.floor(m / 2.0)
+        odd = xp.mod(m, 2.0) == 1.0
+        return xp.where(odd, res * base, res), base * base, xp.floor(m / 2.0)
 
-    res, _, _ = jax.lax.fori_loop(0, bits, body, (jnp.ones_like(spec), spec, m))
-    return res
+    state = (xp.ones_like(spec), spec, m)
+    if xp is np:
+        for i in range(bits):
+            state = body(i, state)
+        return state[0]
+    return jax.lax.fori_loop(0, bits, body, state)[0]
 
 
 def self_compose(
-    pmf: GridPmf, count, size: int, tail: float, pessimistic: bool, with_width: bool = False, bits: int | None = None
+    pmf: GridPmf,
+    count,
+    size: int,
+    tail: float,
+    pessimistic: bool,
+    with_width: bool = False,
+    bits: int | None = None,
+    xp=jnp,
 ):
     """``count``-fold composition by one FFT power (length ``size``, static), windowed.
 
@@ -382,28 +499,31 @@ def self_compose(
     ``size`` aliases only mass outside the window, whose (Chernoff) bound goes to the
     +∞ atom when pessimistic (dropped when optimistic). ``count``: an int, or with ``bits``
     an integer-valued array below 2**bits (traced: the odometer of a training loop composes
-    every count with one program).
+    every count with one program). ``xp=numpy``: a concrete pmf (numpy leaves) composed on the host.
     """
     n = pmf.size
-    lo, hi, (ts, logm) = chernoff_window(pmf, count, tail)
-    spec = jnp.fft.rfft(pmf.probs, n=size, axis=-1)
-    out = jnp.fft.irfft(power(spec, count, bits), n=size, axis=-1)
-    out = _roll_left(out, lo, size)
-    top = jnp.asarray(count, lo.dtype) * (n - 1)
+    lo, hi, (ts, logm) = chernoff_window(pmf, count, tail, xp)
+    spec = xp.fft.rfft(pmf.probs, n=size, axis=-1)
+    out = xp.fft.irfft(power(spec, count, bits, xp), n=size, axis=-1)
+    out = _roll_left(out, lo, size, xp)
+    top = xp.asarray(count, lo.dtype) * (n - 1)
     end = lo + size  # first relative index outside the window
-    up = jnp.where(end > top, 0.0, _upper_tail_bound(count, ts, logm, end))
-    down = jnp.where(lo > 0, _lower_tail_bound(count, ts, logm, lo - 1.0), 0.0)
-    out, roundoff = _clip_roundoff(out, pmf.roundoff)
-    inf = -jnp.expm1(count * jnp.log1p(-jnp.minimum(pmf.inf_mass, 1.0)))
+    up = xp.where(end > top, 0.0, _tail_bound(count, ts, logm, end, True, xp))
+    down = xp.where(lo > 0, _tail_bound(count, ts, logm, lo - 1.0, False, xp), 0.0)
+    out, roundoff = _clip_roundoff(out, pmf.roundoff, xp)
+    inf = -xp.expm1(count * xp.log1p(-xp.minimum(pmf.inf_mass, 1.0)))
     if pessimistic:
         inf = inf + up + down
-    res = GridPmf(out, count * pmf.offset + lo, jnp.minimum(inf, 1.0), roundoff, pmf.step)
+    res = GridPmf(out, count * pmf.offset + lo, xp.minimum(inf, 1.0), roundoff, pmf.step)
     return (res, hi - lo + 1.0) if with_width else res
 
 
-def _roll_left(out, lo, size: int):
+def _roll_left(out, lo, size: int, xp=jnp):
     """``out[..., (lo + i) % size]`` for i < size (per batch element ``lo``): a dynamic slice of
     the doubled array (a gather is much slower on CPU)."""
+    if xp is np:
+        shift = np.mod(np.broadcast_to(lo, out.shape[:-1]), float(size)).astype(np.int64)[..., None]
+        return np.take_along_axis(out, (shift + np.arange(size)) % size, axis=-1)
 
     def one(x, l):
         sh = jnp.mod(l, float(size)).astype(jnp.int32)
@@ -503,12 +623,24 @@ def trim_window(pmf: GridPmf, tail: float):
     return start, min(max(stop, start + 2), pmf.size)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _window_width(pmf, count, tail):
-    lo, hi, _ = chernoff_window(pmf, count, tail)
-    return jnp.max(hi - lo)
-
-
 def required_window(pmf: GridPmf, count: int, tail: float) -> int:
-    """Concrete: largest Chernoff window over the batch (static FFT length planning)."""
-    return int(_window_width(pmf, count, tail)) + 1
+    """The largest Chernoff window over the batch (static FFT length planning), on the host.
+
+    Args:
+      pmf: a grid pmf with concrete values (also under plain ``jax.grad``).
+      count: the number of compositions (an int or an array over the batch).
+      tail: the mass left outside the window.
+
+    Returns:
+      The window length (an int).
+
+    Raises:
+      ValueError: the pmf is traced inside ``jit``.
+    """
+    conc = concrete(pmf)
+    if conc is None:
+        raise ValueError(
+            "size: the PLD is traced (inside jit); pass the FFT length (size=/sizes=) taken from a concrete run"
+        )
+    lo, hi, _ = chernoff_window(_host(conc), count, tail, np)
+    return int(np.max(hi - lo)) + 1

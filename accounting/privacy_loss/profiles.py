@@ -27,6 +27,7 @@ a supremum of profiles, convex in e^ε.
 
 from __future__ import annotations
 
+import math
 
 import jax
 import jax.numpy as jnp
@@ -191,30 +192,86 @@ def _discrete_pair(mech, v, nv, klo, count, pessimistic):
 # ----------------------------------------------------------------------------------
 # subsampling transforms
 # ----------------------------------------------------------------------------------
-def _remove_arg(eps, sampling_prob):
+def _remove_arg(eps, sampling_prob, xp=jnp):
     """``(e2, post)`` with ``post(h(e2))`` the profile of ((1−s)Q + sP ‖ Q) from h = δ(P‖Q), s = ``sampling_prob``
     (the remove direction of Poisson subsampling)."""
     if sampling_prob is None:
         return eps, lambda hv: hv
-    log1m_prob = jnp.log1p(-sampling_prob)
+    log1m_prob = xp.log1p(-sampling_prob)
     low = eps <= log1m_prob
-    e_safe = jnp.where(low, log1m_prob + 1.0, eps)
-    inner = jnp.maximum(-jnp.exp(log1m_prob - e_safe), -1.0 + 1e-300)
-    e2 = e_safe + jnp.log1p(inner) - jnp.log(sampling_prob)
-    return e2, lambda hv: jnp.where(low, -jnp.expm1(jnp.minimum(eps, 0.0)), sampling_prob * hv)
+    e_safe = xp.where(low, log1m_prob + 1.0, eps)
+    inner = xp.maximum(-xp.exp(log1m_prob - e_safe), -1.0 + 1e-300)
+    e2 = e_safe + xp.log1p(inner) - xp.log(sampling_prob)
+    return e2, lambda hv: xp.where(low, -xp.expm1(xp.minimum(eps, 0.0)), sampling_prob * hv)
 
 
-def _add_arg(eps, sampling_prob):
+def _add_arg(eps, sampling_prob, xp=jnp):
     """``(e2, post)`` with ``post(h(e2))`` the profile of (Q ‖ (1−s)Q + sP) from h = δ(Q‖P), s = ``sampling_prob``
     (the add direction of Poisson subsampling)."""
     if sampling_prob is None:
         return eps, lambda hv: hv
-    log1m_prob = jnp.log1p(-sampling_prob)
+    log1m_prob = xp.log1p(-sampling_prob)
     high = eps + log1m_prob >= 0
-    e_safe = jnp.where(high, -log1m_prob - 1.0, eps)
-    c = -jnp.expm1(e_safe + log1m_prob)
-    e2 = e_safe + jnp.log(sampling_prob) - jnp.log(c)
-    return e2, lambda hv: jnp.where(high, 0.0, c * hv)
+    e_safe = xp.where(high, -log1m_prob - 1.0, eps)
+    c = -xp.expm1(e_safe + log1m_prob)
+    e2 = e_safe + xp.log(sampling_prob) - xp.log(c)
+    return e2, lambda hv: xp.where(high, 0.0, c * hv)
+
+
+# ----------------------------------------------------------------------------------
+# the Gaussian pair's profile on the host
+# ----------------------------------------------------------------------------------
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+_HALF_SQRT2 = 0.5 * math.sqrt(2.0)
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _host_log_ndtr(x):
+    """log Φ(x) in numpy: log(erfc(−x/√2)/2) down to x = −37 (erfc is relative-accurate there), the
+    asymptotic series below, as :func:`dpjax.kernels.gaussian.gaussian_privacy_profile` evaluates it."""
+    big = x < -37.0
+    core = np.log(0.5 * _ERFC(-np.where(big, -1.0, x) * _HALF_SQRT2).astype(np.float64))
+    xb = np.where(big, x, -40.0)
+    z = 1.0 / (xb * xb)
+    series = 1.0 + z * (-1.0 + z * (3.0 + z * (-15.0 + z * (105.0 + z * (-945.0 + z * 10395.0)))))
+    return np.where(big, -0.5 * xb * xb - np.log(-xb) - _LOG_SQRT_2PI + np.log(series), core)
+
+
+def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
+    """The remove / add profiles (:func:`envelope`) of a mechanism whose pair loss is exactly Gaussian
+    (``gaussian_pld_mu``: the one pair N(0, 1) vs N(μ, 1), symmetric), Poisson-subsampled at rate
+    ``sampling_prob`` (``None``: not subsampled, ``eps_add`` None), computed on the host in numpy from
+    concrete μ (batch) and losses (batch + (m,)): δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ).
+
+    Args:
+      mu: μ over the batch.
+      sampling_prob: the Poisson rate (``None``: not subsampled).
+      eps_rem: the remove direction's losses.
+      eps_add: the add direction's losses (``None`` when not subsampled).
+      pessimistic: a profile the numerics cannot evaluate reads 1 (else 0).
+
+    Returns:
+      ``(δ_rem, δ_add)`` (``δ_add`` None when not subsampled).
+
+    References:
+      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+      Calibration and Optimal Denoising", ICML 2018, Theorem 8.
+    """
+    mu = np.asarray(mu, np.float64)[..., None]
+    e_r, post_r = _remove_arg(eps_rem, sampling_prob, np)
+    parts = [e_r]
+    if eps_add is not None:
+        e_a, post_a = _add_arg(eps_add, sampling_prob, np)
+        parts.append(e_a)
+    lead = np.broadcast_shapes(*[p.shape[:-1] for p in parts])
+    args = np.concatenate([np.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        a, b = mu / 2.0 - args / mu, -mu / 2.0 - args / mu
+        val = 0.5 * _ERFC(-a * _HALF_SQRT2).astype(np.float64) - np.exp(args + _host_log_ndtr(b))
+    # (a profile the numerics could not evaluate (NaN) is bounded by 1, 0 when optimistic, as in the envelope)
+    val = np.where(np.isnan(val), 1.0 if pessimistic else 0.0, val)
+    nr = e_r.shape[-1]
+    return post_r(val[..., :nr]), None if eps_add is None else post_a(val[..., nr:])
 
 
 # ----------------------------------------------------------------------------------

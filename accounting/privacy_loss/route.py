@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
+import numpy as np
 
 
 __all__ = ["Route", "route", "pure_cap", "capped_by_pure"]
@@ -75,14 +76,15 @@ def pure_cap(mech, sensitivity, sampling_prob):
     return jnp.broadcast_to(eps, tuple(mech.batch_shape))
 
 
-def capped_by_pure(kind, out, arg, pure):
+def capped_by_pure(kind, out, arg, pure, xp=jnp):
     """A query's answer capped by the mechanisms' own pure ε (composed): ε ≤ pure ε, and δ(ε) = 0 at
     ε ≥ pure ε. Where the loss grid cannot hold the losses (beyond ``LOSS_LIMIT``, carried to +∞)
     this is what keeps a pure-DP mechanism's ε finite and exact; elsewhere it changes nothing
-    but the grid's rounding. (A NaN answer, below the round-off floor, stays NaN.)"""
+    but the grid's rounding. (A NaN answer, below the round-off floor, stays NaN.) ``xp=numpy``:
+    concrete values on the host."""
     if pure is None:
         return out
-    p = jnp.asarray(pure, jnp.float64)[..., None]
+    p = xp.asarray(pure, np.float64)[..., None]
     if kind == "epsilon":
-        return jnp.where(jnp.isnan(out), out, jnp.minimum(out, p))
-    return jnp.where(arg >= p, 0.0, out)
+        return xp.where(xp.isnan(out), out, xp.minimum(out, p))
+    return xp.where(arg >= p, 0.0, out)
