@@ -177,3 +177,23 @@ def _workers_that_cannot_run_the_release_say_how_to_fix_it(spark, df):
             table_spark.spark_aggregates(req, df, None, key, table_release._local_aggregates)
     finally:
         table_spark._fingerprint = fingerprint
+
+
+@pytest.mark.slow
+def test_spark_buckets_one_per_core_more_for_a_large_input(spark):
+    """The rows cross to Python once per bucket of units: one bucket per core for an input that fits them
+    (not spark.sql.shuffle.partitions tasks), more as Spark's size estimate grows, never above that setting."""
+    import importlib
+
+    table_spark = importlib.import_module("dpjax.table.spark")
+    cores = spark.sparkContext.defaultParallelism
+    small = spark.range(1000)
+    huge = spark.range(10**6).crossJoin(spark.range(10**6))  # an estimate of 16 TB: bounded by the setting
+    assert table_spark._buckets(small) == min(cores, 4)
+    assert table_spark._buckets(huge) == 4
+    spark.conf.set("spark.sql.shuffle.partitions", "1000")
+    try:
+        assert table_spark._buckets(small) == cores
+        assert cores < table_spark._buckets(huge) == 1000
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")

@@ -1,9 +1,9 @@
 """The Spark backend of :func:`dpjax.table.release`: bounding and aggregation run in Spark.
 
-No row reaches the driver. The rows are hash-partitioned by unit into ``spark.sql.shuffle.partitions``
-buckets (all the rows of a unit land in one bucket; no sort), and each bucket runs the *same* numpy code
-as the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding, exact integer
-aggregates) on its rows as one Arrow table (``mapInArrow``: no pandas conversion). The per-bucket,
+No row reaches the driver. The rows are hash-partitioned by unit into buckets (all the rows of a unit land
+in one bucket; no sort; one bucket per core, more for a large input: :func:`_buckets`), and each bucket runs
+the *same* numpy code as the local backend (:func:`dpjax.table.release._local_aggregates`: keyed bounding,
+exact integer aggregates) on its rows as one Arrow table (``mapInArrow``: no pandas conversion). The per-bucket,
 per-group integer aggregates (a few rows per group) are collected as one Arrow table and summed on the
 driver in int64 (quantile-tree leaves exploded to (group, leaf, count) and summed by Spark first); the
 data checks are observed on that one job (``DataFrame.observe``) and read before any noise. Integer sums
@@ -148,6 +148,26 @@ def _canonical(df, names):
     return df
 
 
+#: the input bytes (as Spark's optimizer estimates them) per bucket of units above one bucket per core
+_BUCKET_BYTES = 128 << 20
+
+
+def _buckets(df) -> int:
+    """The number of buckets the rows are hash-partitioned into by unit: one per core (each bucket is a Python
+    task with a cost of its own, and its rows all cross to Python anyway), more when the input is large (about
+    ``_BUCKET_BYTES`` of it per bucket, as Spark's optimizer estimates the input's size, so that a bucket fits a
+    worker's memory), never more than ``spark.sql.shuffle.partitions``; that setting alone where the session
+    gives no size estimate (Spark Connect)."""
+    spark = df.sparkSession
+    most = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    try:
+        cores = spark.sparkContext.defaultParallelism
+        size = int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except AttributeError:  # no JVM handle on this session (Spark Connect): the user's setting
+        return most
+    return min(most, max(cores, -(-size // _BUCKET_BYTES)))
+
+
 def _to_arrow(df) -> pa.Table:
     """``df`` collected to the driver as one Arrow table (``DataFrame.toArrow``, pyspark ≥ 4; before, the Arrow
     batches it is made of)."""
@@ -248,8 +268,7 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     # Arrow batches in and out of the workers (mapInArrow: no pandas conversion, NaN and null kept apart), and
     # the rows of each unit brought together by hash partitioning, not by applyInPandas's sort of every row
     if req.privacy_unit:
-        buckets = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        partial = df.repartition(buckets, F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
+        partial = df.repartition(_buckets(df), F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
     else:  # each row its own unit: nothing to bound, aggregate each partition where it is
         partial = df.mapInArrow(bucket, out_schema)
     spark = df.sparkSession
