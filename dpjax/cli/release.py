@@ -40,7 +40,6 @@ import numpy as np
 from dpjax.cli._common import emit, given, kernel_class, kernel_names, progress, refuse_flags
 from dpjax.cli._release_common import _BOOSTED, _COMPOSITE, _PRDP, FLOAT_NUMERICS, _key, _report, _write, released
 from dpjax.cli.io import check_input, check_output
-from dpjax.table.statistics import component_label
 
 __all__ = ["add_parser", "run", "statistics", "true_values", "accuracy"]
 
@@ -279,6 +278,7 @@ def release_table(args) -> int:
     from importlib import resources
 
     from dpjax import table
+    from dpjax.table.statistics import component_label
 
     refuse_flags(args, _REFUSED, f"to --mechanism {args.mechanism} (a table release calibrated to --epsilon)")
     for dest in ("scale", "sigma"):
@@ -422,6 +422,8 @@ def release_table(args) -> int:
 
 def numerics_line(rel) -> str:
     """The report's numerics line: the tier that ran and, on the exact tier, each component's lattice."""
+    from dpjax.table.statistics import component_label
+
     if rel.numerics != "exact":
         return FLOAT_NUMERICS
     lattices = ", ".join(f"{component_label(name)} {g:g}·Z" for name, g in rel.granularity.items())
