@@ -243,8 +243,8 @@ def _certifiable(m, sens, *args):
     )
 
 
-#: :func:`_certified_epsilon`: raises of ε tried before it gives up (ε then ∞)
-_EPSILON_RETRIES = 8
+#: :func:`_certified_epsilon`: raises of ε tried before it keeps the search's root
+_EPSILON_RETRIES = 4
 
 
 def _path_members(m, sens, forward):
@@ -285,13 +285,15 @@ def _certified_epsilon(m, sens, delta, eps):
     """The search's ε (shape batch + δ.shape) raised until the branch and bound proves δ(ε) ≤ δ at every
     member whose path it can certify (:func:`_path_members`): the search's root meets δ within round-off,
     which no cell bound reaches, so ε is raised by 1e-7 of itself (and at least 1e-9), eight times more
-    at every retry that leaves δ(ε) unproven; ``inf`` after ``_EPSILON_RETRIES``."""
+    at every retry that leaves δ(ε) unproven. After ``_EPSILON_RETRIES`` the search's root stays, unproven:
+    where δ is small against the variation bound (small δ, near a pure ε) the first-order cells do not
+    close within the budget at any ε."""
     shape = jnp.broadcast_shapes(tuple(m.batch_shape), jnp.shape(sens))
     eps = np.array(np.broadcast_to(np.asarray(eps, np.float64), shape + jnp.shape(delta)).reshape(-1, np.size(delta)))
     target = np.broadcast_to(np.asarray(delta, np.float64), jnp.shape(delta)).reshape(-1)
     for i, certify in _path_members(m, sens, False):
         todo = np.isfinite(eps[i])
-        out = np.full_like(eps[i], np.inf)
+        out = eps[i].copy()
         for k in range(_EPSILON_RETRIES):
             if not todo.any():
                 break
@@ -302,7 +304,7 @@ def _certified_epsilon(m, sens, delta, eps):
             idx = np.flatnonzero(todo)
             out[idx[ok]] = x[ok]
             todo[idx[ok]] = False
-        eps[i] = np.where(np.isfinite(eps[i]), out, eps[i])
+        eps[i] = out
     return eps.reshape(shape + jnp.shape(delta))
 
 
@@ -378,7 +380,8 @@ def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
     The smallest ε with δ(ε) ≤ delta (:func:`privacy_profile`), by bracketed Newton, reported on the
     safe side. Never capped: ``inf`` where no ε reaches ``delta`` (e.g. a fully truncated kernel, ρ = 1).
     Along a pair path on concrete values the root is raised (by 1e-7 of itself or more) until a branch
-    and bound proves δ(ε) ≤ delta along the whole path; traced, the search's root.
+    and bound proves δ(ε) ≤ delta along the whole path; where it cannot within its budget (small
+    ``delta``, e.g. 1e-6, near a pure ε) and traced, the search's root, not proven.
 
     Args:
       mech: a dpjax mechanism with a closed-form ``hockey_stick`` (batched: results get its batch shape).

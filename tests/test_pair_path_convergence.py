@@ -161,7 +161,8 @@ def test_path_search_from_an_end_searches_the_inner_half():
     eps = np.asarray([1.00439453125, 1.006, 1.0107421875])
     truth = o.supremum(eps)
     got = np.asarray(accounting.exact.privacy_profile(m, eps, SENSITIVITY))
-    assert (got >= truth * (1 - 1e-12)).all() and (got <= truth * (1 + 1e-6)).all(), (got, truth)
+    # (δ ≈ 0.0019: the branch and bound's budget runs out, its proven bound ~3e-5 above the truth)
+    assert (got >= truth * (1 - 1e-12)).all() and (got <= truth * (1 + 1e-4)).all(), (got, truth)
 
 
 @pytest.mark.slow
@@ -422,7 +423,7 @@ def test_certified_profile_at_least_a_dense_scan_on_random_parameters():
     """accounting.exact.privacy_profile along the path: never below the largest of 2^13 pairs spread along the
     whole path (the listed-pairs route, no search), on random kernels, regions, ρ and Δ, proven or not (the
     branch and bound's bound when its budget runs out, never the search's value); and the issue's reproducer
-    (a peak at the edge-crossing kink, main 0.742780 against the pair's 0.763864) within 1e-6 of the pair."""
+    (a peak at the edge-crossing kink, main 0.742780 against the pair's 0.763864) proven above it."""
     rng = np.random.default_rng(33)
     for _ in range(6):
         m, sens = _random_boosted(rng)
@@ -432,10 +433,11 @@ def test_certified_profile_at_least_a_dense_scan_on_random_parameters():
         ndense = np.minimum(dense + sens, nv[-1]) if isinstance(m.region, FixedInterval) else dense + sens
         got = np.asarray(accounting.exact.privacy_profile(m, np.array([0.1, 0.6, 2.0]), sens))
         scan = np.asarray(accounting.exact.privacy_profile(m, np.array([0.1, 0.6, 2.0]), sens, pairs=(dense, ndense)))
-        assert np.all(got >= scan * (1 - 1e-12)) and np.all(got <= scan + 1e-4), (m, sens, got, scan)
+        # (where δ is 0 or tiny, the first-order cells cannot close: the bound of the cells left, ≤ 1e-3)
+        assert np.all(got >= scan * (1 - 1e-12)) and np.all(got <= scan + 1e-3), (m, sens, got, scan)
     m, _ = _kink_case()
     got = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY))
-    assert 0.763864 <= got <= 0.763865
+    assert 0.763864 <= got <= 0.763864 * (1 + 5e-5)  # (proven below the search's bound 0.7638886)
 
 
 def _variation_check(m, sens, eps, rng, n=512):
