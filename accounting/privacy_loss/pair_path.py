@@ -41,7 +41,7 @@ at the edges, the region's edge speed in noise coordinates and the boosting rate
 between samples is then found or bounded, and the answer is proven either way: the threshold where every
 cell closes within the budget, else the largest bound of the cells left. ``accounting.exact``'s
 ``privacy_profile`` returns that proven bound and ``epsilon`` raises the search's root until the cells
-prove it; the PLD (thousands of ε per build) and traced calls keep the search's.
+prove it (where they can: not at small δ); the PLD (10⁴–10⁵ ε per build) and traced calls keep the search's.
 """
 
 from __future__ import annotations
