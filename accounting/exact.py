@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting._numerics import to64, x64
-from accounting.privacy_loss.pair_path import certified_supremum, worst_case
+from accounting.privacy_loss.pair_path import CERTIFY_SLACK, certified_supremum, worst_case
 from accounting._root import epsilon_and_slope, epsilon_root
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_positive, check_probability, check_real, is_traced
@@ -203,7 +203,9 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
     """Exact δ(ε) of one release.
 
     The worst case over the neighbouring pairs, both directions (the supremum along the answers
-    where the pairs sample a path), of the true hockey-stick divergence: nothing is discretised.
+    where the pairs sample a path), of the true hockey-stick divergence: nothing is discretised. Along a
+    path on concrete values the supremum is proven by branch and bound (an upper bound within ~1e-7 of
+    it, or the largest bound of the cells left when its budget runs out); traced, a search's bound.
 
     Args:
       mech: a dpjax mechanism with a closed-form ``hockey_stick`` (batched: results get its batch shape).
@@ -233,35 +235,83 @@ def privacy_profile(mech, epsilon, sensitivity=1.0, *, pairs=None, directions="b
 
 def _certifiable(m, sens, *args):
     """Whether the path supremum of ``m`` can be certified (:func:`_certified`): a pair path with a
-    bound of its laws' variation along the answers, on concrete values."""
+    bound of its divergence's variation along the answers, on concrete values."""
     return (
         bool(m.pair_path)
-        and hasattr(m, "answer_tv_rate")
+        and hasattr(m, "path_variation")
         and not any(is_traced(a) for a in jax.tree_util.tree_leaves((m, sens) + args))
     )
 
 
-def _certified(m, sens, eps, bound, forward):
-    """The path supremum of δ(ε) of every member of ``m`` at ``eps`` by branch and bound
-    (:func:`accounting.privacy_loss.pair_path.certified_supremum`, the TV rate of
-    :meth:`dpjax.PrivacyBoosted.answer_tv_rate`) over the search's ``bound`` (shape batch + ε.shape):
-    where it proves the bound (raised by CERTIFY_SLACK), that proven bound; where its budget runs out
-    (δ small against the slope), the search's bound or a larger value the branch and bound found on
-    the path (a peak the search missed), unproven."""
-    flat, s, shape = _flat(m, sens)
-    bound = np.array(np.broadcast_to(np.asarray(bound, np.float64), shape + jnp.shape(eps)).reshape(len(s), -1))
-    x = np.broadcast_to(np.asarray(eps, np.float64), jnp.shape(eps)).reshape(-1)
+#: :func:`_certified_epsilon`: raises of ε tried before it keeps the search's root
+_EPSILON_RETRIES = 4
+
+
+def _path_members(m, sens, forward):
+    """``(i, certify)`` for every member ``i`` of the flat batch of ``m`` whose pair path can be certified,
+    ``certify(x, bound)`` the branch and bound of its path at points ``x``
+    (:func:`accounting.privacy_loss.pair_path.certified_supremum` with the variation bound of
+    :meth:`dpjax.PrivacyBoosted.path_variation`)."""
+    flat, s, _ = _flat(m, sens)
     apart = np.asarray(jax.vmap(lambda mm, ss: mm.off_lattice(ss))(flat, s)).reshape(-1)
     for i in range(len(s)):
-        if apart[i]:
-            continue
         mm = jax.tree_util.tree_map(lambda a: a[i], flat)
+        if apart[i] or mm.region.noise_edge_speed() is None:
+            continue
         v, nv = (np.asarray(a, np.float64).reshape(-1) for a in mm.neighbour_pairs(s[i]))
-        slope = float(mm.answer_tv_rate()) * (1.0 + np.exp(np.minimum(x, 700.0)))
         div = functools.partial(_pair_div, mm, forward=forward or bool(mm.symmetric_pairs))
-        up, best, proven = certified_supremum(div, x, v, nv, slope, bound[i], discrete=bool(mm.discrete))
-        bound[i] = np.where(proven, np.minimum(up, 1.0), np.maximum(bound[i], best))
+        var = functools.partial(_path_variation, mm)
+        yield (
+            i,
+            functools.partial(certified_supremum, div, values=v, nvalues=nv, variation=var, discrete=bool(mm.discrete)),
+        )
+
+
+def _certified(m, sens, eps, bound, forward):
+    """The path supremum of δ(ε) of every member of ``m`` at ``eps``, proven (:func:`_path_members`) over
+    the search's ``bound`` (shape batch + ε.shape). Where the cells close, the bound they prove (at most the
+    search's raised by CERTIFY_SLACK); where the budget runs out, the largest bound of the cells left — never
+    the search's value, which is not proven. Members whose region declares no variation bound keep the
+    search's."""
+    shape = jnp.broadcast_shapes(tuple(m.batch_shape), jnp.shape(sens))
+    bound = np.array(np.broadcast_to(np.asarray(bound, np.float64), shape + jnp.shape(eps)).reshape(-1, np.size(eps)))
+    x = np.broadcast_to(np.asarray(eps, np.float64), jnp.shape(eps)).reshape(-1)
+    for i, certify in _path_members(m, sens, forward):
+        bound[i] = np.minimum(certify(x, bound=bound[i])[0], 1.0)
     return bound.reshape(shape + jnp.shape(eps))
+
+
+def _certified_epsilon(m, sens, delta, eps):
+    """The search's ε (shape batch + δ.shape) raised until the branch and bound proves δ(ε) ≤ δ at every
+    member whose path it can certify (:func:`_path_members`): the search's root meets δ within round-off,
+    which no cell bound reaches, so ε is raised by 1e-7 of itself (and at least 1e-9), eight times more
+    at every retry that leaves δ(ε) unproven. After ``_EPSILON_RETRIES`` the search's root stays, unproven:
+    where δ is small against the variation bound (small δ, near a pure ε) the first-order cells do not
+    close within the budget at any ε."""
+    shape = jnp.broadcast_shapes(tuple(m.batch_shape), jnp.shape(sens))
+    eps = np.array(np.broadcast_to(np.asarray(eps, np.float64), shape + jnp.shape(delta)).reshape(-1, np.size(delta)))
+    target = np.broadcast_to(np.asarray(delta, np.float64), jnp.shape(delta)).reshape(-1)
+    for i, certify in _path_members(m, sens, False):
+        todo = np.isfinite(eps[i])
+        out = eps[i].copy()
+        for k in range(_EPSILON_RETRIES):
+            if not todo.any():
+                break
+            step = 8.0**k * np.maximum(1e-7 * eps[i][todo], 1e-9)
+            x = eps[i][todo] + step
+            up = certify(x, bound=target[todo] / (1.0 + CERTIFY_SLACK))[0]
+            ok = up <= target[todo]
+            idx = np.flatnonzero(todo)
+            out[idx[ok]] = x[ok]
+            todo[idx[ok]] = False
+        eps[i] = out
+    return eps.reshape(shape + jnp.shape(delta))
+
+
+@jax.jit
+def _path_variation(m, x, v, nv, v2, nv2):
+    """:meth:`dpjax.PrivacyBoosted.path_variation` of the cells from (``v``, ``nv``) to (``v2``, ``nv2``) at ``x``."""
+    return m.path_variation(x, (v, nv), (v2, nv2))
 
 
 @functools.partial(jax.jit, static_argnames=("forward",))
@@ -329,6 +379,9 @@ def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
 
     The smallest ε with δ(ε) ≤ delta (:func:`privacy_profile`), by bracketed Newton, reported on the
     safe side. Never capped: ``inf`` where no ε reaches ``delta`` (e.g. a fully truncated kernel, ρ = 1).
+    Along a pair path on concrete values the root is raised (by 1e-7 of itself or more) until a branch
+    and bound proves δ(ε) ≤ delta along the whole path; where it cannot within its budget (small
+    ``delta``, e.g. 1e-6, near a pure ε) and traced, the search's root, not proven.
 
     Args:
       mech: a dpjax mechanism with a closed-form ``hockey_stick`` (batched: results get its batch shape).
@@ -348,7 +401,11 @@ def epsilon(mech, delta, sensitivity=1.0, *, pairs=None):
     if not is_traced(delta):
         check_probability("delta", delta, high_open=True)
     m, sens, pairs = _setup(mech, sensitivity, pairs, "hockey_stick")
-    return _epsilon_batch(m, jnp.asarray(delta, jnp.float64), sens, pairs)
+    delta = jnp.asarray(delta, jnp.float64)
+    out = _epsilon_batch(m, delta, sens, pairs)
+    if pairs is None and _certifiable(m, sens, delta):
+        out = jnp.asarray(_certified_epsilon(m, sens, delta, out))
+    return out
 
 
 @x64

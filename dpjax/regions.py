@@ -137,9 +137,33 @@ class Region(abc.ABC):
           ValueError: an answer outside the domain.
         """
 
-    def edge_speed(self):
-        """The largest rate at which an edge of ``S(Q)`` moves with the answer Q (|d lo/dQ|, |d hi/dQ|)."""
-        return 1.0
+    def noise_edge_speed(self):
+        """The largest rate at which an edge of ``S(Q) − Q`` (noise coordinates) moves with the answer Q.
+
+        A pair (Q, Q') of answers has the divergence of its noise laws shifted by Q' − Q: along a path of
+        pairs those laws change only as their regions' edges move in noise coordinates, at this speed
+        (:meth:`dpjax.PrivacyBoosted.path_variation`).
+
+        Returns:
+          ``max(|d(lo − Q)/dQ|, |d(hi − Q)/dQ|)``; ``None`` where the region does not declare it (its
+          pair path is then searched but not certified).
+        """
+        return None
+
+    def nearest_noise_edges(self, low, high):
+        """The least distances from the answer to the lower and upper edges of ``S(Q)`` over ``Q ∈ [low, high]``.
+
+        Args:
+          low: the answers' lower end (array).
+          high: their upper end (array, ``>= low``).
+
+        Returns:
+          ``(d_lo, d_hi)``: lower bounds of ``Q − lo(Q)`` and ``hi(Q) − Q`` on ``[low, high]`` (at least 0).
+
+        Raises:
+          NotImplementedError: a region that does not declare :meth:`noise_edge_speed`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no noise edges")
 
     def required_pairs(self, reach, discrete: bool = False):
         """The smallest grid size for which :meth:`neighbour_pairs` holds every distinct pair.
@@ -217,6 +241,13 @@ class AbsoluteError(Region):
     def pair_path(self, discrete=False):
         return False
 
+    def noise_edge_speed(self):
+        return 0.0
+
+    def nearest_noise_edges(self, low, high):
+        tau = jnp.broadcast_to(self.tau, _batch(self.tau, low, high))
+        return tau, tau
+
     def neighbour_pairs(self, sensitivity, reach, num, discrete=False):
         # Translation invariant: only the distance d = Q' − Q matters and d = Δ is
         # the worst (checked against d < Δ in the tests); the mirror pair is the
@@ -268,8 +299,14 @@ class RelativeError(Region):
     def pair_path(self, discrete=False):
         return not discrete
 
-    def edge_speed(self):
-        return 1.0 + jnp.asarray(self.theta)
+    def noise_edge_speed(self):
+        return jnp.asarray(self.theta)
+
+    def nearest_noise_edges(self, low, high):
+        # S(Q) − Q = [−h, h], h = θ|Q| + τ: least at the answer nearest 0
+        nearest = jnp.maximum(jnp.maximum(low, -high), 0.0)
+        half = self.theta * nearest + self.tau
+        return half, half
 
     def path_kink(self, values, nvalues):
         """The answer Q where the upper edge of S(Q) meets the lower edge of S(Q + Δ).
@@ -371,8 +408,12 @@ class FixedInterval(Region):
         if not is_traced((self.low, self.high)) and np.any(np.asarray(self.low) >= np.asarray(self.high)):
             raise ValueError(f"high must be greater than low, got low={self.low!r}, high={self.high!r}")
 
-    def edge_speed(self):
-        return 0.0
+    def noise_edge_speed(self):
+        return 1.0
+
+    def nearest_noise_edges(self, low, high):
+        # Q − low grows and high − Q falls with Q
+        return jnp.maximum(low - self.low, 0.0), jnp.maximum(self.high - high, 0.0)
 
     def interval(self, value):
         shape = _batch(value, self.low, self.high)

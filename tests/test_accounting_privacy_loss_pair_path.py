@@ -161,7 +161,8 @@ def test_path_search_from_an_end_searches_the_inner_half():
     eps = np.asarray([1.00439453125, 1.006, 1.0107421875])
     truth = o.supremum(eps)
     got = np.asarray(accounting.exact.privacy_profile(m, eps, SENSITIVITY))
-    assert (got >= truth * (1 - 1e-12)).all() and (got <= truth * (1 + 1e-6)).all(), (got, truth)
+    # (δ ≈ 0.0019: the branch and bound's budget runs out, its proven bound ~3e-5 above the truth)
+    assert (got >= truth * (1 - 1e-12)).all() and (got <= truth * (1 + 1e-4)).all(), (got, truth)
 
 
 @pytest.mark.slow
@@ -372,7 +373,7 @@ def test_pld_finds_a_kink_between_grid_answers():
     lower = float(accounting.exact.epsilon(m, 0.5, KINK_SENSITIVITY, pairs=pair))
     got = float(accounting.pld(m, sensitivity=KINK_SENSITIVITY).get_epsilon_for_delta(0.5))
     assert lower == pytest.approx(1.469389, abs=1e-5)
-    assert lower <= got <= lower + 2e-3, (got, lower)
+    assert 1.470205 <= got <= lower + 2e-3, (got, lower)
 
 
 # ----------------------------------------------------------------------------------
@@ -391,14 +392,18 @@ def test_certified_supremum_proves_a_narrow_peak_between_nodes():
     grid = float(np.max(_narrow_peak(0.0, values, values + 1)))
     assert grid < truth - 0.15  # what the nodes see
     slope = 0.2 / 0.01 + 2e-3 * 11  # |f'| ≤ the peak's + the hump's
+
+    def variation(x, v, nv, v2, nv2):
+        return slope * np.abs(v2 - v)
+
     up, best, proven = certified_supremum(
-        _narrow_peak, np.array([0.0, 1.0]), values, values + 1, slope, np.full(2, grid), discrete=False
+        _narrow_peak, np.array([0.0, 1.0]), values, values + 1, variation, np.full(2, grid), discrete=False
     )
     assert proven.all() and np.all(best <= truth) and np.all(best >= truth - 1e-6)
     assert np.all(truth <= up) and np.all(up <= truth * (1 + 1e-6))
     # a budget too small to close every cell: not proven, and still no lower than the supremum
     up, _, proven = certified_supremum(
-        _narrow_peak, np.array([0.0]), values, values + 1, slope, np.array([grid]), discrete=False, max_evals=64
+        _narrow_peak, np.array([0.0]), values, values + 1, variation, np.array([grid]), discrete=False, max_evals=64
     )
     assert not proven.any() and up[0] >= truth
 
@@ -416,51 +421,149 @@ def _random_boosted(rng):
 @pytest.mark.slow
 def test_certified_profile_at_least_a_dense_scan_on_random_parameters():
     """accounting.exact.privacy_profile along the path: never below the largest of 2^13 pairs spread along the
-    whole path (the listed-pairs route, no search), on random kernels, regions, ρ and Δ; and the issue's
-    reproducer (a peak at the edge-crossing kink, main 0.742780 against the pair's 0.763864) proven."""
-    from accounting.exact import _pair_div
-    from accounting.privacy_loss.pair_path import certified_supremum
-
+    whole path (the listed-pairs route, no search), on random kernels, regions, ρ and Δ, proven or not (the
+    branch and bound's bound when its budget runs out, never the search's value); and the issue's reproducer
+    (a peak at the edge-crossing kink, main 0.742780 against the pair's 0.763864) proven above it."""
     rng = np.random.default_rng(33)
     for _ in range(6):
         m, sens = _random_boosted(rng)
         with jax.enable_x64(True):
-            mm = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), m)
-            v, nv = (np.asarray(a) for a in mm.neighbour_pairs(sens))
-            rate = float(mm.answer_tv_rate())
+            v, nv = (np.asarray(a) for a in jax.tree_util.tree_map(jnp.float64, m).neighbour_pairs(sens))
         dense = np.linspace(v[0], v[-1], 1 << 13)
         ndense = np.minimum(dense + sens, nv[-1]) if isinstance(m.region, FixedInterval) else dense + sens
-        for eps in (0.1, 0.6):
-            got = float(accounting.exact.privacy_profile(m, eps, sens))
-            scan = float(accounting.exact.privacy_profile(m, eps, sens, pairs=(dense, ndense)))
-            with jax.enable_x64(True):
-                up, _, proven = certified_supremum(
-                    lambda x, a, b: _pair_div(mm, x, a, b, forward=False),
-                    np.array([eps]),
-                    v,
-                    nv,
-                    rate * (1 + np.exp(eps)),
-                    np.array([got]),
-                    discrete=False,
-                )
-            # the branch and bound's bound, proven or cut short by its budget, is never below the scan; the
-            # profile is where the bound is proven (PB(Laplace(2.38), Fixed(±7.95), 0.887), Δ 2.37, ε 0.1: not
-            # proven in 2^14 evaluations, the search's 0.35771793281 below the scan's 0.35771793347)
-            assert up[0] >= scan * (1 - 1e-12), (m, sens, eps, up, scan)
-            assert not proven[0] or got >= scan * (1 - 1e-12), (m, sens, eps, got, scan)
+        got = np.asarray(accounting.exact.privacy_profile(m, np.array([0.1, 0.6, 2.0]), sens))
+        scan = np.asarray(accounting.exact.privacy_profile(m, np.array([0.1, 0.6, 2.0]), sens, pairs=(dense, ndense)))
+        # (where δ is 0 or tiny, the first-order cells cannot close: the bound of the cells left, ≤ 1e-3)
+        assert np.all(got >= scan * (1 - 1e-12)) and np.all(got <= scan + 1e-3), (m, sens, got, scan)
     m, _ = _kink_case()
     got = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY))
+    assert 0.763864 <= got <= 0.763864 * (1 + 5e-5)  # (proven below the search's bound 0.7638886)
+
+
+def _variation_check(m, sens, eps, rng, n=512):
+    """max over random pairs of path positions of |δ(b) − δ(a)| / V(a, b) (a proven V keeps it ≤ 1)."""
+    from accounting.exact import _pair_div, _path_variation
+    from accounting.privacy_loss.pair_path import _answers
+
     with jax.enable_x64(True):
         mm = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), m)
-        v, nv = (np.asarray(a) for a in mm.neighbour_pairs(KINK_SENSITIVITY))
-        slope = float(mm.answer_tv_rate()) * (1 + np.exp(0.3))
-        up, best, proven = certified_supremum(
-            lambda x, a, b: _pair_div(mm, x, a, b, forward=False),
-            np.array([0.3]),
-            v,
-            nv,
-            slope,
-            np.array([got]),
-            discrete=False,
+        v, nv = (np.asarray(a) for a in mm.neighbour_pairs(sens))
+        k = rng.integers(0, v.size - 1, n).astype(np.float64)
+        pa = k + rng.random(n)
+        pb = np.minimum(pa + rng.random(n) * 10.0 ** rng.uniform(-6, 0, n), k + 1.0)  # one segment of the path
+        a, b = _answers(v, nv, pa, m.discrete), _answers(v, nv, pb, m.discrete)
+        x = np.full(n, eps)
+        fa, fb = (np.asarray(_pair_div(mm, x, *p, forward=False)) for p in (a, b))
+        var = np.asarray(_path_variation(mm, x, *a, *b))
+    # (the closed form's round-off, ~1e-15, allowed where the edges are so far that V is below it)
+    return np.max(np.maximum(np.abs(fb - fa) - 1e-14, 0.0) / np.maximum(var, 1e-300)), var
+
+
+@pytest.mark.parametrize(
+    "m, sens",
+    [
+        pytest.param(
+            dpjax.PrivacyBoosted(dpjax.Laplace(1.6642705), RelativeError(KINK_THETA, KINK_TAU), 0.69705594),
+            KINK_SENSITIVITY,
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            dpjax.PrivacyBoosted(dpjax.Gaussian(0.8), RelativeError(0.35, 0.4), 0.9), 1.3, marks=pytest.mark.slow
+        ),
+        pytest.param(
+            dpjax.PrivacyBoosted(
+                dpjax.Laplace(2.381936374061644), FixedInterval(-7.9466205026405, 7.9466205026405), 0.887
+            ),
+            2.365247005766203,
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            dpjax.PrivacyBoosted(dpjax.Gaussian(0.6), FixedInterval(-3.0, 4.0), 0.95), 0.9, marks=pytest.mark.slow
+        ),
+        pytest.param(
+            dpjax.PrivacyBoosted(dpjax.DiscreteLaplace(1.5), FixedInterval(-400.0, 400.0), 0.9),
+            3.0,
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_path_variation_bounds_the_divergence_change_along_the_path(m, sens):
+    # the proof of PrivacyBoosted.path_variation checked on random sub-segments of the path (cells as short
+    # as 1e-6 of a grid step, where the bound is tightest against a smooth change), at ε from −1 to 4
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for eps in (-1.0, 0.0, 0.3, 2.0, 4.0):
+        ratio, var = _variation_check(m, sens, eps, rng)
+        assert ratio <= 1.0 + 1e-6, (eps, ratio)
+        worst = max(worst, ratio)
+    assert worst > 0.01  # not vacuous: somewhere the change is a fair part of the bound
+
+
+def _dense_scan(m, eps, sens, low, high):
+    """The largest δ(ε) (both orders) of 2^13 pairs (Q, Q + Δ) with Q from ``low`` to ``high`` (capped at a
+    fixed region's top), refined three times around the best (a lower bound of the supremum)."""
+    top = m.region.high if isinstance(m.region, FixedInterval) else np.inf
+    q, best = np.linspace(low, high, 1 << 13), 0.0
+    for _ in range(4):
+        d = np.asarray(accounting.exact.privacy_profile(m, eps, sens, pairs=(q, np.minimum(q + sens, top))))
+        best = max(best, float(np.max(d)))
+        h = q[1] - q[0]
+        q = np.clip(np.linspace(q[np.argmax(d)] - 2 * h, q[np.argmax(d)] + 2 * h, 1 << 10), low, high)
+    return best
+
+
+#: issue 33's fixed-region case (the random draw of test_certified_profile_at_least_a_dense_scan_on_random_parameters
+#: whose branch and bound did not close in 2^14 evaluations): PB(Laplace(2.38), Fixed(±7.95), ρ 0.887), Δ 2.37
+FIXED_CASE = (2.381936374061644, 7.9466205026405, 0.8869713391511878, 2.365247005766203)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, eps", [("fixed", 0.1), ("kink", 0.3), ("kink", 2.0)])
+def test_profile_is_proven_above_a_dense_scan(case, eps):
+    # the fixed-region case at ε 0.1 (main: the search's 0.3577179328079, unproven) and the reproducer at
+    # ε 0.3 and 2 (main at 2: the search's 0.318125528, unproven; the branch and bound's bound at 2^14
+    # evaluations was 0.4922): now bounds the cells prove, within the search's margin of the scan
+    if case == "fixed":
+        b, half, rho, sens = FIXED_CASE
+        m = dpjax.PrivacyBoosted(dpjax.Laplace(b), FixedInterval(-half, half), rho)
+        low, high = -half, half - sens
+    else:
+        (m, _), sens = _kink_case(), KINK_SENSITIVITY
+        # at 0.3 the peak is the kink Q* ≈ 1.998, at 2 a smooth one further along the path
+        low, high = (1.0, 3.0) if eps < 1 else (-sens / 2, 40.0)
+    scan = _dense_scan(m, eps, sens, low, high)
+    got = float(accounting.exact.privacy_profile(m, eps, sens))
+    assert scan <= got <= scan * (1 + 5e-5), (got, scan)
+
+
+@pytest.mark.slow
+def test_profile_never_returns_an_unproven_search_value(monkeypatch):
+    # a search blind to the kink peak (it reports the grid nodes' maximum, 0.742780, as main's did before the
+    # kink search) and a branch and bound cut short (512 and 2048 evaluations per ε): main then returned the
+    # best value its cells had met, 0.761578 and 0.762835 (the scan: 0.7638643); now the bound the cells prove
+    import functools
+
+    from accounting.privacy_loss.pair_path import certified_supremum
+
+    m, _ = _kink_case()
+    with jax.enable_x64(True):
+        nodes = tuple(np.asarray(a) for a in jax.tree_util.tree_map(jnp.float64, m).neighbour_pairs(KINK_SENSITIVITY))
+    blind = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY, pairs=nodes))
+    assert blind == pytest.approx(0.742780, abs=1e-6)
+    scan = _dense_scan(m, 0.3, KINK_SENSITIVITY, 1.0, 3.0)
+    monkeypatch.setattr(accounting.exact, "_worst_batch", lambda *a, **k: jnp.asarray(blind))
+    for budget in (512, 2048):
+        monkeypatch.setattr(
+            accounting.exact, "certified_supremum", functools.partial(certified_supremum, max_evals=budget)
         )
-    assert proven[0] and best[0] >= 0.763864 and got * (1 + 1e-7) >= up[0]
+        got = float(accounting.exact.privacy_profile(m, 0.3, KINK_SENSITIVITY))
+        assert scan <= got <= 1.0, (budget, got, scan)
+
+
+@pytest.mark.slow
+def test_exact_epsilon_is_proven_along_the_path():
+    # the reproducer's ε(0.5): the search's root (main: 1.47020531) raised until the cells prove δ(ε) ≤ 0.5
+    m, _ = _kink_case()
+    got = np.asarray(accounting.exact.epsilon(m, np.array([0.5, 1e-3]), KINK_SENSITIVITY))
+    assert 1.470205 <= got[0] <= 1.470205 * (1 + 1e-5), got
+    assert np.all(np.asarray(accounting.exact.privacy_profile(m, got, KINK_SENSITIVITY)) <= [0.5, 1e-3])

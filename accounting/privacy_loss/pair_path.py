@@ -33,14 +33,15 @@ supremum lies within a grid step of the best sample — or of a kink the mechani
 declares off the grid (``path_kink``), around which a second search runs, the larger
 bound kept (a kink peak between two samples lower than the best escapes the first).
 
-:func:`certified_supremum` drops the assumption where it can (host side, concrete values;
-``accounting.exact.privacy_profile`` runs it over the search's answer): a branch and bound over
-cells of the path, each bounded by the cones of a proven Lipschitz constant of the divergence in
-the answers (for PB-DP, (1 + e^ε) times the output laws' total-variation rate,
-:meth:`dpjax.PrivacyBoosted.answer_tv_rate`). A peak of any width between samples is then
-found or bounded; where the cells close within the budget the answer is proven. The cones are
-first order, so δ small against the slope (near a pure ε) exhausts the budget: there the answer
-stays the search's, unproven, and the PLD's (thousands of ε per build) is the search's alone.
+:func:`certified_supremum` drops the assumption (host side, concrete values): a branch and bound over
+cells of the path, each bounded by the cones of a proven bound of the divergence's variation along it
+(for PB-DP, :meth:`dpjax.PrivacyBoosted.path_variation`: a pair's divergence is that of its noise laws,
+which move with the answer only as their regions' edges do, so the bound scales with the kernel's density
+at the edges, the region's edge speed in noise coordinates and the boosting rate). A peak of any width
+between samples is then found or bounded, and the answer is proven either way: the threshold where every
+cell closes within the budget, else the largest bound of the cells left. ``accounting.exact``'s
+``privacy_profile`` returns that proven bound and ``epsilon`` raises the search's root until the cells
+prove it (where they can: not at small δ); the PLD (10⁴–10⁵ ε per build) and traced calls keep the search's.
 """
 
 from __future__ import annotations
@@ -303,34 +304,32 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
     return (value + margin).reshape(x.shape), tuple(p.reshape(x.shape) for p in pair)
 
 
-def certified_supremum(div, x, values, nvalues, slope, bound, *, discrete: bool, max_evals: int = CERTIFY_EVALS):
-    """A proven upper bound of the supremum along the path at every point ``x``, at least ``bound``:
-    branch and bound over cells of the path (host side, concrete values).
+def certified_supremum(div, x, values, nvalues, variation, bound, *, discrete: bool, max_evals: int = CERTIFY_EVALS):
+    """A proven upper bound of the supremum along the path at every point ``x``: branch and bound over cells
+    of the path (host side, concrete values).
 
-    ``div(x, v, nv)``: the divergence at flat arrays of points and pairs (elementwise, both orders
-    maxed). ``values``/``nvalues``: the path's nodes (P,), linear between them (integer answers for
-    ``discrete``). ``slope``: per point, a Lipschitz constant of the divergence in the answers (per
-    unit of max(|Δv|, |Δv'|)); see :meth:`dpjax.PrivacyBoosted.answer_tv_rate`. ``bound``: per point,
-    the value to certify (the search's bound).
+    ``div(x, v, nv)``: the divergence at flat arrays of points and pairs (elementwise, both orders maxed).
+    ``values``/``nvalues``: the path's nodes (P,), linear between them (integer answers for ``discrete``).
+    ``variation(x, v, nv, v2, nv2)``: per cell (flat arrays: its point, its end pairs), a bound V of
+    the divergence's change between any two of its pairs, proportional along the cell (a Lipschitz
+    constant V / length; :meth:`dpjax.PrivacyBoosted.path_variation`). ``bound``: per point, the value to
+    certify (the search's bound).
 
-    Each cell [a, b] between path positions bounds the divergence inside it by the two cones from its
-    ends, (f(a) + f(b))/2 + L·w/2 (w the answers' change across the cell; with integer answers and no
-    integer inside, max(f(a), f(b)) exactly). Cells whose bound exceeds the threshold — ``bound``, or
-    the best value found if larger — are halved; the others are proven below it. When no cell is left
-    the threshold is proven; after ``max_evals`` evaluations per point the answer is the largest bound
-    of the cells left (never below the supremum either way). The threshold is raised by CERTIFY_SLACK
-    of itself: a search's bound is often within round-off of the supremum, which no cell bound reaches.
-    Returns ``(upper, best, proven)``: the bound, the best value found (a divergence the path attains)
-    and whether the threshold was proven within the budget, arrays of ``x``'s length.
+    Each cell bounds the divergence inside it by the two cones from its ends, (f(a) + f(b) + V)/2 (with
+    integer answers and no integer inside, max(f(a), f(b)) exactly). Cells whose bound exceeds the
+    threshold — ``bound``, or the best value found if larger, raised by CERTIFY_SLACK of itself (a search's
+    bound is often within round-off of the supremum, which no cell bound reaches) — are halved, the others
+    are proven below their bound. When no cell is left the threshold is proven; after ``max_evals``
+    evaluations per point the cells left stay open. Either way the supremum is at most the largest bound
+    of all the cells (closed or open) and the best value found: that is ``upper``, proven in every case
+    (below the threshold when every cell closed).
 
-    The cones are first order: where the divergence is small against the slope (δ(ε) ≪ the slope's
-    change over a grid step, e.g. near a pure ε, where it is 0), the budget runs out long before
-    the cells close, and ``upper`` is then a loose bound.
+    Returns ``(upper, best, proven)``: the bound, the best value found (a divergence the path attains) and
+    whether every cell closed below the threshold within the budget, arrays of ``x``'s length.
     """
     x = np.asarray(x, np.float64).reshape(-1)
     values, nvalues = np.asarray(values, np.float64), np.asarray(nvalues, np.float64)
     n, last = x.size, values.size - 1
-    slope = np.broadcast_to(np.asarray(slope, np.float64), (n,))
     evaluate = functools.partial(_evaluate, div, discrete, values, nvalues)
     nodes = evaluate(np.repeat(x, last + 1), np.tile(np.arange(last + 1.0), n)).reshape(n, last + 1)
     best = nodes.max(axis=1)
@@ -340,19 +339,17 @@ def certified_supremum(div, x, values, nvalues, slope, bound, *, discrete: bool,
     pa, pb = np.tile(np.arange(last, dtype=np.float64), n), np.tile(np.arange(1.0, last + 1), n)
     fa, fb = nodes[:, :-1].reshape(-1), nodes[:, 1:].reshape(-1)
     spent = np.full(n, float(last + 1))
+    closed = np.full(n, -np.inf)
     left = np.full(n, -np.inf)
     while pt.size:
-        width = np.maximum(
-            *[
-                np.abs(e - s)
-                for s, e in zip(_answers(values, nvalues, pa, discrete), _answers(values, nvalues, pb, discrete))
-            ]
-        )
-        ub = 0.5 * (fa + fb) + 0.5 * slope[pt] * width
+        start, end = _answers(values, nvalues, pa, discrete), _answers(values, nvalues, pb, discrete)
+        ub = 0.5 * (fa + fb + _chunked(variation, x[pt], *start, *end))
         if discrete:
+            width = np.maximum(np.abs(end[0] - start[0]), np.abs(end[1] - start[1]))
             ub = np.where(width <= 1.0, np.maximum(fa, fb), ub)
         ub = np.where(np.isnan(ub), np.inf, ub)
         live = ub > thr[pt]
+        np.maximum.at(closed, pt[~live], ub[~live])
         over = spent[pt] >= max_evals
         np.maximum.at(left, pt[live & over], ub[live & over])
         keep = live & ~over
@@ -366,7 +363,7 @@ def certified_supremum(div, x, values, nvalues, slope, bound, *, discrete: bool,
         thr = np.maximum(thr, best * slack)
         pt, pa, pb = np.concatenate([pt, pt]), np.concatenate([pa, mid]), np.concatenate([mid, pb])
         fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
-    return np.maximum(thr, left), best, ~np.isfinite(left)
+    return np.maximum(np.maximum(best, closed), left), best, ~np.isfinite(left)
 
 
 def _answers(values, nvalues, position, discrete):
@@ -384,12 +381,16 @@ def _answers(values, nvalues, position, discrete):
 
 
 def _evaluate(div, discrete, values, nvalues, x, position):
-    """``div`` at the points ``x`` and path positions ``position`` (flat), in chunks of one compiled size."""
-    v, nv = _answers(values, nvalues, position, discrete)
-    out = np.empty(x.size)
-    for i in range(0, x.size, _CERTIFY_CHUNK):
-        sl = slice(i, i + _CERTIFY_CHUNK)
-        m = x[sl].size
-        pad = lambda a: np.concatenate([a, np.repeat(a[-1:], _CERTIFY_CHUNK - m)])  # noqa: E731
-        out[sl] = np.asarray(div(pad(x[sl]), pad(v[sl]), pad(nv[sl])))[:m]
+    """``div`` at the points ``x`` and path positions ``position`` (flat)."""
+    return _chunked(div, x, *_answers(values, nvalues, position, discrete))
+
+
+def _chunked(fn, *arrays):
+    """``fn`` elementwise over flat arrays of one length, in chunks of one compiled size (the last padded)."""
+    size = arrays[0].size
+    out = np.empty(size)
+    for i in range(0, size, _CERTIFY_CHUNK):
+        m = min(_CERTIFY_CHUNK, size - i)
+        args = [np.concatenate([a[i : i + m], np.repeat(a[i + m - 1 : i + m], _CERTIFY_CHUNK - m)]) for a in arrays]
+        out[i : i + m] = np.asarray(fn(*args), np.float64)[:m]
     return out

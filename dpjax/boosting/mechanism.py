@@ -395,25 +395,56 @@ class PrivacyBoosted(Mechanism):
         kink = getattr(self.region, "path_kink", None)
         return None if kink is None or self.discrete else kink(values, nvalues)
 
-    def answer_tv_rate(self):
-        """ℓ: the total variation between the output laws at answers Q and Q' is at most ℓ|Q − Q'| (for
-        a symmetric unimodal kernel of density or pmf f, largest at 0).
+    def path_variation(self, epsilon, start, end):
+        r"""A bound of how much a pair's δ(ε) changes along a segment of the pair path.
 
-        With g_Q(y) = f(y − Q) w_Q(y) (w = 1 in S(Q), 1 − q outside) and Z_Q = ∫ g_Q: ‖∂_Q g_Q‖₁ ≤
-        ∫|f'| + q (|lo'| f(lo − Q) + |hi'| f(hi − Q)) ≤ 2 f(0) (1 + q s), s the region's edge speed
-        (:meth:`dpjax.regions.Region.edge_speed`), and |∂_Q Z_Q| is at most the same, so
-        ‖∂_Q (g_Q / Z_Q)‖₁ ≤ 2 ‖∂_Q g_Q‖₁ / Z_Q: ℓ = 2 f(0) (1 + q s) / min Z, the least normaliser at
-        the hardest answers (every answer's region holds at least their kernel mass). Integer answers: a
-        unit shift moves g by at most the same in ℓ1. Hence a pair's δ(ε) moves by at most
-        (1 + e^ε) ℓ per unit of answer (:func:`accounting.privacy_loss.pair_path.certified_supremum`)."""
-        f0 = jnp.exp(self.kernel.noise_log_prob(jnp.zeros(())))
+        ``|δ_ε(P_v‖P_v') − δ_ε(P_u‖P_u')| ≤ V`` (either order of every pair) for every pair (u, u') on the
+        segment from ``start`` = (v_a, v'_a) to ``end`` = (v_b, v'_b), both answers moving monotonically
+        (linear or rounded-linear), and V proportional along the segment (a Lipschitz constant V / length).
+
+        Proof. δ_ε(P‖P') is invariant under shifting both laws, so a pair's divergence is that of its noise
+        laws N_Q (the output minus Q), N_{Q'} shifted by Q' − Q. N_Q has density g_Q / Z_Q with
+        g_Q(x) = f(x)·(1 on S(Q) − Q, 1 − q outside) and Z_Q = ∫ g_Q: it depends on Q only through the
+        edges e_lo(Q), e_hi(Q) of S(Q) − Q, moving at speed at most s (:meth:`dpjax.regions.Region
+        .noise_edge_speed`: θ for the relative region, 1 for the fixed one). ∂_Q g_Q = q (f(e_hi) e_hi' δ_{e_hi}
+        − f(e_lo) e_lo' δ_{e_lo}), of mass ≤ q s (f(e_lo) + f(e_hi)), and |∂_Q Z_Q| is at most the same, so
+        the total variation TV(N_Q, N_R) = ½‖g_Q/Z_Q − g_R/Z_R‖₁ ≤ |Q − R|·q s (f(d_lo) + f(d_hi)) / min Z,
+        d the least distances from the answer to the edges over the answers between Q and R
+        (:meth:`dpjax.regions.Region.nearest_noise_edges`; f is largest there for a symmetric unimodal
+        kernel) and min Z the normaliser at the hardest answers (every answer's region holds at least their
+        kernel mass). A discrete kernel's unit shift moves one point across each edge: the same bound with f
+        at the distance less one. Finally δ_ε(P‖P') − δ_ε(R‖R') ≤ sup_A (P − R)(A) + e^ε sup_A (R' − P')(A)
+        = TV(P, R) + e^ε TV(P', R'), so V = max(T + e^ε T', T' + e^ε T) (both orders), T and T' the bounds
+        for the two answers' moves.
+
+        Args:
+          epsilon: ε (array broadcasting with the answers).
+          start: ``(v_a, v'_a)``, the segment's first pair (arrays).
+          end: ``(v_b, v'_b)``, its last pair.
+
+        Returns:
+          V, of the broadcast shape; ``None`` where the region declares no noise edge speed.
+        """
+        speed = self.region.noise_edge_speed()
+        if speed is None:
+            return None
         l1mq = self.log1m_boosting_rate
-        z = None
+        log_z = None
         for h in self.region.hardest_answers(self.discrete):
             lz = self.log_normalizer(h, _l1mq=l1mq)
-            z = lz if z is None else jnp.minimum(z, lz)
-        q = -jnp.expm1(l1mq)
-        return 2.0 * f0 * (1.0 + q * self.region.edge_speed()) * jnp.exp(-z)
+            log_z = lz if log_z is None else jnp.minimum(log_z, lz)
+        coef = -jnp.expm1(l1mq) * speed * jnp.exp(-log_z)
+
+        def move(a, b):
+            d_lo, d_hi = self.region.nearest_noise_edges(jnp.minimum(a, b), jnp.maximum(a, b))
+            if self.discrete:
+                d_lo, d_hi = (jnp.maximum(jnp.floor(d) - 1.0, 0.0) for d in (d_lo, d_hi))
+            f = jnp.exp(self.kernel.noise_log_prob(-d_lo)) + jnp.exp(self.kernel.noise_log_prob(d_hi))
+            return coef * f * jnp.abs(b - a)
+
+        t, t2 = move(start[0], end[0]), move(start[1], end[1])
+        e = jnp.exp(jnp.minimum(jnp.asarray(epsilon), 700.0))
+        return jnp.maximum(t + e * t2, t2 + e * t)
 
     @property
     def pair_path(self) -> bool:
