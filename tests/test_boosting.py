@@ -138,9 +138,7 @@ def test_coverage_exact_at_hardest_and_larger_elsewhere(region, hardest, other):
             assert np.all(np.asarray(_coverage(mech, jnp.asarray(other, float))) >= 0.9 - 1e-12), _name(kernel)
 
 
-@pytest.mark.parametrize(
-    "kernel,region,value", _matrix(CONTINUOUS, fast={("Gaussian", "RelativeError"), ("Laplace", "FixedInterval")})
-)
+@pytest.mark.parametrize("kernel,region,value", _matrix(CONTINUOUS, fast={("Laplace", "FixedInterval")}))
 def test_continuous_density_normalised_and_cdf_matches_quadrature(kernel, region, value):
     with jax.enable_x64(True):
         mech = PrivacyBoosted(kernel, region, 0.95)
@@ -183,7 +181,6 @@ def test_discrete_pmf_normalised_and_cdf_is_its_cumsum(kernel, region, value):
         CONTINUOUS,
         ("mixture", "rejection"),
         fast={
-            ("Gaussian", "RelativeError", "mixture"),
             ("Laplace", "AbsoluteError", "mixture"),
             ("Laplace", "RelativeError", "rejection"),
         },
@@ -360,7 +357,7 @@ def test_mixture_quantile_exact_at_both_ends():
 @pytest.mark.parametrize(
     "mech",
     [
-        PrivacyBoosted(dpjax.Gaussian(3.0), RelativeError(0.01, 5.0), 0.9),
+        pytest.param(PrivacyBoosted(dpjax.Gaussian(3.0), RelativeError(0.01, 5.0), 0.9), marks=pytest.mark.slow),
         PrivacyBoosted(dpjax.Laplace(3.0), FixedInterval(-10.0, 1010.0), 0.9),
     ],
     ids=["Gaussian-RelativeError", "Laplace-FixedInterval"],

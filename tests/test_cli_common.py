@@ -31,7 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
         (["--per-record-budget", "privacy_budget", "--mechanism", "gaussian", "--epsilon", "7"], "--epsilon"),
         (["--scale", "3", "--epsilon", "2"], "--scale"),
         (["--mechanism", "composite", "--window", "0", "1", "--delta", "1e-5"], "--delta"),
-        (["--mechanism", "composite", "--window", "0", "1", "--numerics", "exact"], "--numerics exact"),
+        pytest.param(
+            ["--mechanism", "composite", "--window", "0", "1", "--numerics", "exact"],
+            "--numerics exact",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_flags_that_do_not_apply_are_refused_by_name(args, flag, capsys):

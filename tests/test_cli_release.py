@@ -34,7 +34,7 @@ def test_default_release_prints_table_mechanism_and_privacy(capsys):
     "mechanism,statistic",
     [
         ("gaussian", "sum"),
-        ("discrete-laplace", "count"),
+        pytest.param("discrete-laplace", "count", marks=pytest.mark.slow),
         pytest.param("discrete-gaussian", "count", marks=pytest.mark.slow),
     ],
 )

@@ -238,7 +238,7 @@ def _prefix_args(mech):
 #: two of the six mechanisms (discrete Laplace 3, discrete Gaussian 100) in the default suite
 @pytest.mark.parametrize(
     "mech",
-    [m if i in (1, 4) else pytest.param(m, marks=pytest.mark.slow) for i, m in enumerate(_prefix_cases())],
+    [m if i == 4 else pytest.param(m, marks=pytest.mark.slow) for i, m in enumerate(_prefix_cases())],
     ids=repr,
 )
 def test_prefix_table_decides_only_prefixes_without_a_threshold(mech):
@@ -313,7 +313,9 @@ def test_host_bits_prefix_release_fits_the_law(monkeypatch, n):
     assert len(prefix) == 3 and len(completed) == 3  # every release took the prefix path and completed some words
 
 
-@pytest.mark.parametrize("tail,n,by_prefix", [(3, 20_000, False), (8, 200_000, True)])
+@pytest.mark.parametrize(
+    "tail,n,by_prefix", [pytest.param(3, 20_000, False, marks=pytest.mark.slow), (8, 200_000, True)]
+)
 def test_host_bits_release_with_host_completion(monkeypatch, tail, n, by_prefix):
     """``HostBits`` words run the same fixed-trip samplers: a table of whole words per record fed to the device (few
     records, or a table that leaves too many prefixes open), or 16-bit prefixes whose undecided records complete their

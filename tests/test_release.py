@@ -34,7 +34,10 @@ def _values(mech, n):
 
 @pytest.mark.parametrize(
     "mech",
-    [pytest.param(m, marks=pytest.mark.slow) if isinstance(m, dpjax.DiscreteGaussian) else m for m in MECHS],
+    [
+        m if isinstance(m, (dpjax.Laplace, dpjax.DiscreteLaplace)) else pytest.param(m, marks=pytest.mark.slow)
+        for m in MECHS
+    ],
     ids=lambda m: type(m).__name__,
 )
 def test_release_is_identical_across_slices(mech):
@@ -231,7 +234,10 @@ def test_default_tier_is_the_command_lines():
         dpjax.release(key, jnp.array([1.0, jnp.nan]), mech)
 
 
-@pytest.mark.parametrize("mech", [dpjax.DiscreteLaplace(scale=10.0), dpjax.DiscreteGaussian(sigma=10.0)])
+@pytest.mark.parametrize(
+    "mech",
+    [dpjax.DiscreteLaplace(scale=10.0), pytest.param(dpjax.DiscreteGaussian(sigma=10.0), marks=pytest.mark.slow)],
+)
 def test_integer_release_adds_integer_noise_exactly(mech):
     """1,000,000,032 and its neighbour went through float32 (outputs all multiples of 64)."""
     key = jax.random.key(3)
