@@ -105,6 +105,7 @@ def test_accountant_composes_a_new_kind_onto_its_total(monkeypatch):
     assert all(a < b for a, b in itertools.pairwise(eps))
 
 
+@pytest.mark.slow
 def test_accountant_repeated_spend_of_a_new_kind_reuses_the_total():
     """After a new kind, its repeated spends compose onto the total before it (no recomposition) and
     still refuse past the budget, as a fresh accountant recording the same releases does."""

@@ -65,6 +65,9 @@ def _points(case, m, v):
 # ----------------------------------------------------------------------------------
 @cases_slow_at(
     "DiscreteGaussian",
+    "DiscreteLaplace",
+    "RandomizedResponse",
+    "LaplaceMixture",
     "BoostedRandomizedResponse",
     "PB-Gaussian-Absolute",
     "PB-Laplace-Relative",
@@ -174,7 +177,7 @@ EXACT_CASES = [c for c in CASES if _exact_capable(c)]
 
 
 #: the heaviest lattice laws (their χ² samples) run in the slow suite
-_SLOW_EXACT = ("Gaussian", "DiscreteGaussian", "PB-DiscreteGaussian-Absolute")
+_SLOW_EXACT = ("Gaussian", "DiscreteGaussian", "DiscreteLaplace", "PB-DiscreteGaussian-Absolute")
 
 
 @pytest.mark.parametrize(
@@ -357,6 +360,7 @@ def test_closed_form_renyi_matches_quadrature(case):
 @cases_slow_at(
     "Gaussian",
     "DiscreteLaplace",
+    "RandomizedResponse",
     "LaplaceMixture",
     "GeometricMixture",
     "BoostedRandomizedResponse",

@@ -74,7 +74,7 @@ KERNELS = {  # name → (mechanism class name, base scale, integer answers)
     "name",
     [
         pytest.param(k, marks=pytest.mark.slow)
-        if k in ("gaussian", "discrete_gaussian", "discrete_laplace_small")
+        if k in ("gaussian", "discrete_gaussian", "discrete_laplace_small", "discrete_laplace_above_2^10")
         else k
         for k in KERNELS
     ],
