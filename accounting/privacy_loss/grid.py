@@ -33,6 +33,18 @@ _CHERNOFF_T = np.concatenate([-np.geomspace(1e-3, 60.0, 28), np.geomspace(1e-3, 
 
 @pytree_dataclass
 class GridPmf:
+    """One direction of a privacy-loss distribution on a loss grid of spacing ``step``.
+
+    Mass ``probs[..., i]`` sits at loss ``(offset + i) * step``, plus an atom ``inf_mass`` at +∞.
+
+    Args:
+      probs: masses of shape batch + (n,).
+      offset: grid index of the first mass, an integer-valued float64 array of the batch shape.
+      inf_mass: the mass at +∞, of the batch shape.
+      roundoff: estimated absolute error of δ computed from this pmf, of the batch shape.
+      step: the grid spacing (static).
+    """
+
     probs: jax.Array  # (..., n)
     offset: jax.Array  # (...,) integer-valued float64
     inf_mass: jax.Array  # (...,)
@@ -75,6 +87,15 @@ def connect_the_dots(deltas, gaps, step: float, xp=jnp):
     point by point) are paid from the positive mass just below them (:func:`_pay_down`), which
     keeps the total and only raises δ; ``clipped`` is their total magnitude. ``xp=numpy``: concrete
     profile values on the host (no derivative).
+
+    Args:
+      deltas: profile values δ(ε_i), shape batch + (n,).
+      gaps: the gaps g_i at the same ε_i, shape batch + (n,).
+      step: the grid spacing.
+      xp: ``jax.numpy``, or ``numpy`` for concrete values on the host.
+
+    Returns:
+      ``(probs, inf_mass, clipped)`` as described above.
     """
     d = _cummin(xp.clip(deltas, 0.0, 1.0), xp=xp)
     g = xp.maximum(gaps, 0.0)
@@ -134,7 +155,18 @@ def _pay_down(p, xp=jnp):
 
 def from_profile(deltas, gaps, k0, step: float, xp=jnp):
     """GridPmf from profile values (and gaps, see :func:`connect_the_dots`) at ε_i = (k0 + i)·step;
-    ``xp=numpy``: concrete values on the host."""
+    ``xp=numpy``: concrete values on the host.
+
+    Args:
+      deltas: profile values δ(ε_i), shape batch + (n,).
+      gaps: the gaps at the same ε_i (:func:`connect_the_dots`).
+      k0: grid index of ε_0 (the pmf's offset).
+      step: the grid spacing.
+      xp: ``jax.numpy``, or ``numpy`` for concrete values on the host.
+
+    Returns:
+      The dominating :class:`GridPmf`.
+    """
     probs, inf, _ = connect_the_dots(deltas, gaps, step, xp)
     n = probs.shape[-1]
     # The PLD reproduces the profile values at the grid points exactly (clipping only adds
@@ -154,7 +186,16 @@ def coarsen(pmf: GridPmf, factor: int, xp=jnp) -> GridPmf:
     between a and b — above it (convexity in e^ε): connect-the-dots of this PLD on the coarser grid,
     dominating, with δ unchanged at the coarse grid points. The mean loss rises by ≤ S²/8 per
     composition, so a step well below the loss scale costs little. ``xp=numpy``: a concrete pmf
-    (numpy leaves) on the host."""
+    (numpy leaves) on the host.
+
+    Args:
+      pmf: the grid pmf.
+      factor: the ratio of the new step to the old one (a static power of two).
+      xp: ``jax.numpy``, or ``numpy`` for a concrete pmf on the host.
+
+    Returns:
+      The coarsened :class:`GridPmf` (``pmf`` itself when ``factor`` is 1).
+    """
     if factor == 1:
         return pmf
     n = pmf.size
@@ -189,7 +230,15 @@ def coarsen(pmf: GridPmf, factor: int, xp=jnp) -> GridPmf:
 
 def disjoint(pmf: GridPmf, apart) -> GridPmf:
     """``pmf`` with every batch member where ``apart`` replaced by the PLD of two laws with disjoint
-    supports (all mass at +∞: δ = 1 at every ε)."""
+    supports (all mass at +∞: δ = 1 at every ε).
+
+    Args:
+      pmf: the grid pmf.
+      apart: boolean mask broadcasting with the batch shape.
+
+    Returns:
+      The :class:`GridPmf` with the masked members replaced.
+    """
     apart = jnp.broadcast_to(apart, pmf.inf_mass.shape)
     return GridPmf(
         jnp.where(apart[..., None], 0.0, pmf.probs),
@@ -395,7 +444,15 @@ def delta_with_roundoff(pmf: GridPmf, eps, pessimistic: bool, xp=jnp):
 
 def pure_epsilon(pmf: GridPmf, tol: float = 0.0):
     """Largest loss carrying mass (∞ if the +∞ atom is non-zero); of a concrete pmf read on the host
-    (no program compiled per grid length)."""
+    (no program compiled per grid length).
+
+    Args:
+      pmf: the grid pmf.
+      tol: masses at or below this are treated as zero.
+
+    Returns:
+      The pure ε per batch member (≥ 0, ∞ with mass at +∞).
+    """
     xp = jnp if is_traced(pmf.probs) or is_traced(pmf.offset) or is_traced(pmf.inf_mass) else np
     probs, offset, inf_mass = (xp.asarray(x) for x in (pmf.probs, pmf.offset, pmf.inf_mass))
     idx = xp.arange(pmf.size, dtype=np.float64)
@@ -437,6 +494,16 @@ def chernoff_window(pmf: GridPmf, count, tail: float, xp=jnp):
     by T·(b−1) indices on each side. ``count``: an int, or an integer-valued array over the
     batch (traced: one program for every count). Returns float arrays (lo, hi). ``xp=numpy``: a
     concrete pmf (numpy leaves) on the host.
+
+    Args:
+      pmf: the grid pmf.
+      count: the number of compositions.
+      tail: the mass allowed outside the window.
+      xp: ``jax.numpy``, or ``numpy`` for a concrete pmf on the host.
+
+    Returns:
+      ``(lo, hi, (ts, logm))``: the window bounds and the Chernoff orders with the log moment
+      generating function at them (for :func:`_tail_bound`).
     """
     n = pmf.size
     ts = xp.asarray(_CHERNOFF_T / n)
@@ -463,7 +530,17 @@ def power(spec, count, bits: int | None = None, xp=jnp):
     """``spec ** count``: ``lax.integer_pow`` for an int, square-and-multiply for an integer-valued
     array ``count`` < 2**bits (broadcast over the last axis; traced: one program for every count).
     ``xp=numpy``: the same square-and-multiply on the host (an int count too: numpy's power of a
-    complex array by a large integer goes through exp/log)."""
+    complex array by a large integer goes through exp/log).
+
+    Args:
+      spec: the (complex) spectrum to raise.
+      count: the exponent, an int or an integer-valued array.
+      bits: an upper bound on the exponent's bit length (square-and-multiply); None for an int count.
+      xp: ``jax.numpy``, or ``numpy`` on the host.
+
+    Returns:
+      ``spec ** count``, elementwise.
+    """
     if bits is None and xp is jnp:
         return spec**count
     if bits is None:
@@ -500,6 +577,19 @@ def self_compose(
     +∞ atom when pessimistic (dropped when optimistic). ``count``: an int, or with ``bits``
     an integer-valued array below 2**bits (traced: the odometer of a training loop composes
     every count with one program). ``xp=numpy``: a concrete pmf (numpy leaves) composed on the host.
+
+    Args:
+      pmf: the grid pmf.
+      count: the number of compositions.
+      size: the FFT length (static).
+      tail: the mass allowed outside the window.
+      pessimistic: move the aliased mass to +∞ (else drop it).
+      with_width: also return the Chernoff window's width.
+      bits: an upper bound on the bit length of an array ``count``.
+      xp: ``jax.numpy``, or ``numpy`` for a concrete pmf on the host.
+
+    Returns:
+      The composed :class:`GridPmf`, or ``(pmf, width)`` with ``with_width``.
     """
     n = pmf.size
     lo, hi, (ts, logm) = chernoff_window(pmf, count, tail, xp)
@@ -560,7 +650,18 @@ def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, xp=jnp) -> 
     """Linear convolution of two pmfs on the same grid (FFT), full support. ``support`` (traced, for
     pmfs padded with zeros on top): the length of the true convolution (the unpadded lengths' sum − 1),
     above which the exact result is 0 and the FFT's round-off noise is dropped. ``xp``: ``jax.numpy``,
-    or ``numpy`` for concrete pmfs composed on the host (masses as numpy arrays)."""
+    or ``numpy`` for concrete pmfs composed on the host (masses as numpy arrays).
+
+    Args:
+      a: the first grid pmf.
+      b: the second grid pmf, on the same grid.
+      pessimistic: the side round-off is accounted on.
+      support: the true convolution length of zero-padded pmfs, or None.
+      xp: ``jax.numpy``, or ``numpy`` for concrete pmfs on the host.
+
+    Returns:
+      The composed :class:`GridPmf`, of length ``a.size + b.size - 1``.
+    """
     size = a.size + b.size - 1
     fft_len = 1 << (size - 1).bit_length()
     fa = xp.fft.rfft(a.probs, n=fft_len, axis=-1)
@@ -575,7 +676,14 @@ def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, xp=jnp) -> 
 
 def support_len(pmf: GridPmf) -> int:
     """Concrete: one past the last index where any member of the batch has mass (1 if none): the length
-    of the pmf without the zeros that pad it on top."""
+    of the pmf without the zeros that pad it on top.
+
+    Args:
+      pmf: a grid pmf with concrete masses.
+
+    Returns:
+      The support length (an int).
+    """
     nz = np.flatnonzero(np.any(np.asarray(pmf.probs).reshape(-1, pmf.size) != 0, axis=0))
     return int(nz[-1]) + 1 if nz.size else 1
 
@@ -584,7 +692,18 @@ def trim(pmf: GridPmf, start: int, stop: int, size: int, pessimistic: bool) -> G
     """Keep indices [start, stop) of a concrete pmf (numpy masses) on a grid of ``size`` >= stop − start
     points, zeros above ``stop``; cut mass below goes up to the first kept bucket, cut mass above to
     +∞ (pessimistic) or is dropped / lumped down to the last kept one (optimistic). On the host, in
-    numpy (nothing compiled per pair of lengths)."""
+    numpy (nothing compiled per pair of lengths).
+
+    Args:
+      pmf: a grid pmf with concrete masses.
+      start: first index kept.
+      stop: one past the last index kept.
+      size: length of the result (>= ``stop - start``).
+      pessimistic: the side the cut mass is moved to.
+
+    Returns:
+      The trimmed :class:`GridPmf`.
+    """
     p = np.asarray(pmf.probs)
     below, above = p[..., :start].sum(-1), p[..., stop:].sum(-1)
     kept = np.zeros(p.shape[:-1] + (size,))
@@ -600,7 +719,15 @@ def trim(pmf: GridPmf, start: int, stop: int, size: int, pessimistic: bool) -> G
 
 def pad_to(pmf: GridPmf, size: int) -> GridPmf:
     """Append zero masses (losses above the support) up to length ``size`` (static); concrete masses
-    are padded on the host (no program compiled per pair of lengths)."""
+    are padded on the host (no program compiled per pair of lengths).
+
+    Args:
+      pmf: the grid pmf.
+      size: the length to pad to (static).
+
+    Returns:
+      The padded :class:`GridPmf` (``pmf`` itself if already at least ``size`` long).
+    """
     if size <= pmf.size:
         return pmf
     width = [(0, 0)] * (pmf.probs.ndim - 1) + [(0, size - pmf.size)]
@@ -613,7 +740,15 @@ def pad_to(pmf: GridPmf, size: int) -> GridPmf:
 
 
 def trim_window(pmf: GridPmf, tail: float):
-    """Static (start, stop) keeping all but ``tail``/2 mass on each side (concrete pmf)."""
+    """Static (start, stop) keeping all but ``tail``/2 mass on each side (concrete pmf).
+
+    Args:
+      pmf: a grid pmf with concrete masses.
+      tail: the total mass that may be cut.
+
+    Returns:
+      ``(start, stop)`` as ints, at least two points apart.
+    """
     p = np.asarray(pmf.probs).reshape(-1, pmf.size)
     c = np.cumsum(p, axis=-1)
     r = np.cumsum(p[:, ::-1], axis=-1)[:, ::-1]
