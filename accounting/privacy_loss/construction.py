@@ -97,6 +97,17 @@ class Plan:
 
     Built from concrete parameters by :func:`make_plan` (``pld`` does it for you);
     pass it to :func:`pld` to build PLDs from *traced* parameters inside ``jit``.
+
+    Args:
+      step: the loss-grid step.
+      remove: ``(k0, n, ng)`` of the remove direction: losses ``(k0 + i)·step`` for i < n; δ may exceed 1/2
+        only for i < ng.
+      add: the same for the add direction, or None (symmetric: no subsampling).
+      cells: output cells per pair for the profile envelope.
+      count: discrete support length (0: not discrete).
+      klo: discrete support start per pair.
+      mirror: per direction, the (below, above) extension of its grid that also holds the mirrored gap points
+        of the other direction, or None (evaluated apart).
     """
 
     step: float
@@ -133,6 +144,19 @@ class Plan:
 
 
 def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
+    """Check the arguments of a PLD built from a mechanism, outside ``jit``.
+
+    Args:
+      mech: the dpjax mechanism.
+      sensitivity: the query's sensitivity (a positive scalar).
+      sampling_prob: the Poisson sampling probability, in [0, 1].
+      value_discretization_interval: the loss-grid step, or None (adaptive).
+
+    Raises:
+      ValueError: ``mech`` is not a dpjax Mechanism, ``sensitivity`` is not a scalar, or
+        ``value_discretization_interval`` exceeds MAX_STEP (and the checks of ``check_positive`` /
+        ``check_probability`` on each parameter).
+    """
     if not isinstance(mech, Mechanism):
         raise ValueError(f"mech must be a dpjax Mechanism, got {type(mech).__name__}")
     check_positive("sensitivity", sensitivity)
@@ -150,13 +174,29 @@ def validate(mech, sensitivity, sampling_prob, value_discretization_interval):
 
 
 def sampling_rate(sampling_prob):
-    """None for no subsampling (a Python 1), else a float64 array."""
+    """None for no subsampling (a Python 1), else a float64 array.
+
+    Args:
+      sampling_prob: the Poisson sampling probability (a scalar or array, possibly traced).
+
+    Returns:
+      None when ``sampling_prob`` is a concrete 1, else ``sampling_prob`` as a float64 array.
+    """
     if not is_traced(sampling_prob) and np.all(np.asarray(sampling_prob) == 1.0):
         return None
     return as64(sampling_prob) if not is_traced(sampling_prob) else jnp.asarray(sampling_prob, jnp.float64)
 
 
 def pairs(mech, sensitivity):
+    """The mechanism's worst-case neighbouring output pairs at ``sensitivity``, as float64 arrays.
+
+    Args:
+      mech: the dpjax mechanism.
+      sensitivity: the query's sensitivity.
+
+    Returns:
+      ``(values, neighbour_values)`` from ``mech.neighbour_pairs``.
+    """
     v, nv = mech.neighbour_pairs(sensitivity)
     return jnp.asarray(v, jnp.float64), jnp.asarray(nv, jnp.float64)
 
@@ -166,6 +206,14 @@ def row_bounds(d, d_other_neg, eps):
 
     ``d_other_neg`` is the other direction's profile at −ε, so that the gap
     g(ε) = δ(ε) − (1 − e^ε) = e^ε δ_other(−ε) is computed without cancellation.
+
+    Args:
+      d: the direction's profile on ``eps``, shape (..., len(eps)).
+      d_other_neg: the other direction's profile at ``-eps``, same shape.
+      eps: the coarse symmetric ε grid.
+
+    Returns:
+      ``(eps_lo, eps_hi)``: float64 arrays with one bound per row, clipped to ±LOSS_LIMIT.
     """
     d = np.asarray(d).reshape(-1, eps.size)
     floor = d[:, -1:] + _PROFILE_TAIL
@@ -268,14 +316,29 @@ def make_plan(
 
 
 def pow2_ceil(x: float) -> float:
-    """Smallest power of two >= x."""
+    """Smallest power of two >= x.
+
+    Args:
+      x: a positive float.
+
+    Returns:
+      The power of two, as a float.
+    """
     return 2.0 ** math.ceil(math.log2(x) - 1e-12)
 
 
 def loss_scale(d, eps=_COARSE):
     """√(2∫_0^∞ (δ(ε) − δ(∞)) dε) per profile row on the coarse grid ``eps`` (∞ for a row without
     positive losses): for small losses ≈ √E[L₊²] (∫_0^∞ (1 − e^{ε−L})_+ dε = L − 1 + e^{−L} ≈ L²/2),
-    the size of the losses the grid must resolve."""
+    the size of the losses the grid must resolve.
+
+    Args:
+      d: profile values on ``eps``, shape (..., len(eps)).
+      eps: the coarse ε grid.
+
+    Returns:
+      The loss scale per row, a float64 array.
+    """
     d = np.asarray(d).reshape(-1, eps.size)
     pos = eps >= 0
     x, y = eps[pos], np.clip(d[:, pos] - d[:, -1:], 0.0, None)
@@ -293,7 +356,15 @@ def auto_step(width: float, scale: float) -> float:
 
     The one rule of every route that leaves the step to the engine (``value_discretization_interval
     =None``): :func:`make_plan` (``accounting.pld``, the ``Accountant``, DP-SGD) and the batch
-    queries' per-member plans."""
+    queries' per-member plans.
+
+    Args:
+      width: the loss range's width.
+      scale: the loss scale.
+
+    Returns:
+      The step, a power of two.
+    """
     floor = pow2_ceil(max(width, 1e-300) / AUTO_RANGE_POINTS)
     step = DEFAULT_DISCRETIZATION
     if scale / AUTO_SCALE_POINTS < step:
@@ -302,14 +373,29 @@ def auto_step(width: float, scale: float) -> float:
 
 
 def next_pow2(n):
-    """Smallest power of two >= n (an int, at least 1): the grid lengths that share compiled code."""
+    """Smallest power of two >= n (an int, at least 1): the grid lengths that share compiled code.
+
+    Args:
+      n: a length.
+
+    Returns:
+      The power of two, an int.
+    """
     return 1 << (max(int(n), 1) - 1).bit_length()
 
 
 def coarse_len(x, n):
     """A static length ``x`` next to a grid of ``n`` points, rounded up to a power of two and, above 16,
     to at least n/8: a handful of values per grid length, so that grids of one length share compiled
-    programs whatever their offsets (0 for x <= 0)."""
+    programs whatever their offsets (0 for x <= 0).
+
+    Args:
+      x: the length to round.
+      n: the length of the grid it extends.
+
+    Returns:
+      The rounded length, an int.
+    """
     if x <= 0:
         return 0
     x = next_pow2(x)
@@ -320,7 +406,17 @@ def mirror_extension(k0, n, k0o, g):
     """Static (below, above) extension of a grid (k0, n) holding the mirrored positions −(k0o + j),
     j < g, of the other grid, for either rounding shift (0 pessimistic, 1 optimistic); arrays are
     maxed over (a batch of offsets). Rounded up by :func:`coarse_len` (shared compiles); None when
-    evaluating the g mirrored points apart is no dearer."""
+    evaluating the g mirrored points apart is no dearer.
+
+    Args:
+      k0: grid index of the grid's first point (an int or an array over the batch).
+      n: the grid's length.
+      k0o: grid index of the other grid's first point (an int or an array).
+      g: the number of the other grid's points mirrored.
+
+    Returns:
+      ``(below, above)`` as ints, or None.
+    """
     below = int(np.max(np.asarray(k0) + np.asarray(k0o) + 2 + g - 1))
     above = int(np.max(-np.asarray(k0o) - np.asarray(k0) - n + 1))
     below, above = (coarse_len(x, n) for x in (below, above))
@@ -357,7 +453,18 @@ def _coarse_jit(mech, sensitivity, sampling_prob, klo, cells, count):
 
 def build(mech, sensitivity, sampling_prob, plan, pessimistic):
     """Single-step (remove, add) grid pmfs of ``plan`` (``sampling_prob`` as :func:`sampling_rate` gives
-    it); compiled once per plan *shape*."""
+    it); compiled once per plan *shape*.
+
+    Args:
+      mech: the dpjax mechanism.
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate as :func:`sampling_rate` returns it (None: no subsampling).
+      plan: the :class:`Plan`.
+      pessimistic: build the dominating (else the dominated) pmfs.
+
+    Returns:
+      ``(remove, add)`` grid pmfs; ``add`` is None for a symmetric plan.
+    """
     return _build_jit(mech, sensitivity, sampling_prob, plan.offsets, plan.shape, pessimistic)
 
 
@@ -367,7 +474,19 @@ def _build_jit(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
 
 
 def build_core(mech, sensitivity, sampling_prob, offsets, shape, pessimistic):
-    """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static)."""
+    """``offsets`` = (k0_remove, k0_add, klo) traced; ``shape`` = :attr:`Plan.shape` (static).
+
+    Args:
+      mech: the dpjax mechanism.
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate as :func:`sampling_rate` returns it.
+      offsets: ``(k0_remove, k0_add, klo)``, possibly traced.
+      shape: :attr:`Plan.shape` (static).
+      pessimistic: build the dominating (else the dominated) pmfs.
+
+    Returns:
+      ``(remove, add)`` grid pmfs; ``add`` is None for a symmetric plan.
+    """
     _, _, _, cells, count, _ = shape[:6]
     values, nvalues = pairs(mech, sensitivity)
     extra = {"cells": cells}
