@@ -266,7 +266,18 @@ class PrivacyLossDistribution:
         given grid directions: the one route that carries the flags — ``atomic`` (a composed discrete
         mechanism refuses derivatives), ``adaptive``, the step — and the Gaussian parts beyond the grid
         (:attr:`bounds`) whoever composes (``compose``, ``self_compose``, the odometer's count-traced
-        composition)."""
+        composition).
+
+        Args:
+          remove: the composed remove-direction grid pmf.
+          add: the composed add-direction grid pmf, or None (symmetric).
+          pure_eps: the composed pure ε.
+          other: the other PLD composed with this one, or None.
+          count: the number of runs of this one composed (with ``other`` None), or None.
+
+        Returns:
+          The composed :class:`PrivacyLossDistribution`.
+        """
         others = () if other is None else (other,)
         bounds = self.bounds + sum((o.bounds for o in others), ())
         if count is not None:
@@ -300,7 +311,14 @@ class PrivacyLossDistribution:
 
     def coarsened(self, step):
         """This grid PLD on the coarser power-of-two ``step`` (dominating:
-        :func:`accounting.privacy_loss.grid.coarsen`)."""
+        :func:`accounting.privacy_loss.grid.coarsen`).
+
+        Args:
+          step: the new step, a power-of-two multiple of the current one.
+
+        Returns:
+          The coarsened :class:`PrivacyLossDistribution` (this one when ``step`` is its step).
+        """
         if self.gaussian_part is not None:
             return self.resolved().coarsened(step)
         if step == self.step:
@@ -321,7 +339,14 @@ class PrivacyLossDistribution:
         """An adaptive grid PLD coarsened by the smallest power of two that brings a composition window of
         ``need`` points (at its own step) within AUTO_WINDOW; any other PLD as it is. The one rule of
         every composition by a count: :meth:`self_compose`, the odometer's and DP-SGD's
-        (:func:`accounting.accountant.composition_grid`)."""
+        (:func:`accounting.accountant.composition_grid`).
+
+        Args:
+          need: the composition window's length in points at this PLD's step.
+
+        Returns:
+          The (possibly coarsened) :class:`PrivacyLossDistribution`.
+        """
         if self.gaussian_part is not None:
             return self.resolved().fitted_to_window(need)
         if not self.adaptive:
