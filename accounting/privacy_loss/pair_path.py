@@ -67,7 +67,17 @@ _CERTIFY_CHUNK = 4096
 
 def pairs_at(values, nvalues, position, discrete: bool):
     """The pair at real path ``position`` (an index into the nodes ``values``/``nvalues``, last
-    axis): linear between consecutive nodes; integer answers (same gap) for discrete mechanisms."""
+    axis): linear between consecutive nodes; integer answers (same gap) for discrete mechanisms.
+
+    Args:
+      values: the path's node answers, last axis.
+      nvalues: the neighbours' node answers, same shape.
+      position: real path positions (clipped to the path).
+      discrete: round to integer answers keeping each node's gap.
+
+    Returns:
+      ``(v, nv)``: the pair at every position.
+    """
     last = values.shape[-1] - 1
     position = jnp.clip(position, 0.0, float(last))
     k = jnp.clip(jnp.floor(position), 0.0, float(max(last - 1, 0))).astype(jnp.int32)
@@ -94,6 +104,18 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool, kink=None):
     well (a bracket of a grid step either side): a peak there, between two nodes lower than the
     best, escapes the search around the best node. The result is then the larger bound of the two
     searches. All results have the points shape.
+
+    Args:
+      div: the divergence ``div(v, nv)`` at every point for per-point pairs.
+      values: the path's node answers (..., P).
+      nvalues: the neighbours' node answers (..., P).
+      best: the nodes' maximum at every point.
+      index: the node index of ``best`` at every point.
+      discrete: integer answers along the path.
+      kink: an answer where the divergence has a kink, also searched; or None.
+
+    Returns:
+      ``(value, margin, position)``, each of the points' shape.
     """
     value, margin, centre = _search(
         div, values, nvalues, best, jax.lax.stop_gradient(index).astype(values.dtype), discrete
@@ -185,6 +207,13 @@ def convex_minorant(t, bound):
     on slopes in x scaled by e^{-t} of the middle point (finite at any t); the vertices' values are
     interpolated linearly in x. Differentiable in the bounds and the points' t (the choice of
     vertices is piecewise constant).
+
+    Args:
+      t: the points' losses, last axis (leading axes a batch).
+      bound: the bounds at those points, same shape.
+
+    Returns:
+      The minorant at every ``t``, of ``bound``'s shape.
     """
     return jnp.vectorize(_convex_minorant_row, signature="(n),(n)->(n)")(t, bound)
 
@@ -232,6 +261,16 @@ def elementwise(hook, mech, x, v, nv):
     ``mech``: parameters shaped batch + (1,) (the accountant's expanded mechanism); ``hook``
     returns, for scalar parameters and arguments, an array of size 1. Every element gets its
     own pair, unlike the hooks' own broadcasting (one pair against a grid of ε).
+
+    Args:
+      hook: the scalar divergence ``hook(m, x, v, nv)``.
+      mech: the mechanism, parameters shaped batch + (1,).
+      x: the points, shape (K,) + batch + (M,).
+      v: the answers, broadcasting to ``x``.
+      nv: the neighbours' answers, broadcasting to ``x``.
+
+    Returns:
+      The divergence of every element, of ``x``'s shape.
     """
     batch = x.shape[1:-1]
     nb = math.prod(batch)
@@ -251,7 +290,17 @@ def elementwise(hook, mech, x, v, nv):
 def path_divergence(hook, mech, x, forward=False):
     """``div(v, nv)`` for :func:`supremum`: ``hook`` at the points ``x`` (broadcast to the
     pairs' shape (K,) + batch + (M,)), every point with its own pair, both orders maxed
-    unless ``forward``. ``mech``: parameters shaped batch + (1,)."""
+    unless ``forward``. ``mech``: parameters shaped batch + (1,).
+
+    Args:
+      hook: the scalar divergence hook (a value of ``HOOKS``).
+      mech: the mechanism, parameters shaped batch + (1,).
+      x: the points.
+      forward: evaluate one order of each pair only.
+
+    Returns:
+      The function ``div(v, nv)``.
+    """
 
     def div(v, nv):
         xs = jnp.broadcast_to(x, v.shape)
@@ -280,6 +329,18 @@ def worst_case(m, kind, x, values, nvalues, *, directions="both", path=True):
     (``pair_path``), ``bound`` is the supremum along the path (an upper bound,
     :func:`supremum`) and ``pair`` the path pair ``(v, v')`` where it peaks; otherwise
     the grid maximum and its pair.
+
+    Args:
+      m: the mechanism.
+      kind: ``"hockey_stick"`` or ``"renyi"``.
+      x: the ε values or orders.
+      values: the pairs' answers.
+      nvalues: the neighbours' answers.
+      directions: ``"both"`` or ``"forward"``.
+      path: search along the mechanism's pair path where it has one.
+
+    Returns:
+      ``(bound, pair)`` as described above.
     """
     hook = HOOKS[kind]
     x = jnp.asarray(x)
@@ -326,6 +387,19 @@ def certified_supremum(div, x, values, nvalues, variation, bound, *, discrete: b
 
     Returns ``(upper, best, proven)``: the bound, the best value found (a divergence the path attains) and
     whether every cell closed below the threshold within the budget, arrays of ``x``'s length.
+
+    Args:
+      div: the divergence at flat arrays of points and pairs.
+      x: the points.
+      values: the path's node answers (P,).
+      nvalues: the neighbours' node answers (P,).
+      variation: the per-cell variation bound.
+      bound: the value to certify per point.
+      discrete: integer answers along the path.
+      max_evals: the evaluation budget per point.
+
+    Returns:
+      ``(upper, best, proven)`` as described above.
     """
     x = np.asarray(x, np.float64).reshape(-1)
     values, nvalues = np.asarray(values, np.float64), np.asarray(nvalues, np.float64)
