@@ -43,12 +43,26 @@ OUTPUT_TAIL = 1e-18
 
 def is_symmetric(mech) -> bool:
     """δ(P_v‖P_v') = δ(P_v'‖P_v) for the declared pairs (the mechanism's ``symmetric_pairs``:
-    symmetric additive noise, RR, an absolute-error region)."""
+    symmetric additive noise, RR, an absolute-error region).
+
+    Args:
+      mech: the dpjax mechanism.
+
+    Returns:
+      Whether the mechanism declares symmetric pairs.
+    """
     return bool(mech.symmetric_pairs)
 
 
 def expand(mech):
-    """Parameters shaped (..., 1) so that they broadcast against a trailing grid axis."""
+    """Parameters shaped (..., 1) so that they broadcast against a trailing grid axis.
+
+    Args:
+      mech: the dpjax mechanism (a pytree of parameters).
+
+    Returns:
+      The mechanism with every parameter given a trailing axis of length 1.
+    """
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x)[..., None], mech)
 
 
@@ -56,7 +70,16 @@ def expand(mech):
 # atoms → profile evaluator
 # ----------------------------------------------------------------------------------
 def atoms_profile(mass, loss, tail):
-    """Evaluator ε ↦ tail + Σ_c m_c (1 − e^{ε−ℓ_c})_+ for atoms (..., K)."""
+    """Evaluator ε ↦ tail + Σ_c m_c (1 − e^{ε−ℓ_c})_+ for atoms (..., K).
+
+    Args:
+      mass: the atoms' masses (..., K).
+      loss: the atoms' losses (..., K); NaN counts as +∞.
+      tail: mass added to δ at every ε (...,).
+
+    Returns:
+      The function ``at(eps)`` giving δ of shape (..., m) for ε of shape (..., m).
+    """
     loss = jnp.where(jnp.isnan(loss), jnp.inf, loss)  # an undefined loss counts as the worst
     valid = mass > 0
     loss = jnp.where(valid, loss, -jnp.inf)
@@ -131,7 +154,17 @@ def _bisect_output(mech, v, nv, tail, upper: bool, iters=90):
 
 
 def output_interval(mech, v, nv, tail=OUTPUT_TAIL):
-    """(ylo, yhi) holding all but ``tail`` per side of P_v and P_nv (params (..., 1))."""
+    """(ylo, yhi) holding all but ``tail`` per side of P_v and P_nv (params (..., 1)).
+
+    Args:
+      mech: the mechanism, parameters shaped (..., 1).
+      v: the answer.
+      nv: the neighbouring answer.
+      tail: the mass left outside on each side.
+
+    Returns:
+      ``(ylo, yhi)``.
+    """
     return _bisect_output(mech, v, nv, tail, False), _bisect_output(mech, v, nv, tail, True)
 
 
@@ -285,6 +318,22 @@ def envelope(mech, values, nvalues, sampling_prob, eps_rem, eps_add, *, pessimis
     ``sampling_prob`` None).
     ``plan``: dict with the static sizes of the source (``cells`` or ``klo``/``count``).
     Returns (δ_rem, δ_add) on the given grids.
+
+    Args:
+      mech: the mechanism, parameters shaped (..., 1).
+      values: the pairs' answers, (P,) or (..., P).
+      nvalues: the neighbours' answers, same shape.
+      sampling_prob: the Poisson rate, or None (not subsampled).
+      eps_rem: the remove direction's losses (..., m).
+      eps_add: the add direction's losses (..., m), or None (symmetric).
+      pessimistic: bound from above (else from below).
+      plan: the static sizes of the source (``cells``, or ``klo``/``count``).
+
+    Returns:
+      ``(δ_rem, δ_add)`` on the given grids (``δ_add`` None when ``eps_add`` is None).
+
+    Raises:
+      NotImplementedError: the mechanism has a pair path but no closed-form hockey-stick profile.
     """
     how = route(mech)
     kind = how.profile
@@ -388,7 +437,15 @@ def _path_supremum(mech, values, nvalues, args, best, arg, pessimistic):
 
 
 def mech_batch(mech, eps):
-    """Shape (..., 1) of the expanded parameters, padded to the grid's rank."""
+    """Shape (..., 1) of the expanded parameters, padded to the grid's rank.
+
+    Args:
+      mech: the dpjax mechanism.
+      eps: the loss grid.
+
+    Returns:
+      The batch shape, or ``(1,) * eps.ndim`` for an unbatched mechanism.
+    """
     shp = mech.batch_shape
     return shp if len(shp) else (1,) * eps.ndim
 
@@ -401,7 +458,19 @@ MAX_DISCRETE_SUPPORT = 1 << 24
 
 
 def discrete_plan(mech, values, nvalues):
-    """Concrete integer support (klo per pair, common count) for the discrete source."""
+    """Concrete integer support (klo per pair, common count) for the discrete source.
+
+    Args:
+      mech: the discrete mechanism.
+      values: the pairs' answers.
+      nvalues: the neighbours' answers.
+
+    Returns:
+      ``{"klo": support start per pair (an array), "count": the common support length (an int)}``.
+
+    Raises:
+      ValueError: the support spans more than MAX_DISCRETE_SUPPORT integers.
+    """
     vals = jnp.atleast_1d(values)
     nvals = jnp.atleast_1d(nvalues)
     lo = _bisect_output(mech, vals, nvals, OUTPUT_TAIL, False)
