@@ -33,7 +33,15 @@ __all__ = ["Route", "route", "pure_cap", "capped_by_pure"]
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-    """The static decision of :func:`route` (hashable)."""
+    """The static decision of :func:`route` (hashable).
+
+    Args:
+      analytic: the analytic Gaussian PLD (no grid).
+      profile: the grid build's profile source: ``"closed_form"``, ``"discrete"`` or ``"output_grid"``.
+      pair_path: the envelope takes the supremum along the mechanism's pair path.
+      pure_cap: answers are capped by the mechanism's own pure ε.
+      atomic: a discrete (atomic) mechanism.
+    """
 
     analytic: bool  # the analytic Gaussian PLD (no grid)
     profile: str  # the grid build's profile source: "closed_form" | "discrete" | "output_grid"
@@ -50,7 +58,16 @@ class Route:
 def route(mech, sampling_prob=None, *, use_analytic=True) -> Route:
     """The :class:`Route` of ``mech``'s PLD; ``sampling_prob`` the Poisson sampling rate as
     :func:`construction.sampling_rate` gives it (``None``: not subsampled), ``use_analytic=False``
-    forces the grid for a Gaussian loss."""
+    forces the grid for a Gaussian loss.
+
+    Args:
+      mech: the dpjax mechanism.
+      sampling_prob: the Poisson sampling rate, or None (not subsampled).
+      use_analytic: allow the analytic Gaussian PLD.
+
+    Returns:
+      The :class:`Route`.
+    """
     if mech.hockey_stick is not None:
         profile = "closed_form"
     elif mech.discrete:
@@ -69,7 +86,16 @@ def route(mech, sampling_prob=None, *, use_analytic=True) -> Route:
 def pure_cap(mech, sensitivity, sampling_prob):
     """The mechanism's own pure ε (``mech.pure_epsilon``, ∞ off its lattice), amplified by Poisson
     subsampling at rate ``sampling_prob`` (``None``: none), over the mechanism's batch; only for a
-    route with ``pure_cap``."""
+    route with ``pure_cap``.
+
+    Args:
+      mech: the dpjax mechanism.
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate, or None.
+
+    Returns:
+      The pure ε over the mechanism's batch shape (float64).
+    """
     eps = jnp.where(mech.off_lattice(sensitivity), jnp.inf, jnp.asarray(mech.pure_epsilon(sensitivity), jnp.float64))
     if sampling_prob is not None:
         eps = jnp.log1p(sampling_prob * jnp.expm1(eps))
@@ -81,7 +107,18 @@ def capped_by_pure(kind, out, arg, pure, xp=jnp):
     ε ≥ pure ε. Where the loss grid cannot hold the losses (beyond ``LOSS_LIMIT``, carried to +∞)
     this is what keeps a pure-DP mechanism's ε finite and exact; elsewhere it changes nothing
     but the grid's rounding. (A NaN answer, below the round-off floor, stays NaN.) ``xp=numpy``:
-    concrete values on the host."""
+    concrete values on the host.
+
+    Args:
+      kind: ``"epsilon"`` (answers are ε) or ``"delta"`` (answers are δ at ``arg``).
+      out: the answers, shape (..., m).
+      arg: the queried δ or ε, broadcasting with ``out``.
+      pure: the composed pure ε over the batch, or None (no cap).
+      xp: ``jax.numpy``, or ``numpy`` for concrete values on the host.
+
+    Returns:
+      The capped answers, of ``out``'s shape.
+    """
     if pure is None:
         return out
     p = xp.asarray(pure, np.float64)[..., None]
