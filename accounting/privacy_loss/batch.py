@@ -614,6 +614,27 @@ def get_epsilon(
     ``value_discretization_interval``: ``None`` (default) gives every member the adaptive step of
     :func:`accounting.pld` (its loss range and scale decide it; a composition window above 2^23
     coarsens it); a number is the step of the whole batch, as ``pld`` takes it.
+
+    Args:
+      mech: the dpjax mechanism, possibly batched.
+      delta: δ, in [0, 1).
+      count: the number of runs composed (an int, or an integer array broadcasting with the batch).
+      sensitivity: the query's sensitivity (one scalar for the whole batch).
+      sampling_prob: the Poisson sampling probability (one for the whole batch).
+      value_discretization_interval: the loss-grid step of the whole batch, or None (adaptive per member).
+      pessimistic: bound the privacy loss from above (else from below).
+      tail_mass_truncation: the mass left outside the composition window.
+      output_cells: output-grid cells per pair for mechanisms without a closed-form profile.
+      use_analytic: use the analytic Gaussian PLD where it applies.
+      progress: ``progress(done, total)`` after each chunk, True for a line on stderr, False for none, or None
+        (the default rule).
+
+    Returns:
+      ε of shape batch + δ.shape (float64).
+
+    Raises:
+      ValueError: ``mech`` is not a dpjax Mechanism, ``sampling_prob`` is not a scalar, an argument is out of
+        range, or a loss range or composition needs more than MAX_GRID grid points at the given step.
     """
     check_probability("delta", delta, high_open=True)
     return _query(
@@ -648,7 +669,29 @@ def get_delta(
     use_analytic=True,
     progress=None,
 ):
-    """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`)."""
+    """δ at ``epsilon`` after ``count`` runs of ``mech``, for every mechanism of a batch (see :func:`get_epsilon`).
+
+    Args:
+      mech: the dpjax mechanism, possibly batched.
+      epsilon: ε (real, not NaN).
+      count: the number of runs composed (an int, or an integer array broadcasting with the batch).
+      sensitivity: the query's sensitivity (one scalar for the whole batch).
+      sampling_prob: the Poisson sampling probability (one for the whole batch).
+      value_discretization_interval: the loss-grid step of the whole batch, or None (adaptive per member).
+      pessimistic: bound the privacy loss from above (else from below).
+      tail_mass_truncation: the mass left outside the composition window.
+      output_cells: output-grid cells per pair for mechanisms without a closed-form profile.
+      use_analytic: use the analytic Gaussian PLD where it applies.
+      progress: ``progress(done, total)`` after each chunk, True for a line on stderr, False for none, or None
+        (the default rule).
+
+    Returns:
+      δ of shape batch + ε.shape (float64).
+
+    Raises:
+      ValueError: ``mech`` is not a dpjax Mechanism, ``sampling_prob`` is not a scalar, an argument is out of
+        range, or a loss range or composition needs more than MAX_GRID grid points at the given step.
+    """
     check_real("epsilon", epsilon)
     return _query(
         "delta",
