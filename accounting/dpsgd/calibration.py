@@ -122,6 +122,26 @@ def calibrate_noise_multiplier(
     Gaussian the Rényi bound is the accountant, solved to 1e-7. Where ε(z) jumps across the
     window (Laplace noise: its randomized-response atoms are rounded up to the loss grid, so
     ε(z) is a fine staircase), the smallest feasible z is returned, ε a little below the window.
+
+    Args:
+      target_epsilon: the ε to reach (positive).
+      delta: δ, in [0, 1).
+      sampling_prob: the Poisson sampling probability per step.
+      steps: the number of steps.
+      mechanism: the noise kernel class (None: the Gaussian).
+      rtol: the relative width of the target window, in [0, 1).
+      value_discretization_interval: the loss-grid step, or None (adaptive).
+
+    Returns:
+      The noise multiplier, a float (an array for array arguments).
+
+    Raises:
+      ValueError: an argument is out of range, ``mechanism`` is not a supported kernel, or the target is out of
+        reach (noise multiplier above 1e6).
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
+      "Computing Tight Differential Privacy Guarantees Using FFT", AISTATS 2020.
     """
     kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
@@ -179,7 +199,27 @@ def calibrate_num_steps(
     """The largest number of steps whose ε at ``delta`` stays ≤ ``target_epsilon`` (0 if even one
     step exceeds it), as :func:`dpsgd_epsilon` answers. The search starts at the Rényi bound's
     count (feasible: RDP is never below the PLD) and evaluates 16 candidate counts per round on
-    one compiled program (the count is a traced argument). Arrays broadcast."""
+    one compiled program (the count is a traced argument). Arrays broadcast.
+
+    Args:
+      target_epsilon: the ε not to exceed (positive).
+      delta: δ, in [0, 1).
+      noise_multiplier: the noise multiplier.
+      sampling_prob: the Poisson sampling probability per step.
+      mechanism: the noise kernel class (None: the Gaussian).
+      max_steps: the largest count searched.
+      value_discretization_interval: the loss-grid step, or None (adaptive).
+
+    Returns:
+      The number of steps, an int (an array for array arguments).
+
+    Raises:
+      ValueError: an argument is out of range or ``mechanism`` is not a supported kernel.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
+      "Computing Tight Differential Privacy Guarantees Using FFT", AISTATS 2020.
+    """
     kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)
@@ -209,7 +249,27 @@ def calibrate_batch_size(
 ):
     """The largest expected batch size B (sampling_prob = B / num_examples) whose ε after ``steps``
     steps stays ≤ ``target_epsilon`` (0 if even B = 1 exceeds it), as :func:`dpsgd_epsilon`
-    answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast."""
+    answers; the search starts at the Rényi bound's B (feasible). Arrays broadcast.
+
+    Args:
+      target_epsilon: the ε not to exceed (positive).
+      delta: δ, in [0, 1).
+      noise_multiplier: the noise multiplier.
+      steps: the number of steps.
+      num_examples: the dataset size.
+      mechanism: the noise kernel class (None: the Gaussian).
+      value_discretization_interval: the loss-grid step, or None (adaptive).
+
+    Returns:
+      The expected batch size, an int (an array for array arguments).
+
+    Raises:
+      ValueError: an argument is out of range or ``mechanism`` is not a supported kernel.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
+      "Computing Tight Differential Privacy Guarantees Using FFT", AISTATS 2020.
+    """
     kind = _noise(mechanism)
     check_positive("target_epsilon", target_epsilon)
     check_probability("delta", delta, high_open=True)

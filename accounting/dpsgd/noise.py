@@ -34,6 +34,15 @@ def noise_kind(mechanism) -> str:
       randomized-response dominating pair;
     * ``"discrete_gaussian"`` — a discrete kernel with a Rényi bound at integer shifts in any
       dimension (``renyi_divergence_bound``): L2 clipping on a grid, accounted by RDP.
+
+    Args:
+      mechanism: an additive kernel class, or None (the Gaussian).
+
+    Returns:
+      ``"gaussian"``, ``"laplace"`` or ``"discrete_gaussian"``.
+
+    Raises:
+      ValueError: the kernel has parameters besides its scale, or declares none of the accounting hooks above.
     """
     if mechanism is None:
         return "gaussian"
@@ -77,7 +86,15 @@ def _noise(mechanism) -> _Noise:
 
 
 def noise_mechanism(mechanism, scale):
-    """The kernel ``mechanism`` (a class; default the Gaussian) at ``scale``."""
+    """The kernel ``mechanism`` (a class; default the Gaussian) at ``scale``.
+
+    Args:
+      mechanism: an additive kernel class, or None (the Gaussian).
+      scale: the kernel's scale.
+
+    Returns:
+      The kernel instance.
+    """
     cls = _GAUSSIAN if mechanism is None else mechanism
     return cls(**{cls.scale_name: scale})
 
@@ -86,7 +103,18 @@ def step_mechanism(noise_multiplier, mechanism=None):
     """The mechanism whose PLD at sensitivity 1 dominates one (unsampled) DP-SGD step: the kernel
     itself at scale z for a Gaussian-loss kernel (exact), ``RandomizedResponse(ε₀, 2)`` with ε₀
     the kernel's pure ε at scale z for a pure-DP kernel (dominating pair). A discrete Gaussian has
-    none (it is accounted by RDP) and raises."""
+    none (it is accounted by RDP) and raises.
+
+    Args:
+      noise_multiplier: the noise multiplier z.
+      mechanism: an additive kernel class, or None (the Gaussian).
+
+    Returns:
+      The dpjax mechanism.
+
+    Raises:
+      ValueError: the kernel is a discrete Gaussian (accounted by Rényi DP).
+    """
     kind = noise_kind(mechanism)
     if kind == "gaussian":
         return noise_mechanism(mechanism, noise_multiplier)

@@ -31,6 +31,20 @@ class DpsgdAccountant:
 
     Thread-safe: a lock makes each :meth:`step` (check, record, step count) one indivisible
     update and every read see a state between steps.
+
+    Args:
+      noise_multiplier: the noise multiplier z of each step.
+      sampling_prob: the Poisson sampling probability of each step.
+      delta: the δ at which ε is reported.
+      epsilon_budget: the largest ε allowed, or None (no budget).
+      mechanism: the noise kernel class (None: the Gaussian).
+      value_discretization_interval: the loss-grid step, or None (adaptive).
+
+    Raises:
+      ValueError: an argument is out of range, or ``mechanism`` is not a supported kernel.
+
+    References:
+      Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
 
     def __init__(
@@ -69,7 +83,19 @@ class DpsgdAccountant:
 
     def step(self, count=1, *, noise_multiplier=None, sampling_prob=None) -> float:
         """Record ``count`` steps (at this noise multiplier / rate unless overridden); returns ε spent
-        at ``delta``. Raises ``ValueError`` and records nothing if the budget would be exceeded."""
+        at ``delta``. Raises ``ValueError`` and records nothing if the budget would be exceeded.
+
+        Args:
+          count: the number of steps to record (>= 1).
+          noise_multiplier: this step's noise multiplier (default: the accountant's).
+          sampling_prob: this step's sampling probability (default: the accountant's).
+
+        Returns:
+          ε spent at ``delta`` after these steps.
+
+        Raises:
+          ValueError: an argument is out of range, or the budget would be exceeded (nothing is recorded).
+        """
         count = check_int("count", count, minimum=1)
         z = (
             self.noise_multiplier
@@ -98,7 +124,17 @@ class DpsgdAccountant:
             return eps
 
     def epsilon(self, delta=None) -> float:
-        """ε spent so far at ``delta`` (default: the accountant's δ)."""
+        """ε spent so far at ``delta`` (default: the accountant's δ).
+
+        Args:
+          delta: δ, in [0, 1); None for the accountant's.
+
+        Returns:
+          ε spent so far (0.0 before any step).
+
+        Raises:
+          ValueError: ``delta`` is out of range.
+        """
         d = self.delta if delta is None else float(check_probability("delta", delta, high_open=True))
         with self._lock:
             if self.steps == 0:
