@@ -285,7 +285,14 @@ class DiscreteGaussian(AdditiveMechanism):
             check_int("support_radius", self.support_radius, minimum=1)
 
     def validate_values(self, values) -> None:
-        """Also refuses a σ beyond the float tier's bound for the release's float dtype (:func:`max_float_sigma`)."""
+        """Also refuses a σ beyond the float tier's bound for the release's float dtype (:func:`max_float_sigma`).
+
+        Args:
+          values: the values to release (their dtype sets the float tier's bound).
+
+        Raises:
+          ValueError: σ exceeds the float tier's bound for the values' dtype (and the base class's checks).
+        """
         super().validate_values(values)
         limit = max_float_sigma(_stream_dtype(values))
         if not is_traced(self.sigma) and np.any(np.asarray(self.sigma, np.float64) > limit):
@@ -303,7 +310,15 @@ class DiscreteGaussian(AdditiveMechanism):
 
     def with_scale(self, scale, *, max_scale=None):
         """The kernel at σ = ``scale``; the support table sized for ``max_scale`` (or for
-        ``scale`` itself when it is concrete; otherwise the current table is kept)."""
+        ``scale`` itself when it is concrete; otherwise the current table is kept).
+
+        Args:
+          scale: the new σ (array, may be traced).
+          max_scale: the largest σ later given under tracing (concrete), or None.
+
+        Returns:
+          A :class:`DiscreteGaussian` at σ = ``scale``.
+        """
         radius = self.support_radius
         if max_scale is not None:
             radius = _radius(float(np.max(max_scale)))
@@ -347,7 +362,17 @@ class DiscreteGaussian(AdditiveMechanism):
         return safe_log(self.noise_cdf(n))
 
     def noise_icdf(self, u):
-        """Smallest integer k with F(k) ≥ u: bisection on the CDF table (⌈log2(2r + 2)⌉ + 1 steps)."""
+        """Smallest integer k with F(k) ≥ u: bisection on the CDF table (⌈log2(2r + 2)⌉ + 1 steps).
+
+        Args:
+          u: probabilities in [0, 1].
+
+        Returns:
+          The integer quantiles (as floats of ``u``'s dtype).
+
+        Raises:
+          ValueError: ``support_radius`` is unset (σ was traced at construction).
+        """
         r = float(self._radius_or_raise())
         steps = int(math.ceil(math.log2(2 * r + 2))) + 1
         lo = jnp.full(jnp.shape(u), -r - 1.0, jnp.result_type(u))
@@ -372,7 +397,20 @@ class DiscreteGaussian(AdditiveMechanism):
     def renyi_divergence_bound(self, order, value, neighbour_value):
         """An upper bound on D_α of the discrete Gaussians at integer shifts: α‖v − v'‖²/(2σ²), the
         continuous Gaussian's value (Canonne, Kamath, Steinke 2020, Prop. 5: the theta-function sum
-        is largest at an integer centre), coordinate by coordinate in any dimension (L2 norm)."""
+        is largest at an integer centre), coordinate by coordinate in any dimension (L2 norm).
+
+        Args:
+          order: the Rényi order α > 1.
+          value: the answer (integer-valued).
+          neighbour_value: the neighbouring answer (integer-valued).
+
+        Returns:
+          The bound α (v − v')²/(2σ²), broadcast over the arguments.
+
+        References:
+          Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
+          (arXiv:2004.00010), Proposition 5.
+        """
         d = jnp.asarray(value) - jnp.asarray(neighbour_value)
         return jnp.asarray(order) * d * d / (2.0 * self.sigma**2)
 
@@ -387,7 +425,21 @@ class DiscreteGaussian(AdditiveMechanism):
         return jnp.where(v < nv, jnp.ceil(y) - 0.5, jnp.floor(y) + 0.5)
 
     def noise_tilted_log_integral(self, lo, hi, v, nv, alpha):
-        """Exact sum over the support window around the tilted centre m = αv + (1−α)v'."""
+        """Exact sum over the support window around the tilted centre m = αv + (1−α)v'.
+
+        Args:
+          lo: the piece's lower end (exclusive).
+          hi: its upper end (inclusive).
+          v: the answer.
+          nv: the neighbouring answer.
+          alpha: the Rényi order α > 1.
+
+        Returns:
+          The log of the sum over the integers in (lo, hi]; −∞ for an empty piece.
+
+        Raises:
+          ValueError: ``support_radius`` is unset (σ was traced at construction).
+        """
         r = self._radius_or_raise()
         m, expo = gaussian_tilted_exponent(self.sigma, v, nv, alpha)
         k = jnp.round(m)[..., None] + jnp.arange(-r, r + 1, dtype=jnp.result_type(m))
