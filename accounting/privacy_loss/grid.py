@@ -492,7 +492,7 @@ def chernoff_window(pmf: GridPmf, count, tail: float, xp=jnp):
     minimised over a fixed set of orders. The moment generating function is exact
     (:func:`_log_mgf`): an upper bound on it per bin of b entries would widen the window
     by T·(b−1) indices on each side. ``count``: an int, or an integer-valued array over the
-    batch (traced: one program for every count). Returns float arrays (lo, hi). ``xp=numpy``: a
+    batch (traced: one program for every count). ``xp=numpy``: a
     concrete pmf (numpy leaves) on the host.
 
     Args:
