@@ -352,7 +352,7 @@ def auto_step(width: float, scale: float) -> float:
     AUTO_RANGE_POINTS points at it (then the power of two that fits: losses of any size stay
     finite), or the scale is below AUTO_SCALE_POINTS default steps (then scale/AUTO_SCALE_POINTS,
     but no finer than the range allows): a grid much coarser than the losses spreads each loss over
-    a whole step, and composed the spread adds up (RR(10⁻⁶) composed 10⁶ times read 14× the truth).
+    a whole step, and composed the spread adds up (RR(10⁻⁶) composed 10⁶ times on such a grid would read 14× the truth).
 
     The one rule of every route that leaves the step to the engine (``value_discretization_interval
     =None``): :func:`make_plan` (``accounting.pld``, the ``Accountant``, DP-SGD) and the batch
