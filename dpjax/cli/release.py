@@ -48,6 +48,7 @@ _REFUSED = sorted((_BOOSTED | _COMPOSITE | _PRDP) - {"window", "scale", "sigma"}
 #: the embedded dataset of the default run, its privacy unit and bounds (a user logs up to 7 days)
 EMBEDDED = "steps_daily.csv"
 EMBEDDED_UNIT, EMBEDDED_MAX_GROUPS, EMBEDDED_MAX_ROWS = "user_id", 1, 7
+EMBEDDED_GROUP_BY = "age_group"
 _DEMO = "embedded dataset: a week of daily steps of 1000 synthetic health-app users, several rows per user"
 
 
@@ -338,8 +339,8 @@ def release_table(args) -> int:
         if message.startswith("--"):
             raise
         flag = _flag(message, args, by, unit)
-        if flag == "--group-by" and args.group_by == "age_group" and "unknown column" in message:
-            message += " (--group-by defaults to the embedded dataset's age_group: name a column of yours)"
+        if flag == "--group-by" and args.group_by == EMBEDDED_GROUP_BY and "unknown column" in message:
+            message += f" (--group-by defaults to the embedded dataset's {EMBEDDED_GROUP_BY}: name a column of yours)"
         raise ValueError(f"{flag}: {message}") from None
     released(args, rel.row_level)
     t = rel.table
@@ -486,7 +487,9 @@ def add_parser(sub) -> None:
     )
     r.add_argument("--value-column", default="steps", help="numeric column to aggregate (default: steps)")
     r.add_argument(
-        "--group-by", default="age_group", help="column(s) to group by, comma-separated (default: age_group)"
+        "--group-by",
+        default=EMBEDDED_GROUP_BY,
+        help=f"column(s) to group by, comma-separated (default: {EMBEDDED_GROUP_BY})",
     )
     r.add_argument(
         "--statistic",
