@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -60,45 +61,138 @@ def _eps(kind, z, sampling_prob, steps, delta, step):
     return np.asarray(flat).reshape(z.shape)
 
 
-def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
-    """Safeguarded secant on log ε vs log z with exact PLD evaluations (each on its rung's plan)."""
-    z_hi = _rdp_noise_multiplier(kind, target, delta, sampling_prob, steps)  # feasible: RDP is an upper bound
-    if kind.kind == "discrete_gaussian":
-        return z_hi
+#: lattice of noise multipliers the search interpolates on: z_k = 2^(k / _PER_OCTAVE), k in [_K_MIN, _K_MAX]
+_PER_OCTAVE, _K_MIN, _K_MAX = 8, -80, 160
 
-    def f(zv):
-        return float(_eps(kind, zv, sampling_prob, steps, delta, step))
+_POINTS: dict = {}  # remembered evaluations by event (recent events last): exact ε by z, the Rényi ε by k
+_POINTS_LOCK = threading.Lock()  # shared by every thread's calibrations
+_MAX_EVENTS, _MAX_POINTS = 32, 512
 
-    lo, e_lo = None, None  # infeasible side (ε > target)
-    hi, eh = z_hi, f(z_hi)
-    while eh > target:  # not expected (RDP is never below the PLD); a wider start if it happens
-        lo, e_lo = hi, eh
-        hi = hi * 1.25
-        eh = f(hi)
-    z = hi * 0.93 if lo is None else math.sqrt(lo * hi)  # the PLD's noise is typically 5-10 % below RDP's
+
+def _memo(key, fn):
+    """``fn`` with its values remembered under the event ``key`` (a small bounded, thread-safe cache):
+    the values are deterministic (each the one its arguments give), so remembering them only skips the
+    work of computing them again."""
+    with _POINTS_LOCK:
+        table = _POINTS.pop(key, None)
+        _POINTS[key] = table = {} if table is None else table  # most recent last
+        while len(_POINTS) > _MAX_EVENTS:
+            _POINTS.pop(next(iter(_POINTS)))
+
+    def remembered(x):
+        with _POINTS_LOCK:
+            if x in table:
+                return table[x]
+        value = fn(x)
+        with _POINTS_LOCK:
+            table[x] = value
+            while len(table) > _MAX_POINTS:
+                table.pop(next(iter(table)))
+        return value
+
+    return remembered
+
+
+def _node(k):
+    return 2.0 ** (k / _PER_OCTAVE)
+
+
+def _rdp_cell(kind, target, delta, sampling_prob, steps):
+    """The smallest lattice index k whose Rényi ε is ≤ ``target`` (the Rényi bound is decreasing in z):
+    octave strides from z = 1, then bisection on k."""
+    rdp = _memo(
+        ("rdp", kind, sampling_prob, steps, delta), lambda k: _rdp_epsilon(kind, _node(k), sampling_prob, steps, delta)
+    )
+    if rdp(_K_MAX) > target:
+        raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier > {_node(_K_MAX):.3g})")
+    lo, hi = _K_MIN - 1, _K_MAX  # rdp(hi) <= target; rdp(lo) > target (or lo below the lattice)
+    k = 0
+    while hi - lo > 1:
+        if rdp(k) <= target:
+            hi = k
+        else:
+            lo = k
+        k = hi - _PER_OCTAVE if k == hi else lo + _PER_OCTAVE  # an octave on from the end just moved
+        if not lo < k < hi:
+            k = (lo + hi) // 2
+    return hi
+
+
+def _cubic_root(xs, ys, aim):
+    """x in [xs[0], xs[1]] where the cubic through the four (xs, ys) meets ``aim`` (bisection), or None where it
+    does not cross there."""
+    coef = np.polyfit(xs, ys, 3)
+    a, b = xs[0], xs[1]
+    if not np.polyval(coef, a) > aim >= np.polyval(coef, b):
+        return None
     for _ in range(60):
+        m = 0.5 * (a + b)
+        a, b = (m, b) if np.polyval(coef, m) > aim else (a, m)
+    return 0.5 * (a + b)
+
+
+def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
+    """z with exact ε in [target·(1 − rtol), target]: the lattice cell z_k, z_{k+1} (:func:`_node`) that
+    brackets the target, the cubic in log ε vs log z through z_k .. z_{k+3}, then (rarely) a
+    safeguarded log-log secant. The path depends only on the arguments and exact ε values, so the same
+    arguments give the same z whatever was asked before; the remembered evaluations only skip work."""
+    if kind.kind == "discrete_gaussian":
+        return _rdp_noise_multiplier(kind, target, delta, sampling_prob, steps)
+    f = _memo(
+        ("pld", kind, sampling_prob, steps, delta, step),
+        lambda zv: float(_eps(kind, zv, sampling_prob, steps, delta, step)),
+    )
+    floor, aim = target * (1.0 - rtol), target * (1.0 - rtol / 2.0)  # aim: the window's middle
+    # the cell: from the Rényi bound's (its ε is never below the PLD's, and its z is typically 5-10 % above)
+    k = max(_rdp_cell(kind, target, delta, sampling_prob, steps) - 1, _K_MIN)
+    last = 0  # the previous move: cells are skipped by the chord's slope until the walk turns back
+    for _ in range(_K_MAX - _K_MIN):
+        e0, e1 = f(_node(k)), f(_node(k + 1))
+        if e0 > aim >= e1 or (e0 <= aim and k == _K_MIN) or (e1 > aim and k + 1 == _K_MAX):
+            break
+        move = -1 if e0 <= aim else 1
+        if last != -move and 0.0 < e1 < e0 < math.inf:  # where log ε's chord through the cell meets the aim
+            cells = math.floor((math.log(e0) - math.log(aim)) / (math.log(e0) - math.log(e1)))
+            move = max(-16, min(-1, cells)) if move < 0 else min(16, max(1, cells))
+        k, last = min(max(k + move, _K_MIN), _K_MAX - 1), move
+    for z, e in ((_node(k), e0), (_node(k + 1), e1)):
+        if floor <= e <= target:
+            return z
+    if e1 > target or e0 <= target:  # the lattice's ends: the answer lies beyond them
+        raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier outside [2^-10, 2^20])")
+    lo, hi = _node(k), _node(k + 1)
+    x = None
+    if 0.0 < e1 and math.isfinite(e0):  # the next two nodes up (a larger z: a narrower grid, never a wider one)
+        ks = np.arange(k, k + 4)
+        es = np.asarray([e0, e1, f(_node(k + 2)), f(_node(k + 3))])
+        if np.all(es > 0.0):
+            x = _cubic_root(ks * (math.log(2.0) / _PER_OCTAVE), np.log(es), math.log(aim))
+    return _secant(f, target, floor, aim, (lo, e0, hi, e1), x)
+
+
+def _secant(f, target, floor, aim, bracket, x):
+    """The safeguarded log-log secant in ``bracket`` = (lo, ε(lo) > target, hi, ε(hi) ≤ target), its first point
+    at log z = ``x`` if given: the first z whose ε lands in [floor, target]."""
+    lo, e_lo, hi, eh = bracket
+    for _ in range(60):
+        if x is None:
+            x0, y0, x1, y1 = math.log(lo), math.log(e_lo), math.log(hi), math.log(max(eh, 1e-300))
+            x = x1 + (math.log(aim) - y1) * (x1 - x0) / (y1 - y0) if math.isfinite(y0) and y1 != y0 else None
+            if x is None or not x0 < x < x1:
+                x = 0.5 * (x0 + x1)
+        z = math.exp(x)
         e = f(z)
+        if floor <= e <= target:
+            return z
         if e <= target:
-            if z < hi:
-                hi, eh = z, e
-        elif lo is None or z > lo:
+            hi, eh = z, e
+        else:
             lo, e_lo = z, e
-        if target * (1.0 - rtol) <= eh <= target:
-            return hi
-        if lo is not None and hi / lo - 1.0 < 1e-12:
+        if hi / lo - 1.0 < 1e-12:
             # ε(z) jumps across the window (pure-DP atoms rounded up to the loss grid): the
             # smallest feasible z found is the answer
             return hi
-        aim = math.log(target * (1.0 - rtol / 4.0))  # a little inside the feasible side
-        if lo is None:  # no infeasible point yet: step down, ε ∝ z^(-s) with s ≈ 1.25 as a first slope
-            z = hi * math.exp((math.log(eh) - aim) / 1.25)
-            continue
-        # secant in log-log between the bracket ends
-        x0, y0, x1, y1 = math.log(lo), math.log(e_lo), math.log(hi), math.log(eh)
-        x = x1 + (aim - y1) * (x1 - x0) / (y1 - y0) if y1 != y0 else 0.5 * (x0 + x1)
-        if not (x0 < x < x1):
-            x = 0.5 * (x0 + x1)
-        z = math.exp(x)
+        x = None
     raise RuntimeError("calibrate_noise_multiplier did not converge")  # pragma: no cover
 
 
