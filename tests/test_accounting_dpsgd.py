@@ -12,6 +12,7 @@ import pytest
 import accounting
 import dpjax
 from accounting import dpsgd as acc_dpsgd
+from accounting.dpsgd import calibration
 
 
 logging.getLogger("absl").setLevel(logging.ERROR)
@@ -129,6 +130,58 @@ def test_calibrate_noise_multiplier_from_above():
     eps = _f(accounting.dpsgd_epsilon(z, 0.01, 1000, 1e-5))
     assert 1.0 * (1 - 1e-3) <= eps <= 1.0
     assert z == pytest.approx(1.41463, rel=2e-3)  # dp_accounting's calibrate_dp_mechanism (its Δ = 1e-4)
+
+
+def _synthetic_epsilon(calls):
+    """A smooth decreasing ε(z) (0.9 times the unsampled Gaussian's Rényi-like figure) standing in for the
+    exact evaluation: the calibration's search, without the cost of a PLD."""
+
+    def eps(kind, z, sampling_prob, steps, delta, step):
+        calls.append(float(z))
+        return np.asarray(0.9 * (0.5 * steps / z**2 + np.sqrt(2.0 * steps * np.log(1.0 / delta)) / z))
+
+    return eps
+
+
+def test_a_new_target_on_a_remembered_event_takes_one_exact_evaluation(monkeypatch):
+    """After a first calibration, a new target on the same event meets the remembered lattice nodes: one
+    exact evaluation (the answer), inside the window (the search took three or more for every target)."""
+    calls = []
+    monkeypatch.setattr(calibration, "_POINTS", {}, raising=False)
+    monkeypatch.setattr(calibration, "_eps", _synthetic_epsilon(calls))
+    eps = _synthetic_epsilon([])
+    accounting.calibrate_noise_multiplier(2.5, 1e-5, 1.0, 10)
+    for target in (2.4, 2.6):
+        calls.clear()
+        z = _f(accounting.calibrate_noise_multiplier(target, 1e-5, 1.0, 10))
+        assert calls == [z]
+        assert target * (1 - 1e-3) <= _f(eps(None, z, 1.0, 10, 1e-5, None)) <= target
+
+
+def test_calibration_does_not_depend_on_what_was_asked_before(monkeypatch):
+    """The remembered evaluations only skip work: a target asked first, or after others, gives the same z."""
+    monkeypatch.setattr(calibration, "_eps", _synthetic_epsilon([]))
+    got = []
+    for before in ((), (2.5,), (0.5, 9.0, 2.41)):
+        monkeypatch.setattr(calibration, "_POINTS", {}, raising=False)
+        for target in before:
+            accounting.calibrate_noise_multiplier(target, 1e-5, 1.0, 10)
+        got.append(_f(accounting.calibrate_noise_multiplier(2.4, 1e-5, 1.0, 10)))
+    assert got[0] == got[1] == got[2]
+
+
+@pytest.mark.slow
+def test_a_new_target_of_the_issue_event_takes_one_exact_evaluation(monkeypatch):
+    """ε 2.5, δ 1e-5, q 0.004, T 15000, then 2.4 and 2.6: one exact PLD evaluation each, in the window."""
+    calls = []
+    exact = calibration._eps
+    monkeypatch.setattr(calibration, "_eps", lambda *a: calls.append(a[1]) or exact(*a))
+    accounting.calibrate_noise_multiplier(2.5, 1e-5, 0.004, 15000)
+    for target in (2.4, 2.6):
+        calls.clear()
+        z = _f(accounting.calibrate_noise_multiplier(target, 1e-5, 0.004, 15000))
+        assert calls == [z]
+        assert target * (1 - 1e-3) <= _f(accounting.dpsgd_epsilon(z, 0.004, 15000, 1e-5)) <= target
 
 
 @pytest.mark.slow
