@@ -547,17 +547,25 @@ def power(spec, count, bits: int | None = None, xp=jnp):
         bits = max(int(count), 1).bit_length()
     m = xp.asarray(count, np.float64)[..., None]
 
+    if xp is np:  # the same products, those of a bit no member has (and squares past the last bit) skipped
+        res, base = None, spec
+        for _ in range(bits):
+            odd = np.mod(m, 2.0) == 1.0
+            if odd.any():
+                prod = (np.ones_like(spec) if res is None else res) * base
+                res = prod if odd.all() else np.where(odd, prod, np.ones_like(spec) if res is None else res)
+            m = np.floor(m / 2.0)
+            if not m.any():
+                break
+            base = base * base
+        return np.ones_like(spec) if res is None else res
+
     def body(_, state):
         res, base, m = state
-        odd = xp.mod(m, 2.0) == 1.0
-        return xp.where(odd, res * base, res), base * base, xp.floor(m / 2.0)
+        odd = jnp.mod(m, 2.0) == 1.0
+        return jnp.where(odd, res * base, res), base * base, jnp.floor(m / 2.0)
 
-    state = (xp.ones_like(spec), spec, m)
-    if xp is np:
-        for i in range(bits):
-            state = body(i, state)
-        return state[0]
-    return jax.lax.fori_loop(0, bits, body, state)[0]
+    return jax.lax.fori_loop(0, bits, body, (jnp.ones_like(spec), spec, m))[0]
 
 
 def self_compose(
