@@ -104,7 +104,7 @@ def _rdp_cell(kind, target, delta, sampling_prob, steps):
         ("rdp", kind, sampling_prob, steps, delta), lambda k: _rdp_epsilon(kind, _node(k), sampling_prob, steps, delta)
     )
     if rdp(_K_MAX) > target:
-        raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier > {_node(_K_MAX):.3g})")
+        raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier > 2^20)")
     lo, hi = _K_MIN - 1, _K_MAX  # rdp(hi) <= target; rdp(lo) > target (or lo below the lattice)
     k = 0
     while hi - lo > 1:
@@ -210,12 +210,17 @@ def calibrate_noise_multiplier(
     """The noise multiplier z whose ε after ``steps`` steps at rate ``sampling_prob`` lies in
     [target·(1 − rtol), target] (:func:`dpsgd_epsilon`, from above: never over the target).
 
-    A few exact PLD evaluations: the Rényi bound gives a feasible z (RDP is never below the
-    PLD), then a safeguarded secant on log ε vs log z, each evaluation the one
-    :func:`dpsgd_epsilon` answers. Arrays broadcast (one solve per setting). For the discrete
-    Gaussian the Rényi bound is the accountant, solved to 1e-7. Where ε(z) jumps across the
-    window (Laplace noise: its randomized-response atoms are rounded up to the loss grid, so
-    ε(z) is a fine staircase), the smallest feasible z is returned, ε a little below the window.
+    A few exact PLD evaluations, each the one :func:`dpsgd_epsilon` answers: the lattice cell
+    [z_k, z_{k+1}], z_k = 2^(k/8), whose ends bracket the target (the Rényi bound names the first
+    cell), the cubic in log ε vs log z through z_k .. z_{k+3} aimed at the window's middle, and a
+    safeguarded log-log secant should that miss. The exact values are remembered per event (a
+    small bounded cache shared by threads), so a new target on a calibrated event typically costs
+    one evaluation; the search's path depends only on the arguments and the exact values, so the
+    same arguments give the same z whatever was asked before. Arrays broadcast (one solve per
+    setting). For the discrete Gaussian the Rényi bound is the accountant, solved to 1e-7. Where
+    ε(z) jumps across the window (Laplace noise: its randomized-response atoms are rounded up to the
+    loss grid, so ε(z) is a fine staircase), the smallest feasible z found is returned, ε a little
+    below the window.
 
     Args:
       target_epsilon: the ε to reach (positive).
@@ -231,7 +236,7 @@ def calibrate_noise_multiplier(
 
     Raises:
       ValueError: an argument is out of range, ``mechanism`` is not a supported kernel, or the target is out of
-        reach (noise multiplier above 1e6).
+        reach (a noise multiplier above about 1e6, or below 2^-10 where the exact PLD is searched).
 
     References:
       Abadi et al., "Deep Learning with Differential Privacy", CCS 2016; Koskela, Jälkö, Honkela,
