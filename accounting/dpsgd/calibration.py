@@ -165,7 +165,7 @@ def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
     if 0.0 < e1 and math.isfinite(e0):  # the next two nodes up (a larger z: a narrower grid, never a wider one)
         ks = np.arange(k, k + 4)
         es = np.asarray([e0, e1, f(_node(k + 2)), f(_node(k + 3))])
-        if np.all(es > 0.0):
+        if np.all((es > 0.0) & np.isfinite(es)):
             x = _cubic_root(ks * (math.log(2.0) / _PER_OCTAVE), np.log(es), math.log(aim))
     return _secant(f, target, floor, aim, (lo, e0, hi, e1), x)
 
