@@ -3,6 +3,7 @@ the optax plug-in is tested in test_optimize_dpsgd.py."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 
 import jax
@@ -159,7 +160,8 @@ def test_a_new_target_on_a_remembered_event_takes_one_exact_evaluation(monkeypat
 
 
 def test_calibration_does_not_depend_on_what_was_asked_before(monkeypatch):
-    """The remembered evaluations only skip work: a target asked first, or after others, gives the same z."""
+    """The remembered evaluations only skip work: a target asked first, after others or alongside others in
+    threads gives the same z."""
     monkeypatch.setattr(calibration, "_eps", _synthetic_epsilon([]))
     got = []
     for before in ((), (2.5,), (0.5, 9.0, 2.41)):
@@ -168,6 +170,16 @@ def test_calibration_does_not_depend_on_what_was_asked_before(monkeypatch):
             accounting.calibrate_noise_multiplier(target, 1e-5, 1.0, 10)
         got.append(_f(accounting.calibrate_noise_multiplier(2.4, 1e-5, 1.0, 10)))
     assert got[0] == got[1] == got[2]
+    # threads sharing the cache: each answer is the one asked alone
+    targets = (2.4, 2.45, 2.6, 3.1, 0.7, 2.41)
+    alone = []
+    for t in targets:
+        monkeypatch.setattr(calibration, "_POINTS", {})
+        alone.append(_f(accounting.calibrate_noise_multiplier(t, 1e-5, 1.0, 10)))
+    monkeypatch.setattr(calibration, "_POINTS", {})
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        shared = list(pool.map(lambda t: _f(accounting.calibrate_noise_multiplier(t, 1e-5, 1.0, 10)), targets))
+    assert shared == alone
 
 
 @pytest.mark.slow
