@@ -620,8 +620,9 @@ def _roll_left(out, lo, size: int, xp=jnp):
     """``out[..., (lo + i) % size]`` for i < size (per batch element ``lo``): a dynamic slice of
     the doubled array (a gather is much slower on CPU)."""
     if xp is np:
-        shift = np.mod(np.broadcast_to(lo, out.shape[:-1]), float(size)).astype(np.int64)[..., None]
-        return np.take_along_axis(out, (shift + np.arange(size)) % size, axis=-1)
+        shift = np.mod(np.broadcast_to(lo, out.shape[:-1]), float(size)).astype(np.int64).reshape(-1)
+        rows = out.reshape(-1, size)
+        return np.stack([np.roll(r, -int(s)) for r, s in zip(rows, shift)]).reshape(out.shape)
 
     def one(x, l):
         sh = jnp.mod(l, float(size)).astype(jnp.int32)

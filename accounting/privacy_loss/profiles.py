@@ -254,7 +254,14 @@ def _add_arg(eps, sampling_prob, xp=jnp):
 # ----------------------------------------------------------------------------------
 # the Gaussian pair's profile on the host
 # ----------------------------------------------------------------------------------
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x):
+    """``math.erfc`` elementwise (float64 in and out, no object array in between)."""
+    x = np.asarray(x, np.float64)
+    return np.fromiter(map(math.erfc, x.ravel().tolist()), np.float64, count=x.size).reshape(x.shape)
+
+
 _HALF_SQRT2 = 0.5 * math.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -263,7 +270,7 @@ def _host_log_ndtr(x):
     """log Φ(x) in numpy: log(erfc(−x/√2)/2) down to x = −37 (erfc is relative-accurate there), the
     asymptotic series below, as :func:`dpjax.kernels.gaussian.gaussian_privacy_profile` evaluates it."""
     big = x < -37.0
-    core = np.log(0.5 * _ERFC(-np.where(big, -1.0, x) * _HALF_SQRT2).astype(np.float64))
+    core = np.log(0.5 * _erfc(-np.where(big, -1.0, x) * _HALF_SQRT2))
     xb = np.where(big, x, -40.0)
     z = 1.0 / (xb * xb)
     series = 1.0 + z * (-1.0 + z * (3.0 + z * (-15.0 + z * (105.0 + z * (-945.0 + z * 10395.0)))))
@@ -300,7 +307,7 @@ def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
     args = np.concatenate([np.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         a, b = mu / 2.0 - args / mu, -mu / 2.0 - args / mu
-        val = 0.5 * _ERFC(-a * _HALF_SQRT2).astype(np.float64) - np.exp(args + _host_log_ndtr(b))
+        val = 0.5 * _erfc(-a * _HALF_SQRT2) - np.exp(args + _host_log_ndtr(b))
     # (a profile the numerics could not evaluate (NaN) is bounded by 1, 0 when optimistic, as in the envelope)
     val = np.where(np.isnan(val), 1.0 if pessimistic else 0.0, val)
     nr = e_r.shape[-1]
