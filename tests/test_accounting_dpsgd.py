@@ -145,14 +145,14 @@ def _synthetic_epsilon(calls):
 
 
 def test_a_new_target_on_a_remembered_event_takes_one_exact_evaluation(monkeypatch):
-    """After a first calibration, a new target on the same event meets the remembered lattice nodes: one
-    exact evaluation (the answer), inside the window (the search took three or more for every target)."""
+    """After a first calibration, a new target whose z lies in the same lattice cell meets the remembered nodes:
+    one exact evaluation (the answer), inside the window (the search took three or more for every target)."""
     calls = []
     monkeypatch.setattr(calibration, "_POINTS", {}, raising=False)
     monkeypatch.setattr(calibration, "_eps", _synthetic_epsilon(calls))
     eps = _synthetic_epsilon([])
     accounting.calibrate_noise_multiplier(2.5, 1e-5, 1.0, 10)
-    for target in (2.4, 2.6):
+    for target in (2.4, 2.45):  # z in the lattice cell of 2.5's
         calls.clear()
         z = _f(accounting.calibrate_noise_multiplier(target, 1e-5, 1.0, 10))
         assert calls == [z]

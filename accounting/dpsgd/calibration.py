@@ -118,11 +118,11 @@ def _rdp_cell(kind, target, delta, sampling_prob, steps):
     return hi
 
 
-def _cubic_root(xs, ys, aim):
-    """x in [xs[0], xs[1]] where the cubic through the four (xs, ys) meets ``aim`` (bisection), or None where it
+def _interpolated_root(xs, ys, aim):
+    """x in [xs[0], xs[-1]] where the polynomial through the (xs, ys) meets ``aim`` (bisection), or None where it
     does not cross there."""
-    coef = np.polyfit(xs, ys, 3)
-    a, b = xs[0], xs[1]
+    coef = np.polyfit(xs, ys, len(xs) - 1)
+    a, b = xs[0], xs[-1]
     if not np.polyval(coef, a) > aim >= np.polyval(coef, b):
         return None
     for _ in range(60):
@@ -133,7 +133,7 @@ def _cubic_root(xs, ys, aim):
 
 def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
     """z with exact ε in [target·(1 − rtol), target]: the lattice cell z_k, z_{k+1} (:func:`_node`) that
-    brackets the target, the cubic in log ε vs log z through z_k .. z_{k+3}, then (rarely) a
+    brackets the target, the quadratic in log ε vs log z through its ends and midpoint, then (rarely) a
     safeguarded log-log secant. The path depends only on the arguments and exact ε values, so the same
     arguments give the same z whatever was asked before; the remembered evaluations only skip work."""
     if kind.kind == "discrete_gaussian":
@@ -143,8 +143,10 @@ def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
         lambda zv: float(_eps(kind, zv, sampling_prob, steps, delta, step)),
     )
     floor, aim = target * (1.0 - rtol), target * (1.0 - rtol / 2.0)  # aim: the window's middle
-    # the cell: from the Rényi bound's (its ε is never below the PLD's, and its z is typically 5-10 % above)
-    k = max(_rdp_cell(kind, target, delta, sampling_prob, steps) - 1, _K_MIN)
+    # the first cell: next to the node below the Rényi bound's cell (its ε is never below the PLD's, and its
+    # z is typically 5-10 % above), on the side that node's exact ε points to
+    k = min(max(_rdp_cell(kind, target, delta, sampling_prob, steps) - 1, _K_MIN), _K_MAX - 1)
+    k = max(k - 1, _K_MIN) if f(_node(k)) <= aim else k
     last = 0  # the previous move: cells are skipped by the chord's slope until the walk turns back
     for _ in range(_K_MAX - _K_MIN):
         e0, e1 = f(_node(k)), f(_node(k + 1))
@@ -162,11 +164,12 @@ def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
         raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier outside [2^-10, 2^20])")
     lo, hi = _node(k), _node(k + 1)
     x = None
-    if 0.0 < e1 and math.isfinite(e0):  # the next two nodes up (a larger z: a narrower grid, never a wider one)
-        ks = np.arange(k, k + 4)
-        es = np.asarray([e0, e1, f(_node(k + 2)), f(_node(k + 3))])
+    if 0.0 < e1 and math.isfinite(e0):  # the cell's midpoint: a third node inside it
+        es = np.asarray([e0, f(_node(k + 0.5)), e1])
         if np.all((es > 0.0) & np.isfinite(es)):
-            x = _cubic_root(ks * (math.log(2.0) / _PER_OCTAVE), np.log(es), math.log(aim))
+            x = _interpolated_root(
+                np.asarray([k, k + 0.5, k + 1]) * (math.log(2.0) / _PER_OCTAVE), np.log(es), math.log(aim)
+            )
     return _secant(f, target, floor, aim, (lo, e0, hi, e1), x)
 
 
@@ -212,15 +215,15 @@ def calibrate_noise_multiplier(
 
     A few exact PLD evaluations, each the one :func:`dpsgd_epsilon` answers: the lattice cell
     [z_k, z_{k+1}], z_k = 2^(k/8), whose ends bracket the target (the Rényi bound names the first
-    cell), the cubic in log ε vs log z through z_k .. z_{k+3} aimed at the window's middle, and a
-    safeguarded log-log secant should that miss. The exact values are remembered per event (a
-    small bounded cache shared by threads), so a new target on a calibrated event typically costs
-    one evaluation; the search's path depends only on the arguments and the exact values, so the
-    same arguments give the same z whatever was asked before. Arrays broadcast (one solve per
-    setting). For the discrete Gaussian the Rényi bound is the accountant, solved to 1e-7. Where
-    ε(z) jumps across the window (Laplace noise: its randomized-response atoms are rounded up to the
-    loss grid, so ε(z) is a fine staircase), the smallest feasible z found is returned, ε a little
-    below the window.
+    node), the quadratic in log ε vs log z through the cell's ends and midpoint aimed at the
+    window's middle, and a safeguarded log-log secant should that miss. The exact values are
+    remembered per event (a small bounded cache shared by threads), so a new target whose z lies in
+    a cell already met costs one evaluation; the search's path depends only on the arguments and the
+    exact values, so the same arguments give the same z whatever was asked before. Arrays broadcast
+    (one solve per setting). For the discrete Gaussian the Rényi bound is the accountant, solved to
+    1e-7. Where ε(z) jumps across the window (Laplace noise: its randomized-response atoms are
+    rounded up to the loss grid, so ε(z) is a fine staircase), the smallest feasible z found is
+    returned, ε a little below the window.
 
     Args:
       target_epsilon: the ε to reach (positive).
