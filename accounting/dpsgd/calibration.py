@@ -162,15 +162,18 @@ def _solve_noise(kind, target, delta, sampling_prob, steps, rtol, step):
             return z
     if e1 > target or e0 <= target:  # the lattice's ends: the answer lies beyond them
         raise ValueError(f"target_epsilon: {target} is out of reach (noise multiplier outside [2^-10, 2^20])")
-    lo, hi = _node(k), _node(k + 1)
-    x = None
+    bracket, x = (_node(k), e0, _node(k + 1), e1), None
     if 0.0 < e1 and math.isfinite(e0):  # the cell's midpoint: a third node inside it
-        es = np.asarray([e0, f(_node(k + 0.5)), e1])
+        em = f(_node(k + 0.5))
+        if floor <= em <= target:
+            return _node(k + 0.5)
+        es = np.asarray([e0, em, e1])
         if np.all((es > 0.0) & np.isfinite(es)):
             x = _interpolated_root(
                 np.asarray([k, k + 0.5, k + 1]) * (math.log(2.0) / _PER_OCTAVE), np.log(es), math.log(aim)
             )
-    return _secant(f, target, floor, aim, (lo, e0, hi, e1), x)
+        bracket = (_node(k + 0.5), em) + bracket[2:] if em > target else bracket[:2] + (_node(k + 0.5), em)
+    return _secant(f, target, floor, aim, bracket, x)
 
 
 def _secant(f, target, floor, aim, bracket, x):
