@@ -10,6 +10,10 @@ data checks are observed on that one job (``DataFrame.observe``) and read before
 are exact, the bounding draws depend on the units' own rows, and the noise on (key, component,
 group): the released table is bitwise the table of the local backend on the same data and key.
 
+A plain scan of local Parquet files (:func:`_parquet_files`) skips the JVM's rows: each bucket's task reads
+the files itself with pyarrow and keeps the rows of its units (:func:`_read_units`), so no row crosses from
+the JVM to Python and none is shuffled; the workers refuse bad rows as the local backend does.
+
 Install with ``pip install 'dpjax[spark]'`` (pyspark; Java 17).
 """
 
