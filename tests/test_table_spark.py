@@ -273,3 +273,33 @@ def test_spark_parquet_scan_read_by_the_workers_equals_pyarrow_bitwise(spark, tm
             epsilon=1.0,
             delta=1e-6,
         )
+
+
+def test_parquet_workers_split_the_rows_by_unit(tmp_path):
+    """The workers' own read of a Parquet scan (no Spark needed): every row in exactly one bucket, all the rows
+    of a unit in the same one (-0.0 with 0.0, as Spark's canonical ids; a null id with 0, refused there), the
+    columns cast to Spark's types in its order, the buckets about even."""
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    table_spark = importlib.import_module("dpjax.table.spark")
+    t = _data()
+    pq.write_table(t.slice(0, 4000), tmp_path / "a.parquet", row_group_size=1000)
+    pq.write_table(t.slice(4000), tmp_path / "b.parquet")
+    files = table_spark._Files((str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")), t.num_rows)
+    schema = pa.schema([("steps", pa.float64()), ("g", pa.float64()), ("user_id", pa.float64())])
+    parts = [table_spark._read_units(files, schema, "user_id", b, 3) for b in range(3)]
+    assert all(p.schema.equals(schema) for p in parts)
+    assert sum(p.num_rows for p in parts) == t.num_rows
+    assert all(p.num_rows > t.num_rows / 5 for p in parts)
+    units = [set(p.column("user_id").to_pylist()) for p in parts]
+    assert not (units[0] & units[1]) and not (units[0] & units[2]) and not (units[1] & units[2])
+    whole = pa.concat_tables([p.select(t.column_names) for p in parts])
+    key = [("user_id", "ascending"), ("g", "ascending"), ("steps", "ascending")]
+    assert whole.sort_by(key).equals(t.sort_by(key))
+    ids = pa.chunked_array([pa.array([-0.0, 0.0, None, 5.0, 5.0])])
+    b = table_spark._unit_buckets(ids, 7)
+    assert b[0] == b[1] == b[2] and b[3] == b[4]
+    b = table_spark._unit_buckets(pa.chunked_array([pa.array([0, None, 5, 5], pa.int32())]), 7)
+    assert b[0] == b[1] and b[2] == b[3]
