@@ -12,8 +12,9 @@ own partition selection (``--public-groups``: the 1000 groups given as public ke
     python benchmarks/tables.py --rows 1e5         # smaller
     python benchmarks/tables.py --parquet 1e8      # dpjax on a 10^8-row Parquet path: time, peak RSS
     python benchmarks/tables.py --csv 2e9          # `dpjax release` on a 2 GB CSV, from the file and stdin
-    python benchmarks/tables.py --spark            # 10^7 rows as a pyspark DataFrame: dpjax, PipelineDP, and
-                                                   # dpjax on the same rows' Parquet path (the Spark / Parquet ratio)
+    python benchmarks/tables.py --spark            # 10^7 rows: dpjax on a Parquet path and on Spark DataFrames
+                                                   # of it (the Spark / Parquet ratio), then 10^6 rows on
+                                                   # Spark: PipelineDP beside dpjax
     python benchmarks/tables.py --stages           # dpjax alone: the time of each stage of a warm release
 
 Each tool runs in a fresh Python process (this script with ``--worker``) so that none inherits another's
@@ -439,11 +440,71 @@ def _spark_frame(path):
     return sdf, sdf.count(), start  # the clock starts with the rows cached in Spark's memory
 
 
-def _dpjax_spark(path, public, repeats):
-    import dpjax.table  # noqa: F401  (fails before Spark starts when the table layer is absent)
+#: the forms of the rows ``--spark`` times dpjax on, alternating in one process
+_SPARK_FORMS = {
+    "parquet": "dpjax.table (Parquet path, warm)",
+    "spark": "dpjax.table (Spark, Parquet scan)",
+    "spark-cached": "dpjax.table (Spark, cached rows)",
+}
 
-    sdf, n, start = _spark_frame(path)
-    return {**_dpjax_release(sdf, public, n, repeats), "spark_start_s": start}
+
+def _dpjax_spark(path, public, repeats):
+    """dpjax on the same rows as the Parquet path, as a Spark DataFrame scanning that file (its workers read
+    it), and as that DataFrame cached in Spark's memory (its rows pass from the JVM), alternating in this one
+    process: each form's first call, then ``repeats`` rounds of one warm call of each (the cache made and
+    dropped around its call, untimed: cached, the plan of the scan would read the cache too)."""
+    import jax
+    import pyarrow.parquet as pq
+
+    from dpjax import table
+
+    t = time.perf_counter()
+    spark = _spark_session()
+    start = time.perf_counter() - t
+    n = pq.ParquetFile(path).metadata.num_rows
+    keys = iter(jax.random.split(jax.random.key(SEED), 3 * (repeats + 1)))
+
+    def run(data):
+        return table.release(
+            next(keys),
+            data,
+            by="group",
+            statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
+            privacy_unit="user_id",
+            max_groups_per_unit=MAX_GROUPS_PER_UNIT,
+            max_rows_per_group=MAX_ROWS_PER_GROUP,
+            epsilon=EPSILON,
+            delta=DELTA,
+            groups=list(range(GROUPS)) if public else None,
+            noise="laplace",
+        )
+
+    def data(form):
+        if form == "parquet":
+            return str(path)
+        sdf = spark.read.parquet(str(path))
+        if form == "spark-cached":
+            sdf = sdf.cache()
+            sdf.count()
+        return sdf
+
+    times = {form: [] for form in _SPARK_FORMS}
+    groups = {}
+    for i in range(repeats + 1):
+        for form in _SPARK_FORMS:
+            rows = data(form)
+            load = os.getloadavg()[0]
+            t = time.perf_counter()
+            groups[form] = run(rows).table.num_rows
+            if i:  # the first round: each form's first call (compilation, the workers' imports)
+                times[form].append((time.perf_counter() - t, load))
+            if form == "spark-cached":
+                rows.unpersist(blocking=True)
+    forms = {}
+    for form in _SPARK_FORMS:
+        best, load = min(times[form])
+        forms[form] = {"seconds": best, "load": load, "rows_per_s": n / best, "groups": groups[form]}
+    return {**forms["spark"], "rows": n, "forms": forms, "spark_start_s": start}
 
 
 def _pipelinedp_spark(path, public, repeats):
@@ -549,6 +610,19 @@ def run_tool(tool, path, args, label, env=None):
             print(f"    {stage:<42}{ms:9.1f} ms")
         print(f"    {'whole warm call (best)':<42}{1000 * res['seconds']:9.1f} ms  load {res['load']:.2f}")
         return res
+    if "forms" in res:
+        for form, r in res["forms"].items():
+            print(
+                f"  {_SPARK_FORMS[form]:<34}{r['rows_per_s']:>12.3e} rows/s  {r['seconds']:8.2f} s  "
+                f"groups {r['groups']:>5}  load {r['load']:.2f}"
+            )
+        parquet = res["forms"]["parquet"]["seconds"]
+        print(
+            f"  Spark / Parquet path: {res['forms']['spark']['seconds'] / parquet:.2f}x (Parquet scan), "
+            f"{res['forms']['spark-cached']['seconds'] / parquet:.2f}x (cached rows); peak RSS (driver) "
+            f"{res['peak_rss_mib']:.0f} MiB; Spark session start (not timed) {res['spark_start_s']:.1f} s"
+        )
+        return res
     if "cold_s" in res:
         extra = (
             f"; first call (JIT) {res['cold_s']:.2f} s = {res['cold_rows_per_s']:.3e} rows/s; "
@@ -620,6 +694,13 @@ def main(argv=None):
         action="store_true",
         help="instead: 10^7 rows (or --rows if given) as a local-Spark DataFrame, dpjax and PipelineDP",
     )
+    p.add_argument(
+        "--peer-rows",
+        type=float,
+        default=None,
+        help="with --spark: PipelineDP's rows (default the smaller of --rows and 10^6), dpjax timed beside it",
+    )
+    p.add_argument("--no-pipelinedp", action="store_true", help="with --spark: dpjax alone")
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -646,13 +727,18 @@ def main(argv=None):
         rows = int(args.rows or 1e7)
         path = table_path(rows)
         print(f"local Spark, {rows:.0e} rows; load {os.getloadavg()[0]:.2f}")
+        print("  dpjax on the rows of a Parquet file: its path, and Spark DataFrames of it (alternating):")
         rates["dpjax"] = run_tool("dpjax-spark", path, args, "dpjax.table (Spark DataFrame)")
-        rates["PipelineDP"] = run_tool("pipelinedp-spark", path, args, "PipelineDP (Spark, dataframes API)")
-        rates["dpjax, Parquet path"] = run_tool("dpjax-parquet", path, args, "dpjax.table (Parquet path, warm)")
-        _add_cold(rates)
-        _ratios(
-            rates, [("dpjax", "PipelineDP"), ("dpjax (first call)", "PipelineDP"), ("dpjax", "dpjax, Parquet path")]
-        )
+        peer_rows = int(args.peer_rows or min(rows, 10**6))
+        if not args.no_pipelinedp:
+            peer_path = table_path(peer_rows)
+            print(f"local Spark, {peer_rows:.0e} rows, PipelineDP beside dpjax; load {os.getloadavg()[0]:.2f}")
+            if peer_rows != rows:
+                rates["dpjax"] = run_tool("dpjax-spark", peer_path, args, "dpjax.table (Spark DataFrame)")
+            rates["PipelineDP"] = run_tool("pipelinedp-spark", peer_path, args, "PipelineDP (Spark, dataframes API)")
+            if rates.get("dpjax"):
+                rates["dpjax, cached rows"] = rates["dpjax"]["forms"]["spark-cached"]
+            _ratios(rates, [("dpjax", "PipelineDP"), ("dpjax, cached rows", "PipelineDP")])
     else:
         rows = int(args.rows or 1e6)
         path = table_path(rows)

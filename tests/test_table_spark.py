@@ -197,3 +197,109 @@ def test_spark_buckets_one_per_core_more_for_a_large_input(spark):
         assert cores < table_spark._buckets(huge) == 1000
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
+
+
+@pytest.mark.slow
+def test_spark_parquet_scan_read_by_the_workers_equals_pyarrow_bitwise(spark, tmp_path):
+    """A plain scan of local Parquet files is read by the bucket workers themselves (no row crosses from the JVM):
+    bitwise the pyarrow table (-0.0 and 0.0 units in one bucket, null and float keys, two files), public groups
+    and private; any other plan (a filter, a cache, a string unit) takes the JVM's rows, bitwise the same; bad
+    rows are refused by name; an empty file is refused."""
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    table_release = importlib.import_module("dpjax.table.release")
+    table_spark = importlib.import_module("dpjax.table.spark")
+    t = _data()
+    folder = tmp_path / "t"
+    folder.mkdir()
+    pq.write_table(t.slice(0, 4000), folder / "a.parquet")
+    pq.write_table(t.slice(4000), folder / "b.parquet")
+    df = spark.read.parquet(str(folder))
+    kw = dict(
+        by="g",
+        statistics=STATS,
+        privacy_unit="user_id",
+        max_groups_per_unit=2,
+        max_rows_per_group=3,
+        epsilon=1.0,
+        delta=1e-6,
+        noise="gaussian",
+    )
+    req = table_release.validate("g", STATS, "user_id", 2, 3, 1.0, 1e-6, None, "gaussian")
+    schema = pa.schema([("user_id", pa.float64()), ("g", pa.float64()), ("steps", pa.float64())])
+    files = table_spark._parquet_files(df, req, schema)
+    assert files is not None and files.rows == t.num_rows and len(files.paths) == 2
+    for groups in ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, None], None):
+        local = table.release(jax.random.key(5), t, groups=groups, **kw)
+        remote = table.release(jax.random.key(5), df, groups=groups, **kw)
+        assert remote.table.equals(local.table), (remote.table.to_pandas(), local.table.to_pandas())
+        assert local.table.num_rows >= 3
+    filtered = df.where("steps >= 0")  # every row: the same release, through the JVM's rows
+    assert table_spark._parquet_files(filtered, req, schema) is None
+    assert table.release(jax.random.key(5), filtered, **kw).table.equals(local.table)  # private groups
+    cached = spark.read.parquet(str(folder)).cache()
+    assert table_spark._parquet_files(cached, req, schema) is None
+    cached.unpersist()
+    pq.write_table(t.set_column(0, "user_id", t.column("user_id").cast(pa.string())), tmp_path / "s.parquet")
+    text = spark.read.parquet(str(tmp_path / "s.parquet"))
+    assert table_spark._parquet_files(text, req, schema.set(0, pa.field("user_id", pa.string()))) is None
+
+    bad = pa.table({"user_id": [1, 2], "g": [1.0, 2.0], "steps": pa.array([None, 3.0], pa.float64())})
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match="column 'steps' has 1 null"):
+        table.release(
+            jax.random.key(1),
+            spark.read.parquet(str(tmp_path / "bad.parquet")),
+            by="g",
+            statistics=[table.sum("steps", 0, 1)],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+        )
+    pq.write_table(bad.slice(0, 0), tmp_path / "empty.parquet")
+    with pytest.raises(ValueError, match="the table is empty"):
+        table.release(
+            jax.random.key(1),
+            spark.read.parquet(str(tmp_path / "empty.parquet")),
+            by="g",
+            statistics=[table.count()],
+            privacy_unit="user_id",
+            max_groups_per_unit=1,
+            max_rows_per_group=1,
+            epsilon=1.0,
+            delta=1e-6,
+        )
+
+
+def test_parquet_workers_split_the_rows_by_unit(tmp_path):
+    """The workers' own read of a Parquet scan (no Spark needed): every row in exactly one bucket, all the rows
+    of a unit in the same one (-0.0 with 0.0, as Spark's canonical ids; a null id with 0, refused there), the
+    columns cast to Spark's types in its order, the buckets about even."""
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    table_spark = importlib.import_module("dpjax.table.spark")
+    t = _data()
+    pq.write_table(t.slice(0, 4000), tmp_path / "a.parquet", row_group_size=1000)
+    pq.write_table(t.slice(4000), tmp_path / "b.parquet")
+    files = table_spark._Files((str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")), t.num_rows)
+    schema = pa.schema([("steps", pa.float64()), ("g", pa.float64()), ("user_id", pa.float64())])
+    parts = [table_spark._read_units(files, schema, "user_id", b, 3) for b in range(3)]
+    assert all(p.schema.equals(schema) for p in parts)
+    assert sum(p.num_rows for p in parts) == t.num_rows
+    assert all(p.num_rows > t.num_rows / 5 for p in parts)
+    units = [set(p.column("user_id").to_pylist()) for p in parts]
+    assert not (units[0] & units[1]) and not (units[0] & units[2]) and not (units[1] & units[2])
+    whole = pa.concat_tables([p.select(t.column_names) for p in parts])
+    key = [("user_id", "ascending"), ("g", "ascending"), ("steps", "ascending")]
+    assert whole.sort_by(key).equals(t.sort_by(key))
+    ids = pa.chunked_array([pa.array([-0.0, 0.0, None, 5.0, 5.0])])
+    b = table_spark._unit_buckets(ids, 7)
+    assert b[0] == b[1] == b[2] and b[3] == b[4]
+    b = table_spark._unit_buckets(pa.chunked_array([pa.array([0, None, 5, 5], pa.int32())]), 7)
+    assert b[0] == b[1] and b[2] == b[3]

@@ -10,19 +10,27 @@ data checks are observed on that one job (``DataFrame.observe``) and read before
 are exact, the bounding draws depend on the units' own rows, and the noise on (key, component,
 group): the released table is bitwise the table of the local backend on the same data and key.
 
+A plain scan of local Parquet files (:func:`_parquet_files`) skips the JVM's rows: each bucket's task reads
+the files itself with pyarrow and keeps the rows of its units (:func:`_read_units`), so no row crosses from
+the JVM to Python and none is shuffled; the workers refuse bad rows as the local backend does.
+
 Install with ``pip install 'dpjax[spark]'`` (pyspark; Java 17).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import re
 import sys
+import urllib.parse
+import urllib.request
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpjax.table import data as _data
 
@@ -168,6 +176,102 @@ def _buckets(df) -> int:
     return min(most, max(cores, -(-size // _BUCKET_BYTES)))
 
 
+#: a plain Parquet scan up to this many input bytes (as Spark's optimizer estimates them) is read by the workers
+#: themselves (:func:`_parquet_files`): each bucket's task reads all of it, so its cost grows with the buckets
+_DIRECT_BYTES = 1 << 30
+#: the Spark types of a unit column that :func:`_unit_buckets` hashes, and of any column a worker reads from
+#: Parquet as Spark does
+_DIRECT_UNIT_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType")
+_DIRECT_TYPES = ("BooleanType", "StringType", *_DIRECT_UNIT_TYPES)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Files:
+    """The local Parquet files of a plain scan and their number of rows (their footers')."""
+
+    paths: tuple
+    rows: int
+
+
+def _parquet_files(df, req, row_schema: pa.Schema) -> _Files | None:
+    """The files of ``df`` when its workers can read the release's rows themselves, else ``None``.
+
+    That is: a release with a privacy unit on a plain scan of local Parquet files (the optimized plan a
+    relation of Parquet files without partition columns, under a projection of its columns at most: no
+    filter, no computed column, not cached) of at most ``_DIRECT_BYTES``, whose needed columns are of
+    :data:`_DIRECT_TYPES` (the unit's of :data:`_DIRECT_UNIT_TYPES`) and, in every file's footer, of the
+    type Spark gives them (``row_schema``), so that pyarrow reads the rows Spark would."""
+    if not req.privacy_unit:
+        return None
+    try:
+        plan = df._jdf.queryExecution().optimizedPlan()
+    except AttributeError:  # no JVM handle on this session (Spark Connect)
+        return None
+    if plan.getClass().getSimpleName() == "Project":
+        projected = plan.projectList()
+        if any(projected.apply(i).getClass().getSimpleName() != "AttributeReference" for i in range(projected.size())):
+            return None
+        plan = plan.child()
+    if plan.getClass().getSimpleName() != "LogicalRelation":
+        return None
+    relation = plan.relation()
+    if (
+        relation.getClass().getSimpleName() != "HadoopFsRelation"
+        or relation.fileFormat().getClass().getSimpleName() != "ParquetFileFormat"
+        or relation.partitionSchema().size()
+        or int(str(plan.stats().sizeInBytes())) > _DIRECT_BYTES
+    ):
+        return None
+    types = {f.name: type(f.dataType).__name__ for f in df.schema.fields}
+    if any(types[c] not in _DIRECT_TYPES for c in req.columns) or types[req.privacy_unit] not in _DIRECT_UNIT_TYPES:
+        return None
+    import pyarrow.parquet as pq
+
+    paths, rows = [], 0
+    for uri in df.inputFiles():
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme != "file":
+            return None
+        paths.append(urllib.request.url2pathname(parsed.path))
+        meta = pq.read_metadata(paths[-1])
+        schema = meta.schema.to_arrow_schema()
+        for field in row_schema:
+            got = schema.field(field.name).type if field.name in schema.names else None
+            if got != field.type and not (got == pa.large_string() and field.type == pa.string()):
+                return None
+        rows += meta.num_rows
+    return _Files(tuple(paths), rows)
+
+
+def _unit_buckets(col, buckets: int) -> np.ndarray:
+    """The bucket number of each row's unit: the top 32 bits of the 64 bits of its canonical id (a float
+    ``-0.0`` as ``0.0``; a null one as ``0``, refused in that bucket) times an odd constant (Fibonacci
+    hashing), scaled to ``[0, buckets)``."""
+    if pa.types.is_floating(col.type):
+        col = pc.cast(_data.canonical_keys(col)[0], pa.float64()).fill_null(0.0)
+    else:
+        col = pc.cast(col, pa.int64()).fill_null(0)
+    x = col.to_numpy().view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    x >>= np.uint64(32)
+    x *= np.uint64(buckets)
+    x >>= np.uint64(32)
+    return x
+
+
+def _read_units(files: _Files, schema: pa.Schema, unit: str, bucket: int, buckets: int) -> pa.Table:
+    """The rows of the units of bucket number ``bucket`` (of ``buckets``: :func:`_unit_buckets`) in ``files``,
+    read by pyarrow a batch at a time (only the columns of ``schema``, cast to its types: Spark's), as one
+    table."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for path in files.paths:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=_data.PARQUET_BATCH_ROWS, columns=schema.names):
+            part = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            parts.append(part.filter(pa.array(_unit_buckets(part.column(unit), buckets) == bucket)))
+    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+
+
 def _to_arrow(df) -> pa.Table:
     """``df`` collected to the driver as one Arrow table (``DataFrame.toArrow``, pyspark ≥ 4; before, the Arrow
     batches it is made of)."""
@@ -212,14 +316,21 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     from pyspark.sql import Observation
 
     checks, keyed = _checks(req, df)
-    # the checks are observed on the rows as the release's own job reads them (no pass of their own) and read
-    # before any noise; where bad data stops that job in a worker, one aggregation finds and names it
-    observation = Observation("dpjax_table_checks")
     original = df
-    df = _canonical(
-        df.select(*req.columns).observe(observation, *checks),
-        list(req.by) + ([req.privacy_unit] if req.privacy_unit else []),
-    )
+    row_schema = to_arrow_schema(df.select(*req.columns).schema)
+    direct = _parquet_files(df, req, row_schema)
+    buckets = _buckets(df)
+    if direct is None:
+        # the checks are observed on the rows as the release's own job reads them (no pass of their own) and
+        # read before any noise; where bad data stops that job in a worker, one aggregation finds and names it
+        observation = Observation("dpjax_table_checks")
+        df = df.select(*req.columns).observe(observation, *checks)
+    else:  # the workers refuse bad rows as the local backend does (then one aggregation names the fault)
+        observation = None
+        df = df.select(*req.columns)
+        if not direct.rows:
+            raise ValueError("data: the table is empty")
+    df = _canonical(df, list(req.by) + ([req.privacy_unit] if req.privacy_unit else []))
     key_schema = to_arrow_schema(T.StructType([df.schema[c] for c in req.by]))
     if public is not None:
         _data.check_public_types(public, key_schema)
@@ -238,15 +349,11 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     public_schema = public.schema if public is not None else None
     fingerprint = _fingerprint()
 
-    def bucket(batches):
-        """The bounding and integer aggregates of one partition (all the rows of its units), as one Arrow batch
-        of its groups with a kept row (the only candidates)."""
-        _check_worker(fingerprint)
-        batches = list(batches)
-        if not batches or not any(b.num_rows for b in batches):
-            return
-        table = pa.Table.from_batches(batches).combine_chunks()  # one batch: codes and hashes in one pass
-        del batches
+    def aggregates(table):
+        """The bounding and integer aggregates of all the rows of some units (one Arrow table), as one Arrow
+        batch of its groups with a kept row (the only candidates); ``None`` for no row."""
+        if not table.num_rows:
+            return None
         table = table.cast(
             pa.schema(
                 [pa.field(f.name, key_schema.field(f.name).type) if f.name in req.by else f for f in table.schema]
@@ -263,15 +370,38 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
             hist = agg[n][idx]
             offsets = np.arange(len(idx) + 1, dtype=np.int32) * hist.shape[1]
             columns.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(hist.ravel())))
-        yield pa.RecordBatch.from_arrays(columns, schema=out_arrow)
+        return pa.RecordBatch.from_arrays(columns, schema=out_arrow)
+
+    def bucket(batches):
+        """:func:`aggregates` of one partition (all the rows of its units), its rows sent by Spark."""
+        _check_worker(fingerprint)
+        batches = list(batches)
+        if batches:
+            table = pa.Table.from_batches(batches).combine_chunks()  # one batch: codes and hashes in one pass
+            del batches
+            out = aggregates(table)
+            if out is not None:
+                yield out
+
+    def read_bucket(ids):
+        """:func:`aggregates` of the units of each bucket number in ``ids``, their rows read from the files by
+        this worker (:func:`_read_units`)."""
+        _check_worker(fingerprint)
+        for batch in ids:
+            for b in batch.column(0).to_pylist():
+                out = aggregates(_read_units(direct, row_schema, req.privacy_unit, b, buckets))
+                if out is not None:
+                    yield out
 
     # Arrow batches in and out of the workers (mapInArrow: no pandas conversion, NaN and null kept apart), and
     # the rows of each unit brought together by hash partitioning, not by applyInPandas's sort of every row
-    if req.privacy_unit:
-        partial = df.repartition(_buckets(df), F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
+    spark = df.sparkSession
+    if direct is not None:  # each bucket's worker reads the files itself: no row crosses from the JVM
+        partial = spark.range(0, buckets, 1, buckets).mapInArrow(read_bucket, out_schema)
+    elif req.privacy_unit:
+        partial = df.repartition(buckets, F.col(req.privacy_unit)).mapInArrow(bucket, out_schema)
     else:  # each row its own unit: nothing to bound, aggregate each partition where it is
         partial = df.mapInArrow(bucket, out_schema)
-    spark = df.sparkSession
     if trees:
         partial = partial.cache()  # scanned twice: the scalars, then the exploded leaves
     # the per-bucket, per-group rows (a few per group) come to the driver as one Arrow table, no Row objects and
@@ -281,7 +411,8 @@ def spark_aggregates(req, df, public, bound_key, local_aggregates):
     except Exception:
         _refuse(req, original.agg(*checks).collect()[0].asDict(), keyed)
         raise
-    _refuse(req, observation.get, keyed)
+    if observation is not None:
+        _refuse(req, observation.get, keyed)
     h = np.stack([got.column("__h0").to_numpy(), got.column("__h1").to_numpy()], axis=1).astype(np.uint32)
     u64 = _data.words_to_u64(h)
     distinct, first, inverse = np.unique(u64, return_index=True, return_inverse=True)
