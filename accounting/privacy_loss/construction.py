@@ -30,8 +30,16 @@ import numpy as np
 
 from accounting.privacy_loss import grid as _grid
 from accounting._numerics import as64, concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, host_gaussian_envelope
+from accounting.privacy_loss.profiles import (
+    discrete_plan,
+    envelope,
+    expand,
+    host_envelope,
+    host_gaussian_profile,
+    host_laplace_profile,
+)
 from accounting.privacy_loss.route import route
+from dpjax.kernels.laplace import Laplace
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -278,9 +286,10 @@ def make_plan(
     extra = {"cells": output_cells}
     if route(m, sampling_prob).profile == "discrete":
         extra.update(discrete_plan(expand(m), *pairs(m, sens)))
-    if host_build_applies(m, sens, sampling_prob, route(m, sampling_prob)):  # (on the host: nothing compiled)
+    host = host_profile(m, sens, sampling_prob, route(m, sampling_prob))
+    if host is not None:  # (on the host: nothing compiled)
         prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
-        rem, add = host_gaussian_envelope(concrete_mu(m, sens), prob, _COARSE, None if prob is None else _COARSE, True)
+        rem, add = host_envelope(*host[:2], prob, _COARSE, None if prob is None else _COARSE, True)
     else:
         rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
@@ -586,8 +595,8 @@ def concrete_mu(mech, sensitivity):
     return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
 
 
-def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
-    """Whether :func:`host_build` builds ``mech``'s single-step grids.
+def host_profile(mech, sensitivity, sampling_prob, how):
+    """The numpy profile of ``mech``'s one symmetric pair, for :func:`host_build`, or ``None``.
 
     Args:
       mech: the mechanism.
@@ -596,25 +605,33 @@ def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
       how: ``mech``'s :class:`accounting.privacy_loss.route.Route`.
 
     Returns:
-      ``True`` for concrete parameters and a pair loss that is exactly Gaussian (``gaussian_pld_mu``:
-      no lattice, no pure-ε cap, no pair path), its one profile known on the host.
+      ``(profile, param, pure)`` for concrete parameters of a pair loss that is exactly Gaussian
+      (``gaussian_pld_mu``: no lattice, no pure-ε cap, no pair path; the profile of μ, ``pure`` None)
+      or of the continuous :class:`dpjax.Laplace` (the profile of r = Δ/b, ``pure`` its pure ε r), with
+      ``profile(param, eps)`` as :func:`accounting.privacy_loss.profiles.host_envelope` takes it;
+      ``None`` for any other mechanism or traced values (the compiled build).
     """
-    return (
-        mech.gaussian_pld_mu is not None
-        and how.profile == "closed_form"
-        and not (how.pure_cap or how.pair_path or how.atomic)
-        and not is_traced((mech, sensitivity, sampling_prob))
-    )
+    if how.profile != "closed_form" or how.pair_path or how.atomic or is_traced((mech, sensitivity, sampling_prob)):
+        return None
+    if mech.gaussian_pld_mu is not None and not how.pure_cap:
+        return host_gaussian_profile, concrete_mu(mech, sensitivity), None
+    if type(mech) is Laplace:  # (exactly the kernel: a subclass may override its profile)
+        sens = np.abs(np.asarray(concrete(sensitivity), np.float64))
+        r = sens / np.asarray(concrete(mech).scale, np.float64)
+        return host_laplace_profile, r, r
+    return None
 
 
-def host_build(mu, sampling_prob, plan, pessimistic):
-    """The single-step grid pmfs of a mechanism whose pair loss is exactly Gaussian, built on the host.
+def host_build(profile, param, sampling_prob, plan, pessimistic):
+    """The single-step grid pmfs of a mechanism with a numpy pair profile (:func:`host_profile`), built
+    on the host.
 
     The arithmetic of the compiled build (:func:`grids` on
-    :func:`accounting.privacy_loss.profiles.host_gaussian_envelope`), nothing compiled.
+    :func:`accounting.privacy_loss.profiles.host_envelope`), nothing compiled.
 
     Args:
-      mu: the concrete μ (over the batch).
+      profile: the pair's numpy profile, ``profile(param, eps)``.
+      param: its concrete parameter (over the batch).
       sampling_prob: the Poisson rate (``None``: not subsampled).
       plan: the :class:`Plan`.
       pessimistic: a dominating PLD (else optimistic).
@@ -625,7 +642,7 @@ def host_build(mu, sampling_prob, plan, pessimistic):
     prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
 
     def env(eps_rem, eps_add):
-        return host_gaussian_envelope(mu, prob, eps_rem, eps_add, pessimistic)
+        return host_envelope(profile, param, prob, eps_rem, eps_add, pessimistic)
 
     offsets = (float(plan.remove[0]), float(plan.add[0] if plan.add else 0), None)
     rem, add = grids(env, offsets, plan.shape, pessimistic, np)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import statistics
 
 import jax
 import jax.numpy as jnp
@@ -36,17 +37,17 @@ from accounting.privacy_loss.construction import (
     build,
     concrete_mu,
     host_build,
-    host_build_applies,
+    host_profile,
     make_plan,
     next_pow2,
     pairs,
     sampling_rate,
     validate,
 )
-from accounting.privacy_loss.profiles import envelope, expand
+from accounting.privacy_loss.profiles import envelope, expand, host_gaussian_profile
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import as64, bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
-from accounting._root import epsilon_root
+from accounting._root import ROOT_TOL, epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
@@ -483,6 +484,10 @@ class PrivacyLossDistribution:
                 check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
         if self._on_host(delta):
             return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
+        if concrete_query and self.is_analytic and self.host_queries:
+            eps = _host_gaussian_epsilon(np.asarray(self.gaussian_mu)[..., None], flat)
+            if eps is not None:  # (on the host: nothing compiled)
+                return as64(eps.reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
         if concrete_query:
             return as64(np.asarray(eps).reshape(self.batch_shape + dl.shape))
@@ -695,6 +700,39 @@ def _gaussian_epsilon(mu, delta):
     # stopped 2e-8 relative below the truth); rounded up by 1e-15 relative
     upper = jnp.maximum(mu * (mu / 2.0 - ndtri(delta)), 0.0) * (1.0 + 1e-15)
     return jnp.where(big, upper, root)
+
+
+def _host_gaussian_epsilon(mu, delta):
+    """:func:`_gaussian_epsilon` on the host (numpy, nothing compiled) for concrete μ in (0,
+    GAUSSIAN_CLOSED_MU] and δ in (0, 1): bisection of the decreasing profile
+    (:func:`accounting.privacy_loss.profiles.host_gaussian_profile`) from [0, μ(μ/2 + |Φ⁻¹(δ)|)] (an upper
+    bound: δ(ε) ≤ Φ(μ/2 − ε/μ)) to ROOT_TOL, reporting the end where δ is at or below the target (a profile
+    the numerics cannot evaluate counts as above it); ``None`` for other arguments (the compiled route)."""
+    mu, delta = np.broadcast_arrays(np.asarray(mu, np.float64), np.asarray(delta, np.float64))
+    if not (np.all((mu > 0) & (mu <= GAUSSIAN_CLOSED_MU)) and np.all((delta > 0) & (delta < 1))):
+        return None
+
+    def above(e):
+        d = host_gaussian_profile(mu, e)
+        return np.isnan(d) | (d > delta)
+
+    inv = np.vectorize(lambda d: abs(statistics.NormalDist().inv_cdf(min(d, 0.5))))(delta)
+    lo, hi = np.zeros_like(mu), (mu * (mu / 2.0 + inv)) * (1.0 + 1e-9) + ROOT_TOL
+    for _ in range(64):  # (the bound holds; a NaN profile may still read above it: widen)
+        wide = above(hi)
+        if not wide.any():
+            break
+        lo, hi = np.where(wide, hi, lo), np.where(wide, 2.0 * hi + 1.0, hi)
+    else:
+        return None
+    hi = np.where(above(lo), hi, lo)  # δ(0) at or below the target: ε = 0
+    for _ in range(200):
+        if np.all(hi - lo <= np.maximum(ROOT_TOL, 4.0 * np.spacing(hi))):
+            break
+        mid = 0.5 * (lo + hi)
+        up = above(mid)
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return hi
 
 
 #: the largest Gaussian μ = Δ/σ a loss grid holds: its losses, N(μ²/2, μ²), stay 40 standard deviations
@@ -916,7 +954,12 @@ def pld(
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
-        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
+        mu = concrete_mu(mech, sensitivity)  # (concrete: no custom-VJP call)
+        mu = (
+            as64(mu)
+            if mu is not None
+            else x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
+        )
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
     mu = concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
@@ -934,16 +977,20 @@ def pld(
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
-    on_host = host_build_applies(mech, sensitivity, sampling_prob, how)
+    host = host_profile(mech, sensitivity, sampling_prob, how)
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
-    if on_host:  # a concrete Gaussian loss: its profile and grid built on the host (nothing compiled)
-        rem, add = host_build(mu, sampling_prob, plan, bool(pessimistic))
+    pure = None
+    if host is not None:  # concrete Gaussian or Laplace pair: its profile and grid built on the host (nothing compiled)
+        profile, param, pure = host
+        rem, add = host_build(profile, param, sampling_prob, plan, bool(pessimistic))
+        if pure is not None:  # (pure_cap's arithmetic)
+            pure = pure if sampling_prob is None else np.log1p(np.asarray(sampling_prob) * np.expm1(pure))
+            pure = as64(np.broadcast_to(pure, tuple(mech.batch_shape)))
     else:
         rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
             mech, as64(sensitivity), sampling_prob
         )
-    pure = None
-    if how.pure_cap:  # (its gradient, like the grid's, in float64)
+    if how.pure_cap and pure is None:  # (its gradient, like the grid's, in float64)
         pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
     source = None
     if how.exact_derivative:
