@@ -735,7 +735,7 @@ def pad_to(pmf: GridPmf, size: int) -> GridPmf:
         probs = jnp.pad(pmf.probs, width)
     else:
         with jax.enable_x64(True):
-            probs = jnp.asarray(np.pad(np.asarray(pmf.probs), width))
+            probs = jnp.asarray(np.pad(np.asarray(pmf.probs, np.float64), width), jnp.float64)
     return GridPmf(probs, pmf.offset, pmf.inf_mass, pmf.roundoff, pmf.step)
 
 
