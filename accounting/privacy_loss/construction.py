@@ -271,26 +271,48 @@ def make_plan(
       ValueError: traced parameters, a parameter out of range, or a grid beyond ``MAX_GRID``.
     """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
+    return plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, None)
+
+
+def plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, host):
+    """:func:`make_plan` of validated arguments, given ``mech``'s :func:`host_profile` (``None``: none, or not
+    known yet) — :func:`accounting.pld` passes the one it reads for the build.
+
+    Args:
+      mech: the mechanism (concrete parameters).
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      value_discretization_interval: the step, or ``None`` (adaptive).
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+      host: ``host_profile(mech, ...)``, or ``None``.
+
+    Returns:
+      A :class:`Plan`.
+
+    Raises:
+      ValueError: as :func:`make_plan`.
+    """
     output_cells = check_int("output_cells", output_cells, minimum=16)
-    m = concrete(to64(mech))
-    sens = concrete(sensitivity)
-    sampling_prob = concrete(sampling_prob)
-    if m is None or sens is None or sampling_prob is None:
-        raise ValueError(
-            "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
-            "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
-        )
-    m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
-    sampling_prob = sampling_rate(sampling_prob)
-    sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
+    if host is None:
+        host = host_profile(mech, sensitivity, sampling_prob, route(mech, sampling_rate(sampling_prob)))
     extra = {"cells": output_cells}
-    if route(m, sampling_prob).profile == "discrete":
-        extra.update(discrete_plan(expand(m), *pairs(m, sens)))
-    host = host_profile(m, sens, sampling_prob, route(m, sampling_prob))
     if host is not None:  # (on the host: nothing compiled)
-        prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
+        prob = None if np.all(np.asarray(sampling_prob) == 1.0) else np.asarray(sampling_prob, np.float64)
         rem, add = host_envelope(*host[:2], prob, _COARSE, None if prob is None else _COARSE, True)
     else:
+        m = concrete(to64(mech))
+        sens = concrete(sensitivity)
+        sampling_prob = concrete(sampling_prob)
+        if m is None or sens is None or sampling_prob is None:
+            raise ValueError(
+                "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
+                "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
+            )
+        m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
+        sampling_prob = sampling_rate(sampling_prob)
+        sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
+        if route(m, sampling_prob).profile == "discrete":
+            extra.update(discrete_plan(expand(m), *pairs(m, sens)))
         rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [

@@ -38,7 +38,7 @@ from accounting.privacy_loss.construction import (
     concrete_mu,
     host_build,
     host_profile,
-    make_plan,
+    plan_with,
     next_pow2,
     pairs,
     sampling_rate,
@@ -961,23 +961,16 @@ def pld(
             else x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
         )
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
-    mu = concrete_mu(mech, sensitivity)
+    host = host_profile(mech, sensitivity, sampling_prob, how)
+    mu = host[1] if host is not None and host[0] is host_gaussian_profile else concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
         rate = sampling_rate(concrete(sampling_prob))
         return _bound_pld(mu, 1.0 if rate is None else rate, pessimistic, None if adaptive else step, adaptive)
     if plan is None:
-        plan = make_plan(
-            mech,
-            sensitivity=sensitivity,
-            sampling_prob=sampling_prob,
-            value_discretization_interval=value_discretization_interval,
-            pessimistic=pessimistic,
-            output_cells=output_cells,
-        )
+        plan = plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, host)
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
-    host = host_profile(mech, sensitivity, sampling_prob, how)
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
     pure = None
     if host is not None:  # concrete Gaussian or Laplace pair: its profile and grid built on the host (nothing compiled)

@@ -377,7 +377,9 @@ def epsilon_for_delta(pmf: GridPmf, delta, xp=jnp):
     """
     if xp is jnp:
         return _epsilon_for_delta_jit(pmf, delta)
-    return _epsilon_for_delta(_host(pmf), np.asarray(delta, np.float64), np)
+    host = _host(pmf)  # read over its support (the zeros padding it on top change no answer)
+    host = GridPmf(host.probs[..., : support_len(host)], host.offset, host.inf_mass, host.roundoff, host.step)
+    return _epsilon_for_delta(host, np.asarray(delta, np.float64), np)
 
 
 def _epsilon_for_delta(pmf, delta, xp):
