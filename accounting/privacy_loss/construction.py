@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import as64, concrete, pow2_floor, to64, x64
+from accounting._numerics import as64, concrete, leaf64, pow2_floor, to64, x64
 from accounting.privacy_loss.profiles import (
     discrete_plan,
     envelope,
@@ -669,4 +669,4 @@ def host_build(profile, param, sampling_prob, plan, pessimistic):
     offsets = (float(plan.remove[0]), float(plan.add[0] if plan.add else 0), None)
     rem, add = grids(env, offsets, plan.shape, pessimistic, np)
     with jax.enable_x64(True):
-        return tuple(None if p is None else jax.tree_util.tree_map(as64, p) for p in (rem, add))
+        return tuple(None if p is None else jax.tree_util.tree_map(leaf64, p) for p in (rem, add))

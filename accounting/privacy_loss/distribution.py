@@ -46,7 +46,7 @@ from accounting.privacy_loss.construction import (
 )
 from accounting.privacy_loss.profiles import envelope, expand, host_gaussian_profile
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
-from accounting._numerics import as64, bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
+from accounting._numerics import as64, bucket_len, concrete, leaf64, pow2_floor, to64, x64, x64_vjp
 from accounting._root import ROOT_TOL, epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
@@ -173,7 +173,7 @@ class PrivacyLossDistribution:
         mu = None
         if mus:
             mu = functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
-            mu = as64(mu) if xp is np else mu
+            mu = leaf64(mu) if xp is np else mu
         return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
@@ -259,7 +259,7 @@ class PrivacyLossDistribution:
         if is_traced((a, b)):
             pure = a.pure_bound() + b.pure_bound()
         else:  # (on the host: nothing compiled)
-            pure = as64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
+            pure = leaf64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
         return a.composed_as(rem, add, pure, b)
 
     def composed_as(self, remove, add, pure_eps, other=None, count=None):
@@ -303,11 +303,11 @@ class PrivacyLossDistribution:
         if self.gaussian_part is not None:
             return self.resolved().pure_bound()
         if self.pure_eps is not None:
-            return jnp.asarray(self.pure_eps, jnp.float64)
+            return jnp.asarray(self.pure_eps, jnp.float64) if is_traced(self.pure_eps) else leaf64(self.pure_eps)
         if self.composed:
-            return as64(np.full(self.batch_shape, np.inf))
+            return leaf64(np.full(self.batch_shape, np.inf))
         if not is_traced(self):  # (on the host: nothing compiled)
-            return as64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
+            return leaf64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
         return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
@@ -432,7 +432,7 @@ class PrivacyLossDistribution:
         eps = xp.asarray(epsilon, np.float64)
         flat = _flat(eps, self.batch_shape, xp)
         if self._on_host(epsilon):
-            return as64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
+            return leaf64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
         out = x64_vjp(_delta_core)(self, flat)
         if concrete_query:
             return as64(np.asarray(out).reshape(self.batch_shape + eps.shape))
@@ -483,11 +483,11 @@ class PrivacyLossDistribution:
             for pmf in self._directions():
                 check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
         if self._on_host(delta):
-            return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
+            return leaf64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
         if concrete_query and self.is_analytic and self.host_queries:
             eps = _host_gaussian_epsilon(np.asarray(self.gaussian_mu)[..., None], flat)
             if eps is not None:  # (on the host: nothing compiled)
-                return as64(eps.reshape(self.batch_shape + dl.shape))
+                return leaf64(eps.reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
         if concrete_query:
             return as64(np.asarray(eps).reshape(self.batch_shape + dl.shape))
@@ -675,7 +675,7 @@ def _compose_trim(a, b, pessimistic, tail):
         start, stop = _grid.trim_window(out, tail)
         out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(as64, out)
+        return jax.tree_util.tree_map(leaf64, out)
 
 
 def _log_gaussian_delta(eps, mu):
@@ -978,7 +978,7 @@ def pld(
         rem, add = host_build(profile, param, sampling_prob, plan, bool(pessimistic))
         if pure is not None:  # (pure_cap's arithmetic)
             pure = pure if sampling_prob is None else np.log1p(np.asarray(sampling_prob) * np.expm1(pure))
-            pure = as64(np.broadcast_to(pure, tuple(mech.batch_shape)))
+            pure = leaf64(np.broadcast_to(pure, tuple(mech.batch_shape)))
     else:
         rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
             mech, as64(sensitivity), sampling_prob
@@ -987,7 +987,7 @@ def pld(
         pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, as64(sensitivity), sampling_prob)
+        source = (mech, leaf64(sensitivity), sampling_prob)
     return PrivacyLossDistribution(
         remove=rem,
         add=add,

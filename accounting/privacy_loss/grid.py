@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import EPS64, as64, safe_log, take_last
+from accounting._numerics import EPS64, as64, leaf64, safe_log, take_last
 from dpjax.validation import concrete, is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
@@ -327,7 +327,7 @@ def on_host(fn, pmf: GridPmf, *args, **kwargs) -> GridPmf:
     with np.errstate(all="ignore"):  # overflowed masses read as such (round-off ∞), as the compiled route
         out = fn(_host(pmf), *args, xp=np, **kwargs)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(as64, out)
+        return jax.tree_util.tree_map(leaf64, out)
 
 
 def delta_for_epsilon(pmf: GridPmf, eps, xp=jnp):
