@@ -39,6 +39,7 @@ from accounting.privacy_loss.profiles import (
     host_laplace_profile,
 )
 from accounting.privacy_loss.route import route
+from dpjax.kernels.gaussian import Gaussian
 from dpjax.kernels.laplace import Laplace
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
@@ -614,6 +615,8 @@ def concrete_mu(mech, sensitivity):
     """
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
+    if type(mech) is Gaussian:  # (its hook's Δ/σ in float64 on the host: no division program compiled)
+        return np.asarray(concrete(sensitivity), np.float64) / np.asarray(concrete(mech).sigma, np.float64)
     return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
 
 

@@ -201,7 +201,7 @@ class PrivacyLossDistribution:
         if beyond_grid(mu):
             return _bound_pld(self.gaussian_mu, 1.0, self.pessimistic, step, self.adaptive)
         return pld(
-            _GaussianPair(mu=jnp.asarray(self.gaussian_mu)),
+            _GaussianPair(mu=as64(mu)),
             value_discretization_interval=step,
             pessimistic=self.pessimistic,
             use_analytic=False,
@@ -230,7 +230,11 @@ class PrivacyLossDistribution:
             raise ValueError("other: cannot compose a pessimistic PLD with an optimistic one")
         check_positive("tail_mass_truncation", tail_mass_truncation)
         if self.is_analytic and other.is_analytic:
-            mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
+            if is_traced((self.gaussian_mu, other.gaussian_mu)):
+                mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
+            else:  # (on the host: nothing compiled)
+                a, b = (np.asarray(x, np.float64) for x in (self.gaussian_mu, other.gaussian_mu))
+                mu = leaf64(np.sqrt(a**2 + b**2))
             return PrivacyLossDistribution(
                 gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step, adaptive=self.adaptive and other.adaptive
             )
