@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,39 @@ def as64(x):
     if isinstance(x, jax.core.Tracer):
         return jnp.asarray(x)
     return jnp.asarray(np.asarray(x, np.float64), jnp.float64)
+
+
+_HOST_LEAVES = threading.local()
+
+
+@contextlib.contextmanager
+def host_leaves():
+    """Inside the block, concrete PLDs built, composed and read on the host keep float64 numpy leaves
+    (:func:`leaf64`): no transfer per leaf, which every host operation reads back. Only for PLDs that stay
+    with the caller and are read under float64 (every accounting entry point is): ``jit`` outside
+    ``jax.enable_x64`` would read numpy float64 leaves as float32 (:func:`jax_leaves` converts them back)."""
+    prev = getattr(_HOST_LEAVES, "on", False)
+    _HOST_LEAVES.on = True
+    try:
+        yield
+    finally:
+        _HOST_LEAVES.on = prev
+
+
+def leaf64(x):
+    """A concrete float64 leaf of a PLD built on the host: :func:`as64`, or a numpy array inside
+    :func:`host_leaves`."""
+    if getattr(_HOST_LEAVES, "on", False) and not isinstance(x, jax.core.Tracer):
+        return np.asarray(x, np.float64)
+    return as64(x)
+
+
+def jax_leaves(tree):
+    """``tree`` with its float64 numpy leaves (:func:`host_leaves`) as float64 JAX arrays."""
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(
+            lambda x: as64(x) if isinstance(x, np.ndarray) and x.dtype == np.float64 else x, tree
+        )
 
 
 def to64(tree):

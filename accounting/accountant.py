@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import as64, x64, x64_vjp
+from accounting._numerics import as64, host_leaves, jax_leaves, leaf64, x64, x64_vjp
 from accounting.privacy_loss.construction import DEFAULT_TAIL_MASS, MAX_GRID
 from accounting.privacy_loss.distribution import PrivacyLossDistribution, pld
 from dpjax.mechanism import Mechanism
@@ -56,7 +56,7 @@ def _compose_core(p, count, sizes, bits, tail, xp=jnp):
             for pmf, s in zip(p._directions(), sizes)
         ]
         with jax.enable_x64(True):
-            pure = as64(np.asarray(p.pure_bound()) * count)
+            pure = leaf64(np.asarray(p.pure_bound()) * count)
             count = as64(count)
         return p.composed_as(dirs[0], dirs[1] if len(dirs) > 1 else None, pure, count=count)
     count = jnp.broadcast_to(jnp.asarray(count, jnp.float64), p.batch_shape)
@@ -300,6 +300,13 @@ class Accountant:
           A :class:`PrivacyLossDistribution`, ``None`` before the first record.
         """
         with self._lock:
+            total = self._resolved_total()
+            return None if total is None else jax_leaves(total)
+
+    def _resolved_total(self):
+        """The composed PLD of everything recorded, leaves as :func:`accounting._numerics.host_leaves` keeps
+        them (the ledger's PLDs are read only here, under float64)."""
+        with host_leaves():
             if self._total is None and self._entries:
                 self._total = self._compose(next(reversed(self._entries)), None)
             if self._total is not None:
@@ -383,7 +390,7 @@ class Accountant:
         """
         if self.epsilon_budget is None:
             return False
-        with self._lock:
+        with self._lock, host_leaves():
             new = self._candidate(mech, sensitivity, count, sampling_prob)[3]
             return self._epsilon_of(new, None) > self.epsilon_budget
 
@@ -403,7 +410,7 @@ class Accountant:
           ValueError: the budget would be exceeded (nothing is recorded), ``mech`` not a single
             mechanism, or a parameter out of range.
         """
-        with self._lock:
+        with self._lock, host_leaves():
             key, step, rel, new = self._candidate(mech, sensitivity, count, sampling_prob)
             if self.delta is not None:  # read now: kept with its analytic Gaussian part discretised
                 new = new.resolved()
@@ -439,7 +446,9 @@ class Accountant:
         with self._lock:
             if not self._entries:
                 return 0.0
-            return self._epsilon_of(self.pld, delta)
+            total = self._resolved_total()
+            with host_leaves():
+                return self._epsilon_of(total, delta)
 
     def spent_delta(self, epsilon) -> float:
         """δ spent so far.
@@ -457,7 +466,9 @@ class Accountant:
         with self._lock:
             if not self._entries:
                 return 0.0
-            return float(np.asarray(self.pld.get_delta_for_epsilon(epsilon)))
+            total = self._resolved_total()
+            with host_leaves():
+                return float(np.asarray(total.get_delta_for_epsilon(epsilon)))
 
     def remaining_epsilon(self, delta=None) -> float:
         """The budget minus the ε spent.

@@ -93,3 +93,87 @@ def test_pbdp_relative_laplace_composition_stays_put_on_finer_grids():
     exact = np.asarray(accounting.exact.privacy_profile(m, eps, 0.721))
     grid = np.asarray(p.get_delta_for_epsilon(eps))
     assert (grid >= exact).all() and (grid <= 1.05 * exact).all()
+
+
+# ----------------------------------------------------------------------------------
+# the host build of concrete Gaussian and Laplace PLDs (issue 30)
+# ----------------------------------------------------------------------------------
+def test_host_erfc_is_math_erfc_bitwise():
+    import math
+
+    from accounting.privacy_loss import profiles
+
+    x = np.concatenate(
+        [
+            np.linspace(-40.0, 40.0, 4001),
+            np.nextafter(profiles.ERFC_TWO, [-np.inf, np.inf]),
+            np.nextafter(profiles.ERFC_ZERO, [-np.inf, np.inf]),
+            [profiles.ERFC_TWO, profiles.ERFC_ZERO, -np.inf, np.inf, -1e300, 1e300, np.nan],
+        ]
+    )
+    want = np.array([math.erfc(v) for v in x])
+    np.testing.assert_array_equal(profiles._erfc(x), want)
+
+
+def test_host_laplace_profile_is_the_kernels_hockey_stick():
+    import jax
+
+    from accounting.privacy_loss import profiles
+
+    eps = np.concatenate([np.linspace(-3.0, 3.0, 2001), [-1e8, -0.4, 0.4, 1e8]])
+    for b in (0.37, 2.5, 40.0):
+        with jax.enable_x64(True):
+            want = np.asarray(dpjax.Laplace(jnp.float64(b)).hockey_stick(jnp.asarray(eps), 0.0, 1.0))
+        got = profiles.host_laplace_profile(np.float64(1.0) / b, eps)
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-300)  # (expm1: libm vs XLA, an ulp)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scale,prob", [(3.0, 1.0), (0.5, 0.01), (40.0, 0.3)])
+def test_host_laplace_grid_matches_the_compiled_build(scale, prob):
+    """The host build of a Laplace PLD is the compiled build's to the round-off its pmf carries: the same
+    grid, the same pure ε, δ(ε) and ε(δ) within 1e-12 relative (composed 20 times: 1e-7). (Its default-suite
+    sibling: :func:`test_host_laplace_profile_is_the_kernels_hockey_stick`.)"""
+    import dataclasses
+
+    import jax
+
+    from accounting._numerics import as64, to64
+    from accounting.privacy_loss import construction, route
+
+    m = dpjax.Laplace(scale)
+    with jax.enable_x64(True):
+        host = accounting.pld(m, sampling_prob=prob)
+        rate = construction.sampling_rate(prob)
+        rem, add = construction.build(to64(m), as64(1.0), rate, construction.make_plan(m, sampling_prob=prob), True)
+        pure = route.pure_cap(to64(m), as64(1.0), rate)
+    compiled = dataclasses.replace(host, remove=rem, add=add, pure_eps=pure)
+    assert float(host.pure_eps) == pytest.approx(float(pure), rel=1e-15)
+    for h, c in zip(host._directions(), compiled._directions()):
+        assert h.size == c.size and float(h.offset) == float(c.offset) and float(h.inf_mass) == float(c.inf_mass)
+    for count, rel in ((1, 1e-12), (20, 1e-7)):
+        hc, cc = host.self_compose(count), compiled.self_compose(count)
+        d = np.array([1e-9, 1e-6, 1e-3])
+        np.testing.assert_allclose(hc.get_epsilon_for_delta(d), cc.get_epsilon_for_delta(d), rtol=rel)
+        e = np.array([0.0, 0.3 / scale, 1.0 / scale])
+        np.testing.assert_allclose(hc.get_delta_for_epsilon(e), cc.get_delta_for_epsilon(e), rtol=rel, atol=1e-15)
+
+
+def test_host_gaussian_epsilon_is_at_or_above_the_truth():
+    """The analytic Gaussian's ε(δ) read on the host (bisection, nothing compiled): δ at the reported ε is
+    at or below the target (mpmath, 50 digits), and ε lies within 1e-9 relative of the root."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    deltas = np.array([1e-100, 1e-10, 1e-5, 0.1, 0.9])
+    for mu in (0.05, 1.0, 7.0, 60.0):
+        eps = np.asarray(accounting.pld(dpjax.Gaussian(sigma=1.0 / mu)).get_epsilon_for_delta(deltas))
+        m = mp.mpf(1.0) / mp.mpf(1.0 / mu)
+        for e, d in zip(eps, deltas):
+            x = mp.mpf(float(e))
+            truth = mp.ncdf(m / 2 - x / m) - mp.e**x * mp.ncdf(-m / 2 - x / m)
+            assert truth <= d * (1 + 1e-12), (mu, d, e)
+            if e == 0.0:  # δ(0) at or below the target
+                continue
+            root = mp.findroot(lambda t: mp.ncdf(m / 2 - t / m) - mp.e**t * mp.ncdf(-m / 2 - t / m) - d, x)
+            assert e == pytest.approx(float(root), rel=1e-9, abs=1e-11), (mu, d)

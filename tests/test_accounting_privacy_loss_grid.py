@@ -233,3 +233,17 @@ def test_wide_adaptive_windows_coarsen_as_self_compose_does():
     batch = accounting.get_epsilon(dpjax.Laplace(jnp.asarray([1e6, 1.2e6, 1.4e6, 1.6e6, 1.0])), 1e-6, count=10**4)
     assert float(batch[-1]) == pytest.approx(ref, rel=1e-9)
     assert accounting.Accountant(delta=1e-6).record(dpjax.Laplace(1.0), count=10**4) == pytest.approx(ref, rel=1e-8)
+
+
+def test_smooth_len_is_the_least_5_smooth_length():
+    from accounting.privacy_loss.grid import smooth_len
+
+    def smooth(m):
+        for f in (2, 3, 5):
+            while m % f == 0:
+                m //= f
+        return m == 1
+
+    for n in list(range(1, 400)) + [46000, 53295, 65536, 65537, 2**20 + 1]:
+        m = smooth_len(n)
+        assert m >= n and smooth(m) and not any(smooth(k) for k in range(n, m)), n

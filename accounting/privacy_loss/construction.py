@@ -29,9 +29,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from accounting.privacy_loss import grid as _grid
-from accounting._numerics import as64, concrete, pow2_floor, to64, x64
-from accounting.privacy_loss.profiles import discrete_plan, envelope, expand, host_gaussian_envelope
+from accounting._numerics import as64, concrete, leaf64, pow2_floor, to64, x64
+from accounting.privacy_loss.profiles import (
+    discrete_plan,
+    envelope,
+    expand,
+    host_envelope,
+    host_gaussian_profile,
+    host_laplace_profile,
+)
 from accounting.privacy_loss.route import route
+from dpjax.kernels.gaussian import Gaussian
+from dpjax.kernels.laplace import Laplace
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -263,25 +272,48 @@ def make_plan(
       ValueError: traced parameters, a parameter out of range, or a grid beyond ``MAX_GRID``.
     """
     validate(mech, sensitivity, sampling_prob, value_discretization_interval)
+    return plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, None)
+
+
+def plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, host):
+    """:func:`make_plan` of validated arguments, given ``mech``'s :func:`host_profile` (``None``: none, or not
+    known yet) — :func:`accounting.pld` passes the one it reads for the build.
+
+    Args:
+      mech: the mechanism (concrete parameters).
+      sensitivity: the query's sensitivity.
+      sampling_prob: the Poisson rate.
+      value_discretization_interval: the step, or ``None`` (adaptive).
+      output_cells: output-grid size for mechanisms without a closed-form profile.
+      host: ``host_profile(mech, ...)``, or ``None``.
+
+    Returns:
+      A :class:`Plan`.
+
+    Raises:
+      ValueError: as :func:`make_plan`.
+    """
     output_cells = check_int("output_cells", output_cells, minimum=16)
-    m = concrete(to64(mech))
-    sens = concrete(sensitivity)
-    sampling_prob = concrete(sampling_prob)
-    if m is None or sens is None or sampling_prob is None:
-        raise ValueError(
-            "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
-            "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
-        )
-    m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
-    sampling_prob = sampling_rate(sampling_prob)
-    sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
+    if host is None:
+        host = host_profile(mech, sensitivity, sampling_prob, route(mech, sampling_rate(sampling_prob)))
     extra = {"cells": output_cells}
-    if route(m, sampling_prob).profile == "discrete":
-        extra.update(discrete_plan(expand(m), *pairs(m, sens)))
-    if host_build_applies(m, sens, sampling_prob, route(m, sampling_prob)):  # (on the host: nothing compiled)
-        prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
-        rem, add = host_gaussian_envelope(concrete_mu(m, sens), prob, _COARSE, None if prob is None else _COARSE, True)
+    if host is not None:  # (on the host: nothing compiled)
+        prob = None if np.all(np.asarray(sampling_prob) == 1.0) else np.asarray(sampling_prob, np.float64)
+        rem, add = host_envelope(*host[:2], prob, _COARSE, None if prob is None else _COARSE, True)
     else:
+        m = concrete(to64(mech))
+        sens = concrete(sensitivity)
+        sampling_prob = concrete(sampling_prob)
+        if m is None or sens is None or sampling_prob is None:
+            raise ValueError(
+                "make_plan: mechanism parameters are traced (inside jit); build the plan outside jit from concrete "
+                "parameters (accounting.make_plan(mech_concrete, ...)) and pass plan= to accounting.pld"
+            )
+        m = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), m)
+        sampling_prob = sampling_rate(sampling_prob)
+        sens = jnp.asarray(np.asarray(sens, np.float64), jnp.float64)
+        if route(m, sampling_prob).profile == "discrete":
+            extra.update(discrete_plan(expand(m), *pairs(m, sens)))
         rem, add = _coarse_jit(m, sens, sampling_prob, extra.get("klo"), output_cells, int(extra.get("count", 0)))
     other = {0: rem if add is None else add, 1: rem}
     ranges = [
@@ -583,11 +615,13 @@ def concrete_mu(mech, sensitivity):
     """
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
+    if type(mech) is Gaussian:  # (its hook's Δ/σ in float64 on the host: no division program compiled)
+        return np.asarray(concrete(sensitivity), np.float64) / np.asarray(concrete(mech).sigma, np.float64)
     return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
 
 
-def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
-    """Whether :func:`host_build` builds ``mech``'s single-step grids.
+def host_profile(mech, sensitivity, sampling_prob, how):
+    """The numpy profile of ``mech``'s one symmetric pair, for :func:`host_build`, or ``None``.
 
     Args:
       mech: the mechanism.
@@ -596,25 +630,33 @@ def host_build_applies(mech, sensitivity, sampling_prob, how) -> bool:
       how: ``mech``'s :class:`accounting.privacy_loss.route.Route`.
 
     Returns:
-      ``True`` for concrete parameters and a pair loss that is exactly Gaussian (``gaussian_pld_mu``:
-      no lattice, no pure-ε cap, no pair path), its one profile known on the host.
+      ``(profile, param, pure)`` for concrete parameters of a pair loss that is exactly Gaussian
+      (``gaussian_pld_mu``: no lattice, no pure-ε cap, no pair path; the profile of μ, ``pure`` None)
+      or of the continuous :class:`dpjax.Laplace` (the profile of r = Δ/b, ``pure`` its pure ε r), with
+      ``profile(param, eps)`` as :func:`accounting.privacy_loss.profiles.host_envelope` takes it;
+      ``None`` for any other mechanism or traced values (the compiled build).
     """
-    return (
-        mech.gaussian_pld_mu is not None
-        and how.profile == "closed_form"
-        and not (how.pure_cap or how.pair_path or how.atomic)
-        and not is_traced((mech, sensitivity, sampling_prob))
-    )
+    if how.profile != "closed_form" or how.pair_path or how.atomic or is_traced((mech, sensitivity, sampling_prob)):
+        return None
+    if mech.gaussian_pld_mu is not None and not how.pure_cap:
+        return host_gaussian_profile, concrete_mu(mech, sensitivity), None
+    if type(mech) is Laplace:  # (exactly the kernel: a subclass may override its profile)
+        sens = np.abs(np.asarray(concrete(sensitivity), np.float64))
+        r = sens / np.asarray(concrete(mech).scale, np.float64)
+        return host_laplace_profile, r, r
+    return None
 
 
-def host_build(mu, sampling_prob, plan, pessimistic):
-    """The single-step grid pmfs of a mechanism whose pair loss is exactly Gaussian, built on the host.
+def host_build(profile, param, sampling_prob, plan, pessimistic):
+    """The single-step grid pmfs of a mechanism with a numpy pair profile (:func:`host_profile`), built
+    on the host.
 
     The arithmetic of the compiled build (:func:`grids` on
-    :func:`accounting.privacy_loss.profiles.host_gaussian_envelope`), nothing compiled.
+    :func:`accounting.privacy_loss.profiles.host_envelope`), nothing compiled.
 
     Args:
-      mu: the concrete μ (over the batch).
+      profile: the pair's numpy profile, ``profile(param, eps)``.
+      param: its concrete parameter (over the batch).
       sampling_prob: the Poisson rate (``None``: not subsampled).
       plan: the :class:`Plan`.
       pessimistic: a dominating PLD (else optimistic).
@@ -625,9 +667,9 @@ def host_build(mu, sampling_prob, plan, pessimistic):
     prob = None if sampling_prob is None else np.asarray(sampling_prob, np.float64)
 
     def env(eps_rem, eps_add):
-        return host_gaussian_envelope(mu, prob, eps_rem, eps_add, pessimistic)
+        return host_envelope(profile, param, prob, eps_rem, eps_add, pessimistic)
 
     offsets = (float(plan.remove[0]), float(plan.add[0] if plan.add else 0), None)
     rem, add = grids(env, offsets, plan.shape, pessimistic, np)
     with jax.enable_x64(True):
-        return tuple(None if p is None else jax.tree_util.tree_map(as64, p) for p in (rem, add))
+        return tuple(None if p is None else jax.tree_util.tree_map(leaf64, p) for p in (rem, add))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import statistics
 
 import jax
 import jax.numpy as jnp
@@ -36,17 +37,17 @@ from accounting.privacy_loss.construction import (
     build,
     concrete_mu,
     host_build,
-    host_build_applies,
-    make_plan,
+    host_profile,
+    plan_with,
     next_pow2,
     pairs,
     sampling_rate,
     validate,
 )
-from accounting.privacy_loss.profiles import envelope, expand
+from accounting.privacy_loss.profiles import envelope, expand, host_gaussian_profile
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
-from accounting._numerics import as64, bucket_len, concrete, pow2_floor, to64, x64, x64_vjp
-from accounting._root import epsilon_root
+from accounting._numerics import as64, bucket_len, concrete, leaf64, pow2_floor, to64, x64, x64_vjp
+from accounting._root import ROOT_TOL, epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
@@ -172,7 +173,7 @@ class PrivacyLossDistribution:
         mu = None
         if mus:
             mu = functools.reduce(lambda x, y: xp.sqrt(x * x + y * y), [xp.asarray(m, np.float64) for m in mus])
-            mu = as64(mu) if xp is np else mu
+            mu = leaf64(mu) if xp is np else mu
         return dataclasses.replace(grid, gaussian_part=mu)
 
     @x64
@@ -200,7 +201,7 @@ class PrivacyLossDistribution:
         if beyond_grid(mu):
             return _bound_pld(self.gaussian_mu, 1.0, self.pessimistic, step, self.adaptive)
         return pld(
-            _GaussianPair(mu=jnp.asarray(self.gaussian_mu)),
+            _GaussianPair(mu=as64(mu)),
             value_discretization_interval=step,
             pessimistic=self.pessimistic,
             use_analytic=False,
@@ -229,7 +230,11 @@ class PrivacyLossDistribution:
             raise ValueError("other: cannot compose a pessimistic PLD with an optimistic one")
         check_positive("tail_mass_truncation", tail_mass_truncation)
         if self.is_analytic and other.is_analytic:
-            mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
+            if is_traced((self.gaussian_mu, other.gaussian_mu)):
+                mu = jnp.sqrt(jnp.asarray(self.gaussian_mu) ** 2 + jnp.asarray(other.gaussian_mu) ** 2)
+            else:  # (on the host: nothing compiled)
+                a, b = (np.asarray(x, np.float64) for x in (self.gaussian_mu, other.gaussian_mu))
+                mu = leaf64(np.sqrt(a**2 + b**2))
             return PrivacyLossDistribution(
                 gaussian_mu=mu, pessimistic=self.pessimistic, step=self.step, adaptive=self.adaptive and other.adaptive
             )
@@ -258,7 +263,7 @@ class PrivacyLossDistribution:
         if is_traced((a, b)):
             pure = a.pure_bound() + b.pure_bound()
         else:  # (on the host: nothing compiled)
-            pure = as64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
+            pure = leaf64(np.asarray(a.pure_bound()) + np.asarray(b.pure_bound()))
         return a.composed_as(rem, add, pure, b)
 
     def composed_as(self, remove, add, pure_eps, other=None, count=None):
@@ -302,11 +307,11 @@ class PrivacyLossDistribution:
         if self.gaussian_part is not None:
             return self.resolved().pure_bound()
         if self.pure_eps is not None:
-            return jnp.asarray(self.pure_eps, jnp.float64)
+            return jnp.asarray(self.pure_eps, jnp.float64) if is_traced(self.pure_eps) else leaf64(self.pure_eps)
         if self.composed:
-            return as64(np.full(self.batch_shape, np.inf))
+            return leaf64(np.full(self.batch_shape, np.inf))
         if not is_traced(self):  # (on the host: nothing compiled)
-            return as64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
+            return leaf64(np.maximum.reduce([np.asarray(_grid.pure_epsilon(p)) for p in self._directions()]))
         return jax.lax.stop_gradient(functools.reduce(jnp.maximum, [_grid.pure_epsilon(p) for p in self._directions()]))
 
     def coarsened(self, step):
@@ -431,7 +436,7 @@ class PrivacyLossDistribution:
         eps = xp.asarray(epsilon, np.float64)
         flat = _flat(eps, self.batch_shape, xp)
         if self._on_host(epsilon):
-            return as64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
+            return leaf64(self._delta_core(flat, np).reshape(self.batch_shape + eps.shape))
         out = x64_vjp(_delta_core)(self, flat)
         if concrete_query:
             return as64(np.asarray(out).reshape(self.batch_shape + eps.shape))
@@ -482,7 +487,11 @@ class PrivacyLossDistribution:
             for pmf in self._directions():
                 check_floor(flat, ROUNDOFF_FACTOR * xp.asarray(pmf.roundoff)[..., None])
         if self._on_host(delta):
-            return as64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
+            return leaf64(self._epsilon_core(flat, np).reshape(self.batch_shape + dl.shape))
+        if concrete_query and self.is_analytic and self.host_queries:
+            eps = _host_gaussian_epsilon(np.asarray(self.gaussian_mu)[..., None], flat)
+            if eps is not None:  # (on the host: nothing compiled)
+                return leaf64(eps.reshape(self.batch_shape + dl.shape))
         eps = x64_vjp(_epsilon_core)(self, flat)
         if concrete_query:
             return as64(np.asarray(eps).reshape(self.batch_shape + dl.shape))
@@ -670,7 +679,7 @@ def _compose_trim(a, b, pessimistic, tail):
         start, stop = _grid.trim_window(out, tail)
         out = _grid.trim(out, start, stop, next_pow2(stop - start), pessimistic)
     with jax.enable_x64(True):
-        return jax.tree_util.tree_map(as64, out)
+        return jax.tree_util.tree_map(leaf64, out)
 
 
 def _log_gaussian_delta(eps, mu):
@@ -695,6 +704,39 @@ def _gaussian_epsilon(mu, delta):
     # stopped 2e-8 relative below the truth); rounded up by 1e-15 relative
     upper = jnp.maximum(mu * (mu / 2.0 - ndtri(delta)), 0.0) * (1.0 + 1e-15)
     return jnp.where(big, upper, root)
+
+
+def _host_gaussian_epsilon(mu, delta):
+    """:func:`_gaussian_epsilon` on the host (numpy, nothing compiled) for concrete μ in (0,
+    GAUSSIAN_CLOSED_MU] and δ in (0, 1): bisection of the decreasing profile
+    (:func:`accounting.privacy_loss.profiles.host_gaussian_profile`) from [0, μ(μ/2 + |Φ⁻¹(δ)|)] (an upper
+    bound: δ(ε) ≤ Φ(μ/2 − ε/μ)) to ROOT_TOL, reporting the end where δ is at or below the target (a profile
+    the numerics cannot evaluate counts as above it); ``None`` for other arguments (the compiled route)."""
+    mu, delta = np.broadcast_arrays(np.asarray(mu, np.float64), np.asarray(delta, np.float64))
+    if not (np.all((mu > 0) & (mu <= GAUSSIAN_CLOSED_MU)) and np.all((delta > 0) & (delta < 1))):
+        return None
+
+    def above(e):
+        d = host_gaussian_profile(mu, e)
+        return np.isnan(d) | (d > delta)
+
+    inv = np.vectorize(lambda d: abs(statistics.NormalDist().inv_cdf(min(d, 0.5))))(delta)
+    lo, hi = np.zeros_like(mu), (mu * (mu / 2.0 + inv)) * (1.0 + 1e-9) + ROOT_TOL
+    for _ in range(64):  # (the bound holds; a NaN profile may still read above it: widen)
+        wide = above(hi)
+        if not wide.any():
+            break
+        lo, hi = np.where(wide, hi, lo), np.where(wide, 2.0 * hi + 1.0, hi)
+    else:
+        return None
+    hi = np.where(above(lo), hi, lo)  # δ(0) at or below the target: ε = 0
+    for _ in range(200):
+        if np.all(hi - lo <= np.maximum(ROOT_TOL, 4.0 * np.spacing(hi))):
+            break
+        mid = 0.5 * (lo + hi)
+        up = above(mid)
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return hi
 
 
 #: the largest Gaussian μ = Δ/σ a loss grid holds: its losses, N(μ²/2, μ²), stay 40 standard deviations
@@ -916,38 +958,40 @@ def pld(
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
-        mu = x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
+        mu = concrete_mu(mech, sensitivity)  # (concrete: no custom-VJP call)
+        mu = (
+            as64(mu)
+            if mu is not None
+            else x64_vjp(lambda m, s: to64(m).gaussian_pld_mu(to64(s)))(mech, as64(sensitivity))
+        )
         return PrivacyLossDistribution(gaussian_mu=mu, pessimistic=pessimistic, step=step, adaptive=adaptive)
-    mu = concrete_mu(mech, sensitivity)
+    host = host_profile(mech, sensitivity, sampling_prob, how)
+    mu = host[1] if host is not None and host[0] is host_gaussian_profile else concrete_mu(mech, sensitivity)
     if mu is not None and concrete(sampling_prob) is not None and beyond_grid(mu):
         rate = sampling_rate(concrete(sampling_prob))
         return _bound_pld(mu, 1.0 if rate is None else rate, pessimistic, None if adaptive else step, adaptive)
     if plan is None:
-        plan = make_plan(
-            mech,
-            sensitivity=sensitivity,
-            sampling_prob=sampling_prob,
-            value_discretization_interval=value_discretization_interval,
-            pessimistic=pessimistic,
-            output_cells=output_cells,
-        )
+        plan = plan_with(mech, sensitivity, sampling_prob, value_discretization_interval, output_cells, host)
     elif not adaptive and plan.step != step:
         raise ValueError(f"plan: built for step {plan.step}, but value_discretization_interval gives {step}")
     step = plan.step
-    on_host = host_build_applies(mech, sensitivity, sampling_prob, how)
     sampling_prob = sampling_rate(sampling_prob)  # None (not subsampled) or a float64 array
-    if on_host:  # a concrete Gaussian loss: its profile and grid built on the host (nothing compiled)
-        rem, add = host_build(mu, sampling_prob, plan, bool(pessimistic))
+    pure = None
+    if host is not None:  # concrete Gaussian or Laplace pair: its profile and grid built on the host (nothing compiled)
+        profile, param, pure = host
+        rem, add = host_build(profile, param, sampling_prob, plan, bool(pessimistic))
+        if pure is not None:  # (pure_cap's arithmetic)
+            pure = pure if sampling_prob is None else np.log1p(np.asarray(sampling_prob) * np.expm1(pure))
+            pure = leaf64(np.broadcast_to(pure, tuple(mech.batch_shape)))
     else:
         rem, add = x64_vjp(lambda m, s, prob: build(to64(m), to64(s), prob, plan, bool(pessimistic)))(
             mech, as64(sensitivity), sampling_prob
         )
-    pure = None
-    if how.pure_cap:  # (its gradient, like the grid's, in float64)
+    if how.pure_cap and pure is None:  # (its gradient, like the grid's, in float64)
         pure = x64_vjp(lambda m, s, prob: pure_cap(to64(m), to64(s), prob))(mech, as64(sensitivity), sampling_prob)
     source = None
     if how.exact_derivative:
-        source = (mech, as64(sensitivity), sampling_prob)
+        source = (mech, leaf64(sensitivity), sampling_prob)
     return PrivacyLossDistribution(
         remove=rem,
         add=add,

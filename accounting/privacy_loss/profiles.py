@@ -252,14 +252,19 @@ def _add_arg(eps, sampling_prob, xp=jnp):
 
 
 # ----------------------------------------------------------------------------------
-# the Gaussian pair's profile on the host
+# the profiles of the Gaussian and the Laplace pair on the host
 # ----------------------------------------------------------------------------------
+#: math.erfc is exactly 2 at and below this, exactly 0 at and above ERFC_ZERO (checked in the tests)
+ERFC_TWO, ERFC_ZERO = -6.0, 27.3
 
 
 def _erfc(x):
-    """``math.erfc`` elementwise (float64 in and out, no object array in between)."""
+    """``math.erfc`` elementwise over a float64 array (bitwise), calling it only where it is neither 2 nor 0."""
     x = np.asarray(x, np.float64)
-    return np.fromiter(map(math.erfc, x.ravel().tolist()), np.float64, count=x.size).reshape(x.shape)
+    out = np.where(x <= ERFC_TWO, 2.0, 0.0)
+    mid = ~((x <= ERFC_TWO) | (x >= ERFC_ZERO))
+    out[mid] = np.fromiter(map(math.erfc, x[mid].tolist()), np.float64, int(np.count_nonzero(mid)))
+    return out
 
 
 _HALF_SQRT2 = 0.5 * math.sqrt(2.0)
@@ -277,14 +282,52 @@ def _host_log_ndtr(x):
     return np.where(big, -0.5 * xb * xb - np.log(-xb) - _LOG_SQRT_2PI + np.log(series), core)
 
 
-def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
-    """The remove / add profiles (:func:`envelope`) of a mechanism whose pair loss is exactly Gaussian
-    (``gaussian_pld_mu``: the one pair N(0, 1) vs N(μ, 1), symmetric), Poisson-subsampled at rate
-    ``sampling_prob`` (``None``: not subsampled, ``eps_add`` None), computed on the host in numpy from
-    concrete μ (batch) and losses (batch + (m,)): δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ).
+def host_gaussian_profile(mu, eps):
+    """δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) of the pair N(0, 1) vs N(μ, 1), in numpy.
 
     Args:
-      mu: μ over the batch.
+      mu: μ, shaped (..., 1) against the losses.
+      eps: the losses (..., m).
+
+    Returns:
+      δ(ε), NaN where the numerics cannot evaluate it.
+
+    References:
+      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+      Calibration and Optimal Denoising", ICML 2018, Theorem 8.
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        a, b = mu / 2.0 - eps / mu, -mu / 2.0 - eps / mu
+        return 0.5 * _erfc(-a * _HALF_SQRT2) - np.exp(eps + _host_log_ndtr(b))
+
+
+def host_laplace_profile(r, eps):
+    """δ(ε) of the pair Lap(0, b) vs Lap(Δ, b), r = Δ/b, in numpy: the arithmetic of
+    :meth:`dpjax.Laplace.hockey_stick` (1 − e^ε for ε ≤ −r, 1 − e^{(ε−r)/2} for |ε| < r, 0 for ε ≥ r).
+
+    Args:
+      r: Δ/b, shaped (..., 1) against the losses.
+      eps: the losses (..., m).
+
+    Returns:
+      δ(ε).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        mid = -np.expm1(np.minimum(eps - r, 0.0) / 2.0)
+        low = -np.expm1(np.minimum(eps, 0.0))
+        return np.where(eps >= r, 0.0, np.where(eps <= -r, low, mid))
+
+
+def host_envelope(profile, param, sampling_prob, eps_rem, eps_add, pessimistic):
+    """The remove / add profiles (:func:`envelope`) of a mechanism with one symmetric pair whose profile
+    ``profile(param, ε)`` is known in numpy (:func:`host_gaussian_profile` of μ,
+    :func:`host_laplace_profile` of r), Poisson-subsampled at rate ``sampling_prob`` (``None``: not
+    subsampled, ``eps_add`` None), computed on the host from concrete parameters (batch) and losses
+    (batch + (m,)).
+
+    Args:
+      profile: the pair's profile in numpy, ``profile(param, eps)``.
+      param: its parameter over the batch.
       sampling_prob: the Poisson rate (``None``: not subsampled).
       eps_rem: the remove direction's losses.
       eps_add: the add direction's losses (``None`` when not subsampled).
@@ -292,12 +335,8 @@ def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
 
     Returns:
       ``(δ_rem, δ_add)`` (``δ_add`` None when not subsampled).
-
-    References:
-      Balle, Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
-      Calibration and Optimal Denoising", ICML 2018, Theorem 8.
     """
-    mu = np.asarray(mu, np.float64)[..., None]
+    param = np.asarray(param, np.float64)[..., None]
     e_r, post_r = _remove_arg(eps_rem, sampling_prob, np)
     parts = [e_r]
     if eps_add is not None:
@@ -305,9 +344,7 @@ def host_gaussian_envelope(mu, sampling_prob, eps_rem, eps_add, pessimistic):
         parts.append(e_a)
     lead = np.broadcast_shapes(*[p.shape[:-1] for p in parts])
     args = np.concatenate([np.broadcast_to(p, lead + p.shape[-1:]) for p in parts], -1)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        a, b = mu / 2.0 - args / mu, -mu / 2.0 - args / mu
-        val = 0.5 * _erfc(-a * _HALF_SQRT2) - np.exp(args + _host_log_ndtr(b))
+    val = profile(param, args)
     # (a profile the numerics could not evaluate (NaN) is bounded by 1, 0 when optimistic, as in the envelope)
     val = np.where(np.isnan(val), 1.0 if pessimistic else 0.0, val)
     nr = e_r.shape[-1]
