@@ -87,12 +87,16 @@ def test_pbdp_relative_laplace_composition_stays_put_on_finer_grids():
         for s in (2.0**-11, 2.0**-13)
     ]
     assert abs(e[1] - e[0]) <= 0.02 * e[0]
-    # one step: never below the exact profile, at most 5 % above it (main: 38 % at δ(0.2))
+    # one step: never below the δ of the worst pair on the path (attained: the truth is at least that), at most
+    # 5 % above the proven upper bound (main: 38 % at δ(0.2)); the proven bound sits up to ~1e-7 above the
+    # truth, so the grid may read below it (δ(1.0): grid 0.00208999026 ≥ attained 0.00208999026 < proven 0.0020901)
     p = accounting.pld(m, sensitivity=0.721, value_discretization_interval=2.0**-13)
     eps = np.asarray([0.0, 0.2, 0.5, 1.0])
-    exact = np.asarray(accounting.exact.privacy_profile(m, eps, 0.721))
+    attained = np.asarray([accounting.exact.worst_pair(m, e, 0.721)[2] for e in eps])
+    proven = np.asarray(accounting.exact.privacy_profile(m, eps, 0.721))
     grid = np.asarray(p.get_delta_for_epsilon(eps))
-    assert (grid >= exact).all() and (grid <= 1.05 * exact).all()
+    assert (attained <= proven).all()
+    assert (grid >= attained).all() and (grid <= 1.05 * proven).all()
 
 
 # ----------------------------------------------------------------------------------
