@@ -47,7 +47,7 @@ from accounting.privacy_loss.construction import (
 from accounting.privacy_loss.profiles import envelope, expand, host_gaussian_profile
 from accounting.privacy_loss.route import capped_by_pure, pure_cap, route
 from accounting._numerics import as64, bucket_len, concrete, leaf64, pow2_floor, to64, x64, x64_vjp
-from accounting._root import ROOT_TOL, epsilon_root
+from accounting._root import ROOT_TOL, TARGET_SLACK, epsilon_root
 from dpjax.kernels import gaussian_privacy_profile
 from dpjax.mechanism import Mechanism
 from dpjax.pytree import pytree_dataclass, static_field
@@ -710,15 +710,19 @@ def _host_gaussian_epsilon(mu, delta):
     """:func:`_gaussian_epsilon` on the host (numpy, nothing compiled) for concrete μ in (0,
     GAUSSIAN_CLOSED_MU] and δ in (0, 1): bisection of the decreasing profile
     (:func:`accounting.privacy_loss.profiles.host_gaussian_profile`) from [0, μ(μ/2 + |Φ⁻¹(δ)|)] (an upper
-    bound: δ(ε) ≤ Φ(μ/2 − ε/μ)) to ROOT_TOL, reporting the end where δ is at or below the target (a profile
-    the numerics cannot evaluate counts as above it); ``None`` for other arguments (the compiled route)."""
+    bound: δ(ε) ≤ Φ(μ/2 − ε/μ)) to ROOT_TOL, reporting the end where δ is at or below the target lowered by
+    TARGET_SLACK, as :func:`accounting._root.epsilon_root` lowers it (the profile's round-off near δ = 1, where it
+    is flat, would otherwise meet the target below the root; a profile the numerics cannot evaluate counts as
+    above it); ``None`` for other arguments (the compiled route)."""
     mu, delta = np.broadcast_arrays(np.asarray(mu, np.float64), np.asarray(delta, np.float64))
     if not (np.all((mu > 0) & (mu <= GAUSSIAN_CLOSED_MU)) and np.all((delta > 0) & (delta < 1))):
         return None
 
+    target = delta * (1.0 - TARGET_SLACK)
+
     def above(e):
         d = host_gaussian_profile(mu, e)
-        return np.isnan(d) | (d > delta)
+        return np.isnan(d) | (d > target)
 
     inv = np.vectorize(lambda d: abs(statistics.NormalDist().inv_cdf(min(d, 0.5))))(delta)
     lo, hi = np.zeros_like(mu), (mu * (mu / 2.0 + inv)) * (1.0 + 1e-9) + ROOT_TOL
