@@ -18,7 +18,7 @@ law
 * optional accounting hooks — ``hockey_stick(ε, value, neighbour_value)`` (closed-form
   privacy profile of a pair), ``output_breakpoints(value, neighbour_value)`` (where the
   loss jumps or turns), ``renyi_divergence(α, value, neighbour_value)``, ``pure_epsilon(Δ)``,
-  ``gaussian_pld_mu(Δ)``, ``renyi_divergence_bound(α, value, neighbour_value)``, and the class
+  ``gaussian_pld_mu(Δ)``, ``laplace_pld_ratio(Δ)``, ``renyi_divergence_bound(α, value, neighbour_value)``, and the class
   flags ``symmetric_pairs`` and ``pair_path``; see docs/accounting.md for the contract.
 
 A capability is declared one way: an optional hook is ``None`` on :class:`Mechanism` and a
@@ -159,6 +159,8 @@ def _float_dtype(dt):
 
 #: the optional hooks that describe the parameters of a class's own :meth:`Mechanism.exact_lattice`
 _EXACT_LATTICE_HOOKS = ("exact_lattice_scale", "exact_lattice_epsilon")
+#: the optional hooks that name the pair law of a class's own :meth:`Mechanism.hockey_stick`
+_PAIR_LAW_HOOKS = ("gaussian_pld_mu", "laplace_pld_ratio")
 
 
 class Mechanism(abc.ABC):
@@ -178,6 +180,7 @@ class Mechanism(abc.ABC):
       renyi_divergence: optional closed-form Rényi divergence of a pair.
       pure_epsilon: optional pure ε at a sensitivity.
       gaussian_pld_mu: optional μ of a pair loss that is exactly Gaussian.
+      laplace_pld_ratio: optional r = Δ/b of a pair that is exactly the Laplace pair.
       renyi_divergence_bound: optional upper bound on a pair's Rényi divergence.
       exact_lattice_scale: optional per-record scales :meth:`exact_lattice` is built from.
       exact_lattice_epsilon: optional per-record ε :meth:`exact_lattice` is built from.
@@ -371,6 +374,11 @@ class Mechanism(abc.ABC):
     #: Optional: ``gaussian_pld_mu(sensitivity)``, μ of a pair loss that is exactly Gaussian
     #: (N(μ²/2, μ²)): the accountant keeps the analytic Gaussian PLD.
     gaussian_pld_mu: ClassVar[Callable | None] = None
+    #: Optional: ``laplace_pld_ratio(sensitivity)``, r of a pair that is exactly Lap(0, 1) vs Lap(r, 1) (losses in
+    #: [−r, r], δ(ε) = 1 − e^{(ε−r)/2} for |ε| < r): the accountant builds its grid from that profile on the host.
+    #: The pair-law hooks must run on numpy leaves and arguments as on JAX ones (the accountant evaluates them
+    #: in numpy on concrete values: nothing compiled).
+    laplace_pld_ratio: ClassVar[Callable | None] = None
     #: Optional: ``renyi_divergence_bound(order, value, neighbour_value)``, an upper bound on the Rényi
     #: divergence (DP-SGD's RDP accountant uses it for discrete noise).
     renyi_divergence_bound: ClassVar[Callable | None] = None
@@ -385,11 +393,14 @@ class Mechanism(abc.ABC):
     exact_lattice_epsilon: ClassVar[Callable | None] = None
 
     def __init_subclass__(cls, **kwargs):
-        """A class that defines its own :meth:`exact_lattice` offers only the exact-tier hooks it defines beside it.
+        """A class that defines its own :meth:`exact_lattice` offers only the exact-tier hooks it defines beside it,
+        and one that defines its own ``hockey_stick`` only the pair-law hooks it defines beside it.
 
-        The hooks describe the parameters of one particular lattice: a subclass with another lattice must not
-        inherit them (its release would build its parent's lattice on the device), and one that defines a hook
-        without the lattice it describes is refused.
+        The exact-tier hooks describe the parameters of one particular lattice: a subclass with another lattice must
+        not inherit them (its release would build its parent's lattice on the device), and one that defines a hook
+        without the lattice it describes is refused. The pair-law hooks (``gaussian_pld_mu``,
+        ``laplace_pld_ratio``) name the law of the parent's pair: a subclass with its own profile must not be
+        accounted as its parent.
 
         Raises:
           TypeError: the class defines an exact-tier hook but not ``exact_lattice``.
@@ -400,6 +411,9 @@ class Mechanism(abc.ABC):
             if "exact_lattice" not in own and own.get(hook) is not None:
                 raise TypeError(f"{cls.__name__} defines {hook} without the exact_lattice it describes")
             if "exact_lattice" in own and hook not in own:
+                setattr(cls, hook, None)
+        for hook in _PAIR_LAW_HOOKS:
+            if "hockey_stick" in own and hook not in own:
                 setattr(cls, hook, None)
 
     def traced_checks(self, values):

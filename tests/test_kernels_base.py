@@ -215,3 +215,28 @@ def test_optional_hooks_are_declared_by_defining_them():
     assert dpjax.DiscreteGaussian(2.0).hockey_stick is None
     lattice = dpjax.DiscreteLaplace(2.0).exact_lattice()
     assert lattice.hockey_stick is not None and lattice.renyi_divergence is None
+
+
+def test_pair_law_hooks_belong_to_the_class_that_defines_the_profile():
+    """A subclass with its own ``hockey_stick`` is not accounted as its parent's pair law: the accountant's host
+    build reads ``laplace_pld_ratio`` / ``gaussian_pld_mu``, and a subclass would otherwise inherit them."""
+    from dpjax.pytree import pytree_dataclass
+
+    assert dpjax.Laplace.laplace_pld_ratio is not None and dpjax.Gaussian.laplace_pld_ratio is None
+    assert float(dpjax.Laplace(4.0).laplace_pld_ratio(-2.0)) == 0.5
+
+    @pytree_dataclass
+    class Tighter(dpjax.Laplace):
+        def hockey_stick(self, epsilon, value, neighbour_value):
+            return 0.5 * dpjax.Laplace.hockey_stick(self, epsilon, value, neighbour_value)
+
+    @pytree_dataclass
+    class Plain(dpjax.Gaussian):
+        pass
+
+    assert Tighter.laplace_pld_ratio is None and Tighter.gaussian_pld_mu is None
+    assert Plain.gaussian_pld_mu is not None
+    # the host build follows the subclass's own profile (the compiled build), not the Laplace pair's
+    eps = np.asarray([0.0, 0.25])
+    got = np.asarray(accounting.pld(Tighter(2.0)).get_delta_for_epsilon(eps))
+    assert (got < np.asarray(accounting.pld(dpjax.Laplace(2.0)).get_delta_for_epsilon(eps))).all()

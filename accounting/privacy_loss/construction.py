@@ -39,8 +39,6 @@ from accounting.privacy_loss.profiles import (
     host_laplace_profile,
 )
 from accounting.privacy_loss.route import route
-from dpjax.kernels.gaussian import Gaussian
-from dpjax.kernels.laplace import Laplace
 from dpjax.mechanism import Mechanism
 from dpjax.validation import check_int, check_positive, check_probability, is_traced
 
@@ -603,8 +601,13 @@ def grids(env, offsets, shape, pessimistic, xp=jnp):
     return rem, add
 
 
+def _host_mechanism(mech):
+    """``mech`` with float64 numpy leaves (concrete): its pair-law hooks then run in numpy, nothing compiled."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), concrete(mech))
+
+
 def concrete_mu(mech, sensitivity):
-    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values.
+    """μ = Δ/σ of a mechanism whose pair loss is exactly Gaussian, on concrete values (in numpy).
 
     Args:
       mech: the mechanism.
@@ -615,9 +618,7 @@ def concrete_mu(mech, sensitivity):
     """
     if mech.gaussian_pld_mu is None or is_traced(sensitivity) or concrete(mech) is None:
         return None
-    if type(mech) is Gaussian:  # (its hook's Δ/σ in float64 on the host: no division program compiled)
-        return np.asarray(concrete(sensitivity), np.float64) / np.asarray(concrete(mech).sigma, np.float64)
-    return np.asarray(to64(concrete(mech)).gaussian_pld_mu(to64(sensitivity)), np.float64)
+    return np.asarray(_host_mechanism(mech).gaussian_pld_mu(np.asarray(concrete(sensitivity), np.float64)), np.float64)
 
 
 def host_profile(mech, sensitivity, sampling_prob, how):
@@ -632,7 +633,7 @@ def host_profile(mech, sensitivity, sampling_prob, how):
     Returns:
       ``(profile, param, pure)`` for concrete parameters of a pair loss that is exactly Gaussian
       (``gaussian_pld_mu``: no lattice, no pure-ε cap, no pair path; the profile of μ, ``pure`` None)
-      or of the continuous :class:`dpjax.Laplace` (the profile of r = Δ/b, ``pure`` its pure ε r), with
+      or the Laplace pair (``laplace_pld_ratio``: the profile of r, ``pure`` its pure ε r), with
       ``profile(param, eps)`` as :func:`accounting.privacy_loss.profiles.host_envelope` takes it;
       ``None`` for any other mechanism or traced values (the compiled build).
     """
@@ -640,9 +641,9 @@ def host_profile(mech, sensitivity, sampling_prob, how):
         return None
     if mech.gaussian_pld_mu is not None and not how.pure_cap:
         return host_gaussian_profile, concrete_mu(mech, sensitivity), None
-    if type(mech) is Laplace:  # (exactly the kernel: a subclass may override its profile)
-        sens = np.abs(np.asarray(concrete(sensitivity), np.float64))
-        r = sens / np.asarray(concrete(mech).scale, np.float64)
+    if mech.laplace_pld_ratio is not None:
+        sens = np.asarray(concrete(sensitivity), np.float64)
+        r = np.asarray(_host_mechanism(mech).laplace_pld_ratio(sens), np.float64)
         return host_laplace_profile, r, r
     return None
 

@@ -281,7 +281,8 @@ class Gaussian(AdditiveMechanism):
         return jnp.asarray(order) * d * d / (2.0 * self.sigma**2)
 
     def gaussian_pld_mu(self, sensitivity=1.0):
-        """μ = Δ/σ: the pair's privacy loss is exactly N(μ²/2, μ²) (the analytic PLD).
+        """μ = Δ/σ: the pair's privacy loss is exactly N(μ²/2, μ²) (the analytic PLD; numpy or JAX arithmetic, as
+        given).
 
         Args:
           sensitivity: the shift Δ.
@@ -289,7 +290,7 @@ class Gaussian(AdditiveMechanism):
         Returns:
           μ = Δ/σ, broadcast with the batch.
         """
-        return jnp.asarray(sensitivity) / self.sigma
+        return sensitivity / self.sigma
 
     # -- the noise law ----------------------------------------------------------------
     def noise_log_prob(self, n):

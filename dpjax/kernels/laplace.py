@@ -68,6 +68,17 @@ class Laplace(LaplaceScale, AdditiveMechanism):
         low = -jnp.expm1(jnp.minimum(eps, 0.0))
         return jnp.where(eps >= r, 0.0, jnp.where(eps <= -r, low, mid))
 
+    def laplace_pld_ratio(self, sensitivity=1.0):
+        """r = |Δ|/b: the pair Lap(0, b) vs Lap(Δ, b) is the Laplace pair of r (numpy or JAX arithmetic, as given).
+
+        Args:
+          sensitivity: the shift Δ.
+
+        Returns:
+          r = |Δ|/b, broadcast with the batch.
+        """
+        return abs(sensitivity) / self.scale
+
     def renyi_divergence(self, order, value, neighbour_value):
         r"""The Rényi divergence of two Laplace laws, in closed form.
 
