@@ -662,3 +662,15 @@ def test_gaussian_fallback_above_the_truth_where_a_grid_resolves_it():
             )
             for delta in (1e-3, 1e-6):
                 assert float(ours.get_epsilon_for_delta(delta)) >= ref.get_epsilon_for_delta(delta), (q, count, delta)
+
+
+def test_analytic_gaussian_epsilon_keeps_its_gradient_under_eager_grad():
+    """jax.grad's tracers carry concrete values: the analytic Gaussian must not take its μ from them on the host (the
+    gradient of ε read 0 instead of −4.52), nor answer ε on the host."""
+
+    def fn(s):
+        return accounting.pld(dpjax.Gaussian(sigma=s)).self_compose(10).get_epsilon_for_delta(1e-5)
+
+    h = 1e-4
+    fd = (float(fn(2.0 + h)) - float(fn(2.0 - h))) / (2 * h)
+    assert float(jax.grad(fn)(2.0)) == pytest.approx(fd, rel=1e-4)

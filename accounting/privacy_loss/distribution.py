@@ -962,7 +962,8 @@ def pld(
     step = DEFAULT_DISCRETIZATION if adaptive else pow2_floor(float(value_discretization_interval))
     how = route(mech, sampling_rate(sampling_prob), use_analytic=use_analytic)
     if how.analytic:
-        mu = concrete_mu(mech, sensitivity)  # (concrete: no custom-VJP call)
+        # concrete: no custom-VJP call (not under jax.grad either, whose tracers carry concrete values)
+        mu = None if is_traced((mech, sensitivity)) else concrete_mu(mech, sensitivity)
         mu = (
             as64(mu)
             if mu is not None
