@@ -244,6 +244,20 @@ class ToyBoosted(Mechanism):
         high = (1 - self.r) * jnp.clip(f(jnp.maximum(y, b)) - f(b), 0.0, None)
         return (low + mid + high) / self._z(value)
 
+    def _sample(self, uniform, value):
+        # the inverse cdf by bisection over ±40σ (80 halvings: below float64's resolution there)
+        u = uniform(0)
+        value = jnp.asarray(value, u.dtype)
+
+        def halve(_, bracket):
+            lo, hi = bracket
+            mid = 0.5 * (lo + hi)
+            below = self.cdf(mid, value) < u
+            return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+        lo, hi = jax.lax.fori_loop(0, 80, halve, (value - 40.0 * self.sigma, value + 40.0 * self.sigma))
+        return 0.5 * (lo + hi)
+
     def neighbour_pairs(self, sensitivity=1.0):
         v = jnp.linspace(-1.0, 1.0, 3)
         return v, v + sensitivity
@@ -335,6 +349,10 @@ class Logistic(Mechanism):
 
     scale: jax.Array
     symmetric_pairs = True
+
+    def _sample(self, uniform, value):
+        u = uniform(0)
+        return value + self.scale * (jnp.log(u) - jnp.log1p(-u))
 
     def log_prob(self, y, value):
         z = (jnp.asarray(y) - value) / self.scale

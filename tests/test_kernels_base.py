@@ -157,7 +157,20 @@ def test_cli_takes_a_kernel_class(capsys):
     out = capsys.readouterr().out
     assert code == 0 and "Logistic(" in out and "PB-DP" in out
     assert (
-        cli.main(["release", "--mechanism", "examples.custom_kernel:Logistic", "--scale", "20000", "--seed", "1"]) == 0
+        cli.main(
+            [
+                "release",
+                "--mechanism",
+                "examples.custom_kernel:Logistic",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-6",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
     )
     assert cli.main(["release", "--kernel", "examples.custom_kernel:Nothing", "--mechanism", "boosted"]) == 2
 
