@@ -122,7 +122,9 @@ def supremum(div, values, nvalues, best, index, *, discrete: bool, kink=None):
     )
     if kink is None:
         return value, margin, centre
-    pos = _position(values, jax.lax.stop_gradient(jnp.broadcast_to(kink, values.shape[:-1])))
+    # a position on the path, not differentiated (as the search's centres): a gather of values' tangents would
+    # transpose to a scatter into zeros of the backward pass's dtype (float32 outside x64)
+    pos = jax.lax.stop_gradient(_position(values, jnp.broadcast_to(kink, values.shape[:-1])))
     pos = jnp.broadcast_to(pos.reshape(pos.shape + (1,) * (best.ndim - pos.ndim)), best.shape)
     at_kink = div(*pairs_at(values, nvalues, pos[None], discrete))[0]
     v2, m2, c2 = _search(div, values, nvalues, at_kink, pos, discrete)
