@@ -172,6 +172,8 @@ def test_cli_takes_a_kernel_class(capsys):
         )
         == 0
     )
+    # a kernel whose variance is not known reports no noise std (it printed "nan–nan")
+    assert "nan" not in capsys.readouterr().out
     assert cli.main(["release", "--kernel", "examples.custom_kernel:Nothing", "--mechanism", "boosted"]) == 2
 
 

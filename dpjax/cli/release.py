@@ -186,7 +186,7 @@ def accuracy(t, names) -> dict:
     """The noise of each released value, for the statistics whose release carries it.
 
     Read from the table's ``<name>_std``, ``_ci_low``, ``_ci_high`` columns (:func:`dpjax.table.release`);
-    quantiles (a noisy max, whose error is in rank) get none.
+    quantiles (a noisy max, whose error is in rank) get none, nor a kernel whose variance is not known (NaN std).
 
     Args:
       t: the released table (pyarrow).
@@ -200,7 +200,7 @@ def accuracy(t, names) -> dict:
         if f"{n}_std" not in t.column_names:
             continue
         std = t.column(f"{n}_std").to_pylist()
-        if all(v is None for v in std):
+        if all(v is None or not np.isfinite(v) for v in std):
             continue
         lo, hi = t.column(f"{n}_ci_low").to_pylist(), t.column(f"{n}_ci_high").to_pylist()
         out[n] = (std, [None if a is None or b is None else (b - a) / 2 for a, b in zip(lo, hi)])
