@@ -365,9 +365,13 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
     program per bucket and per batch size). ``start``:
     the first ratio (default :func:`_start`). The
     secant aims at ``ε·(1 − TOLERANCE/4)``; a step leaving the current bracket (largest ratio over
-    the budget, smallest within it) is replaced by the bracket's geometric midpoint."""
+    the budget, smallest within it) is replaced by the bracket's geometric midpoint. Where the bracket closes
+    (1e-12 relative) with ε jumping across the window — integer-valued noise, whose ε(t) is a staircase — the
+    smallest feasible ratio is the answer (its ε a little below the window); where the accountant refused the
+    ratios above it, the request is refused."""
     target = math.log(epsilon * (1 - TOLERANCE / 4))
     over, under = 0.0, math.inf  # largest ratio found over the budget; smallest found within it
+    over_refused = False  # whether the accountant refused ``over`` (rather than answering ε above the budget)
     best_eps = math.nan
     t = _start(make, runs, epsilon, delta) if start is None else start
     last = None  # (log t, log ε) of the previous finite evaluation
@@ -382,8 +386,8 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
                 under, best_eps = t, e
             if e >= epsilon * (1 - TOLERANCE):
                 return Calibration(t, e, delta)
-        else:
-            over = max(over, t)
+        elif t > over:
+            over, over_refused = t, not math.isfinite(e)
         step = None
         if math.isfinite(e) and e > 0:
             here = (math.log(t), math.log(e))
@@ -400,6 +404,8 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
             if step is None or not over < step < under:
                 step = math.sqrt(over * under)
             if under / over - 1 < 1e-12:
+                if not over_refused:  # ε(t) jumps across the window (integer-valued noise): the smallest feasible t
+                    return Calibration(under, best_eps, delta)
                 break
         elif step is None:  # ε not finite: no feasible ratio seen yet, go up
             step = t * 64
