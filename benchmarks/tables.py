@@ -325,27 +325,32 @@ def _opendp_polars(path, public, repeats):
     return _timed(run, repeats, n, lambda out: {"groups": out.height})
 
 
+def _release(key, data, public):
+    """The benchmark's release through ``dpjax.table.release`` (the query in the module docstring)."""
+    from dpjax import table
+
+    return table.release(
+        key,
+        data,
+        by="group",
+        statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
+        privacy_unit="user_id",
+        max_groups_per_unit=MAX_GROUPS_PER_UNIT,
+        max_rows_per_group=MAX_ROWS_PER_GROUP,
+        epsilon=EPSILON,
+        delta=DELTA,
+        groups=list(range(GROUPS)) if public else None,
+        noise="laplace",
+    )
+
+
 def _dpjax_release(data, public, n, repeats, after_first_call=None):
     import jax
-
-    from dpjax import table
 
     keys = iter(jax.random.split(jax.random.key(SEED), repeats + 1))
 
     def run():  # the released pyarrow Table is materialised when release returns
-        return table.release(
-            next(keys),
-            data,
-            by="group",
-            statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
-            privacy_unit="user_id",
-            max_groups_per_unit=MAX_GROUPS_PER_UNIT,
-            max_rows_per_group=MAX_ROWS_PER_GROUP,
-            epsilon=EPSILON,
-            delta=DELTA,
-            groups=list(range(GROUPS)) if public else None,
-            noise="laplace",
-        )
+        return _release(next(keys), data, public)
 
     t = time.perf_counter()
     run()
@@ -456,8 +461,6 @@ def _dpjax_spark(path, public, repeats):
     import jax
     import pyarrow.parquet as pq
 
-    from dpjax import table
-
     t = time.perf_counter()
     spark = _spark_session()
     start = time.perf_counter() - t
@@ -465,19 +468,7 @@ def _dpjax_spark(path, public, repeats):
     keys = iter(jax.random.split(jax.random.key(SEED), 3 * (repeats + 1)))
 
     def run(data):
-        return table.release(
-            next(keys),
-            data,
-            by="group",
-            statistics=[table.count(), table.sum("steps", low=LOW, high=HIGH)],
-            privacy_unit="user_id",
-            max_groups_per_unit=MAX_GROUPS_PER_UNIT,
-            max_rows_per_group=MAX_ROWS_PER_GROUP,
-            epsilon=EPSILON,
-            delta=DELTA,
-            groups=list(range(GROUPS)) if public else None,
-            noise="laplace",
-        )
+        return _release(next(keys), data, public)
 
     def data(form):
         if form == "parquet":

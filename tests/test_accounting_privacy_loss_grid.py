@@ -235,8 +235,8 @@ def test_wide_adaptive_windows_coarsen_as_self_compose_does():
     assert accounting.Accountant(delta=1e-6).record(dpjax.Laplace(1.0), count=10**4) == pytest.approx(ref, rel=1e-8)
 
 
-def test_smooth_len_is_the_least_5_smooth_length():
-    from accounting.privacy_loss.grid import smooth_len
+def test_next_fast_len_is_the_least_5_smooth_length():
+    from accounting._numerics import next_fast_len as smooth_len
 
     def smooth(m):
         for f in (2, 3, 5):

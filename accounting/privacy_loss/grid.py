@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accounting._numerics import EPS64, as64, leaf64, safe_log, take_last
+from accounting._numerics import EPS64, as64, leaf64, next_fast_len, safe_log, take_last
 from dpjax.validation import concrete, is_traced
 from dpjax.pytree import pytree_dataclass, static_field
 
@@ -657,30 +657,6 @@ def _clip_roundoff(out, roundoff_in, xp=jnp):
     return out + hold(xp.maximum(out, 0.0) - out), roundoff
 
 
-def smooth_len(n: int) -> int:
-    """The smallest 2^a·3^b·5^c >= n: an FFT length numpy's pocketfft runs about as fast as a power of
-    two, up to a third shorter than the next power of two.
-
-    Args:
-      n: the least length.
-
-    Returns:
-      The length, an int.
-    """
-    best = 1 << (max(n, 1) - 1).bit_length()
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            m = p35
-            while m < n:
-                m *= 2
-            best = min(best, m)
-            p35 *= 3
-        p5 *= 5
-    return best
-
-
 def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, xp=jnp) -> GridPmf:
     """Linear convolution of two pmfs on the same grid (FFT), full support. ``support`` (traced, for
     pmfs padded with zeros on top): the length of the true convolution (the unpadded lengths' sum − 1),
@@ -699,7 +675,7 @@ def compose(a: GridPmf, b: GridPmf, pessimistic: bool, support=None, xp=jnp) -> 
     """
     size = a.size + b.size - 1
     # (on the host a 5-smooth length runs as fast as a power of two: the smallest holding the convolution)
-    fft_len = smooth_len(size) if xp is np else 1 << (size - 1).bit_length()
+    fft_len = next_fast_len(size) if xp is np else 1 << (size - 1).bit_length()
     fa = xp.fft.rfft(a.probs, n=fft_len, axis=-1)
     fb = xp.fft.rfft(b.probs, n=fft_len, axis=-1)
     out = xp.fft.irfft(fa * fb, n=fft_len, axis=-1)[..., :size]
