@@ -9,6 +9,7 @@ accounting lives in the sibling package :mod:`accounting`, parameter tuning in
 
 from dpjax import random, subsampling, validation
 from dpjax.boosted_rr import BoostedRandomizedResponse
+from dpjax.bounded_range import BoundedRange
 from dpjax.boosting import PrivacyBoosted
 from dpjax.composite import Composite
 from dpjax.regions import AbsoluteError, FixedInterval, RelativeError
@@ -42,6 +43,7 @@ __all__ = [
     "RelativeError",
     "FixedInterval",
     "BoostedRandomizedResponse",
+    "BoundedRange",
     "release",
     "checked_release",
     "PoissonSampler",

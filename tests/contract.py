@@ -108,6 +108,14 @@ CASES = [
         categorical=True,
         invalid=((lambda: dpjax.BoostedRandomizedResponse(1.0, 2.0, 6, 2), "epsilon0"),),
     ),
+    # the pair dominating every ε-bounded-range mechanism (the table quantile's exponential mechanism)
+    Case(
+        "BoundedRange",
+        lambda: dpjax.BoundedRange(1.5),
+        values=(0.0, 1.0),
+        points=tuple(float(y) for y in jnp.linspace(-1.45, 1.45, 25)),
+        invalid=((lambda: dpjax.BoundedRange(-1.0), "epsilon"),),
+    ),
     # its accountant-level checks (~50 s) run in the slow suite: the absolute region's exact accountant stays in the
     # default suite through tests/test_accounting_privacy_loss.py (ε = 430.42 and its gradient)
     Case(

@@ -64,6 +64,7 @@ def _points(case, m, v):
 # pytree, jit, vmap, grad
 # ----------------------------------------------------------------------------------
 @cases_slow_at(
+    "BoundedRange",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "RandomizedResponse",
@@ -277,6 +278,7 @@ def _worst_declared_pair(m64, sensitivity):
 
 
 @cases_slow_at(
+    "BoundedRange",
     "Laplace",
     "Gaussian",
     "DiscreteLaplace",
@@ -358,6 +360,7 @@ def test_closed_form_renyi_matches_quadrature(case):
 
 
 @cases_slow_at(
+    "BoundedRange",
     "Gaussian",
     "DiscreteLaplace",
     "RandomizedResponse",
