@@ -267,7 +267,7 @@ def test_component_labels_read_as_the_statistic():
         "rows": "rows",
         "centred:('steps', -2.5, 20000.0):False": "centred sum of steps in [-2.5, 20000]",
         "squares:('steps', -2.5, 20000.0):False": "centred sum of squares of steps in [-2.5, 20000]",
-        "rank:('a:b)', 0.0, 8.0):10:0.5": "noisy-max quantile of a:b) in [0, 8] (q = 0.5, 1025 candidates)",
+        "rank:('a:b)', 0.0, 8.0):10:0.5": "exponential-mechanism quantile of a:b) in [0, 8] (q = 0.5, 1025 candidates)",
     }
     assert st.component_label("selection") == "selection"
 

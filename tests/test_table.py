@@ -136,7 +136,8 @@ def test_calibration_meets_the_budget_exactly(noise):
     assert 0.999 <= rel.epsilon <= 1.0
     assert 0.9e-6 <= rel.delta <= 1e-6
     # the stated scales, recomposed independently: every measurement K·m times at its sensitivity (the noisy
-    # unit count that selection thresholds among them), a noisy-max quantile as pure ε twice the Laplace one
+    # unit count that selection thresholds among them), a quantile's exponential mechanism as the ε-bounded-range
+    # pair at ε = 2Δ/β
     from dpjax.table.release import validate
 
     make = dpjax.kernels.by_name(noise)
@@ -145,7 +146,7 @@ def test_calibration_meets_the_budget_exactly(noise):
     for name, (c, _) in req.measurements(True).items():
         if c.noisy_max:
             eps = 2 * c.sensitivity / rel.scales[name]
-            p = accounting.pld(dpjax.RandomizedResponse(np.float64(eps)))
+            p = accounting.pld(dpjax.BoundedRange(np.float64(eps)))
         else:
             p = accounting.pld(make(**{make.scale_name: rel.scales[name]}), sensitivity=c.sensitivity)
         p = p.self_compose(3 * c.multiplicity)

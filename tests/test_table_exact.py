@@ -15,7 +15,7 @@ from dpjax.table import noise as table_noise
 from dpjax.table.keys import KeyWords, hash_values
 
 
-#: a count, a sum and a quantile (its noisy max: several elements per group), private selection: one
+#: a count, a sum and a quantile (its exponential mechanism over many candidates), private selection: one
 #: configuration for the tests below, so that its lattice calibration (seconds) runs once per process
 EXACT_STATS = [table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)]
 EXACT_KW = dict(

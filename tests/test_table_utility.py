@@ -1,5 +1,5 @@
 """dpjax.table accuracy (issue 28): one budget split over few measurements, the sum from a count and a centred
-sum, selection on the released unit count without an e^ε factor, the noisy-max quantile, per-value std and
+sum, selection on the released unit count without an e^ε factor, the exponential-mechanism quantile, per-value std and
 confidence intervals, and the reported privacy against an independent accountant (dp_accounting)."""
 
 import dataclasses
@@ -25,9 +25,9 @@ KW = dict(by="g", privacy_unit="u", max_groups_per_unit=2, max_rows_per_group=3,
 
 def _dp_accounting_epsilon(rel, stats, noise, delta):
     """ε at ``delta`` of the measurements ``rel`` states it ran, composed by dp_accounting: each measurement K·m
-    times at its per-group sensitivity and stated scale; a noisy max as a pure-ε mechanism at twice its Laplace
-    ε (randomized response's dominating pair)."""
-    from dp_accounting.pld import common
+    times at its per-group sensitivity and stated scale; an exponential mechanism (scale β, sensitivity Δ) as the
+    ε-bounded-range pair at ε = 2Δ/β, its densities ∝ e^{±y/2} on [−ε, ε] integrated over 20 000 cells (a
+    post-processing of the pair: never above its δ)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     req = validate(
@@ -46,9 +46,11 @@ def _dp_accounting_epsilon(rel, stats, noise, delta):
         scale, k = rel.scales[name], KW["max_groups_per_unit"] * c.multiplicity
         if c.noisy_max:
             eps = 2 * c.sensitivity / scale
-            p = pld.from_privacy_parameters(
-                common.DifferentialPrivacyParameters(eps, 0.0), value_discretization_interval=1e-4
-            )
+            edges = np.linspace(-eps, eps, 20_001)
+            mass = np.diff(np.expm1((edges + eps) / 2)) / np.expm1(eps)  # Pr[cell] on answer 0; answer 1 mirrored
+            upper = dict(enumerate(np.log(mass)))
+            lower = dict(enumerate(np.log(mass[::-1])))
+            p = pld.from_two_probability_mass_functions(lower, upper, value_discretization_interval=1e-4)
         elif noise == "gaussian":
             p = pld.from_gaussian_mechanism(scale, sensitivity=c.sensitivity, value_discretization_interval=1e-4)
         else:
@@ -139,8 +141,8 @@ def test_selection_thresholds_the_released_unit_count():
     assert rel.selection_delta <= 0.5e-6 and rel.delta <= 1e-6
 
 
-def test_noisy_max_quantile_is_accurate_and_its_epsilon_is_twice_laplace():
-    assert calibration.noisy_max_epsilon(4.0, 0.5, False) == pytest.approx(0.25)
+def test_exponential_mechanism_quantile_is_accurate_and_its_epsilon_is_two_delta_over_beta():
+    assert calibration.noisy_max_epsilon(4.0, 0.5) == pytest.approx(0.25)
     rng = np.random.default_rng(4)
     n = 4000
     d = {"u": np.arange(n), "g": np.zeros(n, np.int64), "v": rng.lognormal(3.0, 1.0, n)}
@@ -157,7 +159,7 @@ def test_noisy_max_quantile_is_accurate_and_its_epsilon_is_twice_laplace():
         groups=[0],
         noise="laplace",
     )
-    assert 0.999 <= rel.epsilon <= 1.0  # pure ε: one noisy max at 2Δ/b
+    assert 0.999 <= rel.epsilon <= 1.0  # pure ε: one exponential mechanism at 2Δ/β
     assert rel.epsilon == pytest.approx(2 * 0.5 / rel.scales["rank:('v', 0.0, 200.0):10:0.5"], rel=1e-6)
     got = rel.table.column("quantile_0.5_v")[0].as_py()
     assert abs(got - np.median(d["v"])) / np.median(d["v"]) < 0.05

@@ -186,7 +186,8 @@ def accuracy(t, names) -> dict:
     """The noise of each released value, for the statistics whose release carries it.
 
     Read from the table's ``<name>_std``, ``_ci_low``, ``_ci_high`` columns (:func:`dpjax.table.release`);
-    quantiles (a noisy max, whose error is in rank) get none, nor a kernel whose variance is not known (NaN std).
+    quantiles (an exponential mechanism, whose error is in rank) get none, nor a kernel whose variance is not
+    known (NaN std).
 
     Args:
       t: the released table (pyarrow).

@@ -121,7 +121,7 @@ def component_values(component, stat, agg: dict, integer: bool) -> np.ndarray:
     """The true (float64) values of a scalar component per group, from the integer aggregates.
 
     Args:
-      component: a :class:`~dpjax.table.statistics.Component` of ``stat`` (not a noisy max).
+      component: a :class:`~dpjax.table.statistics.Component` of ``stat`` (not an exponential mechanism).
       stat: the statistic it measures for.
       agg: the aggregates (:func:`aggregate`).
       integer: whether the kernel is integer-valued.

@@ -7,9 +7,10 @@ to minimise the statistics' total relative error at a fixed privacy cost (the ru
 docs/tables.md); the user's ``weights`` scale each statistic's error in it. Removing one unit moves at most
 ``K·m`` elements of a measurement (``K`` groups, multiplicity ``m``), each by at most ``s``, so the release is
 dominated by the composition of ``K·m`` runs of ``kernel(t·v·s)`` at sensitivity ``s`` per measurement
-(a noisy-max quantile: ``K`` runs of randomized response at its pure ε). For a continuous kernel a run of
-``kernel(t·v·s)`` at sensitivity ``s`` has the PLD of ``kernel(t·v)`` at sensitivity 1: one PLD per
-distinct weight, composed (``accounting.pld(...).self_compose(...).compose(...)``); one fused
+(a quantile: ``K`` runs of the exponential mechanism at scale β = ``t·v·s``, each dominated by the
+ε-bounded-range pair :class:`dpjax.BoundedRange` at ε = 2s/β, whatever the tier: it is drawn exactly).
+For a continuous kernel a run of ``kernel(t·v·s)`` at sensitivity ``s`` has the PLD of ``kernel(t·v)`` at
+sensitivity 1: one PLD per distinct weight, composed (``accounting.pld(...).self_compose(...).compose(...)``); one fused
 ``accounting.get_epsilon`` query when every weight is the same, or for Gaussian noise, whose composition is
 the Gaussian of the summed ``μ²`` (one run of ``kernel(t/√(Σ K·m/v²))``). Integer-valued kernels (not
 scale-invariant) compose one PLD per distinct (weight, sensitivity).
@@ -41,8 +42,8 @@ import jax
 import numpy as np
 
 import accounting
+from dpjax.bounded_range import BoundedRange
 from dpjax.kernels import AdditiveMechanism, by_name
-from dpjax.randomized_response import RandomizedResponse
 
 __all__ = [
     "kernel_of",
@@ -50,7 +51,6 @@ __all__ = [
     "Run",
     "calibrate",
     "split",
-    "noisy_max_kernel",
     "noisy_max_epsilon",
     "has_pure_epsilon",
     "kernel_key",
@@ -111,8 +111,8 @@ class Run:
       weight: ``v``, the measurement's share of the budget (:func:`split`).
       sensitivity: the per-group sensitivity ``s``.
       count: how many elements one unit moves (``K·m``).
-      noisy_max: a report-noisy-max with Laplace noise of that scale on scores of that sensitivity, pure ε =
-        twice the Laplace run's, accounted as randomized response at that ε.
+      noisy_max: the exponential mechanism at that scale β on scores of that sensitivity Δ (report-noisy-max
+        with Gumbel noise), accounted as the ε-bounded-range pair at ε = 2Δ/β.
     """
 
     weight: float
@@ -121,51 +121,39 @@ class Run:
     noisy_max: bool = False
 
 
-def noisy_max_kernel(scale, exact: bool):
-    """The noise of a report-noisy-max at ``scale``: Laplace, or on the exact tier its lattice mechanism.
+def noisy_max_epsilon(scale, sensitivity) -> float:
+    """ε = 2Δ/β of the exponential mechanism at scale β on scores of sensitivity Δ.
+
+    Its pure ε and its bounded range: a score moves by at most Δ either way, so the log-probability of a
+    candidate moves within an interval of width 2Δ/β (:class:`dpjax.BoundedRange` accounts it).
 
     Args:
-      scale: the Laplace scale.
-      exact: whether the release runs on the exact tier.
-
-    Returns:
-      A :class:`~dpjax.kernels.Laplace`, or its :class:`~dpjax.exact.ExactLattice`.
-    """
-    kernel = by_name("laplace")(scale=np.asarray(scale, float))
-    return kernel.exact_lattice() if exact else kernel
-
-
-def noisy_max_epsilon(scale, sensitivity, exact: bool) -> float:
-    """The pure ε of one report-noisy-max with Laplace noise of ``scale`` on scores of ``sensitivity``.
-
-    Each candidate wins when its noise clears a threshold that moves by at most 2Δ between neighbours (for
-    scores that may move either way), so ε = 2·ε_Laplace(Δ); on the exact tier that of the lattice (rounding
-    included, ⌈Δ/g⌉ lattice steps).
-
-    Args:
-      scale: the Laplace scale.
+      scale: β, the mechanism's scale (its weights are ``exp(score/β)``).
       sensitivity: Δ, how far one unit moves a score.
-      exact: whether the release runs on the exact tier.
 
     Returns:
       ε, a float.
 
     References:
-      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
-      Theoretical Computer Science 9 (2014), Claim 3.9.
+      McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007. Durfee & Rogers, "Practical
+      differentially private top-k selection with pay-what-you-get composition", NeurIPS 2019.
     """
-    with jax.enable_x64(True):
-        return 2.0 * float(np.asarray(noisy_max_kernel(scale, exact).pure_epsilon(sensitivity)))
+    return 2.0 * float(sensitivity) / float(scale)
 
 
 def split(measurements, max_groups: int, pure: bool) -> dict:
     """The weight ``v`` of each measurement (its noise-to-sensitivity ratio is ``t·v``) for the least total error.
 
     It minimises ``Σ c·(t·v·s̃)²`` (``c`` its loss coefficient, ``s̃`` its sensitivity relative to its values'
-    size) at a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs; twice for a noisy max),
-    whose optimum is ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians
-    is the Gaussian of the summed ``μ²``; a noisy max counted as 4 runs, its ε²/2 of zCDP),
-    ``v ∝ (n/(c·s̃²))^(1/4)``.
+    size) at a fixed privacy cost: ``Σ n/(t·v)`` for pure-ε noise (``n = K·m`` runs), whose optimum is
+    ``v ∝ (n/(c·s̃²))^(1/3)``; ``Σ n/(t·v)²`` for Gaussian noise (the composition of Gaussians is the Gaussian
+    of the summed ``μ²``), ``v ∝ (n/(c·s̃²))^(1/4)``. The exponential mechanism counts as one run in both: its
+    ε = 2/(t·v) is bounded-range, ε²/8 = 1/(2(t·v)²) of zCDP, as much as a Gaussian run's or a Laplace run's
+    (ε = 1/(t·v), ε²/2) at the same ratio.
+
+    References:
+      Cesar & Rogers, "Bounding, concentrating, and truncating: unifying privacy loss composition for data
+      analytics", ALT 2021 (bounded range and zCDP).
 
     Args:
       measurements: ``{name: (Component, c·s̃²)}`` (:meth:`dpjax.table.release.Request.measurements`).
@@ -178,26 +166,27 @@ def split(measurements, max_groups: int, pure: bool) -> dict:
     power = 1 / 3 if pure else 1 / 4
     out = {}
     for name, (comp, loss) in measurements.items():
-        n = max_groups * comp.multiplicity * ((2 if pure else 4) if comp.noisy_max else 1)
-        out[name] = (n / loss) ** power
+        out[name] = (max_groups * comp.multiplicity / loss) ** power
     top = max(out.values())
     return {name: v / top for name, v in out.items()}
 
 
 def _group(runs, scale_invariant):
     """The runs grouped by what their PLD depends on: ``{(weight, sensitivity, noisy_max): count}`` (the
-    sensitivity set to 1 for a scale-invariant kernel's additive runs)."""
+    sensitivity set to 1 for a scale-invariant kernel's additive runs and for the exponential mechanism, whose ε
+    is 2/(t·v))."""
     out = {}
     for r in runs:
-        key = (r.weight, 1.0 if scale_invariant and not r.noisy_max else r.sensitivity, r.noisy_max)
+        key = (r.weight, 1.0 if scale_invariant or r.noisy_max else r.sensitivity, r.noisy_max)
         out[key] = out.get(key, 0) + r.count
     return out
 
 
 def _pure_epsilon(make, scale, sensitivity, noisy_max, exact) -> float:
-    """The pure ε of one run (a noisy max's, or the kernel's at ``scale`` — on the exact tier its lattice's)."""
+    """The pure ε of one run (an exponential mechanism's, or the kernel's at ``scale`` — on the exact tier its
+    lattice's)."""
     if noisy_max:
-        return noisy_max_epsilon(scale, sensitivity, exact)
+        return noisy_max_epsilon(scale, sensitivity)
     kernel = make(scale)
     with jax.enable_x64(True):
         return float(np.asarray((kernel.exact_lattice() if exact else kernel).pure_epsilon(sensitivity)))
@@ -234,8 +223,7 @@ def _epsilons(make, runs, ratios, delta, discrete, exact=False):
         total = None
         for (w, s, nm), n in groups.items():
             if nm:
-                eps = noisy_max_epsilon(t * w * s, s, exact)
-                p = accounting.pld(RandomizedResponse(epsilon=np.float64(eps))).self_compose(n)
+                p = accounting.pld(BoundedRange(epsilon=np.float64(noisy_max_epsilon(t * w * s, s)))).self_compose(n)
             elif discrete or exact:
                 kernel = make(t * w * s)
                 p = accounting.pld(kernel.exact_lattice() if exact else kernel, sensitivity=s).self_compose(n)
@@ -346,7 +334,7 @@ def _start(make, runs, epsilon, delta) -> float:
     with a pure ε needs at most about ``Σ n/v · ε₁/ε`` (ε₁ its pure ε at scale 1 and sensitivity 1; exact for
     Laplace's scale family, where the composition's ε(δ) ≤ its pure ε)."""
     n_pure = sum(r.count * (2 if r.noisy_max else 1) / r.weight for r in runs)
-    n_gauss = sum(r.count * (4 if r.noisy_max else 1) / r.weight**2 for r in runs)
+    n_gauss = sum(r.count / r.weight**2 for r in runs)
     t = math.sqrt(2 * n_gauss * math.log(1.25 / delta)) / epsilon if delta > 0 else math.inf
     probe = make(1.0)
     if probe.pure_epsilon is not None:

@@ -20,23 +20,31 @@ Two tiers (``dpjax.table.release(..., numerics=...)``):
   entries (a tie with a threshold, a word past the table) are completed exactly on the host from further
   words of the same entry, by the same sampler's host completion. The output g·(k + N) is a point of gℤ
   whatever the data.
+
+A quantile is the exponential mechanism over its candidates (:func:`exponential_mechanism`), drawn exactly on
+both tiers: the inverse cdf of its law at a uniform ``U`` read from the words of (component, group key, element 0),
+decided in float64 where ``U`` is clear of the float error bound of the cumulative weights, else on the host in
+interval arithmetic (``mpmath.iv``) at growing precision and with more words of ``U`` until decided.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from mpmath.ctx_iv import MPIntervalContext
 
 from dpjax.exact import ExactLattice, table_samplers
 from dpjax.exact.bits import GroupWords
 from dpjax.exact.lattice import check_index_range, nearest_index
 from dpjax.mechanism import LANE_BLOCK
+from dpjax.random import threefry2x32
 from dpjax.table.keys import GroupStream, derive
 
-__all__ = ["draw", "run_scale"]
+__all__ = ["draw", "run_scale", "exponential_mechanism"]
 
 
 @jax.jit
@@ -130,3 +138,105 @@ def run_scale(kernel) -> float:
     noise = kernel.noise if isinstance(kernel, ExactLattice) else kernel
     scale = float(np.asarray(getattr(noise, noise.scale_name)))
     return scale * float(np.asarray(kernel.granularity)) if isinstance(kernel, ExactLattice) else scale
+
+
+#: candidates × groups per chunk of :func:`exponential_mechanism`'s float pass
+_CHUNK = 1 << 20
+
+
+def _uniform_words(k0, k1, j):
+    """Word ``j`` (64 bits, as two uint32 halves) of element 0 under each entry's pair: the bits ``64j … 64j + 63``
+    of the entry's uniform."""
+    with np.errstate(over="ignore"):
+        return threefry2x32(k0, k1, np.full(np.shape(k0), j, np.uint32), np.zeros(np.shape(k0), np.uint32))
+
+
+def exponential_mechanism(component_pair, group_words, below, total, q: float, scale: float) -> np.ndarray:
+    """One candidate per group drawn exactly from the exponential mechanism of the quantile scores.
+
+    Candidate ``j`` of a group has score ``u_j = −|L_j − q·n|`` (``L_j = below[g, j]``, ``n = total[g]``) and is
+    drawn with probability ``exp(u_j/β)/Σ_i exp(u_i/β)`` (β = ``scale``): report-noisy-max with Gumbel noise of
+    scale β, which is ε-bounded-range at ε = 2Δ/β for scores moving by at most Δ
+    (:class:`dpjax.BoundedRange`). The draw is the inverse cdf at a uniform ``U`` whose bits are the words of
+    (component, group key, element 0): decided in float64 when ``U``'s first 53 bits lie farther than the
+    error bound ρ of the computed cdf from its two neighbouring values, otherwise on the host, exactly, in
+    interval arithmetic with more bits of ``U`` until decided. The result is a function of the words and the
+    integer data only.
+
+    Args:
+      component_pair: the component's key pair (:meth:`dpjax.table.keys.KeyWords.component`).
+      group_words: ``[G, 2]`` uint32, each group's key hash.
+      below: ``[G, C]`` int64, ``L_j``: the values below candidate ``j``.
+      total: ``[G]`` int64, ``n``.
+      q: the quantile's level in [0, 1].
+      scale: β > 0.
+
+    Returns:
+      ``[G]`` int64, the index of each group's candidate.
+
+    References:
+      McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007. Durfee & Rogers, "Practical
+      differentially private top-k selection with pay-what-you-get composition", NeurIPS 2019.
+    """
+    k0, k1 = derive(component_pair, group_words)
+    g, c = below.shape
+    hi, lo = _uniform_words(k0, k1, 0)
+    u = (hi.astype(np.float64) * 2.0**21 + (lo >> 11).astype(np.float64)) * 2.0**-53  # U ∈ [u, u + 2^-53)
+    out = np.empty(g, np.int64)
+    step = max(_CHUNK // c, 1)
+    for s in range(0, g, step):
+        b = below[s : s + step].astype(np.float64)
+        n = total[s : s + step].astype(np.float64)
+        score = -np.abs(b - q * n[:, None])
+        x = (score - score.max(axis=1, keepdims=True)) / scale
+        cdf = np.cumsum(np.exp(x), axis=1)
+        cdf /= cdf[:, -1:]
+        us = u[s : s + step]
+        j = np.minimum(np.sum(cdf <= us[:, None], axis=1), c - 1)
+        # |float cdf − cdf| ≤ ρ: the scores' rounding (relative 2^-53 of n, three operations), exp's and the sum's
+        rho = 16 * n * 2.0**-53 / scale + 4 * c * 2.0**-52 + 2.0**-46
+        rows = np.arange(len(j))
+        left = np.where(j > 0, cdf[rows, np.maximum(j - 1, 0)], 0.0)
+        clear = (j == 0) | (left + rho <= us)
+        clear &= (j == c - 1) | (us + 2.0**-53 <= cdf[rows, j] - rho)
+        out[s : s + step] = j
+        for i in np.flatnonzero(~clear):
+            r = s + i
+            out[r] = _exact_choice(int(k0[r]), int(k1[r]), below[r], int(total[r]), q, scale)
+    return out
+
+
+def _exact_choice(k0, k1, below, n, q, scale) -> int:
+    """The smallest ``j`` with ``U·Z < S_j`` (``S_j`` the cumulative weights, ``Z`` their sum), decided in interval
+    arithmetic: weights far below the largest (``exp(−T)``, ``T`` twice the working precision's range) are
+    bounded by ``[0, e^{−T/2}]`` unevaluated; the precision doubles and ``U`` gains a word until the two boundaries
+    around ``U·Z`` are apart from it."""
+    below = [int(v) for v in below]
+    approx = [-abs(v - q * n) for v in below]
+    top = max(approx)
+    prec, words = 128, 2
+    while True:
+        iv = MPIntervalContext()  # a context of its own: thread-safe
+        iv.prec = prec
+        cut = 2 * (prec * math.log(2) + math.log(len(below)) + 20)
+        qn = iv.mpf(q) * n  # exact: 53 × 64 bits
+        beta, best = iv.mpf(scale), -abs(below[approx.index(top)] - qn)
+        tail = iv.exp(iv.mpf(-cut / 2))
+        sums, s = [], iv.mpf(0)
+        for v, a in zip(below, approx):
+            if (a - top) / scale < -cut:
+                w = iv.mpf([0, tail.b])
+            else:
+                w = iv.exp((-abs(v - qn) - best) / beta)
+            s = s + w
+            sums.append(s)
+        bits = 0
+        for j in range(words):
+            hi, lo = _uniform_words(np.uint32([k0]), np.uint32([k1]), j)
+            bits = (bits << 64) | (int(hi[0]) << 32) | int(lo[0])
+        unit = iv.mpf([bits, bits + 1]) / iv.mpf(2) ** (64 * words)
+        target = unit * s
+        j = next((j for j, a in enumerate(sums) if a.a > target.b), None)
+        if j is not None and (j == 0 or sums[j - 1].b <= target.a):
+            return j
+        prec, words = 2 * prec, words + 1

@@ -36,12 +36,11 @@ from dpjax.table.calibration import (
     has_pure_epsilon,
     kernel_key,
     kernel_of,
-    noisy_max_kernel,
     remembered,
     split,
 )
 from dpjax.table.keys import KeyWords
-from dpjax.table.noise import draw, run_scale
+from dpjax.table.noise import draw, exponential_mechanism, run_scale
 from dpjax.table.selection import candidates, selection_delta, tail_point, threshold
 from dpjax.table.statistics import Component, Statistic
 
@@ -67,7 +66,7 @@ class TableRelease:
       table: the group column(s), then per statistic ``<stat>`` its released value, ``<stat>_std`` the
         standard deviation of the noise in it, and ``<stat>_ci_low``, ``<stat>_ci_high`` a ``1 − alpha``
         confidence interval of the true (bounded, clipped) statistic given the noise — each computed from
-        the noise scales and the released values only; null for a quantile (its noisy-max error is in rank,
+        the noise scales and the released values only; null for a quantile (its exponential mechanism errs in rank,
         which no released value converts to a value). Counts on the exact tier are integers.
       epsilon: the exact ε of the whole release (every statistic and the group selection), ≤ the request.
       delta: the exact δ of the whole release (the composition's plus the selection's), ≤ the request.
@@ -78,12 +77,13 @@ class TableRelease:
       max_rows_per_group: the contribution bound ``M`` applied (1 without a unit).
       noise: the noise kernel's name (or class name).
       scales: the noise scale of each measurement, as run (on the exact tier the lattice's: g times its
-        integer noise's scale).
+        integer noise's scale; a quantile's: the scale β of its exponential mechanism, weights ``exp(score/β)``).
       threshold: the selection threshold τ on the noisy unit count (``None`` with public groups).
       selection_delta: the δ the private selection spends (0 with public groups).
       numerics: ``"exact"`` (integer-only noise on the lattice ``granularity``·ℤ of each measurement) or
         ``"float"`` (the kernel's float sampler).
-      granularity: ``{measurement name: g}`` on the exact tier; empty on the float tier.
+      granularity: ``{measurement name: g}`` of the additive measurements on the exact tier (a quantile draws its
+        exponential mechanism exactly, on no lattice); empty on the float tier.
       ratios: each measurement's noise-to-sensitivity ratio (its share of the budget, the split of
         docs/tables.md).
       alpha: the confidence intervals' level is ``1 − alpha``.
@@ -472,24 +472,14 @@ def _local_aggregates(req: Request, data, public, bound_key):
     return keys, words, agg
 
 
-#: candidates × groups per chunk of the noisy-max quantile (its scores and noise are a chunk's)
-_NOISY_MAX_CHUNK = 1 << 20
-
-
-def _quantile(stat, kernel, pair, words, hist):
-    """The noisy-max quantile of every group: candidates the ``2**depth + 1`` edges ``e_j`` of the leaves,
-    scores ``−|L_j − q·n|`` (``L_j`` the kept rows' values below ``e_j``, ``n`` all of them; a unit's at most
-    M rows move every score by at most ``M·max(q, 1 − q)``), the candidate of largest score plus
-    Laplace noise (:func:`.calibration.noisy_max_epsilon`)."""
-    g, leaves = hist.shape
-    below = np.concatenate([np.zeros((g, 1), np.int64), np.cumsum(hist, axis=1)], axis=1).astype(np.float64)
-    elements = np.arange(leaves + 1)[None, :]
-    best = np.empty(g, np.int64)
-    step = max(_NOISY_MAX_CHUNK // (leaves + 1), 1)
-    for s in range(0, g, step):
-        b = below[s : s + step]
-        scores = -np.abs(b - stat.q * b[:, -1:])
-        best[s : s + step] = np.argmax(draw(kernel, pair, words[s : s + step], elements, scores), axis=1)
+def _quantile(stat, scale, pair, words, hist):
+    """The exponential-mechanism quantile of every group (:func:`.noise.exponential_mechanism` at ``scale``):
+    candidates the ``2**depth + 1`` edges ``e_j`` of the leaves, scores ``−|L_j − q·n|`` (``L_j`` the kept rows'
+    values below ``e_j``, ``n`` all of them; a unit's at most M rows move every score by at most
+    ``M·max(q, 1 − q)``)."""
+    leaves = hist.shape[1]
+    below = np.concatenate([np.zeros((len(hist), 1), np.int64), np.cumsum(hist, axis=1)], axis=1)
+    best = exponential_mechanism(pair, words, below, below[:, -1], stat.q, scale)
     return stat.low + best * ((stat.high - stat.low) / leaves)
 
 
@@ -574,11 +564,10 @@ def finish(
     meas, weight, _ = req.plan(not public)
     exact = req.numerics == "exact"
     kernels = {
-        name: noisy_max_kernel(cal.ratio * weight[name] * c.sensitivity, exact)
-        if c.noisy_max
-        else req.noise(cal.ratio * weight[name] * c.sensitivity)
-        for name, (c, _) in meas.items()
+        name: req.noise(cal.ratio * weight[name] * c.sensitivity) for name, (c, _) in meas.items() if not c.noisy_max
     }
+    # the exponential mechanisms' scales β (drawn exactly on both tiers)
+    choices = {name: cal.ratio * weight[name] * c.sensitivity for name, (c, _) in meas.items() if c.noisy_max}
     noisy = {}
     tau, d_sel = None, 0.0
     if not public:
@@ -615,7 +604,7 @@ def finish(
         if s.kind == "quantile":
             c = comps[0]
             out = _quantile(
-                s, kernels[c.name], key_words.component(c.name), words, agg[f"tree:{s.bounds_key()}:{s.depth}"]
+                s, choices[c.name], key_words.component(c.name), words, agg[f"tree:{s.bounds_key()}:{s.depth}"]
             )
             columns[s.name] = pa.array(out)
             for suffix in ("std", "ci_low", "ci_high"):
@@ -632,7 +621,7 @@ def finish(
         columns[f"{s.name}_ci_low"] = pa.array(np.asarray(lo, np.float64))
         columns[f"{s.name}_ci_high"] = pa.array(np.asarray(hi, np.float64))
     table = pa.table(columns)
-    scales = {name: run_scale(k) for name, k in kernels.items()}
+    scales = {name: run_scale(k) for name, k in kernels.items()} | choices
     steps = {name: float(np.asarray(k.granularity)) for name, k in kernels.items()} if exact else {}
     ratios = {name: cal.ratio * weight[name] for name in meas}
     # the composition's δ share plus selection's a/(1 − a)
@@ -711,9 +700,10 @@ def release(
         duplicated public groups, an empty table) raises before any noise is drawn.
 
     References:
-      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
-      Theoretical Computer Science 9 (2014), Claim 3.9 (the quantile's report noisy max); docs/tables.md
-      (bounding, selection and the budget split).
+      McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007 (the quantile's exponential
+      mechanism); Dong, Durfee & Rogers, "Optimal differential privacy composition for exponential mechanisms",
+      ICML 2020 (its accounting as a bounded-range mechanism); docs/tables.md (bounding, selection and the budget
+      split).
     """
     req = validate(
         by,

@@ -16,7 +16,7 @@ group) and a *multiplicity* ``m`` (how many of its elements per group one unit c
 | ``sum(c, lo, hi)`` alone | Σx (M·max(|lo|,|hi|), 1) | noisy sum of values clipped to [lo, hi] |
 | ``mean(c, lo, hi)`` | rows (M, 1), Σ(x−mid) (M·r, 1) | mid + Σ(x−mid) / max(rows, 1), in [lo, hi] |
 | ``variance(c, lo, hi)`` | rows, Σ(x−mid), Σ((x−mid)² − h) (M·(r² − h), 1) | (Σ(…) + h·rows)/rows − mean², in [0, r²] |
-| ``quantile(c, q, lo, hi)`` | noisy max over 2**depth + 1 candidates (M·max(q, 1−q), 1) | the winning candidate |
+| ``quantile(c, q, lo, hi)`` | exponential mechanism, 2**depth + 1 candidates (M·max(q, 1−q), 1) | a candidate |
 
 ``mid`` is the middle of [lo, hi] (rounded down to an integer for integer-valued kernels) and
 ``r = max(mid − lo, hi − mid)``: centring shrinks the sensitivity of the sums when [lo, hi] is far
@@ -29,11 +29,13 @@ the release has a ``count``, ``mean`` or ``variance``; a ``sum`` then costs no m
 leaves (default D = 10), over every kept row (up to M per unit and group: the quantile of the same bounded
 rows the other statistics describe); the score of ``e_j`` is ``−|L_j − q·n|`` (``L_j`` the values below it,
 ``n`` all), which one unit's ``m ≤ M`` rows move by ``ΔL − q·m ∈ [−q·m, (1 − q)·m]``, at most
-``Δ = M·max(q, 1 − q)``. The release is the candidate of largest score plus
-Laplace noise of scale ``b`` (the noise of candidate ``j`` keyed by (key, measurement, group, j)): a
-report-noisy-max, pure ``ε = 2Δ/b`` (Dwork & Roth, "The algorithmic foundations of differential privacy",
-Claim 3.9, scores moving either way) — OpenDP's quantile-score candidates (``make_quantile_score_candidates``
-and a noisy max), not a noisy tree.
+``Δ = M·max(q, 1 − q)``. The release is candidate ``j`` drawn with probability ∝ ``exp(u_j/β)``, the
+exponential mechanism (McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007), drawn
+exactly on both tiers (:func:`dpjax.table.noise.exponential_mechanism`, keyed by (key, measurement, group)):
+pure ``ε = 2Δ/β``, and ε-bounded-range, so its composition is accounted by the pair that dominates every
+ε-bounded-range mechanism (:class:`dpjax.BoundedRange`; Dong, Durfee & Rogers, "Optimal differential privacy
+composition for exponential mechanisms", ICML 2020) — the candidates and scores of OpenDP's quantile
+(``make_quantile_score_candidates``), not a noisy tree.
 
 Sums are aggregated exactly, as integers: a clipped value ``x`` is stored as
 ``a = round((x − lo)/u)`` with ``u = (hi − lo)/2**32`` (``u = 1`` and integer values for
@@ -65,10 +67,10 @@ class Component:
         ``"rank:…"``; :func:`component_label` spells it for a reader).
       sensitivity: the per-group sensitivity ``s``: how far adding or removing one unit moves one element.
       multiplicity: how many of its elements per group one unit can move, each by at most ``s``.
-      elements: noisy elements per group (the candidates of a noisy max).
+      elements: noisy elements per group (the candidates of an exponential mechanism).
       norm: the size of the values it measures, for the budget split: its error counts relative to ``n·norm``.
-      noisy_max: a report-noisy-max selection among ``elements`` candidates (pure ε) instead of an additive
-        measurement.
+      noisy_max: the exponential mechanism (report-noisy-max with Gumbel noise) choosing among ``elements``
+        candidates instead of an additive measurement.
     """
 
     name: str
@@ -83,11 +85,11 @@ class Component:
         return self.sensitivity / self.norm
 
 
-#: how much a rank error of the noisy-max quantile weighs against the relative error of a sum or a count
-#: in the budget split: a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x) (2.5ρ at
-#: a lognormal's median, f(x)·x ≈ 0.4), and a noisy max errs by more than one noise scale (the largest noise of
-#: the candidates near the quantile wins); 4 balances the median's error against the sums' on the heavy-tailed
-#: table of ``benchmarks/table_utility.py`` (docs/tables.md)
+#: how much a rank error of the quantile weighs against the relative error of a sum or a count in the budget
+#: split: a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x) (2.5ρ at a lognormal's
+#: median, f(x)·x ≈ 0.4), and the exponential mechanism errs by a few scales β (the log of the number of
+#: candidates near the quantile); 4 balances the median's error against the sums' on the heavy-tailed table of
+#: ``benchmarks/table_utility.py`` (docs/tables.md)
 RANK_WEIGHT = 4.0
 #: how much the row count's relative error weighs in the variance's, against the squares' (the budget split's
 #: model): ``(h + (mean − mid)² − variance)/r²`` squared, ≈ 0.5 for ``(mean − mid)² ≈ r²/3`` (the mean's model)
@@ -355,7 +357,7 @@ _COMPONENT_WORDS = {
     "sum": "sum",
     "centred": "centred sum",
     "squares": "centred sum of squares",
-    "rank": "noisy-max quantile",
+    "rank": "exponential-mechanism quantile",
 }
 
 
@@ -479,7 +481,7 @@ def variance(column: str, low: float, high: float) -> Statistic:
 def quantile(column: str, q: float, low: float, high: float, *, depth: int = 10) -> Statistic:
     """The ``q``-quantile of ``column`` per group on ``[low, high]``.
 
-    A report-noisy-max over the ``2**depth + 1`` edges of ``[low, high]`` cut into equal leaves (module
+    The exponential mechanism over the ``2**depth + 1`` edges of ``[low, high]`` cut into equal leaves (module
     docstring), so the resolution is ``(high − low)/2**depth``.
 
     Args:
@@ -497,8 +499,8 @@ def quantile(column: str, q: float, low: float, high: float, *, depth: int = 10)
         [1, 20]; ``low`` or ``high`` not a finite number, or ``low >= high``.
 
     References:
-      Dwork & Roth, "The algorithmic foundations of differential privacy", Foundations and Trends in
-      Theoretical Computer Science 9 (2014), Claim 3.9 (report noisy max).
+      McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007. Dong, Durfee & Rogers,
+      "Optimal differential privacy composition for exponential mechanisms", ICML 2020.
     """
     _column("quantile", column)
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0.0 <= q <= 1.0:
