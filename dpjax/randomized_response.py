@@ -150,7 +150,8 @@ class RandomizedResponse(Mechanism):
         """δ(ε) of the report laws of two categories, in closed form.
 
         δ(ε) of the reports of two categories: (p − e^ε q)_+ + (q − e^ε p)_+ + (k−2) q (1 − e^ε)_+
-        (or (1 − e^ε)_+ when the categories coincide).
+        (or (1 − e^ε)_+ when the categories coincide), the first two as p (1 − e^(ε − ε_RR))_+ and
+        q (1 − e^(ε + ε_RR))_+ (p/q = e^ε_RR): no e^ε to overflow or clamp, so δ stays exact at any ε and ε_RR.
 
         Args:
           epsilon: ε, any real (array broadcasting with the answers and the parameters).
@@ -162,9 +163,12 @@ class RandomizedResponse(Mechanism):
         """
         eps = jnp.asarray(epsilon)
         p, q = self.keep_probability, self.flip_probability
-        e = jnp.exp(jnp.minimum(eps, 700.0))
         same = -jnp.expm1(jnp.minimum(eps, 0.0))
-        diff = jnp.maximum(p - e * q, 0.0) + jnp.maximum(q - e * p, 0.0) + (self.num_categories - 2) * q * same
+        diff = (
+            -p * jnp.expm1(jnp.minimum(eps - self.epsilon, 0.0))
+            - q * jnp.expm1(jnp.minimum(eps + self.epsilon, 0.0))
+            + (self.num_categories - 2) * q * same
+        )
         return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), same, diff)
 
     def renyi_divergence(self, order, value, neighbour_value):

@@ -461,6 +461,46 @@ def test_large_per_step_losses_composed_never_below_the_truth():
         acc.record(dpjax.Laplace(0.002), count=2)
 
 
+@pytest.mark.parametrize("k", [2, 5])
+def test_randomized_response_beyond_e700(k):
+    """RR's closed-form δ(ε) at ε_RR = 801, against mpmath: ``e^ε`` clamped at e^700 read δ ≈ 1 − e^(700 − ε)
+    just below ε_RR (1 where it is 0.39), so its PLD put mass 0.63 at +∞ for every ε_RR > 700, and a Gaussian
+    table release (its noisy-max quantile RR at ε ≈ 770) could not calibrate ε = 1e6 ("the nearest: ε 838195")."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    eps0 = 801.0
+    p0 = mp.e ** mp.mpf(eps0) / (mp.e ** mp.mpf(eps0) + k - 1)
+    q0 = 1 / (mp.e ** mp.mpf(eps0) + k - 1)
+    eps = [-900.0, -1.0, 0.0, 1.0, 700.0, 800.0, 800.5, 801.0, 1e4]
+    want = [
+        float(max(p0 - mp.e**e * q0, 0) + max(q0 - mp.e**e * p0, 0) + (k - 2) * q0 * max(1 - mp.e**e, 0))
+        for e in map(mp.mpf, eps)
+    ]
+    mech = dpjax.RandomizedResponse(np.float64(eps0), k)
+    with jax.enable_x64(True):
+        got = np.asarray(mech.hockey_stick(np.asarray(eps), 0.0, 1.0))
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+@pytest.mark.slow
+def test_randomized_response_beyond_e700_composed_with_a_gaussian():
+    """RR(801) then Gaussian(σ 0.01) (μ 100), at δ 1e-6: ∞ while RR's δ(ε) clamped e^ε at e^700; now at or above
+    the truth (mpmath: losses ±801 with masses p, q, each shifting the Gaussian's δ(ε)) and close to it."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    eps0, mu = mp.mpf(801), mp.mpf(100)
+    p0, q0 = 1 / (1 + mp.e**-eps0), 1 / (1 + mp.e**eps0)
+
+    def gauss(x):
+        return mp.ncdf(-x / mu + mu / 2) - mp.e**x * mp.ncdf(-x / mu - mu / 2)
+
+    truth = mp.findroot(lambda e: p0 * gauss(e - eps0) + q0 * gauss(e + eps0) - mp.mpf("1e-6"), mp.mpf(6000))
+    with jax.enable_x64(True):
+        rr = accounting.pld(dpjax.RandomizedResponse(np.float64(801.0)))
+        got = float(rr.compose(accounting.pld(dpjax.Gaussian(np.float64(0.01)))).get_epsilon_for_delta(1e-6))
+    assert float(truth) <= got <= float(truth) * (1 + 1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "mech,count,truth",

@@ -563,6 +563,14 @@ def test_calibration_refuses_in_words_where_the_accountant_fails(monkeypatch):
         r"accountant refused a ratio: round-off floor",
     ):
         calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
+    # an accountant answering ε = ∞ below the floor (as RR's δ(ε) did at ε_RR > 700): the refusal says so
+    monkeypatch.setattr(
+        calibration,
+        "_epsilons",
+        lambda make, runs, ratios, *a: np.array([4.0 / ratios[0] if ratios[0] >= 5 else np.inf]),
+    )
+    with pytest.raises(ValueError, match=r"the accountant refused a ratio: ε = ∞ at noise ratio 5\)"):
+        calibration._calibrate(make, [calibration.Run(1.0, 1.0, 2)], 1.0, 1e-6, False)
     # a nearly flat ε(t) (an accountant no longer resolving ε): the secant's step overflowed math.exp
     monkeypatch.setattr(
         calibration,

@@ -363,12 +363,14 @@ def _calibrate(make, runs, epsilon, delta, discrete, exact=False, start=None) ->
     best_eps = math.nan
     t = _start(make, runs, epsilon, delta) if start is None else start
     last = None  # (log t, log ε) of the previous finite evaluation
-    failure = None  # the accountant's last refusal of a ratio (counted as over the budget: never returned)
+    failure = None  # the accountant's last refusal of a ratio, or ε = ∞ (counted as over the budget: never returned)
     for _ in range(64):
         try:
             e = float(_epsilons(make, runs, [t], delta, discrete, exact)[0])
         except (ValueError, ArithmeticError) as exc:
             e, failure = math.nan, f"{exc}"
+        if e == math.inf:
+            failure = f"ε = ∞ at noise ratio {t:.6g}"
         if math.isfinite(e) and e <= epsilon:
             if t < under:
                 under, best_eps = t, e
