@@ -151,6 +151,13 @@ def _uniform_words(k0, k1, j):
         return threefry2x32(k0, k1, np.full(np.shape(k0), j, np.uint32), np.zeros(np.shape(k0), np.uint32))
 
 
+def _cdf_error(n, candidates, scale):
+    """A bound on |float64 cdf − cdf| of :func:`exponential_mechanism`'s float pass: the scores' rounding (three
+    operations, each within 2^-53 of ``n``) divided by β, ``exp``'s (2 ulp), the cumulative sum's (a relative
+    2^-53 per term) and the normalisation's."""
+    return 16 * n * 2.0**-53 / scale + 4 * candidates * 2.0**-52 + 2.0**-46
+
+
 def exponential_mechanism(component_pair, group_words, below, total, q: float, scale: float) -> np.ndarray:
     """One candidate per group drawn exactly from the exponential mechanism of the quantile scores.
 
@@ -193,8 +200,7 @@ def exponential_mechanism(component_pair, group_words, below, total, q: float, s
         cdf /= cdf[:, -1:]
         us = u[s : s + step]
         j = np.minimum(np.sum(cdf <= us[:, None], axis=1), c - 1)
-        # |float cdf − cdf| ≤ ρ: the scores' rounding (relative 2^-53 of n, three operations), exp's and the sum's
-        rho = 16 * n * 2.0**-53 / scale + 4 * c * 2.0**-52 + 2.0**-46
+        rho = _cdf_error(n, c, scale)
         rows = np.arange(len(j))
         left = np.where(j > 0, cdf[rows, np.maximum(j - 1, 0)], 0.0)
         clear = (j == 0) | (left + rho <= us)
