@@ -88,9 +88,9 @@ class Component:
 #: how much a rank error of the quantile weighs against the relative error of a sum or a count in the budget
 #: split: a relative rank error ρ moves a quantile of a unimodal law by about ρ/(f(x)·x) (2.5ρ at a lognormal's
 #: median, f(x)·x ≈ 0.4), and the exponential mechanism errs by a few scales β (the log of the number of
-#: candidates near the quantile); 4 balances the median's error against the sums' on the heavy-tailed table of
+#: candidates near the quantile); 6 balances the median's error against the sums' on the heavy-tailed table of
 #: ``benchmarks/table_utility.py`` (docs/tables.md)
-RANK_WEIGHT = 4.0
+RANK_WEIGHT = 6.0
 #: how much the row count's relative error weighs in the variance's, against the squares' (the budget split's
 #: model): ``(h + (mean − mid)² − variance)/r²`` squared, ≈ 0.5 for ``(mean − mid)² ≈ r²/3`` (the mean's model)
 #: and a variance of ``r²/9``
