@@ -381,7 +381,10 @@ def _print(results):
             cells = []
             for c, _, _ in CLASSES:
                 r = res[c]
-                errs = " ".join("  -  " if r[s] is None else f"{r[s]:.3f}" for s in STATS)
+                # below .01 a fourth decimal: the large groups' cells sit at .003–.004, where rounding decides
+                errs = " ".join(
+                    "  -  " if r[s] is None else f"{r[s]:.3f}" if r[s] >= 0.01 else f"{r[s]:.4f}" for s in STATS
+                )
                 cells.append(f"{r['released']:.0f}/{r['of']:.0f} {errs}")
             print(f"{mode + label:8s} {noise:8s} {tool:10s} " + " | ".join(cells))
 

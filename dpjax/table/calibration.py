@@ -151,10 +151,6 @@ def split(measurements, max_groups: int, pure: bool) -> dict:
     ε = 2/(t·v) is bounded-range, ε²/8 = 1/(2(t·v)²) of zCDP, as much as a Gaussian run's or a Laplace run's
     (ε = 1/(t·v), ε²/2) at the same ratio.
 
-    References:
-      Cesar & Rogers, "Bounding, concentrating, and truncating: unifying privacy loss composition for data
-      analytics", ALT 2021 (bounded range and zCDP).
-
     Args:
       measurements: ``{name: (Component, c·s̃²)}`` (:meth:`dpjax.table.release.Request.measurements`).
       max_groups: the contribution bound ``K``.
@@ -162,6 +158,10 @@ def split(measurements, max_groups: int, pure: bool) -> dict:
 
     Returns:
       ``{name: v}``, the largest weight 1.
+
+    References:
+      Cesar & Rogers, "Bounding, concentrating, and truncating: unifying privacy loss composition for data
+      analytics", ALT 2021 (bounded range and zCDP).
     """
     power = 1 / 3 if pure else 1 / 4
     out = {}
