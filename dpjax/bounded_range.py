@@ -38,6 +38,11 @@ def _upper(epsilon, y):
     return jnp.expm1((y - epsilon) / 2) / jnp.expm1(-epsilon)
 
 
+def _log_sinh(x):
+    """``log sinh(x) = x + log(1 − e^{−2x}) − log 2`` for ``x > 0`` (no overflow at large x)."""
+    return x + jnp.log(-jnp.expm1(-2 * x)) - jnp.log(2.0)
+
+
 @pytree_dataclass
 class BoundedRange(Mechanism):
     r"""The worst ε-bounded-range pair as a mechanism on the answers 0 and 1.
@@ -171,9 +176,7 @@ class BoundedRange(Mechanism):
         a = jnp.asarray(order)
         k = 2 * a - 1
         e = self.epsilon
-        # log sinh(x) = x + log(1 − e^{−2x}) − log 2, stable for large x
-        log_sinh = lambda x: x + jnp.log(-jnp.expm1(-2 * x)) - jnp.log(2.0)  # noqa: E731
-        d = (log_sinh(k * e / 2) - jnp.log(k) - log_sinh(e / 2)) / (a - 1)
+        d = (_log_sinh(k * e / 2) - jnp.log(k) - _log_sinh(e / 2)) / (a - 1)
         return jnp.where(jnp.asarray(value) == jnp.asarray(neighbour_value), 0.0, d)
 
     def pure_epsilon(self, sensitivity=None):

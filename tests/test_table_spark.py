@@ -74,6 +74,8 @@ STATS = [
     table.variance("steps", 0, 20000),
     table.quantile("steps", 0.5, 0, 20000),
 ]
+#: the unit, contribution bounds and budget of the Spark-against-pyarrow releases below
+BOUNDED = dict(privacy_unit="user_id", max_groups_per_unit=2, max_rows_per_group=3, epsilon=1.0, delta=1e-6)
 
 
 @pytest.mark.slow
@@ -85,11 +87,7 @@ def test_spark_equals_pyarrow_bitwise(spark, groups):
     kw = dict(
         by="g",
         statistics=STATS,
-        privacy_unit="user_id",
-        max_groups_per_unit=2,
-        max_rows_per_group=3,
-        epsilon=1.0,
-        delta=1e-6,
+        **BOUNDED,
         groups=groups,
         noise="gaussian",
     )  # (the exact tier: the test below)
@@ -110,11 +108,7 @@ def test_spark_equals_pyarrow_bitwise_on_the_exact_tier(spark):
     kw = dict(
         by="g",
         statistics=[table.count(), table.sum("steps", 0, 20000), table.quantile("steps", 0.5, 0, 20000)],
-        privacy_unit="user_id",
-        max_groups_per_unit=2,
-        max_rows_per_group=3,
-        epsilon=1.0,
-        delta=1e-6,
+        **BOUNDED,
         noise="laplace",
         numerics="exact",
     )
@@ -220,11 +214,7 @@ def test_spark_parquet_scan_read_by_the_workers_equals_pyarrow_bitwise(spark, tm
     kw = dict(
         by="g",
         statistics=STATS,
-        privacy_unit="user_id",
-        max_groups_per_unit=2,
-        max_rows_per_group=3,
-        epsilon=1.0,
-        delta=1e-6,
+        **BOUNDED,
         noise="gaussian",
     )
     req = table_release.validate("g", STATS, "user_id", 2, 3, 1.0, 1e-6, None, "gaussian")
